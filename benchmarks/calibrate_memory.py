@@ -1,0 +1,91 @@
+"""Fit the activation-peak and CUDA-graph calibrations of gpuopt/data/vllm_versions.yaml on vLLM's own logs.
+
+    python benchmarks/calibrate_memory.py
+
+Prints the coefficients per release era with the rows they were fitted on (paste them into the YAML),
+and a leave-one-model-out check of the activation fit, so the in-sample accuracy is not mistaken for
+predictive accuracy. Each distinct (model, TP, precision, release) configuration counts once.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from observed_memory import ObservedRow, load_rows  # noqa: E402
+
+from gpuopt.hardware import get_gpu  # noqa: E402
+from gpuopt.optimizer.architecture import get_model  # noqa: E402
+from gpuopt.optimizer.memory import GIB, activation_dtype_bytes, resolve  # noqa: E402
+
+ERAS = {"0.11": ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16"), "0.17": ("0.17", "0.18", "0.19")}
+
+
+def features(row: ObservedRow) -> list[float]:
+    arch, gpu = get_model(row.model), get_gpu(row.gpu)
+    cfg, _ = resolve(arch, gpu, row.config)
+    act = activation_dtype_bytes(arch, cfg.precision)
+    tokens, rows = cfg.max_num_batched_tokens, min(cfg.max_num_seqs, cfg.max_num_batched_tokens)
+    moe = (tokens * (arch.experts_per_token or 1) * (arch.moe_intermediate_size or 0) * 2 * act
+           / cfg.tensor_parallel / GIB) if arch.is_moe else 0.0
+    return [1.0, rows * arch.vocab * 4 / GIB, tokens * arch.hidden_size * act / GIB, moe]
+
+
+def distinct(rows: list[ObservedRow]) -> list[ObservedRow]:
+    seen: dict[tuple[object, ...], ObservedRow] = {}
+    for r in rows:
+        key = (r.model, r.gpu, r.config.tensor_parallel, r.config.precision, r.config.vllm_version,
+               r.config.max_num_seqs)
+        seen.setdefault(key, r)
+    return list(seen.values())
+
+
+def fit(rows: list[ObservedRow], columns: list[int]) -> np.ndarray:
+    x = np.array([[features(r)[c] for c in columns] for r in rows])
+    y = np.array([r.activation_gib for r in rows])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    return coef
+
+
+def main() -> None:
+    rows, _ = load_rows()
+    usable = [r for r in rows if r.activation_gib is not None and r.config.pipeline_parallel == 1
+              and not get_model(r.model).multimodal]
+    for era, versions in ERAS.items():
+        era_rows = distinct([r for r in usable if r.config.vllm_version in versions])
+        columns = [0, 1, 2, 3] if era == "0.17" else [1]
+        coef = fit(era_rows, columns)
+        full = dict(zip(columns, coef, strict=True))
+        lines = ",".join(str(r.line) for r in sorted(era_rows, key=lambda r: r.line))
+        print(f"activation era {era}: intercept_gib={full.get(0, 0.0):.4f} sampler={full.get(1, 0.0):.4f} "
+              f"hidden={full.get(2, 0.0):.4f} moe={full.get(3, 0.0):.4f}")
+        print(f"  fitted_on: vllm_memory_observed.csv lines {lines} ({len(era_rows)} distinct configurations)")
+        errors = []
+        for held in sorted({r.model for r in era_rows}):
+            train = [r for r in era_rows if r.model != held]
+            if len(train) < len(columns):
+                continue
+            c = dict(zip(columns, fit(train, columns), strict=True))
+            for r in (r for r in era_rows if r.model == held):
+                f = features(r)
+                pred = sum(c[k] * f[k] for k in columns)
+                errors.append(abs(pred - (r.activation_gib or 0.0)))
+        if errors:
+            print(f"  leave-one-model-out activation error: mean {np.mean(errors):.3f} GiB, "
+                  f"max {np.max(errors):.3f} GiB")
+    graph_rows = distinct([r for r in rows if r.cuda_graph_gib is not None and r.config.vllm_version == "0.19"])
+    x = np.array([[1.0, get_model(r.model).num_hidden_layers / r.config.pipeline_parallel] for r in graph_rows])
+    y = np.array([r.cuda_graph_gib for r in graph_rows])
+    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
+    resid = np.abs(x @ coef - y)
+    print(f"cuda_graph v0.19: base_gib={coef[0]:.4f} per_layer_gib={coef[1]:.5f} "
+          f"(mean abs error {resid.mean():.3f} GiB, max {resid.max():.3f} GiB)")
+    print(f"  fitted_on: vllm_memory_observed.csv lines {','.join(str(r.line) for r in graph_rows)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""Replayable rows of ../shared/data/vllm_memory_observed.csv, shared by the accuracy and calibration scripts.
+
+A row is replayable when it names a V1-engine release we model (>= 0.11), a GPU we can identify, and a
+model in the registry. Everything else is listed with the reason it is skipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuopt.optimizer.memory import ServingConfig, WeightFormat
+
+DATA = Path(os.environ.get("GPUOPT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+# Quantised checkpoints -> (registry architecture, weight format). The architecture is the base model's.
+CHECKPOINTS: dict[str, tuple[str, WeightFormat]] = {
+    "RedHatAI/Llama-3.3-70B-Instruct-fp8-dynamic": ("meta-llama/Llama-3.3-70B-Instruct", "fp8"),
+    "RedHatAI/Llama-3.3-70B-Instruct-FP8-dynamic": ("meta-llama/Llama-3.3-70B-Instruct", "fp8"),
+    "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16": ("meta-llama/Llama-3.1-8B-Instruct", "int4"),
+    "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8": ("meta-llama/Llama-3.1-8B-Instruct", "int8"),
+    # models.csv checks Mistral-Small-3.1's parameter count against this very 3.2 log (44.76 GiB): same dims
+    "mistralai/Mistral-Small-3.2-24B-Instruct-2506": ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "bf16"),
+}
+
+
+@dataclass(frozen=True)
+class ObservedRow:
+    line: int
+    model: str
+    gpu: str
+    config: ServingConfig
+    weights_gib: float | None
+    activation_gib: float | None
+    non_torch_gib: float | None
+    kv_gib: float | None
+    kv_tokens: int | None
+    cuda_graph_gib: float | None
+    note: str
+
+
+def _f(value: str) -> float | None:
+    return float(value) if value.strip() not in ("", "nan") else None
+
+
+def _gpu(label: str, row: dict[str, str]) -> str | None:
+    if label.startswith("NVIDIA H100 80GB"):
+        return "H100-SXM-80GB"
+    if label.startswith("NVIDIA A100 40GB"):
+        return "A100-SXM-40GB"
+    if label.startswith("NVIDIA A100") and "not stated" in label and row["model"] == "openai/gpt-oss-20b":
+        # 36.56 GiB of KV at gpu_memory_utilization 0.65 is impossible on a 40 GB card: an 80 GB A100
+        return "A100-SXM-80GB"
+    return None
+
+
+def _precision(row: dict[str, str], model: str) -> tuple[str, WeightFormat | None]:
+    if row["model"] in CHECKPOINTS:
+        return CHECKPOINTS[row["model"]]
+    quant = row["quantization"].strip().lower()
+    dtype = row["dtype"].strip().lower()
+    if quant == "fp8":
+        return model, "fp8"
+    if quant == "mxfp4":
+        return model, "mxfp4"
+    if dtype == "float32":
+        return model, "fp32"
+    if dtype == "float16":
+        return model, "fp16"
+    if dtype == "bfloat16":
+        return model, "bf16"
+    return model, None  # checkpoint default
+
+
+def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
+    from gpuopt.optimizer.architecture import registry
+
+    rows: list[ObservedRow] = []
+    skipped: list[tuple[int, str, str]] = []
+    with open(DATA / "vllm_memory_observed.csv", encoding="utf-8") as fh:
+        for line, raw in enumerate(csv.DictReader(fh), start=2):
+            version = raw["vllm_version"].strip()
+            digits = version.split(" ")[0]
+            if not digits or not digits[0].isdigit():
+                skipped.append((line, raw["model"], "vLLM release not stated"))
+                continue
+            major_minor = tuple(int(p) for p in digits.split(".")[:2])
+            if major_minor < (0, 11):
+                skipped.append((line, raw["model"], f"V0-era release {version} (not modelled)"))
+                continue
+            gpu = _gpu(raw["gpu"], raw)
+            if gpu is None:
+                skipped.append((line, raw["model"], f"GPU not identifiable: {raw['gpu']}"))
+                continue
+            model, precision = _precision(raw, raw["model"])
+            if model not in registry():
+                skipped.append((line, raw["model"], "model not in the registry"))
+                continue
+            mml = _f(raw["max_model_len"])
+            mns = _f(raw["max_num_seqs"])
+            bs = _f(raw["block_size"])
+            gmu = _f(raw["gpu_memory_utilization"])
+            kv_dtype = "fp8" if raw["kv_cache_dtype"].strip() == "fp8" else "auto"
+            cfg = ServingConfig(
+                tensor_parallel=int(raw["tensor_parallel"]), pipeline_parallel=int(raw["pipeline_parallel"] or 1),
+                precision=precision, kv_cache_dtype=kv_dtype,  # type: ignore[arg-type]
+                max_model_len=int(mml) if mml else None, gpu_memory_utilization=gmu,
+                max_num_seqs=int(mns) if mns else None, block_size=int(bs) if bs else 16,
+                vllm_version=".".join(digits.split(".")[:2]))
+            tokens = _f(raw["logged_kv_tokens"])
+            rows.append(ObservedRow(
+                line=line, model=model, gpu=gpu, config=cfg, weights_gib=_f(raw["logged_weights_gib"]),
+                activation_gib=_f(raw["logged_activation_peak_gib"]), non_torch_gib=_f(raw["logged_non_torch_gib"]),
+                kv_gib=_f(raw["logged_kv_cache_gib"]), kv_tokens=int(tokens) if tokens else None,
+                cuda_graph_gib=_f(raw["logged_cuda_graph_gib"]), note=raw["model"]))
+    return rows, skipped
+
+
+def ape(predicted: float, observed: float) -> float:
+    """Absolute percentage error."""
+    return abs(predicted - observed) / abs(observed) * 100 if observed else math.nan

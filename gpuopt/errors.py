@@ -1,0 +1,59 @@
+"""The exception tree, and the exit codes the CLI maps them to.
+
+    GpuoptError                      base of every *expected* failure (never a bug)
+    +-- InputError (exit 2)          bad user input: unknown model/GPU, invalid flag combination, bad file
+    |   +-- UnknownNameError         a name not in a registry, with close matches
+    |   +-- ConfigError              a config.json / workload file missing or mistyping a field
+    +-- InfeasibleError (exit 1)     valid input with no answer (does not fit, SLO unreachable)
+
+Anything else that escapes is a bug and should surface as a traceback in development.
+Exit codes (documented once, here): 0 ok, 1 infeasible, 2 bad input, 3 over budget.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+EXIT_OK = 0
+EXIT_INFEASIBLE = 1
+EXIT_BAD_INPUT = 2
+EXIT_OVER_BUDGET = 3
+
+
+class GpuoptError(Exception):
+    """Base of expected failures; `problems` holds one line per problem."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("; ".join(problems))
+        self.problems: tuple[str, ...] = problems
+
+
+class InputError(GpuoptError):
+    exit_code = EXIT_BAD_INPUT
+
+
+class ConfigError(InputError):
+    pass
+
+
+class UnknownNameError(InputError):
+    def __init__(self, kind: str, name: str, known: Iterable[str]) -> None:
+        self.kind = kind
+        self.name = name
+        known_list = list(known)
+        lowered = {k.lower(): k for k in known_list}
+        matches = difflib.get_close_matches(name.lower(), list(lowered), n=3, cutoff=0.5)
+        # also accept substring hits: "llama-3.1-8b" should suggest the full HF id
+        suggestions = [lowered[m] for m in matches]
+        subs = [k for k in known_list if name.lower() in k.lower() and k not in suggestions]
+        suggestions += subs[: max(0, 3 - len(suggestions))]
+        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
+        super().__init__(f"unknown {kind} '{name}'{hint}")
+        self.suggestions = suggestions
+
+
+class InfeasibleError(GpuoptError):
+    exit_code = EXIT_INFEASIBLE

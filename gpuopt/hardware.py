@@ -1,0 +1,73 @@
+"""GPU specifications as data (gpuopt/data/gpus.csv), looked up by normalised name.
+
+`memory_gib_reported` is what CUDA reports (and what vLLM budgets from), not the marketing figure:
+an "80 GB" H100 shows 79.19 GiB. The `memory_reported_basis` column says whether that figure was seen in
+a vLLM log or estimated from the H100 ratio; the table keeps each row's datasheet source.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import cache
+from importlib import resources
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from gpuopt.errors import UnknownNameError
+
+
+class GpuSpec(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    gpu: str
+    architecture: str
+    memory_gib: float
+    memory_gib_reported: float
+    memory_reported_basis: str
+    hbm_tb_s: float | None
+    bf16_tflops: float | None
+    fp8_tflops: float | None
+    int8_tops: float | None
+    fp8_native: bool
+    nvlink_gb_s: float | None
+    pcie_gen: int | None
+    source: str
+    verified_against_source: str
+
+    @field_validator("hbm_tb_s", "bf16_tflops", "fp8_tflops", "int8_tops", "nvlink_gb_s", "pcie_gen",
+                     mode="before")
+    @classmethod
+    def _blank_is_none(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("fp8_native", mode="before")
+    @classmethod
+    def _yes_no(cls, value: object) -> object:
+        return str(value).strip().lower() == "yes" if isinstance(value, str) else value
+
+    @property
+    def is_ampere(self) -> bool:
+        return self.architecture == "Ampere"
+
+    @property
+    def is_amd(self) -> bool:
+        return self.gpu.startswith("MI")
+
+
+@cache
+def gpu_table() -> dict[str, GpuSpec]:
+    text = resources.files("gpuopt").joinpath("data/gpus.csv").read_text(encoding="utf-8")
+    fields = set(GpuSpec.model_fields)
+    specs = [GpuSpec.model_validate({k: v for k, v in row.items() if k in fields})
+             for row in csv.DictReader(text.splitlines())]
+    return {s.gpu: s for s in specs}
+
+
+def get_gpu(name: str) -> GpuSpec:
+    """Find a GPU by normalised name, case-insensitively (H100-SXM-80GB, h100-sxm-80gb)."""
+    table = gpu_table()
+    lowered = {k.lower(): v for k, v in table.items()}
+    key = name.strip().lower()
+    if key in lowered:
+        return lowered[key]
+    raise UnknownNameError("GPU", name, table.keys())

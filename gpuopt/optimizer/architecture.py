@@ -1,0 +1,424 @@
+"""Model architectures: the registry shipped as data, local Hugging Face config.json files, parameter counts.
+
+Everything the memory and latency models know about a model comes from a `ModelArchitecture`. Parameter
+counts are derived from the architecture (never typed in), split into the components that vLLM places
+differently under tensor and pipeline parallelism: vocab-parallel embedding and LM head, per-layer linear
+weights (sharded by TP), MoE experts (sharded by TP, quantisable separately, e.g. gpt-oss MXFP4), and small
+replicated tensors (norms, routers, MLA down-projections).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from gpuopt.errors import ConfigError, UnknownNameError
+
+AttentionKind = Literal[
+    "mha", "gqa", "mla", "sliding-window", "sliding-window mix", "chunked-local mix", "gqa + cross-attn",
+    "linear-attention hybrid",
+]
+LayerKind = Literal["full", "sliding", "chunked", "mla", "cross", "linear"]
+
+DTYPE_BYTES: dict[str, float] = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+class ModelArchitecture(BaseModel):
+    """One decoder-only (or decoder + vision) model, with the units in the field names where they matter."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hf_id: str
+    num_hidden_layers: int
+    hidden_size: int
+    intermediate_size: int | None = None
+    moe_intermediate_size: int | None = None
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int | None = None
+    vocab_size: int | None = None
+    max_position_embeddings: int | None = None
+    tie_word_embeddings: bool = False
+    num_experts: int | None = None
+    experts_per_token: int | None = None
+    n_shared_experts: int | None = None
+    shared_expert_intermediate_size: int | None = None
+    shared_expert_gate: bool = False
+    first_k_dense_layers: int | None = None
+    attention_kind: AttentionKind = "gqa"
+    sliding_window: int | None = None
+    sliding_layers: int | None = None
+    cross_attention_layers: int | None = None
+    linear_attention_layers: int | None = None
+    kv_lora_rank: int | None = None
+    q_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    attention_bias: Literal["none", "qkv", "all"] = "none"
+    mlp_kind: Literal["gated", "plain"] = "gated"
+    mlp_bias: bool = False
+    router_bias: bool = False
+    attention_sinks: bool = False
+    lm_head_bias: bool = False
+    norm_kind: Literal["rmsnorm", "layernorm"] = "rmsnorm"
+    norms_per_layer: int = 2
+    torch_dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"
+    native_quantization: Literal["mxfp4-experts", "fp8-block"] | None = None
+    multimodal: bool = False
+    vision_params_b: float | None = None
+    published_params_b: float | None = None
+    total_params_b_reference: float | None = None
+    active_params_b_reference: float | None = None
+    source: str = ""
+    notes: str = ""
+
+    # ---- derived shapes -------------------------------------------------------------------------
+    def missing_fields(self) -> list[str]:
+        """Fields the memory model needs that the source did not give (the model cannot be fitted)."""
+        missing = [] if self.vocab_size else ["vocab_size"]
+        if self.is_moe and not self.moe_intermediate_size:
+            missing.append("moe_intermediate_size")
+        if not self.is_moe and not self.intermediate_size:
+            missing.append("intermediate_size")
+        if self.is_mla and not (self.kv_lora_rank and self.qk_rope_head_dim):
+            missing.append("kv_lora_rank/qk_rope_head_dim")
+        return missing
+
+    @property
+    def vocab(self) -> int:
+        return self.vocab_size or 0
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.attention_kind == "mla"
+
+    @property
+    def attn_head_dim(self) -> int:
+        if self.head_dim:
+            return self.head_dim
+        return self.hidden_size // self.num_attention_heads
+
+    @property
+    def checkpoint_dtype_bytes(self) -> float:
+        return DTYPE_BYTES[self.torch_dtype]
+
+    @property
+    def rotary_dim(self) -> int:
+        return self.qk_rope_head_dim if self.is_mla and self.qk_rope_head_dim else self.attn_head_dim
+
+    def layer_kinds(self) -> list[LayerKind]:
+        """Attention kind of each decoder layer, in order (what vLLM builds a KV spec from).
+
+        Interleaving patterns are not all in the registry; the order only matters for uneven PP stages,
+        so layers of the minority kind are spread evenly (the 1:1 and 5:1 patterns of Gemma are even).
+        """
+        n = self.num_hidden_layers
+        if self.is_mla:
+            return ["mla"] * n
+        special: tuple[LayerKind, int] | None = None
+        if self.attention_kind == "sliding-window" and self.sliding_window:
+            special = ("sliding", self.sliding_layers or n)
+        elif self.attention_kind == "sliding-window mix" and self.sliding_layers:
+            special = ("sliding", self.sliding_layers)
+        elif self.attention_kind == "chunked-local mix" and self.sliding_layers:
+            special = ("chunked", self.sliding_layers)
+        elif self.attention_kind == "gqa + cross-attn" and self.cross_attention_layers:
+            special = ("cross", self.cross_attention_layers)
+        elif self.attention_kind == "linear-attention hybrid" and self.linear_attention_layers:
+            special = ("linear", self.linear_attention_layers)
+        if special is None:
+            return ["full"] * n
+        kind, count = special
+        kinds: list[LayerKind] = ["full"] * n
+        # place `count` special layers evenly (Bresenham), so every stage gets its fair share
+        for i in range(n):
+            if (i + 1) * count // n > i * count // n:
+                kinds[i] = kind
+        return kinds
+
+    def _layer_kind(self, index: int) -> LayerKind:
+        if not self.linear_attention_layers:
+            return "mla" if self.is_mla else "full"
+        return self.layer_kinds()[index]
+
+    def is_dense_layer(self, index: int) -> bool:
+        return not self.is_moe or index < (self.first_k_dense_layers or 0)
+
+    # ---- parameter counts -----------------------------------------------------------------------
+    def layer_params(self, index: int) -> LayerParams:
+        """Parameters of decoder layer `index`, split by how vLLM shards and quantises them."""
+        h = self.hidden_size
+        nh, hd = self.num_attention_heads, self.attn_head_dim
+        linear = 0  # TP-sharded, quantisable
+        replicated = 0  # norms, routers, MLA down-projections: every TP rank holds a copy
+        bias = 0  # TP-sharded, never quantised
+        if self.is_mla:
+            rope, nope = self.qk_rope_head_dim or 0, self.qk_nope_head_dim or 0
+            vhd, kvr = self.v_head_dim or hd, self.kv_lora_rank or 0
+            if self.q_lora_rank:
+                replicated += h * self.q_lora_rank + self.q_lora_rank  # q_a_proj + q_a_layernorm
+                linear += self.q_lora_rank * nh * (nope + rope)  # q_b_proj
+            else:
+                linear += h * nh * (nope + rope)
+            replicated += h * (kvr + rope) + kvr  # kv_a_proj_with_mqa + kv_a_layernorm
+            linear += kvr * nh * (nope + vhd) + nh * vhd * h  # kv_b_proj + o_proj
+        elif self._layer_kind(index) == "linear":
+            # lightning (linear) attention: fused qkv over all heads, output projection, output gate
+            q = nh * hd
+            linear += h * 3 * q + q * h + h * q
+            replicated += q  # its own norm over the attention output
+        else:
+            nkv = self.num_key_value_heads
+            q, kv = nh * hd, nkv * hd
+            linear += h * q + 2 * h * kv + q * h
+            if self.attention_bias in ("qkv", "all"):
+                bias += q + 2 * kv
+            if self.attention_bias == "all":
+                bias += h
+            if self.attention_sinks:
+                bias += nh
+        norm_w = 2 if self.norm_kind == "layernorm" else 1
+        replicated += self.norms_per_layer * norm_w * h
+        experts = 0
+        mlp_mats = 3 if self.mlp_kind == "gated" else 2
+        if self.is_dense_layer(index):
+            inter = self.intermediate_size or 0
+            linear += mlp_mats * h * inter
+            if self.mlp_bias:
+                bias += (mlp_mats - 1) * inter + h
+        else:
+            e, mi = self.num_experts or 0, self.moe_intermediate_size or 0
+            experts += e * mlp_mats * h * mi
+            if self.mlp_bias:
+                experts += e * ((mlp_mats - 1) * mi + h)
+            replicated += h * e + (e if self.router_bias else 0)
+            if self.shared_expert_intermediate_size:
+                linear += mlp_mats * h * self.shared_expert_intermediate_size
+            if self.shared_expert_gate:
+                replicated += h
+        return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated)
+
+    def layer_active_params(self, index: int) -> int:
+        """Parameters one token touches in this layer (MoE: only its top-k experts)."""
+        p = self.layer_params(index)
+        if self.is_dense_layer(index) or not self.num_experts:
+            return p.total
+        share = (self.experts_per_token or 1) / self.num_experts
+        return p.linear + p.bias + p.replicated + round(p.experts * share)
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab * self.hidden_size
+
+    @property
+    def lm_head_params(self) -> int:
+        """Parameters of the output projection (a separate tensor even when tied, on the last PP stage)."""
+        return self.vocab * self.hidden_size + (self.vocab if self.lm_head_bias else 0)
+
+    @property
+    def final_norm_params(self) -> int:
+        return self.hidden_size * (2 if self.norm_kind == "layernorm" else 1)
+
+    def total_params(self) -> int:
+        """Text-model parameters as the checkpoint stores them (tied embeddings counted once)."""
+        layers = sum(self.layer_params(i).total for i in range(self.num_hidden_layers))
+        head = 0 if self.tie_word_embeddings else self.lm_head_params
+        return self.embedding_params + layers + head + self.final_norm_params
+
+    def active_params(self) -> int:
+        layers = sum(self.layer_active_params(i) for i in range(self.num_hidden_layers))
+        head = 0 if self.tie_word_embeddings else self.lm_head_params
+        return self.embedding_params + layers + head + self.final_norm_params
+
+    def vision_params(self) -> int:
+        return round((self.vision_params_b or 0.0) * 1e9)
+
+    # ---- KV cache ---------------------------------------------------------------------------------
+    def kv_values_per_token_per_layer(self, tensor_parallel: int) -> int:
+        """Values one token stores in one attention layer on one TP rank (K and V together).
+
+        GQA/MHA: 2 x max(1, kv_heads // TP) x head_dim -- heads are replicated once TP exceeds them.
+        MLA: one latent of kv_lora_rank + qk_rope_head_dim values, the same on every rank.
+        """
+        if self.is_mla:
+            return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
+        heads = max(1, self.num_key_value_heads // tensor_parallel)
+        return 2 * heads * self.attn_head_dim
+
+
+@dataclass(frozen=True)
+class LayerParams:
+    linear: int
+    experts: int
+    bias: int
+    replicated: int
+
+    @property
+    def total(self) -> int:
+        return self.linear + self.experts + self.bias + self.replicated
+
+
+# ---- the registry --------------------------------------------------------------------------------
+
+_INT_FIELDS = {
+    name for name, f in ModelArchitecture.model_fields.items() if f.annotation in (int, int | None)
+}
+
+
+def _parse_row(row: dict[str, str]) -> ModelArchitecture:
+    data: dict[str, Any] = {}
+    for key, raw in row.items():
+        value = raw.strip()
+        if value == "":
+            continue
+        data[key] = value
+    for key in ("tie_word_embeddings", "shared_expert_gate", "mlp_bias", "router_bias", "attention_sinks",
+                "lm_head_bias", "multimodal"):
+        if key in data:
+            data[key] = data[key].lower() == "true"
+    return ModelArchitecture.model_validate(data)
+
+
+@cache
+def registry() -> dict[str, ModelArchitecture]:
+    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv)."""
+    text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
+    rows = csv.DictReader(text.splitlines())
+    models = [_parse_row(r) for r in rows]
+    return {m.hf_id: m for m in models}
+
+
+def iter_models() -> Iterator[ModelArchitecture]:
+    yield from registry().values()
+
+
+def get_model(name: str) -> ModelArchitecture:
+    """Look a model up by HF id, case-insensitively, also without the organisation prefix."""
+    reg = registry()
+    if name in reg:
+        return reg[name]
+    lowered = {k.lower(): v for k, v in reg.items()}
+    if name.lower() in lowered:
+        return lowered[name.lower()]
+    by_short = [v for k, v in reg.items() if k.split("/", 1)[-1].lower() == name.lower()]
+    if len(by_short) == 1:
+        return by_short[0]
+    raise UnknownNameError("model", name, reg.keys())
+
+
+# ---- Hugging Face config.json ------------------------------------------------------------------
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "num_hidden_layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers"),
+    "hidden_size": ("hidden_size", "n_embd", "d_model", "dim"),
+    "intermediate_size": ("intermediate_size", "ffn_hidden_size", "n_inner", "ffn_dim"),
+    "num_attention_heads": ("num_attention_heads", "n_head", "n_heads", "num_heads"),
+    "num_key_value_heads": ("num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num",
+                            "n_kv_heads"),
+    "head_dim": ("head_dim", "kv_channels"),
+    "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),
+    "max_position_embeddings": ("max_position_embeddings", "seq_length", "n_positions", "max_seq_len"),
+    "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
+    "experts_per_token": ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k"),
+    "n_shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "moe_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
+    "shared_expert_intermediate_size": ("shared_expert_intermediate_size",),
+    "first_k_dense_layers": ("first_k_dense_replace",),
+    "sliding_window": ("sliding_window", "attention_chunk_size"),
+    "kv_lora_rank": ("kv_lora_rank",),
+    "q_lora_rank": ("q_lora_rank",),
+    "qk_rope_head_dim": ("qk_rope_head_dim",),
+    "qk_nope_head_dim": ("qk_nope_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+}
+_REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
+
+
+def _pick(cfg: dict[str, Any], field: str) -> Any:
+    for key in _ALIASES[field]:
+        if cfg.get(key) is not None:
+            return cfg[key]
+    return None
+
+
+def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
+    """Read a local Hugging Face config.json (never the network). Missing fields are named in the error."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    cfg: dict[str, Any] = dict(raw)
+    if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LLM under text_config
+        cfg = {**cfg, **cfg["text_config"]}
+    missing = [f for f in _REQUIRED if _pick(cfg, f) is None]
+    if missing:
+        raise ConfigError(*(f"{path}: missing field '{_ALIASES[f][0]}' (needed for the memory model)"
+                            for f in missing))
+    data: dict[str, Any] = {"hf_id": name or str(cfg.get("_name_or_path") or path.parent.name or path.stem)}
+    for field in _ALIASES:
+        value = _pick(cfg, field)
+        if value is not None and not isinstance(value, bool):
+            data[field] = value
+    data.setdefault("num_key_value_heads", data["num_attention_heads"])
+    data["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", False))
+    dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    data["torch_dtype"] = dtype if dtype in DTYPE_BYTES else "bfloat16"
+    if data.get("kv_lora_rank"):
+        data["attention_kind"] = "mla"
+        data.pop("head_dim", None)
+    elif data.get("num_key_value_heads") == data["num_attention_heads"]:
+        data["attention_kind"] = "mha"
+    else:
+        data["attention_kind"] = "gqa"
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and data.get("sliding_window"):
+        n_sliding = sum(1 for t in layer_types if "sliding" in str(t))
+        if 0 < n_sliding < len(layer_types):
+            data["attention_kind"] = "sliding-window mix"
+            data["sliding_layers"] = n_sliding
+        elif n_sliding == len(layer_types):
+            data["attention_kind"] = "sliding-window"
+    elif data.get("sliding_window") and cfg.get("use_sliding_window", True) and "attention_chunk_size" not in cfg:
+        data["attention_kind"] = "sliding-window"
+    else:
+        data.pop("sliding_window", None)
+    if cfg.get("attention_bias") is True:
+        data["attention_bias"] = "all"
+    elif cfg.get("qkv_bias") is True or cfg.get("add_qkv_bias") is True or cfg.get("model_type") in ("qwen2",):
+        data["attention_bias"] = "qkv"
+    if data.get("num_experts") and not data.get("moe_intermediate_size"):
+        data["moe_intermediate_size"] = data.get("intermediate_size")
+    if data.get("num_experts") and data.get("n_shared_experts") and not data.get("shared_expert_intermediate_size"):
+        data["shared_expert_intermediate_size"] = int(data["n_shared_experts"]) * int(data["moe_intermediate_size"])
+    quant = cfg.get("quantization_config")
+    if isinstance(quant, dict):
+        method = str(quant.get("quant_method", ""))
+        if method == "mxfp4":
+            data["native_quantization"] = "mxfp4-experts"
+        elif method == "fp8":
+            data["native_quantization"] = "fp8-block"
+    if not data.get("intermediate_size") and not data.get("num_experts"):
+        raise ConfigError(f"{path}: missing field 'intermediate_size' (needed for the memory model)")
+    data["source"] = f"local config {path}"
+    try:
+        return ModelArchitecture.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(*(f"{path}: field '{'.'.join(str(p) for p in e['loc'])}': {e['msg']}"
+                            for e in exc.errors())) from None

@@ -1,0 +1,463 @@
+"""Per-GPU memory as vLLM (V1 engine) accounts it: weights, activation peak, non-torch, CUDA graphs, KV blocks.
+
+The budget (vllm/v1/worker/gpu_worker.py, see docs/memory.md):
+
+    requested   = total_memory_reported x gpu_memory_utilization
+    kv_cache    = requested - weights - activation_peak - non_torch - (cuda_graphs if the release counts them)
+    num_blocks  = floor(kv_cache / (page_bytes x layers_per_group)),  page = block_size x bytes per token per layer
+    tokens      = num_blocks x block_size (uniform models); the minimum over TP ranks and PP stages is used
+
+Bytes per token per layer: 2 x max(1, kv_heads // TP) x head_dim x dtype bytes for MHA/GQA (heads are
+replicated once TP exceeds them), kv_lora_rank + qk_rope_head_dim for MLA (not split by TP). Sliding-window
+and chunked-local layers share one block pool with full-attention layers (vLLM's hybrid allocator) but need
+only window-many tokens per request. Nothing here knows about prices, solvers or output formats.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from gpuopt.errors import InputError
+from gpuopt.hardware import GpuSpec
+from gpuopt.optimizer.architecture import DTYPE_BYTES, LayerKind, ModelArchitecture
+from gpuopt.optimizer.vllm_profile import VllmProfile, get_profile
+
+GIB = 1024**3
+
+WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4", "mxfp4"]
+KvCacheDtype = Literal["auto", "fp8"]
+WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "mxfp4")
+
+# Bytes per quantised linear weight, scales included.
+#  int4 (AWQ/GPTQ W4A16, group size 128): 4-bit weight + an fp16 scale and a 4-bit zero point per group.
+#  mxfp4 (OCP microscaling): 4-bit E2M1 values + one 8-bit E8M0 scale per block of 32.
+#  fp8/int8: per-channel or per-tensor scales are negligible next to the weights.
+WEIGHT_BYTES: dict[WeightFormat, float] = {
+    "bf16": 2.0, "fp16": 2.0, "fp32": 4.0, "fp8": 1.0, "int8": 1.0,
+    "int4": 0.5 + (2 + 0.5) / 128, "mxfp4": 0.5 + 1 / 32,
+}
+KV_BYTES: dict[str, float] = {"fp8": 1.0}
+
+DTYPE_TO_FORMAT: dict[str, WeightFormat] = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """The `vllm serve` knobs that change memory; None means "vLLM's default for this GPU and release"."""
+
+    tensor_parallel: int = 1
+    pipeline_parallel: int = 1
+    precision: WeightFormat | None = None
+    kv_cache_dtype: KvCacheDtype = "auto"
+    max_model_len: int | None = None
+    gpu_memory_utilization: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int = 16
+    vllm_version: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """A ServingConfig with every default filled in from the model, the GPU and the vLLM release."""
+
+    tensor_parallel: int
+    pipeline_parallel: int
+    precision: WeightFormat
+    kv_cache_dtype: KvCacheDtype
+    max_model_len: int
+    gpu_memory_utilization: float
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    block_size: int
+    vllm_version: str
+
+    @property
+    def gpus(self) -> int:
+        return self.tensor_parallel * self.pipeline_parallel
+
+
+@dataclass(frozen=True)
+class KvGroup:
+    """Layers of one attention kind on one stage, as vLLM's hybrid allocator groups them."""
+
+    kind: LayerKind
+    layers: int
+    bytes_per_token_per_layer: float
+    window: int | None = None
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """One GPU (the TP ranks of a stage are identical, so one per PP stage)."""
+
+    pp_stage: int
+    layers: int
+    total_gib: float
+    budget_gib: float
+    weights_gib: float
+    activation_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    cuda_graph_in_budget: bool
+    kv_cache_gib: float
+    kv_bytes_per_token: float
+    num_blocks: int
+    blocks_per_request: int
+    kv_groups: tuple[KvGroup, ...] = field(default=())
+
+    @property
+    def free_after_kv_gib(self) -> float:
+        """What remains of the GPU after vLLM's budget (plus graphs when they sit outside it)."""
+        outside = 0.0 if self.cuda_graph_in_budget else self.cuda_graph_gib
+        return self.total_gib - self.budget_gib - outside
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    model: str
+    gpu: str
+    config: ResolvedConfig
+    ranks: tuple[RankMemory, ...]
+    kv_cache_tokens: int  # as vLLM logs "GPU KV cache size: N tokens" in this release
+    max_concurrency: float  # requests of max_model_len tokens that fit at once
+    fits: bool
+    reason: str | None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def binding_rank(self) -> RankMemory:
+        """The most loaded GPU: the one with the fewest KV blocks decides the capacity."""
+        return min(self.ranks, key=lambda r: (r.num_blocks, -r.weights_gib))
+
+    @property
+    def effective_kv_tokens(self) -> int:
+        """Tokens of context the replica can hold at once (for hybrids: in full-length requests)."""
+        return int(self.max_concurrency * self.config.max_model_len)
+
+    @property
+    def kv_gib_short(self) -> float:
+        """How much KV memory is missing for one max-length request (0 when it fits)."""
+        rank = self.binding_rank
+        block_bytes = rank.kv_bytes_per_token * self.config.block_size
+        need = rank.blocks_per_request * block_bytes / GIB
+        return max(0.0, need - max(0.0, rank.kv_cache_gib))
+
+
+# ---- validation --------------------------------------------------------------------------------
+
+
+def default_precision(arch: ModelArchitecture) -> WeightFormat:
+    if arch.native_quantization == "mxfp4-experts":
+        return "mxfp4"
+    if arch.native_quantization == "fp8-block":
+        return "fp8"
+    return DTYPE_TO_FORMAT[arch.torch_dtype]
+
+
+def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture) -> str | None:
+    """Why vLLM cannot run this weight format on this GPU (None when it can)."""
+    if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":
+        return f"{arch.hf_id} has no MXFP4 checkpoint (mxfp4 is only for natively MXFP4 models such as gpt-oss)"
+    if precision == "fp8" and not gpu.fp8_native and not gpu.is_ampere:
+        return f"fp8 needs native FP8 (Ada/Hopper/Blackwell) or Ampere's W8A16 kernels; {gpu.gpu} is {gpu.architecture}"
+    if precision == "mxfp4" and gpu.architecture in ("Turing", "Volta"):
+        return f"mxfp4 kernels need sm80 or newer; {gpu.gpu} is {gpu.architecture}"
+    return None
+
+
+def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
+    """Every problem with this combination, one line each (empty when valid)."""
+    problems = [f"model {arch.hf_id}: field '{f}' is missing, so memory cannot be computed"
+                for f in arch.missing_fields()]
+    tp, pp = cfg.tensor_parallel, cfg.pipeline_parallel
+    if tp < 1:
+        problems.append(f"--tp must be >= 1 (got {tp})")
+    elif arch.num_attention_heads % tp:
+        problems.append(f"--tp {tp} does not divide the {arch.num_attention_heads} attention heads of {arch.hf_id}")
+    elif not arch.is_mla and arch.num_key_value_heads >= tp and arch.num_key_value_heads % tp:
+        problems.append(f"--tp {tp} does not divide the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
+    elif not arch.is_mla and arch.num_key_value_heads < tp and tp % arch.num_key_value_heads:
+        problems.append(f"--tp {tp} is not a multiple of the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
+    if pp < 1:
+        problems.append(f"--pp must be >= 1 (got {pp})")
+    elif pp > arch.num_hidden_layers:
+        problems.append(f"--pp {pp} exceeds the {arch.num_hidden_layers} layers of {arch.hf_id}")
+    if cfg.max_model_len is not None and cfg.max_model_len <= 0:
+        problems.append(f"--max-model-len must be positive (got {cfg.max_model_len})")
+    if cfg.gpu_memory_utilization is not None and not 0 < cfg.gpu_memory_utilization <= 1:
+        problems.append(f"--gpu-memory-utilization must be in (0, 1] (got {cfg.gpu_memory_utilization})")
+    for name, value in (("--max-num-seqs", cfg.max_num_seqs), ("--max-num-batched-tokens", cfg.max_num_batched_tokens),
+                        ("--block-size", cfg.block_size)):
+        if value is not None and value <= 0:
+            problems.append(f"{name} must be positive (got {value})")
+    return problems
+
+
+def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[ResolvedConfig, VllmProfile]:
+    problems = validate(arch, cfg)
+    if problems:
+        raise InputError(*problems)
+    profile = get_profile(cfg.vllm_version)
+    seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
+    max_len = cfg.max_model_len or arch.max_position_embeddings
+    if not max_len:
+        raise InputError(f"{arch.hf_id} does not state max_position_embeddings: pass --max-model-len")
+    resolved = ResolvedConfig(
+        tensor_parallel=cfg.tensor_parallel,
+        pipeline_parallel=cfg.pipeline_parallel,
+        precision=cfg.precision or default_precision(arch),
+        kv_cache_dtype=cfg.kv_cache_dtype,
+        max_model_len=max_len,
+        gpu_memory_utilization=cfg.gpu_memory_utilization or profile.gpu_memory_utilization,
+        max_num_seqs=cfg.max_num_seqs or seqs,
+        max_num_batched_tokens=cfg.max_num_batched_tokens or batched,
+        block_size=cfg.block_size,
+        vllm_version=cfg.vllm_version or profile.version,
+    )
+    return resolved, profile
+
+
+# ---- the pieces ----------------------------------------------------------------------------------
+
+
+def activation_dtype_bytes(arch: ModelArchitecture, precision: WeightFormat) -> float:
+    """Activations, embeddings, norms and biases stay in the checkpoint's float type (fp32 only when asked)."""
+    if precision in ("bf16", "fp16"):
+        return 2.0
+    if precision == "fp32":
+        return 4.0
+    return min(DTYPE_BYTES[arch.torch_dtype], 2.0)
+
+
+def kv_dtype_bytes(arch: ModelArchitecture, precision: WeightFormat, kv_cache_dtype: KvCacheDtype) -> float:
+    """`auto` follows the model dtype vLLM runs in (bf16/fp16 = 2 B, fp32 = 4 B); fp8 is 1 B."""
+    if kv_cache_dtype == "fp8":
+        return KV_BYTES["fp8"]
+    return activation_dtype_bytes(arch, precision)
+
+
+def stage_layers(num_layers: int, pp: int) -> list[range]:
+    """Decoder layers of each PP stage: an even split, remainder layers on the stages before the last
+    (the last stage also carries the LM head and the sampler)."""
+    sizes = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        sizes[-i if pp > 1 else 0] += 1
+    out, start = [], 0
+    for size in sizes:
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
+def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
+                  first: bool, last: bool) -> float:
+    """Bytes of weights on one GPU of a stage.
+
+    Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
+    embedding and LM head are sharded by TP but stay in 16-bit; norms, routers and MLA down-projections
+    are replicated. The rotary cos/sin cache (max_position x rotary_dim in the model dtype) is counted too:
+    vLLM's "Model loading took" includes it.
+    """
+    act = activation_dtype_bytes(arch, precision)
+    linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
+    expert_bytes = WEIGHT_BYTES[precision]
+    total = 0.0
+    for i in layers:
+        p = arch.layer_params(i)
+        total += p.linear / tp * linear_bytes + p.experts / tp * expert_bytes + p.bias / tp * act
+        total += p.replicated * act
+    if first:
+        total += arch.embedding_params / tp * act + arch.vision_params() * act
+    if last:
+        if not arch.tie_word_embeddings or not first:
+            total += arch.lm_head_params / tp * act
+        total += arch.final_norm_params * act
+    total += (arch.max_position_embeddings or 0) * arch.rotary_dim * act
+    return total
+
+
+def activation_gib(arch: ModelArchitecture, profile: VllmProfile, cfg: ResolvedConfig, last_stage: bool) -> float:
+    """Peak of vLLM's profiling run on this stage (see ActivationCalibration for the form)."""
+    cal = profile.activation
+    act = activation_dtype_bytes(arch, cfg.precision)
+    tokens = cfg.max_num_batched_tokens
+    rows = min(cfg.max_num_seqs, tokens)
+    forward = cal.intercept_gib + cal.hidden * tokens * arch.hidden_size * act / GIB
+    if arch.is_moe:
+        forward += cal.moe * tokens * (arch.experts_per_token or 1) * (arch.moe_intermediate_size or 0) * 2 * act / (
+            cfg.tensor_parallel * GIB)
+    sampler = cal.sampler * rows * arch.vocab * 4 / GIB if last_stage else 0.0
+    return forward + sampler
+
+
+def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig) -> float:
+    if cfg.tensor_parallel > 1:
+        return profile.non_torch.tp_multi_gib
+    if cfg.pipeline_parallel > 1:
+        return profile.non_torch.pp_only_gib
+    return profile.non_torch.tp1_gib
+
+
+def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
+    return profile.cuda_graph.base_gib + profile.cuda_graph.per_layer_gib * layers
+
+
+def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float) -> tuple[KvGroup, ...]:
+    """Layers of this stage that keep a KV cache, grouped by kind (cross-attention and linear-attention
+    layers keep no per-token KV of the text and are left out)."""
+    kinds = arch.layer_kinds()
+    per_layer = arch.kv_values_per_token_per_layer(tp) * kv_bytes
+    counts: dict[LayerKind, int] = {}
+    for i in layers:
+        counts[kinds[i]] = counts.get(kinds[i], 0) + 1
+    groups = []
+    cached: tuple[LayerKind, ...] = ("full", "mla", "sliding", "chunked")
+    for kind in cached:
+        n = counts.get(kind, 0)
+        if n:
+            window = arch.sliding_window if kind in ("sliding", "chunked") else None
+            groups.append(KvGroup(kind=kind, layers=n, bytes_per_token_per_layer=per_layer, window=window))
+    return tuple(groups)
+
+
+def _blocks_for(group: KvGroup, max_model_len: int, block_size: int, batched_tokens: int) -> int:
+    """Blocks one request of max_model_len tokens needs in one layer of this group (vLLM's KV specs)."""
+    if group.kind == "sliding" and group.window:
+        return math.ceil(min(group.window - 1 + batched_tokens, max_model_len) / block_size) + 1
+    if group.kind == "chunked" and group.window:
+        return math.ceil(min(group.window + batched_tokens, max_model_len) / block_size)
+    return math.ceil(max_model_len / block_size)
+
+
+def kv_layout(groups: tuple[KvGroup, ...]) -> tuple[int, list[tuple[KvGroup, int]]]:
+    """vLLM's grouping: (layers sharing one block id, [(group kind, number of such groups)]).
+
+    One kind: every layer shares each block id (page = sum over layers). Several kinds (hybrid): layers are
+    split into groups of `group_size` = the smallest kind's count (the largest when max < 1.5 x min); each
+    group takes block ids from one shared pool.
+    """
+    if len(groups) <= 1:
+        return (groups[0].layers if groups else 0), [(g, 1) for g in groups]
+    counts = [g.layers for g in groups]
+    lo, hi = min(counts), max(counts)
+    size = hi if hi < 1.5 * lo else lo
+    return size, [(g, math.ceil(g.layers / size)) for g in groups]
+
+
+# ---- the estimate --------------------------------------------------------------------------------
+
+
+def estimate(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> MemoryEstimate:
+    resolved, profile = resolve(arch, gpu, cfg)
+    return estimate_resolved(arch, gpu, resolved, profile)
+
+
+def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
+                      profile: VllmProfile) -> MemoryEstimate:
+    tp, pp = cfg.tensor_parallel, cfg.pipeline_parallel
+    total = gpu.memory_gib_reported
+    budget = math.ceil(total * cfg.gpu_memory_utilization * GIB) / GIB
+    kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
+    warnings: list[str] = []
+    if arch.linear_attention_layers:
+        warnings.append(f"{arch.linear_attention_layers} linear-attention layers keep a constant per-request "
+                        "state that is not modelled (only softmax-attention KV is counted)")
+    if arch.cross_attention_layers:
+        warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
+                        "not modelled")
+    if arch.multimodal and not arch.vision_params_b:
+        warnings.append("vision encoder size unknown in the registry: its weights and profiling activation "
+                        "are not counted")
+    ranks = []
+    stages = stage_layers(arch.num_hidden_layers, pp)
+    for s, layers in enumerate(stages):
+        first, last = s == 0, s == pp - 1
+        w = weights_bytes(arch, cfg.precision, tp, layers, first, last) / GIB
+        a = activation_gib(arch, profile, cfg, last)
+        nt = non_torch_gib(profile, cfg)
+        cg = cuda_graph_gib(profile, len(layers))
+        kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
+        groups = kv_groups(arch, layers, tp, kv_b)
+        size, layout = kv_layout(groups)
+        page = cfg.block_size * max((g.bytes_per_token_per_layer for g in groups), default=0.0)
+        block_bytes = page * size
+        blocks = int(max(0.0, kv) * GIB // block_bytes) if block_bytes else 0
+        per_request = sum(n * _blocks_for(g, cfg.max_model_len, cfg.block_size, cfg.max_num_batched_tokens)
+                          for g, n in layout)
+        ranks.append(RankMemory(
+            pp_stage=s, layers=len(layers), total_gib=total, budget_gib=budget, weights_gib=w, activation_gib=a,
+            non_torch_gib=nt, cuda_graph_gib=cg, cuda_graph_in_budget=profile.cudagraph_in_budget,
+            kv_cache_gib=kv, kv_bytes_per_token=sum(g.layers * g.bytes_per_token_per_layer for g in groups),
+            num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups))
+    binding = min(ranks, key=lambda r: r.num_blocks)
+    n_groups = sum(n for _, n in kv_layout(binding.kv_groups)[1]) or 1
+    concurrency = binding.num_blocks / binding.blocks_per_request
+    if profile.kv_tokens_report == "concurrency":
+        tokens = int(concurrency * cfg.max_model_len)
+    else:
+        tokens = binding.num_blocks // n_groups * cfg.block_size
+    reason = None
+    worst = min(ranks, key=lambda r: r.kv_cache_gib)
+    if worst.weights_gib > worst.budget_gib:
+        reason = (f"weights need {worst.weights_gib:.2f} GiB per GPU but vLLM's budget is {worst.budget_gib:.2f} GiB "
+                  f"({total:.2f} GiB x {cfg.gpu_memory_utilization})")
+    elif worst.kv_cache_gib <= 0:
+        reason = (f"no memory left for the KV cache: {worst.weights_gib:.2f} GiB weights + {worst.activation_gib:.2f} "
+                  f"activation + {worst.non_torch_gib:.2f} non-torch"
+                  + (f" + {worst.cuda_graph_gib:.2f} CUDA graphs" if worst.cuda_graph_in_budget else "")
+                  + f" exceed the {worst.budget_gib:.2f} GiB budget by {-worst.kv_cache_gib:.2f} GiB")
+    elif binding.num_blocks < binding.blocks_per_request:
+        need = binding.blocks_per_request * binding.kv_bytes_per_token * cfg.block_size / GIB
+        reason = (f"one request of max_model_len {cfg.max_model_len} needs {need:.2f} GiB of KV cache but only "
+                  f"{binding.kv_cache_gib:.2f} GiB is available")
+    return MemoryEstimate(model=arch.hf_id, gpu=gpu.gpu, config=cfg, ranks=tuple(ranks), kv_cache_tokens=tokens,
+                          max_concurrency=concurrency, fits=reason is None, reason=reason,
+                          warnings=tuple(warnings))
+
+
+def max_model_len_that_fits(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
+                            profile: VllmProfile) -> int:
+    """Largest max_model_len (a multiple of block_size) for which one request fits; 0 if none."""
+    lo, hi = 0, cfg.max_model_len
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        mid_cfg = replace(cfg, max_model_len=mid)
+        if estimate_resolved(arch, gpu, mid_cfg, profile).fits:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo // cfg.block_size * cfg.block_size
+
+
+def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, profile: VllmProfile) -> list[str]:
+    """Single changes that make a non-fitting configuration fit, smallest first."""
+    fixes: list[str] = []
+
+    def fits(**changes: object) -> bool:
+        new = replace(cfg, **changes)  # type: ignore[arg-type]
+        if validate(arch, ServingConfig(tensor_parallel=new.tensor_parallel, pipeline_parallel=new.pipeline_parallel)):
+            return False
+        return estimate_resolved(arch, gpu, new, profile).fits
+
+    if cfg.kv_cache_dtype == "auto" and fits(kv_cache_dtype="fp8"):
+        fixes.append("--kv-cache-dtype fp8")
+    smaller: tuple[WeightFormat, ...] = ("fp8", "int4")
+    for precision in smaller:
+        if (WEIGHT_BYTES[precision] < WEIGHT_BYTES[cfg.precision]
+                and precision_unsupported(gpu, precision, arch) is None
+                and fits(precision=precision)):
+            fixes.append(f"--precision {precision}")
+            break
+    tp = cfg.tensor_parallel * 2
+    while tp <= 16:
+        if fits(tensor_parallel=tp):
+            fixes.append(f"--tp {tp}")
+            break
+        tp *= 2
+    shorter = max_model_len_that_fits(arch, gpu, cfg, profile)
+    if 0 < shorter < cfg.max_model_len:
+        fixes.append(f"--max-model-len {shorter}")
+    return fixes

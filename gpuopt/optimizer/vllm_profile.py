@@ -1,0 +1,115 @@
+"""vLLM's version-dependent behaviour that decides the KV budget, loaded from gpuopt/data/vllm_versions.yaml.
+
+Defaults change between releases (gpu_memory_utilization 0.90 -> 0.92 and the CUDA-graph estimate moving
+inside the budget in v0.20; scheduler limits per GPU; the profiling run's activation peak). They are data,
+each with the release notes or logs it came from, so a new release is a new YAML entry, not a code change.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from gpuopt.errors import InputError
+
+
+class ActivationCalibration(BaseModel):
+    """Peak torch memory of vLLM's profiling run, as a linear model over the tensors it allocates.
+
+    activation_gib = intercept_gib + sampler * rows * vocab * 4 B + hidden * tokens * hidden_size * act_bytes
+                     + moe * tokens * top_k * moe_intermediate_size * 2 * act_bytes / TP
+    (rows = min(max_num_seqs, max_num_batched_tokens): the sampler runs on fp32 logits over the vocabulary;
+    tokens = max_num_batched_tokens: the dummy forward pass.)
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    intercept_gib: float
+    sampler: float
+    hidden: float
+    moe: float
+    fitted_on: str
+
+
+class CudaGraphCalibration(BaseModel):
+    """CUDA-graph pool per GPU: a fixed part plus a part per decoder layer on the stage."""
+
+    model_config = ConfigDict(frozen=True)
+
+    base_gib: float
+    per_layer_gib: float
+    fitted_on: str
+
+
+class NonTorchMemory(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    tp1_gib: float
+    tp_multi_gib: float
+    pp_only_gib: float
+
+
+class VllmProfile(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    gpu_memory_utilization: float
+    cudagraph_in_budget: bool
+    kv_tokens_report: str  # "blocks" (<= v0.19) or "concurrency" (v0.33: max_concurrency x max_model_len)
+    large_gpu_gib: float  # scheduler defaults switch at this reported memory (non-A100)
+    large_max_num_seqs: int
+    large_max_num_batched_tokens: int
+    small_max_num_seqs: int
+    small_max_num_batched_tokens: int
+    huge_gpu_gib: float | None = None
+    huge_max_num_batched_tokens: int | None = None
+    non_torch: NonTorchMemory
+    activation: ActivationCalibration
+    cuda_graph: CudaGraphCalibration
+    source: str
+
+    def scheduler_defaults(self, gpu_name: str, reported_gib: float) -> tuple[int, int]:
+        """(max_num_seqs, max_num_batched_tokens) that `vllm serve` picks for this GPU."""
+        if self.huge_gpu_gib and self.huge_max_num_batched_tokens and reported_gib >= self.huge_gpu_gib:
+            return self.large_max_num_seqs, self.huge_max_num_batched_tokens
+        if reported_gib >= self.large_gpu_gib and not gpu_name.upper().startswith("A100"):
+            return self.large_max_num_seqs, self.large_max_num_batched_tokens
+        return self.small_max_num_seqs, self.small_max_num_batched_tokens
+
+
+def _key(version: str) -> tuple[int, ...]:
+    parts = []
+    for p in version.split("."):
+        digits = "".join(ch for ch in p if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+@cache
+def profiles() -> tuple[VllmProfile, ...]:
+    text = resources.files("gpuopt").joinpath("data/vllm_versions.yaml").read_text(encoding="utf-8")
+    raw = yaml.safe_load(text)
+    items = [VllmProfile.model_validate(p) for p in raw["profiles"]]
+    return tuple(sorted(items, key=lambda p: _key(p.version)))
+
+
+def newest_version() -> str:
+    return profiles()[-1].version
+
+
+def get_profile(version: str | None) -> VllmProfile:
+    """The newest profile whose version is <= the requested one (None: the newest known)."""
+    known = profiles()
+    if version is None:
+        return known[-1]
+    wanted = _key(version)
+    if not version.replace(".", "").isdigit():
+        raise InputError(f"--vllm-version: '{version}' is not a version like 0.19 or 0.11.0")
+    eligible = [p for p in known if _key(p.version) <= wanted]
+    if not eligible:
+        raise InputError(f"--vllm-version: {version} is older than the oldest modelled release "
+                         f"({known[0].version}); known: {', '.join(p.version for p in known)}")
+    return eligible[-1]

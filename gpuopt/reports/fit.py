@@ -1,0 +1,106 @@
+"""Render a MemoryEstimate: text that reads like vLLM's start-up log, and a stable JSON object."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gpuopt.optimizer.memory import MemoryEstimate
+
+
+def _r(value: float, digits: int = 4) -> float:
+    """Round for output: plain Python floats, no -0.0, stable across runs."""
+    out = round(float(value), digits)
+    return 0.0 if out == 0 else out
+
+
+def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
+    rank = est.binding_rank
+    cfg = est.config
+    return {
+        "model": est.model,
+        "gpu": est.gpu,
+        "gpu_memory_reported_gib": _r(rank.total_gib),
+        "vllm_version": cfg.vllm_version,
+        "tensor_parallel": cfg.tensor_parallel,
+        "pipeline_parallel": cfg.pipeline_parallel,
+        "precision": cfg.precision,
+        "kv_cache_dtype": cfg.kv_cache_dtype,
+        "max_model_len": cfg.max_model_len,
+        "gpu_memory_utilization": cfg.gpu_memory_utilization,
+        "max_num_seqs": cfg.max_num_seqs,
+        "max_num_batched_tokens": cfg.max_num_batched_tokens,
+        "block_size": cfg.block_size,
+        "budget_gib": _r(rank.budget_gib),
+        "weights_gib": _r(rank.weights_gib),
+        "activation_gib": _r(rank.activation_gib),
+        "non_torch_gib": _r(rank.non_torch_gib),
+        "cuda_graph_gib": _r(rank.cuda_graph_gib),
+        "cuda_graph_in_budget": rank.cuda_graph_in_budget,
+        "kv_cache_gib": _r(rank.kv_cache_gib),
+        "kv_bytes_per_token": _r(rank.kv_bytes_per_token, 2),
+        "kv_cache_blocks": rank.num_blocks,
+        "kv_cache_tokens": est.kv_cache_tokens,
+        "max_concurrency": _r(est.max_concurrency, 2),
+        "fits": est.fits,
+        "reason": est.reason,
+        "suggestions": suggestions,
+        "warnings": list(est.warnings),
+        "per_gpu": [
+            {
+                "pp_stage": r.pp_stage,
+                "layers": r.layers,
+                "weights_gib": _r(r.weights_gib),
+                "activation_gib": _r(r.activation_gib),
+                "non_torch_gib": _r(r.non_torch_gib),
+                "cuda_graph_gib": _r(r.cuda_graph_gib),
+                "kv_cache_gib": _r(r.kv_cache_gib),
+                "kv_cache_blocks": r.num_blocks,
+            }
+            for r in est.ranks
+        ],
+    }
+
+
+def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
+    rank = est.binding_rank
+    cfg = est.config
+    lines = [
+        f"{est.model} on {cfg.gpus} x {est.gpu} ({rank.total_gib:.2f} GiB reported), TP={cfg.tensor_parallel} "
+        f"PP={cfg.pipeline_parallel}, weights {cfg.precision}, KV cache {cfg.kv_cache_dtype}, vLLM {cfg.vllm_version}",
+        f"requested memory: {rank.total_gib:.2f} GiB x gpu_memory_utilization {cfg.gpu_memory_utilization} "
+        f"= {rank.budget_gib:.2f} GiB",
+        f"Model loading took {rank.weights_gib:.2f} GiB memory",
+        f"torch peak memory increase (activation): {rank.activation_gib:.2f} GiB "
+        f"(max_num_batched_tokens={cfg.max_num_batched_tokens}, max_num_seqs={cfg.max_num_seqs})",
+        f"non-torch forward increase memory: {rank.non_torch_gib:.2f} GiB",
+        f"CUDA graph memory: {rank.cuda_graph_gib:.2f} GiB "
+        + ("(inside the budget)" if rank.cuda_graph_in_budget else "(outside the budget, in the headroom)"),
+        f"Available KV cache memory: {rank.kv_cache_gib:.2f} GiB",
+        f"GPU KV cache size: {est.kv_cache_tokens:,} tokens",
+        f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: {est.max_concurrency:.2f}x",
+    ]
+    table = Table(title="per GPU (every TP rank of a stage is identical)", title_justify="left")
+    for col in ("PP stage", "layers", "weights", "activation", "non-torch", "CUDA graphs", "KV cache", "blocks"):
+        table.add_column(col, justify="right")
+    for r in est.ranks:
+        table.add_row(str(r.pp_stage), str(r.layers), f"{r.weights_gib:.2f}", f"{r.activation_gib:.2f}",
+                      f"{r.non_torch_gib:.2f}", f"{r.cuda_graph_gib:.2f}", f"{r.kv_cache_gib:.2f}", f"{r.num_blocks:,}")
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None, force_terminal=False).print(table)
+    lines.append(buf.getvalue().rstrip())
+    lines.append("(GiB; KV bytes per token per GPU: " + f"{rank.kv_bytes_per_token:,.0f})")
+    for w in est.warnings:
+        lines.append(f"warning: {w}")
+    if est.fits:
+        lines.append("fits: yes")
+    else:
+        lines.append(f"fits: NO -- {est.reason}")
+        if suggestions:
+            lines.append("smallest changes that fit: " + "; ".join(suggestions))
+        else:
+            lines.append("no single change (fp8 KV, fp8/int4 weights, higher TP, shorter max_model_len) makes it fit")
+    return "\n".join(line.rstrip() for line in lines)

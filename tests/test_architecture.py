@@ -1,0 +1,102 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from gpuopt.errors import ConfigError, UnknownNameError
+from gpuopt.optimizer.architecture import from_hf_config, get_model, registry
+
+REQUIRED = [
+    "codellama/CodeLlama-7b-hf", "google/gemma-7b", "google/gemma-2-2b-it", "google/gemma-3-4b-it",
+    "ibm-granite/granite-3.1-2b-instruct", "ibm-granite/granite-3.1-8b-instruct",
+    "ibm-granite/granite-3.3-8b-instruct", "microsoft/phi-2", "mistralai/Mistral-Small-3.1-24B-Instruct-2503",
+    "Qwen/Qwen1.5-MoE-A2.7B", "Qwen/Qwen2.5-Coder-32B-Instruct", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-14B",
+    "deepseek-ai/DeepSeek-V2-Lite-Chat", "moonshotai/Kimi-VL-A3B-Instruct", "moonshotai/Kimi-Dev-72B",
+    "meta-llama/Llama-4-Scout-17B-16E-Instruct", "meta-llama/Llama-3.2-11B-Vision-Instruct",
+]
+
+
+def test_registry_has_every_shared_model_and_the_required_ones():
+    assert len(registry()) == 83
+    for hf_id in REQUIRED:
+        assert hf_id in registry()
+
+
+def test_at_least_60_models_are_complete_for_fit():
+    complete = [m for m in registry().values() if not m.missing_fields()]
+    assert len(complete) >= 60
+
+
+@pytest.mark.parametrize("arch", [m for m in registry().values() if m.total_params_b_reference],
+                         ids=lambda m: m.hf_id)
+def test_parameter_count_from_architecture_matches_reference_within_2_percent(arch):
+    if arch.missing_fields():
+        pytest.skip(f"incomplete: {arch.missing_fields()}")
+    ours = arch.total_params() / 1e9
+    assert abs(ours - arch.total_params_b_reference) / arch.total_params_b_reference <= 0.02
+
+
+def test_llama_3_1_8b_parameters_by_hand():
+    # embed 128256*4096 = 525,336,576 (x2: untied lm_head)
+    # per layer: q,o 4096*4096*2 = 33,554,432; k,v 4096*1024*2 = 8,388,608; MLP 3*4096*14336 = 176,160,768;
+    #            norms 2*4096 = 8,192  -> 218,112,000 x 32 = 6,979,584,000; final norm 4,096
+    m = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert m.total_params() == 2 * 525_336_576 + 6_979_584_000 + 4_096
+
+
+def test_moe_active_parameters_are_a_fraction_of_total():
+    m = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert m.active_params() / 1e9 == pytest.approx(12.88, rel=0.01)
+    assert m.total_params() / 1e9 == pytest.approx(46.70, rel=0.01)
+
+
+def test_lookup_is_case_insensitive_and_accepts_short_names():
+    assert get_model("qwen/qwen3-14b").hf_id == "Qwen/Qwen3-14B"
+    assert get_model("Qwen3-14B").hf_id == "Qwen/Qwen3-14B"
+
+
+def test_unknown_model_suggests_close_matches():
+    with pytest.raises(UnknownNameError) as info:
+        get_model("meta-llama/Llama-3.1-8B-Instruc")
+    assert "meta-llama/Llama-3.1-8B-Instruct" in info.value.suggestions
+
+
+def _write(tmp_path: Path, cfg: dict) -> Path:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+LLAMA_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+
+
+def test_hf_config_reproduces_the_registry_entry(tmp_path):
+    arch = from_hf_config(_write(tmp_path, LLAMA_8B_CONFIG), name="my-llama")
+    ref = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert arch.hf_id == "my-llama"
+    assert arch.total_params() == ref.total_params()
+    assert arch.kv_values_per_token_per_layer(1) == ref.kv_values_per_token_per_layer(1)
+
+
+def test_hf_config_missing_field_is_named(tmp_path):
+    cfg = {k: v for k, v in LLAMA_8B_CONFIG.items() if k != "num_hidden_layers"}
+    with pytest.raises(ConfigError) as info:
+        from_hf_config(_write(tmp_path, cfg))
+    assert "num_hidden_layers" in str(info.value)
+
+
+def test_hf_config_reads_mla_and_nested_text_config(tmp_path):
+    cfg = {"text_config": {"hidden_size": 2048, "intermediate_size": 10944, "moe_intermediate_size": 1408,
+                           "num_attention_heads": 16, "num_key_value_heads": 16, "num_hidden_layers": 27,
+                           "vocab_size": 102400, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+                           "qk_nope_head_dim": 128, "v_head_dim": 128, "n_routed_experts": 64,
+                           "num_experts_per_tok": 6, "n_shared_experts": 2, "first_k_dense_replace": 1}}
+    arch = from_hf_config(_write(tmp_path, cfg), name="dsv2-lite")
+    ref = get_model("deepseek-ai/DeepSeek-V2-Lite-Chat")
+    assert arch.is_mla
+    assert arch.kv_values_per_token_per_layer(4) == 576
+    assert arch.total_params() == ref.total_params()

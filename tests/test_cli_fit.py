@@ -1,0 +1,95 @@
+import json
+
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from tests.conftest import check_golden
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_fit_text_reads_like_the_vllm_log_golden():
+    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                 "--max-model-len", "8192", "--vllm-version", "0.19", "--gpu-memory-utilization", "0.95")
+    assert result.exit_code == 0, result.output
+    assert "GPU KV cache size:" in result.output
+    assert "Maximum concurrency for 8,192 tokens per request:" in result.output
+    check_golden("fit_llama8b_h100.txt", result.output)
+
+
+def test_fit_json_has_the_contract_keys_and_is_deterministic():
+    args = ("fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100-sxm-80gb", "--tp", "4",
+            "--max-model-len", "32768", "--json")
+    first, second = run(*args), run(*args)
+    assert first.exit_code == 0, first.output
+    assert first.output == second.output
+    data = json.loads(first.output)
+    for key in ("weights_gib", "activation_gib", "non_torch_gib", "cuda_graph_gib", "kv_cache_gib",
+                "kv_cache_tokens", "max_concurrency", "fits"):
+        assert key in data
+    assert data["fits"] is True
+    assert data["kv_bytes_per_token"] == 327_680 / 4  # 8 KV heads / TP 4 = 2 heads per rank
+    check_golden("fit_llama70b_h100_tp4.json", first.output)
+
+
+def test_fit_that_does_not_fit_exits_1_with_the_smallest_changes():
+    result = run("fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM-80GB", "--tp", "2",
+                 "--max-model-len", "32768", "--json")
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    assert data["fits"] is False
+    assert "needs" in data["reason"]
+    assert "--precision fp8" in data["suggestions"]
+    assert "--tp 4" in data["suggestions"]
+
+
+def test_unknown_model_and_gpu_give_one_line_each_with_suggestions():
+    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruc", "--gpu", "H100")
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(lines) == 2
+    assert "did you mean meta-llama/Llama-3.1-8B-Instruct" in lines[0]
+    assert "H100-SXM-80GB" in lines[1]
+    assert "Traceback" not in result.output
+
+
+def test_bad_parallelism_and_lengths_are_exit_2():
+    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--tp", "3",
+                 "--pp", "64", "--max-model-len", "-5")
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 3
+    assert any("--tp 3 does not divide the 32 attention heads" in e for e in errors)
+    assert any("--pp 64 exceeds the 32 layers" in e for e in errors)
+    assert any("--max-model-len must be positive" in e for e in errors)
+
+
+def test_model_config_missing_field_names_it(tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000,
+                               "intermediate_size": 11008}))
+    result = run("fit", "--model-config", str(cfg), "--gpu", "A10G-24GB", "--max-model-len", "4096")
+    assert result.exit_code == 2
+    assert "missing field 'num_hidden_layers'" in result.output
+
+
+def test_fp8_on_a_gpu_without_fp8_support_is_rejected():
+    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "T4-16GB", "--precision", "fp8")
+    assert result.exit_code == 2
+    assert "fp8 needs native FP8" in result.output
+
+
+def test_models_list_and_show():
+    listing = run("models", "list", "--json")
+    assert listing.exit_code == 0
+    rows = json.loads(listing.output)
+    assert len(rows) == 83
+    show = run("models", "show", "meta-llama/Llama-3.1-70B-Instruct", "--json")
+    data = json.loads(show.output)
+    assert data["kv_bytes_per_token"] == {"auto": 327680, "fp8": 163840}
+    assert data["attention_kind"] == "gqa"
+    unknown = run("models", "show", "llama-3.1-70b")
+    assert unknown.exit_code == 2
+    assert "meta-llama/Llama-3.1-70B-Instruct" in unknown.output

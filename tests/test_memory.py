@@ -1,0 +1,172 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuopt.errors import InputError
+from gpuopt.hardware import get_gpu
+from gpuopt.optimizer.architecture import get_model
+from gpuopt.optimizer.memory import (
+    GIB,
+    ServingConfig,
+    estimate,
+    kv_layout,
+    stage_layers,
+    weights_bytes,
+)
+
+H100 = get_gpu("H100-SXM-80GB")
+LLAMA8 = get_model("meta-llama/Llama-3.1-8B-Instruct")
+LLAMA70 = get_model("meta-llama/Llama-3.1-70B-Instruct")
+
+
+def kv_bytes_per_token(arch, tp=1, dtype_bytes=2):
+    return arch.num_hidden_layers * arch.kv_values_per_token_per_layer(tp) * dtype_bytes
+
+
+def test_llama_70b_kv_bytes_per_token_bf16():
+    # 80 layers x 2 (K and V) x 8 KV heads x 128 head_dim x 2 bytes = 327,680 B (not 64 attention heads)
+    assert kv_bytes_per_token(LLAMA70) == 327_680
+
+
+def test_deepseek_v3_mla_kv_is_the_same_at_every_tp():
+    # MLA: 61 layers x (512 kv_lora_rank + 64 rope) x 2 bytes = 70,272 B, not split across TP ranks
+    ds = get_model("deepseek-ai/DeepSeek-V3")
+    for tp in (1, 2, 4, 8, 16):
+        assert kv_bytes_per_token(ds, tp) == 70_272
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them():
+    # Llama-3.1-8B has 8 KV heads: TP=16 keeps max(1, 8 // 16) = 1 head per rank -> 2 x 1 x 128 values
+    assert LLAMA8.kv_values_per_token_per_layer(16) == 2 * 1 * 128
+    assert LLAMA8.kv_values_per_token_per_layer(8) == 2 * 1 * 128
+    assert LLAMA8.kv_values_per_token_per_layer(2) == 2 * 4 * 128
+
+
+def test_llama_8b_on_h100_reproduces_the_v019_log_by_hand():
+    # weights: 8,030,261,248 params x 2 B + rotary cache 131072 x 128 x 2 B = 16,094,087,168 B = 14.9888 GiB
+    # budget: ceil(79.19 GiB x 0.95); KV tokens = floor(KV bytes / (16 x 131,072 B)) x 16
+    est = estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95, vllm_version="0.19"))
+    rank = est.ranks[0]
+    assert rank.weights_gib * GIB == pytest.approx(8_030_261_248 * 2 + 131072 * 128 * 2)
+    assert rank.budget_gib == pytest.approx(79.19 * 0.95, abs=1e-6)
+    assert rank.kv_bytes_per_token == 131_072
+    expected_blocks = math.floor(rank.kv_cache_gib * GIB / (16 * 131_072))
+    assert rank.num_blocks == expected_blocks
+    assert est.kv_cache_tokens == expected_blocks * 16
+    assert est.kv_cache_tokens == pytest.approx(476_016, rel=0.01)  # vLLM v0.19 logged 476,016
+    assert est.max_concurrency == pytest.approx(expected_blocks / 512)
+    assert not rank.cuda_graph_in_budget  # v0.19 did not subtract the graph estimate
+
+
+def test_v020_counts_cuda_graphs_inside_a_092_budget():
+    est = estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.20"))
+    rank = est.ranks[0]
+    assert est.config.gpu_memory_utilization == 0.92
+    assert rank.cuda_graph_in_budget
+    assert rank.kv_cache_gib == pytest.approx(
+        rank.budget_gib - rank.weights_gib - rank.activation_gib - rank.non_torch_gib - rank.cuda_graph_gib)
+
+
+def test_fp8_weights_keep_embeddings_in_16_bit():
+    # linear params 32 x 218,103,808 = 6,979,321,856 x 1 B + embed & lm_head 2 x 525,336,576 x 2 B
+    # + norms (32 x 8192 + 4096) x 2 B + rotary cache 131072 x 128 x 2 B
+    expected = 6_979_321_856 + 4 * 525_336_576 + (32 * 8192 + 4096) * 2 + 131072 * 128 * 2
+    got = weights_bytes(LLAMA8, "fp8", 1, range(32), first=True, last=True)
+    assert got == pytest.approx(expected)
+
+
+def test_pipeline_stages_put_embedding_first_and_lm_head_last():
+    est = estimate(LLAMA8, H100, ServingConfig(pipeline_parallel=4, max_model_len=8192, vllm_version="0.19",
+                                               gpu_memory_utilization=0.95))
+    w = [r.weights_gib for r in est.ranks]
+    assert w[0] == pytest.approx(w[3], abs=1e-3) and w[1] == pytest.approx(w[2]) and w[0] > w[1]  # final norm: 8 KiB
+    assert w[0] == pytest.approx(4.26, abs=0.02) and w[1] == pytest.approx(3.28, abs=0.02)  # v0.19 log values
+
+
+def test_stage_layers_cover_every_layer_once():
+    for n, pp in ((32, 4), (61, 4), (80, 3), (7, 7)):
+        stages = stage_layers(n, pp)
+        assert sum(len(s) for s in stages) == n
+        assert max(len(s) for s in stages) - min(len(s) for s in stages) <= 1
+
+
+def test_gemma2_hybrid_groups_reproduce_logged_token_count():
+    # 21 sliding + 21 full layers -> group size 21, 2 groups sharing one pool; page 16 x 2 x 8 x 256 x 2 B.
+    # vLLM v0.19 logged 54.12 GiB available -> floor(54.12 GiB / (131072 x 21)) // 2 x 16 = 168,880 tokens.
+    gemma = get_model("google/gemma-2-9b-it")
+    kinds = gemma.layer_kinds()
+    assert kinds.count("sliding") == 21 and kinds.count("full") == 21
+    est = estimate(gemma, H100, ServingConfig(max_model_len=8192, gpu_memory_utilization=0.95, vllm_version="0.19"))
+    size, layout = kv_layout(est.ranks[0].kv_groups)
+    assert size == 21 and sorted(n for _, n in layout) == [1, 1]
+    blocks = math.floor(54.12 * GIB / (131_072 * 21))
+    assert blocks // 2 * 16 == 168_880
+    assert est.kv_cache_tokens == pytest.approx(168_880, rel=0.01)
+
+
+def test_sliding_window_requests_need_fewer_blocks_than_full_ones():
+    gemma = get_model("google/gemma-2-9b-it")
+    est = estimate(gemma, H100, ServingConfig(max_model_len=32768, vllm_version="0.19"))
+    # full group: 32768/16 = 2048 blocks; sliding group: ceil(min(4095 + 8192, 32768)/16) + 1 = 769
+    assert est.ranks[0].blocks_per_request == 2048 + 769
+
+
+def test_does_not_fit_says_why():
+    est = estimate(LLAMA70, get_gpu("A100-SXM-80GB"), ServingConfig(max_model_len=32768))
+    assert not est.fits
+    assert "weights need" in (est.reason or "")
+
+
+@pytest.mark.parametrize("cfg, needle", [
+    (ServingConfig(tensor_parallel=3), "does not divide the 32 attention heads"),
+    (ServingConfig(pipeline_parallel=40), "exceeds the 32 layers"),
+    (ServingConfig(max_model_len=0), "--max-model-len must be positive"),
+    (ServingConfig(gpu_memory_utilization=1.5), "--gpu-memory-utilization"),
+])
+def test_invalid_configurations_are_input_errors(cfg, needle):
+    with pytest.raises(InputError) as info:
+        estimate(LLAMA8, H100, cfg)
+    assert needle in str(info.value)
+
+
+MODELS = ["meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "Qwen/Qwen3-30B-A3B",
+          "deepseek-ai/DeepSeek-V2-Lite-Chat", "google/gemma-2-9b-it", "microsoft/phi-4"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(MODELS), tp_exp=st.integers(0, 3),
+       precision=st.sampled_from(["bf16", "fp8", "int4"]))
+def test_more_tp_never_raises_per_gpu_weights(model, tp_exp, precision):
+    arch = get_model(model)
+    tp = 2**tp_exp
+    if arch.num_attention_heads % (tp * 2):
+        return
+    a = weights_bytes(arch, precision, tp, range(arch.num_hidden_layers), True, True)
+    b = weights_bytes(arch, precision, tp * 2, range(arch.num_hidden_layers), True, True)
+    assert b <= a
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(MODELS), gmu=st.floats(0.5, 0.98), max_len=st.sampled_from([2048, 8192, 32768]))
+def test_fp8_kv_doubles_kv_tokens_for_the_same_budget(model, gmu, max_len):
+    arch = get_model(model)
+    gpu = get_gpu("H200-141GB")
+    auto = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=gmu, max_model_len=max_len, tensor_parallel=2))
+    fp8 = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=gmu, max_model_len=max_len, tensor_parallel=2,
+                                            kv_cache_dtype="fp8"))
+    assert fp8.ranks[0].kv_bytes_per_token * 2 == auto.ranks[0].kv_bytes_per_token
+    # same bytes, half the block size: twice the blocks, give or take the one block floor() drops
+    assert 2 * auto.ranks[0].num_blocks <= fp8.ranks[0].num_blocks <= 2 * auto.ranks[0].num_blocks + 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(MODELS), lo=st.floats(0.3, 0.97), delta=st.floats(0.0, 0.3))
+def test_more_gpu_memory_utilization_never_lowers_kv_tokens(model, lo, delta):
+    arch = get_model(model)
+    hi = min(1.0, lo + delta)
+    gpu = get_gpu("B200-180GB")
+    a = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=lo, max_model_len=4096, tensor_parallel=2))
+    b = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=hi, max_model_len=4096, tensor_parallel=2))
+    assert b.kv_cache_tokens >= a.kv_cache_tokens
