@@ -25,7 +25,7 @@ def test_fit_json_has_the_contract_keys_and_is_deterministic():
     first, second = run(*args), run(*args)
     assert first.exit_code == 0, first.output
     assert first.output == second.output
-    data = json.loads(first.output)
+    data = json.loads(first.stdout)
     for key in ("weights_gib", "activation_gib", "non_torch_gib", "cuda_graph_gib", "kv_cache_gib",
                 "kv_cache_tokens", "max_concurrency", "fits"):
         assert key in data
@@ -38,7 +38,7 @@ def test_fit_that_does_not_fit_exits_1_with_the_smallest_changes():
     result = run("fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM-80GB", "--tp", "2",
                  "--max-model-len", "32768", "--json")
     assert result.exit_code == 1
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["fits"] is False
     assert "needs" in data["reason"]
     assert "--precision fp8" in data["suggestions"]
@@ -84,10 +84,10 @@ def test_fp8_on_a_gpu_without_fp8_support_is_rejected():
 def test_models_list_and_show():
     listing = run("models", "list", "--json")
     assert listing.exit_code == 0
-    rows = json.loads(listing.output)
+    rows = json.loads(listing.stdout)
     assert len(rows) == 83
     show = run("models", "show", "meta-llama/Llama-3.1-70B-Instruct", "--json")
-    data = json.loads(show.output)
+    data = json.loads(show.stdout)
     assert data["kv_bytes_per_token"] == {"auto": 327680, "fp8": 163840}
     assert data["attention_kind"] == "gqa"
     unknown = run("models", "show", "llama-3.1-70b")

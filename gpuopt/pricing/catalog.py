@@ -1,0 +1,355 @@
+"""The price catalog: shipped snapshot + refreshed cache + user overlays, filtered by residency and policy.
+
+Order of precedence for one offering (provider, service, sku, region, price_kind):
+  1. a user overlay row (negotiated price, private offer) -- never discounted again;
+  2. a refreshed row from the user's cache folder (`gpuopt catalog refresh`), newer than the snapshot;
+  3. the shipped snapshot (gpuopt/pricing/data/catalog.csv), with per-provider `discounts` applied.
+The shipped files are never modified. Every Offering keeps its source and as_of so any cost line traces back.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+from gpuopt.errors import InputError
+from gpuopt.hardware import gpu_table
+from gpuopt.pricing.columns import (
+    CATALOG_COLUMNS,
+    CURRENCIES,
+    OFFERING_KEY,
+    OVERLAY_MIN_COLUMNS,
+    PRICE_KINDS,
+    PROVIDERS,
+)
+from gpuopt.pricing.fx import FxTable, load_fx
+from gpuopt.pricing.regions import Residency, region_info, regions
+
+STALE_AFTER_DAYS = 120
+_DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?")
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One purchasable thing: an instance (or serverless GPU bundle) of a provider, in a region, at a price kind."""
+
+    provider: str
+    service: str
+    sku: str
+    region: str
+    gpu: str
+    gpu_count: int | None
+    gpu_mem_gib: float | None
+    vcpus: int | None
+    ram_gib: float | None
+    interconnect: str
+    price_per_hour: float | None
+    currency: str
+    price_kind: str
+    source: str
+    as_of: str
+    term_months: int | None
+    billing: str
+    notes: str
+    list_price_per_hour: float | None = None
+    origin: str = "shipped"  # shipped | cache | overlay
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str]:
+        return (self.provider, self.service, self.sku, self.region, self.price_kind)
+
+    @property
+    def offering_id(self) -> str:
+        return "/".join(self.key)
+
+    @property
+    def unusable_reason(self) -> str | None:
+        """Why the optimizer may not choose this row (None when it may)."""
+        if self.price_per_hour is None:
+            return "no known price (spec-only row)"
+        if not self.gpu:
+            return "GPU model not identified in the source"
+        if not self.gpu_count:
+            return "GPU count not stated"
+        return None
+
+    @property
+    def as_of_date(self) -> dt.date | None:
+        m = _DATE.match(self.as_of)
+        if not m:
+            return None
+        return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3) or 1))
+
+    @property
+    def is_commitment(self) -> bool:
+        return self.price_kind.startswith(("reserved", "savings-plan", "subscription", "contract", "capacity-block"))
+
+
+@dataclass(frozen=True)
+class Catalog:
+    offerings: tuple[Offering, ...]
+    fx: FxTable
+    notes: tuple[str, ...] = ()
+
+    def select(self, residency: Residency | None = None, providers: Sequence[str] = (), gpus: Sequence[str] = (),
+               price_kinds: Sequence[str] = ()) -> list[Offering]:
+        gpu_set = {g.lower() for g in gpus}
+        out = []
+        for o in self.offerings:
+            if residency is not None and not residency.allows(o.region):
+                continue
+            if providers and o.provider not in providers:
+                continue
+            if gpu_set and o.gpu.lower() not in gpu_set:
+                continue
+            if price_kinds and o.price_kind not in price_kinds:
+                continue
+            out.append(o)
+        return out
+
+    def price_in(self, offering: Offering, currency: str) -> float | None:
+        if offering.price_per_hour is None:
+            return None
+        return self.fx.convert(offering.price_per_hour, offering.currency, currency)
+
+    @property
+    def as_of(self) -> str:
+        """Newest as_of date among the priced rows (the catalog's date)."""
+        dates = [o.as_of_date for o in self.offerings if o.price_per_hour is not None]
+        return max(d for d in dates if d is not None).isoformat()
+
+
+# ---- reading and validating rows ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RawRow:
+    line: int
+    values: dict[str, str]
+
+
+def read_csv_rows(text: str) -> tuple[list[str], list[RawRow]]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = list(reader.fieldnames or [])
+    rows = [RawRow(line=i, values={k: (v or "").strip() for k, v in r.items() if k is not None})
+            for i, r in enumerate(reader, start=2)]
+    return header, rows
+
+
+def _float(value: str) -> float | None:
+    return float(value) if value else None
+
+
+def _int(value: str) -> int | None:
+    return int(float(value)) if value else None
+
+
+def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: bool) -> list[str]:
+    """Every problem, one line each, naming file, row and column."""
+    problems: list[str] = []
+    required = OVERLAY_MIN_COLUMNS if overlay else CATALOG_COLUMNS[:15]
+    missing = [c for c in required if c not in header]
+    if missing:
+        return [f"{path}: missing column(s) {', '.join(missing)} (required: {', '.join(required)})"]
+    unknown_cols = [c for c in header if c not in CATALOG_COLUMNS and c != "superseded_by_as_of"]
+    for col in unknown_cols:
+        problems.append(f"{path}: unknown column '{col}' (known: {', '.join(CATALOG_COLUMNS)})")
+    gpus = gpu_table()
+    known_regions = regions()
+    seen: dict[tuple[str, ...], int] = {}
+    for row in rows:
+        v = row.values
+        where = f"{path}: row {row.line}"
+        if v.get("provider") not in PROVIDERS:
+            problems.append(f"{where}: column 'provider': unknown provider '{v.get('provider')}' "
+                            f"(known: {', '.join(PROVIDERS)})")
+        if v.get("price_kind") not in PRICE_KINDS:
+            problems.append(f"{where}: column 'price_kind': unknown price kind '{v.get('price_kind')}' "
+                            f"(known: {', '.join(PRICE_KINDS)})")
+        price = v.get("price_per_hour", "")
+        if price:
+            try:
+                if float(price) <= 0:
+                    problems.append(f"{where}: column 'price_per_hour': price must be positive (got {price})")
+            except ValueError:
+                problems.append(f"{where}: column 'price_per_hour': not a number ('{price}')")
+        elif overlay:
+            problems.append(f"{where}: column 'price_per_hour': an overlay row needs a price")
+        if (price or v.get("currency")) and v.get("currency") not in CURRENCIES:
+            problems.append(f"{where}: column 'currency': unknown currency '{v.get('currency')}' "
+                            f"(known: {', '.join(CURRENCIES)})")
+        gpu = v.get("gpu", "")
+        if gpu and gpu not in gpus:
+            problems.append(f"{where}: column 'gpu': unknown GPU '{gpu}'")
+        for col in ("gpu_count", "vcpus"):
+            raw = v.get(col, "")
+            if raw:
+                try:
+                    if int(float(raw)) <= 0:
+                        raise ValueError
+                except ValueError:
+                    problems.append(f"{where}: column '{col}': expected a positive whole number ('{raw}')")
+        if v.get("region") not in known_regions:
+            problems.append(f"{where}: column 'region': unknown region '{v.get('region')}'")
+        as_of = v.get("as_of", "")
+        if as_of and not (_DATE.match(as_of) or as_of.startswith("unknown")):
+            problems.append(f"{where}: column 'as_of': expected a date YYYY-MM-DD ('{as_of}')")
+        key = tuple(v.get(c, "") for c in OFFERING_KEY)
+        if key in seen:
+            problems.append(f"{where}: duplicate of row {seen[key]} (same {', '.join(OFFERING_KEY)})")
+        else:
+            seen[key] = row.line
+    return problems
+
+
+def _offering(v: dict[str, str], origin: str) -> Offering:
+    price = _float(v.get("price_per_hour", ""))
+    return Offering(
+        provider=v["provider"], service=v.get("service", ""), sku=v["sku"], region=v["region"],
+        gpu=v.get("gpu", ""), gpu_count=_int(v.get("gpu_count", "")), gpu_mem_gib=_float(v.get("gpu_mem_gib", "")),
+        vcpus=_int(v.get("vcpus", "")), ram_gib=_float(v.get("ram_gib", "")), interconnect=v.get("interconnect", ""),
+        price_per_hour=price, currency=v.get("currency", ""), price_kind=v["price_kind"],
+        source=v.get("source", ""), as_of=v.get("as_of", ""), term_months=_int(v.get("term_months", "")),
+        billing=v.get("billing", "") or "per-hour", notes=v.get("notes", ""),
+        list_price_per_hour=price if origin != "overlay" else None, origin=origin)
+
+
+def shipped_text() -> str:
+    return resources.files("gpuopt.pricing").joinpath("data/catalog.csv").read_text(encoding="utf-8")
+
+
+def cache_dir() -> Path:
+    """Where refreshers write (never inside the package): $GPUOPT_CACHE_DIR, else $XDG_CACHE_HOME/gpuopt."""
+    if os.environ.get("GPUOPT_CACHE_DIR"):
+        return Path(os.environ["GPUOPT_CACHE_DIR"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "gpuopt"
+
+
+def _read_file(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a UTF-8 text file") from None
+
+
+def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | None = None,
+                 fx_overrides: dict[tuple[str, str], float] | None = None, use_cache: bool = True) -> Catalog:
+    _, rows = read_csv_rows(shipped_text())
+    by_key: dict[tuple[str, ...], Offering] = {}
+    for row in rows:
+        o = _offering(row.values, "shipped")
+        by_key[o.key] = o
+    notes: list[str] = []
+    if use_cache and cache_dir().is_dir():
+        for path in sorted(cache_dir().glob("catalog-*.csv")):
+            header, cached = read_csv_rows(path.read_text(encoding="utf-8"))
+            problems = validate_rows(str(path), header, cached, overlay=False)
+            if problems:
+                notes.append(f"ignored refreshed prices in {path}: {problems[0]}")
+                continue
+            dates = sorted({r.values.get("as_of", "") for r in cached})
+            for row in cached:
+                o = _offering(row.values, "cache")
+                by_key[o.key] = o
+            notes.append(f"{len(cached)} refreshed rows from {path} (as of {dates[-1] if dates else '?'}) "
+                         "replace the shipped snapshot")
+    for provider, fraction in sorted((discounts or {}).items()):
+        if provider not in PROVIDERS:
+            raise InputError(f"discounts: unknown provider '{provider}' (known: {', '.join(PROVIDERS)})")
+        if not 0 <= fraction < 1:
+            raise InputError(f"discounts: {provider} discount must be a fraction in [0, 1) (got {fraction})")
+        for key, o in list(by_key.items()):
+            if o.provider == provider and o.price_per_hour is not None:
+                by_key[key] = replace(o, price_per_hour=o.price_per_hour * (1 - fraction))
+        if fraction:
+            notes.append(f"{provider} prices carry a {fraction:.1%} discount")
+    overlay_problems: list[str] = []
+    for path in overlays:
+        header, over = read_csv_rows(_read_file(path))
+        found = validate_rows(str(path), header, over, overlay=True)
+        if found:
+            overlay_problems.extend(found)
+            continue
+        for row in over:
+            overlay_problems.extend(_apply_overlay(by_key, row, str(path)))
+    if overlay_problems:
+        raise InputError(*overlay_problems)
+    offerings = tuple(sorted(by_key.values(), key=lambda o: o.key))
+    return Catalog(offerings=offerings, fx=load_fx(fx_overrides), notes=tuple(notes))
+
+
+def _apply_overlay(by_key: dict[tuple[str, ...], Offering], row: RawRow, path: str) -> list[str]:
+    v = row.values
+    matches = [o for o in by_key.values()
+               if (o.provider, o.sku, o.region, o.price_kind) == (v["provider"], v["sku"], v["region"], v["price_kind"])
+               and (not v.get("service") or o.service == v["service"])]
+    source = v.get("source") or f"overlay {path} row {row.line}"
+    price = float(v["price_per_hour"])
+    if matches:
+        for o in matches:
+            by_key[o.key] = replace(o, price_per_hour=price, currency=v["currency"], source=source,
+                                    as_of=v.get("as_of") or o.as_of, origin="overlay",
+                                    notes=f"overlay price; list price {o.list_price_per_hour} {o.currency}")
+        return []
+    template = next((o for o in by_key.values() if (o.provider, o.sku) == (v["provider"], v["sku"])), None)
+    if template is None and not (v.get("gpu") and v.get("gpu_count")):
+        return [f"{path}: row {row.line}: no catalog offering {v['provider']} {v['sku']}: give columns gpu and "
+                "gpu_count to add it"]
+    base = {c: "" for c in CATALOG_COLUMNS}
+    if template is not None:
+        base.update(service=template.service, gpu=template.gpu, gpu_count=str(template.gpu_count or ""),
+                    gpu_mem_gib=str(template.gpu_mem_gib or ""), vcpus=str(template.vcpus or ""),
+                    ram_gib=str(template.ram_gib or ""), interconnect=template.interconnect)
+    base.update({k: val for k, val in v.items() if val})
+    base["source"] = source
+    o = _offering(base, "overlay")
+    by_key[o.key] = o
+    return []
+
+
+def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int | None) -> tuple[list[str], list[str]]:
+    """(warnings, errors) for chosen rows older than STALE_AFTER_DAYS (or than --max-price-age)."""
+    warnings: list[str] = []
+    errors: list[str] = []
+    for o in sorted(set(offerings), key=lambda o: o.key):
+        if o.origin == "overlay":
+            continue
+        date = o.as_of_date
+        age = (today - date).days if date else None
+        label = f"{o.provider} {o.sku} {o.region} {o.price_kind}"
+        if max_age_days is not None and (age is None or age > max_age_days):
+            errors.append(f"price of {label} is {'of unknown date' if age is None else f'{age} days old'} "
+                          f"(as_of {o.as_of or '?'}), older than --max-price-age {max_age_days}")
+        elif age is None:
+            warnings.append(f"price of {label} has no date (as_of '{o.as_of}')")
+        elif age > STALE_AFTER_DAYS:
+            warnings.append(f"price of {label} is {age} days old (as_of {o.as_of}); refresh or overlay it")
+    return warnings, errors
+
+
+def offering_record(o: Offering, catalog: Catalog, currency: str | None) -> dict[str, object]:
+    """A row for JSON/CSV listings: catalog columns + the region's country and jurisdiction (+ conversion)."""
+    info = region_info(o.region)
+    rec: dict[str, object] = {
+        "provider": o.provider, "service": o.service, "sku": o.sku, "region": o.region,
+        "country": info.country, "jurisdiction": info.jurisdiction, "gpu": o.gpu, "gpu_count": o.gpu_count,
+        "gpu_mem_gib": o.gpu_mem_gib, "vcpus": o.vcpus, "ram_gib": o.ram_gib, "interconnect": o.interconnect,
+        "price_per_hour": None if o.price_per_hour is None else round(float(o.price_per_hour), 6),
+        "currency": o.currency, "price_kind": o.price_kind, "term_months": o.term_months, "billing": o.billing,
+        "source": o.source, "as_of": o.as_of, "notes": o.notes,
+    }
+    if currency:
+        converted = catalog.price_in(o, currency) if o.currency else None
+        rec["converted_price_per_hour"] = None if converted is None else round(float(converted), 6)
+        rec["converted_currency"] = currency
+    return rec

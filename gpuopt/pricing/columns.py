@@ -1,0 +1,24 @@
+"""The catalog's pinned column list, shared by the loader, the validator and every refresher.
+
+A refresher that writes rows writes exactly these columns, in this order; the loader rejects files
+that lack any of the required ones.
+"""
+
+from __future__ import annotations
+
+CATALOG_COLUMNS: tuple[str, ...] = (
+    "provider", "service", "sku", "region", "gpu", "gpu_count", "gpu_mem_gib", "vcpus", "ram_gib",
+    "interconnect", "price_per_hour", "currency", "price_kind", "source", "as_of",
+    # extensions: commitment term, billing granularity, free-text provenance notes
+    "term_months", "billing", "notes",
+)
+HISTORY_COLUMNS: tuple[str, ...] = (*CATALOG_COLUMNS, "superseded_by_as_of")
+OFFERING_KEY: tuple[str, ...] = ("provider", "service", "sku", "region", "price_kind")
+OVERLAY_MIN_COLUMNS: tuple[str, ...] = ("provider", "sku", "region", "price_kind", "price_per_hour", "currency")
+
+PRICE_KINDS: tuple[str, ...] = (
+    "on-demand", "spot", "community", "reserved-1y", "reserved-3y", "savings-plan", "savings-plan-3y",
+    "subscription-monthly", "subscription-1y", "capacity-block", "contract",
+)
+CURRENCIES: tuple[str, ...] = ("USD", "CNY")
+PROVIDERS: tuple[str, ...] = ("alibaba", "aws", "digitalocean", "modal", "replicate", "runpod", "tencent")

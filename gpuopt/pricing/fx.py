@@ -1,0 +1,82 @@
+"""Dated FX rates (gpuopt/pricing/data/fx.csv), overridable by the user, for showing every cost in one currency.
+
+Prices stay in the provider's own currency in the catalog; conversion happens when a plan or listing asks
+for a currency, and the rate and its date go into the output.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from importlib import resources
+
+from gpuopt.errors import InputError
+from gpuopt.pricing.columns import CURRENCIES
+
+
+@dataclass(frozen=True)
+class FxRate:
+    base: str
+    quote: str
+    rate: float  # 1 base = rate quote
+    source: str
+    as_of: str
+
+
+@dataclass(frozen=True)
+class FxTable:
+    rates: tuple[FxRate, ...]
+    overrides: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def rate(self, from_currency: str, to_currency: str) -> float:
+        """Multiply an amount in from_currency by this to get to_currency."""
+        if from_currency == to_currency:
+            return 1.0
+        for (base, quote), value in self.overrides.items():
+            if (base, quote) == (from_currency, to_currency):
+                return value
+            if (base, quote) == (to_currency, from_currency):
+                return 1.0 / value
+        for r in self.rates:
+            if (r.base, r.quote) == (from_currency, to_currency):
+                return r.rate
+            if (r.base, r.quote) == (to_currency, from_currency):
+                return 1.0 / r.rate
+        raise InputError(f"no FX rate between {from_currency} and {to_currency}")
+
+    def convert(self, amount: float, from_currency: str, to_currency: str) -> float:
+        return amount * self.rate(from_currency, to_currency)
+
+    @property
+    def as_of(self) -> str:
+        if self.overrides:
+            return "user override"
+        return max((r.as_of for r in self.rates), default="")
+
+    def describe(self) -> str:
+        parts = [f"1 {b} = {v} {q} (user override)" for (b, q), v in sorted(self.overrides.items())]
+        parts += [f"1 {r.base} = {r.rate} {r.quote} ({r.as_of})" for r in self.rates
+                  if (r.base, r.quote) not in self.overrides]
+        return "; ".join(parts)
+
+
+def load_fx(overrides: dict[tuple[str, str], float] | None = None) -> FxTable:
+    text = resources.files("gpuopt.pricing").joinpath("data/fx.csv").read_text(encoding="utf-8")
+    rates = tuple(FxRate(r["base"], r["quote"], float(r["rate"]), r["source"], r["as_of"])
+                  for r in csv.DictReader(text.splitlines()))
+    return FxTable(rates, dict(overrides or {}))
+
+
+def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
+    """`USD:CNY=7.1` -> (("USD", "CNY"), 7.1): one USD is 7.1 CNY."""
+    try:
+        pair, value = text.split("=", 1)
+        base, quote = (p.strip().upper() for p in pair.split(":", 1))
+        rate = float(value)
+    except ValueError:
+        raise InputError(f"--fx-rate '{text}': expected BASE:QUOTE=RATE, e.g. USD:CNY=7.1") from None
+    if base not in CURRENCIES or quote not in CURRENCIES:
+        raise InputError(f"--fx-rate '{text}': currencies must be among {', '.join(CURRENCIES)}")
+    if rate <= 0:
+        raise InputError(f"--fx-rate '{text}': the rate must be positive")
+    return (base, quote), rate

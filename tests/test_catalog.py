@@ -1,0 +1,248 @@
+import copy
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.errors import InputError, UnknownNameError
+from gpuopt.pricing.catalog import load_catalog, shipped_text, staleness
+from gpuopt.pricing.columns import PROVIDERS
+from gpuopt.pricing.regions import Residency
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture(autouse=True)
+def empty_cache(tmp_path, monkeypatch):
+    """Tests never read or write the real user cache."""
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_shipped_catalog_validates_and_covers_every_provider():
+    result = run("catalog", "validate", "gpuopt/pricing/data/catalog.csv")
+    assert result.exit_code == 0, result.output
+    data = json.loads(run("catalog", "list", "--format", "json").stdout)
+    assert {r["provider"] for r in data} == set(PROVIDERS)
+    assert sum(1 for r in data if r["price_per_hour"] is not None) >= 300
+    assert all(r["source"] and r["as_of"] for r in data)
+
+
+def test_region_cn_lists_only_mainland_rows_mostly_in_cny():
+    data = json.loads(run("catalog", "list", "--region", "cn", "--format", "json").stdout)
+    assert data
+    assert {r["country"] for r in data} == {"CN"}
+    assert {r["provider"] for r in data} <= {"alibaba", "tencent", "aws"}
+    assert {"alibaba", "tencent"} <= {r["provider"] for r in data}
+    assert not any(r["region"] in ("cn-hongkong", "ap-hongkong", "ap-east-1") for r in data)
+    priced = [r for r in data if r["price_per_hour"] is not None]
+    assert sum(1 for r in priced if r["currency"] == "CNY") > len(priced) / 2
+
+
+def test_listing_is_stable_and_prices_are_plain_floats():
+    first = run("catalog", "list", "--region", "us", "--format", "json", "--currency", "CNY").stdout
+    second = run("catalog", "list", "--region", "us", "--format", "json", "--currency", "CNY").stdout
+    assert first == second
+    data = json.loads(first)
+    keys = [(r["provider"], r["service"], r["sku"], r["region"], r["price_kind"]) for r in data]
+    assert keys == sorted(keys)
+    assert all(isinstance(r["price_per_hour"], float) for r in data if r["price_per_hour"] is not None)
+    csv_out = run("catalog", "list", "--region", "us-east-1", "--gpu", "h100-sxm-80gb", "--format", "csv").stdout
+    header = csv_out.splitlines()[0].split(",")
+    assert "country" in header and "jurisdiction" in header and "price_per_hour" in header
+
+
+def test_currency_conversion_uses_the_dated_rate():
+    data = json.loads(run("catalog", "show", "ecs.gn7i-c8g1.2xlarge", "--currency", "USD").stdout)
+    hz = next(r for r in data if r["region"] == "cn-hangzhou" and r["price_kind"] == "on-demand")
+    assert hz["price_per_hour"] == 9.5326 and hz["currency"] == "CNY"
+    assert hz["converted_price_per_hour"] == pytest.approx(9.5326 / 6.6529, rel=1e-6)
+    override = json.loads(run("catalog", "show", "ecs.gn7i-c8g1.2xlarge", "--currency", "USD",
+                              "--fx-rate", "USD:CNY=7.0").stdout)
+    hz2 = next(r for r in override if r["region"] == "cn-hangzhou" and r["price_kind"] == "on-demand")
+    assert hz2["converted_price_per_hour"] == pytest.approx(9.5326 / 7.0, rel=1e-6)
+
+
+@pytest.mark.parametrize("selector, allowed, denied", [
+    ("cn", ["cn-hangzhou", "ap-guangzhou", "cn-north-1", "cn-mainland"], ["cn-hongkong", "ap-hongkong", "us-east-1"]),
+    ("eu", ["eu-central-1", "eu-north-1"], ["eu-west-2", "us-east-1"]),
+    ("us", ["us-east-1", "na-siliconvalley", "nyc2"], ["tor1", "global"]),
+    ("apac", ["ap-northeast-1", "cn-hangzhou"], ["eu-central-1"]),
+    ("global", ["global", "unknown", "us-east-1"], []),
+    ("us-east-1,cn-hangzhou", ["us-east-1", "cn-hangzhou"], ["us-west-2"]),
+])
+def test_residency_selectors(selector, allowed, denied):
+    residency = Residency(selector)
+    assert all(residency.allows(r) for r in allowed)
+    assert not any(residency.allows(r) for r in denied)
+
+
+def test_unknown_selector_suggests_close_matches():
+    with pytest.raises(UnknownNameError) as info:
+        Residency("cn-hangzou")
+    assert "cn-hangzhou" in info.value.suggestions
+    result = run("catalog", "list", "--region", "cn-hangzou")
+    assert result.exit_code == 2 and "did you mean cn-hangzhou" in result.output
+
+
+def _overlay(tmp_path, text: str) -> Path:
+    path = tmp_path / "overlay.csv"
+    path.write_text(text)
+    return path
+
+
+def test_overlay_overrides_a_price_and_adds_an_offering(tmp_path):
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency\n"
+                              "aws,p5.48xlarge,us-east-1,on-demand,40.0,USD\n"
+                              "alibaba,ecs.gn7i-c8g1.2xlarge,cn-hangzhou,spot,3.1,CNY\n")
+    cat = load_catalog(overlays=[path])
+    p5 = [o for o in cat.offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")][0]
+    assert p5.price_per_hour == 40.0 and p5.origin == "overlay" and "overlay" in p5.source
+    added = [o for o in cat.offerings if o.key == ("alibaba", "ecs", "ecs.gn7i-c8g1.2xlarge", "cn-hangzhou", "spot")]
+    assert added and added[0].gpu == "A10-24GB" and added[0].gpu_count == 1
+
+
+def test_discounts_apply_to_list_prices():
+    base = load_catalog()
+    disc = load_catalog(discounts={"aws": 0.25})
+    key = ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")
+    price = {o.key: o.price_per_hour for o in base.offerings}[key]
+    assert {o.key: o.price_per_hour for o in disc.offerings}[key] == pytest.approx(price * 0.75)
+    with pytest.raises(InputError):
+        load_catalog(discounts={"aws": 1.5})
+
+
+def test_malformed_overlay_names_file_row_and_column_and_leaves_shipped_untouched(tmp_path):
+    before = hashlib.sha256(shipped_text().encode()).hexdigest()
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency,gpu\n"
+                              "aws,p5.48xlarge,us-east-1,on-demand,-3,USD,\n"
+                              "oracle,bm.gpu,us-east-1,on-demand,3,USD,\n"
+                              "aws,p5.48xlarge,us-east-1,spot,3,EUR,\n"
+                              "aws,x.large,us-east-1,on-demand,3,USD,H900\n")
+    result = run("catalog", "list", "--catalog", str(path))
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert any("row 2: column 'price_per_hour': price must be positive" in e for e in errors)
+    assert any("row 3: column 'provider': unknown provider 'oracle'" in e for e in errors)
+    assert any("row 4: column 'currency': unknown currency 'EUR'" in e for e in errors)
+    assert any("row 5: column 'gpu': unknown GPU 'H900'" in e for e in errors)
+    assert all(str(path) in e for e in errors)
+    assert hashlib.sha256(shipped_text().encode()).hexdigest() == before
+
+
+def test_validate_reports_duplicates_by_row(tmp_path):
+    header = shipped_text().splitlines()[0]
+    row = shipped_text().splitlines()[1]
+    path = tmp_path / "dup.csv"
+    path.write_text("\n".join([header, row, row]) + "\n")
+    result = run("catalog", "validate", str(path))
+    assert result.exit_code == 2
+    assert "row 3: duplicate of row 2" in result.output
+
+
+def test_staleness_warns_after_120_days_and_max_age_makes_it_an_error():
+    cat = load_catalog()
+    p5 = [o for o in cat.offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")][0]
+    assert p5.as_of == "2026-07-20"
+    warnings, errors = staleness([p5], dt.date(2026, 8, 1), None)
+    assert warnings == [] and errors == []
+    warnings, errors = staleness([p5], dt.date(2026, 11, 29), None)
+    assert len(warnings) == 1 and "132 days old" in warnings[0] and errors == []
+    warnings, errors = staleness([p5], dt.date(2026, 11, 29), 30)
+    assert len(errors) == 1 and "--max-price-age 30" in errors[0]
+
+
+# ---- refreshers -------------------------------------------------------------------------------
+
+
+def _gpu_element() -> dict:
+    """Derived from the real m5.large element: the attributes a GPU product adds (gpu, instanceFamily) and
+    p5.48xlarge's catalog price (55.04 USD, Karpenter table 2026-07-20) are substituted; the shape is real."""
+    element = json.loads((FIXTURES / "aws_pricing_get_products_ec2.json").read_text())
+    gpu = copy.deepcopy(element)
+    attrs = gpu["product"]["attributes"]
+    attrs.update(instanceType="p5.48xlarge", gpu="8", instanceFamily="GPU instance", vcpu="192", memory="2048 GiB",
+                 regionCode="us-east-1", usagetype="BoxUsage:p5.48xlarge")
+    for term in gpu["terms"]["OnDemand"].values():
+        for dim in term["priceDimensions"].values():
+            dim["pricePerUnit"] = {"USD": "55.0400000000"}
+    return gpu
+
+
+def test_aws_refresh_replays_recorded_pages_with_stubber(tmp_path):
+    boto3 = pytest.importorskip("boto3")
+    from botocore.stub import Stubber
+
+    from gpuopt.pricing.refresh import aws, write_cache
+
+    real = json.loads((FIXTURES / "aws_pricing_get_products_ec2.json").read_text())
+    real["product"]["attributes"]["regionCode"] = "us-east-1"
+    envelope = json.loads((FIXTURES / "aws_pricing_get_products_envelope_awscli_example.json").read_text())
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    stub = Stubber(client)
+    filters = aws.filters_for("us-east-1")
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "NextToken": envelope["NextToken"],
+                                       "PriceList": [json.dumps(real)]},
+                      {"ServiceCode": "AmazonEC2", "Filters": filters})
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [json.dumps(_gpu_element())]},
+                      {"ServiceCode": "AmazonEC2", "Filters": filters, "NextToken": envelope["NextToken"]})
+    specs = {o.sku: o for o in load_catalog(use_cache=False).offerings if o.provider == "aws" and o.gpu}
+    pages = []
+    with stub:
+        rows = aws.fetch(["us-east-1"], specs, client=client, on_page=lambda r, n: pages.append(n),
+                         today=dt.date(2026, 11, 29))
+    assert pages == [1, 2]
+    assert {r["sku"] for r in rows} == {"p5.48xlarge"}  # m5.large is not a GPU type
+    on_demand = next(r for r in rows if r["price_kind"] == "on-demand")
+    assert on_demand["price_per_hour"] == "55.04" and on_demand["gpu"] == "H100-SXM-80GB"
+    kinds = {r["price_kind"] for r in rows}
+    assert kinds == {"on-demand", "reserved-1y", "reserved-3y"}  # standard, no upfront only
+    path = write_cache("aws", rows, tmp_path / "cache")
+    assert path.parent == tmp_path / "cache" and not list(path.parent.glob(".catalog-*"))
+    cat = load_catalog()
+    refreshed = [o for o in cat.offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")][0]
+    assert refreshed.origin == "cache" and refreshed.as_of == "2026-11-29"
+    assert any("refreshed rows" in n for n in cat.notes)
+
+
+def test_aws_refresh_without_credentials_is_one_clear_line(monkeypatch):
+    pytest.importorskip("boto3")
+    from botocore.exceptions import NoCredentialsError
+
+    from gpuopt.pricing.refresh import aws
+
+    class NoCreds:
+        def get_paginator(self, name):
+            raise NoCredentialsError()
+
+    with pytest.raises(aws.RefreshError) as info:
+        aws.fetch(["us-east-1"], {}, client=NoCreds())
+    assert "credentials not found" in str(info.value) and len(info.value.problems) == 1
+
+
+def test_alibaba_refresh_parses_gpu_linux_vpc_prices():
+    from gpuopt.pricing.refresh import alibaba
+
+    data = alibaba.load_price_file(FIXTURES / "alibaba_instance_price_excerpt.json", None)
+    specs = {o.sku: o for o in load_catalog(use_cache=False).offerings if o.provider == "alibaba" and o.gpu}
+    rows = alibaba.parse(data, specs, today=dt.date(2026, 11, 29))
+    got = {(r["sku"], r["region"]): float(r["price_per_hour"]) for r in rows}
+    assert got == {("ecs.gn7i-c8g1.2xlarge", "cn-hangzhou"): 9.5326,
+                   ("ecs.gn7i-c8g1.2xlarge", "cn-wulanchabu"): 8.5794,
+                   ("ecs.gn7e-c16g1.4xlarge", "cn-hangzhou"): 34.742}
+    assert all(r["currency"] == "CNY" and r["gpu"] for r in rows)
+
+
+def test_alibaba_refresh_cli_writes_the_cache_and_catalog_prefers_it(tmp_path):
+    result = run("catalog", "refresh", "alibaba", "--file", str(FIXTURES / "alibaba_instance_price_excerpt.json"))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "cache" / "catalog-alibaba.csv").exists()
+    missing = run("catalog", "refresh", "alibaba")
+    assert missing.exit_code == 2 and "--file" in missing.output

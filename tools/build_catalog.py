@@ -1,0 +1,282 @@
+"""Build the shipped price catalog (gpuopt/pricing/data/catalog.csv, catalog_history.csv, regions.csv)
+from the researched rows in ../shared/data. Run from the repository root:
+
+    python tools/build_catalog.py
+
+Every row keeps its source and as_of. What this script decides (and the notes column says so):
+- region strings are normalised to ids ("cn-* (mainland)" -> cn-mainland, an unspecified mainland region;
+  "ap-guangzhou-3 (intl site)" -> ap-guangzhou-3, the zone the international site prices; no region -> unknown);
+- commitment kinds are folded into the catalog's price kinds: Standard RIs without upfront become
+  reserved-1y / reserved-3y, compute savings plans without upfront savings-plan (1 y) / savings-plan-3y;
+  the other payment options and convertible RIs go to the history file;
+- RunPod and Modal bill per GPU and scale linearly (catalog_notes.md s1d; Modal: "metered per GPU", up to 8):
+  2-, 4- and 8-GPU rows are derived from the 1-GPU price and marked DERIVED;
+- where one offering has several dated prices, the newest is the price and the others are history;
+- GPU names not in the GPU table (ambiguous "H100-80GB", P4/P40) are left blank, with the original in notes.
+Rows that are rules rather than prices (discount ladders, savings-plan discounts, unspecified commitments)
+and marketplace offers from providers outside the seven are not shipped.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+OUT = ROOT / "gpuopt" / "pricing" / "data"
+
+import sys  # noqa: E402
+
+sys.path.insert(0, str(ROOT))
+from gpuopt.pricing.columns import CATALOG_COLUMNS, HISTORY_COLUMNS  # noqa: E402
+
+PROVIDERS = {"aws", "alibaba", "tencent", "digitalocean", "runpod", "replicate", "modal"}
+
+
+def gpu_names() -> set[str]:
+    with open(ROOT / "gpuopt" / "data" / "gpus.csv", encoding="utf-8") as fh:
+        return {r["gpu"] for r in csv.DictReader(fh)}
+
+
+GPUS = gpu_names()
+
+
+def norm_region(region: str, country: str) -> tuple[str, str, str]:
+    """(region id, country, note) for a raw region string."""
+    raw = region.strip()
+    if raw.startswith("cn-* (unverified)"):
+        return "cn-mainland", "CN", "region: mainland China, specific regions not verified"
+    if raw.startswith(("cn-mainland", "cn-*", "cn (unspecified)")):
+        return "cn-mainland", "CN", f"region: mainland China, not specified ({raw})"
+    if raw.startswith("ap-guangzhou-3"):
+        return "ap-guangzhou-3", "CN", "region: Guangzhou zone 3, international-site price book"
+    if raw == "" or raw.startswith("(") or raw.startswith("unverified"):
+        return "unknown", "", f"region: not stated ({raw or 'blank'})"
+    if raw in ("cn-north-1", "cn-northwest-1"):
+        return raw, "CN", ""
+    if raw.startswith(("us-",)) and not country:
+        return raw, "US", ""
+    return raw, country.strip(), ""
+
+
+def norm_gpu(name: str) -> tuple[str, str]:
+    name = name.strip()
+    if name in GPUS or name == "":
+        return name, ""
+    return "", f"gpu: source names '{name}', which is not a distinct GPU in the GPU table"
+
+
+COMMIT_KINDS = {
+    "reserved-1y-no-upfront": ("reserved-1y", 12),
+    "reserved-3y-no-upfront": ("reserved-3y", 36),
+    "savings-plan-1y-no-upfront": ("savings-plan", 12),
+    "savings-plan-3y-no-upfront": ("savings-plan-3y", 36),
+    "capacity-block": ("capacity-block", None),
+    "on-demand": ("on-demand", None),
+    "subscription-monthly": ("subscription-monthly", 1),
+}
+HISTORY_ONLY = re.compile(r"^(reserved|reserved-conv|savings-plan)-\d+y-(partial|all)-upfront$|^reserved-conv-")
+NOT_SHIPPED = {"discount-ladder", "savings-plan-discount", "commit-unspecified", "commit-multi-month",
+               "marketplace-per-gpu", "serverless-active", "serverless-flex"}
+
+
+def empty_row() -> dict[str, str]:
+    return {c: "" for c in HISTORY_COLUMNS}
+
+
+def load_specs() -> dict[tuple[str, str], dict[str, str]]:
+    specs: dict[tuple[str, str], dict[str, str]] = {}
+    with open(SHARED / "skus.csv", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            specs.setdefault((r["provider"], r["sku"]), r)
+    return specs
+
+
+def do_regions() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    with open(SHARED / "skus.csv", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["provider"] == "digitalocean" and r["region"].strip():
+                out[r["sku"]].append(r["region"].strip())
+    return out
+
+
+def rows_from(path: str, order: int) -> list[dict[str, str]]:
+    specs = load_specs()
+    dor = do_regions()
+    out = []
+    with open(SHARED / path, encoding="utf-8") as fh:
+        for line, r in enumerate(csv.DictReader(fh), start=2):
+            provider = r["provider"].strip()
+            kind = r["price_kind"].strip()
+            if provider not in PROVIDERS or kind in NOT_SHIPPED:
+                continue
+            notes = [r.get("notes", "").strip()]
+            term = r.get("term_months", "").strip()
+            price = (r.get("price_per_hour") or r.get("effective_price_per_hour") or "").strip()
+            history_only = False
+            if path == "commit_prices.csv":
+                if kind in COMMIT_KINDS:
+                    kind, months = COMMIT_KINDS[kind]
+                    term = term or (str(months) if months else "")
+                else:
+                    if not HISTORY_ONLY.match(kind):
+                        raise SystemExit(f"{path}:{line}: unexpected price kind {kind}")
+                    notes.append(f"payment option {r['price_kind']} (not the catalog's default option)")
+                    history_only = True
+                if r.get("upfront", "").strip():
+                    notes.append(f"upfront {r['upfront']} {r['currency']}")
+            if kind == "subscription-monthly":
+                term = term or "1"
+            service = {"cvm-gpu": "cvm", "ec2-capacity-block": "ec2"}.get(r["service"].strip(), r["service"].strip())
+            if service == "pod-community" and kind == "on-demand":
+                kind = "community"
+            spec = specs.get((provider, r["sku"].strip()), {})
+            regions = [r["region"]]
+            if provider == "digitalocean" and not r["region"].strip().startswith(("nyc", "tor", "sfo", "ams", "atl")):
+                regions = dor.get(r["sku"].strip(), [r["region"]])
+                if regions != [r["region"]]:
+                    notes.append("region: DigitalOcean prices a size the same in every region; regions from skus.csv")
+            for raw_region in regions:
+                own_country = r.get("country", "") if raw_region == r["region"] else ""
+                region, country, rnote = norm_region(raw_region, own_country or "")
+                gpu, gnote = norm_gpu(r.get("gpu_model", "") or spec.get("gpu_model", ""))
+                row = empty_row()
+                row.update(
+                    provider=provider, service=service, sku=r["sku"].strip(), region=region, gpu=gpu,
+                    gpu_count=(r.get("gpu_count") or spec.get("gpu_count") or "").strip(),
+                    gpu_mem_gib=(r.get("gpu_mem_gib_each") or spec.get("gpu_mem_gib_each") or "").strip(),
+                    vcpus=(r.get("vcpus") or spec.get("vcpus") or "").strip(),
+                    ram_gib=(r.get("ram_gib") or spec.get("ram_gib") or "").strip(),
+                    interconnect=(r.get("interconnect") or spec.get("interconnect") or "").strip(),
+                    price_per_hour=price, currency=r["currency"].strip() if price else r["currency"].strip(),
+                    price_kind=kind, term_months=term,
+                    billing=(r.get("billing_granularity") or ("per-second" if provider in ("replicate", "modal")
+                                                              else "per-hour")).strip(),
+                    source=r["source"].strip(), as_of=r["as_of"].strip() or "unknown",
+                    notes="; ".join(n for n in [*notes, rnote, gnote] if n),
+                )
+                if row["gpu_count"] and float(row["gpu_count"]) < 1:
+                    row["notes"] = "; ".join(n for n in (row["notes"], f"fractional vGPU share "
+                                                        f"{row['gpu_count']} of a GPU: vLLM cannot use it") if n)
+                    row["gpu_count"] = ""
+                if not re.match(r"^\d{4}-\d{2}", row["as_of"]) and not row["as_of"].startswith("unknown"):
+                    row["as_of"] = f"unknown ({row['as_of']})"
+                if row["interconnect"] not in ("nvlink", "pcie"):
+                    row["interconnect"] = ""
+                row["_order"] = str(order * 100000 + line)
+                row["_history_only"] = "1" if history_only else ""
+                row["_country"] = country
+                out.append(row)
+    return out
+
+
+def derive_per_gpu(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """RunPod and Modal multi-GPU rows from their per-GPU price."""
+    derived = []
+    for r in rows:
+        if r["provider"] not in ("runpod", "modal") or r["gpu_count"] != "1" or not r["price_per_hour"]:
+            continue
+        for n in (2, 4, 8):
+            d = dict(r)
+            sku = r["sku"]
+            d["sku"] = re.sub(r"^1x", f"{n}x", sku) if sku.startswith("1x") else f"{sku} x{n}"
+            if any(x["provider"] == r["provider"] and x["service"] == r["service"] and x["sku"] == d["sku"]
+                   for x in rows):
+                continue
+            d["gpu_count"] = str(n)
+            d["price_per_hour"] = f"{float(r['price_per_hour']) * n:.6g}"
+            if r["vcpus"]:
+                d["vcpus"] = ""
+                d["ram_gib"] = ""
+            d["notes"] = (f"DERIVED: {n} x the 1-GPU price {r['price_per_hour']} ({r['provider']} bills per GPU and "
+                          "scales linearly, catalog_notes.md s1d / Modal pricing 'metered per GPU'); "
+                          "interconnect between the GPUs not stated")
+            d["interconnect"] = ""
+            derived.append(d)
+    return derived
+
+
+def date_key(as_of: str) -> str:
+    m = re.match(r"(\d{4}-\d{2}(-\d{2})?)", as_of)
+    return m.group(1) if m else "0000"
+
+
+# Where each country sits for residency selectors: jurisdiction (EU members share "EU"; mainland China is
+# "CN", Hong Kong its own) and geo (the `apac`, `us`, `eu` style selectors).
+JURISDICTION = {"DE": "EU", "SE": "EU", "IT": "EU", "ES": "EU", "IE": "EU", "FR": "EU"}
+GEO = {"US": "americas", "CA": "americas", "DE": "europe", "SE": "europe", "IT": "europe", "ES": "europe",
+       "IE": "europe", "FR": "europe", "GB": "europe", "CN": "apac", "HK": "apac", "JP": "apac", "KR": "apac",
+       "SG": "apac", "IN": "apac", "AU": "apac", "ID": "apac", "AE": "middle-east", "BH": "middle-east"}
+
+
+def main() -> None:
+    rows = rows_from("skus.csv", 1) + rows_from("cn_prices.csv", 2) + rows_from("serverless_prices.csv", 3)
+    rows += rows_from("commit_prices.csv", 4)
+    rows += derive_per_gpu(rows)
+    groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
+    history: list[dict[str, str]] = []
+    for r in rows:
+        if r["_history_only"]:
+            history.append(r)
+            continue
+        groups[(r["provider"], r["service"], r["sku"], r["region"], r["price_kind"])].append(r)
+    catalog = []
+    for members in groups.values():
+        members.sort(key=lambda r: (date_key(r["as_of"]), 1 if r["price_per_hour"] else 0, -int(r["_order"])),
+                     reverse=True)
+        best = dict(members[0])
+        # specs the newest row lacks may come from an older row of the same offering
+        for other in members[1:]:
+            for col in ("gpu", "gpu_count", "gpu_mem_gib", "vcpus", "ram_gib", "interconnect"):
+                if not best[col] and other[col]:
+                    best[col] = other[col]
+        catalog.append(best)
+        for other in members[1:]:
+            if other["price_per_hour"]:
+                h = dict(other)
+                h["superseded_by_as_of"] = best["as_of"]
+                history.append(h)
+    regions: dict[str, set[str]] = defaultdict(set)
+    for r in catalog + history:
+        if r["_country"]:
+            regions[r["region"]].add(r["_country"])
+        else:
+            regions.setdefault(r["region"], set())
+    conflicts = {k: v for k, v in regions.items() if len(v) > 1}
+    if conflicts:
+        raise SystemExit(f"regions with several countries: {conflicts}")
+    catalog.sort(key=lambda r: tuple(r[c] for c in ("provider", "service", "sku", "region", "price_kind")))
+    history.sort(key=lambda r: tuple(r[c] for c in ("provider", "service", "sku", "region", "price_kind", "as_of")))
+    OUT.mkdir(parents=True, exist_ok=True)
+    with open(OUT / "catalog.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=CATALOG_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(catalog)
+    with open(OUT / "catalog_history.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=HISTORY_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(history)
+    with open(OUT / "regions.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(["region", "country", "jurisdiction", "geo", "source"])
+        for region in sorted(regions):
+            country = next(iter(regions[region]), "")
+            if region == "global":
+                w.writerow([region, "", "", "global", "serverless platforms place work in any of their regions "
+                            "(serverless_prices.csv notes: no region choice, no mainland-China region)"])
+            elif not country:
+                w.writerow([region, "", "", "unknown", "the source row states no region"])
+            else:
+                w.writerow([region, country, JURISDICTION.get(country, country), GEO[country],
+                            "country column of the catalog rows in ../shared/data (skus.csv, cn_prices.csv)"])
+    priced = sum(1 for r in catalog if r["price_per_hour"])
+    print(f"catalog: {len(catalog)} rows ({priced} priced), history: {len(history)} rows")
+    print("regions seen:", ", ".join(f"{k}={','.join(v) or '?'}" for k, v in sorted(regions.items())))
+
+
+if __name__ == "__main__":
+    main()
