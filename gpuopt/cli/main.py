@@ -42,8 +42,9 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from gpuopt.cli import catalog, fit, models
+    from gpuopt.cli import catalog, fit, models, solve
 
+    cli.add_command(solve.solve)
     cli.add_command(catalog.catalog)
     cli.add_command(fit.fit)
     cli.add_command(models.models)

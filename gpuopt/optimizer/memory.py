@@ -163,8 +163,9 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
         return f"{arch.hf_id} has no MXFP4 checkpoint (mxfp4 is only for natively MXFP4 models such as gpt-oss)"
     if precision == "fp8" and not gpu.fp8_native and not gpu.is_ampere:
         return f"fp8 needs native FP8 (Ada/Hopper/Blackwell) or Ampere's W8A16 kernels; {gpu.gpu} is {gpu.architecture}"
-    if precision == "mxfp4" and gpu.architecture in ("Turing", "Volta"):
-        return f"mxfp4 kernels need sm80 or newer; {gpu.gpu} is {gpu.architecture}"
+    if precision in ("mxfp4", "int4") and gpu.architecture in ("Turing", "Volta"):
+        # gpus.csv vllm_notes for T4: "many vLLM kernels (FlashAttention-2, Marlin) need sm80+"
+        return f"{precision} kernels (Marlin) need sm80 or newer; {gpu.gpu} is {gpu.architecture}"
     return None
 
 

@@ -1,0 +1,120 @@
+"""`gpuopt solve WORKLOAD.yaml`: the cheapest deployment that fits and meets the latency targets."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import click
+
+from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
+from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
+from gpuopt.optimizer.plan import HOURS_PER_MONTH, Plan
+from gpuopt.optimizer.solve import DEFAULT_HEADROOM, SolveOptions, plan_workloads
+from gpuopt.pricing.fx import FxTable
+from gpuopt.workload import WorkloadFile, load_workload
+
+FORMATS = ["table", "json"]
+
+
+def today() -> dt.date:
+    """Today, or GPUOPT_TODAY (YYYY-MM-DD) for reproducible price-age warnings in reports and tests."""
+    forced = os.environ.get("GPUOPT_TODAY")
+    if forced:
+        try:
+            return dt.date.fromisoformat(forced)
+        except ValueError:
+            raise InputError(f"GPUOPT_TODAY: '{forced}' is not a date YYYY-MM-DD") from None
+    return dt.date.today()
+
+
+def render(plan: Plan, fmt: str) -> str:
+    if fmt == "json":
+        from gpuopt.reports.plan_json import render_json
+
+        return render_json(plan)
+    from gpuopt.reports.plan_table import render_table
+
+    return render_table(plan)
+
+
+def write_output(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        click.echo(f"wrote {output}", err=True)
+
+
+def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: FxTable) -> str | None:
+    """The overrun message when the plan costs more per month than the budget (None when within)."""
+    if plan.total_cost_per_month is None:
+        return None
+    if max_monthly is not None:
+        limit, currency = max_monthly, plan.currency
+    elif wf.budget is not None:
+        limit, currency = wf.budget.max_monthly, wf.budget.currency
+    else:
+        return None
+    limit_in_plan = fx.convert(limit, currency, plan.currency)
+    if plan.total_cost_per_month <= limit_in_plan:
+        return None
+    over = plan.total_cost_per_month - limit_in_plan
+    return (f"over budget: {plan.total_cost_per_month:,.2f} {plan.currency}/month ({HOURS_PER_MONTH} h) exceeds "
+            f"{limit:,.2f} {currency}/month by {over:,.2f} {plan.currency} ({over / limit_in_plan:.1%})")
+
+
+@click.command()
+@click.argument("workload_file", type=click.Path(path_type=Path))
+@click.option("--region", metavar="SEL", help="Residency: cn, global, us, eu, apac, a region id or a comma list.")
+@click.option("--provider", "providers", multiple=True, metavar="P", help="Allowed providers (repeatable).")
+@click.option("--currency", help="Report currency: USD or CNY.")
+@click.option("--headroom", type=float, default=DEFAULT_HEADROOM, show_default=True,
+              help="Plan each replica for at most this fraction of its sustainable load.")
+@click.option("--top", type=int, default=3, show_default=True, help="Alternatives per GPU type and per provider.")
+@click.option("--vllm-version", metavar="X.Y", help="vLLM release whose defaults apply (default: newest known).")
+@click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
+@click.option("--max-monthly", type=float, metavar="N", help="Budget per 730-hour month in the report currency.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
+@catalog_options
+def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
+          headroom: float, top: int, vllm_version: str | None, max_price_age: int | None,
+          max_monthly: float | None, fmt: str, output: Path | None, overlays: tuple[Path, ...],
+          discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
+    """Find the cheapest deployment of the workloads in WORKLOAD_FILE.
+
+    Exit codes: 0 a plan, 1 infeasible (with the binding constraint), 2 bad input, 3 over budget.
+    """
+    wf = load_workload(workload_file)
+    currency = currency.upper() if currency else None
+    check_names(providers, (), currency)
+    problems = []
+    if not 0 < headroom <= 1:
+        problems.append(f"--headroom must be in (0, 1] (got {headroom})")
+    if top < 0:
+        problems.append(f"--top must be >= 0 (got {top})")
+    if max_price_age is not None and max_price_age < 0:
+        problems.append(f"--max-price-age must be >= 0 (got {max_price_age})")
+    if max_monthly is not None and max_monthly <= 0:
+        problems.append(f"--max-monthly must be positive (got {max_monthly})")
+    if problems:
+        raise InputError(*problems)
+    catalog = open_catalog(overlays, discounts, fx_rates, extra_discounts=dict(wf.discounts))
+    opts = SolveOptions(region=region, providers=providers, currency=currency, headroom=headroom, top=top,
+                        vllm_version=vllm_version, today=today(), max_price_age=max_price_age)
+    plan, age_errors = plan_workloads(wf, catalog, opts)
+    if age_errors:
+        raise InputError(*age_errors)
+    for warning in plan.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    write_output(render(plan, fmt), output)
+    if plan.status != "optimal":
+        for line in plan.explanation:
+            click.echo(f"infeasible: {line}", err=True)
+        raise SystemExit(EXIT_INFEASIBLE)
+    overrun = budget_overrun(plan, wf, max_monthly, catalog.fx)
+    if overrun:
+        click.echo(overrun, err=True)
+        raise SystemExit(EXIT_OVER_BUDGET)

@@ -1,0 +1,250 @@
+"""Candidates: every (workload, offering, weight format, KV dtype, TP/PP) a plan could use, and why not.
+
+A candidate is one vLLM replica shape on one priced offering. It is feasible when the offering is allowed
+(residency, provider, price kind), priced, its GPU can run the weight format, the model fits in memory at
+max_model_len, and at least some load meets both SLOs. Every rejected candidate keeps its first failing
+reason. The memory and latency evaluation depends only on the GPU, link, TP/PP and formats, so it is
+computed once per such shape and shared by every offering with that GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuopt.errors import GpuoptError, InfeasibleError
+from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
+from gpuopt.optimizer import latency
+from gpuopt.optimizer.architecture import ModelArchitecture, from_hf_config, get_model
+from gpuopt.optimizer.memory import (
+    KvCacheDtype,
+    MemoryEstimate,
+    ServingConfig,
+    WeightFormat,
+    estimate,
+    precision_unsupported,
+    validate,
+)
+from gpuopt.pricing.catalog import Catalog, Offering
+from gpuopt.pricing.regions import Residency, region_info
+from gpuopt.workload import ModelConfigRef, Workload
+
+TP_SIZES = (1, 2, 4, 8, 16)
+NO_BF16 = ("Volta", "Turing")
+PP_SIZES = (2, 4)
+
+
+@dataclass(frozen=True)
+class Policy:
+    residency: Residency | None
+    providers: tuple[str, ...]
+    price_kinds: tuple[str, ...]
+    currency: str
+    vllm_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A replica shape on one GPU type: what the memory and latency models are evaluated for."""
+
+    gpu: str
+    interconnect: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    precision: WeightFormat
+    kv_cache_dtype: KvCacheDtype
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    feasible: bool
+    reason: str | None
+    reason_kind: str | None
+    memory: MemoryEstimate | None = None
+    point: latency.LoadPoint | None = None
+    gib_short: float | None = None  # for "does not fit": how far off
+    ms_over: float | None = None  # for SLO misses: how far off
+
+
+@dataclass(frozen=True)
+class CandidateResult:
+    workload: Workload
+    offering: Offering
+    shape: Shape | None
+    evaluation: Evaluation
+    instance_price: float | None  # in the plan's currency
+
+    @property
+    def feasible(self) -> bool:
+        return self.evaluation.feasible
+
+    @property
+    def gpus_per_replica(self) -> int | None:
+        if self.shape is None:
+            return None
+        return self.shape.tensor_parallel * self.shape.pipeline_parallel
+
+    @property
+    def capacity(self) -> float:
+        """Sustainable load of one replica in the workload's demand unit."""
+        point = self.evaluation.point
+        if point is None:
+            return 0.0
+        if self.workload.demand_unit == "concurrency":
+            return point.concurrency
+        return point.requests_per_second
+
+
+@dataclass
+class WorkloadCandidates:
+    workload: Workload
+    arch: ModelArchitecture
+    max_model_len: int
+    results: list[CandidateResult] = field(default_factory=list)
+
+    @property
+    def feasible(self) -> list[CandidateResult]:
+        return [r for r in self.results if r.feasible]
+
+
+def resolve_model(w: Workload) -> ModelArchitecture:
+    if isinstance(w.model, ModelConfigRef):
+        return from_hf_config(Path(w.model.config), name=w.model.name)
+    return get_model(w.model)
+
+
+def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
+    """Without max_model_len in the workload: twice the mean request, rounded up to a power of two, capped at
+    the model's own maximum (vLLM's default is the model maximum, which wastes KV memory for short chats)."""
+    if w.max_model_len:
+        return w.max_model_len
+    need = 2 * (w.input_tokens + w.output_tokens)
+    length = 1 << max(10, math.ceil(math.log2(need)))
+    cap = arch.max_position_embeddings or length
+    return max(min(length, cap), w.input_tokens + w.output_tokens)
+
+
+def _policy_reason(o: Offering, w: Workload, policy: Policy) -> tuple[str, str] | None:
+    providers = w.providers or policy.providers
+    if providers and o.provider not in providers:
+        return "provider", f"provider {o.provider} not in the allow-list ({', '.join(providers)})"
+    if policy.residency is not None and not policy.residency.allows(o.region):
+        info = region_info(o.region)
+        where = f"{o.region} ({info.country or 'no country'})"
+        return "residency", f"region {where} is outside residency '{policy.residency.selector}'"
+    if policy.price_kinds and o.price_kind not in policy.price_kinds:
+        return "price-kind", f"price kind {o.price_kind} not allowed (allowed: {', '.join(policy.price_kinds)})"
+    unusable = o.unusable_reason
+    if unusable:
+        return "no-price", unusable
+    return None
+
+
+class Evaluator:
+    """Memory + latency per shape, cached for one workload."""
+
+    def __init__(self, w: Workload, arch: ModelArchitecture, max_model_len: int, vllm_version: str | None):
+        self.w, self.arch, self.max_model_len, self.vllm_version = w, arch, max_model_len, vllm_version
+        self.cache: dict[Shape, Evaluation] = {}
+
+    def __call__(self, shape: Shape) -> Evaluation:
+        if shape not in self.cache:
+            self.cache[shape] = self._evaluate(shape)
+        return self.cache[shape]
+
+    def _evaluate(self, shape: Shape) -> Evaluation:
+        gpu = get_gpu(shape.gpu)
+        cfg = ServingConfig(tensor_parallel=shape.tensor_parallel, pipeline_parallel=shape.pipeline_parallel,
+                            precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,
+                            max_model_len=self.max_model_len, vllm_version=self.vllm_version)
+        mem = estimate(self.arch, gpu, cfg)
+        if not mem.fits:
+            return Evaluation(False, f"does not fit: {mem.reason}", "fit", memory=mem,
+                              gib_short=_gib_short(mem))
+        replica = latency.build_replica(self.arch, gpu, mem, shape.interconnect)
+        slo = self.w.slo
+        try:
+            point = latency.max_rate(replica, self.w.input_tokens, self.w.output_tokens, slo.ttft_ms, slo.tpot_ms)
+        except InfeasibleError as exc:
+            text = exc.problems[0]
+            kind = "ttft" if text.startswith("TTFT") else "tpot"
+            alone = latency.zero_load(replica, self.w.input_tokens, self.w.output_tokens)
+            over = (alone.ttft_ms - (slo.ttft_ms or 0)) if kind == "ttft" else (alone.tpot_ms - (slo.tpot_ms or 0))
+            return Evaluation(False, text, kind, memory=mem, ms_over=over)
+        if point.requests_per_second <= 1e-6:
+            return Evaluation(False, f"no load meets the targets ({point.limit or 'queueing'})", "capacity",
+                              memory=mem)
+        return Evaluation(True, None, None, memory=mem, point=point)
+
+
+def _gib_short(mem: MemoryEstimate) -> float:
+    rank = mem.binding_rank
+    if rank.weights_gib > rank.budget_gib:
+        return rank.weights_gib - rank.budget_gib + mem.kv_gib_short
+    return mem.kv_gib_short if rank.kv_cache_gib > 0 else -rank.kv_cache_gib + mem.kv_gib_short
+
+
+def _tp_options(arch: ModelArchitecture, gpus: int) -> list[int]:
+    return [tp for tp in TP_SIZES if tp <= gpus and gpus % tp == 0
+            and not validate(arch, ServingConfig(tensor_parallel=tp))]
+
+
+def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Policy,
+                         evaluators: dict[str, Evaluator] | None = None) -> list[WorkloadCandidates]:
+    """Candidates per workload. Pass the same `evaluators` dict to a second call (another residency policy)
+    to reuse every memory/latency evaluation of the first."""
+    out = []
+    table = gpu_table()
+    evaluators = {} if evaluators is None else evaluators
+    for w in workloads:
+        arch = resolve_model(w)
+        missing = arch.missing_fields()
+        if missing:
+            raise GpuoptError(f"workload {w.name}: model {arch.hf_id} lacks {', '.join(missing)}")
+        max_len = default_max_model_len(w, arch)
+        wc = WorkloadCandidates(workload=w, arch=arch, max_model_len=max_len)
+        evaluate = evaluators.setdefault(w.name, Evaluator(w, arch, max_len, policy.vllm_version))
+        for o in catalog.offerings:
+            price = catalog.price_in(o, policy.currency) if o.currency else None
+            rejected = _policy_reason(o, w, policy)
+            if rejected is None and o.gpu not in table:
+                rejected = ("gpu-data", f"GPU {o.gpu} not in the GPU table")
+            if rejected is None:
+                missing_specs = latency.missing_specs(table[o.gpu])
+                if missing_specs:
+                    rejected = ("gpu-data", f"the GPU table has no {', '.join(missing_specs)} for {o.gpu}")
+            if rejected is not None:
+                kind, reason = rejected
+                wc.results.append(CandidateResult(w, o, None, Evaluation(False, reason, kind), price))
+                continue
+            wc.results.extend(_offering_candidates(w, arch, o, table[o.gpu], price, evaluate))
+        out.append(wc)
+    return out
+
+
+def _offering_candidates(w: Workload, arch: ModelArchitecture, o: Offering, gpu: GpuSpec, price: float | None,
+                         evaluate: Evaluator) -> list[CandidateResult]:
+    results = []
+    gpus = o.gpu_count or 0
+    link = o.interconnect if o.interconnect in ("nvlink", "pcie") else "pcie"
+    if gpus == 1:
+        link = "pcie"  # no peer to talk to; the value is unused at TP=1
+    for wanted in dict.fromkeys(w.precisions):
+        # Volta and Turing have no BF16: vLLM runs such checkpoints in FP16 (same bytes)
+        precision: WeightFormat = "fp16" if wanted == "bf16" and gpu.architecture in NO_BF16 else wanted
+        why = precision_unsupported(gpu, precision, arch)
+        if why:
+            shape = Shape(gpu.gpu, link, 1, 1, precision, w.kv_cache_dtypes[0])
+            results.append(CandidateResult(w, o, shape, Evaluation(False, why, "precision"), price))
+            continue
+        for kv in w.kv_cache_dtypes:
+            single = [Shape(gpu.gpu, link, tp, 1, precision, kv) for tp in _tp_options(arch, gpus)]
+            evaluated = [(s, evaluate(s)) for s in single]
+            if not any(e.memory is not None and e.memory.fits for _, e in evaluated) and link == "nvlink":
+                # the model is larger than one instance: pipeline stages across instances of this SKU
+                evaluated += [(s, evaluate(s)) for s in (Shape(gpu.gpu, link, gpus, pp, precision, kv)
+                                                         for pp in PP_SIZES if pp <= arch.num_hidden_layers)
+                              if gpus in _tp_options(arch, gpus)]
+            results.extend(CandidateResult(w, o, s, e, price) for s, e in evaluated)
+    return results

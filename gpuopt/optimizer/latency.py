@@ -1,0 +1,380 @@
+"""Latency and throughput of one vLLM replica (TP x PP GPUs): a roofline with a small calibration.
+
+Decode is memory-bandwidth-bound: every step reads this rank's weights (for MoE, the experts the batch
+touches) plus the KV cache of every running sequence, so
+
+    t_mem     = (weight bytes read + batch x context x KV bytes/token) / (HBM bandwidth x eff_bw)
+    t_compute = 2 x active params per rank x tokens / (peak tensor FLOPs x eff_compute)   (+ attention)
+    step      = max(t_mem, t_compute) + step overhead + 2 all-reduces per layer (TP > 1)
+
+Prefill is compute-bound: 2 x active params x L plus causal attention 2 x L^2 x heads x head_dim per layer,
+over peak x eff_prefill. FP8 uses FP8 tensor throughput only where the GPU has it (W8A16 otherwise);
+INT4 W4A16 cuts bytes, not FLOPs.
+
+Under load vLLM's scheduler mixes decode tokens and chunks of prefill in every step (chunked prefill, up
+to max_num_batched_tokens per step). In steady state at request rate lambda with mean prompt L and output
+O tokens, each step of length T carries b = lambda x O x T decode tokens and p = lambda x L x T prefill
+tokens, so T is the fixed point of T = step(b, p); TPOT = T, and TTFT = server overhead + the steps that
+prefill one prompt, stretched by queueing as the prefill share of the step fills up. A closed loop of n
+clients is the same with lambda = n / (TTFT + (O - 1) x TPOT) (Little's law).
+
+Calibration factors are data (gpuopt/data/latency_calibration.yaml), each with the rows it was fitted on.
+Nothing here imports pricing, the solver or any renderer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache, cached_property
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+from gpuopt.errors import InfeasibleError, InputError
+from gpuopt.hardware import GpuSpec
+from gpuopt.optimizer.architecture import ModelArchitecture
+from gpuopt.optimizer.memory import (
+    GIB,
+    WEIGHT_BYTES,
+    MemoryEstimate,
+    ResolvedConfig,
+    activation_dtype_bytes,
+    kv_dtype_bytes,
+)
+
+
+class ArchCalibration(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    eff_bw: float  # fraction of HBM bandwidth a decode step achieves
+    eff_compute: float  # fraction of peak tensor FLOPs in mixed decode/prefill steps
+    eff_prefill: float  # fraction of peak tensor FLOPs in prefill
+
+
+class LatencyCalibration(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    step_overhead_ms: float  # scheduler + sampler + launch per engine step
+    server_overhead_ms: float  # API server, tokenisation, first scheduling: added to TTFT
+    allreduce_latency_us: dict[str, float]  # per all-reduce call, by link (nvlink / pcie)
+    pcie_gb_s: dict[str, float]  # x16 link bandwidth per direction, by PCIe generation
+    architectures: dict[str, ArchCalibration]
+    default_architecture: str
+    fitted_on: str
+    source: str
+
+    def for_gpu(self, gpu: GpuSpec) -> ArchCalibration:
+        """A GPU's own entry where the evidence supports one (H200), else its architecture's."""
+        if gpu.gpu in self.architectures:
+            return self.architectures[gpu.gpu]
+        return self.architectures.get(gpu.architecture, self.architectures[self.default_architecture])
+
+
+@cache
+def calibration() -> LatencyCalibration:
+    text = resources.files("gpuopt").joinpath("data/latency_calibration.yaml").read_text(encoding="utf-8")
+    return LatencyCalibration.model_validate(yaml.safe_load(text))
+
+
+RATE_TOLERANCE = 1e-3  # relative precision of the searched request rates (0.1 %)
+
+
+@dataclass(frozen=True)
+class Replica:
+    """What the latency model needs to know about one replica, precomputed once."""
+
+    arch: ModelArchitecture
+    gpu: GpuSpec
+    config: ResolvedConfig
+    interconnect: str  # nvlink | pcie
+    cal: LatencyCalibration
+    weight_bytes_per_gpu: float  # everything but routed experts, largest stage
+    expert_bytes_per_gpu: float  # routed experts of the largest stage (all of them)
+    kv_bytes_per_token_per_gpu: float
+    active_params_per_gpu: float  # per token, largest stage
+    attn_dim_per_gpu: float  # heads x head_dim per rank (for attention FLOPs)
+    layers_per_stage: int
+    sliding_fraction: float  # share of KV layers whose context is capped at the window
+    window: int | None
+    kv_capacity_tokens: int
+
+    @cached_property
+    def arch_cal(self) -> ArchCalibration:
+        return self.cal.for_gpu(self.gpu)
+
+    @cached_property
+    def act_bytes(self) -> float:
+        return activation_dtype_bytes(self.arch, self.config.precision)
+
+    @cached_property
+    def allreduce_fixed_s(self) -> float:
+        """Latency part of the 2 all-reduces per layer of one step (0 without TP)."""
+        if self.config.tensor_parallel == 1:
+            return 0.0
+        return 2 * self.layers_per_stage * self.cal.allreduce_latency_us[self.interconnect] * 1e-6
+
+    @cached_property
+    def allreduce_s_per_token(self) -> float:
+        """Bandwidth part of one step's all-reduces, per token in the step (ring all-reduce)."""
+        tp = self.config.tensor_parallel
+        if tp == 1:
+            return 0.0
+        size = self.arch.hidden_size * self.act_bytes
+        return 2 * self.layers_per_stage * 2 * (tp - 1) / tp * size / self.link_bytes_per_s
+
+    @cached_property
+    def peak_flops(self) -> float:
+        """Tensor FLOP/s per GPU for this weight format (FP8 only with native FP8, otherwise 16-bit)."""
+        bf16 = (self.gpu.bf16_tflops or 0.0) * 1e12
+        if self.config.precision in ("fp8",) and self.gpu.fp8_native and self.gpu.fp8_tflops:
+            return self.gpu.fp8_tflops * 1e12
+        if self.config.precision == "int8" and self.gpu.int8_tops:
+            return self.gpu.int8_tops * 1e12
+        if self.config.precision == "fp32":
+            return bf16 / 2  # TF32-class tensor math: half the 16-bit rate on every listed GPU
+        return bf16
+
+    @cached_property
+    def hbm_bytes_per_s(self) -> float:
+        return (self.gpu.hbm_tb_s or 0.0) * 1e12
+
+    @cached_property
+    def link_bytes_per_s(self) -> float:
+        if self.interconnect == "nvlink" and self.gpu.nvlink_gb_s:
+            return self.gpu.nvlink_gb_s * 1e9 / 2  # datasheet NVLink figure is bidirectional
+        gen = str(self.gpu.pcie_gen or 4)
+        return self.cal.pcie_gb_s.get(gen, min(self.cal.pcie_gb_s.values())) * 1e9
+
+
+def missing_specs(gpu: GpuSpec) -> list[str]:
+    """GPU figures the latency model needs that the GPU table lacks."""
+    return [name for name, value in (("hbm_tb_s", gpu.hbm_tb_s), ("bf16_tflops", gpu.bf16_tflops)) if not value]
+
+
+def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
+                  interconnect: str | None = None) -> Replica:
+    missing = missing_specs(gpu)
+    if missing:
+        raise InputError(f"{gpu.gpu}: the GPU table has no {', '.join(missing)}, so latency cannot be predicted")
+    cfg = memory.config
+    cal = calibration()
+    tp = cfg.tensor_parallel
+    largest = max(memory.ranks, key=lambda r: r.layers)
+    layers = range(0, largest.layers)  # a stage's worth of layers (shapes repeat; first layers for MoE dense)
+    wfmt = WEIGHT_BYTES[cfg.precision]
+    act = activation_dtype_bytes(arch, cfg.precision)
+    expert_fmt = wfmt
+    linear_fmt = act if cfg.precision == "mxfp4" else wfmt
+    weights = 0.0
+    experts = 0.0
+    active = 0.0
+    for i in layers:
+        p = arch.layer_params(i)
+        weights += p.linear / tp * linear_fmt + p.bias / tp * act + p.replicated * act
+        experts += p.experts / tp * expert_fmt
+        active += (arch.layer_active_params(i) - p.replicated) / tp + p.replicated
+    # the LM head is read every step on the last stage (embedding lookups read only the rows they need)
+    weights += arch.lm_head_params / tp * act
+    active += arch.lm_head_params / tp
+    kinds = arch.layer_kinds()
+    kv_layers = [k for k in kinds[: largest.layers] if k in ("full", "mla", "sliding", "chunked")]
+    sliding = sum(1 for k in kv_layers if k in ("sliding", "chunked"))
+    per_layer_kv = arch.kv_values_per_token_per_layer(tp) * kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
+    link = interconnect or ("nvlink" if gpu.nvlink_gb_s else "pcie")
+    return Replica(
+        arch=arch, gpu=gpu, config=cfg, interconnect=link, cal=cal,
+        weight_bytes_per_gpu=weights, expert_bytes_per_gpu=experts,
+        kv_bytes_per_token_per_gpu=per_layer_kv * len(kv_layers), active_params_per_gpu=active,
+        attn_dim_per_gpu=arch.num_attention_heads * arch.attn_head_dim / tp * largest.layers,
+        layers_per_stage=largest.layers, sliding_fraction=sliding / len(kv_layers) if kv_layers else 0.0,
+        window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
+    )
+
+
+# ---- one engine step ---------------------------------------------------------------------------------
+
+
+def _experts_touched_fraction(arch: ModelArchitecture, tokens: float) -> float:
+    """Expected share of routed experts a batch of `tokens` touches (uniform routing, top-k of E)."""
+    if not arch.num_experts:
+        return 0.0
+    k, e = arch.experts_per_token or 1, arch.num_experts
+    return float(1.0 - (1.0 - k / e) ** max(tokens, 0.0))
+
+
+def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: float = 0.0,
+                 prefill_context: float = 0.0, expert_tokens: float | None = None) -> tuple[float, float, float]:
+    """(memory time, compute time, fixed + communication time) of one engine step; the step takes
+    max(memory, compute) + the rest. `expert_tokens` fixes the MoE routing batch (default: the step's)."""
+    ac = r.arch_cal
+    tokens = decode_seqs + prefill_tokens
+    kv_context = context
+    if r.window and r.sliding_fraction:
+        kv_context = (1 - r.sliding_fraction) * context + r.sliding_fraction * min(context, r.window)
+    routed = tokens if expert_tokens is None else expert_tokens
+    expert_read = r.expert_bytes_per_gpu * _experts_touched_fraction(r.arch, routed) if r.expert_bytes_per_gpu else 0.0
+    read = r.weight_bytes_per_gpu + expert_read + decode_seqs * kv_context * r.kv_bytes_per_token_per_gpu
+    t_mem = read / (r.hbm_bytes_per_s * ac.eff_bw)
+    linear_flops = 2 * r.active_params_per_gpu * tokens
+    attn_flops = 4 * r.attn_dim_per_gpu * (decode_seqs * kv_context + prefill_tokens * prefill_context)
+    eff = ac.eff_prefill if prefill_tokens > decode_seqs else ac.eff_compute
+    t_compute = (linear_flops + attn_flops) / (r.peak_flops * eff)
+    t_rest = r.cal.step_overhead_ms * 1e-3 + r.allreduce_fixed_s + r.allreduce_s_per_token * tokens
+    return t_mem, t_compute, t_rest
+
+
+def step_time_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: float = 0.0,
+                prefill_context: float = 0.0) -> float:
+    """One engine step: `decode_seqs` sequences at mean context `context` plus `prefill_tokens` of prompt
+    (attending to `prefill_context` tokens on average)."""
+    t_mem, t_compute, t_rest = step_parts_s(r, decode_seqs, context, prefill_tokens, prefill_context)
+    return max(t_mem, t_compute) + t_rest
+
+
+# ---- under load -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """Predicted steady state of one replica at one load."""
+
+    requests_per_second: float
+    concurrency: float  # requests in the system (Little's law)
+    decode_batch: float
+    step_ms: float
+    tpot_ms: float
+    ttft_ms: float
+    output_tokens_per_second: float
+    stable: bool
+    limit: str | None  # what makes it unstable (prefill budget, max_num_seqs, KV cache)
+
+
+def _prefill_steps_s(r: Replica, decode_seqs: float, context: float, prompt_tokens: int, room: float) -> float:
+    """Time of the steps that carry one prompt's prefill, `room` tokens at a time, beside the decode batch."""
+    room = max(1.0, room)
+    chunks = math.ceil(prompt_tokens / room)
+    if chunks > 8:  # many equal chunks: one representative step (attending to half the prompt on average)
+        return chunks * step_time_s(r, decode_seqs, context, prompt_tokens / chunks, prompt_tokens / 2)
+    done, total = 0.0, 0.0
+    while done < prompt_tokens:
+        size = min(room, prompt_tokens - done)
+        total += step_time_s(r, decode_seqs, context, size, done + size / 2)
+        done += size
+    return total
+
+
+def prefill_time_s(r: Replica, prompt_tokens: int) -> float:
+    """A lone prompt, chunked at max_num_batched_tokens (what TTFT is at zero load, minus server overhead)."""
+    return _prefill_steps_s(r, 0, 0, prompt_tokens, r.config.max_num_batched_tokens)
+
+
+def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int, context: float) -> float:
+    """The fixed point T = step(b = rate O T, p = rate L T). Every part of a step is affine in T (for a fixed
+    MoE routing batch), so T = max over {memory, compute} of alpha / (1 - beta), with alpha the part at T = 0
+    and beta its slope; infinite when a slope reaches 1 (the replica cannot keep up at any step length)."""
+    routed = None
+    t = math.inf
+    for _ in range(6 if r.expert_bytes_per_gpu else 1):
+        zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, routed)
+        one = step_parts_s(r, rate * output_tokens, context, rate * input_tokens, input_tokens / 2, routed)
+        t = 0.0
+        for i in (0, 1):
+            alpha = zero[i] + zero[2]
+            beta = (one[i] + one[2]) - alpha
+            t = max(t, alpha / (1 - beta) if beta < 1 else math.inf)
+        if not math.isfinite(t):
+            return t
+        new_routed = rate * (input_tokens + output_tokens) * t
+        if routed is not None and abs(new_routed - routed) <= 1e-3 * max(routed, 1.0):
+            break
+        routed = new_routed
+    return t
+
+
+def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> LoadPoint:
+    """Steady state at `rate` requests/s (open loop)."""
+    cfg = r.config
+    context = input_tokens + output_tokens / 2
+    budget = cfg.max_num_batched_tokens
+    t = _steady_step_s(r, rate, input_tokens, output_tokens, context)
+    if not math.isfinite(t):
+        return LoadPoint(requests_per_second=rate, concurrency=math.inf, decode_batch=math.inf, step_ms=math.inf,
+                         tpot_ms=math.inf, ttft_ms=math.inf, output_tokens_per_second=rate * output_tokens,
+                         stable=False, limit="steps grow without bound: the replica cannot keep up")
+    b = rate * output_tokens * t
+    p = rate * input_tokens * t
+    limit = None
+    if b + p > budget:
+        limit = f"needs {b + p:,.0f} tokens per step, above max_num_batched_tokens {budget:,}"
+    elif b > cfg.max_num_seqs:
+        limit = f"needs {b:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
+    elif b * (input_tokens + output_tokens) > r.kv_capacity_tokens:
+        limit = (f"needs {b * (input_tokens + output_tokens):,.0f} KV tokens, above the cache's "
+                 f"{r.kv_capacity_tokens:,}")
+    room = max(budget - b, 1.0)
+    service = _prefill_steps_s(r, b, context, input_tokens, room)
+    rho = min(p / room, 0.999)
+    ttft = r.cal.server_overhead_ms * 1e-3 + service * (1 + rho / (2 * (1 - rho)))
+    concurrency = rate * (ttft + max(output_tokens - 1, 0) * t)
+    return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
+                     tpot_ms=t * 1e3, ttft_ms=ttft * 1e3, output_tokens_per_second=rate * output_tokens,
+                     stable=limit is None, limit=limit)
+
+
+def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens: int) -> LoadPoint:
+    """Steady state of a closed loop of `clients` (each sends its next request when the last one ends)."""
+    lo, hi = 0.0, 1.0
+    while at_rate(r, hi, input_tokens, output_tokens).concurrency < clients and hi < 1e6:
+        lo, hi = hi, hi * 2
+    while hi - lo > RATE_TOLERANCE * hi:
+        mid = (lo + hi) / 2
+        if at_rate(r, mid, input_tokens, output_tokens).concurrency < clients:
+            lo = mid
+        else:
+            hi = mid
+    return at_rate(r, lo, input_tokens, output_tokens)
+
+
+def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
+    """One request alone: TTFT = overhead + prefill, TPOT = a batch-1 decode step."""
+    ttft = r.cal.server_overhead_ms + prefill_time_s(r, input_tokens) * 1e3
+    tpot = step_time_s(r, 1, input_tokens + output_tokens / 2) * 1e3
+    rate = 1.0 / ((ttft + tpot * max(output_tokens - 1, 0)) / 1e3)
+    return LoadPoint(requests_per_second=rate, concurrency=1.0, decode_batch=1.0, step_ms=tpot, tpot_ms=tpot,
+                     ttft_ms=ttft, output_tokens_per_second=output_tokens * rate, stable=True, limit=None)
+
+
+def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
+             tpot_slo_ms: float | None = None) -> LoadPoint:
+    """The largest request rate that is stable and meets both targets; raises InfeasibleError with the
+    binding target and the margin when even a lone request misses it."""
+    alone = zero_load(r, input_tokens, output_tokens)
+    if ttft_slo_ms is not None and alone.ttft_ms > ttft_slo_ms:
+        raise InfeasibleError(f"TTFT target {ttft_slo_ms:g} ms missed by {alone.ttft_ms - ttft_slo_ms:,.0f} ms even "
+                              f"for a lone request ({alone.ttft_ms:,.0f} ms to prefill {input_tokens:,} tokens)")
+    if tpot_slo_ms is not None and alone.tpot_ms > tpot_slo_ms:
+        raise InfeasibleError(f"TPOT target {tpot_slo_ms:g} ms missed by {alone.tpot_ms - tpot_slo_ms:.1f} ms even "
+                              f"at batch 1 ({alone.tpot_ms:.1f} ms per token)")
+
+    def ok(point: LoadPoint) -> bool:
+        return (point.stable and (ttft_slo_ms is None or point.ttft_ms <= ttft_slo_ms)
+                and (tpot_slo_ms is None or point.tpot_ms <= tpot_slo_ms))
+
+    lo, hi = 0.0, max(alone.requests_per_second, 1e-3)
+    while ok(at_rate(r, hi, input_tokens, output_tokens)) and hi < 1e6:
+        lo, hi = hi, hi * 2
+    while hi - lo > RATE_TOLERANCE * hi:
+        mid = (lo + hi) / 2
+        if ok(at_rate(r, mid, input_tokens, output_tokens)):
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0.0:
+        return at_rate(r, 1e-9, input_tokens, output_tokens)
+    return at_rate(r, lo, input_tokens, output_tokens)
+
+
+def kv_gib(tokens: float, r: Replica) -> float:
+    return tokens * r.kv_bytes_per_token_per_gpu / GIB

@@ -1,0 +1,172 @@
+"""Typed results of `solve`: what renderers receive (never dicts with string keys).
+
+The JSON contract of `gpuopt solve --format json` is `Plan.model_dump(mode="json")`: stable key names,
+plain floats, and the same bytes for the same inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+PLAN_SCHEMA_VERSION = 1
+HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Predicted(Frozen):
+    ttft_ms: float
+    tpot_ms: float
+    replica_requests_per_second: float  # sustainable within both SLOs, before headroom
+    replica_concurrency: float
+    kv_cache_tokens: int
+    planned_requests_per_second_per_replica: float  # what the plan actually sends to each replica
+
+
+class GpuMemory(Frozen):
+    """Per-GPU memory of the most loaded GPU of a replica (GiB)."""
+
+    total_gib: float
+    weights_gib: float
+    activation_gib: float
+    non_torch_gib: float
+    cuda_graph_gib: float
+    kv_cache_gib: float
+    free_gib: float
+
+
+class Deployment(Frozen):
+    workload: str
+    model: str
+    provider: str
+    service: str
+    sku: str
+    region: str
+    country: str
+    gpu: str
+    gpus_per_instance: int
+    instances: float  # this deployment's share of the offering's instances (fractional when shared)
+    replicas: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    gpus_per_replica: int
+    weight_precision: str
+    kv_cache_dtype: str
+    max_model_len: int
+    max_num_seqs: int
+    gpu_memory_utilization: float
+    price_kind: str
+    instance_price_per_hour: float
+    cost_per_hour: float
+    cost_per_month: float
+    predicted: Predicted
+    memory: GpuMemory
+    utilisation: float  # planned load / sustainable capacity of the deployment's replicas
+    kv_utilisation: float  # share of the KV cache the planned concurrency occupies (1 - KV headroom)
+    vllm_command: str
+    price_source: str
+    price_as_of: str
+    price_origin: str
+    tags: dict[str, str]
+
+
+class InstanceLine(Frozen):
+    """Instances bought per offering (what the bill shows); several deployments may share them."""
+
+    provider: str
+    service: str
+    sku: str
+    region: str
+    price_kind: str
+    gpu: str
+    gpus_per_instance: int
+    instances: int
+    price_per_hour: float
+    cost_per_hour: float
+    workloads: list[str]
+
+
+class Candidate(Frozen):
+    workload: str
+    provider: str
+    service: str
+    sku: str
+    region: str
+    country: str
+    gpu: str
+    gpus_per_instance: int | None
+    price_kind: str
+    tensor_parallel: int | None
+    pipeline_parallel: int | None
+    weight_precision: str | None
+    kv_cache_dtype: str | None
+    gpus_per_replica: int | None
+    replica_requests_per_second: float | None
+    replica_concurrency: float | None
+    instance_price_per_hour: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    kv_cache_tokens: int | None
+    feasible: bool
+    reason: str | None
+    # residency | provider | price-kind | no-price | gpu-data | precision | fit | ttft | tpot | capacity
+    reason_kind: str | None
+
+
+class Alternative(Frozen):
+    label: str  # e.g. "gpu L40S-48GB" or "provider aws"
+    status: Literal["optimal", "infeasible"]
+    total_cost_per_hour: float | None
+    total_cost_per_month: float | None
+    delta_per_hour: float | None
+    deployments: list[str]  # short descriptions
+    reason: str | None
+
+
+class ResidencyPremium(Frozen):
+    selector: str
+    cost_per_hour_with_policy: float | None
+    cost_per_hour_without_policy: float | None
+    premium_per_hour: float | None
+    premium_fraction: float | None
+    cheapest_excluded_offering: str | None
+
+
+class WorkloadSummary(Frozen):
+    name: str
+    model: str
+    demand: float
+    demand_unit: str
+    input_tokens: int
+    output_tokens: int
+    ttft_slo_ms: float | None
+    tpot_slo_ms: float | None
+    min_replicas: int
+    tags: dict[str, str]
+
+
+class Plan(Frozen):
+    schema_version: int = PLAN_SCHEMA_VERSION
+    kind: Literal["gpuopt-plan"] = "gpuopt-plan"
+    status: Literal["optimal", "infeasible"]
+    currency: str
+    total_cost_per_hour: float | None
+    total_cost_per_month: float | None
+    deployments: list[Deployment]
+    instances: list[InstanceLine]
+    alternatives: list[Alternative]
+    candidates: list[Candidate]
+    residency_premium: ResidencyPremium | None
+    catalog_as_of: str
+    fx: str
+    fx_as_of: str
+    headroom: float
+    vllm_version: str
+    workloads: list[WorkloadSummary]
+    explanation: list[str]  # why infeasible: binding constraint and nearest miss, per workload
+    warnings: list[str]
+    solver: str

@@ -1,0 +1,295 @@
+"""`solve`: workload file -> candidates -> integer program -> typed Plan (alternatives, residency premium,
+explanations). Nothing here prints or formats; the CLI renders the Plan.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from gpuopt.optimizer.candidates import (
+    CandidateResult,
+    Evaluator,
+    Policy,
+    WorkloadCandidates,
+    enumerate_candidates,
+)
+from gpuopt.optimizer.plan import (
+    HOURS_PER_MONTH,
+    Alternative,
+    Candidate,
+    Deployment,
+    GpuMemory,
+    InstanceLine,
+    Plan,
+    Predicted,
+    ResidencyPremium,
+    WorkloadSummary,
+)
+from gpuopt.optimizer.program import Solution, solve
+from gpuopt.optimizer.serve_command import vllm_command
+from gpuopt.optimizer.vllm_profile import get_profile
+from gpuopt.pricing.catalog import Catalog, staleness
+from gpuopt.pricing.regions import Residency, region_info
+from gpuopt.workload import WorkloadFile
+
+DEFAULT_HEADROOM = 0.8
+
+
+@dataclass(frozen=True)
+class SolveOptions:
+    region: str | None = None
+    providers: tuple[str, ...] = ()
+    currency: str | None = None
+    headroom: float = DEFAULT_HEADROOM
+    top: int = 3
+    vllm_version: str | None = None
+    today: dt.date | None = None
+    max_price_age: int | None = None
+
+
+def _r(value: float, digits: int = 4) -> float:
+    out = round(float(value), digits)
+    return 0.0 if out == 0 else out
+
+
+def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tuple[Plan, list[str]]:
+    """The Plan, and price-age errors (non-empty when --max-price-age rejects a chosen price)."""
+    selector = opts.region or wf.residency
+    residency = Residency(selector) if selector else None
+    currency = opts.currency or wf.currency or "USD"
+    policy = Policy(residency=residency, providers=tuple(opts.providers or wf.providers or ()),
+                    price_kinds=tuple(wf.price_kinds), currency=currency, vllm_version=opts.vllm_version)
+    evaluators: dict[str, Evaluator] = {}
+    per_workload = enumerate_candidates(wf.workloads, catalog, policy, evaluators)
+    all_candidates = [c for wc in per_workload for c in wc.results]
+    solution = solve(wf.workloads, all_candidates, opts.headroom, wf.quotas)
+    warnings: list[str] = list(catalog.notes)
+    age_errors: list[str] = []
+    if solution.status == "optimal":
+        chosen = [a.candidate.offering for a in solution.assignments]
+        stale, age_errors = staleness(chosen, opts.today or dt.date.today(), opts.max_price_age)
+        warnings += stale
+    alternatives = _alternatives(wf, all_candidates, solution, opts)
+    premium = None
+    if residency is not None and residency.is_restrictive:
+        premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
+    explanation = [] if solution.status == "optimal" else _explain(per_workload, solution)
+    profile = get_profile(opts.vllm_version)
+    plan = Plan(
+        status="optimal" if solution.status == "optimal" else "infeasible",
+        currency=currency,
+        total_cost_per_hour=None if solution.cost_per_hour is None else _r(solution.cost_per_hour),
+        total_cost_per_month=(None if solution.cost_per_hour is None
+                              else _r(solution.cost_per_hour * HOURS_PER_MONTH, 2)),
+        deployments=_deployments(per_workload, solution),
+        instances=_instance_lines(solution),
+        alternatives=alternatives,
+        candidates=[_candidate_record(c) for c in all_candidates],
+        residency_premium=premium,
+        catalog_as_of=catalog.as_of,
+        fx=catalog.fx.describe(),
+        fx_as_of=catalog.fx.as_of,
+        headroom=opts.headroom,
+        vllm_version=opts.vllm_version or profile.version,
+        workloads=[WorkloadSummary(name=w.name, model=w.model_id, demand=w.demand, demand_unit=w.demand_unit,
+                                   input_tokens=w.input_tokens, output_tokens=w.output_tokens,
+                                   ttft_slo_ms=w.slo.ttft_ms, tpot_slo_ms=w.slo.tpot_ms,
+                                   min_replicas=w.min_replicas, tags=dict(w.tags)) for w in wf.workloads],
+        explanation=explanation,
+        warnings=warnings,
+        solver=solution.solver,
+    )
+    return plan, age_errors
+
+
+# ---- deployments ---------------------------------------------------------------------------------------
+
+
+def _deployments(per_workload: list[WorkloadCandidates], solution: Solution) -> list[Deployment]:
+    if solution.status != "optimal":
+        return []
+    gpu_use: dict[tuple[str, ...], int] = defaultdict(int)
+    for a in solution.assignments:
+        gpu_use[a.candidate.offering.key] += (a.candidate.gpus_per_replica or 0) * a.replicas
+    out = []
+    lens = {wc.workload.name: wc for wc in per_workload}
+    total_capacity: dict[str, float] = defaultdict(float)
+    for a in solution.assignments:
+        total_capacity[a.candidate.workload.name] += a.candidate.capacity * a.replicas
+    for a in solution.assignments:
+        c = a.candidate
+        o = c.offering
+        ev = c.evaluation
+        mem, point = ev.memory, ev.point
+        if mem is None or point is None or c.shape is None:
+            continue
+        share = (c.gpus_per_replica or 0) * a.replicas / gpu_use[o.key]
+        n_inst = solution.instances[o.key]
+        cost = (c.instance_price or 0.0) * n_inst * share
+        rank = mem.binding_rank
+        # traffic is spread in proportion to capacity, so every deployment of a workload runs equally loaded
+        load_share = c.workload.demand / max(total_capacity[c.workload.name], 1e-9)
+        planned_rate = point.requests_per_second * load_share
+        out.append(Deployment(
+            workload=c.workload.name, model=lens[c.workload.name].arch.hf_id, provider=o.provider,
+            service=o.service, sku=o.sku, region=o.region, country=region_info(o.region).country, gpu=o.gpu,
+            gpus_per_instance=o.gpu_count or 0, instances=_r(n_inst * share), replicas=a.replicas,
+            tensor_parallel=c.shape.tensor_parallel, pipeline_parallel=c.shape.pipeline_parallel,
+            gpus_per_replica=c.gpus_per_replica or 0, weight_precision=c.shape.precision,
+            kv_cache_dtype=c.shape.kv_cache_dtype, max_model_len=mem.config.max_model_len,
+            max_num_seqs=mem.config.max_num_seqs, gpu_memory_utilization=mem.config.gpu_memory_utilization,
+            price_kind=o.price_kind, instance_price_per_hour=_r(c.instance_price or 0.0),
+            cost_per_hour=_r(cost), cost_per_month=_r(cost * HOURS_PER_MONTH, 2),
+            predicted=Predicted(ttft_ms=_r(point.ttft_ms, 2), tpot_ms=_r(point.tpot_ms, 3),
+                                replica_requests_per_second=_r(point.requests_per_second),
+                                replica_concurrency=_r(point.concurrency, 2),
+                                kv_cache_tokens=mem.kv_cache_tokens,
+                                planned_requests_per_second_per_replica=_r(planned_rate)),
+            memory=GpuMemory(total_gib=_r(rank.total_gib), weights_gib=_r(rank.weights_gib),
+                             activation_gib=_r(rank.activation_gib), non_torch_gib=_r(rank.non_torch_gib),
+                             cuda_graph_gib=_r(rank.cuda_graph_gib), kv_cache_gib=_r(rank.kv_cache_gib),
+                             free_gib=_r(rank.free_after_kv_gib)),
+            utilisation=_r(load_share),
+            kv_utilisation=_r(point.concurrency * load_share * (c.workload.input_tokens + c.workload.output_tokens)
+                              / max(mem.effective_kv_tokens, 1)),
+            vllm_command=vllm_command(lens[c.workload.name].arch, mem.config),
+            price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags)))
+    return sorted(out, key=lambda d: (d.workload, d.provider, d.sku, d.region))
+
+
+def _instance_lines(solution: Solution) -> list[InstanceLine]:
+    if solution.status != "optimal":
+        return []
+    users: dict[tuple[str, ...], set[str]] = defaultdict(set)
+    sample: dict[tuple[str, ...], CandidateResult] = {}
+    for a in solution.assignments:
+        users[a.candidate.offering.key].add(a.candidate.workload.name)
+        sample[a.candidate.offering.key] = a.candidate
+    lines = []
+    for key, count in sorted(solution.instances.items()):
+        c = sample[key]
+        o = c.offering
+        lines.append(InstanceLine(provider=o.provider, service=o.service, sku=o.sku, region=o.region,
+                                  price_kind=o.price_kind, gpu=o.gpu, gpus_per_instance=o.gpu_count or 0,
+                                  instances=count, price_per_hour=_r(c.instance_price or 0.0),
+                                  cost_per_hour=_r((c.instance_price or 0.0) * count), workloads=sorted(users[key])))
+    return lines
+
+
+def _candidate_record(c: CandidateResult) -> Candidate:
+    o, ev, s = c.offering, c.evaluation, c.shape
+    point, mem = ev.point, ev.memory
+    return Candidate(
+        workload=c.workload.name, provider=o.provider, service=o.service, sku=o.sku, region=o.region,
+        country=region_info(o.region).country, gpu=o.gpu, gpus_per_instance=o.gpu_count, price_kind=o.price_kind,
+        tensor_parallel=s.tensor_parallel if s else None, pipeline_parallel=s.pipeline_parallel if s else None,
+        weight_precision=s.precision if s else None, kv_cache_dtype=s.kv_cache_dtype if s else None,
+        gpus_per_replica=c.gpus_per_replica,
+        replica_requests_per_second=_r(point.requests_per_second) if point else None,
+        replica_concurrency=_r(point.concurrency, 2) if point else None,
+        instance_price_per_hour=None if c.instance_price is None else _r(c.instance_price),
+        ttft_ms=_r(point.ttft_ms, 2) if point else None, tpot_ms=_r(point.tpot_ms, 3) if point else None,
+        kv_cache_tokens=mem.kv_cache_tokens if mem is not None and mem.fits else None,
+        feasible=c.feasible, reason=ev.reason, reason_kind=ev.reason_kind)
+
+
+# ---- alternatives, premium, explanations -------------------------------------------------------------------
+
+
+def _describe(solution: Solution) -> list[str]:
+    return [f"{a.replicas} x {a.candidate.workload.name} on {a.candidate.offering.provider} "
+            f"{a.candidate.offering.sku} ({a.candidate.offering.region}) TP={a.candidate.shape.tensor_parallel} "
+            f"{a.candidate.shape.precision}" for a in solution.assignments if a.candidate.shape]
+
+
+def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best: Solution,
+                  opts: SolveOptions) -> list[Alternative]:
+    """The best plan restricted to each other GPU type, and to each other provider (top K each by cost)."""
+    feasible = [c for c in candidates if c.feasible and c.instance_price is not None]
+    chosen_gpus = {a.candidate.offering.gpu for a in best.assignments}
+    chosen_providers = {a.candidate.offering.provider for a in best.assignments}
+    out: list[Alternative] = []
+    for kind, values, chosen, attr in (("gpu", sorted({c.offering.gpu for c in feasible}), chosen_gpus, "gpu"),
+                                       ("provider", sorted({c.offering.provider for c in feasible}),
+                                        chosen_providers, "provider")):
+        found = []
+        for value in values:
+            if {value} == chosen:
+                continue
+            subset = [c for c in feasible if getattr(c.offering, attr) == value]
+            if {c.workload.name for c in subset} != {w.name for w in wf.workloads}:
+                continue
+            sol = solve(wf.workloads, subset, opts.headroom, wf.quotas)
+            if sol.status != "optimal" or sol.cost_per_hour is None:
+                continue
+            delta = None if best.cost_per_hour is None else _r(sol.cost_per_hour - best.cost_per_hour)
+            found.append(Alternative(label=f"{kind} {value}", status="optimal",
+                                     total_cost_per_hour=_r(sol.cost_per_hour),
+                                     total_cost_per_month=_r(sol.cost_per_hour * HOURS_PER_MONTH, 2),
+                                     delta_per_hour=delta, deployments=_describe(sol), reason=None))
+        found.sort(key=lambda a: (a.total_cost_per_hour or 0.0, a.label))
+        out += found[: opts.top]
+    return out
+
+
+def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best: Solution,
+                       opts: SolveOptions, evaluators: dict[str, Evaluator]) -> ResidencyPremium:
+    free = Policy(residency=None, providers=policy.providers, price_kinds=policy.price_kinds,
+                  currency=policy.currency, vllm_version=policy.vllm_version)
+    per_workload = enumerate_candidates(wf.workloads, catalog, free, evaluators)
+    sol = solve(wf.workloads, [c for wc in per_workload for c in wc.results], opts.headroom, wf.quotas)
+    assert policy.residency is not None  # the caller only asks with a restrictive policy
+    excluded = sorted((a.candidate.instance_price or 0.0, a.candidate.offering.offering_id)
+                      for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region))
+    with_cost, without = best.cost_per_hour, sol.cost_per_hour
+    premium = None if with_cost is None or without is None else with_cost - without
+    return ResidencyPremium(
+        selector=policy.residency.selector,
+        cost_per_hour_with_policy=None if with_cost is None else _r(with_cost),
+        cost_per_hour_without_policy=None if without is None else _r(without),
+        premium_per_hour=None if premium is None else _r(premium),
+        premium_fraction=None if premium is None or not without else _r(premium / without),
+        cheapest_excluded_offering=excluded[0][1] if excluded else None)
+
+
+def _explain(per_workload: list[WorkloadCandidates], solution: Solution) -> list[str]:
+    lines = []
+    for wc in per_workload:
+        w = wc.workload
+        if wc.feasible:
+            continue
+        kinds = Counter(r.evaluation.reason_kind for r in wc.results)
+        considered = [r for r in wc.results if r.evaluation.reason_kind not in
+                      ("residency", "provider", "price-kind", "no-price", "gpu-data")]
+        lines.append(f"workload {w.name}: no candidate is feasible among {len(wc.results)} "
+                     f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))})")
+        if not considered:
+            lines.append(f"workload {w.name}: binding constraint is policy: no priced offering is allowed "
+                         "(residency, provider allow-list or price kinds)")
+            continue
+        binding = Counter(r.evaluation.reason_kind for r in considered).most_common(1)[0][0]
+        lines.append(f"workload {w.name}: binding constraint: {binding} "
+                     f"(stopped {sum(1 for r in considered if r.evaluation.reason_kind == binding)} of "
+                     f"{len(considered)} evaluated candidates)")
+        fit_misses = [r for r in considered if r.evaluation.gib_short is not None]
+        slo_misses = [r for r in considered if r.evaluation.ms_over is not None]
+        if fit_misses:
+            r = min(fit_misses, key=lambda r: (r.evaluation.gib_short or 0.0, r.offering.offering_id))
+            lines.append(f"workload {w.name}: nearest fit: {_short(r)} is {r.evaluation.gib_short:.2f} GiB short "
+                         f"per GPU")
+        if slo_misses:
+            r = min(slo_misses, key=lambda r: (r.evaluation.ms_over or 0.0, r.offering.offering_id))
+            lines.append(f"workload {w.name}: nearest latency: {_short(r)} misses by "
+                         f"{r.evaluation.ms_over:,.1f} ms ({r.evaluation.reason})")
+    if not lines and solution.binding:
+        lines.append(f"no plan satisfies every constraint together: {solution.binding}")
+    return lines
+
+
+def _short(r: CandidateResult) -> str:
+    s = r.shape
+    shape = f" TP={s.tensor_parallel} PP={s.pipeline_parallel} {s.precision}/KV {s.kv_cache_dtype}" if s else ""
+    return f"{r.offering.provider} {r.offering.sku} ({r.offering.gpu} x{r.offering.gpu_count}){shape}"

@@ -1,0 +1,33 @@
+"""The JSON contract of a plan: Plan.model_dump, stable key order, plain floats, a trailing newline."""
+
+from __future__ import annotations
+
+import json
+
+from pydantic import ValidationError
+
+from gpuopt.errors import InputError
+from gpuopt.optimizer.plan import PLAN_SCHEMA_VERSION, Plan
+
+
+def render_json(plan: Plan) -> str:
+    return json.dumps(plan.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+
+
+def load_plan(text: str, source: str) -> Plan:
+    """Read a saved plan back (for `gpuopt report` and `gpuopt diff`)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{source}: not JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict) or data.get("kind") != "gpuopt-plan":
+        raise InputError(f"{source}: not a gpuopt plan (no \"kind\": \"gpuopt-plan\")")
+    if data.get("schema_version") != PLAN_SCHEMA_VERSION:
+        raise InputError(f"{source}: plan schema_version {data.get('schema_version')} is not supported "
+                         f"(this gpuopt reads {PLAN_SCHEMA_VERSION})")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"{source}: not a valid gpuopt plan: {'.'.join(str(p) for p in first['loc'])}: "
+                         f"{first['msg']}") from None

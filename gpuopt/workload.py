@@ -1,0 +1,246 @@
+"""The workload file: the input contract of `gpuopt solve` (strict, versioned pydantic models + loader).
+
+    schema_version: 1
+    residency: cn                    # optional; --region overrides
+    providers: [alibaba, tencent]    # optional allow-list; --provider overrides
+    currency: CNY                    # optional report currency (default USD)
+    price_kinds: [on-demand]         # optional: which price kinds a static plan may buy (default on-demand)
+    workloads:
+      - name: support-chat
+        model: meta-llama/Llama-3.1-70B-Instruct      # or {config: path/to/config.json, name: my-model}
+        requests_per_second: 4                        # or concurrency: 32
+        input_tokens: 2000
+        output_tokens: 300
+        max_model_len: 32768
+        slo: {ttft_ms: 2000, tpot_ms: 50}
+        precisions: [bf16, fp8, int4]                 # default [bf16, fp8]
+        kv_cache_dtypes: [auto, fp8]                  # default [auto, fp8]
+        min_replicas: 2                               # default 1
+        tags: {team: support}
+    quotas: [{provider: aws, sku: p5.48xlarge, region: us-east-1, max_instances: 2}]   # optional
+    budget: {max_monthly: 50000, currency: USD}                                        # optional
+    discounts: {aws: 0.1}                                                              # optional
+
+Errors are reported one per line with the field path and the YAML line, exit code 2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from gpuopt.errors import ConfigError
+from gpuopt.optimizer.memory import KvCacheDtype, WeightFormat
+from gpuopt.pricing.columns import CURRENCIES, PRICE_KINDS, PROVIDERS
+
+SCHEMA_VERSION = 1
+DEFAULT_PRECISIONS: tuple[WeightFormat, ...] = ("bf16", "fp8")
+DEFAULT_KV_DTYPES: tuple[KvCacheDtype, ...] = ("auto", "fp8")
+Currency = Literal["USD", "CNY"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Slo(Strict):
+    ttft_ms: float | None = Field(default=None, gt=0, description="Time to first token target, mean, ms")
+    tpot_ms: float | None = Field(default=None, gt=0, description="Time per output token target, mean, ms")
+
+
+class ModelConfigRef(Strict):
+    config: Path = Field(description="A local Hugging Face config.json (relative to the workload file)")
+    name: str = Field(min_length=1)
+
+
+class Workload(Strict):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    model: str | ModelConfigRef
+    requests_per_second: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, gt=0)
+    input_tokens: int = Field(gt=0, description="Mean prompt tokens")
+    output_tokens: int = Field(gt=0, description="Mean output tokens")
+    max_model_len: int | None = Field(default=None, gt=0)
+    slo: Slo = Field(default_factory=Slo)
+    precisions: list[WeightFormat] = Field(default_factory=lambda: list(DEFAULT_PRECISIONS), min_length=1)
+    kv_cache_dtypes: list[KvCacheDtype] = Field(default_factory=lambda: list(DEFAULT_KV_DTYPES), min_length=1)
+    min_replicas: int = Field(default=1, ge=1)
+    tags: dict[str, str] = Field(default_factory=dict)
+    providers: list[str] | None = None
+
+    @model_validator(mode="after")
+    def _load_and_lengths(self) -> Workload:
+        if (self.requests_per_second is None) == (self.concurrency is None):
+            raise ValueError("give exactly one of requests_per_second or concurrency")
+        if self.max_model_len is not None and self.input_tokens + self.output_tokens > self.max_model_len:
+            raise ValueError(f"input_tokens + output_tokens ({self.input_tokens + self.output_tokens}) exceed "
+                             f"max_model_len ({self.max_model_len})")
+        return self
+
+    @field_validator("providers")
+    @classmethod
+    def _known_providers(cls, value: list[str] | None) -> list[str] | None:
+        for p in value or []:
+            if p not in PROVIDERS:
+                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
+        return value
+
+    @property
+    def model_id(self) -> str:
+        return self.model if isinstance(self.model, str) else self.model.name
+
+    @property
+    def demand(self) -> float:
+        """Traffic to cover, in the workload's own unit (requests/s or concurrent requests)."""
+        return float(self.requests_per_second if self.requests_per_second is not None else self.concurrency or 0)
+
+    @property
+    def demand_unit(self) -> str:
+        return "requests_per_second" if self.requests_per_second is not None else "concurrency"
+
+
+class Quota(Strict):
+    provider: str
+    sku: str | None = None
+    region: str | None = None
+    max_instances: int = Field(ge=0)
+
+
+class Budget(Strict):
+    max_monthly: float = Field(gt=0)
+    currency: Currency = "USD"
+
+
+class WorkloadFile(Strict):
+    schema_version: Literal[1]
+    residency: str | None = None
+    providers: list[str] | None = None
+    currency: Currency | None = None
+    price_kinds: list[str] = Field(default_factory=lambda: ["on-demand"], min_length=1)
+    workloads: list[Workload] = Field(min_length=1)
+    quotas: list[Quota] = Field(default_factory=list)
+    budget: Budget | None = None
+    discounts: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("providers")
+    @classmethod
+    def _known_providers(cls, value: list[str] | None) -> list[str] | None:
+        for p in value or []:
+            if p not in PROVIDERS:
+                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
+        return value
+
+    @field_validator("price_kinds")
+    @classmethod
+    def _known_kinds(cls, value: list[str]) -> list[str]:
+        for k in value:
+            if k not in PRICE_KINDS:
+                raise ValueError(f"unknown price kind '{k}' (known: {', '.join(PRICE_KINDS)})")
+        return value
+
+    @field_validator("discounts")
+    @classmethod
+    def _discounts(cls, value: dict[str, float]) -> dict[str, float]:
+        for p, d in value.items():
+            if p not in PROVIDERS:
+                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
+            if not 0 <= d < 1:
+                raise ValueError(f"discount for {p} must be a fraction in [0, 1) (got {d})")
+        return value
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> WorkloadFile:
+        names = [w.name for w in self.workloads]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"workload names must be unique: {', '.join(dupes)} repeated")
+        return self
+
+
+# ---- loading with YAML line numbers ------------------------------------------------------------------
+
+
+def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
+    """1-based YAML line of the value at pydantic location `loc` (the deepest node that exists)."""
+    line = node.start_mark.line + 1 if node is not None else None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+            if match is None:
+                # an unknown or missing key: point at the key itself when it exists
+                key = next((k for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+                return key.start_mark.line + 1 if key is not None else line
+            node = match
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+        else:
+            continue  # pydantic adds union-branch names (e.g. 'str') that are not in the YAML
+        line = node.start_mark.line + 1
+    return line
+
+
+def format_errors(path: Path, exc: ValidationError, root: yaml.Node | None) -> list[str]:
+    lines = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        shown = ".".join(str(p) for p in loc if not (isinstance(p, str) and p in ("str", "ModelConfigRef")))
+        line = _node_line(root, loc)
+        where = f"{path}:{line}" if line else str(path)
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key"
+        lines.append(f"{where}: {shown or '(file)'}: {msg}")
+    return lines
+
+
+def parse_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except (UnicodeDecodeError, IsADirectoryError):
+        raise ConfigError(f"{path}: not a readable text file") from None
+    try:
+        root = yaml.compose(text)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    return data, root
+
+
+def load_workload(path: Path) -> WorkloadFile:
+    data, root = parse_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: expected a mapping with schema_version and workloads")
+    version = data.get("schema_version")
+    if version is not None and version != SCHEMA_VERSION:
+        raise ConfigError(f"{path}:{_node_line(root, ('schema_version',))}: schema_version: {version} is not "
+                          f"supported (this gpuopt reads schema_version {SCHEMA_VERSION})")
+    try:
+        wf = WorkloadFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(*format_errors(path, exc, root)) from None
+    # model config paths are relative to the workload file
+    fixed = []
+    for w in wf.workloads:
+        if isinstance(w.model, ModelConfigRef) and not w.model.config.is_absolute():
+            w = w.model_copy(update={"model": w.model.model_copy(update={"config": path.parent / w.model.config})})
+        fixed.append(w)
+    return wf.model_copy(update={"workloads": fixed})
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of the workload file (shipped as gpuopt/data/workload.schema.json)."""
+    schema = WorkloadFile.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gpuopt workload file"
+    return schema
+
+
+__all__ = ["CURRENCIES", "Workload", "WorkloadFile", "json_schema", "load_workload"]
