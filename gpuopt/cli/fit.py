@@ -8,10 +8,13 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.options import load_architecture
-from gpuopt.errors import EXIT_INFEASIBLE, InputError
-from gpuopt.hardware import get_gpu
+from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
+from gpuopt.hardware import GpuSpec, get_gpu
+from gpuopt.optimizer import latency
+from gpuopt.optimizer.architecture import ModelArchitecture
 from gpuopt.optimizer.memory import (
     WEIGHT_FORMATS,
+    MemoryEstimate,
     ServingConfig,
     estimate_resolved,
     precision_unsupported,
@@ -36,14 +39,26 @@ from gpuopt.reports.fit import fit_json, fit_text
 @click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--block-size", type=int, default=16, show_default=True)
 @click.option("--vllm-version", metavar="X.Y", help="vLLM release whose defaults apply (default: newest known).")
+@click.option("--input-tokens", type=int, help="Mean prompt tokens (enables latency prediction).")
+@click.option("--output-tokens", type=int, help="Mean output tokens.")
+@click.option("--concurrency", type=float, help="Concurrent clients (closed loop).")
+@click.option("--request-rate", type=float, help="Requests per second (open loop).")
+@click.option("--ttft-slo-ms", type=float, help="TTFT target: also report the largest rate that meets it.")
+@click.option("--tpot-slo-ms", type=float, help="TPOT target: also report the largest rate that meets it.")
+@click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
+              help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, precision: str | None,
         kv_cache_dtype: str, max_model_len: int | None, gpu_memory_utilization: float | None,
         max_num_seqs: int | None, max_num_batched_tokens: int | None, block_size: int,
-        vllm_version: str | None, as_json: bool) -> None:
-    """Check that a model fits on a GPU under vLLM and report its KV-cache capacity.
+        vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
+        concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
+        tpot_slo_ms: float | None, interconnect: str | None, as_json: bool) -> None:
+    """Check that a model fits on a GPU under vLLM and report its KV-cache capacity; with --input-tokens and
+    --output-tokens also predict TTFT, TPOT and throughput (at --concurrency or --request-rate).
 
-    Exit code 0 when it fits, 1 when it does not (with the smallest changes that would), 2 on bad input.
+    Exit code 0 when it fits, 1 when it does not (with the smallest changes that would) or when no load
+    meets the latency targets, 2 on bad input.
     """
     problems: list[str] = []
     arch = None
@@ -56,6 +71,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         spec = get_gpu(gpu)
     except InputError as exc:
         problems.extend(exc.problems)
+    problems += _latency_problems(input_tokens, output_tokens, concurrency, request_rate, ttft_slo_ms, tpot_slo_ms,
+                                  max_model_len)
     if problems or arch is None or spec is None:
         raise InputError(*problems)
     cfg = ServingConfig(tensor_parallel=tp, pipeline_parallel=pp, precision=precision,  # type: ignore[arg-type]
@@ -67,11 +84,89 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:
         raise InputError(f"--precision {resolved.precision}: {unsupported}")
+    if input_tokens is not None and output_tokens is not None and input_tokens + output_tokens > resolved.max_model_len:
+        raise InputError(f"--input-tokens {input_tokens} + --output-tokens {output_tokens} exceed max_model_len "
+                         f"{resolved.max_model_len} by {input_tokens + output_tokens - resolved.max_model_len}")
     est = estimate_resolved(arch, spec, resolved, profile)
     suggestions = [] if est.fits else suggest_fixes(arch, spec, resolved, profile)
+    perf: dict[str, float | None] = {}
+    infeasible_slo: str | None = None
+    if est.fits and input_tokens is not None and output_tokens is not None:
+        perf, infeasible_slo = _predict(arch, spec, est, interconnect, input_tokens, output_tokens, concurrency,
+                                        request_rate, ttft_slo_ms, tpot_slo_ms)
     if as_json:
-        click.echo(json.dumps(fit_json(est, suggestions), indent=2, sort_keys=True))
+        click.echo(json.dumps({**fit_json(est, suggestions), **perf}, indent=2, sort_keys=True))
     else:
         click.echo(fit_text(est, suggestions))
+        if perf:
+            click.echo(perf_text(perf))
     if not est.fits:
         raise SystemExit(EXIT_INFEASIBLE)
+    if infeasible_slo:
+        click.echo(f"infeasible: {infeasible_slo}", err=True)
+        raise SystemExit(EXIT_INFEASIBLE)
+
+
+def _latency_problems(input_tokens: int | None, output_tokens: int | None, concurrency: float | None,
+                      request_rate: float | None, ttft_slo_ms: float | None, tpot_slo_ms: float | None,
+                      max_model_len: int | None) -> list[str]:
+    problems = []
+    for name, value in (("--input-tokens", input_tokens), ("--output-tokens", output_tokens),
+                        ("--concurrency", concurrency), ("--request-rate", request_rate),
+                        ("--ttft-slo-ms", ttft_slo_ms), ("--tpot-slo-ms", tpot_slo_ms)):
+        if value is not None and value <= 0:
+            problems.append(f"{name} must be positive (got {value:g})")
+    if (input_tokens is None) != (output_tokens is None):
+        problems.append("give both --input-tokens and --output-tokens")
+    if concurrency is not None and request_rate is not None:
+        problems.append("give either --concurrency or --request-rate, not both")
+    if (concurrency or request_rate or ttft_slo_ms or tpot_slo_ms) and input_tokens is None:
+        problems.append("latency options need --input-tokens and --output-tokens")
+    return problems
+
+
+def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interconnect: str | None,
+             input_tokens: int, output_tokens: int, concurrency: float | None, request_rate: float | None,
+             ttft_slo_ms: float | None, tpot_slo_ms: float | None) -> tuple[dict[str, float | None], str | None]:
+    replica = latency.build_replica(arch, spec, est, interconnect)
+    if request_rate is not None:
+        point = latency.at_rate(replica, request_rate, input_tokens, output_tokens)
+    elif concurrency is not None:
+        point = latency.at_concurrency(replica, concurrency, input_tokens, output_tokens)
+    else:
+        point = latency.zero_load(replica, input_tokens, output_tokens)
+    out: dict[str, float | None] = {
+        "ttft_ms": _round(point.ttft_ms), "tpot_ms": _round(point.tpot_ms),
+        "output_tokens_per_second": _round(point.output_tokens_per_second),
+        "requests_per_second": _round(point.requests_per_second), "concurrency": _round(point.concurrency),
+    }
+    if not point.stable:
+        out["overloaded"] = 1.0
+    problem = None
+    if ttft_slo_ms is not None or tpot_slo_ms is not None:
+        try:
+            best = latency.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms)
+            out["max_requests_per_second_within_slo"] = _round(best.requests_per_second)
+        except InfeasibleError as exc:
+            out["max_requests_per_second_within_slo"] = 0.0
+            problem = exc.problems[0]
+    return out, problem
+
+
+def _round(value: float) -> float | None:
+    return None if value != value or value in (float("inf"), float("-inf")) else round(float(value), 3)
+
+
+def perf_text(perf: dict[str, float | None]) -> str:
+    def show(key: str, unit: str) -> str:
+        value = perf.get(key)
+        return "unbounded (overloaded)" if value is None else f"{value:,.3f}{unit}"
+
+    lines = [f"predicted TTFT: {show('ttft_ms', ' ms')}", f"predicted TPOT: {show('tpot_ms', ' ms')}",
+             f"output tokens/s: {show('output_tokens_per_second', '')}",
+             f"requests/s: {show('requests_per_second', '')} (concurrency {show('concurrency', '')})"]
+    if perf.get("overloaded"):
+        lines.append("warning: this load is above what the replica sustains")
+    if "max_requests_per_second_within_slo" in perf:
+        lines.append(f"max requests/s within the SLOs: {show('max_requests_per_second_within_slo', '')}")
+    return "\n".join(lines)

@@ -1,6 +1,6 @@
 """The integer program: which offerings to buy and how many replicas of each candidate to run.
 
-Formulation (PuLP; CBC by default, HiGHS when installed)
+Formulation (PuLP; CBC from the pulp[cbc] extra by default, HiGHS when installed)
 
     sets      W workloads; O offerings with at least one feasible candidate; C feasible candidates,
               each c with workload w(c), offering o(c), GPUs g_c and sustainable load cap_c (in w's unit)
@@ -78,13 +78,15 @@ def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> lis
 
 
 def _solver(time_limit: float | None) -> tuple[object, str]:
-    """HiGHS when installed, else the CBC that ships with PuLP; one thread and a zero gap for reproducibility."""
+    """HiGHS when installed, else CBC: cbcbox's binary (the `pulp[cbc]` extra, PuLP 4's way) through COIN_CMD.
+    One thread and a zero gap, so the same model gives the same answer."""
     import pulp as lp
 
-    available = lp.listSolvers(onlyAvailable=True)
-    if "HiGHS" in available:
+    if "HiGHS" in lp.listSolvers(onlyAvailable=True):
         return lp.HiGHS(msg=False, gapRel=0.0, timeLimit=time_limit, threads=1), "HiGHS"
-    return lp.PULP_CBC_CMD(msg=False, gapRel=0.0, timeLimit=time_limit, threads=1), "CBC"
+    import cbcbox
+
+    return lp.COIN_CMD(path=cbcbox.cbc_bin_path(), msg=False, gapRel=0.0, timeLimit=time_limit, threads=1), "CBC"
 
 
 def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], headroom: float,
@@ -108,8 +110,9 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
     prob = lp.LpProblem("gpuopt_plan", lp.LpMinimize)
     keys = sorted(offerings)
     rank = {k: i for i, k in enumerate(keys)}
-    n = {k: lp.LpVariable("n__" + "__".join(k).replace(" ", "_"), lowBound=0, cat="Integer") for k in keys}
-    x = {i: lp.LpVariable(f"x__{c.workload.name}__{i}", lowBound=0, cat="Integer") for i, c in enumerate(feasible)}
+    n = {k: prob.add_variable("n__" + "__".join(k).replace(" ", "_"), lowBound=0, cat="Integer") for k in keys}
+    x = {i: prob.add_variable(f"x__{c.workload.name}__{i}", lowBound=0, cat="Integer")
+         for i, c in enumerate(feasible)}
     price = {k: float(offerings[k].instance_price or 0.0) for k in keys}
     gpus = {k: int(offerings[k].offering.gpu_count or 0) for k in keys}
     prob += lp.lpSum((price[k] + 1e-6 * gpus[k] + 1e-9 * rank[k]) * n[k] for k in keys)
@@ -130,7 +133,7 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
     prob.solve(solver)
     status = lp.LpStatus[prob.status]
     elapsed = time.perf_counter() - start
-    n_vars, n_cons = len(prob.variables()), len(prob.constraints)
+    n_vars, n_cons = len(prob.variables()), len(prob.constraints())
     if status != "Optimal":
         binding = "budget or quotas" if (budget_per_hour is not None or quotas) else f"solver status {status}"
         return Solution("infeasible", None, {}, [], name, elapsed, n_vars, n_cons, binding)

@@ -1,0 +1,152 @@
+import json
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuopt.cli.main import cli
+from gpuopt.errors import InfeasibleError
+from gpuopt.hardware import get_gpu
+from gpuopt.optimizer import latency
+from gpuopt.optimizer.architecture import get_model
+from gpuopt.optimizer.memory import ServingConfig, estimate
+
+LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
+LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
+
+
+def replica(model=LLAMA8, gpu="H100-SXM-80GB", tp=1, precision="bf16", kv="auto", max_len=8192, link=None):
+    arch, spec = get_model(model), get_gpu(gpu)
+    mem = estimate(arch, spec, ServingConfig(tensor_parallel=tp, precision=precision, kv_cache_dtype=kv,
+                                             max_model_len=max_len))
+    assert mem.fits
+    return latency.build_replica(arch, spec, mem, link)
+
+
+def test_batch1_decode_of_llama8b_on_h100_is_weights_over_bandwidth_plus_overhead():
+    r = replica()
+    # every decoder-layer weight and the LM head are read; the embedding only by the rows looked up (and the
+    # 4,096-value final norm is negligible): (8,030,261,248 - 525,336,576 - 4,096) params x 2 B = 15,009,841,152 B
+    assert r.weight_bytes_per_gpu == 15_009_841_152
+    cal = latency.calibration()
+    eff = cal.architectures["Hopper"].eff_bw
+    expected = 15_009_841_152 / (3.35e12 * eff) + cal.step_overhead_ms * 1e-3
+    assert latency.step_time_s(r, 1, 0) == pytest.approx(expected, rel=1e-9)
+    # at 8k context the KV read adds 8192 x 131,072 B on top
+    with_kv = (15_009_841_152 + 8192 * 131_072) / (3.35e12 * eff) + cal.step_overhead_ms * 1e-3
+    assert latency.step_time_s(r, 1, 8192) == pytest.approx(with_kv, rel=1e-9)
+
+
+def test_decode_is_bandwidth_bound_and_prefill_compute_bound():
+    r = replica()
+    t_mem, t_compute, _ = latency.step_parts_s(r, 1, 1000)
+    assert t_mem > 10 * t_compute
+    t_mem, t_compute, _ = latency.step_parts_s(r, 0, 0, 4096, 2048)
+    assert t_compute > t_mem
+
+
+def test_doubling_tp_on_nvlink_lowers_tpot_but_by_less_than_half():
+    tp2 = latency.step_time_s(replica(LLAMA70, tp=2), 1, 2000)
+    tp4 = latency.step_time_s(replica(LLAMA70, tp=4), 1, 2000)
+    assert tp4 < tp2
+    assert tp4 > tp2 / 2
+
+
+def test_pcie_all_reduce_costs_more_than_nvlink():
+    nvlink = latency.step_time_s(replica(LLAMA70, tp=4, link="nvlink"), 8, 2000)
+    pcie = latency.step_time_s(replica(LLAMA70, tp=4, link="pcie"), 8, 2000)
+    assert pcie > nvlink
+
+
+def test_int4_cuts_decode_bytes_not_prefill_flops():
+    bf16 = replica(gpu="A100-SXM-80GB")
+    int4 = replica(gpu="A100-SXM-80GB", precision="int4")
+    assert latency.step_time_s(int4, 1, 1000) < latency.step_time_s(bf16, 1, 1000)
+    _, c16, _ = latency.step_parts_s(bf16, 0, 0, 4096, 2048)
+    _, c4, _ = latency.step_parts_s(int4, 0, 0, 4096, 2048)
+    assert c4 == pytest.approx(c16)
+
+
+def test_fp8_uses_fp8_flops_only_with_native_fp8():
+    assert replica(precision="fp8").peak_flops == get_gpu("H100-SXM-80GB").fp8_tflops * 1e12
+    assert replica(gpu="A100-SXM-80GB", precision="fp8").peak_flops == get_gpu("A100-SXM-80GB").bf16_tflops * 1e12
+
+
+@settings(max_examples=40, deadline=None)
+@given(b=st.integers(1, 512), extra=st.integers(1, 512), context=st.integers(0, 8000))
+def test_tpot_never_falls_as_batch_grows(b, extra, context):
+    r = replica()
+    assert latency.step_time_s(r, b + extra, context) >= latency.step_time_s(r, b, context)
+
+
+@settings(max_examples=30, deadline=None)
+@given(prompt=st.integers(1, 30000), extra=st.integers(1, 5000))
+def test_ttft_grows_with_prompt_length(prompt, extra):
+    r = replica(max_len=40000)
+    assert latency.prefill_time_s(r, prompt + extra) >= latency.prefill_time_s(r, prompt)
+
+
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 256), context=st.integers(0, 8000), precision=st.sampled_from(["bf16", "fp8"]))
+def test_a_faster_gpu_is_never_slower(b, context, precision):
+    h100 = replica(gpu="H100-SXM-80GB", precision=precision)
+    h200 = replica(gpu="H200-141GB", precision=precision)
+    assert latency.step_time_s(h200, b, context) <= latency.step_time_s(h100, b, context)
+
+
+@settings(max_examples=25, deadline=None)
+@given(b=st.integers(1, 256), context=st.integers(0, 8000))
+def test_fp8_is_never_slower_than_bf16_on_hopper_decode(b, context):
+    assert latency.step_time_s(replica(precision="fp8"), b, context) <= latency.step_time_s(replica(), b, context)
+
+
+def test_max_rate_meets_both_targets_and_is_the_largest():
+    r = replica()
+    best = latency.max_rate(r, 1000, 200, ttft_slo_ms=500, tpot_slo_ms=20)
+    assert best.stable and best.ttft_ms <= 500 and best.tpot_ms <= 20
+    above = latency.at_rate(r, best.requests_per_second * 1.01, 1000, 200)
+    assert not above.stable or above.ttft_ms > 500 or above.tpot_ms > 20
+
+
+def test_unreachable_slo_says_which_target_and_by_how_much():
+    with pytest.raises(InfeasibleError) as info:
+        latency.max_rate(replica(), 1000, 200, tpot_slo_ms=3)
+    assert "TPOT target 3 ms missed by" in str(info.value)
+
+
+def test_concurrency_and_rate_agree_by_littles_law():
+    r = replica()
+    point = latency.at_concurrency(r, 32, 1000, 200)
+    assert point.concurrency == pytest.approx(32, rel=0.01)
+    again = latency.at_rate(r, point.requests_per_second, 1000, 200)
+    assert again.tpot_ms == pytest.approx(point.tpot_ms)
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_fit_json_has_latency_keys():
+    result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192",
+                 "--input-tokens", "1000", "--output-tokens", "200", "--concurrency", "16",
+                 "--ttft-slo-ms", "500", "--tpot-slo-ms", "20", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    for key in ("ttft_ms", "tpot_ms", "output_tokens_per_second", "requests_per_second",
+                "max_requests_per_second_within_slo"):
+        assert isinstance(data[key], float)
+    assert data["max_requests_per_second_within_slo"] > data["requests_per_second"]
+
+
+@pytest.mark.parametrize("args, code, needle", [
+    (["--input-tokens", "10000", "--output-tokens", "200", "--max-model-len", "8192"], 2, "exceed max_model_len"),
+    (["--input-tokens", "100", "--output-tokens", "20", "--request-rate", "0"], 2, "--request-rate must be positive"),
+    (["--input-tokens", "100", "--output-tokens", "20", "--concurrency", "-2"], 2, "--concurrency must be positive"),
+    (["--input-tokens", "1000", "--output-tokens", "200", "--tpot-slo-ms", "3"], 1, "missed by"),
+])
+def test_fit_latency_bad_input_and_infeasible_targets(args, code, needle):
+    result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", *args)
+    assert result.exit_code == code
+    assert needle in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,142 @@
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from tests.conftest import check_golden
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+CN = str(EXAMPLES / "cn-chat-70b.yaml")
+
+
+@pytest.fixture(autouse=True)
+def fixed_day(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def run(*args):
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.fixture(scope="module")
+def cn_plan_text():
+    import os
+
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    result = CliRunner().invoke(cli, ["solve", CN, "--region", "cn", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_cn_plan_keeps_everything_in_mainland_china(cn_plan_text):
+    plan = json.loads(cn_plan_text)
+    assert plan["status"] == "optimal" and plan["currency"] == "CNY"
+    assert plan["deployments"]
+    assert all(d["country"] == "CN" for d in plan["deployments"])
+    feasible = [c for c in plan["candidates"] if c["feasible"]]
+    assert feasible and all(c["country"] == "CN" for c in feasible)
+    assert any(c["reason_kind"] == "residency" and c["country"] != "CN" for c in plan["candidates"])
+    premium = plan["residency_premium"]
+    assert premium["selector"] == "cn"
+    assert premium["cost_per_hour_with_policy"] == plan["total_cost_per_hour"]
+    assert premium["cost_per_hour_without_policy"] <= premium["cost_per_hour_with_policy"]
+
+
+def test_plan_json_contract_keys(cn_plan_text):
+    plan = json.loads(cn_plan_text)
+    for key in ("status", "currency", "total_cost_per_hour", "total_cost_per_month", "deployments", "alternatives",
+                "candidates", "residency_premium", "catalog_as_of"):
+        assert key in plan
+    d = plan["deployments"][0]
+    for key in ("workload", "provider", "service", "sku", "region", "country", "gpu", "gpus_per_instance",
+                "instances", "replicas", "tensor_parallel", "pipeline_parallel", "weight_precision", "kv_cache_dtype",
+                "price_kind", "cost_per_hour", "predicted", "vllm_command"):
+        assert key in d
+    assert set(d["predicted"]) >= {"ttft_ms", "tpot_ms", "replica_requests_per_second", "kv_cache_tokens"}
+    assert d["vllm_command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size")
+    c = plan["candidates"][0]
+    for key in ("gpus_per_replica", "replica_requests_per_second", "instance_price_per_hour", "feasible", "reason"):
+        assert key in c
+    total = sum(d["cost_per_hour"] for d in plan["deployments"])
+    assert total == pytest.approx(plan["total_cost_per_hour"], abs=1e-3)
+    assert plan["total_cost_per_month"] == pytest.approx(plan["total_cost_per_hour"] * 730, abs=0.01)
+
+
+def test_every_deployment_meets_its_slo_and_the_demand_is_covered(cn_plan_text):
+    plan = json.loads(cn_plan_text)
+    w = plan["workloads"][0]
+    capacity = 0.0
+    for d in plan["deployments"]:
+        assert d["predicted"]["ttft_ms"] <= w["ttft_slo_ms"]
+        assert d["predicted"]["tpot_ms"] <= w["tpot_slo_ms"] + 1e-6
+        capacity += d["replicas"] * d["predicted"]["replica_requests_per_second"]
+    assert capacity * plan["headroom"] >= w["demand"] - 1e-6
+    assert sum(d["replicas"] for d in plan["deployments"]) >= w["min_replicas"]
+
+
+def test_solving_twice_gives_identical_bytes(cn_plan_text):
+    again = run("solve", CN, "--region", "cn", "--format", "json")
+    assert again.stdout == cn_plan_text
+
+
+def test_table_output_golden():
+    result = run("solve", CN, "--region", "cn")
+    assert result.exit_code == 0
+    check_golden("solve_cn_chat.txt", result.stdout)
+
+
+def test_impossible_tpot_is_infeasible_with_the_binding_constraint(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+residency: us
+workloads:
+  - name: fast
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {tpot_ms: 1}
+""")
+    result = run("solve", str(path), "--format", "json")
+    assert result.exit_code == 1
+    plan = json.loads(result.stdout)
+    assert plan["status"] == "infeasible" and plan["deployments"] == []
+    text = "\n".join(plan["explanation"])
+    assert "binding constraint: tpot" in text
+    assert "nearest latency:" in text and "misses by" in text
+    assert "infeasible:" in result.output  # also on stderr
+
+
+def test_policy_that_allows_nothing_says_so(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+residency: cn
+providers: [digitalocean]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+""")
+    result = run("solve", str(path))
+    assert result.exit_code == 1
+    assert "binding constraint is policy" in result.output
+
+
+def test_budget_gate_exits_3_with_the_overrun():
+    result = run("solve", CN, "--region", "cn", "--max-monthly", "1000")
+    assert result.exit_code == 3
+    assert "over budget" in result.output and "exceeds 1,000.00 CNY/month" in result.output
+
+
+def test_provider_and_currency_overrides():
+    result = run("solve", CN, "--region", "cn", "--provider", "tencent", "--currency", "USD", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["currency"] == "USD"
+    assert {d["provider"] for d in plan["deployments"]} == {"tencent"}
