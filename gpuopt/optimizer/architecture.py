@@ -13,7 +13,7 @@ import csv
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -160,6 +160,25 @@ class ModelArchitecture(BaseModel):
     # ---- parameter counts -----------------------------------------------------------------------
     def layer_params(self, index: int) -> LayerParams:
         """Parameters of decoder layer `index`, split by how vLLM shards and quantises them."""
+        return _layer_table(self)[index][0]
+
+    def layer_active_params(self, index: int) -> int:
+        """Parameters one token touches in this layer (MoE: only its top-k experts)."""
+        return _layer_table(self)[index][1]
+
+    def layer_sums(self, layers: range) -> LayerSums:
+        """Totals over a contiguous range of layers (a PP stage), from prefix sums: O(1) per call."""
+        prefix = _layer_prefix(self)
+        lo, hi = prefix[layers.start], prefix[layers.stop]
+        return LayerSums(*(b - a for a, b in zip(lo, hi, strict=True)))
+
+    def layer_kind_counts(self, layers: range) -> dict[LayerKind, int]:
+        counts: dict[LayerKind, int] = {}
+        for kind in _layer_kinds(self)[layers.start:layers.stop]:
+            counts[kind] = counts.get(kind, 0) + 1
+        return counts
+
+    def _compute_layer_params(self, index: int) -> LayerParams:
         h = self.hidden_size
         nh, hd = self.num_attention_heads, self.attn_head_dim
         linear = 0  # TP-sharded, quantisable
@@ -211,9 +230,8 @@ class ModelArchitecture(BaseModel):
                 replicated += h
         return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated)
 
-    def layer_active_params(self, index: int) -> int:
-        """Parameters one token touches in this layer (MoE: only its top-k experts)."""
-        p = self.layer_params(index)
+    def _compute_layer_active_params(self, index: int) -> int:
+        p = self._compute_layer_params(index)
         if self.is_dense_layer(index) or not self.num_experts:
             return p.total
         share = (self.experts_per_token or 1) / self.num_experts
@@ -257,6 +275,39 @@ class ModelArchitecture(BaseModel):
             return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
         heads = max(1, self.num_key_value_heads // tensor_parallel)
         return 2 * heads * self.attn_head_dim
+
+
+@lru_cache(maxsize=512)
+def _layer_table(arch: ModelArchitecture) -> tuple[tuple[LayerParams, int], ...]:
+    """(params, active params) of every layer, computed once per architecture: the memory and latency models
+    ask for them per layer, per shape, thousands of times in one solve."""
+    return tuple((arch._compute_layer_params(i), arch._compute_layer_active_params(i))
+                 for i in range(arch.num_hidden_layers))
+
+
+@lru_cache(maxsize=512)
+def _layer_prefix(arch: ModelArchitecture) -> tuple[tuple[int, int, int, int, int], ...]:
+    """Prefix sums of (linear, experts, bias, replicated, active) over the layers."""
+    out = [(0, 0, 0, 0, 0)]
+    for p, active in _layer_table(arch):
+        last = out[-1]
+        out.append((last[0] + p.linear, last[1] + p.experts, last[2] + p.bias, last[3] + p.replicated,
+                    last[4] + active))
+    return tuple(out)
+
+
+@lru_cache(maxsize=512)
+def _layer_kinds(arch: ModelArchitecture) -> tuple[LayerKind, ...]:
+    return tuple(arch.layer_kinds())
+
+
+@dataclass(frozen=True)
+class LayerSums:
+    linear: int
+    experts: int
+    bias: int
+    replicated: int
+    active: int
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from gpuopt.errors import GpuoptError, InfeasibleError
@@ -185,9 +186,11 @@ def _gib_short(mem: MemoryEstimate) -> float:
     return mem.kv_gib_short if rank.kv_cache_gib > 0 else -rank.kv_cache_gib + mem.kv_gib_short
 
 
-def _tp_options(arch: ModelArchitecture, gpus: int) -> list[int]:
-    return [tp for tp in TP_SIZES if tp <= gpus and gpus % tp == 0
-            and not validate(arch, ServingConfig(tensor_parallel=tp))]
+@lru_cache(maxsize=4096)
+def _tp_options(arch: ModelArchitecture, gpus: int) -> tuple[int, ...]:
+    """TP sizes that divide the instance's GPUs and that vLLM accepts for this model's heads."""
+    return tuple(tp for tp in TP_SIZES if tp <= gpus and gpus % tp == 0
+                 and not validate(arch, ServingConfig(tensor_parallel=tp)))
 
 
 def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Policy,

@@ -266,10 +266,9 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
     expert_bytes = WEIGHT_BYTES[precision]
     total = 0.0
-    for i in layers:
-        p = arch.layer_params(i)
-        total += p.linear / tp * linear_bytes + p.experts / tp * expert_bytes + p.bias / tp * act
-        total += p.replicated * act
+    p = arch.layer_sums(layers)
+    total += p.linear / tp * linear_bytes + p.experts / tp * expert_bytes + p.bias / tp * act
+    total += p.replicated * act
     if first:
         total += arch.embedding_params / tp * act + arch.vision_params() * act
     if last:
@@ -309,11 +308,8 @@ def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
 def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float) -> tuple[KvGroup, ...]:
     """Layers of this stage that keep a KV cache, grouped by kind (cross-attention and linear-attention
     layers keep no per-token KV of the text and are left out)."""
-    kinds = arch.layer_kinds()
     per_layer = arch.kv_values_per_token_per_layer(tp) * kv_bytes
-    counts: dict[LayerKind, int] = {}
-    for i in layers:
-        counts[kinds[i]] = counts.get(kinds[i], 0) + 1
+    counts = arch.layer_kind_counts(layers)
     groups = []
     cached: tuple[LayerKind, ...] = ("full", "mla", "sliding", "chunked")
     for kind in cached:

@@ -17,9 +17,10 @@ Formulation (PuLP; CBC from the pulp[cbc] extra by default, HiGHS when installed
       quota_q     sum_{o in q} n_o <= Q_q                           optional per provider/SKU/region
       budget      sum_o price_o n_o <= B                            optional, per hour
 
-Residency and provider policy are applied when the candidate set is built, not here. Offerings that can
-never win (same provider, GPU, GPU count and link as a cheaper one, no quota on them) are left out of
-the model to keep it small; they stay in the candidate list.
+Residency and provider policy are applied when the candidate set is built, not here. Two reductions keep
+the model small without changing its optimum: offerings that can never win (same provider, GPU, GPU
+count, link and price kind as a cheaper one, no quota on them) are left out, and per offering and replica
+size only the shape with the most capacity is kept. Both stay in the candidate list.
 """
 
 from __future__ import annotations
@@ -55,6 +56,18 @@ class Solution:
 def _quota_matches(q: Quota, c: CandidateResult) -> bool:
     o = c.offering
     return o.provider == q.provider and (q.sku is None or o.sku == q.sku) and (q.region is None or o.region == q.region)
+
+
+def dominant_shapes(candidates: Sequence[CandidateResult]) -> list[CandidateResult]:
+    """Per (workload, offering, GPUs per replica) keep the shape with the most capacity (first on ties): a
+    replica of the same size that carries less load can never make a plan cheaper."""
+    best: dict[tuple[object, ...], CandidateResult] = {}
+    for c in candidates:
+        key = (c.workload.name, c.offering.key, c.gpus_per_replica)
+        if key not in best or c.capacity > best[key].capacity:
+            best[key] = c
+    keep = {id(c) for c in best.values()}
+    return [c for c in candidates if id(c) in keep]
 
 
 def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> list[CandidateResult]:
@@ -95,7 +108,7 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
     import pulp as lp
 
     start = time.perf_counter()
-    feasible = prune([c for c in candidates if c.feasible and c.instance_price is not None], quotas)
+    feasible = dominant_shapes(prune([c for c in candidates if c.feasible and c.instance_price is not None], quotas))
     by_workload: dict[str, list[int]] = defaultdict(list)
     by_offering: dict[tuple[str, ...], list[int]] = defaultdict(list)
     offerings: dict[tuple[str, ...], CandidateResult] = {}

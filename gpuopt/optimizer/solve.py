@@ -28,7 +28,7 @@ from gpuopt.optimizer.plan import (
     ResidencyPremium,
     WorkloadSummary,
 )
-from gpuopt.optimizer.program import Solution, solve
+from gpuopt.optimizer.program import Solution, dominant_shapes, prune, solve
 from gpuopt.optimizer.serve_command import vllm_command
 from gpuopt.optimizer.vllm_profile import get_profile
 from gpuopt.pricing.catalog import Catalog, staleness
@@ -87,7 +87,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         deployments=_deployments(per_workload, solution),
         instances=_instance_lines(solution),
         alternatives=alternatives,
-        candidates=[_candidate_record(c) for c in all_candidates],
+        candidates=_candidate_records(all_candidates),
         residency_premium=premium,
         catalog_as_of=catalog.as_of,
         fx=catalog.fx.describe(),
@@ -179,21 +179,40 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
     return lines
 
 
-def _candidate_record(c: CandidateResult) -> Candidate:
-    o, ev, s = c.offering, c.evaluation, c.shape
-    point, mem = ev.point, ev.memory
-    return Candidate(
-        workload=c.workload.name, provider=o.provider, service=o.service, sku=o.sku, region=o.region,
-        country=region_info(o.region).country, gpu=o.gpu, gpus_per_instance=o.gpu_count, price_kind=o.price_kind,
-        tensor_parallel=s.tensor_parallel if s else None, pipeline_parallel=s.pipeline_parallel if s else None,
-        weight_precision=s.precision if s else None, kv_cache_dtype=s.kv_cache_dtype if s else None,
-        gpus_per_replica=c.gpus_per_replica,
-        replica_requests_per_second=_r(point.requests_per_second) if point else None,
-        replica_concurrency=_r(point.concurrency, 2) if point else None,
-        instance_price_per_hour=None if c.instance_price is None else _r(c.instance_price),
-        ttft_ms=_r(point.ttft_ms, 2) if point else None, tpot_ms=_r(point.tpot_ms, 3) if point else None,
-        kv_cache_tokens=mem.kv_cache_tokens if mem is not None and mem.fits else None,
-        feasible=c.feasible, reason=ev.reason, reason_kind=ev.reason_kind)
+def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]:
+    """Every candidate as a record. The evaluation part is shared by all offerings of a shape, so it is
+    formatted once per shape (pydantic's compiled validation is faster here than model_construct)."""
+    shape_part: dict[tuple[str, object], dict[str, object]] = {}
+    countries: dict[str, str] = {}
+    out = []
+    for c in candidates:
+        o, ev, s = c.offering, c.evaluation, c.shape
+        key = (c.workload.name, s)
+        part = shape_part.get(key) if ev.feasible or ev.reason_kind in ("fit", "ttft", "tpot", "capacity") else None
+        if part is None:
+            point, mem = ev.point, ev.memory
+            part = {
+                "tensor_parallel": s.tensor_parallel if s else None,
+                "pipeline_parallel": s.pipeline_parallel if s else None,
+                "weight_precision": s.precision if s else None, "kv_cache_dtype": s.kv_cache_dtype if s else None,
+                "gpus_per_replica": c.gpus_per_replica,
+                "replica_requests_per_second": _r(point.requests_per_second) if point else None,
+                "replica_concurrency": _r(point.concurrency, 2) if point else None,
+                "ttft_ms": _r(point.ttft_ms, 2) if point else None,
+                "tpot_ms": _r(point.tpot_ms, 3) if point else None,
+                "kv_cache_tokens": mem.kv_cache_tokens if mem is not None and mem.fits else None,
+                "feasible": ev.feasible, "reason": ev.reason, "reason_kind": ev.reason_kind,
+            }
+            if s is not None:
+                shape_part[key] = part
+        if o.region not in countries:
+            countries[o.region] = region_info(o.region).country
+        out.append(Candidate.model_validate({
+            "workload": c.workload.name, "provider": o.provider, "service": o.service, "sku": o.sku,
+            "region": o.region, "country": countries[o.region], "gpu": o.gpu, "gpus_per_instance": o.gpu_count,
+            "price_kind": o.price_kind,
+            "instance_price_per_hour": None if c.instance_price is None else _r(c.instance_price), **part}))
+    return out
 
 
 # ---- alternatives, premium, explanations -------------------------------------------------------------------
@@ -208,7 +227,10 @@ def _describe(solution: Solution) -> list[str]:
 def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best: Solution,
                   opts: SolveOptions) -> list[Alternative]:
     """The best plan restricted to each other GPU type, and to each other provider (top K each by cost)."""
-    feasible = [c for c in candidates if c.feasible and c.instance_price is not None]
+    if opts.top <= 0 or best.status != "optimal":
+        return []
+    feasible = dominant_shapes(prune([c for c in candidates if c.feasible and c.instance_price is not None],
+                                     wf.quotas))
     chosen_gpus = {a.candidate.offering.gpu for a in best.assignments}
     chosen_providers = {a.candidate.offering.provider for a in best.assignments}
     out: list[Alternative] = []
