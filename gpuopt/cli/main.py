@@ -42,9 +42,11 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from gpuopt.cli import catalog, fit, models, solve
+    from gpuopt.cli import catalog, fit, models, report, solve
 
     cli.add_command(solve.solve)
+    cli.add_command(report.report)
+    cli.add_command(report.diff)
     cli.add_command(catalog.catalog)
     cli.add_command(fit.fit)
     cli.add_command(models.models)

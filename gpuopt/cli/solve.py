@@ -13,9 +13,9 @@ from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.optimizer.plan import HOURS_PER_MONTH, Plan
 from gpuopt.optimizer.solve import DEFAULT_HEADROOM, SolveOptions, plan_workloads
 from gpuopt.pricing.fx import FxTable
+from gpuopt.reports.render import FORMATS, render
 from gpuopt.workload import WorkloadFile, load_workload
 
-FORMATS = ["table", "json"]
 
 
 def today() -> dt.date:
@@ -27,16 +27,6 @@ def today() -> dt.date:
         except ValueError:
             raise InputError(f"GPUOPT_TODAY: '{forced}' is not a date YYYY-MM-DD") from None
     return dt.date.today()
-
-
-def render(plan: Plan, fmt: str) -> str:
-    if fmt == "json":
-        from gpuopt.reports.plan_json import render_json
-
-        return render_json(plan)
-    from gpuopt.reports.plan_table import render_table
-
-    return render_table(plan)
 
 
 def write_output(text: str, output: Path | None) -> None:

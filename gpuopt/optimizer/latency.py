@@ -221,7 +221,10 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
     eff = ac.eff_prefill if prefill_tokens > decode_seqs else ac.eff_compute
     t_compute = (linear_flops + attn_flops) / (r.peak_flops * eff)
     t_rest = r.cal.step_overhead_ms * 1e-3 + r.allreduce_fixed_s + r.allreduce_s_per_token * tokens
-    return t_mem, t_compute, t_rest
+    # pipeline stages run one after another for every token: a step takes PP stage-steps (vLLM's overlapping
+    # of micro-batches across stages is not credited, and the hop between instances is not modelled)
+    pp = r.config.pipeline_parallel
+    return t_mem * pp, t_compute * pp, t_rest * pp
 
 
 def step_time_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: float = 0.0,

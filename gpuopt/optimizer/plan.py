@@ -61,6 +61,7 @@ class Deployment(Frozen):
     gpu_memory_utilization: float
     price_kind: str
     instance_price_per_hour: float
+    list_price_per_hour: float | None  # the catalog's list price (differs when an overlay or discount applies)
     cost_per_hour: float
     cost_per_month: float
     predicted: Predicted
@@ -124,6 +125,8 @@ class Alternative(Frozen):
     total_cost_per_month: float | None
     delta_per_hour: float | None
     deployments: list[str]  # short descriptions
+    max_ttft_ms: float | None
+    max_tpot_ms: float | None
     reason: str | None
 
 
@@ -149,6 +152,28 @@ class WorkloadSummary(Frozen):
     tags: dict[str, str]
 
 
+class UnitEconomics(Frozen):
+    """What the planned capacity costs per unit of work, at the planned load. Each per-token figure charges
+    the workload's whole cost to that token type (they are alternatives, not parts of a split)."""
+
+    workload: str
+    cost_per_hour: float
+    requests_per_second: float
+    cost_per_request: float
+    cost_per_million_output_tokens: float
+    cost_per_million_input_tokens: float
+    utilisation: float  # planned load / sustainable capacity (the headroom left is 1 - this)
+
+
+class Rejections(Frozen):
+    """Rejected candidates of one workload grouped by reason kind, with one example."""
+
+    workload: str
+    reason_kind: str
+    count: int
+    example: str
+
+
 class Plan(Frozen):
     schema_version: int = PLAN_SCHEMA_VERSION
     kind: Literal["gpuopt-plan"] = "gpuopt-plan"
@@ -167,6 +192,9 @@ class Plan(Frozen):
     headroom: float
     vllm_version: str
     workloads: list[WorkloadSummary]
+    unit_economics: list[UnitEconomics]
+    rejections: list[Rejections]
+    as_of_date: str  # the day the plan was made (price ages and FOCUS periods count from it)
     explanation: list[str]  # why infeasible: binding constraint and nearest miss, per workload
     warnings: list[str]
     solver: str

@@ -25,7 +25,9 @@ from gpuopt.optimizer.plan import (
     InstanceLine,
     Plan,
     Predicted,
+    Rejections,
     ResidencyPremium,
+    UnitEconomics,
     WorkloadSummary,
 )
 from gpuopt.optimizer.program import Solution, dominant_shapes, prune, solve
@@ -78,13 +80,14 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
     explanation = [] if solution.status == "optimal" else _explain(per_workload, solution)
     profile = get_profile(opts.vllm_version)
+    deployments = _deployments(per_workload, solution, catalog, currency)
     plan = Plan(
         status="optimal" if solution.status == "optimal" else "infeasible",
         currency=currency,
         total_cost_per_hour=None if solution.cost_per_hour is None else _r(solution.cost_per_hour),
         total_cost_per_month=(None if solution.cost_per_hour is None
                               else _r(solution.cost_per_hour * HOURS_PER_MONTH, 2)),
-        deployments=_deployments(per_workload, solution),
+        deployments=deployments,
         instances=_instance_lines(solution),
         alternatives=alternatives,
         candidates=_candidate_records(all_candidates),
@@ -98,6 +101,9 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                                    input_tokens=w.input_tokens, output_tokens=w.output_tokens,
                                    ttft_slo_ms=w.slo.ttft_ms, tpot_slo_ms=w.slo.tpot_ms,
                                    min_replicas=w.min_replicas, tags=dict(w.tags)) for w in wf.workloads],
+        unit_economics=_unit_economics(wf, deployments),
+        rejections=_rejections(all_candidates),
+        as_of_date=(opts.today or dt.date.today()).isoformat(),
         explanation=explanation,
         warnings=warnings,
         solver=solution.solver,
@@ -108,7 +114,8 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
 # ---- deployments ---------------------------------------------------------------------------------------
 
 
-def _deployments(per_workload: list[WorkloadCandidates], solution: Solution) -> list[Deployment]:
+def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, catalog: Catalog,
+                 currency: str) -> list[Deployment]:
     if solution.status != "optimal":
         return []
     gpu_use: dict[tuple[str, ...], int] = defaultdict(int)
@@ -142,6 +149,8 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution) -> 
             kv_cache_dtype=c.shape.kv_cache_dtype, max_model_len=mem.config.max_model_len,
             max_num_seqs=mem.config.max_num_seqs, gpu_memory_utilization=mem.config.gpu_memory_utilization,
             price_kind=o.price_kind, instance_price_per_hour=_r(c.instance_price or 0.0),
+            list_price_per_hour=(None if o.list_price_per_hour is None or not o.currency else
+                                 _r(catalog.fx.convert(o.list_price_per_hour, o.currency, currency))),
             cost_per_hour=_r(cost), cost_per_month=_r(cost * HOURS_PER_MONTH, 2),
             predicted=Predicted(ttft_ms=_r(point.ttft_ms, 2), tpot_ms=_r(point.tpot_ms, 3),
                                 replica_requests_per_second=_r(point.requests_per_second),
@@ -158,6 +167,37 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution) -> 
             vllm_command=vllm_command(lens[c.workload.name].arch, mem.config),
             price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags)))
     return sorted(out, key=lambda d: (d.workload, d.provider, d.sku, d.region))
+
+
+def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[UnitEconomics]:
+    out = []
+    for w in wf.workloads:
+        mine = [d for d in deployments if d.workload == w.name]
+        if not mine:
+            continue
+        cost = sum(d.cost_per_hour for d in mine)
+        rps = sum(d.replicas * d.predicted.planned_requests_per_second_per_replica for d in mine)
+        per_hour = max(rps * 3600, 1e-12)
+        out.append(UnitEconomics(
+            workload=w.name, cost_per_hour=_r(cost), requests_per_second=_r(rps),
+            cost_per_request=_r(cost / per_hour, 8),
+            cost_per_million_output_tokens=_r(cost / (per_hour * w.output_tokens) * 1e6, 4),
+            cost_per_million_input_tokens=_r(cost / (per_hour * w.input_tokens) * 1e6, 4),
+            utilisation=mine[0].utilisation))
+    return out
+
+
+def _rejections(candidates: Sequence[CandidateResult]) -> list[Rejections]:
+    groups: dict[tuple[str, str], list[CandidateResult]] = defaultdict(list)
+    for c in candidates:
+        if not c.feasible:
+            groups[(c.workload.name, c.evaluation.reason_kind or "other")].append(c)
+    out = []
+    for (workload, kind), members in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[0][1])):
+        first = members[0]
+        example = f"{first.offering.provider} {first.offering.sku} ({first.offering.region}): {first.evaluation.reason}"
+        out.append(Rejections(workload=workload, reason_kind=kind, count=len(members), example=example))
+    return out
 
 
 def _instance_lines(solution: Solution) -> list[InstanceLine]:
@@ -219,9 +259,21 @@ def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]
 
 
 def _describe(solution: Solution) -> list[str]:
-    return [f"{a.replicas} x {a.candidate.workload.name} on {a.candidate.offering.provider} "
-            f"{a.candidate.offering.sku} ({a.candidate.offering.region}) TP={a.candidate.shape.tensor_parallel} "
-            f"{a.candidate.shape.precision}" for a in solution.assignments if a.candidate.shape]
+    out = []
+    for a in solution.assignments:
+        s, o = a.candidate.shape, a.candidate.offering
+        if s is None:
+            continue
+        pp = f" PP={s.pipeline_parallel}" if s.pipeline_parallel > 1 else ""
+        out.append(f"{a.replicas} x {a.candidate.workload.name} on {o.provider} {o.sku} ({o.region}) "
+                   f"TP={s.tensor_parallel}{pp} {s.precision}")
+    return out
+
+
+def _worst(solution: Solution, field: str) -> float | None:
+    values = [getattr(a.candidate.evaluation.point, field) for a in solution.assignments
+              if a.candidate.evaluation.point is not None]
+    return _r(max(values), 2) if values else None
 
 
 def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best: Solution,
@@ -251,7 +303,9 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
             found.append(Alternative(label=f"{kind} {value}", status="optimal",
                                      total_cost_per_hour=_r(sol.cost_per_hour),
                                      total_cost_per_month=_r(sol.cost_per_hour * HOURS_PER_MONTH, 2),
-                                     delta_per_hour=delta, deployments=_describe(sol), reason=None))
+                                     delta_per_hour=delta, deployments=_describe(sol),
+                                     max_ttft_ms=_worst(sol, "ttft_ms"), max_tpot_ms=_worst(sol, "tpot_ms"),
+                                     reason=None))
         found.sort(key=lambda a: (a.total_cost_per_hour or 0.0, a.label))
         out += found[: opts.top]
     return out

@@ -1,0 +1,48 @@
+"""`gpuopt report PLAN.json` (re-render a saved plan) and `gpuopt diff OLD.json NEW.json`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from gpuopt.cli.solve import write_output
+from gpuopt.errors import InputError
+from gpuopt.optimizer.plan import Plan
+from gpuopt.reports.render import FORMATS, render
+
+
+def read_plan(path: Path) -> Plan:
+    from gpuopt.reports.plan_json import load_plan
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file") from None
+    return load_plan(text, str(path))
+
+
+@click.command()
+@click.argument("plan_file", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report to a file.")
+def report(plan_file: Path, fmt: str, output: Path | None) -> None:
+    """Render a plan saved with `gpuopt solve --format json` without solving again."""
+    write_output(render(read_plan(plan_file), fmt), output)
+
+
+@click.command()
+@click.argument("old", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
+              show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the diff to a file.")
+def diff(old: Path, new: Path, fmt: str, output: Path | None) -> None:
+    """Monthly cost before and after, per deployment and in total, of two saved plans."""
+    from gpuopt.reports.diff import diff_json, diff_markdown, diff_plans, diff_table
+
+    result = diff_plans(read_plan(old), read_plan(new))
+    text = {"json": diff_json, "markdown": diff_markdown}.get(fmt, diff_table)(result)
+    write_output(text, output)
