@@ -17,7 +17,6 @@ from gpuopt.reports.render import FORMATS, render
 from gpuopt.workload import WorkloadFile, load_workload
 
 
-
 def today() -> dt.date:
     """Today, or GPUOPT_TODAY (YYYY-MM-DD) for reproducible price-age warnings in reports and tests."""
     forced = os.environ.get("GPUOPT_TODAY")

@@ -74,8 +74,8 @@ def cost_vs_tpot(plan: Plan) -> str:
         ax.scatter([worst], [plan.total_cost_per_hour], s=80, color="#c0392b", label="plan", zorder=3)
     alts = [a for a in plan.alternatives if a.total_cost_per_hour is not None and a.max_tpot_ms is not None]
     if alts:
-        ax.scatter([a.max_tpot_ms for a in alts], [a.total_cost_per_hour for a in alts], color="#3b6ea5",
-                   label="alternatives")
+        ax.scatter([a.max_tpot_ms or 0.0 for a in alts], [a.total_cost_per_hour or 0.0 for a in alts],
+                   color="#3b6ea5", label="alternatives")
         for a in alts:
             ax.annotate(a.label, (a.max_tpot_ms or 0.0, a.total_cost_per_hour or 0.0), fontsize=7,
                         xytext=(4, 2), textcoords="offset points")

@@ -12,7 +12,6 @@ from pydantic import BaseModel, ConfigDict
 from gpuopt.optimizer.plan import Deployment, Plan
 
 
-
 class DiffLine(BaseModel):
     model_config = ConfigDict(frozen=True)
 

@@ -45,7 +45,8 @@ def render_markdown(plan: Plan) -> str:
             f"| plan date | {plan.as_of_date} |",
             "",
             "## Instances", "",
-            f"| provider | SKU | region | price kind | GPU x per instance | instances | {c}/h each | {c}/h | workloads |",
+            f"| provider | SKU | region | price kind | GPU x per instance | instances | {c}/h each | {c}/h "
+            "| workloads |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for line in plan.instances:
@@ -82,7 +83,8 @@ def render_markdown(plan: Plan) -> str:
                 f"tokens, {d.kv_utilisation:.0%} used",
                 "", *_memory_table(d), "", "```bash", d.vllm_command, "```", ""]
     if plan.alternatives:
-        out += ["## Alternatives", "", f"| restricted to | {c}/h | {c}/month | delta/h | plan |", "|---|---|---|---|---|"]
+        out += ["## Alternatives", "", f"| restricted to | {c}/h | {c}/month | delta/h | plan |",
+                "|---|---|---|---|---|"]
         for a in plan.alternatives:
             out.append(f"| {a.label} | {_m(a.total_cost_per_hour, '')} | {_m(a.total_cost_per_month, '')} | "
                        f"{'-' if a.delta_per_hour is None else f'{a.delta_per_hour:+,.2f}'} | "

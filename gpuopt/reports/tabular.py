@@ -36,7 +36,8 @@ def render_csv(plan: Plan) -> str:
     if not records:
         return ",".join(_deployment_columns()) + "\n"
     flat = pd.json_normalize(records, sep="_")
-    return _frame(flat.to_dict(orient="records"), _deployment_columns())
+    return _frame([{str(k): v for k, v in row.items()} for row in flat.to_dict(orient="records")],
+                  _deployment_columns())
 
 
 def _deployment_columns() -> list[str]:
