@@ -1,0 +1,190 @@
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from tests.conftest import check_golden
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+PLANS = {"cn": (EXAMPLES / "cn-chat-70b.yaml", ["--region", "cn"]), "two": (EXAMPLES / "two-models.yaml", [])}
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def fixed_day(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    folder = tmp_path_factory.mktemp("plans")
+    out = {}
+    for name, (path, extra) in PLANS.items():
+        target = folder / f"{name}.json"
+        result = CliRunner().invoke(cli, ["solve", str(path), *extra, "--format", "json", "-o", str(target)])
+        assert result.exit_code == 0, result.output
+        out[name] = target
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PLANS))
+@pytest.mark.parametrize("fmt, ext", [("markdown", "md"), ("csv", "csv"), ("focus", "focus.csv")])
+def test_report_goldens(saved, name, fmt, ext):
+    result = run("report", saved[name], "--format", fmt)
+    assert result.exit_code == 0, result.output
+    check_golden(f"report_{name}.{ext}", result.stdout)
+
+
+def test_json_to_report_round_trip_gives_the_same_markdown_as_solving(saved):
+    path, extra = PLANS["cn"]
+    direct = run("solve", path, *extra, "--format", "markdown")
+    assert direct.stdout == run("report", saved["cn"], "--format", "markdown").stdout
+
+
+def test_markdown_has_every_section(saved):
+    text = run("report", saved["cn"]).stdout
+    for heading in ("## Summary", "## Instances", "## Unit economics", "## Workload `support-chat`",
+                    "## Alternatives", "## Residency premium", "## Top rejections", "## Assumptions"):
+        assert heading in text
+    assert "vllm serve meta-llama/Llama-3.1-70B-Instruct" in text
+    assert "per 1M output tokens" in text
+
+
+def test_csv_has_one_row_per_deployment_with_the_json_fields(saved):
+    plan = json.loads(saved["two"].read_text())
+    lines = run("report", saved["two"], "--format", "csv").stdout.splitlines()
+    assert len(lines) == 1 + len(plan["deployments"])
+    header = lines[0].split(",")
+    assert {"workload", "sku", "cost_per_hour", "predicted_ttft_ms", "memory_kv_cache_gib", "vllm_command"} <= set(header)
+
+
+def test_focus_export_columns_and_costs(saved):
+    import csv
+    import io
+
+    plan = json.loads(saved["two"].read_text())
+    rows = list(csv.DictReader(io.StringIO(run("report", saved["two"], "--format", "focus").stdout)))
+    assert len(rows) == len(plan["deployments"])
+    required = {"BillingCurrency", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd", "ConsumedQuantity",
+                "ConsumedUnit", "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "ListCost", "ListUnitPrice",
+                "PricingCategory", "PricingQuantity", "PricingUnit", "ProviderName", "RegionId", "RegionName",
+                "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "Tags"}
+    assert required <= set(rows[0])
+    total = sum(float(r["EffectiveCost"]) for r in rows)
+    assert total == pytest.approx(plan["total_cost_per_month"], abs=0.05)
+    assert {r["PricingCategory"] for r in rows} == {"Standard"}
+    assert rows[0]["ChargePeriodStart"] == "2026-12-01T00:00:00Z"
+    assert json.loads(rows[0]["Tags"])["gpuopt-workload"] in {"chat", "code"}
+
+
+def test_overlay_prices_fill_the_contracted_columns(tmp_path):
+    import csv
+    import io
+
+    overlay = tmp_path / "negotiated.csv"
+    overlay.write_text("provider,sku,region,price_kind,price_per_hour,currency\n"
+                       "aws,g6e.xlarge,us-east-1,on-demand,1.2,USD\n")
+    path, _ = PLANS["two"]
+    result = run("solve", path, "--catalog", overlay, "--format", "focus")
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    g6e = next(r for r in rows if r["SkuId"] == "g6e.xlarge")
+    assert float(g6e["ContractedUnitPrice"]) == 1.2
+    assert float(g6e["ListUnitPrice"]) == 1.861
+
+
+def test_diff_of_two_saved_plans(saved, tmp_path):
+    result = run("diff", saved["cn"], saved["cn"], "--format", "json")
+    data = json.loads(result.stdout)
+    assert data["total_delta"] == 0 and {line["change"] for line in data["lines"]} == {"unchanged"}
+    path, extra = PLANS["cn"]
+    other = tmp_path / "tencent.json"
+    assert run("solve", path, *extra, "--provider", "tencent", "--format", "json", "-o", other).exit_code == 0
+    diff = json.loads(run("diff", saved["cn"], other, "--format", "json").stdout)
+    old, new = json.loads(saved["cn"].read_text()), json.loads(other.read_text())
+    assert diff["total_delta"] == pytest.approx(new["total_cost_per_month"] - old["total_cost_per_month"], abs=0.01)
+    kinds = {line["change"] for line in diff["lines"]}
+    assert "added" in kinds and "removed" in kinds
+    md = run("diff", saved["cn"], other, "--format", "markdown").stdout
+    assert md.startswith("### gpuopt plan diff:")
+
+
+def test_budget_in_the_workload_file_gates_with_exit_3(tmp_path):
+    text = (EXAMPLES / "two-models.yaml").read_text() + "budget: {max_monthly: 1000, currency: USD}\n"
+    path = tmp_path / "w.yaml"
+    path.write_text(text)
+    result = run("solve", path)
+    assert result.exit_code == 3
+    assert "over budget" in result.output
+
+
+@pytest.mark.parametrize("content, needle", [
+    ('{"a": 1}', "not a gpuopt plan"),
+    ('{"kind": "gpuopt-plan", "schema_version": 99}', "schema_version 99 is not supported"),
+    ("not json", "not JSON"),
+])
+def test_bad_plan_files_are_exit_2(tmp_path, content, needle):
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    result = run("report", path)
+    assert result.exit_code == 2
+    assert needle in result.output and "Traceback" not in result.output
+
+
+def test_html_is_self_contained_with_three_charts(saved):
+    html = run("report", saved["cn"], "--format", "html").stdout
+    assert html.startswith("<!DOCTYPE html>")
+    assert html.count("<svg") == 3
+    assert 'id="total-cost"' in html
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=|url\(\s*['\"]?https?:", html)
+
+
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const box = (el) => { const r = el.getBoundingClientRect(); return [Math.round(r.width), Math.round(r.height)]; };
+  const total = document.getElementById('total-cost');
+  const charts = Array.from(document.querySelectorAll('figure.chart svg')).map(box);
+  const out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify({total: total ? total.innerText : null, totalBox: total ? box(total) : null,
+                                    charts: charts});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def test_html_renders_in_headless_chromium(saved, tmp_path):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing: .ci/run installs Debian's chromium package")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    html = run("report", saved["cn"], "--format", "html").stdout
+    page = tmp_path / "plan.html"
+    page.write_text(html.replace("</body>", PROBE + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,2000"]
+    dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    match = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
+    assert match, dom.stderr[-2000:]
+    probe = json.loads(match.group(1).replace("&quot;", '"'))
+    plan = json.loads(saved["cn"].read_text())
+    assert f"{plan['total_cost_per_hour']:,.2f}" in probe["total"]
+    assert probe["totalBox"][0] > 0 and probe["totalBox"][1] > 0
+    assert len(probe["charts"]) == 3 and all(w > 0 and h > 0 for w, h in probe["charts"])
+    shot = tmp_path / "plan.png"
+    subprocess.run([browser, *flags, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
+    assert shot.exists() and shot.stat().st_size > 10_000
