@@ -56,11 +56,11 @@ class ModelConfigRef(Strict):
     name: str = Field(min_length=1)
 
 
-class Workload(Strict):
+class ServingTarget(Strict):
+    """What a workload serves and how fast, without its traffic (shared by the workload and capacity files)."""
+
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     model: str | ModelConfigRef
-    requests_per_second: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, gt=0)
     input_tokens: int = Field(gt=0, description="Mean prompt tokens")
     output_tokens: int = Field(gt=0, description="Mean output tokens")
     max_model_len: int | None = Field(default=None, gt=0)
@@ -72,9 +72,7 @@ class Workload(Strict):
     providers: list[str] | None = None
 
     @model_validator(mode="after")
-    def _load_and_lengths(self) -> Workload:
-        if (self.requests_per_second is None) == (self.concurrency is None):
-            raise ValueError("give exactly one of requests_per_second or concurrency")
+    def _lengths(self) -> ServingTarget:
         if self.max_model_len is not None and self.input_tokens + self.output_tokens > self.max_model_len:
             raise ValueError(f"input_tokens + output_tokens ({self.input_tokens + self.output_tokens}) exceed "
                              f"max_model_len ({self.max_model_len})")
@@ -91,6 +89,17 @@ class Workload(Strict):
     @property
     def model_id(self) -> str:
         return self.model if isinstance(self.model, str) else self.model.name
+
+
+class Workload(ServingTarget):
+    requests_per_second: float | None = Field(default=None, gt=0)
+    concurrency: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _one_load(self) -> Workload:
+        if (self.requests_per_second is None) == (self.concurrency is None):
+            raise ValueError("give exactly one of requests_per_second or concurrency")
+        return self
 
     @property
     def demand(self) -> float:

@@ -66,7 +66,8 @@ def test_csv_has_one_row_per_deployment_with_the_json_fields(saved):
     lines = run("report", saved["two"], "--format", "csv").stdout.splitlines()
     assert len(lines) == 1 + len(plan["deployments"])
     header = lines[0].split(",")
-    assert {"workload", "sku", "cost_per_hour", "predicted_ttft_ms", "memory_kv_cache_gib", "vllm_command"} <= set(header)
+    expected = {"workload", "sku", "cost_per_hour", "predicted_ttft_ms", "memory_kv_cache_gib", "vllm_command"}
+    assert expected <= set(header)
 
 
 def test_focus_export_columns_and_costs(saved):

@@ -1,0 +1,226 @@
+"""The capacity file: demand that grows over a horizon, and what each workload may buy (`gpuopt plan`).
+
+    schema_version: 1
+    residency: cn
+    currency: CNY
+    horizon: {periods: 4, period: quarter, start: 2027Q1}     # start optional: labels the periods
+    charge: full-term                  # or inside-horizon: count only the part of a commitment inside the horizon
+    scenarios: {low: 0.7, base: 1.0, high: 1.4}               # optional demand multipliers
+    workloads:
+      - name: cn-chat
+        model: Qwen/Qwen2.5-32B-Instruct
+        demand: {requests_per_second: [1, 2, 3, 5]}         # one per period; or {base: 1, growth: 0.5}
+                                                             # (x1.5 each period); or {2027Q1: 1, ...}
+        input_tokens: 1200
+        output_tokens: 300
+        max_model_len: 16384
+        slo: {ttft_ms: 3000, tpot_ms: 60}
+        price_kinds: [on-demand, subscription-monthly, reserved-1y]
+        interruptible: false           # spot only when true
+
+All other workload fields (precisions, kv_cache_dtypes, min_replicas, tags, providers) work as in the
+workload file. Errors: one line per problem with the field path and YAML line, exit code 2.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from gpuopt.errors import ConfigError
+from gpuopt.pricing.columns import PRICE_KINDS, PROVIDERS
+from gpuopt.workload import SCHEMA_VERSION, Currency, ModelConfigRef, ServingTarget, Strict, format_errors, parse_yaml
+
+MONTHS_PER_PERIOD = {"month": 1, "quarter": 3}
+# Commitment terms in months (catalog_notes / commit_notes): what a purchase pays for, whether used or not.
+TERM_MONTHS = {"reserved-1y": 12, "reserved-3y": 36, "savings-plan": 12, "savings-plan-3y": 36,
+               "subscription-1y": 12, "subscription-monthly": 1}
+RENEWABLE = {"subscription-monthly"}  # renewed month by month: fills any period of whole months
+UNCOMMITTED = {"on-demand", "spot", "community"}
+
+
+class GrowthDemand(Strict):
+    base: float = Field(gt=0)
+    growth: float = Field(ge=-0.9, description="Fractional change per period: 0.5 means x1.5 each period")
+
+
+DemandSeries = list[float] | GrowthDemand | dict[str, float]
+
+
+class Demand(Strict):
+    requests_per_second: DemandSeries | None = None
+    concurrency: DemandSeries | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Demand:
+        if (self.requests_per_second is None) == (self.concurrency is None):
+            raise ValueError("give exactly one of requests_per_second or concurrency")
+        return self
+
+    @property
+    def unit(self) -> str:
+        return "requests_per_second" if self.requests_per_second is not None else "concurrency"
+
+    @property
+    def series(self) -> DemandSeries:
+        value = self.requests_per_second if self.requests_per_second is not None else self.concurrency
+        assert value is not None  # guaranteed by _one
+        return value
+
+
+class Horizon(Strict):
+    periods: int = Field(ge=1, le=60)
+    period: Literal["quarter", "month"] = "quarter"
+    start: str | None = Field(default=None, description="First period label: 2027Q1 or 2027-01")
+
+    @field_validator("start")
+    @classmethod
+    def _start(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"\d{4}(Q[1-4]|-(0[1-9]|1[0-2]))", value):
+            raise ValueError("start must look like 2027Q1 (quarters) or 2027-01 (months)")
+        return value
+
+    @model_validator(mode="after")
+    def _matches_period(self) -> Horizon:
+        if self.start and ("Q" in self.start) != (self.period == "quarter"):
+            raise ValueError(f"start {self.start} does not name a {self.period}")
+        return self
+
+    @property
+    def months_per_period(self) -> int:
+        return MONTHS_PER_PERIOD[self.period]
+
+    def labels(self) -> list[str]:
+        if self.start is None:
+            return [f"{'Q' if self.period == 'quarter' else 'M'}{i + 1}" for i in range(self.periods)]
+        year = int(self.start[:4])
+        if self.period == "quarter":
+            q = int(self.start[5]) - 1
+            return [f"{year + (q + i) // 4}Q{(q + i) % 4 + 1}" for i in range(self.periods)]
+        m = int(self.start[5:]) - 1
+        return [f"{year + (m + i) // 12}-{(m + i) % 12 + 1:02d}" for i in range(self.periods)]
+
+
+class CapacityWorkload(ServingTarget):
+    demand: Demand
+    price_kinds: list[str] = Field(default_factory=lambda: ["on-demand"], min_length=1)
+    interruptible: bool = False
+
+    @field_validator("price_kinds")
+    @classmethod
+    def _kinds(cls, value: list[str]) -> list[str]:
+        for k in value:
+            if k not in PRICE_KINDS:
+                raise ValueError(f"unknown price kind '{k}' (known: {', '.join(PRICE_KINDS)})")
+        return value
+
+    @model_validator(mode="after")
+    def _spot_needs_tolerance(self) -> CapacityWorkload:
+        if "spot" in self.price_kinds and not self.interruptible:
+            raise ValueError("spot capacity can be taken back at any time: allow it only with interruptible: true")
+        return self
+
+
+class CapacityFile(Strict):
+    schema_version: Literal[1]
+    residency: str | None = None
+    providers: list[str] | None = None
+    currency: Currency | None = None
+    horizon: Horizon
+    charge: Literal["full-term", "inside-horizon"] = "full-term"
+    scenarios: dict[str, float] = Field(default_factory=dict)
+    workloads: list[CapacityWorkload] = Field(min_length=1)
+
+    @field_validator("providers")
+    @classmethod
+    def _known_providers(cls, value: list[str] | None) -> list[str] | None:
+        for p in value or []:
+            if p not in PROVIDERS:
+                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
+        return value
+
+    @field_validator("scenarios")
+    @classmethod
+    def _scenarios(cls, value: dict[str, float]) -> dict[str, float]:
+        for name, factor in value.items():
+            if factor <= 0:
+                raise ValueError(f"scenario {name}: the demand multiplier must be positive (got {factor})")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> CapacityFile:
+        names = [w.name for w in self.workloads]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"workload names must be unique: {', '.join(dupes)} repeated")
+        return self
+
+
+def demand_series(w: CapacityWorkload, horizon: Horizon) -> list[float]:
+    """Demand per period (validated by load_capacity_file)."""
+    series = w.demand.series
+    if isinstance(series, GrowthDemand):
+        return [series.base * (1 + series.growth) ** t for t in range(horizon.periods)]
+    if isinstance(series, dict):
+        return [float(series[label]) for label in horizon.labels()]
+    return [float(v) for v in series]
+
+
+def _series_problems(path: Path, w: CapacityWorkload, index: int, horizon: Horizon) -> list[str]:
+    where = f"{path}: workloads.{index}.demand.{w.demand.unit}"
+    series = w.demand.series
+    labels = horizon.labels()
+    if isinstance(series, list):
+        problems = [] if len(series) == horizon.periods else \
+            [f"{where}: {len(series)} values for {horizon.periods} periods"]
+        values = series
+    elif isinstance(series, dict):
+        keys = list(series)
+        problems = []
+        if sorted(keys, key=lambda k: labels.index(k) if k in labels else -1) != keys or set(keys) != set(labels):
+            if set(keys) != set(labels):
+                problems.append(f"{where}: periods {', '.join(keys)} do not match the horizon {', '.join(labels)}")
+            else:
+                problems.append(f"{where}: periods out of order ({', '.join(keys)}; expected {', '.join(labels)})")
+        values = list(series.values())
+    else:
+        return []
+    problems += [f"{where}: demand must not be negative (period {i + 1}: {v:g})" for i, v in enumerate(values) if v < 0]
+    return problems
+
+
+def load_capacity_file(path: Path) -> CapacityFile:
+    data, root = parse_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: expected a mapping with schema_version, horizon and workloads")
+    version = data.get("schema_version")
+    if version is not None and version != SCHEMA_VERSION:
+        raise ConfigError(f"{path}: schema_version: {version} is not supported (this gpuopt reads "
+                          f"schema_version {SCHEMA_VERSION})")
+    try:
+        cf = CapacityFile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(*format_errors(path, exc, root)) from None
+    problems = [p for i, w in enumerate(cf.workloads) for p in _series_problems(path, w, i, cf.horizon)]
+    for i, w in enumerate(cf.workloads):
+        for kind in w.price_kinds:
+            if kind in UNCOMMITTED:
+                continue
+            term = TERM_MONTHS.get(kind)
+            if term is None:
+                problems.append(f"{path}: workloads.{i}.price_kinds: {kind} has no term gpuopt knows, so it cannot "
+                                f"be a whole number of {cf.horizon.period}s")
+            elif kind not in RENEWABLE and term % cf.horizon.months_per_period:
+                problems.append(f"{path}: workloads.{i}.price_kinds: the {term}-month term of {kind} is not a whole "
+                                f"number of {cf.horizon.period}s")
+    if problems:
+        raise ConfigError(*problems)
+    fixed = []
+    for w in cf.workloads:
+        if isinstance(w.model, ModelConfigRef) and not w.model.config.is_absolute():
+            w = w.model_copy(update={"model": w.model.model_copy(update={"config": path.parent / w.model.config})})
+        fixed.append(w)
+    return cf.model_copy(update={"workloads": fixed})
