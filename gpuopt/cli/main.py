@@ -42,9 +42,10 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from gpuopt.cli import catalog, fit, models, report, solve
+    from gpuopt.cli import catalog, fit, models, plan, report, solve
 
     cli.add_command(solve.solve)
+    cli.add_command(plan.plan)
     cli.add_command(report.report)
     cli.add_command(report.diff)
     cli.add_command(catalog.catalog)

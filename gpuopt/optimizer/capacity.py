@@ -254,6 +254,7 @@ class PurchaseLine(_Frozen):
     committed: bool
     term_months: int | None
     price_per_hour: float
+    hours: float  # instance-hours this line pays for (count x period or term hours)
     cost: float  # what this line costs (a commitment: its whole charge; rented: this period)
     break_even_utilisation: float | None  # commitment price / on-demand price of the same SKU and region
     workloads: list[str]
@@ -338,6 +339,7 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
                 provider=o.provider, service=o.service, sku=o.sku, region=o.region, gpu=o.gpu,
                 gpus_per_instance=o.gpu_count or 0, price_kind=o.price_kind, count=pu.count,
                 committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=round(price, 4),
+                hours=round(hours * pu.count, 2),
                 cost=round(price * hours * pu.count, 2), break_even_utilisation=_break_even(p, pu.offering),
                 workloads=sorted(users[(o.key, t)])))
         periods.append(PeriodLine(period=label, demand={w: round(v[t], 4) for w, v in p.demand.items()},

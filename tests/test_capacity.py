@@ -1,0 +1,151 @@
+"""Capacity planning: hand-solvable horizons, laws, and bad input."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuopt.capacity_file import CapacityFile, load_capacity_file
+from gpuopt.cli.main import cli
+from gpuopt.errors import ConfigError
+from gpuopt.optimizer.capacity import CapacityProblem, solve_capacity
+from gpuopt.pricing.catalog import load_catalog
+from tests.test_program import candidate, offering, workload
+
+H_QUARTER = 730 * 3
+
+
+def problem(demand: list[float], kinds: dict[str, float], charge: str = "full-term") -> CapacityProblem:
+    """One workload, one 1-GPU SKU offered at the given price kinds; each replica carries 1 request/s."""
+    cf = CapacityFile.model_validate({
+        "schema_version": 1, "horizon": {"periods": len(demand), "period": "quarter"}, "charge": charge,
+        "workloads": [{"name": "w", "model": "meta-llama/Llama-3.1-8B-Instruct", "input_tokens": 100,
+                       "output_tokens": 100, "demand": {"requests_per_second": demand},
+                       "price_kinds": sorted(kinds), "interruptible": "spot" in kinds}]})
+    w = workload("w", max(demand))
+    cands = []
+    for kind, price in sorted(kinds.items()):
+        o = offering("box", 1, price)
+        o = type(o)(**{**o.__dict__, "price_kind": kind})
+        cands.append(candidate(w, o, 1, 1.0))
+    return CapacityProblem(cf=cf, currency="USD", labels=cf.horizon.labels(), hours_per_period=H_QUARTER,
+                           demand={"w": demand}, workloads={"w": cf.workloads[0]}, candidates=cands,
+                           all_candidates=cands, catalog=load_catalog(use_cache=False))
+
+
+def test_commit_exactly_the_instance_the_demand_keeps_busy():
+    # 4 quarters; on-demand 1.00/h = 2,190 a quarter; a 1-year reservation 0.60/h = 5,256 for the year.
+    # Demand: 2 replicas in Q1, 1 after. Best: reserve 1 (5,256) + rent 1 in Q1 (2,190) = 7,446
+    # (reserve 2: 10,512; rent everything: 5 x 2,190 = 10,950).
+    sol = solve_capacity(problem([2, 1, 1, 1], {"on-demand": 1.0, "reserved-1y": 0.6}), headroom=1.0)
+    assert sol.total_cost == pytest.approx(0.6 * 8760 + 2190)
+    commits = [p for p in sol.purchases if p.committed]
+    assert [(p.period, p.count) for p in commits] == [(0, 1)]
+    rented = [p for p in sol.purchases if not p.committed]
+    assert [(p.period, p.count) for p in rented] == [(0, 1)]
+
+
+def test_no_commitment_when_demand_does_not_last_long_enough():
+    # two quarters of 1 replica: renting costs 2 x 2,190 = 4,380, a year's reservation 5,256 (charged in full)
+    sol = solve_capacity(problem([1, 1], {"on-demand": 1.0, "reserved-1y": 0.6}), headroom=1.0)
+    assert sol.total_cost == pytest.approx(4380)
+    assert not any(p.committed for p in sol.purchases)
+
+
+def test_a_term_longer_than_the_horizon_is_charged_as_stated():
+    full = solve_capacity(problem([1, 1], {"reserved-1y": 0.6}), headroom=1.0)
+    assert full.total_cost == pytest.approx(0.6 * 8760)
+    assert full.beyond_horizon == pytest.approx(0.6 * 8760 / 2)
+    inside = solve_capacity(problem([1, 1], {"reserved-1y": 0.6, "on-demand": 1.0}, charge="inside-horizon"),
+                            headroom=1.0)
+    assert inside.total_cost == pytest.approx(0.6 * 4380)  # only the two quarters inside the horizon
+    assert [p.committed for p in inside.purchases] == [True]
+
+
+def test_growth_changes_the_schedule():
+    flat = solve_capacity(problem([2, 2, 2, 2], {"on-demand": 1.0, "reserved-1y": 0.6}), headroom=1.0)
+    growing = solve_capacity(problem([1, 2, 3, 4], {"on-demand": 1.0, "reserved-1y": 0.6}), headroom=1.0)
+    # flat 2: reserve both (2 x 5,256). Growing 1-2-3-4: reserve 2 and rent 1 in Q3 and 2 in Q4:
+    # 2 x 5,256 + 3 x 2,190 = 17,082 (reserve 3: 17,958; reserve 1: 18,396)
+    assert sum(p.count for p in flat.purchases if p.committed) == 2
+    assert not any(not p.committed for p in flat.purchases)
+    assert sum(p.count for p in growing.purchases if p.committed) == 2
+    assert sorted((p.period, p.count) for p in growing.purchases if not p.committed) == [(2, 1), (3, 2)]
+    assert growing.total_cost == pytest.approx(17_082)
+    assert all(c >= d for c, d in zip(growing.capacity["w"], [1, 2, 3, 4], strict=True))
+
+
+@settings(max_examples=20, deadline=None)
+@given(demand=st.lists(st.integers(1, 4), min_size=2, max_size=4), reserved=st.floats(0.3, 1.2),
+       monthly=st.floats(0.5, 1.2))
+def test_never_worse_than_all_on_demand(demand, reserved, monthly):
+    p = problem([float(d) for d in demand], {"on-demand": 1.0, "reserved-1y": reserved,
+                                             "subscription-monthly": monthly})
+    best = solve_capacity(p, headroom=1.0)
+    od = solve_capacity(p, headroom=1.0, kinds=("on-demand",))
+    assert best.total_cost <= od.total_cost + 1e-6
+
+
+def test_spot_is_never_bought_for_a_workload_that_does_not_tolerate_it():
+    p = problem([2, 2], {"on-demand": 1.0, "spot": 0.2})
+    p.workloads["w"] = p.workloads["w"].model_copy(update={"price_kinds": ["on-demand"], "interruptible": False})
+    p.candidates = [c for c in p.candidates if c.offering.price_kind in p.workloads["w"].price_kinds]
+    sol = solve_capacity(p, headroom=1.0)
+    assert {x.offering.offering.price_kind for x in sol.purchases} == {"on-demand"}
+    with pytest.raises(Exception, match="interruptible"):
+        CapacityFile.model_validate({
+            "schema_version": 1, "horizon": {"periods": 2},
+            "workloads": [{"name": "w", "model": "m", "input_tokens": 1, "output_tokens": 1,
+                           "demand": {"requests_per_second": [1, 1]}, "price_kinds": ["spot"]}]})
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "c.yaml"
+    path.write_text("schema_version: 1\nhorizon: {periods: 4, period: quarter, start: 2027Q1}\nworkloads:\n"
+                    "  - name: w\n    model: meta-llama/Llama-3.1-8B-Instruct\n    input_tokens: 500\n"
+                    "    output_tokens: 100\n" + body)
+    return path
+
+
+@pytest.mark.parametrize("body, needle", [
+    ("    demand: {requests_per_second: {2027Q2: 1, 2027Q1: 1, 2027Q3: 2, 2027Q4: 2}}\n", "periods out of order"),
+    ("    demand: {requests_per_second: [1, -2, 3, 4]}\n", "must not be negative"),
+    ("    demand: {requests_per_second: [1, 2]}\n", "2 values for 4 periods"),
+    ("    demand: {requests_per_second: [1, 2, 3, 4]}\n    price_kinds: [on-demand, capacity-block]\n",
+     "whole number of quarters"),
+])
+def test_bad_capacity_files(tmp_path, body, needle):
+    with pytest.raises(ConfigError) as info:
+        load_capacity_file(write(tmp_path, body))
+    assert needle in str(info.value)
+
+
+def test_plan_cli_price_kind_no_offering_has_is_exit_2(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    path = write(tmp_path, "    demand: {requests_per_second: [1, 1, 2, 2]}\n"
+                           "    price_kinds: [on-demand, reserved-1y]\n")
+    result = CliRunner().invoke(cli, ["plan", str(path), "--provider", "tencent", "--region", "cn"])
+    assert result.exit_code == 2
+    assert "price kind reserved-1y: no priced offering has it" in result.output
+
+
+def test_plan_cli_json_contract(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(cli, ["plan", str(Path(__file__).parent.parent / "examples/capacity-global.yaml"),
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    for key in ("periods", "total_cost", "all_on_demand_cost", "savings"):
+        assert key in plan
+    assert [p["period"] for p in plan["periods"]] == ["2027Q1", "2027Q2", "2027Q3", "2027Q4"]
+    for p in plan["periods"]:
+        assert {"period", "demand", "cost", "purchases"} <= set(p)
+    assert plan["total_cost"] <= plan["all_on_demand_cost"]
+    assert plan["savings"] == pytest.approx(plan["all_on_demand_cost"] - plan["total_cost"], abs=0.01)
+    spot = [x for p in plan["periods"] for x in p["purchases"] if x["price_kind"] == "spot"]
+    assert all(x["workloads"] == ["batch-extract"] for x in spot)  # only the interruptible workload
