@@ -149,3 +149,22 @@ def test_plan_cli_json_contract(tmp_path, monkeypatch):
     assert plan["savings"] == pytest.approx(plan["all_on_demand_cost"] - plan["total_cost"], abs=0.01)
     spot = [x for p in plan["periods"] for x in p["purchases"] if x["price_kind"] == "spot"]
     assert all(x["workloads"] == ["batch-extract"] for x in spot)  # only the interruptible workload
+
+
+def test_plan_sensitivity_reports_the_limit_and_a_tpot_sweep(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(cli, ["plan", str(Path(__file__).parent.parent / "examples/capacity-cn.yaml"),
+                                      "--sensitivity", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    sens = plan["sensitivity"]
+    assert sens["traffic_multiplier_limit"] >= 1.0  # the schedule covers its own demand
+    assert sens["next_plan_cost"] >= plan["total_cost"]
+    costs = {p["tpot_factor"]: p["cost"] for p in sens["tpot_sweep"] if p["cost"] is not None}
+    assert costs[1.0] == plan["total_cost"]
+    # looser TPOT targets never cost more; tighter never less
+    factors = sorted(costs)
+    assert all(costs[a] >= costs[b] - 1e-6 for a, b in zip(factors, factors[1:], strict=False))

@@ -140,3 +140,15 @@ def test_provider_and_currency_overrides():
     plan = json.loads(result.stdout)
     assert plan["currency"] == "USD"
     assert {d["provider"] for d in plan["deployments"]} == {"tencent"}
+
+
+def test_solve_sensitivity(tmp_path):
+    result = run("solve", CN, "--region", "cn", "--sensitivity", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    sens = plan["sensitivity"]
+    assert sens["traffic_multiplier_limit"] >= 1 / plan["headroom"] - 1e-3  # headroom leaves at least 1/0.8
+    assert sens["next_plan_cost"] >= plan["total_cost_per_hour"]
+    costs = {p["tpot_factor"]: p["cost"] for p in sens["tpot_sweep"] if p["cost"] is not None}
+    factors = sorted(costs)
+    assert all(costs[a] >= costs[b] - 1e-6 for a, b in zip(factors, factors[1:], strict=False))

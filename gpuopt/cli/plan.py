@@ -19,12 +19,14 @@ from gpuopt.reports.capacity import FORMATS, render_capacity
 @click.option("--currency", help="Report currency: USD or CNY.")
 @click.option("--headroom", type=float, default=0.8, show_default=True)
 @click.option("--vllm-version", metavar="X.Y")
+@click.option("--sensitivity", is_flag=True,
+              help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
 @catalog_options
 def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
-         headroom: float, vllm_version: str | None, fmt: str, output: Path | None, overlays: tuple[Path, ...],
-         discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
+         headroom: float, vllm_version: str | None, sensitivity: bool, fmt: str, output: Path | None,
+         overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """What to commit to in which period and what to rent, at the lowest cost over the horizon.
 
     Exit codes: 0 a schedule, 1 infeasible, 2 bad input.
@@ -39,7 +41,7 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
         raise InputError(f"--headroom must be in (0, 1] (got {headroom})")
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
-                           vllm_version=vllm_version)
+                           vllm_version=vllm_version, sensitivity=sensitivity)
     result = plan_capacity(cf, catalog, opts, today().isoformat())
     write_output(render_capacity(result, fmt), output)
     if result.status != "optimal":

@@ -65,12 +65,14 @@ def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: 
 @click.option("--vllm-version", metavar="X.Y", help="vLLM release whose defaults apply (default: newest known).")
 @click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--max-monthly", type=float, metavar="N", help="Budget per 730-hour month in the report currency.")
+@click.option("--sensitivity", is_flag=True,
+              help="Also report the traffic multiplier the plan survives, the next plan's cost and a TPOT sweep.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
 @catalog_options
 def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
           headroom: float, top: int, vllm_version: str | None, max_price_age: int | None,
-          max_monthly: float | None, fmt: str, output: Path | None, overlays: tuple[Path, ...],
+          max_monthly: float | None, sensitivity: bool, fmt: str, output: Path | None, overlays: tuple[Path, ...],
           discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """Find the cheapest deployment of the workloads in WORKLOAD_FILE.
 
@@ -92,7 +94,8 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
         raise InputError(*problems)
     catalog = open_catalog(overlays, discounts, fx_rates, extra_discounts=dict(wf.discounts))
     opts = SolveOptions(region=region, providers=providers, currency=currency, headroom=headroom, top=top,
-                        vllm_version=vllm_version, today=today(), max_price_age=max_price_age)
+                        vllm_version=vllm_version, today=today(), max_price_age=max_price_age,
+                        sensitivity=sensitivity)
     plan, age_errors = plan_workloads(wf, catalog, opts)
     if age_errors:
         raise InputError(*age_errors)

@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuopt.capacity_file import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
 from gpuopt.errors import ConfigError
 from gpuopt.optimizer.candidates import CandidateResult, Policy, enumerate_candidates
-from gpuopt.optimizer.plan import HOURS_PER_MONTH
+from gpuopt.optimizer.plan import HOURS_PER_MONTH, Sensitivity, SweepPoint
 from gpuopt.optimizer.program import _solver, dominant_shapes, prune
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency
@@ -51,6 +51,7 @@ class CapacityOptions:
     currency: str | None = None
     headroom: float = 0.8
     vllm_version: str | None = None
+    sensitivity: bool = False
 
 
 @dataclass
@@ -290,6 +291,7 @@ class CapacityPlan(_Frozen):
     savings: float | None
     committed_after_horizon: float
     scenarios: list[ScenarioLine]
+    sensitivity: Sensitivity | None = None
     explanation: list[str]
     as_of_date: str
 
@@ -357,8 +359,36 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
                                       shortfall=shortfall, idle=idle))
     od = None if baseline is None or baseline.total_cost is None else round(baseline.total_cost, 2)
     total = round(sol.total_cost, 2)
+    sensitivity = _sensitivity(p, sol, cf, catalog, opts, total) if opts.sensitivity else None
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
                         committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
-                        explanation=[], as_of_date=today)
+                        sensitivity=sensitivity, explanation=[], as_of_date=today)
+
+
+def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,
+                 opts: CapacityOptions, total: float) -> Sensitivity:
+    """Traffic multiplier the planned replicas carry in every period, the next schedule's cost, TPOT sweep."""
+    from gpuopt.optimizer.sensitivity import TPOT_FACTORS
+    from gpuopt.workload import Slo
+
+    ratios = [sol.capacity[w][t] / d for w, series in p.demand.items() for t, d in enumerate(series) if d > 0]
+    limit = round(min(ratios), 4) if ratios else 0.0
+    nxt = solve_capacity(p, opts.headroom, scale=limit * 1.01)
+    sweep = []
+    for factor in TPOT_FACTORS:
+        if factor == 1.0:
+            sweep.append(SweepPoint(tpot_factor=1.0, status="optimal", cost=total))
+            continue
+        workloads = [w.model_copy(update={"slo": Slo(ttft_ms=w.slo.ttft_ms, tpot_ms=None if w.slo.tpot_ms is None
+                                                      else w.slo.tpot_ms * factor)}) for w in cf.workloads]
+        try:
+            q = build_problem(cf.model_copy(update={"workloads": workloads}), catalog, opts)
+            run = solve_capacity(q, opts.headroom)
+        except ConfigError:
+            run = CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, 0.0)
+        sweep.append(SweepPoint(tpot_factor=factor, status="optimal" if run.total_cost is not None else "infeasible",
+                                cost=None if run.total_cost is None else round(run.total_cost, 2)))
+    return Sensitivity(traffic_multiplier_limit=limit,
+                       next_plan_cost=None if nxt.total_cost is None else round(nxt.total_cost, 2), tpot_sweep=sweep)

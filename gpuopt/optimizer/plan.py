@@ -174,6 +174,20 @@ class Rejections(Frozen):
     example: str
 
 
+class SweepPoint(Frozen):
+    tpot_factor: float  # multiplier on every workload's TPOT target
+    status: Literal["optimal", "infeasible"]
+    cost: float | None  # per hour (solve) or over the horizon (plan)
+
+
+class Sensitivity(Frozen):
+    """How far the plan stretches, and what tighter or looser TPOT targets would cost."""
+
+    traffic_multiplier_limit: float  # demand x this is the most the planned replicas carry within the SLOs
+    next_plan_cost: float | None  # the cheapest plan for demand just above that multiplier
+    tpot_sweep: list[SweepPoint]
+
+
 class Plan(Frozen):
     schema_version: int = PLAN_SCHEMA_VERSION
     kind: Literal["gpuopt-plan"] = "gpuopt-plan"
@@ -195,6 +209,7 @@ class Plan(Frozen):
     unit_economics: list[UnitEconomics]
     rejections: list[Rejections]
     as_of_date: str  # the day the plan was made (price ages and FOCUS periods count from it)
+    sensitivity: Sensitivity | None = None
     explanation: list[str]  # why infeasible: binding constraint and nearest miss, per workload
     warnings: list[str]
     solver: str

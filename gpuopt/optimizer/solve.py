@@ -50,6 +50,8 @@ class SolveOptions:
     vllm_version: str | None = None
     today: dt.date | None = None
     max_price_age: int | None = None
+    premium: bool = True  # also solve without the residency policy to price it
+    sensitivity: bool = False  # traffic limit, next plan, TPOT sweep (several more solves)
 
 
 def _r(value: float, digits: int = 4) -> float:
@@ -76,7 +78,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings += stale
     alternatives = _alternatives(wf, all_candidates, solution, opts)
     premium = None
-    if residency is not None and residency.is_restrictive:
+    if residency is not None and residency.is_restrictive and opts.premium:
         premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
     explanation = [] if solution.status == "optimal" else _explain(per_workload, solution)
     profile = get_profile(opts.vllm_version)
@@ -108,6 +110,10 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings=warnings,
         solver=solution.solver,
     )
+    if opts.sensitivity and plan.status == "optimal":
+        from gpuopt.optimizer.sensitivity import analyse
+
+        plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
     return plan, age_errors
 
 

@@ -49,6 +49,14 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
             out.append(f"| {s.name} | {s.multiplier:g} | {_money(s.total_cost, c)} | {short} | {idle} |")
         out += ["", "Scenario cost: the schedule's commitments kept, the rest re-planned for that demand. Shortfall "
                 "and idle capacity: of the base plan's replicas (with headroom).", ""]
+    if plan.sensitivity is not None:
+        sens = plan.sensitivity
+        out += ["## Sensitivity", "",
+                f"The planned replicas carry {sens.traffic_multiplier_limit:g} x the demand in every period within "
+                f"the targets; the next schedule, for more, costs {_money(sens.next_plan_cost, c)}.", "",
+                "| TPOT targets x | status | total cost |", "|---|---|---|"]
+        out += [f"| {x.tpot_factor:g} | {x.status} | {_money(x.cost, c)} |" for x in sens.tpot_sweep]
+        out.append("")
     return "\n".join(out)
 
 
@@ -77,6 +85,11 @@ def render_capacity_table(plan: CapacityPlan) -> str:
                           f"{x.break_even_utilisation:.0%}" if x and x.break_even_utilisation else "",
                           f"{x.cost:,.2f}" if x else "")
     con.print(table)
+    if plan.sensitivity is not None:
+        sv = plan.sensitivity
+        sweep = ", ".join(f"x{x.tpot_factor:g}: {_money(x.cost, c)}" for x in sv.tpot_sweep)
+        con.print(f"Sensitivity: carries {sv.traffic_multiplier_limit:g} x the demand; next schedule "
+                  f"{_money(sv.next_plan_cost, c)}; cost vs TPOT targets: {sweep}")
     for s in plan.scenarios:
         short = sorted({plan.periods[t].period for v in s.shortfall.values() for t, x in enumerate(v) if x > 0})
         con.print(f"scenario {s.name} (demand x{s.multiplier:g}): {_money(s.total_cost, c)}"

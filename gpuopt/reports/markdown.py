@@ -101,6 +101,15 @@ def render_markdown(plan: Plan) -> str:
                        f"{_m(rp.premium_per_hour, c)}/h ({(rp.premium_fraction or 0):.0%}). Cheapest excluded "
                        f"offering: {rp.cheapest_excluded_offering}.")
         out.append("")
+    if plan.sensitivity is not None:
+        s = plan.sensitivity
+        out += ["## Sensitivity", "",
+                f"The planned replicas carry up to {s.traffic_multiplier_limit:g} x the planned traffic within the "
+                f"targets (headroom included in the plan: {plan.headroom:g}); the next plan, for more traffic "
+                f"than that, costs {_m(s.next_plan_cost, c)}/h.", "",
+                f"| TPOT targets x | status | {c}/h |", "|---|---|---|"]
+        out += [f"| {p.tpot_factor:g} | {p.status} | {_m(p.cost, '')} |" for p in s.tpot_sweep]
+        out.append("")
     if plan.rejections:
         out += ["## Top rejections", "", "| workload | reason | candidates | example |", "|---|---|---|---|"]
         for r in plan.rejections[:12]:

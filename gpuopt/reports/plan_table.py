@@ -48,6 +48,11 @@ def render_table(plan: Plan, width: int = 160) -> str:
             alt.add_row(a.label, f"{a.total_cost_per_hour:,.2f}" if a.total_cost_per_hour is not None else "-",
                         f"{a.delta_per_hour:+,.2f}" if a.delta_per_hour is not None else "-", "; ".join(a.deployments))
         con.print(alt)
+    if plan.sensitivity is not None:
+        s = plan.sensitivity
+        sweep = ", ".join(f"x{p.tpot_factor:g}: {'-' if p.cost is None else f'{p.cost:,.2f}'}" for p in s.tpot_sweep)
+        con.print(f"Sensitivity: carries {s.traffic_multiplier_limit:g} x the traffic within the targets; next plan "
+                  f"{_money(s.next_plan_cost, c)}/h; cost vs TPOT targets ({c}/h): {sweep}")
     rp = plan.residency_premium
     if rp is not None:
         if rp.premium_per_hour is None:
