@@ -28,11 +28,18 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from gpuopt.errors import ConfigError
-from gpuopt.pricing.columns import PRICE_KINDS, PROVIDERS
-from gpuopt.workload import SCHEMA_VERSION, Currency, ModelConfigRef, ServingTarget, Strict, format_errors, parse_yaml
+from gpuopt.pricing.columns import PRICE_KINDS
+from gpuopt.workload import (
+    Currency,
+    ServingTarget,
+    Strict,
+    known_providers,
+    load_versioned,
+    relative_model_configs,
+)
 
 MONTHS_PER_PERIOD = {"month": 1, "quarter": 3}
 # Commitment terms in months (catalog_notes / commit_notes): what a purchase pays for, whether used or not.
@@ -137,10 +144,7 @@ class CapacityFile(Strict):
     @field_validator("providers")
     @classmethod
     def _known_providers(cls, value: list[str] | None) -> list[str] | None:
-        for p in value or []:
-            if p not in PROVIDERS:
-                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
-        return value
+        return known_providers(value)
 
     @field_validator("scenarios")
     @classmethod
@@ -193,17 +197,7 @@ def _series_problems(path: Path, w: CapacityWorkload, index: int, horizon: Horiz
 
 
 def load_capacity_file(path: Path) -> CapacityFile:
-    data, root = parse_yaml(path)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}:1: expected a mapping with schema_version, horizon and workloads")
-    version = data.get("schema_version")
-    if version is not None and version != SCHEMA_VERSION:
-        raise ConfigError(f"{path}: schema_version: {version} is not supported (this gpuopt reads "
-                          f"schema_version {SCHEMA_VERSION})")
-    try:
-        cf = CapacityFile.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(*format_errors(path, exc, root)) from None
+    cf = load_versioned(path, CapacityFile, "schema_version, horizon and workloads")
     problems = [p for i, w in enumerate(cf.workloads) for p in _series_problems(path, w, i, cf.horizon)]
     for i, w in enumerate(cf.workloads):
         for kind in w.price_kinds:
@@ -218,9 +212,4 @@ def load_capacity_file(path: Path) -> CapacityFile:
                                 f"number of {cf.horizon.period}s")
     if problems:
         raise ConfigError(*problems)
-    fixed = []
-    for w in cf.workloads:
-        if isinstance(w.model, ModelConfigRef) and not w.model.config.is_absolute():
-            w = w.model_copy(update={"model": w.model.model_copy(update={"config": path.parent / w.model.config})})
-        fixed.append(w)
-    return cf.model_copy(update={"workloads": fixed})
+    return cf.model_copy(update={"workloads": relative_model_configs(cf.workloads, path)})

@@ -27,7 +27,7 @@ Errors are reported one per line with the field path and the YAML line, exit cod
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -40,6 +40,14 @@ SCHEMA_VERSION = 1
 DEFAULT_PRECISIONS: tuple[WeightFormat, ...] = ("bf16", "fp8")
 DEFAULT_KV_DTYPES: tuple[KvCacheDtype, ...] = ("auto", "fp8")
 Currency = Literal["USD", "CNY"]
+
+
+def known_providers(value: list[str] | None) -> list[str] | None:
+    """Validator body shared by every `providers:` allow-list."""
+    for p in value or []:
+        if p not in PROVIDERS:
+            raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
+    return value
 
 
 class Strict(BaseModel):
@@ -81,10 +89,7 @@ class ServingTarget(Strict):
     @field_validator("providers")
     @classmethod
     def _known_providers(cls, value: list[str] | None) -> list[str] | None:
-        for p in value or []:
-            if p not in PROVIDERS:
-                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
-        return value
+        return known_providers(value)
 
     @property
     def model_id(self) -> str:
@@ -137,10 +142,7 @@ class WorkloadFile(Strict):
     @field_validator("providers")
     @classmethod
     def _known_providers(cls, value: list[str] | None) -> list[str] | None:
-        for p in value or []:
-            if p not in PROVIDERS:
-                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
-        return value
+        return known_providers(value)
 
     @field_validator("price_kinds")
     @classmethod
@@ -223,25 +225,41 @@ def parse_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
     return data, root
 
 
-def load_workload(path: Path) -> WorkloadFile:
+M = TypeVar("M", bound=BaseModel)
+
+
+def load_versioned(path: Path, model: type[M], expected: str) -> M:
+    """Parse a versioned YAML file into `model`: YAML errors, schema_version and validation errors become
+    one ConfigError line each with the YAML line."""
     data, root = parse_yaml(path)
     if not isinstance(data, dict):
-        raise ConfigError(f"{path}:1: expected a mapping with schema_version and workloads")
+        raise ConfigError(f"{path}:1: expected a mapping with {expected}")
     version = data.get("schema_version")
     if version is not None and version != SCHEMA_VERSION:
         raise ConfigError(f"{path}:{_node_line(root, ('schema_version',))}: schema_version: {version} is not "
                           f"supported (this gpuopt reads schema_version {SCHEMA_VERSION})")
     try:
-        wf = WorkloadFile.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(*format_errors(path, exc, root)) from None
-    # model config paths are relative to the workload file
+
+
+T = TypeVar("T", bound=ServingTarget)
+
+
+def relative_model_configs(workloads: list[T], path: Path) -> list[T]:
+    """Model config.json paths in a file are relative to that file."""
     fixed = []
-    for w in wf.workloads:
+    for w in workloads:
         if isinstance(w.model, ModelConfigRef) and not w.model.config.is_absolute():
             w = w.model_copy(update={"model": w.model.model_copy(update={"config": path.parent / w.model.config})})
         fixed.append(w)
-    return wf.model_copy(update={"workloads": fixed})
+    return fixed
+
+
+def load_workload(path: Path) -> WorkloadFile:
+    wf = load_versioned(path, WorkloadFile, "schema_version and workloads")
+    return wf.model_copy(update={"workloads": relative_model_configs(wf.workloads, path)})
 
 
 def json_schema() -> dict[str, Any]:
