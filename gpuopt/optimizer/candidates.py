@@ -126,10 +126,14 @@ def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
     return max(min(length, cap), w.input_tokens + w.output_tokens)
 
 
-def _policy_reason(o: Offering, w: Workload, policy: Policy) -> tuple[str, str] | None:
+def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[str, str] | None:
     providers = w.providers or policy.providers
     if providers and o.provider not in providers:
         return "provider", f"provider {o.provider} not in the allow-list ({', '.join(providers)})"
+    return None
+
+
+def _policy_reason(o: Offering, policy: Policy) -> tuple[str, str] | None:
     if policy.residency is not None and not policy.residency.allows(o.region):
         info = region_info(o.region)
         where = f"{o.region} ({info.country or 'no country'})"
@@ -200,6 +204,7 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
     out = []
     table = gpu_table()
     evaluators = {} if evaluators is None else evaluators
+    screened = _screen(catalog, policy)
     for w in workloads:
         arch = resolve_model(w)
         missing = arch.missing_fields()
@@ -208,21 +213,32 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
         max_len = default_max_model_len(w, arch)
         wc = WorkloadCandidates(workload=w, arch=arch, max_model_len=max_len)
         evaluate = evaluators.setdefault(w.name, Evaluator(w, arch, max_len, policy.vllm_version))
-        for o in catalog.offerings:
-            price = catalog.price_in(o, policy.currency) if o.currency else None
-            rejected = _policy_reason(o, w, policy)
-            if rejected is None and o.gpu not in table:
-                rejected = ("gpu-data", f"GPU {o.gpu} not in the GPU table")
-            if rejected is None:
-                missing_specs = latency.missing_specs(table[o.gpu])
-                if missing_specs:
-                    rejected = ("gpu-data", f"the GPU table has no {', '.join(missing_specs)} for {o.gpu}")
+        for o, price, offering_reason in screened:
+            rejected = _provider_reason(o, w, policy) or offering_reason
             if rejected is not None:
                 kind, reason = rejected
                 wc.results.append(CandidateResult(w, o, None, Evaluation(False, reason, kind), price))
                 continue
             wc.results.extend(_offering_candidates(w, arch, o, table[o.gpu], price, evaluate))
         out.append(wc)
+    return out
+
+
+def _screen(catalog: Catalog, policy: Policy) -> list[tuple[Offering, float | None, tuple[str, str] | None]]:
+    """Per offering, once for all workloads: its price in the plan's currency and the first reason (other
+    than a workload's own provider list) it cannot be used."""
+    table = gpu_table()
+    out = []
+    for o in catalog.offerings:
+        price = catalog.price_in(o, policy.currency) if o.currency else None
+        rejected = _policy_reason(o, policy)
+        if rejected is None and o.gpu not in table:
+            rejected = ("gpu-data", f"GPU {o.gpu} not in the GPU table")
+        if rejected is None:
+            missing_specs = latency.missing_specs(table[o.gpu])
+            if missing_specs:
+                rejected = ("gpu-data", f"the GPU table has no {', '.join(missing_specs)} for {o.gpu}")
+        out.append((o, price, rejected))
     return out
 
 

@@ -78,7 +78,8 @@ def calibration() -> LatencyCalibration:
     return LatencyCalibration.model_validate(yaml.safe_load(text))
 
 
-RATE_TOLERANCE = 2e-3  # relative precision of the searched request rates (0.2 %)
+CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation
+RATE_TOLERANCE = 5e-3  # relative precision of the searched request rates (0.5 %, well inside the model error)
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens:
     lo, hi = 0.0, 1.0
     while at_rate(r, hi, input_tokens, output_tokens).concurrency < clients and hi < 1e6:
         lo, hi = hi, hi * 2
-    while hi - lo > RATE_TOLERANCE * hi:
+    while hi - lo > CONCURRENCY_TOLERANCE * hi:
         mid = (lo + hi) / 2
         if at_rate(r, mid, input_tokens, output_tokens).concurrency < clients:
             lo = mid
@@ -364,7 +365,10 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
         return (point.stable and (ttft_slo_ms is None or point.ttft_ms <= ttft_slo_ms)
                 and (tpot_slo_ms is None or point.tpot_ms <= tpot_slo_ms))
 
-    lo, hi = 0.0, max(alone.requests_per_second, 1e-3)
+    # no rate can put more than max_num_batched_tokens into steps no shorter than a lone decode step
+    lo = 0.0
+    hi = max(r.config.max_num_batched_tokens / ((input_tokens + output_tokens) * alone.tpot_ms * 1e-3),
+             alone.requests_per_second)
     while ok(at_rate(r, hi, input_tokens, output_tokens)) and hi < 1e6:
         lo, hi = hi, hi * 2
     while hi - lo > RATE_TOLERANCE * hi:

@@ -9,6 +9,8 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import TypeAdapter
+
 from gpuopt.optimizer.candidates import (
     CandidateResult,
     Evaluator,
@@ -38,6 +40,7 @@ from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.workload import WorkloadFile
 
 DEFAULT_HEADROOM = 0.8
+_CANDIDATES = TypeAdapter(list[Candidate])
 
 
 @dataclass(frozen=True)
@@ -227,10 +230,10 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
 
 def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]:
     """Every candidate as a record. The evaluation part is shared by all offerings of a shape, so it is
-    formatted once per shape (pydantic's compiled validation is faster here than model_construct)."""
+    formatted once per shape, and the whole list is validated in one call of pydantic's compiled core."""
     shape_part: dict[tuple[str, object], dict[str, object]] = {}
     countries: dict[str, str] = {}
-    out = []
+    rows: list[dict[str, object]] = []
     for c in candidates:
         o, ev, s = c.offering, c.evaluation, c.shape
         key = (c.workload.name, s)
@@ -253,12 +256,12 @@ def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]
                 shape_part[key] = part
         if o.region not in countries:
             countries[o.region] = region_info(o.region).country
-        out.append(Candidate.model_validate({
+        rows.append({
             "workload": c.workload.name, "provider": o.provider, "service": o.service, "sku": o.sku,
             "region": o.region, "country": countries[o.region], "gpu": o.gpu, "gpus_per_instance": o.gpu_count,
             "price_kind": o.price_kind,
-            "instance_price_per_hour": None if c.instance_price is None else _r(c.instance_price), **part}))
-    return out
+            "instance_price_per_hour": None if c.instance_price is None else _r(c.instance_price), **part})
+    return _CANDIDATES.validate_python(rows)
 
 
 # ---- alternatives, premium, explanations -------------------------------------------------------------------
