@@ -122,3 +122,37 @@ def test_solver_matches_brute_force_on_small_instances(demands, offers, caps, tp
     expected = brute_force(workloads, cands, 1.0)
     assert sol.status == "optimal"
     assert sol.cost_per_hour == pytest.approx(expected)
+
+
+def test_quota_forces_the_next_cheapest_offering():
+    # cheapest is 'big' (4 GPUs for 5.00), but the quota allows none of it: three 1-GPU boxes at 2.00
+    from gpuopt.workload import Quota
+
+    w = workload("chat", 3)
+    small, big = offering("small", 1, 2.0, provider="p1"), offering("big", 4, 5.0, provider="p2")
+    sol = solve([w], [candidate(w, small, 1, 1.0), candidate(w, big, 1, 1.0)], headroom=1.0,
+                quotas=[Quota(provider="p2", sku="big", max_instances=0)])
+    assert sol.cost_per_hour == pytest.approx(6.0)
+    assert sol.instances == {small.key: 3}
+
+
+def test_models_larger_than_one_instance_get_pipeline_stages_across_nvlink_instances():
+    from dataclasses import replace
+
+    from gpuopt.optimizer.candidates import Policy, enumerate_candidates
+    from gpuopt.pricing.catalog import load_catalog
+
+    catalog = load_catalog(use_cache=False)
+    p5 = [o for o in catalog.offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")]
+    w = Workload(name="big", model="meta-llama/Llama-3.1-405B-Instruct", requests_per_second=0.5,
+                 input_tokens=1000, output_tokens=200, max_model_len=8192, precisions=["bf16"],
+                 kv_cache_dtypes=["auto"])
+    (wc,) = enumerate_candidates([w], replace(catalog, offerings=tuple(p5)), Policy(None, (), ("on-demand",), "USD"))
+    single = [c for c in wc.results if c.shape and c.shape.pipeline_parallel == 1]
+    staged = [c for c in wc.results if c.shape and c.shape.pipeline_parallel > 1]
+    # 405B x 2 B = 811 GB does not fit in 8 x 79 GiB; two instances (PP=2, TP=8) do
+    assert single and not any(c.feasible for c in single)
+    assert any(c.feasible and c.shape.pipeline_parallel == 2 and c.gpus_per_replica == 16 for c in staged)
+    sol = solve([w], wc.results, headroom=0.8)
+    assert sol.status == "optimal"
+    assert sol.instances[p5[0].key] % 2 == 0  # whole pipelines of two instances
