@@ -40,6 +40,10 @@ def render_table(plan: Plan, width: int = 160) -> str:
     con.print(table)
     for d in plan.deployments:
         con.print(f"[{d.workload} on {d.sku}] {d.vllm_command}", soft_wrap=True, markup=False)
+    for u in plan.unit_economics:
+        con.print(f"Unit economics {u.workload}: {u.cost_per_request:,.6f} {c}/request, "
+                  f"{u.cost_per_million_output_tokens:,.2f} {c}/1M output tokens, "
+                  f"{u.cost_per_million_input_tokens:,.2f} {c}/1M input tokens, utilisation {u.utilisation:.0%}")
     if plan.alternatives:
         alt = Table(title="Alternatives", title_justify="left")
         for col in ("restricted to", f"{c}/h", "delta/h", "plan"):

@@ -31,8 +31,12 @@ def render_csv(plan: Plan) -> str:
     import pandas as pd
 
     records = [d.model_dump(mode="json") for d in plan.deployments]
+    economics = {u.workload: u for u in plan.unit_economics}
     for r in records:
         r["tags"] = json.dumps(r["tags"], sort_keys=True)
+        u = economics.get(r["workload"])
+        for key in UNIT_COLUMNS:
+            r[key] = getattr(u, key.removeprefix("workload_"), None) if u else None
     if not records:
         return ",".join(_deployment_columns()) + "\n"
     flat = pd.json_normalize(records, sep="_")
@@ -40,7 +44,12 @@ def render_csv(plan: Plan) -> str:
                   _deployment_columns())
 
 
+UNIT_COLUMNS = ("workload_cost_per_request", "workload_cost_per_million_output_tokens",
+                "workload_cost_per_million_input_tokens")
+
+
 def _deployment_columns() -> list[str]:
+    """The JSON deployment fields flattened, then the unit economics of the deployment's workload."""
     cols: list[str] = []
     for name, field in Deployment.model_fields.items():
         sub = getattr(field.annotation, "model_fields", None)
@@ -48,7 +57,7 @@ def _deployment_columns() -> list[str]:
             cols += [f"{name}_{s}" for s in sub]
         else:
             cols.append(name)
-    return cols
+    return cols + list(UNIT_COLUMNS)
 
 
 def pricing_category(price_kind: str) -> str:
@@ -70,8 +79,12 @@ def charge_period(plan: Plan) -> tuple[str, str]:
 
 def render_focus(plan: Plan) -> str:
     start, end = charge_period(plan)
+    economics = {u.workload: u for u in plan.unit_economics}
     rows = []
     for d in plan.deployments:
+        u = economics.get(d.workload)
+        unit = "" if u is None else (f"; workload {u.cost_per_million_output_tokens:,.2f} {plan.currency} per 1M "
+                                     f"output tokens, {u.cost_per_request:,.6f} per request")
         hours = round(d.instances * HOURS_PER_MONTH, 4)
         contracted_unit = d.instance_price_per_hour
         list_unit = d.list_price_per_hour if d.list_price_per_hour is not None else contracted_unit
@@ -80,7 +93,7 @@ def render_focus(plan: Plan) -> str:
             "BillingCurrency": plan.currency,
             "ChargeCategory": "Usage",
             "ChargeDescription": f"projected: {d.replicas} x {d.workload} ({d.gpu}, TP={d.tensor_parallel}, "
-                                 f"{d.weight_precision})",
+                                 f"{d.weight_precision}){unit}",
             "ChargePeriodStart": start,
             "ChargePeriodEnd": end,
             "ConsumedQuantity": hours,
