@@ -152,6 +152,14 @@ class Evaluator:
     def __init__(self, w: Workload, arch: ModelArchitecture, max_model_len: int, vllm_version: str | None):
         self.w, self.arch, self.max_model_len, self.vllm_version = w, arch, max_model_len, vllm_version
         self.cache: dict[Shape, Evaluation] = {}
+        self.shape_lists: dict[tuple[str, int, str], tuple[tuple[Shape, Evaluation], ...]] = {}
+
+    def shapes(self, gpu: GpuSpec, gpus: int, link: str) -> tuple[tuple[Shape, Evaluation], ...]:
+        """All shapes on one kind of instance, computed once: many offerings share a GPU, count and link."""
+        key = (gpu.gpu, gpus, link)
+        if key not in self.shape_lists:
+            self.shape_lists[key] = _shapes(self.w, self.arch, gpu, gpus, link, self)
+        return self.shape_lists[key]
 
     def __call__(self, shape: Shape) -> Evaluation:
         if shape not in self.cache:
@@ -244,18 +252,24 @@ def _screen(catalog: Catalog, policy: Policy) -> list[tuple[Offering, float | No
 
 def _offering_candidates(w: Workload, arch: ModelArchitecture, o: Offering, gpu: GpuSpec, price: float | None,
                          evaluate: Evaluator) -> list[CandidateResult]:
-    results = []
     gpus = o.gpu_count or 0
     link = o.interconnect if o.interconnect in ("nvlink", "pcie") else "pcie"
     if gpus == 1:
         link = "pcie"  # no peer to talk to; the value is unused at TP=1
+    return [CandidateResult(w, o, shape, ev, price) for shape, ev in evaluate.shapes(gpu, gpus, link)]
+
+
+def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link: str,
+            evaluate: Evaluator) -> tuple[tuple[Shape, Evaluation], ...]:
+    """Every replica shape of this workload on an instance of `gpus` x `gpu` joined by `link`, evaluated."""
+    results: list[tuple[Shape, Evaluation]] = []
     for wanted in dict.fromkeys(w.precisions):
         # Volta and Turing have no BF16: vLLM runs such checkpoints in FP16 (same bytes)
         precision: WeightFormat = "fp16" if wanted == "bf16" and gpu.architecture in NO_BF16 else wanted
         why = precision_unsupported(gpu, precision, arch)
         if why:
-            shape = Shape(gpu.gpu, link, 1, 1, precision, w.kv_cache_dtypes[0])
-            results.append(CandidateResult(w, o, shape, Evaluation(False, why, "precision"), price))
+            results.append((Shape(gpu.gpu, link, 1, 1, precision, w.kv_cache_dtypes[0]),
+                            Evaluation(False, why, "precision")))
             continue
         for kv in w.kv_cache_dtypes:
             single = [Shape(gpu.gpu, link, tp, 1, precision, kv) for tp in _tp_options(arch, gpus)]
@@ -265,5 +279,5 @@ def _offering_candidates(w: Workload, arch: ModelArchitecture, o: Offering, gpu:
                 evaluated += [(s, evaluate(s)) for s in (Shape(gpu.gpu, link, gpus, pp, precision, kv)
                                                          for pp in PP_SIZES if pp <= arch.num_hidden_layers)
                               if gpus in _tp_options(arch, gpus)]
-            results.extend(CandidateResult(w, o, s, e, price) for s, e in evaluated)
-    return results
+            results.extend(evaluated)
+    return tuple(results)

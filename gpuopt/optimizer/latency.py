@@ -349,6 +349,25 @@ def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
                      ttft_ms=ttft, output_tokens_per_second=output_tokens * rate, stable=True, limit=None)
 
 
+def _tpot_rate_bound(r: Replica, input_tokens: int, output_tokens: int, target_s: float) -> float | None:
+    """The rate at which the steady step reaches the TPOT target, in closed form (dense models: every part
+    of a step is affine in the rate, see _steady_step_s); None for MoE (routing makes it non-linear)."""
+    if r.expert_bytes_per_gpu:
+        return None
+    context = input_tokens + output_tokens / 2
+    zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2)
+    one = step_parts_s(r, float(output_tokens), context, float(input_tokens), input_tokens / 2)  # rate 1/s, T = 1 s
+    bound = math.inf
+    for i in (0, 1):
+        alpha = zero[i] + zero[2]
+        slope = (one[i] + one[2]) - alpha  # beta per unit of rate
+        if alpha >= target_s:
+            return 0.0
+        if slope > 0:
+            bound = min(bound, (1 - alpha / target_s) / slope)
+    return None if not math.isfinite(bound) else bound * (1 - 1e-9)
+
+
 def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
              tpot_slo_ms: float | None = None) -> LoadPoint:
     """The largest request rate that is stable and meets both targets; raises InfeasibleError with the
@@ -369,6 +388,13 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
     lo = 0.0
     hi = max(r.config.max_num_batched_tokens / ((input_tokens + output_tokens) * alone.tpot_ms * 1e-3),
              alone.requests_per_second)
+    if tpot_slo_ms is not None:
+        bound = _tpot_rate_bound(r, input_tokens, output_tokens, tpot_slo_ms * 1e-3)
+        if bound is not None and bound < hi:
+            first = at_rate(r, bound, input_tokens, output_tokens)
+            if ok(first):  # the TPOT target binds: the closed form is the answer
+                return first
+            hi = bound
     while ok(at_rate(r, hi, input_tokens, output_tokens)) and hi < 1e6:
         lo, hi = hi, hi * 2
     while hi - lo > RATE_TOLERANCE * hi:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+from typing_extensions import TypedDict
 
 PLAN_SCHEMA_VERSION = 1
 HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
@@ -91,7 +92,12 @@ class InstanceLine(Frozen):
     workloads: list[str]
 
 
-class Candidate(Frozen):
+class Candidate(TypedDict):
+    """One considered candidate. A TypedDict, not a model: a plan holds 10^4-10^5 of them, and validating
+    plain dicts is four times faster than building model instances."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
     workload: str
     provider: str
     service: str
