@@ -51,6 +51,7 @@ class Solution:
     variables: int
     constraints: int
     binding: str | None  # for infeasible: which constraint family stopped it
+    proven_optimal: bool = True  # False when the solver stopped at its time limit with a feasible plan
 
 
 def _quota_matches(q: Quota, c: CandidateResult) -> bool:
@@ -155,4 +156,5 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
     assignments = [Assignment(feasible[i], int(round(x[i].value() or 0))) for i in sorted(x)
                    if round(x[i].value() or 0) > 0]
     cost = float(sum(price[k] * v for k, v in instances.items()))
-    return Solution("optimal", cost, instances, assignments, name, elapsed, n_vars, n_cons, None)
+    proven = prob.sol_status == lp.LpSolutionOptimal
+    return Solution("optimal", cost, instances, assignments, name, elapsed, n_vars, n_cons, None, proven)

@@ -74,6 +74,9 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     all_candidates = [c for wc in per_workload for c in wc.results]
     solution = solve(wf.workloads, all_candidates, opts.headroom, wf.quotas)
     warnings: list[str] = list(catalog.notes)
+    if solution.status == "optimal" and not solution.proven_optimal:
+        warnings.append(f"the solver stopped at its time limit: the plan is feasible but not proven optimal "
+                        f"({solution.variables} variables)")
     age_errors: list[str] = []
     if solution.status == "optimal":
         chosen = [a.candidate.offering for a in solution.assignments]
