@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from observed_latency import Scenario, load_scenarios, predict, replica_for  # noqa: E402
-from observed_memory import ape  # noqa: E402
+from observed_memory import ape, print_skipped  # noqa: E402
 
 TARGETS = {"tpot": 15.0, "throughput": 20.0, "ttft": 30.0}
 
@@ -61,9 +61,7 @@ def main() -> int:
         pred = predict(s, replica_for(s))
         print(_row(s, pred) + f"  [{s.engine}]")
     print()
-    print(f"skipped {len(skipped)} rows:")
-    for line, model, why in skipped:
-        print(f"  line {line}: {model} -- {why}")
+    print_skipped(skipped)
     return 0 if ok else 1
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from observed_memory import ape, load_rows  # noqa: E402
+from observed_memory import ape, load_rows, print_skipped  # noqa: E402
 
 from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.optimizer.architecture import get_model  # noqa: E402
@@ -67,9 +67,7 @@ def main() -> int:
         median = statistics.median(values)
         print(f"{key:12} {len(values):>4} {mean:8.2f}% {median:7.2f}% {max(values):7.2f}%  {verdict}")
     print()
-    print(f"skipped {len(skipped)} rows:")
-    for line, model, why in skipped:
-        print(f"  line {line}: {model} -- {why}")
+    print_skipped(skipped)
     return 0 if ok else 1
 
 

@@ -119,6 +119,13 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
     return rows, skipped
 
 
+def print_skipped(skipped: list[tuple[int, str, str]]) -> None:
+    """The rows a replay left out, with the reason (every benchmark prints them, so no row vanishes)."""
+    print(f"skipped {len(skipped)} rows:")
+    for line, model, why in skipped:
+        print(f"  line {line}: {model} -- {why}")
+
+
 def ape(predicted: float, observed: float) -> float:
     """Absolute percentage error."""
     return abs(predicted - observed) / abs(observed) * 100 if observed else math.nan
