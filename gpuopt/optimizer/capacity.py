@@ -36,7 +36,7 @@ from gpuopt.capacity_file import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFi
 from gpuopt.errors import ConfigError
 from gpuopt.optimizer.candidates import CandidateResult, Policy, enumerate_candidates
 from gpuopt.optimizer.plan import HOURS_PER_MONTH, Sensitivity, SweepPoint
-from gpuopt.optimizer.program import _solver, dominant_shapes, prune
+from gpuopt.optimizer.program import dominant_shapes, make_solver, prune
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency
 from gpuopt.workload import Workload
@@ -201,7 +201,7 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
     for (k, t), count in (fixed_commitments or {}).items():
         if (k, t) in var:
             prob += (var[(k, t)] == count, f"fixed__{'__'.join(k)}__{t}".replace(" ", "_"))
-    solver, _ = _solver(time_limit)
+    solver, _ = make_solver(time_limit)
     prob.solve(solver)
     status = lp.LpStatus[prob.status]
     if status != "Optimal":

@@ -91,7 +91,7 @@ def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> lis
     return kept
 
 
-def _solver(time_limit: float | None) -> tuple[object, str]:
+def make_solver(time_limit: float | None) -> tuple[object, str]:
     """HiGHS when installed, else CBC: cbcbox's binary (the `pulp[cbc]` extra, PuLP 4's way) through COIN_CMD.
     One thread and a zero gap, so the same model gives the same answer."""
     import pulp as lp
@@ -143,7 +143,7 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
             prob += (lp.lpSum(n[k] for k in members) <= q.max_instances, f"quota__{qi}")
     if budget_per_hour is not None:
         prob += (lp.lpSum(price[k] * n[k] for k in keys) <= budget_per_hour, "budget")
-    solver, name = _solver(time_limit)
+    solver, name = make_solver(time_limit)
     prob.solve(solver)
     status = lp.LpStatus[prob.status]
     elapsed = time.perf_counter() - start
