@@ -49,9 +49,6 @@ class GpuSpec(BaseModel):
     def is_ampere(self) -> bool:
         return self.architecture == "Ampere"
 
-    @property
-    def is_amd(self) -> bool:
-        return self.gpu.startswith("MI")
 
 
 @cache

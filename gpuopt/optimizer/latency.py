@@ -36,7 +36,6 @@ from gpuopt.errors import InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.optimizer.architecture import ModelArchitecture
 from gpuopt.optimizer.memory import (
-    GIB,
     WEIGHT_BYTES,
     MemoryEstimate,
     ResolvedConfig,
@@ -407,6 +406,3 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
         return at_rate(r, 1e-9, input_tokens, output_tokens)
     return at_rate(r, lo, input_tokens, output_tokens)
 
-
-def kv_gib(tokens: float, r: Replica) -> float:
-    return tokens * r.kv_bytes_per_token_per_gpu / GIB

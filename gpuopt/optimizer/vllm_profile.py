@@ -96,10 +96,6 @@ def profiles() -> tuple[VllmProfile, ...]:
     return tuple(sorted(items, key=lambda p: _key(p.version)))
 
 
-def newest_version() -> str:
-    return profiles()[-1].version
-
-
 def get_profile(version: str | None) -> VllmProfile:
     """The newest profile whose version is <= the requested one (None: the newest known)."""
     known = profiles()

@@ -87,9 +87,6 @@ class Offering:
             return None
         return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3) or 1))
 
-    @property
-    def is_commitment(self) -> bool:
-        return self.price_kind.startswith(("reserved", "savings-plan", "subscription", "contract", "capacity-block"))
 
 
 @dataclass(frozen=True)
