@@ -15,6 +15,12 @@ PLAN_SCHEMA_VERSION = 1
 HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
 
 
+def plain(value: float, digits: int = 4) -> float:
+    """Round a number for output: a plain Python float, never -0.0, the same on every run."""
+    out = round(float(value), digits)
+    return 0.0 if out == 0 else out
+
+
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -31,6 +31,7 @@ from gpuopt.optimizer.plan import (
     ResidencyPremium,
     UnitEconomics,
     WorkloadSummary,
+    plain,
 )
 from gpuopt.optimizer.program import Solution, dominant_shapes, prune, solve
 from gpuopt.optimizer.serve_command import vllm_command
@@ -55,11 +56,6 @@ class SolveOptions:
     max_price_age: int | None = None
     premium: bool = True  # also solve without the residency policy to price it
     sensitivity: bool = False  # traffic limit, next plan, TPOT sweep (several more solves)
-
-
-def _r(value: float, digits: int = 4) -> float:
-    out = round(float(value), digits)
-    return 0.0 if out == 0 else out
 
 
 def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tuple[Plan, list[str]]:
@@ -92,9 +88,9 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     plan = Plan(
         status="optimal" if solution.status == "optimal" else "infeasible",
         currency=currency,
-        total_cost_per_hour=None if solution.cost_per_hour is None else _r(solution.cost_per_hour),
+        total_cost_per_hour=None if solution.cost_per_hour is None else plain(solution.cost_per_hour),
         total_cost_per_month=(None if solution.cost_per_hour is None
-                              else _r(solution.cost_per_hour * HOURS_PER_MONTH, 2)),
+                              else plain(solution.cost_per_hour * HOURS_PER_MONTH, 2)),
         deployments=deployments,
         instances=_instance_lines(solution),
         alternatives=alternatives,
@@ -155,26 +151,26 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
         out.append(Deployment(
             workload=c.workload.name, model=lens[c.workload.name].arch.hf_id, provider=o.provider,
             service=o.service, sku=o.sku, region=o.region, country=region_info(o.region).country, gpu=o.gpu,
-            gpus_per_instance=o.gpu_count or 0, instances=_r(n_inst * share), replicas=a.replicas,
+            gpus_per_instance=o.gpu_count or 0, instances=plain(n_inst * share), replicas=a.replicas,
             tensor_parallel=c.shape.tensor_parallel, pipeline_parallel=c.shape.pipeline_parallel,
             gpus_per_replica=c.gpus_per_replica or 0, weight_precision=c.shape.precision,
             kv_cache_dtype=c.shape.kv_cache_dtype, max_model_len=mem.config.max_model_len,
             max_num_seqs=mem.config.max_num_seqs, gpu_memory_utilization=mem.config.gpu_memory_utilization,
-            price_kind=o.price_kind, instance_price_per_hour=_r(c.instance_price or 0.0),
+            price_kind=o.price_kind, instance_price_per_hour=plain(c.instance_price or 0.0),
             list_price_per_hour=(None if o.list_price_per_hour is None or not o.currency else
-                                 _r(catalog.fx.convert(o.list_price_per_hour, o.currency, currency))),
-            cost_per_hour=_r(cost), cost_per_month=_r(cost * HOURS_PER_MONTH, 2),
-            predicted=Predicted(ttft_ms=_r(point.ttft_ms, 2), tpot_ms=_r(point.tpot_ms, 3),
-                                replica_requests_per_second=_r(point.requests_per_second),
-                                replica_concurrency=_r(point.concurrency, 2),
+                                 plain(catalog.fx.convert(o.list_price_per_hour, o.currency, currency))),
+            cost_per_hour=plain(cost), cost_per_month=plain(cost * HOURS_PER_MONTH, 2),
+            predicted=Predicted(ttft_ms=plain(point.ttft_ms, 2), tpot_ms=plain(point.tpot_ms, 3),
+                                replica_requests_per_second=plain(point.requests_per_second),
+                                replica_concurrency=plain(point.concurrency, 2),
                                 kv_cache_tokens=mem.kv_cache_tokens,
-                                planned_requests_per_second_per_replica=_r(planned_rate)),
-            memory=GpuMemory(total_gib=_r(rank.total_gib), weights_gib=_r(rank.weights_gib),
-                             activation_gib=_r(rank.activation_gib), non_torch_gib=_r(rank.non_torch_gib),
-                             cuda_graph_gib=_r(rank.cuda_graph_gib), kv_cache_gib=_r(rank.kv_cache_gib),
-                             free_gib=_r(rank.free_after_kv_gib)),
-            utilisation=_r(load_share),
-            kv_utilisation=_r(point.concurrency * load_share * (c.workload.input_tokens + c.workload.output_tokens)
+                                planned_requests_per_second_per_replica=plain(planned_rate)),
+            memory=GpuMemory(total_gib=plain(rank.total_gib), weights_gib=plain(rank.weights_gib),
+                             activation_gib=plain(rank.activation_gib), non_torch_gib=plain(rank.non_torch_gib),
+                             cuda_graph_gib=plain(rank.cuda_graph_gib), kv_cache_gib=plain(rank.kv_cache_gib),
+                             free_gib=plain(rank.free_after_kv_gib)),
+            utilisation=plain(load_share),
+            kv_utilisation=plain(point.concurrency * load_share * (c.workload.input_tokens + c.workload.output_tokens)
                               / max(mem.effective_kv_tokens, 1)),
             vllm_command=vllm_command(lens[c.workload.name].arch, mem.config),
             price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags)))
@@ -191,10 +187,10 @@ def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[Uni
         rps = sum(d.replicas * d.predicted.planned_requests_per_second_per_replica for d in mine)
         per_hour = max(rps * 3600, 1e-12)
         out.append(UnitEconomics(
-            workload=w.name, cost_per_hour=_r(cost), requests_per_second=_r(rps),
-            cost_per_request=_r(cost / per_hour, 8),
-            cost_per_million_output_tokens=_r(cost / (per_hour * w.output_tokens) * 1e6, 4),
-            cost_per_million_input_tokens=_r(cost / (per_hour * w.input_tokens) * 1e6, 4),
+            workload=w.name, cost_per_hour=plain(cost), requests_per_second=plain(rps),
+            cost_per_request=plain(cost / per_hour, 8),
+            cost_per_million_output_tokens=plain(cost / (per_hour * w.output_tokens) * 1e6, 4),
+            cost_per_million_input_tokens=plain(cost / (per_hour * w.input_tokens) * 1e6, 4),
             utilisation=mine[0].utilisation))
     return out
 
@@ -226,8 +222,8 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
         o = c.offering
         lines.append(InstanceLine(provider=o.provider, service=o.service, sku=o.sku, region=o.region,
                                   price_kind=o.price_kind, gpu=o.gpu, gpus_per_instance=o.gpu_count or 0,
-                                  instances=count, price_per_hour=_r(c.instance_price or 0.0),
-                                  cost_per_hour=_r((c.instance_price or 0.0) * count), workloads=sorted(users[key])))
+                                  instances=count, price_per_hour=plain(c.instance_price or 0.0),
+                                  cost_per_hour=plain((c.instance_price or 0.0) * count), workloads=sorted(users[key])))
     return lines
 
 
@@ -248,10 +244,10 @@ def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]
                 "pipeline_parallel": s.pipeline_parallel if s else None,
                 "weight_precision": s.precision if s else None, "kv_cache_dtype": s.kv_cache_dtype if s else None,
                 "gpus_per_replica": c.gpus_per_replica,
-                "replica_requests_per_second": _r(point.requests_per_second) if point else None,
-                "replica_concurrency": _r(point.concurrency, 2) if point else None,
-                "ttft_ms": _r(point.ttft_ms, 2) if point else None,
-                "tpot_ms": _r(point.tpot_ms, 3) if point else None,
+                "replica_requests_per_second": plain(point.requests_per_second) if point else None,
+                "replica_concurrency": plain(point.concurrency, 2) if point else None,
+                "ttft_ms": plain(point.ttft_ms, 2) if point else None,
+                "tpot_ms": plain(point.tpot_ms, 3) if point else None,
                 "kv_cache_tokens": mem.kv_cache_tokens if mem is not None and mem.fits else None,
                 "feasible": ev.feasible, "reason": ev.reason, "reason_kind": ev.reason_kind,
             }
@@ -263,7 +259,7 @@ def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]
             "workload": c.workload.name, "provider": o.provider, "service": o.service, "sku": o.sku,
             "region": o.region, "country": countries[o.region], "gpu": o.gpu, "gpus_per_instance": o.gpu_count,
             "price_kind": o.price_kind,
-            "instance_price_per_hour": None if c.instance_price is None else _r(c.instance_price), **part})
+            "instance_price_per_hour": None if c.instance_price is None else plain(c.instance_price), **part})
     return _CANDIDATES.validate_python(rows)
 
 
@@ -285,7 +281,7 @@ def _describe(solution: Solution) -> list[str]:
 def _worst(solution: Solution, field: str) -> float | None:
     values = [getattr(a.candidate.evaluation.point, field) for a in solution.assignments
               if a.candidate.evaluation.point is not None]
-    return _r(max(values), 2) if values else None
+    return plain(max(values), 2) if values else None
 
 
 def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best: Solution,
@@ -311,10 +307,10 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
             sol = solve(wf.workloads, subset, opts.headroom, wf.quotas)
             if sol.status != "optimal" or sol.cost_per_hour is None:
                 continue
-            delta = None if best.cost_per_hour is None else _r(sol.cost_per_hour - best.cost_per_hour)
+            delta = None if best.cost_per_hour is None else plain(sol.cost_per_hour - best.cost_per_hour)
             found.append(Alternative(label=f"{kind} {value}", status="optimal",
-                                     total_cost_per_hour=_r(sol.cost_per_hour),
-                                     total_cost_per_month=_r(sol.cost_per_hour * HOURS_PER_MONTH, 2),
+                                     total_cost_per_hour=plain(sol.cost_per_hour),
+                                     total_cost_per_month=plain(sol.cost_per_hour * HOURS_PER_MONTH, 2),
                                      delta_per_hour=delta, deployments=_describe(sol),
                                      max_ttft_ms=_worst(sol, "ttft_ms"), max_tpot_ms=_worst(sol, "tpot_ms"),
                                      reason=None))
@@ -336,10 +332,10 @@ def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best:
     premium = None if with_cost is None or without is None else with_cost - without
     return ResidencyPremium(
         selector=policy.residency.selector,
-        cost_per_hour_with_policy=None if with_cost is None else _r(with_cost),
-        cost_per_hour_without_policy=None if without is None else _r(without),
-        premium_per_hour=None if premium is None else _r(premium),
-        premium_fraction=None if premium is None or not without else _r(premium / without),
+        cost_per_hour_with_policy=None if with_cost is None else plain(with_cost),
+        cost_per_hour_without_policy=None if without is None else plain(without),
+        premium_per_hour=None if premium is None else plain(premium),
+        premium_fraction=None if premium is None or not without else plain(premium / without),
         cheapest_excluded_offering=excluded[0][1] if excluded else None)
 
 

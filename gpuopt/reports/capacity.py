@@ -7,13 +7,10 @@ import io
 import json
 
 from gpuopt.optimizer.capacity import CapacityPlan
+from gpuopt.reports.formatting import money
 from gpuopt.reports.tabular import _frame, pricing_category
 
 FORMATS = ("table", "json", "markdown", "html", "csv", "focus")
-
-
-def _money(value: float | None, currency: str) -> str:
-    return "-" if value is None else f"{value:,.2f} {currency}"
 
 
 def render_capacity_markdown(plan: CapacityPlan) -> str:
@@ -23,10 +20,10 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
         return "\n".join(out + ["**Infeasible**", "", *[f"- {e}" for e in plan.explanation], ""])
     out += ["## Summary", "", "| | |", "|---|---|",
             f"| horizon | {plan.horizon} |",
-            f"| total cost | {_money(plan.total_cost, c)} |",
-            f"| all on-demand | {_money(plan.all_on_demand_cost, c)} |",
-            f"| savings | {_money(plan.savings, c)} |",
-            f"| commitments charged after the horizon | {_money(plan.committed_after_horizon, c)} |",
+            f"| total cost | {money(plan.total_cost, c)} |",
+            f"| all on-demand | {money(plan.all_on_demand_cost, c)} |",
+            f"| savings | {money(plan.savings, c)} |",
+            f"| commitments charged after the horizon | {money(plan.committed_after_horizon, c)} |",
             f"| commitment charge | {plan.charge} (full-term: every commitment is paid for its whole term) |",
             f"| headroom | {plan.headroom:g} |", "",
             "## Schedule", "",
@@ -46,16 +43,16 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
         for s in plan.scenarios:
             short = "; ".join(f"{w}: {', '.join(f'{v:g}' for v in vals)}" for w, vals in s.shortfall.items())
             idle = "; ".join(f"{w}: {', '.join(f'{v:g}' for v in vals)}" for w, vals in s.idle.items())
-            out.append(f"| {s.name} | {s.multiplier:g} | {_money(s.total_cost, c)} | {short} | {idle} |")
+            out.append(f"| {s.name} | {s.multiplier:g} | {money(s.total_cost, c)} | {short} | {idle} |")
         out += ["", "Scenario cost: the schedule's commitments kept, the rest re-planned for that demand. Shortfall "
                 "and idle capacity: of the base plan's replicas (with headroom).", ""]
     if plan.sensitivity is not None:
         sens = plan.sensitivity
         out += ["## Sensitivity", "",
                 f"The planned replicas carry {sens.traffic_multiplier_limit:g} x the demand in every period within "
-                f"the targets; the next schedule, for more, costs {_money(sens.next_plan_cost, c)}.", "",
+                f"the targets; the next schedule, for more, costs {money(sens.next_plan_cost, c)}.", "",
                 "| TPOT targets x | status | total cost |", "|---|---|---|"]
-        out += [f"| {x.tpot_factor:g} | {x.status} | {_money(x.cost, c)} |" for x in sens.tpot_sweep]
+        out += [f"| {x.tpot_factor:g} | {x.status} | {money(x.cost, c)} |" for x in sens.tpot_sweep]
         out.append("")
     return "\n".join(out)
 
@@ -70,8 +67,8 @@ def render_capacity_table(plan: CapacityPlan) -> str:
     if plan.status != "optimal":
         con.print("INFEASIBLE: " + "; ".join(plan.explanation))
         return buf.getvalue()
-    con.print(f"Capacity plan over {plan.horizon}: {_money(plan.total_cost, c)} (all on-demand "
-              f"{_money(plan.all_on_demand_cost, c)}, savings {_money(plan.savings, c)}); commitments "
+    con.print(f"Capacity plan over {plan.horizon}: {money(plan.total_cost, c)} (all on-demand "
+              f"{money(plan.all_on_demand_cost, c)}, savings {money(plan.savings, c)}); commitments "
               f"charged {plan.charge}")
     table = Table(title="Schedule", title_justify="left")
     for col in ("period", "demand", "cost", "count", "offering", "kind", "break-even", "line cost"):
@@ -87,12 +84,12 @@ def render_capacity_table(plan: CapacityPlan) -> str:
     con.print(table)
     if plan.sensitivity is not None:
         sv = plan.sensitivity
-        sweep = ", ".join(f"x{x.tpot_factor:g}: {_money(x.cost, c)}" for x in sv.tpot_sweep)
+        sweep = ", ".join(f"x{x.tpot_factor:g}: {money(x.cost, c)}" for x in sv.tpot_sweep)
         con.print(f"Sensitivity: carries {sv.traffic_multiplier_limit:g} x the demand; next schedule "
-                  f"{_money(sv.next_plan_cost, c)}; cost vs TPOT targets: {sweep}")
+                  f"{money(sv.next_plan_cost, c)}; cost vs TPOT targets: {sweep}")
     for s in plan.scenarios:
         short = sorted({plan.periods[t].period for v in s.shortfall.values() for t, x in enumerate(v) if x > 0})
-        con.print(f"scenario {s.name} (demand x{s.multiplier:g}): {_money(s.total_cost, c)}"
+        con.print(f"scenario {s.name} (demand x{s.multiplier:g}): {money(s.total_cost, c)}"
                   + (f"; the base plan's replicas fall short in {', '.join(short)}" if short else ""))
     return buf.getvalue()
 

@@ -9,12 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuopt.optimizer.memory import MemoryEstimate
-
-
-def _r(value: float, digits: int = 4) -> float:
-    """Round for output: plain Python floats, no -0.0, stable across runs."""
-    out = round(float(value), digits)
-    return 0.0 if out == 0 else out
+from gpuopt.optimizer.plan import plain
 
 
 def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
@@ -23,7 +18,7 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
     return {
         "model": est.model,
         "gpu": est.gpu,
-        "gpu_memory_reported_gib": _r(rank.total_gib),
+        "gpu_memory_reported_gib": plain(rank.total_gib),
         "vllm_version": cfg.vllm_version,
         "tensor_parallel": cfg.tensor_parallel,
         "pipeline_parallel": cfg.pipeline_parallel,
@@ -34,17 +29,17 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "max_num_seqs": cfg.max_num_seqs,
         "max_num_batched_tokens": cfg.max_num_batched_tokens,
         "block_size": cfg.block_size,
-        "budget_gib": _r(rank.budget_gib),
-        "weights_gib": _r(rank.weights_gib),
-        "activation_gib": _r(rank.activation_gib),
-        "non_torch_gib": _r(rank.non_torch_gib),
-        "cuda_graph_gib": _r(rank.cuda_graph_gib),
+        "budget_gib": plain(rank.budget_gib),
+        "weights_gib": plain(rank.weights_gib),
+        "activation_gib": plain(rank.activation_gib),
+        "non_torch_gib": plain(rank.non_torch_gib),
+        "cuda_graph_gib": plain(rank.cuda_graph_gib),
         "cuda_graph_in_budget": rank.cuda_graph_in_budget,
-        "kv_cache_gib": _r(rank.kv_cache_gib),
-        "kv_bytes_per_token": _r(rank.kv_bytes_per_token, 2),
+        "kv_cache_gib": plain(rank.kv_cache_gib),
+        "kv_bytes_per_token": plain(rank.kv_bytes_per_token, 2),
         "kv_cache_blocks": rank.num_blocks,
         "kv_cache_tokens": est.kv_cache_tokens,
-        "max_concurrency": _r(est.max_concurrency, 2),
+        "max_concurrency": plain(est.max_concurrency, 2),
         "fits": est.fits,
         "reason": est.reason,
         "suggestions": suggestions,
@@ -53,11 +48,11 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
             {
                 "pp_stage": r.pp_stage,
                 "layers": r.layers,
-                "weights_gib": _r(r.weights_gib),
-                "activation_gib": _r(r.activation_gib),
-                "non_torch_gib": _r(r.non_torch_gib),
-                "cuda_graph_gib": _r(r.cuda_graph_gib),
-                "kv_cache_gib": _r(r.kv_cache_gib),
+                "weights_gib": plain(r.weights_gib),
+                "activation_gib": plain(r.activation_gib),
+                "non_torch_gib": plain(r.non_torch_gib),
+                "cuda_graph_gib": plain(r.cuda_graph_gib),
+                "kv_cache_gib": plain(r.kv_cache_gib),
                 "kv_cache_blocks": r.num_blocks,
             }
             for r in est.ranks

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from gpuopt.optimizer.plan import HOURS_PER_MONTH, Deployment, Plan
-
-
-def _m(value: float | None, currency: str, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:,.{digits}f} {currency}"
+from gpuopt.reports.formatting import money
 
 
 def _slo(value: float, target: float | None) -> str:
@@ -37,8 +34,8 @@ def render_markdown(plan: Plan) -> str:
         out += [
             "## Summary", "",
             "| | |", "|---|---|",
-            f"| total per hour | {_m(plan.total_cost_per_hour, c)} |",
-            f"| total per month ({HOURS_PER_MONTH} h) | {_m(plan.total_cost_per_month, c)} |",
+            f"| total per hour | {money(plan.total_cost_per_hour, c)} |",
+            f"| total per month ({HOURS_PER_MONTH} h) | {money(plan.total_cost_per_month, c)} |",
             f"| currency | {c} |",
             f"| catalog date (newest price) | {plan.catalog_as_of} |",
             f"| FX | {plan.fx} |",
@@ -75,8 +72,8 @@ def render_markdown(plan: Plan) -> str:
                 f"- GPU: {d.gpu} x{d.gpus_per_instance} per instance; {d.instances:g} instance(s) for this workload; "
                 f"TP={d.tensor_parallel}, PP={d.pipeline_parallel}; weights {d.weight_precision}, KV cache "
                 f"{d.kv_cache_dtype}; max_model_len {d.max_model_len}",
-                f"- cost: {_m(d.cost_per_hour, c)}/h, {_m(d.cost_per_month, c)}/month ({d.price_kind}, instance "
-                f"{_m(d.instance_price_per_hour, c, 4)}/h; price from {d.price_source}, as of {d.price_as_of})",
+                f"- cost: {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c)}/month ({d.price_kind}, instance "
+                f"{money(d.instance_price_per_hour, c, 4)}/h; price from {d.price_source}, as of {d.price_as_of})",
                 f"- predicted at planned load ({d.predicted.planned_requests_per_second_per_replica:,.3f} requests/s "
                 f"per replica, {d.utilisation:.0%} of sustainable): TTFT ms {_slo(d.predicted.ttft_ms, w.ttft_slo_ms)}"
                 f"; TPOT ms {_slo(d.predicted.tpot_ms, w.tpot_slo_ms)}; KV cache {d.predicted.kv_cache_tokens:,} "
@@ -86,7 +83,7 @@ def render_markdown(plan: Plan) -> str:
         out += ["## Alternatives", "", f"| restricted to | {c}/h | {c}/month | delta/h | plan |",
                 "|---|---|---|---|---|"]
         for a in plan.alternatives:
-            out.append(f"| {a.label} | {_m(a.total_cost_per_hour, '')} | {_m(a.total_cost_per_month, '')} | "
+            out.append(f"| {a.label} | {money(a.total_cost_per_hour, '')} | {money(a.total_cost_per_month, '')} | "
                        f"{'-' if a.delta_per_hour is None else f'{a.delta_per_hour:+,.2f}'} | "
                        f"{'; '.join(a.deployments)} |")
         out.append("")
@@ -96,9 +93,9 @@ def render_markdown(plan: Plan) -> str:
         if rp.premium_per_hour is None:
             out.append(f"Residency `{rp.selector}`: no plan to compare with.")
         else:
-            out.append(f"Keeping data in `{rp.selector}` costs {_m(rp.cost_per_hour_with_policy, c)}/h against "
-                       f"{_m(rp.cost_per_hour_without_policy, c)}/h without the policy: a premium of "
-                       f"{_m(rp.premium_per_hour, c)}/h ({(rp.premium_fraction or 0):.0%}). Cheapest excluded "
+            out.append(f"Keeping data in `{rp.selector}` costs {money(rp.cost_per_hour_with_policy, c)}/h against "
+                       f"{money(rp.cost_per_hour_without_policy, c)}/h without the policy: a premium of "
+                       f"{money(rp.premium_per_hour, c)}/h ({(rp.premium_fraction or 0):.0%}). Cheapest excluded "
                        f"offering: {rp.cheapest_excluded_offering}.")
         out.append("")
     if plan.sensitivity is not None:
@@ -106,9 +103,9 @@ def render_markdown(plan: Plan) -> str:
         out += ["## Sensitivity", "",
                 f"The planned replicas carry up to {s.traffic_multiplier_limit:g} x the planned traffic within the "
                 f"targets (headroom included in the plan: {plan.headroom:g}); the next plan, for more traffic "
-                f"than that, costs {_m(s.next_plan_cost, c)}/h.", "",
+                f"than that, costs {money(s.next_plan_cost, c)}/h.", "",
                 f"| TPOT targets x | status | {c}/h |", "|---|---|---|"]
-        out += [f"| {p.tpot_factor:g} | {p.status} | {_m(p.cost, '')} |" for p in s.tpot_sweep]
+        out += [f"| {p.tpot_factor:g} | {p.status} | {money(p.cost, '')} |" for p in s.tpot_sweep]
         out.append("")
     if plan.rejections:
         out += ["## Top rejections", "", "| workload | reason | candidates | example |", "|---|---|---|---|"]

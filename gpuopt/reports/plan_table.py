@@ -8,10 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuopt.optimizer.plan import Plan
-
-
-def _money(value: float | None, currency: str) -> str:
-    return "-" if value is None else f"{value:,.2f} {currency}"
+from gpuopt.reports.formatting import money
 
 
 def render_table(plan: Plan, width: int = 160) -> str:
@@ -23,7 +20,7 @@ def render_table(plan: Plan, width: int = 160) -> str:
         for line in plan.explanation:
             con.print(f"  {line}")
         return buf.getvalue()
-    con.print(f"Plan: {_money(plan.total_cost_per_hour, c)}/h, {_money(plan.total_cost_per_month, c)}/month "
+    con.print(f"Plan: {money(plan.total_cost_per_hour, c)}/h, {money(plan.total_cost_per_month, c)}/month "
               f"(730 h); prices as of {plan.catalog_as_of}; FX {plan.fx}; headroom {plan.headroom:g}; "
               f"vLLM {plan.vllm_version}; solver {plan.solver}")
     table = Table(title="Deployments", title_justify="left")
@@ -56,14 +53,14 @@ def render_table(plan: Plan, width: int = 160) -> str:
         s = plan.sensitivity
         sweep = ", ".join(f"x{p.tpot_factor:g}: {'-' if p.cost is None else f'{p.cost:,.2f}'}" for p in s.tpot_sweep)
         con.print(f"Sensitivity: carries {s.traffic_multiplier_limit:g} x the traffic within the targets; next plan "
-                  f"{_money(s.next_plan_cost, c)}/h; cost vs TPOT targets ({c}/h): {sweep}")
+                  f"{money(s.next_plan_cost, c)}/h; cost vs TPOT targets ({c}/h): {sweep}")
     rp = plan.residency_premium
     if rp is not None:
         if rp.premium_per_hour is None:
             con.print(f"Residency '{rp.selector}': no plan without the policy to compare with")
         else:
-            con.print(f"Residency premium for '{rp.selector}': {_money(rp.premium_per_hour, c)}/h "
+            con.print(f"Residency premium for '{rp.selector}': {money(rp.premium_per_hour, c)}/h "
                       f"({(rp.premium_fraction or 0):.0%}) over the unrestricted "
-                      f"{_money(rp.cost_per_hour_without_policy, c)}/h; cheapest excluded offering: "
+                      f"{money(rp.cost_per_hour_without_policy, c)}/h; cheapest excluded offering: "
                       f"{rp.cheapest_excluded_offering}")
     return buf.getvalue()
