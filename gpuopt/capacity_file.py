@@ -31,14 +31,15 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuopt.errors import ConfigError
-from gpuopt.pricing.columns import PRICE_KINDS
 from gpuopt.workload import (
     Currency,
+    PriceKindList,
+    ProviderList,
     ServingTarget,
     Strict,
-    known_providers,
     load_versioned,
     relative_model_configs,
+    unique_names,
 )
 
 MONTHS_PER_PERIOD = {"month": 1, "quarter": 3}
@@ -113,16 +114,8 @@ class Horizon(Strict):
 
 class CapacityWorkload(ServingTarget):
     demand: Demand
-    price_kinds: list[str] = Field(default_factory=lambda: ["on-demand"], min_length=1)
+    price_kinds: PriceKindList = Field(default_factory=lambda: ["on-demand"], min_length=1)
     interruptible: bool = False
-
-    @field_validator("price_kinds")
-    @classmethod
-    def _kinds(cls, value: list[str]) -> list[str]:
-        for k in value:
-            if k not in PRICE_KINDS:
-                raise ValueError(f"unknown price kind '{k}' (known: {', '.join(PRICE_KINDS)})")
-        return value
 
     @model_validator(mode="after")
     def _spot_needs_tolerance(self) -> CapacityWorkload:
@@ -134,17 +127,12 @@ class CapacityWorkload(ServingTarget):
 class CapacityFile(Strict):
     schema_version: Literal[1]
     residency: str | None = None
-    providers: list[str] | None = None
+    providers: ProviderList | None = None
     currency: Currency | None = None
     horizon: Horizon
     charge: Literal["full-term", "inside-horizon"] = "full-term"
     scenarios: dict[str, float] = Field(default_factory=dict)
     workloads: list[CapacityWorkload] = Field(min_length=1)
-
-    @field_validator("providers")
-    @classmethod
-    def _known_providers(cls, value: list[str] | None) -> list[str] | None:
-        return known_providers(value)
 
     @field_validator("scenarios")
     @classmethod
@@ -156,10 +144,7 @@ class CapacityFile(Strict):
 
     @model_validator(mode="after")
     def _check(self) -> CapacityFile:
-        names = [w.name for w in self.workloads]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"workload names must be unique: {', '.join(dupes)} repeated")
+        unique_names(self.workloads)
         return self
 
 

@@ -27,10 +27,10 @@ Errors are reported one per line with the field path and the YAML line, exit cod
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuopt.errors import ConfigError
 from gpuopt.optimizer.memory import KvCacheDtype, WeightFormat
@@ -42,12 +42,30 @@ DEFAULT_KV_DTYPES: tuple[KvCacheDtype, ...] = ("auto", "fp8")
 Currency = Literal["USD", "CNY"]
 
 
-def known_providers(value: list[str] | None) -> list[str] | None:
-    """Validator body shared by every `providers:` allow-list."""
-    for p in value or []:
+def known_providers(value: list[str]) -> list[str]:
+    for p in value:
         if p not in PROVIDERS:
             raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
     return value
+
+
+def known_price_kinds(value: list[str]) -> list[str]:
+    for k in value:
+        if k not in PRICE_KINDS:
+            raise ValueError(f"unknown price kind '{k}' (known: {', '.join(PRICE_KINDS)})")
+    return value
+
+
+# Lists every file validates the same way, wherever they appear
+ProviderList = Annotated[list[str], AfterValidator(known_providers)]
+PriceKindList = Annotated[list[str], AfterValidator(known_price_kinds)]
+
+
+def unique_names(workloads: list[Any]) -> None:
+    names = [w.name for w in workloads]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise ValueError(f"workload names must be unique: {', '.join(dupes)} repeated")
 
 
 class Strict(BaseModel):
@@ -77,7 +95,7 @@ class ServingTarget(Strict):
     kv_cache_dtypes: list[KvCacheDtype] = Field(default_factory=lambda: list(DEFAULT_KV_DTYPES), min_length=1)
     min_replicas: int = Field(default=1, ge=1)
     tags: dict[str, str] = Field(default_factory=dict)
-    providers: list[str] | None = None
+    providers: ProviderList | None = None
 
     @model_validator(mode="after")
     def _lengths(self) -> ServingTarget:
@@ -85,11 +103,6 @@ class ServingTarget(Strict):
             raise ValueError(f"input_tokens + output_tokens ({self.input_tokens + self.output_tokens}) exceed "
                              f"max_model_len ({self.max_model_len})")
         return self
-
-    @field_validator("providers")
-    @classmethod
-    def _known_providers(cls, value: list[str] | None) -> list[str] | None:
-        return known_providers(value)
 
     @property
     def model_id(self) -> str:
@@ -131,26 +144,13 @@ class Budget(Strict):
 class WorkloadFile(Strict):
     schema_version: Literal[1]
     residency: str | None = None
-    providers: list[str] | None = None
+    providers: ProviderList | None = None
     currency: Currency | None = None
-    price_kinds: list[str] = Field(default_factory=lambda: ["on-demand"], min_length=1)
+    price_kinds: PriceKindList = Field(default_factory=lambda: ["on-demand"], min_length=1)
     workloads: list[Workload] = Field(min_length=1)
     quotas: list[Quota] = Field(default_factory=list)
     budget: Budget | None = None
     discounts: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("providers")
-    @classmethod
-    def _known_providers(cls, value: list[str] | None) -> list[str] | None:
-        return known_providers(value)
-
-    @field_validator("price_kinds")
-    @classmethod
-    def _known_kinds(cls, value: list[str]) -> list[str]:
-        for k in value:
-            if k not in PRICE_KINDS:
-                raise ValueError(f"unknown price kind '{k}' (known: {', '.join(PRICE_KINDS)})")
-        return value
 
     @field_validator("discounts")
     @classmethod
@@ -164,10 +164,7 @@ class WorkloadFile(Strict):
 
     @model_validator(mode="after")
     def _unique_names(self) -> WorkloadFile:
-        names = [w.name for w in self.workloads]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"workload names must be unique: {', '.join(dupes)} repeated")
+        unique_names(self.workloads)
         return self
 
 
