@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 
+from gpuopt.cli.options import F
 from gpuopt.errors import InputError
 from gpuopt.pricing.catalog import (
     Catalog,
@@ -25,9 +25,6 @@ from gpuopt.pricing.regions import Residency
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 
 def catalog_options(func: F) -> F:

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
+from gpuopt.cli.options import headroom_problems, placement_options
 from gpuopt.cli.solve import today, write_output
 from gpuopt.errors import EXIT_INFEASIBLE, InputError
 from gpuopt.reports.capacity import FORMATS, render_capacity
@@ -14,11 +15,7 @@ from gpuopt.reports.capacity import FORMATS, render_capacity
 
 @click.command("plan")
 @click.argument("capacity_file", type=click.Path(path_type=Path))
-@click.option("--region", metavar="SEL", help="Residency: cn, global, us, eu, apac, a region id or a comma list.")
-@click.option("--provider", "providers", multiple=True, metavar="P", help="Allowed providers (repeatable).")
-@click.option("--currency", help="Report currency: USD or CNY.")
-@click.option("--headroom", type=float, default=0.8, show_default=True)
-@click.option("--vllm-version", metavar="X.Y")
+@placement_options
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
@@ -37,8 +34,9 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     cf = load_capacity_file(capacity_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
-    if not 0 < headroom <= 1:
-        raise InputError(f"--headroom must be in (0, 1] (got {headroom})")
+    problems = headroom_problems(headroom)
+    if problems:
+        raise InputError(*problems)
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, sensitivity=sensitivity)

@@ -9,9 +9,10 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
+from gpuopt.cli.options import headroom_problems, placement_options
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.optimizer.plan import HOURS_PER_MONTH, Plan
-from gpuopt.optimizer.solve import DEFAULT_HEADROOM, SolveOptions, plan_workloads
+from gpuopt.optimizer.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.render import FORMATS, render
 from gpuopt.workload import WorkloadFile, load_workload
@@ -56,13 +57,8 @@ def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: 
 
 @click.command()
 @click.argument("workload_file", type=click.Path(path_type=Path))
-@click.option("--region", metavar="SEL", help="Residency: cn, global, us, eu, apac, a region id or a comma list.")
-@click.option("--provider", "providers", multiple=True, metavar="P", help="Allowed providers (repeatable).")
-@click.option("--currency", help="Report currency: USD or CNY.")
-@click.option("--headroom", type=float, default=DEFAULT_HEADROOM, show_default=True,
-              help="Plan each replica for at most this fraction of its sustainable load.")
+@placement_options
 @click.option("--top", type=int, default=3, show_default=True, help="Alternatives per GPU type and per provider.")
-@click.option("--vllm-version", metavar="X.Y", help="vLLM release whose defaults apply (default: newest known).")
 @click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--max-monthly", type=float, metavar="N", help="Budget per 730-hour month in the report currency.")
 @click.option("--sensitivity", is_flag=True,
@@ -81,9 +77,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     wf = load_workload(workload_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
-    problems = []
-    if not 0 < headroom <= 1:
-        problems.append(f"--headroom must be in (0, 1] (got {headroom})")
+    problems = headroom_problems(headroom)
     if top < 0:
         problems.append(f"--top must be >= 0 (got {top})")
     if max_price_age is not None and max_price_age < 0:

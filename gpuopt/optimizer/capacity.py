@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict
 from gpuopt.capacity_file import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
 from gpuopt.errors import ConfigError
 from gpuopt.optimizer.candidates import CandidateResult, Policy, enumerate_candidates
-from gpuopt.optimizer.plan import HOURS_PER_MONTH, Sensitivity, SweepPoint
+from gpuopt.optimizer.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
 from gpuopt.optimizer.program import dominant_shapes, make_solver, prune
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency
@@ -49,7 +49,7 @@ class CapacityOptions:
     region: str | None = None
     providers: tuple[str, ...] = ()
     currency: str | None = None
-    headroom: float = 0.8
+    headroom: float = DEFAULT_HEADROOM
     vllm_version: str | None = None
     sensitivity: bool = False
 

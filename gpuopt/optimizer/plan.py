@@ -13,6 +13,7 @@ from typing_extensions import TypedDict
 
 PLAN_SCHEMA_VERSION = 1
 HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
+DEFAULT_HEADROOM = 0.8  # a replica is planned for at most this share of the load it sustains
 
 
 def plain(value: float, digits: int = 4) -> float:

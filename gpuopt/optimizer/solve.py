@@ -19,6 +19,7 @@ from gpuopt.optimizer.candidates import (
     enumerate_candidates,
 )
 from gpuopt.optimizer.plan import (
+    DEFAULT_HEADROOM,
     HOURS_PER_MONTH,
     Alternative,
     Candidate,
@@ -40,7 +41,6 @@ from gpuopt.pricing.catalog import Catalog, staleness
 from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.workload import WorkloadFile
 
-DEFAULT_HEADROOM = 0.8
 _CANDIDATES = TypeAdapter(list[Candidate])
 
 
