@@ -25,8 +25,8 @@ Nothing here imports pricing, the solver or any renderer.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import cache, cached_property
+from dataclasses import dataclass, field
+from functools import cache
 from importlib import resources
 
 import yaml
@@ -100,33 +100,37 @@ class Replica:
     window: int | None
     kv_capacity_tokens: int
 
-    @cached_property
-    def arch_cal(self) -> ArchCalibration:
-        return self.cal.for_gpu(self.gpu)
+    # derived once in __post_init__ (plain attributes: step_parts_s reads them ~10^5 times per solve);
+    # dataclasses.replace recomputes them, which the calibration scripts rely on
+    arch_cal: ArchCalibration = field(init=False, repr=False)
+    act_bytes: float = field(init=False, repr=False)
+    peak_flops: float = field(init=False, repr=False)  # tensor FLOP/s per GPU for this weight format
+    hbm_bytes_per_s: float = field(init=False, repr=False)
+    link_bytes_per_s: float = field(init=False, repr=False)
+    allreduce_fixed_s: float = field(init=False, repr=False)  # latency part of a step's all-reduces
+    allreduce_s_per_token: float = field(init=False, repr=False)  # bandwidth part, per token in the step
 
-    @cached_property
-    def act_bytes(self) -> float:
-        return activation_dtype_bytes(self.arch, self.config.precision)
-
-    @cached_property
-    def allreduce_fixed_s(self) -> float:
-        """Latency part of the 2 all-reduces per layer of one step (0 without TP)."""
-        if self.config.tensor_parallel == 1:
-            return 0.0
-        return 2 * self.layers_per_stage * self.cal.allreduce_latency_us[self.interconnect] * 1e-6
-
-    @cached_property
-    def allreduce_s_per_token(self) -> float:
-        """Bandwidth part of one step's all-reduces, per token in the step (ring all-reduce)."""
+    def __post_init__(self) -> None:
         tp = self.config.tensor_parallel
-        if tp == 1:
-            return 0.0
-        size = self.arch.hidden_size * self.act_bytes
-        return 2 * self.layers_per_stage * 2 * (tp - 1) / tp * size / self.link_bytes_per_s
+        act = activation_dtype_bytes(self.arch, self.config.precision)
+        link = self._link_bytes_per_s()
+        derived = {
+            "arch_cal": self.cal.for_gpu(self.gpu),
+            "act_bytes": act,
+            "peak_flops": self._peak_flops(),
+            "hbm_bytes_per_s": (self.gpu.hbm_tb_s or 0.0) * 1e12,
+            "link_bytes_per_s": link,
+            # 2 all-reduces per layer (0 without TP); ring all-reduce moves 2 (tp - 1) / tp of the hidden state
+            "allreduce_fixed_s": (0.0 if tp == 1 else
+                                  2 * self.layers_per_stage * self.cal.allreduce_latency_us[self.interconnect] * 1e-6),
+            "allreduce_s_per_token": (0.0 if tp == 1 else 2 * self.layers_per_stage * 2 * (tp - 1) / tp
+                                      * self.arch.hidden_size * act / link),
+        }
+        for name, value in derived.items():
+            object.__setattr__(self, name, value)
 
-    @cached_property
-    def peak_flops(self) -> float:
-        """Tensor FLOP/s per GPU for this weight format (FP8 only with native FP8, otherwise 16-bit)."""
+    def _peak_flops(self) -> float:
+        """FP8 only with native FP8, otherwise 16-bit."""
         bf16 = (self.gpu.bf16_tflops or 0.0) * 1e12
         if self.config.precision in ("fp8",) and self.gpu.fp8_native and self.gpu.fp8_tflops:
             return self.gpu.fp8_tflops * 1e12
@@ -136,12 +140,7 @@ class Replica:
             return bf16 / 2  # TF32-class tensor math: half the 16-bit rate on every listed GPU
         return bf16
 
-    @cached_property
-    def hbm_bytes_per_s(self) -> float:
-        return (self.gpu.hbm_tb_s or 0.0) * 1e12
-
-    @cached_property
-    def link_bytes_per_s(self) -> float:
+    def _link_bytes_per_s(self) -> float:
         if self.interconnect == "nvlink" and self.gpu.nvlink_gb_s:
             return self.gpu.nvlink_gb_s * 1e9 / 2  # datasheet NVLink figure is bidirectional
         gen = str(self.gpu.pcie_gen or 4)
@@ -273,26 +272,53 @@ def prefill_time_s(r: Replica, prompt_tokens: int) -> float:
 
 
 def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int, context: float) -> float:
-    """The fixed point T = step(b = rate O T, p = rate L T). Every part of a step is affine in T (for a fixed
-    MoE routing batch), so T = max over {memory, compute} of alpha / (1 - beta), with alpha the part at T = 0
-    and beta its slope; infinite when a slope reaches 1 (the replica cannot keep up at any step length)."""
-    routed = None
-    t = math.inf
-    for _ in range(6 if r.expert_bytes_per_gpu else 1):
-        zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, routed)
-        one = step_parts_s(r, rate * output_tokens, context, rate * input_tokens, input_tokens / 2, routed)
+    """The fixed point T = step(b = rate O T, p = rate L T); infinite when the replica cannot keep up.
+
+    With the MoE routing batch fixed, every part of a step is affine in T, so T = max over {memory, compute}
+    of alpha / (1 - beta), with alpha the part at T = 0 and beta its slope (a slope of 1 or more: no finite
+    T). Dense models need nothing more. MoE: a step of length T routes rate (L + O) T tokens, and the share
+    of experts they touch grows with T, so the answer is the fixed point T = G(T) of that affine solution G.
+    G is increasing and G(T) - T crosses zero once (G is a max of a concave and a constant part), between
+    G(0) (no expert read) and G(inf) (every expert read); the Illinois method finds it in a few steps.
+    Iterating T <- G(T) instead creeps up on it and stops far short when few tokens share many experts.
+    """
+
+    def affine(expert_tokens: float | None) -> float:
+        zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, expert_tokens)
+        one = step_parts_s(r, rate * output_tokens, context, rate * input_tokens, input_tokens / 2, expert_tokens)
         t = 0.0
         for i in (0, 1):
             alpha = zero[i] + zero[2]
             beta = (one[i] + one[2]) - alpha
             t = max(t, alpha / (1 - beta) if beta < 1 else math.inf)
-        if not math.isfinite(t):
-            return t
-        new_routed = rate * (input_tokens + output_tokens) * t
-        if routed is not None and abs(new_routed - routed) <= 1e-3 * max(routed, 1.0):
-            break
-        routed = new_routed
-    return t
+        return t
+
+    if not r.expert_bytes_per_gpu:
+        return affine(None)
+    tokens_per_s = rate * (input_tokens + output_tokens)
+    lo, hi = affine(0.0), affine(math.inf)
+    if not math.isfinite(hi):
+        return math.inf  # the slopes do not depend on routing: unstable at any step length
+    f_lo, f_hi = affine(tokens_per_s * lo) - lo, affine(tokens_per_s * hi) - hi  # >= 0 and <= 0
+    side = 0
+    for _ in range(100):
+        if f_lo <= 0.0:
+            return lo
+        if f_hi >= 0.0 or hi - lo <= 1e-12 * hi:
+            return hi
+        t = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        f = affine(tokens_per_s * t) - t
+        if f > 0:
+            lo, f_lo = t, f
+            if side == -1:
+                f_hi /= 2  # Illinois: halve the stale end so the bracket shrinks from both sides
+            side = -1
+        else:
+            hi, f_hi = t, f
+            if side == 1:
+                f_lo /= 2
+            side = 1
+    return hi
 
 
 def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> LoadPoint:
@@ -348,22 +374,64 @@ def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
                      ttft_ms=ttft, output_tokens_per_second=output_tokens * rate, stable=True, limit=None)
 
 
-def _tpot_rate_bound(r: Replica, input_tokens: int, output_tokens: int, target_s: float) -> float | None:
-    """The rate at which the steady step reaches the TPOT target, in closed form (dense models: every part
-    of a step is affine in the rate, see _steady_step_s); None for MoE (routing makes it non-linear)."""
-    if r.expert_bytes_per_gpu:
-        return None
+def _affine_parts(r: Replica, input_tokens: int, output_tokens: int,
+                  expert_tokens: float | None) -> tuple[tuple[float, float], ...]:
+    """(alpha, beta) of the memory and compute parts of a steady step at rate R: each part is
+    alpha + beta R T (see _steady_step_s), so T(R) = max over parts of alpha / (1 - beta R)."""
     context = input_tokens + output_tokens / 2
-    zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2)
-    one = step_parts_s(r, float(output_tokens), context, float(input_tokens), input_tokens / 2)  # rate 1/s, T = 1 s
+    zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, expert_tokens)
+    one = step_parts_s(r, float(output_tokens), context, float(input_tokens), input_tokens / 2,
+                       expert_tokens)  # rate 1/s, T = 1 s
+    return tuple((zero[i] + zero[2], (one[i] + one[2]) - (zero[i] + zero[2])) for i in (0, 1))
+
+
+def _tpot_bound(parts: tuple[tuple[float, float], ...], target_s: float) -> float:
+    """Largest R with T(R) <= target: alpha / (1 - beta R) <= target for every part."""
     bound = math.inf
-    for i in (0, 1):
-        alpha = zero[i] + zero[2]
-        slope = (one[i] + one[2]) - alpha  # beta per unit of rate
+    for alpha, beta in parts:
         if alpha >= target_s:
             return 0.0
-        if slope > 0:
-            bound = min(bound, (1 - alpha / target_s) / slope)
+        if beta > 0:
+            bound = min(bound, (1 - alpha / target_s) / beta)
+    return bound
+
+
+def _batch_bound(parts: tuple[tuple[float, float], ...], x: float) -> float:
+    """Largest R with R T(R) <= x (the requests in one step's worth of time): R alpha <= x (1 - beta R)."""
+    return min(x / (alpha + x * beta) for alpha, beta in parts) if x > 0 else 0.0
+
+
+def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_s: float | None) -> float | None:
+    """The largest rate that meets the TPOT target and keeps the steady state within the scheduler's limits
+    (max_num_batched_tokens, max_num_seqs, the KV cache), in closed form; None when nothing bounds it.
+    TTFT is left to the caller: its queueing term is not affine.
+
+    The limits bound R T(R) by x = min(budget / (L + O), max_num_seqs / O, KV tokens / (O (L + O))).
+    MoE: a step's routing batch is R (L + O) T. At the limits' boundary that is (L + O) x, a constant, so the
+    affine form is exact there. At the TPOT boundary it is R (L + O) target, and the affine bound g(R) with
+    that batch falls as R grows (more tokens touch more experts): the answer is the fixed point R = g(R),
+    found by bisection on cheap closed forms instead of on whole steady-state solutions."""
+    cfg = r.config
+    total = input_tokens + output_tokens
+    x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
+            r.kv_capacity_tokens / (max(output_tokens, 1) * total))
+    moe = bool(r.expert_bytes_per_gpu)
+    bound = _batch_bound(_affine_parts(r, input_tokens, output_tokens, total * x if moe else None), x)
+    if target_s is not None and not moe:
+        bound = min(bound, _tpot_bound(_affine_parts(r, input_tokens, output_tokens, None), target_s))
+    elif target_s is not None:
+        def g(rate: float) -> float:
+            return _tpot_bound(_affine_parts(r, input_tokens, output_tokens, rate * total * target_s), target_s)
+
+        lo, hi = g(math.inf), g(0.0)  # every expert read .. none read
+        if math.isfinite(hi):
+            while hi - lo > 1e-7 * hi:  # invariant: g(lo) >= lo, g(hi) <= hi
+                mid = (lo + hi) / 2
+                if g(mid) >= mid:
+                    lo = mid
+                else:
+                    hi = mid
+            bound = min(bound, lo)
     return None if not math.isfinite(bound) else bound * (1 - 1e-9)
 
 
@@ -383,17 +451,15 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
         return (point.stable and (ttft_slo_ms is None or point.ttft_ms <= ttft_slo_ms)
                 and (tpot_slo_ms is None or point.tpot_ms <= tpot_slo_ms))
 
-    # no rate can put more than max_num_batched_tokens into steps no shorter than a lone decode step
     lo = 0.0
     hi = max(r.config.max_num_batched_tokens / ((input_tokens + output_tokens) * alone.tpot_ms * 1e-3),
              alone.requests_per_second)
-    if tpot_slo_ms is not None:
-        bound = _tpot_rate_bound(r, input_tokens, output_tokens, tpot_slo_ms * 1e-3)
-        if bound is not None and bound < hi:
-            first = at_rate(r, bound, input_tokens, output_tokens)
-            if ok(first):  # the TPOT target binds: the closed form is the answer
-                return first
-            hi = bound
+    bound = _closed_form_rate(r, input_tokens, output_tokens, None if tpot_slo_ms is None else tpot_slo_ms * 1e-3)
+    if bound is not None:
+        first = at_rate(r, bound, input_tokens, output_tokens)
+        if ok(first):  # TPOT or a scheduler limit binds: the closed form is the answer
+            return first
+        hi = bound  # TTFT binds first: search below
     while ok(at_rate(r, hi, input_tokens, output_tokens)) and hi < 1e6:
         lo, hi = hi, hi * 2
     while hi - lo > RATE_TOLERANCE * hi:
