@@ -60,11 +60,15 @@ def gpu_table() -> dict[str, GpuSpec]:
     return {s.gpu: s for s in specs}
 
 
+@cache
+def _by_lower_name() -> dict[str, GpuSpec]:
+    return {k.lower(): v for k, v in gpu_table().items()}
+
+
 def get_gpu(name: str) -> GpuSpec:
     """Find a GPU by normalised name, case-insensitively (H100-SXM-80GB, h100-sxm-80gb)."""
-    table = gpu_table()
-    lowered = {k.lower(): v for k, v in table.items()}
     key = name.strip().lower()
+    lowered = _by_lower_name()
     if key in lowered:
         return lowered[key]
-    raise UnknownNameError("GPU", name, table.keys())
+    raise UnknownNameError("GPU", name, gpu_table().keys())

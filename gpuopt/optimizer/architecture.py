@@ -13,7 +13,7 @@ import csv
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache, cached_property
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -160,23 +160,53 @@ class ModelArchitecture(BaseModel):
     # ---- parameter counts -----------------------------------------------------------------------
     def layer_params(self, index: int) -> LayerParams:
         """Parameters of decoder layer `index`, split by how vLLM shards and quantises them."""
-        return _layer_table(self)[index][0]
+        return self.layer_table[index][0]
 
     def layer_active_params(self, index: int) -> int:
         """Parameters one token touches in this layer (MoE: only its top-k experts)."""
-        return _layer_table(self)[index][1]
+        return self.layer_table[index][1]
 
     def layer_sums(self, layers: range) -> LayerSums:
         """Totals over a contiguous range of layers (a PP stage), from prefix sums: O(1) per call."""
-        prefix = _layer_prefix(self)
+        prefix = self.layer_prefix
         lo, hi = prefix[layers.start], prefix[layers.stop]
         return LayerSums(*(b - a for a, b in zip(lo, hi, strict=True)))
 
     def layer_kind_counts(self, layers: range) -> dict[LayerKind, int]:
-        counts: dict[LayerKind, int] = {}
-        for kind in _layer_kinds(self)[layers.start:layers.stop]:
-            counts[kind] = counts.get(kind, 0) + 1
-        return counts
+        """Layers of each kind in a contiguous range (kinds with none are left out), from prefix counts."""
+        return {kind: n for kind, prefix in self.layer_kind_prefix.items()
+                if (n := prefix[layers.stop] - prefix[layers.start])}
+
+    # Per-layer tables, computed once per architecture: the memory and latency models ask for them per
+    # shape, thousands of times in one solve. cached_property keeps them on the instance (pydantic compares
+    # and hashes fields only), so no global cache has to hash the model on every call.
+    @cached_property
+    def layer_table(self) -> tuple[tuple[LayerParams, int], ...]:
+        """(params, active params) of every layer."""
+        return tuple((self._compute_layer_params(i), self._compute_layer_active_params(i))
+                     for i in range(self.num_hidden_layers))
+
+    @cached_property
+    def layer_prefix(self) -> tuple[tuple[int, int, int, int, int], ...]:
+        """Prefix sums of (linear, experts, bias, replicated, active) over the layers."""
+        out = [(0, 0, 0, 0, 0)]
+        for p, active in self.layer_table:
+            last = out[-1]
+            out.append((last[0] + p.linear, last[1] + p.experts, last[2] + p.bias, last[3] + p.replicated,
+                        last[4] + active))
+        return tuple(out)
+
+    @cached_property
+    def layer_kind_prefix(self) -> dict[LayerKind, tuple[int, ...]]:
+        """Per layer kind, prefix counts over the layers (in first-seen order, so counts are too)."""
+        kinds = self.layer_kinds()
+        out: dict[LayerKind, tuple[int, ...]] = {}
+        for kind in dict.fromkeys(kinds):
+            counts = [0]
+            for k in kinds:
+                counts.append(counts[-1] + (k == kind))
+            out[kind] = tuple(counts)
+        return out
 
     def _compute_layer_params(self, index: int) -> LayerParams:
         h = self.hidden_size
@@ -275,30 +305,6 @@ class ModelArchitecture(BaseModel):
             return (self.kv_lora_rank or 0) + (self.qk_rope_head_dim or 0)
         heads = max(1, self.num_key_value_heads // tensor_parallel)
         return 2 * heads * self.attn_head_dim
-
-
-@lru_cache(maxsize=512)
-def _layer_table(arch: ModelArchitecture) -> tuple[tuple[LayerParams, int], ...]:
-    """(params, active params) of every layer, computed once per architecture: the memory and latency models
-    ask for them per layer, per shape, thousands of times in one solve."""
-    return tuple((arch._compute_layer_params(i), arch._compute_layer_active_params(i))
-                 for i in range(arch.num_hidden_layers))
-
-
-@lru_cache(maxsize=512)
-def _layer_prefix(arch: ModelArchitecture) -> tuple[tuple[int, int, int, int, int], ...]:
-    """Prefix sums of (linear, experts, bias, replicated, active) over the layers."""
-    out = [(0, 0, 0, 0, 0)]
-    for p, active in _layer_table(arch):
-        last = out[-1]
-        out.append((last[0] + p.linear, last[1] + p.experts, last[2] + p.bias, last[3] + p.replicated,
-                    last[4] + active))
-    return tuple(out)
-
-
-@lru_cache(maxsize=512)
-def _layer_kinds(arch: ModelArchitecture) -> tuple[LayerKind, ...]:
-    return tuple(arch.layer_kinds())
 
 
 @dataclass(frozen=True)
