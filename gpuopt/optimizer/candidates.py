@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 from gpuopt.errors import GpuoptError, InfeasibleError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
@@ -68,8 +69,10 @@ class Evaluation:
     ms_over: float | None = None  # for SLO misses: how far off
 
 
-@dataclass(frozen=True)
-class CandidateResult:
+class CandidateResult(NamedTuple):
+    """One candidate: a named tuple, because a solve builds 10^4-10^5 of them and a tuple is built four
+    times faster than a frozen dataclass (and is just as immutable)."""
+
     workload: Workload
     offering: Offering
     shape: Shape | None

@@ -25,6 +25,7 @@ size only the shape with the most capacity is kept. Both stay in the candidate l
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -72,23 +73,50 @@ def dominant_shapes(candidates: Sequence[CandidateResult]) -> list[CandidateResu
 
 
 def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> list[CandidateResult]:
-    """Keep, per (provider, GPU, GPU count, link, price kind), only the cheapest offering (ties: by id)."""
-    best: dict[tuple[object, ...], tuple[float, str]] = {}
+    """Keep, per (provider, GPU, GPU count, link, price kind), only the cheapest offering (ties: by id).
+    Offerings under a quota are all kept: a cheaper one may run out. Decided per offering, not per
+    candidate: every candidate of an offering shares its price."""
+    offerings: dict[tuple[str, ...], CandidateResult] = {}
     for c in candidates:
+        offerings.setdefault(c.offering.key, c)
+    best: dict[tuple[object, ...], tuple[float, str]] = {}
+    keep: set[tuple[str, ...]] = set()
+    for key, c in offerings.items():
         if any(_quota_matches(q, c) for q in quotas):
+            keep.add(key)
             continue
         o = c.offering
         group = (o.provider, o.gpu, o.gpu_count, o.interconnect, o.price_kind)
         rank = (c.instance_price or 0.0, o.offering_id)
         if group not in best or rank < best[group]:
             best[group] = rank
-    kept = []
+    winners = {rank[1] for rank in best.values()}
+    keep |= {key for key, c in offerings.items() if c.offering.offering_id in winners}
+    return [c for c in candidates if c.offering.key in keep]
+
+
+def lower_bound(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], headroom: float) -> float:
+    """A cost per hour no plan over these candidates can beat, without solving: each workload alone, its
+    replicas charged only for their GPUs' share of the instance price, fractional replicas allowed.
+
+    Valid because cost = sum_o price_o n_o >= sum_c (price_o g_c / G_o) x_c (packing), and each workload's
+    x_c must cover D_w with headroom and number at least min_replicas. inf when a workload has no candidate.
+    """
+    per_gpu_cost: dict[str, float] = {}
+    per_load_cost: dict[str, float] = {}
     for c in candidates:
-        o = c.offering
-        group = (o.provider, o.gpu, o.gpu_count, o.interconnect, o.price_kind)
-        if any(_quota_matches(q, c) for q in quotas) or best.get(group, (0.0, ""))[1] == o.offering_id:
-            kept.append(c)
-    return kept
+        if not c.feasible or c.instance_price is None or c.capacity <= 0:
+            continue
+        replica_cost = c.instance_price * (c.gpus_per_replica or 0) / (c.offering.gpu_count or 1)
+        name = c.workload.name
+        per_gpu_cost[name] = min(per_gpu_cost.get(name, math.inf), replica_cost)
+        per_load_cost[name] = min(per_load_cost.get(name, math.inf), replica_cost / (headroom * c.capacity))
+    total = 0.0
+    for w in workloads:
+        if w.name not in per_gpu_cost:
+            return math.inf
+        total += max(w.demand * per_load_cost[w.name], w.min_replicas * per_gpu_cost[w.name])
+    return total
 
 
 def make_solver(time_limit: float | None) -> tuple[object, str]:
@@ -129,20 +157,24 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
          for i, c in enumerate(feasible)}
     price = {k: float(offerings[k].instance_price or 0.0) for k in keys}
     gpus = {k: int(offerings[k].offering.gpu_count or 0) for k in keys}
-    prob += lp.lpSum((price[k] + 1e-6 * gpus[k] + 1e-9 * rank[k]) * n[k] for k in keys)
+
+    def linear(terms: list[tuple[lp.LpVariable, float]]) -> lp.LpAffineExpression:
+        return lp.LpAffineExpression(terms)  # built from (variable, coefficient) pairs: no operator overhead
+
+    prob += linear([(n[k], price[k] + 1e-6 * gpus[k] + 1e-9 * rank[k]) for k in keys])
     for w in workloads:
         idx = by_workload[w.name]
-        prob += (lp.lpSum(headroom * feasible[i].capacity * x[i] for i in idx) >= w.demand, f"demand__{w.name}")
-        prob += (lp.lpSum(x[i] for i in idx) >= w.min_replicas, f"replicas__{w.name}")
+        prob += (linear([(x[i], headroom * feasible[i].capacity) for i in idx]) >= w.demand, f"demand__{w.name}")
+        prob += (linear([(x[i], 1.0) for i in idx]) >= w.min_replicas, f"replicas__{w.name}")
     for k in keys:
-        prob += (lp.lpSum((feasible[i].gpus_per_replica or 0) * x[i] for i in by_offering[k]) <= gpus[k] * n[k],
-                 "pack__" + "__".join(k).replace(" ", "_"))
+        prob += (linear([(x[i], float(feasible[i].gpus_per_replica or 0)) for i in by_offering[k]]
+                        + [(n[k], -float(gpus[k]))]) <= 0, "pack__" + "__".join(k).replace(" ", "_"))
     for qi, q in enumerate(quotas):
         members = [k for k in keys if _quota_matches(q, offerings[k])]
         if members:
-            prob += (lp.lpSum(n[k] for k in members) <= q.max_instances, f"quota__{qi}")
+            prob += (linear([(n[k], 1.0) for k in members]) <= q.max_instances, f"quota__{qi}")
     if budget_per_hour is not None:
-        prob += (lp.lpSum(price[k] * n[k] for k in keys) <= budget_per_hour, "budget")
+        prob += (linear([(n[k], price[k]) for k in keys]) <= budget_per_hour, "budget")
     solver, name = make_solver(time_limit)
     prob.solve(solver)
     status = lp.LpStatus[prob.status]

@@ -5,11 +5,11 @@ explanations). Nothing here prints or formats; the CLI renders the Plan.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-from pydantic import TypeAdapter
+from typing import NamedTuple
 
 from gpuopt.optimizer.candidates import (
     CandidateResult,
@@ -34,14 +34,12 @@ from gpuopt.optimizer.plan import (
     WorkloadSummary,
     plain,
 )
-from gpuopt.optimizer.program import Solution, dominant_shapes, prune, solve
+from gpuopt.optimizer.program import Solution, dominant_shapes, lower_bound, prune, solve
 from gpuopt.optimizer.serve_command import vllm_command
 from gpuopt.optimizer.vllm_profile import get_profile
 from gpuopt.pricing.catalog import Catalog, staleness
 from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.workload import WorkloadFile
-
-_CANDIDATES = TypeAdapter(list[Candidate])
 
 
 @dataclass(frozen=True)
@@ -94,7 +92,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         deployments=deployments,
         instances=_instance_lines(solution),
         alternatives=alternatives,
-        candidates=_candidate_records(all_candidates),
+        candidates=[],  # attached below, unvalidated (see _candidate_records)
         residency_premium=premium,
         catalog_as_of=catalog.as_of,
         fx=catalog.fx.describe(),
@@ -111,7 +109,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         explanation=explanation,
         warnings=warnings,
         solver=solution.solver,
-    )
+    ).model_copy(update={"candidates": _candidate_records(all_candidates)})
     if opts.sensitivity and plan.status == "optimal":
         from gpuopt.optimizer.sensitivity import analyse
 
@@ -228,39 +226,67 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
 
 
 def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]:
-    """Every candidate as a record. The evaluation part is shared by all offerings of a shape, so it is
-    formatted once per shape, and the whole list is validated in one call of pydantic's compiled core."""
-    shape_part: dict[tuple[str, object], dict[str, object]] = {}
-    countries: dict[str, str] = {}
-    rows: list[dict[str, object]] = []
+    """Every candidate as a record. The offering part is shared by every workload and the evaluation part
+    by every offering of a shape, so each is formatted once. The records are built by typed code (mypy
+    checks every key) and validated when a saved plan is read back, not here: a plan holds 10^4-10^5."""
+    offering_part: dict[tuple[str, ...], tuple[str, str, str, str, str, str, int | None, str, float | None]] = {}
+    shape_part: dict[int, _ShapePart] = {}  # by id() of the Evaluation: one object per evaluated shape
+    rows: list[Candidate] = []
     for c in candidates:
-        o, ev, s = c.offering, c.evaluation, c.shape
-        key = (c.workload.name, s)
-        part = shape_part.get(key) if ev.feasible or ev.reason_kind in ("fit", "ttft", "tpot", "capacity") else None
+        o, ev = c.offering, c.evaluation
+        ident = offering_part.get(o.key)
+        if ident is None:
+            ident = offering_part[o.key] = (
+                o.provider, o.service, o.sku, o.region, region_info(o.region).country, o.gpu, o.gpu_count,
+                o.price_kind, None if c.instance_price is None else plain(c.instance_price))
+        part = shape_part.get(id(ev))
         if part is None:
-            point, mem = ev.point, ev.memory
-            part = {
-                "tensor_parallel": s.tensor_parallel if s else None,
-                "pipeline_parallel": s.pipeline_parallel if s else None,
-                "weight_precision": s.precision if s else None, "kv_cache_dtype": s.kv_cache_dtype if s else None,
-                "gpus_per_replica": c.gpus_per_replica,
-                "replica_requests_per_second": plain(point.requests_per_second) if point else None,
-                "replica_concurrency": plain(point.concurrency, 2) if point else None,
-                "ttft_ms": plain(point.ttft_ms, 2) if point else None,
-                "tpot_ms": plain(point.tpot_ms, 3) if point else None,
-                "kv_cache_tokens": mem.kv_cache_tokens if mem is not None and mem.fits else None,
-                "feasible": ev.feasible, "reason": ev.reason, "reason_kind": ev.reason_kind,
-            }
-            if s is not None:
-                shape_part[key] = part
-        if o.region not in countries:
-            countries[o.region] = region_info(o.region).country
-        rows.append({
-            "workload": c.workload.name, "provider": o.provider, "service": o.service, "sku": o.sku,
-            "region": o.region, "country": countries[o.region], "gpu": o.gpu, "gpus_per_instance": o.gpu_count,
-            "price_kind": o.price_kind,
-            "instance_price_per_hour": None if c.instance_price is None else plain(c.instance_price), **part})
-    return _CANDIDATES.validate_python(rows)
+            part = shape_part[id(ev)] = _shape_part(c)
+        provider, service, sku, region, country, gpu, gpus_per_instance, price_kind, price = ident
+        tp, pp, precision, kv_dtype, gpus_per_replica, rps, concurrency, ttft, tpot, kv_tokens, ok, reason, kind = part
+        row: Candidate = {  # a literal in the contract's key order: the fastest way to build a dict
+            "workload": c.workload.name, "provider": provider, "service": service, "sku": sku, "region": region,
+            "country": country, "gpu": gpu, "gpus_per_instance": gpus_per_instance, "price_kind": price_kind,
+            "tensor_parallel": tp, "pipeline_parallel": pp, "weight_precision": precision,
+            "kv_cache_dtype": kv_dtype, "gpus_per_replica": gpus_per_replica, "replica_requests_per_second": rps,
+            "replica_concurrency": concurrency,
+            "instance_price_per_hour": price,
+            "ttft_ms": ttft, "tpot_ms": tpot, "kv_cache_tokens": kv_tokens, "feasible": ok, "reason": reason,
+            "reason_kind": kind}
+        rows.append(row)
+    return rows
+
+
+class _ShapePart(NamedTuple):
+    """The fields of a candidate record that depend on its shape and evaluation, not on the offering."""
+
+    tensor_parallel: int | None
+    pipeline_parallel: int | None
+    weight_precision: str | None
+    kv_cache_dtype: str | None
+    gpus_per_replica: int | None
+    replica_requests_per_second: float | None
+    replica_concurrency: float | None
+    ttft_ms: float | None
+    tpot_ms: float | None
+    kv_cache_tokens: int | None
+    feasible: bool
+    reason: str | None
+    reason_kind: str | None
+
+
+def _shape_part(c: CandidateResult) -> _ShapePart:
+    s, ev = c.shape, c.evaluation
+    point, mem = ev.point, ev.memory
+    return _ShapePart(
+        tensor_parallel=s.tensor_parallel if s else None, pipeline_parallel=s.pipeline_parallel if s else None,
+        weight_precision=s.precision if s else None, kv_cache_dtype=s.kv_cache_dtype if s else None,
+        gpus_per_replica=c.gpus_per_replica,
+        replica_requests_per_second=plain(point.requests_per_second) if point else None,
+        replica_concurrency=plain(point.concurrency, 2) if point else None,
+        ttft_ms=plain(point.ttft_ms, 2) if point else None, tpot_ms=plain(point.tpot_ms, 3) if point else None,
+        kv_cache_tokens=mem.kv_cache_tokens if mem is not None and mem.fits else None,
+        feasible=ev.feasible, reason=ev.reason, reason_kind=ev.reason_kind)
 
 
 # ---- alternatives, premium, explanations -------------------------------------------------------------------
@@ -297,14 +323,18 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
     for kind, values, chosen, attr in (("gpu", sorted({c.offering.gpu for c in feasible}), chosen_gpus, "gpu"),
                                        ("provider", sorted({c.offering.provider for c in feasible}),
                                         chosen_providers, "provider")):
-        found = []
-        for value in values:
-            if {value} == chosen:
-                continue
-            subset = [c for c in feasible if getattr(c.offering, attr) == value]
-            if {c.workload.name for c in subset} != {w.name for w in wf.workloads}:
-                continue
-            sol = solve(wf.workloads, subset, opts.headroom, wf.quotas)
+        subsets = {value: [c for c in feasible if getattr(c.offering, attr) == value]
+                   for value in values if {value} != chosen}
+        bounds = {value: lower_bound(wf.workloads, subset, opts.headroom) for value, subset in subsets.items()}
+        found: list[Alternative] = []
+        # cheapest bound first; stop once K plans are found that no unsolved value's bound can undercut
+        for value in sorted(subsets, key=lambda v: (bounds[v], v)):
+            if not math.isfinite(bounds[value]):
+                break  # some workload has no candidate on this GPU or provider
+            costs = sorted(a.total_cost_per_hour or 0.0 for a in found)
+            if len(costs) >= opts.top and bounds[value] > costs[opts.top - 1] + 1e-9:
+                break
+            sol = solve(wf.workloads, subsets[value], opts.headroom, wf.quotas)
             if sol.status != "optimal" or sol.cost_per_hour is None:
                 continue
             delta = None if best.cost_per_hour is None else plain(sol.cost_per_hour - best.cost_per_hour)
