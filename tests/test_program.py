@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gpuopt.optimizer.candidates import CandidateResult, Evaluation, Shape
 from gpuopt.optimizer.latency import LoadPoint
-from gpuopt.optimizer.program import solve
+from gpuopt.optimizer.program import lower_bound, solve
 from gpuopt.pricing.catalog import Offering
 from gpuopt.workload import Workload
 
@@ -122,6 +122,36 @@ def test_solver_matches_brute_force_on_small_instances(demands, offers, caps, tp
     expected = brute_force(workloads, cands, 1.0)
     assert sol.status == "optimal"
     assert sol.cost_per_hour == pytest.approx(expected)
+
+
+def test_lower_bound_by_hand():
+    # 8-GPU offering at 16/h (2/h per GPU); a TP=2 replica carries 1.5 req/s: 4/h per replica.
+    # demand 3 req/s at headroom 0.8 needs 2.5 replicas -> 10/h; min_replicas 4 needs 4 replicas -> 16/h
+    o = offering("p5", 8, 16.0)
+    w = workload("chat", 3.0, min_replicas=1)
+    assert lower_bound([w], [candidate(w, o, 2, 1.5)], 0.8) == pytest.approx(10.0)
+    w4 = workload("chat", 3.0, min_replicas=4)
+    assert lower_bound([w4], [candidate(w4, o, 2, 1.5)], 0.8) == pytest.approx(16.0)
+    assert lower_bound([w, workload("other", 1.0)], [candidate(w, o, 2, 1.5)], 0.8) == math.inf
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    demands=st.lists(st.integers(1, 4), min_size=1, max_size=2),
+    offers=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 20)), min_size=1, max_size=3),
+    caps=st.lists(st.sampled_from([0.5, 1.0, 1.5, 2.0]), min_size=4, max_size=4),
+    tps=st.lists(st.sampled_from([1, 2, 4]), min_size=4, max_size=4),
+    headroom=st.sampled_from([0.5, 0.8, 1.0]),
+)
+def test_lower_bound_never_exceeds_the_optimum(demands, offers, caps, tps, headroom):
+    """The alternatives search stops on this bound, so it must never cut off a cheaper plan."""
+    workloads = [workload(f"w{i}", d, min_replicas=1 + i) for i, d in enumerate(demands)]
+    offerings = [offering(f"o{j}", g, float(p), provider=f"p{j}") for j, (g, p) in enumerate(offers)]
+    cands = [candidate(w, o, min(tps[k % 4], o.gpu_count), caps[k % 4])
+             for k, (w, o) in enumerate(itertools.product(workloads, offerings))]
+    sol = solve(workloads, cands, headroom=headroom)
+    assert sol.status == "optimal"
+    assert lower_bound(workloads, cands, headroom) <= sol.cost_per_hour + 1e-9
 
 
 def test_quota_forces_the_next_cheapest_offering():

@@ -152,3 +152,34 @@ def test_solve_sensitivity(tmp_path):
     costs = {p["tpot_factor"]: p["cost"] for p in sens["tpot_sweep"] if p["cost"] is not None}
     factors = sorted(costs)
     assert all(costs[a] >= costs[b] - 1e-6 for a, b in zip(factors, factors[1:], strict=False))
+
+
+def test_alternatives_stopped_by_the_lower_bound_equal_the_exhaustive_search(monkeypatch):
+    """Alternatives are solved cheapest bound first and the search stops early; with a zero bound every
+    GPU type and provider is solved. Both must list the same plans."""
+    import datetime as dt
+
+    import gpuopt.optimizer.solve as solve_module
+    from gpuopt.optimizer.solve import SolveOptions, plan_workloads
+    from gpuopt.pricing.catalog import load_catalog
+    from gpuopt.workload import load_workload
+
+    wf = load_workload(EXAMPLES / "two-models.yaml")
+    catalog = load_catalog(use_cache=False)
+    opts = SolveOptions(top=3, today=dt.date(2026, 11, 29), premium=False)
+    calls = []
+    real_solve = solve_module.solve
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real_solve(*args, **kwargs)
+
+    monkeypatch.setattr(solve_module, "solve", counted)
+    bounded, _ = plan_workloads(wf, catalog, opts)
+    bounded_calls = len(calls)
+    monkeypatch.setattr(solve_module, "lower_bound", lambda *args: 0.0)
+    calls.clear()
+    exhaustive, _ = plan_workloads(wf, catalog, opts)
+    assert len(bounded.alternatives) == 6
+    assert bounded.alternatives == exhaustive.alternatives
+    assert bounded_calls < len(calls)  # the bound saved programs
