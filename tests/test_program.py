@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from gpuopt.optimizer.candidates import CandidateResult, Evaluation, Shape
 from gpuopt.optimizer.latency import LoadPoint
-from gpuopt.optimizer.program import lower_bound, solve
+from gpuopt.optimizer.program import lower_bound, prune, solve
 from gpuopt.pricing.catalog import Offering
-from gpuopt.workload import Workload
+from gpuopt.workload import Quota, Workload
 
 
 def offering(sku: str, gpus: int, price: float, provider: str = "aws") -> Offering:
@@ -108,8 +108,8 @@ def brute_force(workloads, cands, headroom, limit=8):  # 8 = max demand 4 / smal
 )
 def test_solver_matches_brute_force_on_small_instances(demands, offers, caps, tps):
     workloads = [workload(f"w{i}", d) for i, d in enumerate(demands)]
-    # distinct providers: the pre-solve pruning rightly merges offerings of one provider with the same GPU,
-    # count and link (their candidates are identical in real catalogs), which these random capacities are not
+    # every candidate has its own evaluation here, so the pre-solve pruning (which merges offerings sharing
+    # evaluations) leaves them all to the program
     offerings = [offering(f"o{j}", g, float(p), provider=f"p{j}") for j, (g, p) in enumerate(offers)]
     cands = []
     k = 0
@@ -122,6 +122,19 @@ def test_solver_matches_brute_force_on_small_instances(demands, offers, caps, tp
     expected = brute_force(workloads, cands, 1.0)
     assert sol.status == "optimal"
     assert sol.cost_per_hour == pytest.approx(expected)
+
+
+def test_prune_keeps_the_cheapest_of_offerings_sharing_their_evaluations():
+    w = workload("chat", 2.0)
+    shared = candidate(w, offering("p5", 8, 10.0), 2, 1.5)
+    twins = [shared._replace(offering=o, instance_price=o.price_per_hour) for o in
+             (offering("p5", 8, 10.0, provider="aws"), offering("h100x8", 8, 9.0, provider="digitalocean"),
+              offering("h100x8b", 8, 9.0, provider="runpod"))]
+    other = candidate(w, offering("p4", 8, 5.0), 2, 1.0)  # its own evaluation: not a twin, kept
+    kept = {c.offering.sku for c in prune([*twins, other], [])}
+    assert kept == {"h100x8", "p4"}  # 9.0 beats 10.0; the tie at 9.0 goes to the smaller id
+    quota = Quota(provider="aws", max_instances=1)
+    assert {c.offering.sku for c in prune([*twins, other], [quota])} == {"p5", "h100x8", "p4"}
 
 
 def test_lower_bound_by_hand():

@@ -183,3 +183,22 @@ def test_alternatives_stopped_by_the_lower_bound_equal_the_exhaustive_search(mon
     assert len(bounded.alternatives) == 6
     assert bounded.alternatives == exhaustive.alternatives
     assert bounded_calls < len(calls)  # the bound saved programs
+
+
+def test_each_provider_alternative_costs_what_solving_with_only_that_provider_costs():
+    """Pruning must not empty a provider's subset: a cheaper twin elsewhere is no help to that provider."""
+    import datetime as dt
+
+    from gpuopt.optimizer.solve import SolveOptions, plan_workloads
+    from gpuopt.pricing.catalog import load_catalog
+    from gpuopt.workload import load_workload
+
+    wf = load_workload(EXAMPLES / "two-models.yaml")
+    catalog = load_catalog(use_cache=False)
+    plan, _ = plan_workloads(wf, catalog, SolveOptions(top=3, today=dt.date(2026, 11, 29), premium=False))
+    by_provider = [a for a in plan.alternatives if a.label.startswith("provider ")]
+    assert by_provider
+    for alt in by_provider:
+        alone, _ = plan_workloads(wf, catalog, SolveOptions(providers=(alt.label.split()[1],), top=0,
+                                                            today=dt.date(2026, 11, 29), premium=False))
+        assert alone.total_cost_per_hour == alt.total_cost_per_hour

@@ -275,7 +275,9 @@ def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link:
                             Evaluation(False, why, "precision")))
             continue
         for kv in w.kv_cache_dtypes:
-            single = [Shape(gpu.gpu, link, tp, 1, precision, kv) for tp in _tp_options(arch, gpus)]
+            # TP=1 talks to no peer: one shape (and one evaluation) whatever links the instance has
+            single = [Shape(gpu.gpu, link if tp > 1 else "pcie", tp, 1, precision, kv)
+                      for tp in _tp_options(arch, gpus)]
             evaluated = [(s, evaluate(s)) for s in single]
             if not any(e.memory is not None and e.memory.fits for _, e in evaluated) and link == "nvlink":
                 # the model is larger than one instance: pipeline stages across instances of this SKU

@@ -18,8 +18,8 @@ Formulation (PuLP; CBC from the pulp[cbc] extra by default, HiGHS when installed
       budget      sum_o price_o n_o <= B                            optional, per hour
 
 Residency and provider policy are applied when the candidate set is built, not here. Two reductions keep
-the model small without changing its optimum: offerings that can never win (same provider, GPU, GPU
-count, link and price kind as a cheaper one, no quota on them) are left out, and per offering and replica
+the model small without changing its optimum: offerings that can never win (the same GPUs per instance
+and the same candidates as a cheaper one, no quota on them) are left out, and per offering and replica
 size only the shape with the most capacity is kept. Both stay in the candidate list.
 """
 
@@ -73,25 +73,27 @@ def dominant_shapes(candidates: Sequence[CandidateResult]) -> list[CandidateResu
 
 
 def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> list[CandidateResult]:
-    """Keep, per (provider, GPU, GPU count, link, price kind), only the cheapest offering (ties: by id).
-    Offerings under a quota are all kept: a cheaper one may run out. Decided per offering, not per
-    candidate: every candidate of an offering shares its price."""
-    offerings: dict[tuple[str, ...], CandidateResult] = {}
+    """Drop offerings that can never win: another offering with as many GPUs per instance carries the very
+    same candidates (the same evaluation objects: one GPU type, count and link share them) for less (ties:
+    the smaller id wins). Such twins are common: one instance type sold by several providers, regions and
+    services. Offerings under a quota are all kept (a cheaper twin may run out). Decided per offering: all
+    its candidates share its price."""
+    members: dict[tuple[str, ...], list[CandidateResult]] = defaultdict(list)
     for c in candidates:
-        offerings.setdefault(c.offering.key, c)
+        members[c.offering.key].append(c)
     best: dict[tuple[object, ...], tuple[float, str]] = {}
     keep: set[tuple[str, ...]] = set()
-    for key, c in offerings.items():
-        if any(_quota_matches(q, c) for q in quotas):
+    signature: dict[tuple[str, ...], tuple[object, ...]] = {}
+    for key, cs in members.items():
+        first = cs[0]
+        if any(_quota_matches(q, first) for q in quotas):
             keep.add(key)
             continue
-        o = c.offering
-        group = (o.provider, o.gpu, o.gpu_count, o.interconnect, o.price_kind)
-        rank = (c.instance_price or 0.0, o.offering_id)
-        if group not in best or rank < best[group]:
-            best[group] = rank
-    winners = {rank[1] for rank in best.values()}
-    keep |= {key for key, c in offerings.items() if c.offering.offering_id in winners}
+        sig = signature[key] = (first.offering.gpu_count, tuple(id(c.evaluation) for c in cs))
+        rank = (first.instance_price or 0.0, first.offering.offering_id)
+        if sig not in best or rank < best[sig]:
+            best[sig] = rank
+    keep |= {key for key, sig in signature.items() if best[sig][1] == members[key][0].offering.offering_id}
     return [c for c in candidates if c.offering.key in keep]
 
 

@@ -34,7 +34,7 @@ from gpuopt.optimizer.plan import (
     WorkloadSummary,
     plain,
 )
-from gpuopt.optimizer.program import Solution, dominant_shapes, lower_bound, prune, solve
+from gpuopt.optimizer.program import Solution, lower_bound, solve
 from gpuopt.optimizer.serve_command import vllm_command
 from gpuopt.optimizer.vllm_profile import get_profile
 from gpuopt.pricing.catalog import Catalog, staleness
@@ -315,8 +315,9 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
     """The best plan restricted to each other GPU type, and to each other provider (top K each by cost)."""
     if opts.top <= 0 or best.status != "optimal":
         return []
-    feasible = dominant_shapes(prune([c for c in candidates if c.feasible and c.instance_price is not None],
-                                     wf.quotas))
+    # not pruned here: a cheaper twin on another provider or GPU would empty that provider's or GPU's subset
+    # (solve prunes inside each subset)
+    feasible = [c for c in candidates if c.feasible and c.instance_price is not None]
     chosen_gpus = {a.candidate.offering.gpu for a in best.assignments}
     chosen_providers = {a.candidate.offering.provider for a in best.assignments}
     out: list[Alternative] = []
