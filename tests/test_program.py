@@ -137,6 +137,16 @@ def test_prune_keeps_the_cheapest_of_offerings_sharing_their_evaluations():
     assert {c.offering.sku for c in prune([*twins, other], [quota])} == {"p5", "h100x8", "p4"}
 
 
+def test_spare_gpus_of_a_bought_instance_hold_no_replica_the_demand_does_not_need():
+    # one 8-GPU instance must be bought; one TP=1 replica (capacity 2) covers 1 req/s at headroom 0.8, so
+    # the other seven GPUs stay idle rather than hold seven more replicas or a TP=4 one
+    w = workload("chat", 1.0)
+    o = offering("p5", 8, 10.0)
+    sol = solve([w], [candidate(w, o, 1, 2.0), candidate(w, o, 4, 6.0)], headroom=0.8)
+    assert sol.cost_per_hour == pytest.approx(10.0)
+    assert [(a.candidate.gpus_per_replica, a.replicas) for a in sol.assignments] == [(1, 1)]
+
+
 def test_lower_bound_by_hand():
     # 8-GPU offering at 16/h (2/h per GPU); a TP=2 replica carries 1.5 req/s: 4/h per replica.
     # demand 3 req/s at headroom 0.8 needs 2.5 replicas -> 10/h; min_replicas 4 needs 4 replicas -> 16/h

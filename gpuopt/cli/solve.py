@@ -89,7 +89,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     catalog = open_catalog(overlays, discounts, fx_rates, extra_discounts=dict(wf.discounts))
     opts = SolveOptions(region=region, providers=providers, currency=currency, headroom=headroom, top=top,
                         vllm_version=vllm_version, today=today(), max_price_age=max_price_age,
-                        sensitivity=sensitivity)
+                        sensitivity=sensitivity, candidate_records=fmt == "json")
     plan, age_errors = plan_workloads(wf, catalog, opts)
     if age_errors:
         raise InputError(*age_errors)

@@ -1,6 +1,6 @@
 """Typed results of `solve`: what renderers receive (never dicts with string keys).
 
-The JSON contract of `gpuopt solve --format json` is `Plan.model_dump(mode="json")`: stable key names,
+The JSON contract of `gpuopt solve --format json` is `Plan.model_dump_json(indent=2)`: stable key names,
 plain floats, and the same bytes for the same inputs.
 """
 

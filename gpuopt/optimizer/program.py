@@ -1,13 +1,15 @@
 """The integer program: which offerings to buy and how many replicas of each candidate to run.
 
-Formulation (PuLP; CBC from the pulp[cbc] extra by default, HiGHS when installed)
+Formulation (PuLP; CBC 2.10 as bundled with PuLP 3 by default, HiGHS when installed: see make_solver)
 
     sets      W workloads; O offerings with at least one feasible candidate; C feasible candidates,
               each c with workload w(c), offering o(c), GPUs g_c and sustainable load cap_c (in w's unit)
     variables n_o in Z>=0   instances of offering o
               x_c in Z>=0   replicas of candidate c
-    minimise  sum_o price_o n_o  +  1e-6 sum_o G_o n_o  +  1e-9 sum_o rank_o n_o
-              (cost; then fewer GPUs; then offering id order: deterministic tie-breaks)
+    minimise  sum_o price_o n_o  +  1e-6 sum_o G_o n_o  +  1e-7 sum_c g_c x_c  +  1e-9 sum_o rank_o n_o
+              (cost; then fewer GPUs bought; then fewer GPUs serving, so spare GPUs of a bought instance stay
+               idle rather than hold replicas the demand does not need; then offering id order: tie-breaks
+               that make the answer the same whichever solver finds it)
     subject to
       demand_w    sum_{c in C_w} headroom cap_c x_c >= D_w          each workload's traffic, with headroom
       replicas_w  sum_{c in C_w} x_c >= min_replicas_w              availability floor
@@ -31,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuopt.errors import GpuoptError
 from gpuopt.optimizer.candidates import CandidateResult
 from gpuopt.workload import Quota, Workload
 
@@ -73,11 +76,11 @@ def dominant_shapes(candidates: Sequence[CandidateResult]) -> list[CandidateResu
 
 
 def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> list[CandidateResult]:
-    """Drop offerings that can never win: another offering with as many GPUs per instance carries the very
-    same candidates (the same evaluation objects: one GPU type, count and link share them) for less (ties:
-    the smaller id wins). Such twins are common: one instance type sold by several providers, regions and
-    services. Offerings under a quota are all kept (a cheaper twin may run out). Decided per offering: all
-    its candidates share its price."""
+    """Drop offerings that can never win: another offering of the same price kind with as many GPUs per
+    instance carries the very same candidates (the same evaluation objects: one GPU type, count and link
+    share them) for less (ties: the smaller id wins). Such twins are common: one instance type sold by
+    several providers, regions and services. Offerings under a quota are all kept (a cheaper twin may run
+    out). Decided per offering: all its candidates share its price."""
     members: dict[tuple[str, ...], list[CandidateResult]] = defaultdict(list)
     for c in candidates:
         members[c.offering.key].append(c)
@@ -89,7 +92,9 @@ def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> lis
         if any(_quota_matches(q, first) for q in quotas):
             keep.add(key)
             continue
-        sig = signature[key] = (first.offering.gpu_count, tuple(id(c.evaluation) for c in cs))
+        # the price kind stays in the key: the capacity program treats commitments and spot differently
+        sig = signature[key] = (first.offering.gpu_count, first.offering.price_kind,
+                                tuple(id(c.evaluation) for c in cs))
         rank = (first.instance_price or 0.0, first.offering.offering_id)
         if sig not in best or rank < best[sig]:
             best[sig] = rank
@@ -122,15 +127,22 @@ def lower_bound(workloads: Sequence[Workload], candidates: Sequence[CandidateRes
 
 
 def make_solver(time_limit: float | None) -> tuple[object, str]:
-    """HiGHS when installed, else CBC: cbcbox's binary (the `pulp[cbc]` extra, PuLP 4's way) through COIN_CMD.
-    One thread and a zero gap, so the same model gives the same answer."""
+    """HiGHS when installed (`pip install gpuopt[highs]`), else CBC 2.10.3, the release PuLP 3 bundles,
+    through COIN_CMD. One thread and a zero gap, so the same model gives the same answer.
+
+    Not cbcbox (the `pulp[cbc]` extra): its development build of CBC (git 146ce89) reported plans 0.10/h
+    above the optimum as optimal from 24 workloads up (benchmarks/solve_scaling.py checks the plan against
+    every workload solved alone), and took ten times as long."""
     import pulp as lp
+    from pulp.apis.coin_api import pulp_cbc_path
 
     if "HiGHS" in lp.listSolvers(onlyAvailable=True):
         return lp.HiGHS(msg=False, gapRel=0.0, timeLimit=time_limit, threads=1), "HiGHS"
-    import cbcbox
-
-    return lp.COIN_CMD(path=cbcbox.cbc_bin_path(), msg=False, gapRel=0.0, timeLimit=time_limit, threads=1), "CBC"
+    solver = lp.COIN_CMD(path=pulp_cbc_path, msg=False, gapRel=0.0, timeLimit=time_limit, threads=1)
+    if not solver.available():
+        raise GpuoptError(f"no MILP solver: PuLP's bundled CBC ({pulp_cbc_path}) cannot run here; "
+                          "install HiGHS with: pip install 'gpuopt[highs]'")
+    return solver, "CBC"
 
 
 def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], headroom: float,
@@ -163,7 +175,8 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
     def linear(terms: list[tuple[lp.LpVariable, float]]) -> lp.LpAffineExpression:
         return lp.LpAffineExpression(terms)  # built from (variable, coefficient) pairs: no operator overhead
 
-    prob += linear([(n[k], price[k] + 1e-6 * gpus[k] + 1e-9 * rank[k]) for k in keys])
+    prob += linear([(n[k], price[k] + 1e-6 * gpus[k] + 1e-9 * rank[k]) for k in keys]
+                   + [(x[i], 1e-7 * (c.gpus_per_replica or 0)) for i, c in enumerate(feasible)])
     for w in workloads:
         idx = by_workload[w.name]
         prob += (linear([(x[i], headroom * feasible[i].capacity) for i in idx]) >= w.demand, f"demand__{w.name}")

@@ -47,7 +47,7 @@ def analyse(wf: WorkloadFile, catalog: Catalog, opts: object, plan: Plan) -> Sen
     from gpuopt.optimizer.solve import SolveOptions, plan_workloads
 
     assert isinstance(opts, SolveOptions)  # typed loosely to avoid an import cycle
-    quick = replace(opts, top=0, sensitivity=False, premium=False)
+    quick = replace(opts, top=0, sensitivity=False, premium=False, candidate_records=False)
     limit = traffic_limit(plan)
     nxt, _ = plan_workloads(scaled_demand(wf, limit * 1.01), catalog, quick)
     sweep = []

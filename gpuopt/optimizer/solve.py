@@ -54,6 +54,9 @@ class SolveOptions:
     max_price_age: int | None = None
     premium: bool = True  # also solve without the residency policy to price it
     sensitivity: bool = False  # traffic limit, next plan, TPOT sweep (several more solves)
+    # one record per candidate considered (10^4-10^5): the JSON contract carries them, the other formats
+    # do not show them, so the CLI builds them only for --format json
+    candidate_records: bool = True
 
 
 def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tuple[Plan, list[str]]:
@@ -109,7 +112,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         explanation=explanation,
         warnings=warnings,
         solver=solution.solver,
-    ).model_copy(update={"candidates": _candidate_records(all_candidates)})
+    ).model_copy(update={"candidates": _candidate_records(all_candidates) if opts.candidate_records else []})
     if opts.sensitivity and plan.status == "optimal":
         from gpuopt.optimizer.sensitivity import analyse
 
@@ -321,11 +324,12 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
     chosen_gpus = {a.candidate.offering.gpu for a in best.assignments}
     chosen_providers = {a.candidate.offering.provider for a in best.assignments}
     out: list[Alternative] = []
-    for kind, values, chosen, attr in (("gpu", sorted({c.offering.gpu for c in feasible}), chosen_gpus, "gpu"),
-                                       ("provider", sorted({c.offering.provider for c in feasible}),
-                                        chosen_providers, "provider")):
-        subsets = {value: [c for c in feasible if getattr(c.offering, attr) == value]
-                   for value in values if {value} != chosen}
+    for kind, chosen in (("gpu", chosen_gpus), ("provider", chosen_providers)):
+        subsets: dict[str, list[CandidateResult]] = defaultdict(list)
+        for c in feasible:
+            subsets[getattr(c.offering, kind)].append(c)
+        for value in chosen if len(chosen) == 1 else ():
+            subsets.pop(value, None)  # the plan itself
         bounds = {value: lower_bound(wf.workloads, subset, opts.headroom) for value, subset in subsets.items()}
         found: list[Alternative] = []
         # cheapest bound first; stop once K plans are found that no unsolved value's bound can undercut

@@ -153,7 +153,7 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
 
 def render_capacity(plan: CapacityPlan, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(plan.model_dump(mode="json"), indent=2, ensure_ascii=False) + "\n"
+        return plan.model_dump_json(indent=2) + "\n"  # as the solve plan (reports/plan_json.py)
     if fmt == "markdown":
         return render_capacity_markdown(plan)
     if fmt == "html":
