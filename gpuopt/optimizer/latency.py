@@ -25,6 +25,7 @@ Nothing here imports pricing, the solver or any renderer.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -271,6 +272,38 @@ def prefill_time_s(r: Replica, prompt_tokens: int) -> float:
     return _prefill_steps_s(r, 0, 0, prompt_tokens, r.config.max_num_batched_tokens)
 
 
+def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float) -> tuple[float, float]:
+    """A bracket [lo, hi] no wider than rel_tol x hi around the one zero of a decreasing-through-zero f, with
+    f(lo) >= 0 >= f(hi) kept throughout (the Illinois variant of regula falsi: a few steps where bisection
+    takes dozens). Callers choose the safe end."""
+    f_lo, f_hi = f(lo), f(hi)
+    if f_lo <= 0.0:
+        return lo, lo
+    if f_hi >= 0.0:
+        return hi, hi
+    side = 0
+    for _ in range(200):
+        if hi - lo <= rel_tol * abs(hi):
+            break
+        t = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        if not lo < t < hi:
+            t = (lo + hi) / 2  # rounding pushed the secant point out: bisect once
+        value = f(t)
+        if value > 0:
+            lo, f_lo = t, value
+            if side == -1:
+                f_hi /= 2  # halve the stale end so the bracket shrinks from both sides
+            side = -1
+        elif value < 0:
+            hi, f_hi = t, value
+            if side == 1:
+                f_lo /= 2
+            side = 1
+        else:
+            return t, t
+    return lo, hi
+
+
 def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int, context: float) -> float:
     """The fixed point T = step(b = rate O T, p = rate L T); infinite when the replica cannot keep up.
 
@@ -279,7 +312,7 @@ def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: in
     T). Dense models need nothing more. MoE: a step of length T routes rate (L + O) T tokens, and the share
     of experts they touch grows with T, so the answer is the fixed point T = G(T) of that affine solution G.
     G is increasing and G(T) - T crosses zero once (G is a max of a concave and a constant part), between
-    G(0) (no expert read) and G(inf) (every expert read); the Illinois method finds it in a few steps.
+    G(0) (no expert read) and G(inf) (every expert read); _crossing finds it in a few steps.
     Iterating T <- G(T) instead creeps up on it and stops far short when few tokens share many experts.
     """
 
@@ -299,26 +332,7 @@ def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: in
     lo, hi = affine(0.0), affine(math.inf)
     if not math.isfinite(hi):
         return math.inf  # the slopes do not depend on routing: unstable at any step length
-    f_lo, f_hi = affine(tokens_per_s * lo) - lo, affine(tokens_per_s * hi) - hi  # >= 0 and <= 0
-    side = 0
-    for _ in range(100):
-        if f_lo <= 0.0:
-            return lo
-        if f_hi >= 0.0 or hi - lo <= 1e-12 * hi:
-            return hi
-        t = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
-        f = affine(tokens_per_s * t) - t
-        if f > 0:
-            lo, f_lo = t, f
-            if side == -1:
-                f_hi /= 2  # Illinois: halve the stale end so the bracket shrinks from both sides
-            side = -1
-        else:
-            hi, f_hi = t, f
-            if side == 1:
-                f_lo /= 2
-            side = 1
-    return hi
+    return _crossing(lambda t: affine(tokens_per_s * t) - t, lo, hi, 1e-12)[1]
 
 
 def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> LoadPoint:
@@ -410,28 +424,25 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     MoE: a step's routing batch is R (L + O) T. At the limits' boundary that is (L + O) x, a constant, so the
     affine form is exact there. At the TPOT boundary it is R (L + O) target, and the affine bound g(R) with
     that batch falls as R grows (more tokens touch more experts): the answer is the fixed point R = g(R),
-    found by bisection on cheap closed forms instead of on whole steady-state solutions."""
+    found on cheap closed forms instead of on whole steady-state solutions."""
     cfg = r.config
     total = input_tokens + output_tokens
     x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
             r.kv_capacity_tokens / (max(output_tokens, 1) * total))
-    moe = bool(r.expert_bytes_per_gpu)
-    bound = _batch_bound(_affine_parts(r, input_tokens, output_tokens, total * x if moe else None), x)
-    if target_s is not None and not moe:
-        bound = min(bound, _tpot_bound(_affine_parts(r, input_tokens, output_tokens, None), target_s))
-    elif target_s is not None:
-        def g(rate: float) -> float:
-            return _tpot_bound(_affine_parts(r, input_tokens, output_tokens, rate * total * target_s), target_s)
+    if not r.expert_bytes_per_gpu:
+        parts = _affine_parts(r, input_tokens, output_tokens, None)
+        bound = _batch_bound(parts, x)
+        if target_s is not None:
+            bound = min(bound, _tpot_bound(parts, target_s))
+    else:
+        bound = _batch_bound(_affine_parts(r, input_tokens, output_tokens, total * x), x)
+        if target_s is not None:
+            def g(rate: float) -> float:
+                return _tpot_bound(_affine_parts(r, input_tokens, output_tokens, rate * total * target_s), target_s)
 
-        lo, hi = g(math.inf), g(0.0)  # every expert read .. none read
-        if math.isfinite(hi):
-            while hi - lo > 1e-7 * hi:  # invariant: g(lo) >= lo, g(hi) <= hi
-                mid = (lo + hi) / 2
-                if g(mid) >= mid:
-                    lo = mid
-                else:
-                    hi = mid
-            bound = min(bound, lo)
+            lo, hi = g(math.inf), g(0.0)  # every expert read .. none read
+            if math.isfinite(hi):
+                bound = min(bound, _crossing(lambda rate: g(rate) - rate, lo, hi, 1e-9)[0])  # g(R) >= R side
     return None if not math.isfinite(bound) else bound * (1 - 1e-9)
 
 
