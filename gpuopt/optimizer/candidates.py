@@ -213,7 +213,6 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
     """Candidates per workload. Pass the same `evaluators` dict to a second call (another residency policy)
     to reuse every memory/latency evaluation of the first."""
     out = []
-    table = gpu_table()
     evaluators = {} if evaluators is None else evaluators
     screened = _screen(catalog, policy)
     for w in workloads:
@@ -224,20 +223,33 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
         max_len = default_max_model_len(w, arch)
         wc = WorkloadCandidates(workload=w, arch=arch, max_model_len=max_len)
         evaluate = evaluators.setdefault(w.name, Evaluator(w, arch, max_len, policy.vllm_version))
-        for o, price, offering_reason in screened:
-            rejected = _provider_reason(o, w, policy) or offering_reason
+        results = wc.results
+        for s in screened:
+            o = s.offering
+            rejected = _provider_rejection(o, w, policy) or s.rejected
             if rejected is not None:
-                kind, reason = rejected
-                wc.results.append(CandidateResult(w, o, None, Evaluation(False, reason, kind), price))
+                results.append(CandidateResult(w, o, None, rejected, s.price))
                 continue
-            wc.results.extend(_offering_candidates(w, arch, o, table[o.gpu], price, evaluate))
+            assert s.gpu is not None  # screened offerings without a GPU spec are rejected
+            price = s.price
+            results += [CandidateResult(w, o, shape, ev, price) for shape, ev in evaluate.shapes(s.gpu, s.gpus, s.link)]
         out.append(wc)
     return out
 
 
-def _screen(catalog: Catalog, policy: Policy) -> list[tuple[Offering, float | None, tuple[str, str] | None]]:
-    """Per offering, once for all workloads: its price in the plan's currency and the first reason (other
-    than a workload's own provider list) it cannot be used."""
+class _Screened(NamedTuple):
+    """One offering as every workload sees it: price in the plan's currency, the instance it is, or why
+    no workload may use it (one shared Evaluation: its record part is then formatted once)."""
+
+    offering: Offering
+    price: float | None
+    rejected: Evaluation | None
+    gpu: GpuSpec | None
+    gpus: int
+    link: str  # nvlink | pcie (pcie for one GPU: no peer to talk to)
+
+
+def _screen(catalog: Catalog, policy: Policy) -> list[_Screened]:
     table = gpu_table()
     out = []
     for o in catalog.offerings:
@@ -249,17 +261,16 @@ def _screen(catalog: Catalog, policy: Policy) -> list[tuple[Offering, float | No
             missing_specs = latency.missing_specs(table[o.gpu])
             if missing_specs:
                 rejected = ("gpu-data", f"the GPU table has no {', '.join(missing_specs)} for {o.gpu}")
-        out.append((o, price, rejected))
+        gpus = o.gpu_count or 0
+        link = o.interconnect if o.interconnect in ("nvlink", "pcie") and gpus > 1 else "pcie"
+        out.append(_Screened(o, price, None if rejected is None else Evaluation(False, rejected[1], rejected[0]),
+                             table.get(o.gpu), gpus, link))
     return out
 
 
-def _offering_candidates(w: Workload, arch: ModelArchitecture, o: Offering, gpu: GpuSpec, price: float | None,
-                         evaluate: Evaluator) -> list[CandidateResult]:
-    gpus = o.gpu_count or 0
-    link = o.interconnect if o.interconnect in ("nvlink", "pcie") else "pcie"
-    if gpus == 1:
-        link = "pcie"  # no peer to talk to; the value is unused at TP=1
-    return [CandidateResult(w, o, shape, ev, price) for shape, ev in evaluate.shapes(gpu, gpus, link)]
+def _provider_rejection(o: Offering, w: Workload, policy: Policy) -> Evaluation | None:
+    why = _provider_reason(o, w, policy)
+    return None if why is None else Evaluation(False, why[1], why[0])
 
 
 def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link: str,
