@@ -1,5 +1,6 @@
 """Capacity planning: hand-solvable horizons, laws, and bad input."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,7 @@ def problem(demand: list[float], kinds: dict[str, float], charge: str = "full-te
     w = workload("w", max(demand))
     cands = []
     for kind, price in sorted(kinds.items()):
-        o = offering("box", 1, price)
-        o = type(o)(**{**o.__dict__, "price_kind": kind})
+        o = replace(offering("box", 1, price), price_kind=kind)
         cands.append(candidate(w, o, 1, 1.0))
     return CapacityProblem(cf=cf, currency="USD", labels=cf.horizon.labels(), hours_per_period=H_QUARTER,
                            demand={"w": demand}, workloads={"w": cf.workloads[0]}, candidates=cands,
@@ -149,6 +149,24 @@ def test_plan_cli_json_contract(tmp_path, monkeypatch):
     assert plan["savings"] == pytest.approx(plan["all_on_demand_cost"] - plan["total_cost"], abs=0.01)
     spot = [x for p in plan["periods"] for x in p["purchases"] if x["price_kind"] == "spot"]
     assert all(x["workloads"] == ["batch-extract"] for x in spot)  # only the interruptible workload
+
+
+def test_a_schedule_the_solver_stopped_on_at_its_time_limit_is_flagged(tmp_path, monkeypatch):
+    import json
+
+    from gpuopt.optimizer import capacity
+
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    real = capacity.solve_capacity
+    monkeypatch.setattr(capacity, "solve_capacity", lambda *a, **k: replace(real(*a, **k), proven_optimal=False))
+    result = CliRunner().invoke(cli, ["plan", str(Path(__file__).parent.parent / "examples/capacity-global.yaml"),
+                                      "--format", "json"])
+    assert result.exit_code == 0, result.output
+    expected = ["the solver stopped at its time limit on the plan: feasible, not proven optimal",
+                "the solver stopped at its time limit on the all-on-demand baseline: feasible, not proven optimal"]
+    assert json.loads(result.stdout)["warnings"] == expected
+    assert f"warning: {expected[0]}" in result.stderr
 
 
 def test_plan_sensitivity_reports_the_limit_and_a_tpot_sweep(tmp_path, monkeypatch):

@@ -41,6 +41,8 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, sensitivity=sensitivity)
     result = plan_capacity(cf, catalog, opts, today().isoformat())
+    for warning in result.warnings:
+        click.echo(f"warning: {warning}", err=True)
     write_output(render_capacity(result, fmt), output)
     if result.status != "optimal":
         for line in result.explanation:

@@ -87,6 +87,7 @@ class CapacitySolution:
     seconds: float
     binding: str | None = None
     commitments_fixed: dict[tuple[tuple[str, ...], int], int] = field(default_factory=dict)
+    proven_optimal: bool = True  # False when the solver stopped at its time limit with a feasible schedule
 
 
 def term_periods(kind: str, months_per_period: int) -> int:
@@ -232,7 +233,8 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
     total = sum(period_costs) + beyond
     return CapacitySolution("optimal", total, period_costs, max(0.0, beyond), purchases,
                             {(p.candidates.index(cands[i]), t): n for (i, t), n in replicas.items()},
-                            capacity_out, time.perf_counter() - start, None, fixed)
+                            capacity_out, time.perf_counter() - start, None, fixed,
+                            proven_optimal=prob.sol_status == lp.LpSolutionOptimal)
 
 
 # ---- the typed result -------------------------------------------------------------------------------------
@@ -294,6 +296,7 @@ class CapacityPlan(_Frozen):
     sensitivity: Sensitivity | None = None
     explanation: list[str]
     as_of_date: str
+    warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
@@ -360,11 +363,14 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
     od = None if baseline is None or baseline.total_cost is None else round(baseline.total_cost, 2)
     total = round(sol.total_cost, 2)
     sensitivity = _sensitivity(p, sol, cf, catalog, opts, total) if opts.sensitivity else None
+    warnings = [f"the solver stopped at its time limit on the {what}: feasible, not proven optimal"
+                for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
+                if run is not None and run.status == "optimal" and not run.proven_optimal]
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
                         committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
-                        sensitivity=sensitivity, explanation=[], as_of_date=today)
+                        sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings)
 
 
 def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,

@@ -54,6 +54,8 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
                 "| TPOT targets x | status | total cost |", "|---|---|---|"]
         out += [f"| {x.tpot_factor:g} | {x.status} | {money(x.cost, c)} |" for x in sens.tpot_sweep]
         out.append("")
+    if plan.warnings:
+        out += ["## Warnings", "", *[f"- {w}" for w in plan.warnings], ""]
     return "\n".join(out)
 
 
