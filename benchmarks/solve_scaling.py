@@ -3,8 +3,11 @@
     python benchmarks/solve_scaling.py [--quick]
 
 Catalog sizes: the shipped one, then x10 and x100 with synthetic offerings (copies of the priced rows under
-synthetic provider names, prices scaled by a deterministic factor, so the pre-solve pruning cannot merge
-them). Workloads: 1, 10, 50 drawn round-robin from a fixed list of models and loads.
+synthetic provider names, prices scaled by a deterministic factor). The copies are the same instance types
+at other prices, so the candidate side grows with them (every copy is screened, priced and recorded) while
+the pre-solve pruning folds them into the shipped offerings they copy: the program's size follows the
+number of distinct instance types and the workloads, not the catalog rows. Workloads: 1, 10, 50 drawn
+round-robin from a fixed list of models and loads.
 
 "solve s" is the whole `solve` path in one process, as `gpuopt solve --format json --top 0` runs it:
 candidates with their memory and latency evaluation, the integer program, the plan and its candidate
