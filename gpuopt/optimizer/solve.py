@@ -9,7 +9,6 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from gpuopt.optimizer.candidates import (
     CandidateResult,
@@ -228,12 +227,17 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
     return lines
 
 
+# tensor_parallel .. reason_kind of a Candidate record, less the offering's fields (see _shape_part)
+_ShapeFields = tuple[int | None, int | None, str | None, str | None, int | None, float | None, float | None,
+                     float | None, float | None, int | None, bool, str | None, str | None]
+
+
 def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]:
     """Every candidate as a record. The offering part is shared by every workload and the evaluation part
     by every offering of a shape, so each is formatted once. The records are built by typed code (mypy
     checks every key) and validated when a saved plan is read back, not here: a plan holds 10^4-10^5."""
     offering_part: dict[tuple[str, ...], tuple[str, str, str, str, str, str, int | None, str, float | None]] = {}
-    shape_part: dict[int, _ShapePart] = {}  # by id() of the Evaluation: one object per evaluated shape
+    shape_part: dict[int, _ShapeFields] = {}  # by id() of the Evaluation: one object per evaluated shape
     rows: list[Candidate] = []
     for c in candidates:
         o, ev = c.offering, c.evaluation
@@ -260,36 +264,16 @@ def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]
     return rows
 
 
-class _ShapePart(NamedTuple):
-    """The fields of a candidate record that depend on its shape and evaluation, not on the offering."""
-
-    tensor_parallel: int | None
-    pipeline_parallel: int | None
-    weight_precision: str | None
-    kv_cache_dtype: str | None
-    gpus_per_replica: int | None
-    replica_requests_per_second: float | None
-    replica_concurrency: float | None
-    ttft_ms: float | None
-    tpot_ms: float | None
-    kv_cache_tokens: int | None
-    feasible: bool
-    reason: str | None
-    reason_kind: str | None
-
-
-def _shape_part(c: CandidateResult) -> _ShapePart:
+def _shape_part(c: CandidateResult) -> _ShapeFields:
+    """The record fields that depend on the shape and evaluation, not the offering, in the order
+    _candidate_records unpacks them."""
     s, ev = c.shape, c.evaluation
     point, mem = ev.point, ev.memory
-    return _ShapePart(
-        tensor_parallel=s.tensor_parallel if s else None, pipeline_parallel=s.pipeline_parallel if s else None,
-        weight_precision=s.precision if s else None, kv_cache_dtype=s.kv_cache_dtype if s else None,
-        gpus_per_replica=c.gpus_per_replica,
-        replica_requests_per_second=plain(point.requests_per_second) if point else None,
-        replica_concurrency=plain(point.concurrency, 2) if point else None,
-        ttft_ms=plain(point.ttft_ms, 2) if point else None, tpot_ms=plain(point.tpot_ms, 3) if point else None,
-        kv_cache_tokens=mem.kv_cache_tokens if mem is not None and mem.fits else None,
-        feasible=ev.feasible, reason=ev.reason, reason_kind=ev.reason_kind)
+    return (s.tensor_parallel if s else None, s.pipeline_parallel if s else None, s.precision if s else None,
+            s.kv_cache_dtype if s else None, c.gpus_per_replica,
+            plain(point.requests_per_second) if point else None, plain(point.concurrency, 2) if point else None,
+            plain(point.ttft_ms, 2) if point else None, plain(point.tpot_ms, 3) if point else None,
+            mem.kv_cache_tokens if mem is not None and mem.fits else None, ev.feasible, ev.reason, ev.reason_kind)
 
 
 # ---- alternatives, premium, explanations -------------------------------------------------------------------
