@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gpuopt.optimizer.candidates import CandidateResult, Evaluation, Shape
 from gpuopt.optimizer.latency import LoadPoint
-from gpuopt.optimizer.program import lower_bound, prune, solve
+from gpuopt.optimizer.program import Assignment, instances_needed, lower_bound, prune, solve
 from gpuopt.pricing.catalog import Offering
 from gpuopt.workload import Quota, Workload
 
@@ -145,6 +145,15 @@ def test_spare_gpus_of_a_bought_instance_hold_no_replica_the_demand_does_not_nee
     sol = solve([w], [candidate(w, o, 1, 2.0), candidate(w, o, 4, 6.0)], headroom=0.8)
     assert sol.cost_per_hour == pytest.approx(10.0)
     assert [(a.candidate.gpus_per_replica, a.replicas) for a in sol.assignments] == [(1, 1)]
+
+
+def test_instances_needed_by_the_replicas_left():
+    w = workload("chat", 1.0)
+    big, small = offering("p5", 8, 10.0), offering("g6", 1, 1.0)
+    replicas = [Assignment(candidate(w, big, 2, 1.0), 5), Assignment(candidate(w, small, 1, 1.0), 1)]
+    # 10 GPUs of TP=2 replicas need 2 eight-GPU instances (3 bought); the idle one-GPU offering none
+    bought = {big.key: 3, small.key: 1, offering("p4", 8, 5.0).key: 1}
+    assert instances_needed(replicas, bought) == {big.key: 2, small.key: 1}
 
 
 def test_lower_bound_by_hand():

@@ -204,6 +204,7 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
                                              if round(n[k].value() or 0) > 0}
     assignments = _trim([Assignment(feasible[i], int(round(x[i].value() or 0))) for i in sorted(x)
                          if round(x[i].value() or 0) > 0], workloads, headroom)
+    instances = instances_needed(assignments, instances)
     cost = float(sum(price[k] * v for k, v in instances.items()))
     proven = prob.sol_status == lp.LpSolutionOptimal
     return Solution("optimal", cost, instances, assignments, name, elapsed, n_vars, n_cons, None, proven)
@@ -211,8 +212,7 @@ def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], 
 
 def _trim(assignments: list[Assignment], workloads: Sequence[Workload], headroom: float) -> list[Assignment]:
     """Drop replicas no constraint needs: largest first (then least capacity, then candidate order), one at a
-    time while the workload's demand (with headroom) and min_replicas still hold. Instances stay as bought:
-    at an optimum none can be emptied."""
+    time while the workload's demand (with headroom) and min_replicas still hold."""
     out = {id(a.candidate): a.replicas for a in assignments}
     for w in workloads:
         mine = [a for a in assignments if a.candidate.workload.name == w.name]
@@ -225,3 +225,16 @@ def _trim(assignments: list[Assignment], workloads: Sequence[Workload], headroom
                 carried -= cap
                 count -= 1
     return [Assignment(a.candidate, out[id(a.candidate)]) for a in assignments if out[id(a.candidate)] > 0]
+
+
+def instances_needed(assignments: Sequence[Assignment],
+                     bought: dict[tuple[str, ...], int]) -> dict[tuple[str, ...], int]:
+    """Instances per offering that the replicas need, at most as many as bought: fewer only when the solver
+    stopped short of the optimum or _trim emptied some. Replica sizes divide the instance's GPUs or span whole
+    instances (PP), so ceil(GPUs used / GPUs per instance) always packs them."""
+    used: dict[tuple[str, ...], int] = defaultdict(int)
+    per_instance: dict[tuple[str, ...], int] = {}
+    for a in assignments:
+        used[a.candidate.offering.key] += (a.candidate.gpus_per_replica or 0) * a.replicas
+        per_instance[a.candidate.offering.key] = a.candidate.offering.gpu_count or 1
+    return {k: min(n, math.ceil(used[k] / per_instance[k])) for k, n in bought.items() if used.get(k)}
