@@ -18,8 +18,8 @@ Formulation (PuLP; CBC 2.10 as bundled with PuLP 3 by default, HiGHS when instal
       budget      sum_o price_o n_o <= B                            optional, per hour
 
 Residency and provider policy are applied when the candidate set is built, not here. Two reductions keep
-the model small without changing its optimum: offerings that can never win (the same GPUs per instance
-and the same candidates as a cheaper one, no quota on them) are left out, and per offering and replica
+the model small without changing its optimum: offerings that can never win (the same price kind, GPUs per
+instance and candidates as a cheaper one, no quota on them) are left out, and per offering and replica
 size only the shape with the most capacity is kept. Both stay in the candidate list.
 
 After solving, replicas the constraints do not need are dropped (see _trim): spare GPUs of a bought instance
