@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def default_solver() -> Iterator[None]:
+    """Goldens are written with CBC: HiGHS, when installed, may choose another plan of the same cost."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPUOPT_SOLVER", "cbc")
+        yield
 
 
 def check_golden(name: str, actual: str) -> None:

@@ -236,3 +236,14 @@ def test_the_joint_plan_never_costs_more_than_its_workloads_solved_alone():
                 for w in wls)
     assert joint.status == "optimal" and joint.proven_optimal
     assert joint.cost_per_hour <= alone + 1e-6
+
+
+def test_gpuopt_solver_picks_the_solver_and_rejects_unknown_names(monkeypatch):
+    from gpuopt.errors import GpuoptError
+    from gpuopt.optimizer.program import make_solver
+
+    monkeypatch.setenv("GPUOPT_SOLVER", "cbc")
+    assert make_solver(1.0)[1] == "CBC"
+    monkeypatch.setenv("GPUOPT_SOLVER", "gurobi")
+    with pytest.raises(GpuoptError, match="GPUOPT_SOLVER must be cbc or highs"):
+        make_solver(1.0)

@@ -131,15 +131,24 @@ def lower_bound(workloads: Sequence[Workload], candidates: Sequence[CandidateRes
 
 def make_solver(time_limit: float | None) -> tuple[object, str]:
     """HiGHS when installed (`pip install gpuopt[highs]`), else CBC 2.10.3, the release PuLP 3 bundles,
-    through COIN_CMD. One thread and a zero gap, so the same model gives the same answer.
+    through COIN_CMD; GPUOPT_SOLVER=cbc or highs picks one (equal-cost plans may differ between solvers, so
+    the golden tests pin CBC). One thread and a zero gap, so the same model gives the same answer.
 
     Not cbcbox (the `pulp[cbc]` extra): its development build of CBC (git 146ce89) reported plans 0.10/h
     above the optimum as optimal from 24 workloads up (benchmarks/solve_scaling.py checks the plan against
     every workload solved alone), and took ten times as long."""
+    import os
+
     import pulp as lp
     from pulp.apis.coin_api import pulp_cbc_path
 
-    if "HiGHS" in lp.listSolvers(onlyAvailable=True):
+    wanted = os.environ.get("GPUOPT_SOLVER", "").strip().lower()
+    if wanted not in ("", "cbc", "highs"):
+        raise GpuoptError(f"GPUOPT_SOLVER must be cbc or highs (got '{wanted}')")
+    highs = "HiGHS" in lp.listSolvers(onlyAvailable=True)
+    if wanted == "highs" and not highs:
+        raise GpuoptError("GPUOPT_SOLVER=highs but HiGHS is not installed: pip install 'gpuopt[highs]'")
+    if highs and wanted != "cbc":
         return lp.HiGHS(msg=False, gapRel=0.0, timeLimit=time_limit, threads=1), "HiGHS"
     solver = lp.COIN_CMD(path=pulp_cbc_path, msg=False, gapRel=0.0, timeLimit=time_limit, threads=1)
     if not solver.available():
