@@ -272,6 +272,17 @@ def prefill_time_s(r: Replica, prompt_tokens: int) -> float:
     return _prefill_steps_s(r, 0, 0, prompt_tokens, r.config.max_num_batched_tokens)
 
 
+def _affine_parts(r: Replica, input_tokens: int, output_tokens: int,
+                  expert_tokens: float | None) -> tuple[tuple[float, float], ...]:
+    """(alpha, beta) of the memory and compute parts of a steady step at rate R: each part is
+    alpha + beta R T (see _steady_step_s), so T(R) = max over parts of alpha / (1 - beta R)."""
+    context = input_tokens + output_tokens / 2
+    zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, expert_tokens)
+    one = step_parts_s(r, float(output_tokens), context, float(input_tokens), input_tokens / 2,
+                       expert_tokens)  # rate 1/s, T = 1 s
+    return tuple((zero[i] + zero[2], (one[i] + one[2]) - (zero[i] + zero[2])) for i in (0, 1))
+
+
 def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float) -> tuple[float, float]:
     """A bracket [lo, hi] no wider than rel_tol x hi around the one zero of a decreasing-through-zero f, with
     f(lo) >= 0 >= f(hi) kept throughout (the Illinois variant of regula falsi: a few steps where bisection
@@ -304,27 +315,21 @@ def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float)
     return lo, hi
 
 
-def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int, context: float) -> float:
+def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> float:
     """The fixed point T = step(b = rate O T, p = rate L T); infinite when the replica cannot keep up.
 
     With the MoE routing batch fixed, every part of a step is affine in T, so T = max over {memory, compute}
-    of alpha / (1 - beta), with alpha the part at T = 0 and beta its slope (a slope of 1 or more: no finite
-    T). Dense models need nothing more. MoE: a step of length T routes rate (L + O) T tokens, and the share
-    of experts they touch grows with T, so the answer is the fixed point T = G(T) of that affine solution G.
-    G is increasing and G(T) - T crosses zero once (G is a max of a concave and a constant part), between
-    G(0) (no expert read) and G(inf) (every expert read); _crossing finds it in a few steps.
-    Iterating T <- G(T) instead creeps up on it and stops far short when few tokens share many experts.
+    of alpha / (1 - beta rate) (_affine_parts; a slope of 1 or more: no finite T). Dense models need nothing
+    more. MoE: a step of length T routes rate (L + O) T tokens, and the share of experts they touch grows with
+    T, so the answer is the fixed point T = G(T) of that affine solution G. G is increasing and G(T) - T
+    crosses zero once (G is a max of a concave and a constant part), between G(0) (no expert read) and G(inf)
+    (every expert read); _crossing finds it in a few steps. Iterating T <- G(T) instead creeps up on it and
+    stops far short when few tokens share many experts.
     """
 
     def affine(expert_tokens: float | None) -> float:
-        zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, expert_tokens)
-        one = step_parts_s(r, rate * output_tokens, context, rate * input_tokens, input_tokens / 2, expert_tokens)
-        t = 0.0
-        for i in (0, 1):
-            alpha = zero[i] + zero[2]
-            beta = (one[i] + one[2]) - alpha
-            t = max(t, alpha / (1 - beta) if beta < 1 else math.inf)
-        return t
+        parts = _affine_parts(r, input_tokens, output_tokens, expert_tokens)
+        return max(alpha / (1 - beta * rate) if beta * rate < 1 else math.inf for alpha, beta in parts)
 
     if not r.expert_bytes_per_gpu:
         return affine(None)
@@ -340,7 +345,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> L
     cfg = r.config
     context = input_tokens + output_tokens / 2
     budget = cfg.max_num_batched_tokens
-    t = _steady_step_s(r, rate, input_tokens, output_tokens, context)
+    t = _steady_step_s(r, rate, input_tokens, output_tokens)
     if not math.isfinite(t):
         return LoadPoint(requests_per_second=rate, concurrency=math.inf, decode_batch=math.inf, step_ms=math.inf,
                          tpot_ms=math.inf, ttft_ms=math.inf, output_tokens_per_second=rate * output_tokens,
@@ -386,17 +391,6 @@ def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
     rate = 1.0 / ((ttft + tpot * max(output_tokens - 1, 0)) / 1e3)
     return LoadPoint(requests_per_second=rate, concurrency=1.0, decode_batch=1.0, step_ms=tpot, tpot_ms=tpot,
                      ttft_ms=ttft, output_tokens_per_second=output_tokens * rate, stable=True, limit=None)
-
-
-def _affine_parts(r: Replica, input_tokens: int, output_tokens: int,
-                  expert_tokens: float | None) -> tuple[tuple[float, float], ...]:
-    """(alpha, beta) of the memory and compute parts of a steady step at rate R: each part is
-    alpha + beta R T (see _steady_step_s), so T(R) = max over parts of alpha / (1 - beta R)."""
-    context = input_tokens + output_tokens / 2
-    zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, expert_tokens)
-    one = step_parts_s(r, float(output_tokens), context, float(input_tokens), input_tokens / 2,
-                       expert_tokens)  # rate 1/s, T = 1 s
-    return tuple((zero[i] + zero[2], (one[i] + one[2]) - (zero[i] + zero[2])) for i in (0, 1))
 
 
 def _tpot_bound(parts: tuple[tuple[float, float], ...], target_s: float) -> float:
