@@ -8,8 +8,8 @@ import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import headroom_problems, placement_options
-from gpuopt.cli.solve import today, write_output
-from gpuopt.errors import EXIT_INFEASIBLE, InputError
+from gpuopt.cli.solve import deliver, today
+from gpuopt.errors import InputError
 from gpuopt.reports.capacity import FORMATS, render_capacity
 
 
@@ -41,10 +41,5 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, sensitivity=sensitivity)
     result = plan_capacity(cf, catalog, opts, today().isoformat())
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    write_output(render_capacity(result, fmt), output)
-    if result.status != "optimal":
-        for line in result.explanation:
-            click.echo(f"infeasible: {line}", err=True)
-        raise SystemExit(EXIT_INFEASIBLE)
+    deliver(render_capacity(result, fmt), output, result.warnings,
+            None if result.status == "optimal" else result.explanation)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -35,6 +36,18 @@ def write_output(text: str, output: Path | None) -> None:
     else:
         output.write_text(text, encoding="utf-8")
         click.echo(f"wrote {output}", err=True)
+
+
+def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation: Sequence[str] | None) -> None:
+    """How `solve` and `plan` end: warnings on stderr, the result, then for an infeasible problem
+    (`explanation` given) its reasons on stderr and exit code 1."""
+    for warning in warnings:
+        click.echo(f"warning: {warning}", err=True)
+    write_output(text, output)
+    if explanation is not None:
+        for line in explanation:
+            click.echo(f"infeasible: {line}", err=True)
+        raise SystemExit(EXIT_INFEASIBLE)
 
 
 def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: FxTable) -> str | None:
@@ -93,13 +106,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     plan, age_errors = plan_workloads(wf, catalog, opts)
     if age_errors:
         raise InputError(*age_errors)
-    for warning in plan.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    write_output(render(plan, fmt), output)
-    if plan.status != "optimal":
-        for line in plan.explanation:
-            click.echo(f"infeasible: {line}", err=True)
-        raise SystemExit(EXIT_INFEASIBLE)
+    deliver(render(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation)
     overrun = budget_overrun(plan, wf, max_monthly, catalog.fx)
     if overrun:
         click.echo(overrun, err=True)
