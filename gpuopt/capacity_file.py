@@ -38,6 +38,7 @@ from gpuopt.workload import (
     ServingTarget,
     Strict,
     load_versioned,
+    one_load_unit,
     relative_model_configs,
     unique_names,
 )
@@ -64,8 +65,7 @@ class Demand(Strict):
 
     @model_validator(mode="after")
     def _one(self) -> Demand:
-        if (self.requests_per_second is None) == (self.concurrency is None):
-            raise ValueError("give exactly one of requests_per_second or concurrency")
+        one_load_unit(self.requests_per_second, self.concurrency)
         return self
 
     @property

@@ -68,6 +68,12 @@ def unique_names(workloads: list[Any]) -> None:
         raise ValueError(f"workload names must be unique: {', '.join(dupes)} repeated")
 
 
+def one_load_unit(requests_per_second: object, concurrency: object) -> None:
+    """A load is stated in exactly one unit, in a workload file and in a capacity file alike."""
+    if (requests_per_second is None) == (concurrency is None):
+        raise ValueError("give exactly one of requests_per_second or concurrency")
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -115,8 +121,7 @@ class Workload(ServingTarget):
 
     @model_validator(mode="after")
     def _one_load(self) -> Workload:
-        if (self.requests_per_second is None) == (self.concurrency is None):
-            raise ValueError("give exactly one of requests_per_second or concurrency")
+        one_load_unit(self.requests_per_second, self.concurrency)
         return self
 
     @property
