@@ -87,21 +87,19 @@ def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> lis
     members: dict[tuple[str, ...], list[CandidateResult]] = defaultdict(list)
     for c in candidates:
         members[c.offering.key].append(c)
-    best: dict[tuple[object, ...], tuple[float, str]] = {}
     keep: set[tuple[str, ...]] = set()
-    signature: dict[tuple[str, ...], tuple[object, ...]] = {}
+    cheapest: dict[tuple[object, ...], tuple[float, str, tuple[str, ...]]] = {}  # signature -> (price, id, key)
     for key, cs in members.items():
         first = cs[0]
         if any(_quota_matches(q, first) for q in quotas):
             keep.add(key)
             continue
         # the price kind stays in the key: the capacity program treats commitments and spot differently
-        sig = signature[key] = (first.offering.gpu_count, first.offering.price_kind,
-                                tuple(id(c.evaluation) for c in cs))
-        rank = (first.instance_price or 0.0, first.offering.offering_id)
-        if sig not in best or rank < best[sig]:
-            best[sig] = rank
-    keep |= {key for key, sig in signature.items() if best[sig][1] == members[key][0].offering.offering_id}
+        sig = (first.offering.gpu_count, first.offering.price_kind, tuple(id(c.evaluation) for c in cs))
+        rank = (first.instance_price or 0.0, first.offering.offering_id, key)
+        if sig not in cheapest or rank < cheapest[sig]:
+            cheapest[sig] = rank
+    keep |= {key for _, _, key in cheapest.values()}
     return [c for c in candidates if c.offering.key in keep]
 
 
