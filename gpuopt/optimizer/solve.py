@@ -256,10 +256,8 @@ def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]
             "country": country, "gpu": gpu, "gpus_per_instance": gpus_per_instance, "price_kind": price_kind,
             "tensor_parallel": tp, "pipeline_parallel": pp, "weight_precision": precision,
             "kv_cache_dtype": kv_dtype, "gpus_per_replica": gpus_per_replica, "replica_requests_per_second": rps,
-            "replica_concurrency": concurrency,
-            "instance_price_per_hour": price,
-            "ttft_ms": ttft, "tpot_ms": tpot, "kv_cache_tokens": kv_tokens, "feasible": ok, "reason": reason,
-            "reason_kind": kind}
+            "replica_concurrency": concurrency, "instance_price_per_hour": price, "ttft_ms": ttft, "tpot_ms": tpot,
+            "kv_cache_tokens": kv_tokens, "feasible": ok, "reason": reason, "reason_kind": kind}
         rows.append(row)
     return rows
 
@@ -302,8 +300,8 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
     """The best plan restricted to each other GPU type, and to each other provider (top K each by cost)."""
     if opts.top <= 0 or best.status != "optimal":
         return []
-    # not pruned here: a cheaper twin on another provider or GPU would empty that provider's or GPU's subset
-    # (solve prunes inside each subset)
+    # not pruned here: a cheaper twin on another provider would empty that provider's subset (twins always
+    # share a GPU type; solve prunes inside each subset)
     feasible = [c for c in candidates if c.feasible and c.instance_price is not None]
     chosen_gpus = {a.candidate.offering.gpu for a in best.assignments}
     chosen_providers = {a.candidate.offering.provider for a in best.assignments}
@@ -312,8 +310,8 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
         subsets: dict[str, list[CandidateResult]] = defaultdict(list)
         for c in feasible:
             subsets[getattr(c.offering, kind)].append(c)
-        for value in chosen if len(chosen) == 1 else ():
-            subsets.pop(value, None)  # the plan itself
+        if len(chosen) == 1:
+            subsets.pop(next(iter(chosen)), None)  # restricted to what the plan already uses: the plan itself
         bounds = {value: lower_bound(wf.workloads, subset, opts.headroom) for value, subset in subsets.items()}
         found: list[Alternative] = []
         # cheapest bound first; stop once K plans are found that no unsolved value's bound can undercut
