@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from observed_latency import Scenario, load_scenarios, predict, replica_for  # noqa: E402
 
-from gpuopt.optimizer import latency  # noqa: E402
+from gpuopt.physics import latency  # noqa: E402
 
 NAMES = ["hopper_bw", "hopper_compute", "hopper_prefill", "ampere_bw", "ampere_compute", "ampere_prefill",
          "h200_bw", "step_overhead_ms", "server_overhead_ms", "allreduce_nvlink_us", "allreduce_pcie_us"]

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from observed_memory import ObservedRow, load_rows  # noqa: E402
 
 from gpuopt.hardware import get_gpu  # noqa: E402
-from gpuopt.optimizer.architecture import get_model  # noqa: E402
-from gpuopt.optimizer.memory import GIB, activation_dtype_bytes, resolve  # noqa: E402
+from gpuopt.physics.architecture import get_model  # noqa: E402
+from gpuopt.physics.memory import GIB, activation_dtype_bytes, resolve  # noqa: E402
 
 ERAS = {"0.11": ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16"), "0.17": ("0.17", "0.18", "0.19")}
 

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from observed_memory import ape, load_rows, print_skipped  # noqa: E402
 
 from gpuopt.hardware import get_gpu  # noqa: E402
-from gpuopt.optimizer.architecture import get_model  # noqa: E402
-from gpuopt.optimizer.memory import estimate  # noqa: E402
+from gpuopt.physics.architecture import get_model  # noqa: E402
+from gpuopt.physics.memory import estimate  # noqa: E402
 
 TARGETS = {"kv_tokens": 3.0, "weights": 1.0}
 

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from observed_memory import DATA
 
 from gpuopt.hardware import get_gpu
-from gpuopt.optimizer import latency
-from gpuopt.optimizer.architecture import get_model
-from gpuopt.optimizer.memory import ServingConfig, WeightFormat, estimate
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.vocabulary import WeightFormat
 
 # ShareGPT means stated by rows of perf_observed.csv: inputs 233/217/217 (Qwen tokenizer), outputs
 # 198.508 tok/s / 0.927978 req/s = 214 (Llama-3.3-70B, ShareGPT 200 prompts, QPS 1).

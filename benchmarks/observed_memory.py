@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gpuopt.optimizer.memory import ServingConfig, WeightFormat
+from gpuopt.physics.memory import ServingConfig
+from gpuopt.vocabulary import WeightFormat
 
 DATA = Path(os.environ.get("GPUOPT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 
@@ -76,7 +77,7 @@ def _precision(row: dict[str, str], model: str) -> tuple[str, WeightFormat | Non
 
 
 def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
-    from gpuopt.optimizer.architecture import registry
+    from gpuopt.physics.architecture import registry
 
     rows: list[ObservedRow] = []
     skipped: list[tuple[int, str, str]] = []

@@ -35,10 +35,10 @@ from pathlib import Path
 
 import yaml
 
-from gpuopt.optimizer import program
-from gpuopt.optimizer.solve import SolveOptions, plan_workloads
+from gpuopt.inputs.workload import Slo, Workload, WorkloadFile
+from gpuopt.planner import program
+from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import Catalog, load_catalog
-from gpuopt.workload import Slo, Workload, WorkloadFile
 
 TARGET_S = 2.0
 MODELS = [
@@ -102,7 +102,7 @@ def solved_alone(args: tuple[object, ...]) -> float:
 
 
 def scaling_table(quick: bool) -> None:
-    import gpuopt.optimizer.solve as solve_module
+    import gpuopt.planner.solve as solve_module
 
     base = load_catalog(use_cache=False)
     factors = [1] if quick else [1, 10, 100]

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from gpuopt.errors import ConfigError, UnknownNameError
-from gpuopt.optimizer.architecture import from_hf_config, get_model, registry
+from gpuopt.physics.architecture import from_hf_config, get_model, registry
 
 REQUIRED = [
     "codellama/CodeLlama-7b-hf", "google/gemma-7b", "google/gemma-2-2b-it", "google/gemma-3-4b-it",

@@ -8,10 +8,10 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuopt.capacity_file import CapacityFile, load_capacity_file
 from gpuopt.cli.main import cli
 from gpuopt.errors import ConfigError
-from gpuopt.optimizer.capacity import CapacityProblem, solve_capacity
+from gpuopt.inputs.capacity import CapacityFile, load_capacity_file
+from gpuopt.planner.capacity import CapacityProblem, solve_capacity
 from gpuopt.pricing.catalog import load_catalog
 from tests.test_program import candidate, offering, workload
 
@@ -154,7 +154,7 @@ def test_plan_cli_json_contract(tmp_path, monkeypatch):
 def test_a_schedule_the_solver_stopped_on_at_its_time_limit_is_flagged(tmp_path, monkeypatch):
     import json
 
-    from gpuopt.optimizer import capacity
+    from gpuopt.planner import capacity
 
     monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
     monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))

@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from gpuopt.cli.main import cli
 from gpuopt.errors import InfeasibleError
 from gpuopt.hardware import get_gpu
-from gpuopt.optimizer import latency
-from gpuopt.optimizer.architecture import get_model
-from gpuopt.optimizer.memory import ServingConfig, estimate
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import ServingConfig, estimate
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"

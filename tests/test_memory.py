@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
-from gpuopt.optimizer.architecture import get_model
-from gpuopt.optimizer.memory import (
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import (
     GIB,
     ServingConfig,
     estimate,

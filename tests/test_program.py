@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuopt.optimizer.candidates import CandidateResult, Evaluation, Shape
-from gpuopt.optimizer.latency import LoadPoint
-from gpuopt.optimizer.program import Assignment, instances_needed, lower_bound, prune, solve
+from gpuopt.inputs.workload import Quota, Workload
+from gpuopt.physics.latency import LoadPoint
+from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
+from gpuopt.planner.program import Assignment, instances_needed, lower_bound, prune, solve
 from gpuopt.pricing.catalog import Offering
-from gpuopt.workload import Quota, Workload
 
 
 def offering(sku: str, gpus: int, price: float, provider: str = "aws") -> Offering:
@@ -188,7 +188,7 @@ def test_lower_bound_never_exceeds_the_optimum(demands, offers, caps, tps, headr
 
 def test_quota_forces_the_next_cheapest_offering():
     # cheapest is 'big' (4 GPUs for 5.00), but the quota allows none of it: three 1-GPU boxes at 2.00
-    from gpuopt.workload import Quota
+    from gpuopt.inputs.workload import Quota
 
     w = workload("chat", 3)
     small, big = offering("small", 1, 2.0, provider="p1"), offering("big", 4, 5.0, provider="p2")
@@ -201,7 +201,7 @@ def test_quota_forces_the_next_cheapest_offering():
 def test_models_larger_than_one_instance_get_pipeline_stages_across_nvlink_instances():
     from dataclasses import replace
 
-    from gpuopt.optimizer.candidates import Policy, enumerate_candidates
+    from gpuopt.planner.candidates import Policy, enumerate_candidates
     from gpuopt.pricing.catalog import load_catalog
 
     catalog = load_catalog(use_cache=False)
@@ -225,7 +225,7 @@ def test_the_joint_plan_never_costs_more_than_its_workloads_solved_alone():
     24 real workloads on the shipped catalog: the CBC development build of the pulp[cbc] extra returned
     42.79/h here as optimal, 0.10 above the optimum (see program.make_solver)."""
     from benchmarks.solve_scaling import workloads as benchmark_workloads
-    from gpuopt.optimizer.candidates import Policy, enumerate_candidates
+    from gpuopt.planner.candidates import Policy, enumerate_candidates
     from gpuopt.pricing.catalog import load_catalog
 
     wls = benchmark_workloads(24)
@@ -240,7 +240,7 @@ def test_the_joint_plan_never_costs_more_than_its_workloads_solved_alone():
 
 def test_gpuopt_solver_picks_the_solver_and_rejects_unknown_names(monkeypatch):
     from gpuopt.errors import GpuoptError
-    from gpuopt.optimizer.program import make_solver
+    from gpuopt.planner.program import make_solver
 
     monkeypatch.setenv("GPUOPT_SOLVER", "cbc")
     assert make_solver(1.0)[1] == "CBC"

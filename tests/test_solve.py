@@ -159,10 +159,10 @@ def test_alternatives_stopped_by_the_lower_bound_equal_the_exhaustive_search(mon
     GPU type and provider is solved. Both must list the same plans."""
     import datetime as dt
 
-    import gpuopt.optimizer.solve as solve_module
-    from gpuopt.optimizer.solve import SolveOptions, plan_workloads
+    import gpuopt.planner.solve as solve_module
+    from gpuopt.inputs.workload import load_workload
+    from gpuopt.planner.solve import SolveOptions, plan_workloads
     from gpuopt.pricing.catalog import load_catalog
-    from gpuopt.workload import load_workload
 
     wf = load_workload(EXAMPLES / "two-models.yaml")
     catalog = load_catalog(use_cache=False)
@@ -189,9 +189,9 @@ def test_each_provider_alternative_costs_what_solving_with_only_that_provider_co
     """Pruning must not empty a provider's subset: a cheaper twin elsewhere is no help to that provider."""
     import datetime as dt
 
-    from gpuopt.optimizer.solve import SolveOptions, plan_workloads
+    from gpuopt.inputs.workload import load_workload
+    from gpuopt.planner.solve import SolveOptions, plan_workloads
     from gpuopt.pricing.catalog import load_catalog
-    from gpuopt.workload import load_workload
 
     wf = load_workload(EXAMPLES / "two-models.yaml")
     catalog = load_catalog(use_cache=False)

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
 from gpuopt.errors import ConfigError
-from gpuopt.workload import json_schema, load_workload
+from gpuopt.inputs.workload import json_schema, load_workload
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

@@ -10,10 +10,9 @@ import click
 from gpuopt.cli.options import load_architecture
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
-from gpuopt.optimizer import latency
-from gpuopt.optimizer.architecture import ModelArchitecture
-from gpuopt.optimizer.memory import (
-    WEIGHT_FORMATS,
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
     estimate_resolved,
@@ -22,6 +21,7 @@ from gpuopt.optimizer.memory import (
     suggest_fixes,
 )
 from gpuopt.reports.fit import fit_json, fit_text
+from gpuopt.vocabulary import WEIGHT_FORMATS
 
 
 @click.command()

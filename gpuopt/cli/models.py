@@ -9,15 +9,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from gpuopt.optimizer.architecture import ModelArchitecture, get_model, iter_models
-from gpuopt.optimizer.memory import default_precision
+from gpuopt.physics.architecture import ModelArchitecture, get_model, iter_models
+from gpuopt.physics.memory import default_precision
+from gpuopt.vocabulary import KV_LAYER_KINDS
 
 
 def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1) -> float:
     """Bytes one token adds to the KV cache of one GPU, over every layer that keeps KV (all layers count,
     including sliding-window ones, whose cost is capped per request rather than per token)."""
     kinds = arch.layer_kinds()
-    layers = sum(1 for k in kinds if k in ("full", "mla", "sliding", "chunked"))
+    layers = sum(1 for k in kinds if k in KV_LAYER_KINDS)
     return layers * arch.kv_values_per_token_per_layer(tp) * dtype_bytes
 
 

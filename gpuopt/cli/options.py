@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 import click
 
 from gpuopt.errors import InputError
-from gpuopt.optimizer.architecture import ModelArchitecture, from_hf_config, get_model
-from gpuopt.optimizer.plan import DEFAULT_HEADROOM
+from gpuopt.physics.architecture import ModelArchitecture, from_hf_config, get_model
+from gpuopt.planner.plan import DEFAULT_HEADROOM
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -28,8 +28,8 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
 
     Exit codes: 0 a schedule, 1 infeasible, 2 bad input.
     """
-    from gpuopt.capacity_file import load_capacity_file
-    from gpuopt.optimizer.capacity import CapacityOptions, plan_capacity
+    from gpuopt.inputs.capacity import load_capacity_file
+    from gpuopt.planner.capacity import CapacityOptions, plan_capacity
 
     cf = load_capacity_file(capacity_file)
     currency = currency.upper() if currency else None

@@ -8,7 +8,7 @@ import click
 
 from gpuopt.cli.solve import write_output
 from gpuopt.errors import InputError
-from gpuopt.optimizer.plan import Plan
+from gpuopt.planner.plan import Plan
 from gpuopt.reports.render import FORMATS, render
 
 

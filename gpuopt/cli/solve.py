@@ -12,11 +12,11 @@ import click
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import headroom_problems, placement_options
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
-from gpuopt.optimizer.plan import HOURS_PER_MONTH, Plan
-from gpuopt.optimizer.solve import SolveOptions, plan_workloads
+from gpuopt.inputs.workload import WorkloadFile, load_workload
+from gpuopt.planner.plan import HOURS_PER_MONTH, Plan
+from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.render import FORMATS, render
-from gpuopt.workload import WorkloadFile, load_workload
 
 
 def today() -> dt.date:

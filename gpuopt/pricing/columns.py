@@ -6,6 +6,8 @@ that lack any of the required ones.
 
 from __future__ import annotations
 
+from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, PROVIDERS
+
 CATALOG_COLUMNS: tuple[str, ...] = (
     "provider", "service", "sku", "region", "gpu", "gpu_count", "gpu_mem_gib", "vcpus", "ram_gib",
     "interconnect", "price_per_hour", "currency", "price_kind", "source", "as_of",
@@ -16,9 +18,6 @@ HISTORY_COLUMNS: tuple[str, ...] = (*CATALOG_COLUMNS, "superseded_by_as_of")
 OFFERING_KEY: tuple[str, ...] = ("provider", "service", "sku", "region", "price_kind")
 OVERLAY_MIN_COLUMNS: tuple[str, ...] = ("provider", "sku", "region", "price_kind", "price_per_hour", "currency")
 
-PRICE_KINDS: tuple[str, ...] = (
-    "on-demand", "spot", "community", "reserved-1y", "reserved-3y", "savings-plan", "savings-plan-3y",
-    "subscription-monthly", "subscription-1y", "capacity-block", "contract",
-)
-CURRENCIES: tuple[str, ...] = ("USD", "CNY")
-PROVIDERS: tuple[str, ...] = ("alibaba", "aws", "digitalocean", "modal", "replicate", "runpod", "tencent")
+
+__all__ = ["CATALOG_COLUMNS", "CURRENCIES", "HISTORY_COLUMNS", "OFFERING_KEY", "OVERLAY_MIN_COLUMNS", "PRICE_KINDS",
+           "PROVIDERS"]

@@ -6,7 +6,7 @@ import datetime as dt
 import io
 import json
 
-from gpuopt.optimizer.capacity import CapacityPlan
+from gpuopt.planner.capacity import CapacityPlan
 from gpuopt.reports.formatting import money
 from gpuopt.reports.tabular import _frame, pricing_category
 

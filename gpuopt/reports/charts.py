@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from collections import defaultdict
 
-from gpuopt.optimizer.plan import Plan
+from gpuopt.planner.plan import Plan
 
 MEMORY_PARTS = (("weights_gib", "weights"), ("activation_gib", "activation"), ("non_torch_gib", "non-torch"),
                 ("cuda_graph_gib", "CUDA graphs"), ("kv_cache_gib", "KV cache"), ("free_gib", "outside budget"))

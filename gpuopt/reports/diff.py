@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuopt.optimizer.plan import Deployment, Plan
+from gpuopt.planner.plan import Deployment, Plan
 
 
 class DiffLine(BaseModel):

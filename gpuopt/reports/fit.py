@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from gpuopt.optimizer.memory import MemoryEstimate
-from gpuopt.optimizer.plan import plain
+from gpuopt.physics.memory import MemoryEstimate
+from gpuopt.planner.plan import plain
 
 
 def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:

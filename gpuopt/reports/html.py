@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from gpuopt.optimizer.plan import Plan
+from gpuopt.planner.plan import Plan
 from gpuopt.reports import charts
 from gpuopt.reports.markdown import render_markdown
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuopt.optimizer.plan import HOURS_PER_MONTH, Deployment, Plan
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
 from gpuopt.reports.formatting import money
 
 

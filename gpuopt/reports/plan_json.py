@@ -7,7 +7,7 @@ import json
 from pydantic import ValidationError
 
 from gpuopt.errors import InputError
-from gpuopt.optimizer.plan import PLAN_SCHEMA_VERSION, Plan
+from gpuopt.planner.plan import PLAN_SCHEMA_VERSION, Plan
 
 
 def render_json(plan: Plan) -> str:

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from gpuopt.optimizer.plan import Plan
+from gpuopt.planner.plan import Plan
 from gpuopt.reports.formatting import money
 
 

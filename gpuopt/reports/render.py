@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gpuopt.optimizer.plan import Plan
+from gpuopt.planner.plan import Plan
 
 FORMATS = ("table", "json", "markdown", "html", "csv", "focus")
 

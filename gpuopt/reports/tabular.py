@@ -8,7 +8,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from gpuopt.optimizer.plan import HOURS_PER_MONTH, Deployment, Plan
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
 from gpuopt.pricing.regions import region_info
 
 FOCUS_COLUMNS = (

@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuopt.errors import GpuoptError
-from gpuopt.optimizer.candidates import CandidateResult
-from gpuopt.workload import Quota, Workload
+from gpuopt.inputs.workload import Quota, Workload
+from gpuopt.planner.candidates import CandidateResult
 
 
 @dataclass(frozen=True)

@@ -33,13 +33,11 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from gpuopt.errors import ConfigError
-from gpuopt.optimizer.memory import KvCacheDtype, WeightFormat
-from gpuopt.pricing.columns import CURRENCIES, PRICE_KINDS, PROVIDERS
+from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, PROVIDERS, Currency, KvCacheDtype, WeightFormat
 
 SCHEMA_VERSION = 1
 DEFAULT_PRECISIONS: tuple[WeightFormat, ...] = ("bf16", "fp8")
 DEFAULT_KV_DTYPES: tuple[KvCacheDtype, ...] = ("auto", "fp8")
-Currency = Literal["USD", "CNY"]
 
 
 def known_providers(value: list[str]) -> list[str]:

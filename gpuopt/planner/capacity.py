@@ -32,14 +32,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuopt.capacity_file import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
 from gpuopt.errors import ConfigError
-from gpuopt.optimizer.candidates import CandidateResult, Policy, enumerate_candidates
-from gpuopt.optimizer.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
-from gpuopt.optimizer.program import dominant_shapes, make_solver, prune
+from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
+from gpuopt.inputs.workload import Workload
+from gpuopt.planner.candidates import CandidateResult, Policy, enumerate_candidates
+from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
+from gpuopt.planner.program import dominant_shapes, make_solver, prune
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency
-from gpuopt.workload import Workload
 
 EPS_GPU = 1e-6
 
@@ -376,8 +376,8 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
 def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,
                  opts: CapacityOptions, total: float) -> Sensitivity:
     """Traffic multiplier the planned replicas carry in every period, the next schedule's cost, TPOT sweep."""
-    from gpuopt.optimizer.sensitivity import TPOT_FACTORS
-    from gpuopt.workload import Slo
+    from gpuopt.inputs.workload import Slo
+    from gpuopt.planner.sensitivity import TPOT_FACTORS
 
     ratios = [sol.capacity[w][t] / d for w, series in p.demand.items() for t, d in enumerate(series) if d > 0]
     limit = round(min(ratios), 4) if ratios else 0.0

@@ -35,14 +35,15 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuopt.errors import InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec
-from gpuopt.optimizer.architecture import ModelArchitecture
-from gpuopt.optimizer.memory import (
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.memory import (
     WEIGHT_BYTES,
     MemoryEstimate,
     ResolvedConfig,
     activation_dtype_bytes,
     kv_dtype_bytes,
 )
+from gpuopt.vocabulary import KV_LAYER_KINDS, WINDOWED_LAYER_KINDS
 
 
 class ArchCalibration(BaseModel):
@@ -178,8 +179,8 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     weights += arch.lm_head_params / tp * act
     active += arch.lm_head_params / tp
     counts = arch.layer_kind_counts(layers)
-    kv_layers = sum(counts.get(k, 0) for k in ("full", "mla", "sliding", "chunked"))
-    sliding = counts.get("sliding", 0) + counts.get("chunked", 0)
+    kv_layers = sum(counts.get(k, 0) for k in KV_LAYER_KINDS)
+    sliding = sum(counts.get(k, 0) for k in WINDOWED_LAYER_KINDS)
     per_layer_kv = arch.kv_values_per_token_per_layer(tp) * kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     link = interconnect or ("nvlink" if gpu.nvlink_gb_s else "pcie")
     return Replica(

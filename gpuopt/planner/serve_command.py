@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from gpuopt.optimizer.architecture import ModelArchitecture
-from gpuopt.optimizer.memory import ResolvedConfig
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.memory import ResolvedConfig
 
 # --quantization values: fp8 quantises a 16-bit checkpoint at load time; int4/int8 need a checkpoint that
 # was quantised beforehand (AWQ / W8A8), which is named in the command's comment.

@@ -10,14 +10,16 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gpuopt.optimizer.candidates import (
+from gpuopt.inputs.workload import WorkloadFile
+from gpuopt.physics.vllm_profile import get_profile
+from gpuopt.planner.candidates import (
     CandidateResult,
     Evaluator,
     Policy,
     WorkloadCandidates,
     enumerate_candidates,
 )
-from gpuopt.optimizer.plan import (
+from gpuopt.planner.plan import (
     DEFAULT_HEADROOM,
     HOURS_PER_MONTH,
     Alternative,
@@ -33,12 +35,10 @@ from gpuopt.optimizer.plan import (
     WorkloadSummary,
     plain,
 )
-from gpuopt.optimizer.program import Solution, lower_bound, solve
-from gpuopt.optimizer.serve_command import vllm_command
-from gpuopt.optimizer.vllm_profile import get_profile
+from gpuopt.planner.program import Solution, lower_bound, solve
+from gpuopt.planner.serve_command import vllm_command
 from gpuopt.pricing.catalog import Catalog, staleness
 from gpuopt.pricing.regions import Residency, region_info
-from gpuopt.workload import WorkloadFile
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         solver=solution.solver,
     ).model_copy(update={"candidates": _candidate_records(all_candidates) if opts.candidate_records else []})
     if opts.sensitivity and plan.status == "optimal":
-        from gpuopt.optimizer.sensitivity import analyse
+        from gpuopt.planner.sensitivity import analyse
 
         plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
     return plan, age_errors

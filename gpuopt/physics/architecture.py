@@ -21,12 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuopt.errors import ConfigError, UnknownNameError
-
-AttentionKind = Literal[
-    "mha", "gqa", "mla", "sliding-window", "sliding-window mix", "chunked-local mix", "gqa + cross-attn",
-    "linear-attention hybrid",
-]
-LayerKind = Literal["full", "sliding", "chunked", "mla", "cross", "linear"]
+from gpuopt.vocabulary import AttentionKind, LayerKind
 
 DTYPE_BYTES: dict[str, float] = {"float32": 4, "bfloat16": 2, "float16": 2}
 

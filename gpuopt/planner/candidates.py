@@ -17,20 +17,19 @@ from typing import NamedTuple
 
 from gpuopt.errors import GpuoptError, InfeasibleError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
-from gpuopt.optimizer import latency
-from gpuopt.optimizer.architecture import ModelArchitecture, from_hf_config, get_model
-from gpuopt.optimizer.memory import (
-    KvCacheDtype,
+from gpuopt.inputs.workload import ModelConfigRef, Workload
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import ModelArchitecture, from_hf_config, get_model
+from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
-    WeightFormat,
     estimate,
     precision_unsupported,
     validate,
 )
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
-from gpuopt.workload import ModelConfigRef, Workload
+from gpuopt.vocabulary import KvCacheDtype, WeightFormat
 
 TP_SIZES = (1, 2, 4, 8, 16)
 NO_BF16 = ("Volta", "Turing")

@@ -31,8 +31,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from gpuopt.errors import ConfigError
-from gpuopt.workload import (
-    Currency,
+from gpuopt.inputs.workload import (
     PriceKindList,
     ProviderList,
     ServingTarget,
@@ -42,6 +41,7 @@ from gpuopt.workload import (
     relative_model_configs,
     unique_names,
 )
+from gpuopt.vocabulary import Currency
 
 MONTHS_PER_PERIOD = {"month": 1, "quarter": 3}
 # Commitment terms in months (catalog_notes / commit_notes): what a purchase pays for, whether used or not.

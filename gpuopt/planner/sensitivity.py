@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuopt.optimizer.plan import Plan, Sensitivity, SweepPoint
+from gpuopt.inputs.workload import Slo, WorkloadFile
+from gpuopt.planner.plan import Plan, Sensitivity, SweepPoint
 from gpuopt.pricing.catalog import Catalog
-from gpuopt.workload import Slo, WorkloadFile
 
 TPOT_FACTORS = (0.5, 0.75, 1.0, 1.5, 2.0)
 
@@ -44,7 +44,7 @@ def scaled_tpot(wf: WorkloadFile, factor: float) -> WorkloadFile:
 
 
 def analyse(wf: WorkloadFile, catalog: Catalog, opts: object, plan: Plan) -> Sensitivity:
-    from gpuopt.optimizer.solve import SolveOptions, plan_workloads
+    from gpuopt.planner.solve import SolveOptions, plan_workloads
 
     assert isinstance(opts, SolveOptions)  # typed loosely to avoid an import cycle
     quick = replace(opts, top=0, sensitivity=False, premium=False, candidate_records=False)

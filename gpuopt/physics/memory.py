@@ -17,18 +17,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
-from typing import Literal
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
-from gpuopt.optimizer.architecture import DTYPE_BYTES, LayerKind, ModelArchitecture
-from gpuopt.optimizer.vllm_profile import VllmProfile, get_profile
+from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
+from gpuopt.physics.vllm_profile import VllmProfile, get_profile
+from gpuopt.vocabulary import (
+    KV_LAYER_KINDS,
+    WINDOWED_LAYER_KINDS,
+    KvCacheDtype,
+    LayerKind,
+    WeightFormat,
+)
 
 GIB = 1024**3
 
-WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4", "mxfp4"]
-KvCacheDtype = Literal["auto", "fp8"]
-WEIGHT_FORMATS: tuple[WeightFormat, ...] = ("bf16", "fp16", "fp32", "fp8", "int8", "int4", "mxfp4")
 
 # Bytes per quantised linear weight, scales included.
 #  int4 (AWQ/GPTQ W4A16, group size 128): 4-bit weight + an fp16 scale and a 4-bit zero point per group.
@@ -311,11 +314,10 @@ def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float) 
     per_layer = arch.kv_values_per_token_per_layer(tp) * kv_bytes
     counts = arch.layer_kind_counts(layers)
     groups = []
-    cached: tuple[LayerKind, ...] = ("full", "mla", "sliding", "chunked")
-    for kind in cached:
+    for kind in KV_LAYER_KINDS:
         n = counts.get(kind, 0)
         if n:
-            window = arch.sliding_window if kind in ("sliding", "chunked") else None
+            window = arch.sliding_window if kind in WINDOWED_LAYER_KINDS else None
             groups.append(KvGroup(kind=kind, layers=n, bytes_per_token_per_layer=per_layer, window=window))
     return tuple(groups)
 

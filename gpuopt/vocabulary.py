@@ -1,0 +1,47 @@
+"""The shared vocabulary of gpuopt: the names every layer speaks, defined once.
+
+This is the ground floor with `errors` and `hardware`: physics, pricing, inputs, planner, reports and cli may
+all import it, and it imports nothing of gpuopt. A new precision, layer kind, price kind or provider is added
+here, and the layers that branch on it read the tuples below instead of repeating the list.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+# ---- weights and KV cache ------------------------------------------------------------------------
+WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4", "mxfp4"]
+WEIGHT_FORMATS: tuple[WeightFormat, ...] = get_args(WeightFormat)
+KvCacheDtype = Literal["auto", "fp8"]
+KV_CACHE_DTYPES: tuple[KvCacheDtype, ...] = get_args(KvCacheDtype)
+
+# ---- attention --------------------------------------------------------------------------------------
+AttentionKind = Literal[
+    "mha", "gqa", "mla", "sliding-window", "sliding-window mix", "chunked-local mix", "gqa + cross-attn",
+    "linear-attention hybrid",
+]
+"""How a model's attention is described in the registry (models.csv `attention_kind`)."""
+
+LayerKind = Literal["full", "sliding", "chunked", "mla", "cross", "linear"]
+"""What one decoder layer is, as vLLM builds its KV-cache spec from it."""
+LAYER_KINDS: tuple[LayerKind, ...] = get_args(LayerKind)
+KV_LAYER_KINDS: tuple[LayerKind, ...] = ("full", "mla", "sliding", "chunked")
+"""Layer kinds that keep a per-token KV cache of the text (cross-attention keeps the encoder's, linear
+attention a fixed-size state): the memory model sizes blocks for these, the latency model reads their KV."""
+WINDOWED_LAYER_KINDS: tuple[LayerKind, ...] = ("sliding", "chunked")
+"""Layer kinds whose KV is bounded by a window (sliding) or a chunk (chunked-local attention)."""
+
+# ---- hardware links ------------------------------------------------------------------------------
+LinkKind = Literal["nvlink", "pcie"]
+LINK_KINDS: tuple[LinkKind, ...] = get_args(LinkKind)
+
+# ---- prices ----------------------------------------------------------------------------------------
+PriceKind = Literal[
+    "on-demand", "spot", "community", "reserved-1y", "reserved-3y", "savings-plan", "savings-plan-3y",
+    "subscription-monthly", "subscription-1y", "capacity-block", "contract",
+]
+PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
+Currency = Literal["USD", "CNY"]
+CURRENCIES: tuple[str, ...] = get_args(Currency)
+Provider = Literal["alibaba", "aws", "digitalocean", "modal", "replicate", "runpod", "tencent"]
+PROVIDERS: tuple[str, ...] = get_args(Provider)
