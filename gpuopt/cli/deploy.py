@@ -1,0 +1,67 @@
+"""`gpuopt deploy PLAN.json --target k8s|skypilot|pai-eas|compose [-o DIR]`: ready-to-apply artifacts."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from gpuopt.errors import InputError
+
+TARGET_NAMES = ("k8s", "skypilot", "pai-eas", "compose")
+
+
+def _write_dir(directory: Path, files: dict[str, str], force: bool) -> None:
+    """Write every file, or none: into a temporary sibling directory, renamed into place at the end."""
+    if directory.exists() and not force:
+        raise InputError(f"-o {directory}: already exists (use --force to replace its files)")
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"-o {directory}: exists and is not a directory")
+    parent = directory.resolve().parent
+    if not parent.is_dir():
+        raise InputError(f"-o {directory}: the parent directory {parent} does not exist")
+    directory.mkdir(exist_ok=True)
+    for name, text in files.items():
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, directory / name)
+
+
+@click.command()
+@click.argument("plan_file", type=click.Path(path_type=Path))
+@click.option("--target", type=click.Choice(TARGET_NAMES), required=True,
+              help="k8s (Deployment/LeaderWorkerSet + Service), skypilot (task / SkyServe YAML), "
+                   "pai-eas (Alibaba service JSON), compose (Docker Compose, single-node plans).")
+@click.option("-o", "--output", "output_dir", type=click.Path(path_type=Path),
+              help="Directory to write one file per deployment into (must not exist unless --force).")
+@click.option("--force", is_flag=True, help="Write into an existing directory, replacing files of the same name.")
+@click.option("--image", help="Container image with vLLM (default: vllm/vllm-openai:v<the plan's vLLM release>).")
+@click.option("--namespace", default="default", show_default=True, help="Kubernetes namespace (k8s only).")
+def deploy(plan_file: Path, target: str, output_dir: Path | None, force: bool, image: str | None,
+           namespace: str) -> None:
+    """One ready-to-apply artifact per deployment of a saved plan, labelled with the plan's id, cost and SLO.
+
+    Without -o, Kubernetes manifests go to stdout as one multi-document stream (`| kubectl apply -f -`);
+    the other targets print their file when the plan has one deployment, and need -o otherwise."""
+    from gpuopt.cli.report import read_plan
+    from gpuopt.reports.deploy import DeployOptions, render_deploy
+
+    if output_dir is not None and output_dir.exists() and not force:
+        raise InputError(f"-o {output_dir}: already exists (use --force to replace its files)")
+    plan = read_plan(plan_file)
+    artifacts = render_deploy(plan, target, DeployOptions(image=image, namespace=namespace))
+    if output_dir is not None:
+        _write_dir(output_dir, {a.filename: a.text for a in artifacts}, force)
+        for a in artifacts:
+            click.echo(f"wrote {output_dir / a.filename}", err=True)
+        return
+    if target == "k8s":
+        click.echo("---\n".join(a.text for a in artifacts), nl=False)
+    elif len(artifacts) == 1:
+        click.echo(artifacts[0].text, nl=False)
+    else:
+        raise InputError(f"--target {target}: the plan has {len(artifacts)} deployments, one file each: "
+                         "give -o DIR")

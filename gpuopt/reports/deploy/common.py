@@ -1,0 +1,153 @@
+"""What every deployment target needs from a planned deployment: its `vllm serve` arguments, its name, its
+node count, and the labels that tie a running service back to the plan."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gpuopt.errors import InputError
+from gpuopt.planner.plan import Deployment, Plan, WorkloadSummary
+
+VLLM_PORT = 8000
+"""The port every artifact serves on (vLLM's default, passed explicitly so probes and services agree)."""
+LABEL_PREFIX = "gpuopt.io"
+SERVERLESS_PROVIDERS = ("modal", "replicate")
+"""Per-second serverless GPUs: they run a function or a model version, not a server we can describe here."""
+
+
+@dataclass(frozen=True)
+class DeployOptions:
+    image: str | None = None  # container image; default vllm/vllm-openai at the plan's vLLM release
+    namespace: str = "default"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One file: `filename` inside the output directory, and its text."""
+
+    deployment: str
+    filename: str
+    text: str
+
+
+def plan_id(plan: Plan) -> str:
+    """A short, stable id of the plan: the first 12 hex digits of the SHA-256 of its JSON contract."""
+    from gpuopt.reports.plan_json import render_json
+
+    return hashlib.sha256(render_json(plan).encode("utf-8")).hexdigest()[:12]
+
+
+def vllm_release(plan: Plan) -> str:
+    """The plan's vLLM release as a full version: profiles are named by minor release ("0.19" covers
+    0.19.x), and release tags and PyPI versions are three-part, so "0.19" means its first release 0.19.0."""
+    parts = plan.vllm_version.split(".")
+    return ".".join(parts + ["0"] * (3 - len(parts)))
+
+
+def default_image(plan: Plan, opts: DeployOptions) -> str:
+    """vLLM's official OpenAI-server image at the release the plan was made for (tags are `v<release>`)."""
+    return opts.image or f"vllm/vllm-openai:v{vllm_release(plan)}"
+
+
+class _PlainDumper(yaml.SafeDumper):
+    """Repeated label dicts are written out again, never as YAML anchors and aliases (`&id001`): readers
+    (and reviewers) of manifests expect plain documents."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    """Multi-line strings (run scripts) as literal blocks, as a person would write them."""
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|" if "\n" in data else None)
+
+
+_PlainDumper.add_representer(str, _str)
+
+
+def to_yaml(document: Any) -> str:
+    return yaml.dump(document, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True)
+
+
+def dns_name(*parts: str) -> str:
+    """A DNS-1123 label (Kubernetes names, Compose services, SkyPilot names): lowercase letters, digits and
+    '-', at most 63 characters, starting and ending with an alphanumeric."""
+    text = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
+    text = re.sub(r"-{2,}", "-", text)[:63].strip("-")
+    return text or "vllm"
+
+
+def serve_args(d: Deployment) -> list[str]:
+    """The arguments after `vllm serve` (the model first), from the plan's command, with the port made
+    explicit. The command's trailing `# ...` note (e.g. which checkpoint to serve) is not an argument."""
+    command = d.vllm_command.split("  # ", 1)[0].strip()
+    try:
+        argv = shlex.split(command)
+    except ValueError as exc:
+        raise InputError(f"deployment {d.workload}: its vllm command does not parse ({exc})") from None
+    if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
+        raise InputError(f"deployment {d.workload}: its command is not `vllm serve MODEL ...`")
+    args = argv[2:]
+    if "--port" not in args:
+        args += ["--port", str(VLLM_PORT)]
+    return args
+
+
+def nodes(d: Deployment) -> int:
+    """Instances one replica spans (pipeline stages across instances)."""
+    return max(1, -(-d.gpus_per_replica // d.gpus_per_instance))
+
+
+def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:
+    return next(w for w in plan.workloads if w.name == d.workload)
+
+
+def trace_labels(plan: Plan, d: Deployment) -> dict[str, str]:
+    """Plan id, cost and the SLO the deployment was sized for, as string labels/annotations."""
+    w = workload_of(plan, d)
+    labels = {
+        f"{LABEL_PREFIX}/plan-id": plan_id(plan),
+        f"{LABEL_PREFIX}/workload": d.workload,
+        f"{LABEL_PREFIX}/model": d.model,
+        f"{LABEL_PREFIX}/offering": f"{d.provider}/{d.service}/{d.sku}/{d.region}/{d.price_kind}",
+        f"{LABEL_PREFIX}/cost-per-hour": f"{d.cost_per_hour:.4f} {plan.currency}",
+        f"{LABEL_PREFIX}/cost-per-month": f"{d.cost_per_month:.2f} {plan.currency}",
+        f"{LABEL_PREFIX}/replicas": str(d.replicas),
+        f"{LABEL_PREFIX}/planned-load": f"{w.demand:g} {w.demand_unit}",
+    }
+    if w.ttft_slo_ms is not None:
+        labels[f"{LABEL_PREFIX}/slo-ttft-ms"] = f"{w.ttft_slo_ms:g}"
+    if w.tpot_slo_ms is not None:
+        labels[f"{LABEL_PREFIX}/slo-tpot-ms"] = f"{w.tpot_slo_ms:g}"
+    return labels
+
+
+def deployable(plan: Plan) -> list[Deployment]:
+    """The plan's deployments, or exit 2 when there is nothing to deploy."""
+    if plan.status != "optimal" or not plan.deployments:
+        raise InputError("the plan has no deployments (it is infeasible): nothing to deploy")
+    return list(plan.deployments)
+
+
+def refuse(d: Deployment, target: str, why: str) -> InputError:
+    return InputError(f"deployment {d.workload} ({d.provider} {d.sku}): --target {target} cannot deploy it: {why}")
+
+
+def check_not_serverless(d: Deployment, target: str) -> None:
+    if d.provider in SERVERLESS_PROVIDERS:
+        raise refuse(d, target, f"{d.provider} is a serverless per-second service, not a machine to run "
+                                "vllm serve on; deploy through its own SDK")
+    if d.service == "sagemaker":
+        raise refuse(d, target, "a SageMaker endpoint is deployed through SageMaker, not as a server")
+
+
+def artifact_name(plan: Plan, d: Deployment) -> str:
+    """Unique per deployment: the workload, and its position when one workload has several deployments."""
+    same = [x for x in plan.deployments if x.workload == d.workload]
+    return dns_name(d.workload) if len(same) == 1 else dns_name(d.workload, str(same.index(d) + 1))

@@ -1,0 +1,64 @@
+"""Alibaba Cloud PAI-EAS service JSON per planned deployment (the body of `eascmd create` / CreateService),
+in the shape of Alibaba's own vLLM examples (shared/data/fixtures/pai_eas): `metadata` (name, instance =
+replicas), `cloud.computing.instance_type` (the ECS GPU type the plan chose, public resource group),
+`containers` (image, port, command, a startup check on vLLM's `/health`).
+
+PAI-EAS has no free-form labels in the documented fields, so the plan's id, cost and SLO travel as container
+environment variables (`GPUOPT_*`), which the console and `eascmd desc` show.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from typing import Any
+
+from gpuopt.planner.plan import Plan
+from gpuopt.reports.deploy.common import (
+    VLLM_PORT,
+    Artifact,
+    DeployOptions,
+    artifact_name,
+    default_image,
+    deployable,
+    nodes,
+    refuse,
+    serve_args,
+    trace_labels,
+)
+
+
+def service_name(name: str) -> str:
+    """PAI-EAS service names: lowercase letters, digits and underscores, 3-63 characters."""
+    text = re.sub(r"[^a-z0-9_]", "_", name.lower())[:63]
+    return text if len(text) >= 3 else (text + "_svc")[:63]
+
+
+def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
+    out = []
+    for d in deployable(plan):
+        if d.provider != "alibaba" or d.service != "ecs":
+            raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
+                                       f"{d.provider} {d.service}")
+        if nodes(d) > 1:
+            raise refuse(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "
+                                       "one machine")
+        name = artifact_name(plan, d)
+        env = [{"name": "GPUOPT_" + key.split("/", 1)[1].upper().replace("-", "_"), "value": value}
+               for key, value in trace_labels(plan, d).items()]
+        service: dict[str, Any] = {
+            "metadata": {"name": service_name(name), "instance": d.replicas},
+            "cloud": {"computing": {"instance_type": d.sku}},
+            "containers": [{
+                "image": default_image(plan, opts),
+                "port": VLLM_PORT,
+                "command": shlex.join(["vllm", "serve", *serve_args(d)]),
+                "env": env,
+                "startup_check": {"http_get": {"path": "/health", "port": VLLM_PORT},
+                                  "initial_delay_seconds": 120, "period_seconds": 10, "failure_threshold": 30},
+            }],
+        }
+        text = json.dumps(service, indent=2, ensure_ascii=False) + "\n"
+        out.append(Artifact(deployment=name, filename=f"{name}.pai-eas.json", text=text))
+    return out

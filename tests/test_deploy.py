@@ -1,0 +1,206 @@
+"""`gpuopt deploy`: artifacts that validate against each target's own schema and carry the plan."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.planner.plan import Plan
+from gpuopt.reports.deploy import DeployOptions, render_deploy
+from gpuopt.reports.plan_json import render_json
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+K8S_VERSION = kubernetes_validate.latest_version()
+
+
+def _solve(tmp: Path, example: str, *flags: str) -> Path:
+    out = tmp / f"{example}.json"
+    result = CliRunner().invoke(cli, ["solve", str(EXAMPLES / example), "--format", "json", "-o", str(out),
+                                      *flags])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    tmp = tmp_path_factory.mktemp("plans")
+    return {"two": _solve(tmp, "two-models.yaml"), "cn": _solve(tmp, "cn-chat-70b.yaml", "--region", "cn")}
+
+
+def _plan(path: Path) -> Plan:
+    return Plan.model_validate_json(path.read_text(encoding="utf-8"))
+
+
+def _multi_node(plan: Plan) -> Plan:
+    """The plan's first deployment with a replica of 16 GPUs on 8-GPU instances (TP 8 x PP 2)."""
+    d = plan.deployments[0]
+    command = d.vllm_command.replace("--tensor-parallel-size 4", "--tensor-parallel-size 8 --pipeline-parallel-size 2")
+    first = d.model_copy(update={"gpus_per_replica": 16, "gpus_per_instance": 8, "tensor_parallel": 8,
+                                 "pipeline_parallel": 2, "vllm_command": command})
+    return plan.model_copy(update={"deployments": [first]})
+
+
+def test_k8s_manifests_validate_and_carry_the_plan(plans: dict[str, Path]) -> None:
+    plan = _plan(plans["two"])
+    artifacts = render_deploy(plan, "k8s", DeployOptions())
+    assert [a.filename for a in artifacts] == [f"{d.workload}.yaml" for d in plan.deployments]
+    plan_id = hashlib.sha256(render_json(plan).encode()).hexdigest()[:12]
+    for artifact, d in zip(artifacts, plan.deployments, strict=True):
+        docs = list(yaml.safe_load_all(artifact.text))
+        for doc in docs:
+            kubernetes_validate.validate(doc, K8S_VERSION, strict=True)
+        deployment, service = docs
+        assert (deployment["kind"], service["kind"]) == ("Deployment", "Service")
+        assert deployment["spec"]["replicas"] == d.replicas
+        pod = deployment["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == str(d.gpus_per_replica)
+        assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": d.sku}
+        assert container["command"] + container["args"] == shlex.split(d.vllm_command.split("  #")[0]) + [
+            "--port", "8000"]
+        assert {p["httpGet"]["path"] for p in (container["readinessProbe"], container["livenessProbe"])} == {"/health"}
+        assert {v["mountPath"] for v in container["volumeMounts"]} == {"/dev/shm", "/root/.cache/huggingface"}
+        notes = deployment["metadata"]["annotations"]
+        assert notes["gpuopt.io/plan-id"] == plan_id
+        assert notes["gpuopt.io/cost-per-hour"] == f"{d.cost_per_hour:.4f} {plan.currency}"
+        assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_k8s_multi_node_replica_is_a_leader_worker_set(plans: dict[str, Path]) -> None:
+    plan = _multi_node(_plan(plans["two"]))
+    [artifact] = render_deploy(plan, "k8s", DeployOptions())
+    lws, service = yaml.safe_load_all(artifact.text)
+    assert lws["kind"] == "LeaderWorkerSet"
+    group = lws["spec"]["leaderWorkerTemplate"]
+    assert group["size"] == 2 and lws["spec"]["replicas"] == plan.deployments[0].replicas
+    for role in ("leaderTemplate", "workerTemplate"):
+        template = group[role]
+        # LeaderWorkerSet is a CRD the schema set does not know: its pod templates are core PodTemplates
+        kubernetes_validate.validate({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"},
+                                      "template": template}, K8S_VERSION, strict=True)
+        assert template["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    leader = group["leaderTemplate"]["spec"]["containers"][0]["command"][2]
+    assert "--pipeline-parallel-size 2" in leader and "leader --ray_cluster_size" in leader
+    kubernetes_validate.validate(service, K8S_VERSION, strict=True)
+
+
+def _validate_with_skypilot(paths: list[Path]) -> None:
+    """SkyPilot's own schemas and validator, in the interpreter that has SkyPilot (CI installs it in a
+    venv of its own: SkyPilot pins click below the release gpuopt uses)."""
+    python = os.environ.get("GPUOPT_SKYPILOT_PYTHON")
+    if not python:
+        pytest.skip("GPUOPT_SKYPILOT_PYTHON is not set (.ci/run sets it)")
+    script = (
+        "import sys, yaml\n"
+        "from sky.utils import schemas, common_utils\n"
+        "for path in sys.argv[1:]:\n"
+        "    task = yaml.safe_load(open(path))\n"
+        "    common_utils.validate_schema(task, schemas.get_task_schema(), path + ': ')\n"
+        "    common_utils.validate_schema(task['resources'], schemas.get_resources_schema(), path + ': ')\n"
+        "    if 'service' in task:\n"
+        "        common_utils.validate_schema(task['service'], schemas.get_service_schema(), path + ': ')\n"
+    )
+    done = subprocess.run([python, "-c", script, *map(str, paths)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_skypilot_tasks_pin_the_instance_and_validate(plans: dict[str, Path], tmp_path: Path) -> None:
+    plan = _plan(plans["two"])
+    spot = plan.deployments[0].model_copy(update={"price_kind": "spot", "replicas": 1})
+    variants = [plan, plan.model_copy(update={"deployments": [spot]}), _multi_node(plan)]
+    paths = []
+    for i, variant in enumerate(variants):
+        for artifact in render_deploy(variant, "skypilot", DeployOptions()):
+            task = yaml.safe_load(artifact.text)
+            d = next(x for x in variant.deployments if x.workload == task["name"])
+            assert task["resources"]["instance_type"] == d.sku
+            assert task["resources"]["cloud"] == "aws"
+            assert task["resources"].get("use_spot", False) == (d.price_kind == "spot")
+            assert task.get("service", {}).get("replicas", 1) == d.replicas
+            assert task.get("num_nodes", 1) == -(-d.gpus_per_replica // d.gpus_per_instance)
+            path = tmp_path / f"{i}-{artifact.filename}"
+            path.write_text(artifact.text, encoding="utf-8")
+            paths.append(path)
+    _validate_with_skypilot(paths)
+
+
+def test_pai_eas_service_has_the_shape_of_alibabas_examples(plans: dict[str, Path]) -> None:
+    plan = _plan(plans["cn"])
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "pai_eas_pattern1_vllm.json").read_text())
+    for artifact, d in zip(render_deploy(plan, "pai-eas", DeployOptions()), plan.deployments, strict=True):
+        service = json.loads(artifact.text)
+        assert set(service) <= set(fixture) | {"cloud"}
+        assert set(service["containers"][0]) <= set(fixture["containers"][0]) | {"env"}
+        assert re.fullmatch(r"[a-z0-9_]{3,63}", service["metadata"]["name"])
+        assert service["metadata"]["instance"] == d.replicas
+        assert service["cloud"]["computing"]["instance_type"] == d.sku
+        assert service["containers"][0]["command"].startswith(f"vllm serve {d.model} ")
+        env = {e["name"]: e["value"] for e in service["containers"][0]["env"]}
+        assert env["GPUOPT_WORKLOAD"] == d.workload
+
+
+def test_compose_gives_each_replica_its_own_gpus_and_port(plans: dict[str, Path]) -> None:
+    plan = _plan(plans["two"])
+    d = plan.deployments[0]
+    two = plan.model_copy(update={"deployments": [d.model_copy(update={"replicas": 2, "gpus_per_replica": 4,
+                                                                      "gpus_per_instance": 8})]})
+    [artifact] = render_deploy(two, "compose", DeployOptions())
+    services = yaml.safe_load(artifact.text)["services"]
+    devices = [s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] for s in services.values()]
+    assert devices == [["0", "1", "2", "3"], ["4", "5", "6", "7"]]
+    assert [s["ports"] for s in services.values()] == [["8000:8000"], ["8001:8000"]]
+
+
+@pytest.mark.parametrize("target", ["compose", "pai-eas"])
+def test_targets_refuse_what_they_cannot_run(plans: dict[str, Path], target: str) -> None:
+    plan = _multi_node(_plan(plans["cn"]))
+    with pytest.raises(Exception, match="spans 2 instances"):
+        render_deploy(plan, target, DeployOptions())
+
+
+def test_cli_writes_files_and_refuses_bad_requests(plans: dict[str, Path], tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "k8s"
+    ok = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "k8s", "-o", str(out)])
+    assert ok.exit_code == 0, ok.output
+    assert sorted(p.name for p in out.iterdir()) == ["chat.yaml", "code.yaml"]
+    again = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "k8s", "-o", str(out)])
+    assert again.exit_code == 2 and "already exists" in again.stderr
+    aws_to_eas = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "pai-eas", "-o", str(tmp_path / "e")])
+    assert aws_to_eas.exit_code == 2 and "PAI-EAS runs on Alibaba Cloud ECS" in aws_to_eas.stderr
+    cn_to_sky = runner.invoke(cli, ["deploy", str(plans["cn"]), "--target", "skypilot"])
+    assert cn_to_sky.exit_code == 2 and "SkyPilot has no alibaba cloud" in cn_to_sky.stderr
+    old = tmp_path / "old.json"
+    old.write_text(plans["two"].read_text().replace('"schema_version": 1', '"schema_version": 0', 1))
+    stale = runner.invoke(cli, ["deploy", str(old), "--target", "k8s"])
+    assert stale.exit_code == 2 and "schema_version 0 is not supported" in stale.stderr
+    stream = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "k8s"])
+    assert stream.exit_code == 0
+    assert [d["kind"] for d in yaml.safe_load_all(stream.stdout)] == ["Deployment", "Service"] * 2
+
+
+def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
+    plan = _plan(plans["two"])
+    evil = "x; rm -rf / #$(id)"
+    d = plan.deployments[0].model_copy(update={"workload": evil, "sku": "p4d.24xlarge\nkind: Secret"})
+    w = plan.workloads[0].model_copy(update={"name": evil})
+    hostile = plan.model_copy(update={"deployments": [d], "workloads": [w]})
+    [k8s] = render_deploy(hostile, "k8s", DeployOptions())
+    deployment, _ = yaml.safe_load_all(k8s.text)
+    assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", deployment["metadata"]["name"])
+    assert deployment["metadata"]["annotations"]["gpuopt.io/workload"] == evil
+    [compose] = render_deploy(hostile, "compose", DeployOptions())
+    document = yaml.safe_load(compose.text)
+    assert set(document) == {"name", "services", "volumes"}
