@@ -1,0 +1,135 @@
+"""`gpuopt init`: the sizing questionnaire, written out as a commented workload file.
+
+The guides gpuopt grew from start sizing with five questions — context length, concurrency, latency
+target, quality sensitivity, budget versus speed — plus the model, the traffic and where the data may
+live. `init` asks them in a terminal (each with the preset's answer as the default) or takes them as flags
+(`--non-interactive`), and writes a workload file that `gpuopt solve` accepts as is.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import click
+
+from gpuopt.errors import ConfigError, InputError
+
+PRESET_NAMES = ("chat", "rag", "batch", "code", "agent")
+
+
+def _positive(value: float | None, flag: str) -> None:
+    if value is not None and not (value > 0 and value != float("inf")):
+        raise InputError(f"{flag} must be a positive finite number (got {value})")
+
+
+@click.command()
+@click.option("--preset", type=click.Choice(PRESET_NAMES), default="chat", show_default=True,
+              help="Starting point: lengths, SLOs and precisions of this kind of workload.")
+@click.option("--model", help="Model to serve (a registry id, e.g. meta-llama/Llama-3.1-8B-Instruct).")
+@click.option("--name", help="Workload name (default: the preset's name).")
+@click.option("--requests-per-second", type=float, help="Traffic as a request rate.")
+@click.option("--concurrency", type=int, help="Traffic as concurrent requests (closed loop).")
+@click.option("--input-tokens", type=int, help="Mean prompt tokens.")
+@click.option("--output-tokens", type=int, help="Mean output tokens.")
+@click.option("--context", "max_model_len", type=int, help="Context length to serve (max_model_len).")
+@click.option("--ttft-ms", type=float, help="Time-to-first-token target (ms).")
+@click.option("--tpot-ms", type=float, help="Time-per-output-token target (ms).")
+@click.option("--quality", type=click.Choice(["high", "medium", "low"]),
+              help="Quality sensitivity: high/medium keep BF16/FP8; low also allows INT4.")
+@click.option("--residency", default=None, help="Where the data may live: global, us, eu, apac, cn or region ids.")
+@click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency of the plan (default: CNY for cn).")
+@click.option("--budget-monthly", type=float, help="Monthly budget; plans above it are refused (exit 3).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True)
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.option("--interactive/--non-interactive", default=None,
+              help="Ask the questions (default: when stdin is a terminal), or never ask: flags and the preset "
+                   "give every answer.")
+def init(preset: str, model: str | None, name: str | None, requests_per_second: float | None,
+         concurrency: int | None, input_tokens: int | None, output_tokens: int | None, max_model_len: int | None,
+         ttft_ms: float | None, tpot_ms: float | None, quality: str | None, residency: str | None,
+         currency: str | None, budget_monthly: float | None, output: Path, force: bool,
+         interactive: bool | None) -> None:
+    """Ask the sizing questions and write a commented workload file for `gpuopt solve`."""
+    from gpuopt.inputs.presets import Answers, presets, render_workload
+    from gpuopt.inputs.workload import load_workload
+    from gpuopt.pricing.regions import Residency
+
+    if output.exists() and not force:
+        raise InputError(f"-o {output}: already exists (use --force to overwrite it)")
+    if output.is_dir():
+        raise InputError(f"-o {output}: is a directory")
+    if not output.resolve().parent.is_dir():
+        raise InputError(f"-o {output}: the directory {output.resolve().parent} does not exist")
+    p = presets()[preset]
+    ask = sys.stdin.isatty() if interactive is None else interactive
+    if ask:
+        click.echo(f"gpuopt init — {p['summary']} (press Enter to keep the [default])", err=True)
+        model = model or click.prompt("Model to serve (registry id)", err=True)
+        load_key = next(iter(p["load"]))
+        if requests_per_second is None and concurrency is None:
+            if load_key == "concurrency":
+                concurrency = click.prompt("Concurrent requests", type=int, default=p["load"][load_key], err=True)
+            else:
+                requests_per_second = click.prompt("Requests per second", type=float, default=p["load"][load_key],
+                                                   err=True)
+        max_model_len = max_model_len or click.prompt("Context length (tokens)", type=int,
+                                                      default=p["max_model_len"]["value"], err=True)
+        input_tokens = input_tokens or click.prompt("Mean prompt tokens", type=int,
+                                                    default=p["input_tokens"]["value"], err=True)
+        output_tokens = output_tokens or click.prompt("Mean output tokens", type=int,
+                                                      default=p["output_tokens"]["value"], err=True)
+        ttft_ms = ttft_ms or click.prompt("Time-to-first-token target (ms)", type=float,
+                                          default=p["ttft_ms"]["value"], err=True)
+        tpot_ms = tpot_ms or click.prompt("Time-per-output-token target (ms)", type=float,
+                                          default=p["tpot_ms"]["value"], err=True)
+        quality = quality or click.prompt("Quality sensitivity", type=click.Choice(["high", "medium", "low"]),
+                                          default="high" if "int4" not in p["precisions"]["value"] else "low",
+                                          err=True)
+        residency = residency or click.prompt("Where may the data live", default="global", err=True)
+        if budget_monthly is None:
+            answer = click.prompt("Monthly budget (blank: none)", default="", show_default=False, err=True)
+            budget_monthly = float(answer) if answer.strip() else None
+    if not model:
+        raise InputError("--model is required with --non-interactive (or when stdin is not a terminal)")
+    if requests_per_second is not None and concurrency is not None:
+        raise InputError("give one of --requests-per-second or --concurrency, not both")
+    for value, flag in ((requests_per_second, "--requests-per-second"), (ttft_ms, "--ttft-ms"),
+                        (tpot_ms, "--tpot-ms"), (budget_monthly, "--budget-monthly"), (concurrency, "--concurrency"),
+                        (input_tokens, "--input-tokens"), (output_tokens, "--output-tokens"),
+                        (max_model_len, "--context")):
+        _positive(value, flag)
+    Residency(residency or "global")  # an unknown selector is exit 2 here, not in the written file
+    text = render_workload(Answers(
+        preset=preset, model=model, name=name, requests_per_second=requests_per_second, concurrency=concurrency,
+        input_tokens=input_tokens, output_tokens=output_tokens, max_model_len=max_model_len, ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms, quality=quality, residency=residency or "global", currency=currency,
+        budget_monthly=budget_monthly))
+    # parse what we are about to write: a file `solve` would reject is never written
+    fd, tmp = tempfile.mkstemp(dir=output.resolve().parent, prefix=f".{output.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        try:
+            load_workload(Path(tmp))
+        except ConfigError as exc:  # name the answer, not the temporary file
+            raise ConfigError(*(f"{problem.replace(tmp, str(output))} (nothing written)"
+                                for problem in exc.problems)) from None
+        os.replace(tmp, output)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    _note_unknown_model(model)
+    click.echo(f"wrote {output}: check it with `gpuopt solve {output}`", err=True)
+
+
+def _note_unknown_model(model: str) -> None:
+    from gpuopt.errors import UnknownNameError
+    from gpuopt.physics.architecture import get_model
+
+    try:
+        get_model(model)
+    except UnknownNameError as exc:
+        click.echo(f"note: {exc.problems[0]}; solve will need it resolvable", err=True)

@@ -1,0 +1,115 @@
+"""`gpuopt init`: the questionnaire writes a commented workload file that solve accepts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tests.conftest import check_golden
+from gpuopt.cli.main import cli
+from gpuopt.inputs.presets import presets
+from gpuopt.inputs.workload import load_workload
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def _init(tmp_path: Path, *args: str, stdin: str | None = None) -> tuple[int, str, Path]:
+    out = tmp_path / "w.yaml"
+    result = CliRunner().invoke(cli, ["init", "-o", str(out), *args], input=stdin)
+    return result.exit_code, result.stderr, out
+
+
+@pytest.mark.parametrize("preset", sorted(presets()))
+def test_every_preset_writes_a_valid_file_with_its_values(tmp_path: Path, preset: str) -> None:
+    code, err, out = _init(tmp_path, "--non-interactive", "--preset", preset, "--model", MODEL)
+    assert code == 0, err
+    wf = load_workload(out)
+    [w] = wf.workloads
+    p = presets()[preset]
+    assert (w.input_tokens, w.output_tokens, w.max_model_len) == (
+        p["input_tokens"]["value"], p["output_tokens"]["value"], p["max_model_len"]["value"])
+    assert (w.slo.ttft_ms, w.slo.tpot_ms) == (p["ttft_ms"]["value"], p["tpot_ms"]["value"])
+    assert list(w.precisions) == p["precisions"]["value"]
+    assert w.demand == next(iter(p["load"].values()))
+    # every value carries its reason as a comment
+    assert p["input_tokens"]["why"] in out.read_text()
+
+
+def test_quality_and_code_presets_never_allow_int4_unless_asked(tmp_path: Path) -> None:
+    for preset in ("code", "rag", "agent"):
+        assert "int4" not in presets()[preset]["precisions"]["value"]
+    code, err, out = _init(tmp_path, "--non-interactive", "--preset", "chat", "--model", MODEL, "--quality", "high")
+    assert code == 0, err
+    assert load_workload(out).workloads[0].precisions == ["bf16", "fp8"]
+
+
+def test_answers_override_the_preset_and_cn_means_cny(tmp_path: Path) -> None:
+    code, err, out = _init(tmp_path, "--non-interactive", "--preset", "chat", "--model", MODEL, "--concurrency",
+                           "32", "--ttft-ms", "800", "--residency", "cn", "--budget-monthly", "50000", "--name", "cs")
+    assert code == 0, err
+    wf = load_workload(out)
+    w = wf.workloads[0]
+    assert (w.name, w.concurrency, w.requests_per_second, w.slo.ttft_ms) == ("cs", 32, None, 800)
+    assert (wf.residency, wf.currency) == ("cn", "CNY")
+    assert wf.budget is not None and (wf.budget.max_monthly, wf.budget.currency) == (50000, "CNY")
+
+
+def test_interactive_answers_are_asked_in_order(tmp_path: Path) -> None:
+    # model, rate, context, prompt, output, TTFT, TPOT, quality, residency, budget
+    stdin = "\n".join([MODEL, "4", "", "1000", "", "1500", "", "high", "us", "12000"]) + "\n"
+    code, err, out = _init(tmp_path, "--interactive", "--preset", "chat", stdin=stdin)
+    assert code == 0, err
+    wf = load_workload(out)
+    w = wf.workloads[0]
+    assert (w.model, w.requests_per_second, w.max_model_len, w.input_tokens, w.output_tokens) == (
+        MODEL, 4.0, 8192, 1000, 300)
+    assert (w.slo.ttft_ms, w.slo.tpot_ms, list(w.precisions)) == (1500, 50, ["bf16", "fp8"])
+    assert wf.residency == "us" and wf.budget is not None and wf.budget.max_monthly == 12000
+
+
+def test_golden_chat_file(tmp_path: Path) -> None:
+    code, err, out = _init(tmp_path, "--non-interactive", "--preset", "chat", "--model", MODEL)
+    assert code == 0, err
+    check_golden("init_chat.yaml", out.read_text())
+
+
+def test_hostile_model_string_stays_one_yaml_value(tmp_path: Path) -> None:
+    evil = 'x"\n  injected: true # \u202e'
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", evil)
+    assert code == 0, err
+    assert yaml.safe_load(out.read_text())["workloads"][0]["model"] == evil
+    assert "not in the registry" in err or "unknown" in err
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--requests-per-second", "-1"], "--requests-per-second must be a positive finite number"),
+    (["--requests-per-second", "nan"], "--requests-per-second must be a positive finite number"),
+    (["--requests-per-second", "2", "--concurrency", "3"], "not both"),
+    (["--residency", "atlantis"], "region selector"),
+    (["--context", "0"], "--context must be"),
+])
+def test_bad_answers_are_exit_2(tmp_path: Path, args: list[str], needle: str) -> None:
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, *args)
+    assert code == 2 and needle in err and not out.exists()
+
+
+def test_never_overwrites_without_force(tmp_path: Path) -> None:
+    (tmp_path / "w.yaml").write_text("keep me")
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL)
+    assert code == 2 and "already exists" in err and out.read_text() == "keep me"
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, "--force")
+    assert code == 0 and load_workload(out).workloads[0].model == MODEL
+
+
+def test_no_model_without_a_terminal_is_exit_2(tmp_path: Path) -> None:
+    code, err, _ = _init(tmp_path, "--non-interactive")
+    assert code == 2 and "--model is required" in err
+
+
+def test_an_answer_the_schema_rejects_names_the_file_and_writes_nothing(tmp_path: Path) -> None:
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, "--name", "two words")
+    assert code == 2 and not out.exists()
+    assert err.startswith(f"error: {out}:") and "workloads.0.name" in err and "(nothing written)" in err
