@@ -8,10 +8,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from tests.conftest import check_golden
 from gpuopt.cli.main import cli
 from gpuopt.inputs.presets import presets
 from gpuopt.inputs.workload import load_workload
+from tests.conftest import check_golden
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
