@@ -42,7 +42,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from gpuopt.cli import catalog, deploy, fit, init, models, plan, report, solve
+    from gpuopt.cli import catalog, deploy, fit, init, matrix, models, plan, report, solve
 
     cli.add_command(solve.solve)
     cli.add_command(plan.plan)
@@ -53,6 +53,7 @@ def _register() -> None:
     cli.add_command(models.models)
     cli.add_command(deploy.deploy)
     cli.add_command(init.init)
+    cli.add_command(matrix.matrix)
 
 
 _register()

@@ -1,0 +1,79 @@
+"""`gpuopt matrix`: the sizing table a reviewer can glance at — models x GPUs x precisions."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+from gpuopt.errors import InputError
+
+FORMAT_NAMES = ("table", "markdown", "csv", "json", "html")
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@click.command()
+@click.argument("models", nargs=-1, required=True)
+@click.option("--gpus", multiple=True, help="GPUs (comma-separated or repeated; default: the common ones).")
+@click.option("--precisions", multiple=True, help="Weight formats (default: bf16,fp8,int4).")
+@click.option("--context", type=int, default=8192, show_default=True, help="Context length per request (tokens).")
+@click.option("--concurrency", type=int, default=16, show_default=True,
+              help="Requests of that context the KV cache must hold at once.")
+@click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True)
+@click.option("--requests-per-second", type=float, help="A load: adds replicas and cost from the catalog.")
+@click.option("--input-tokens", type=int, default=1500, show_default=True, help="Mean prompt tokens (with a load).")
+@click.option("--output-tokens", type=int, default=300, show_default=True, help="Mean output tokens (with a load).")
+@click.option("--ttft-ms", type=float, help="TTFT target (with a load).")
+@click.option("--tpot-ms", type=float, help="TPOT target (with a load).")
+@click.option("--region", default="global", show_default=True, help="Where the data may live (prices).")
+@click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency (default: CNY for cn, else USD).")
+@click.option("--headroom", type=float, default=0.8, show_default=True,
+              help="Plan each replica for this share of the load it sustains.")
+@click.option("--vllm-version", help="vLLM release (default: the newest profile).")
+@click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES), default="table", show_default=True)
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write to a file.")
+def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str, ...], context: int,
+           concurrency: int, kv_cache_dtype: str, requests_per_second: float | None, input_tokens: int,
+           output_tokens: int, ttft_ms: float | None, tpot_ms: float | None, region: str, currency: str | None,
+           headroom: float, vllm_version: str | None, fmt: str, output: Path | None) -> None:
+    """Models (ids, or sizes such as 7B 14B 32B 70B 405B) x GPUs x precisions: what fits, on how many GPUs,
+    with how much KV cache; with --requests-per-second, the replicas and their cost."""
+    from gpuopt.cli.solve import write_output
+    from gpuopt.planner.matrix import DEFAULT_GPUS, MatrixQuery, build_matrix
+    from gpuopt.pricing.catalog import load_catalog
+    from gpuopt.pricing.regions import Residency
+    from gpuopt.reports.matrix import render_matrix
+    from gpuopt.vocabulary import WEIGHT_FORMATS
+
+    problems = []
+    wanted = _split(precisions) or ["bf16", "fp8", "int4"]
+    problems += [f"--precisions: unknown '{p}' (known: {', '.join(WEIGHT_FORMATS)})" for p in wanted
+                 if p not in WEIGHT_FORMATS]
+    for value, flag in ((context, "--context"), (concurrency, "--concurrency"), (input_tokens, "--input-tokens"),
+                        (output_tokens, "--output-tokens"), (requests_per_second, "--requests-per-second"),
+                        (ttft_ms, "--ttft-ms"), (tpot_ms, "--tpot-ms")):
+        if value is not None and not (value > 0 and math.isfinite(value)):
+            problems.append(f"{flag} must be a positive finite number (got {value})")
+    if not (0 < headroom <= 1):
+        problems.append(f"--headroom must be in (0, 1] (got {headroom})")
+    if requests_per_second is not None and input_tokens + output_tokens > context:
+        problems.append(f"--input-tokens + --output-tokens ({input_tokens + output_tokens}) exceed --context "
+                        f"({context})")
+    if problems:
+        raise InputError(*problems)
+    residency = Residency(region)
+    query = MatrixQuery(
+        models=models, gpus=tuple(_split(gpus)) or DEFAULT_GPUS, precisions=tuple(wanted),  # type: ignore[arg-type]
+        context=context, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
+        requests_per_second=requests_per_second,
+        input_tokens=input_tokens if requests_per_second is not None else None,
+        output_tokens=output_tokens if requests_per_second is not None else None,
+        ttft_ms=ttft_ms, tpot_ms=tpot_ms, headroom=headroom, vllm_version=vllm_version)
+    catalog = load_catalog() if requests_per_second is not None else None
+    chosen = currency or ("CNY" if region.strip().lower() == "cn" else "USD")
+    cells = build_matrix(query, catalog, residency, chosen)
+    write_output(render_matrix(query, cells, fmt), output)

@@ -1,0 +1,114 @@
+"""`gpuopt matrix`: the sizing table, with the figures the sizing guides get wrong asserted by hand."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.hardware import get_gpu
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import GIB, ServingConfig, estimate
+from gpuopt.planner.matrix import MatrixQuery, build_matrix, model_sizes
+from gpuopt.pricing.catalog import load_catalog
+from gpuopt.pricing.regions import Residency
+from gpuopt.reports.matrix import render_matrix
+from tests.conftest import check_golden
+
+LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
+
+
+def test_kv_bytes_per_token_count_layers_and_kv_heads_not_attention_heads() -> None:
+    """The guides' formula 2 x attention heads x head_dim x 2 B (no layers) gives 32,768 B/token for
+    Llama-3.1-70B; the real figure is 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B (10x more)."""
+    arch = get_model(LLAMA_70B)
+    guide = 2 * arch.num_attention_heads * arch.attn_head_dim * 2
+    real = 2 * arch.num_hidden_layers * arch.num_key_value_heads * arch.attn_head_dim * 2
+    assert (guide, real) == (32_768, 327_680)
+    assert arch.kv_values_per_token_per_layer(1) * arch.num_hidden_layers * 2 == real
+    # with TP 2 each GPU holds half the KV heads
+    assert arch.kv_values_per_token_per_layer(2) * arch.num_hidden_layers * 2 == real / 2
+
+
+def test_70b_bf16_on_two_h100_fits_the_weights_but_not_the_kv_of_16_requests() -> None:
+    """"A 70B FP16 model fits on 2 x 80 GB": the weights do (65.7 GiB per GPU), but the rest of vLLM's budget
+    holds about one request of 8,192 tokens; 16 such requests need TP 4."""
+    [cell] = build_matrix(MatrixQuery(models=["70B"], gpus=["H100-SXM-80GB"], precisions=["bf16"],
+                                      context=8192, concurrency=16))
+    assert cell.model == LLAMA_70B and cell.tensor_parallel == 4
+    two = estimate(get_model(LLAMA_70B), get_gpu("H100-SXM-80GB"),
+                   ServingConfig(tensor_parallel=2, precision="bf16", max_model_len=8192))
+    rank = two.binding_rank
+    room_tokens = (rank.budget_gib - rank.weights_gib) * GIB / (327_680 / 2)
+    assert two.fits and two.max_concurrency < 16
+    assert two.kv_cache_tokens <= room_tokens  # activation, non-torch and graphs come out of the room too
+    [single] = build_matrix(MatrixQuery(models=["70B"], gpus=["H100-SXM-80GB"], precisions=["bf16"],
+                                        context=8192, concurrency=1))
+    assert single.tensor_parallel == 2
+
+
+def test_sizes_map_to_named_registry_models_and_unknown_names_are_refused() -> None:
+    for size, model in model_sizes().items():
+        assert get_model(model).hf_id == model, size
+    result = CliRunner().invoke(cli, ["matrix", "71B", "--gpus", "H100-SXM-80GB"])
+    assert result.exit_code == 2 and "unknown model" in result.stderr
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8", "int4"])
+def test_a_cell_is_the_smallest_tp_that_holds_the_concurrency(precision: str) -> None:
+    q = MatrixQuery(models=["32B"], gpus=["L40S-48GB", "A100-SXM-80GB"], precisions=[precision],  # type: ignore[list-item]
+                    context=16384, concurrency=8)
+    arch = get_model(model_sizes()["32B"])
+    for cell in build_matrix(q):
+        assert cell.fits and cell.tensor_parallel is not None and cell.max_concurrency is not None
+        assert cell.max_concurrency >= 8
+        if cell.tensor_parallel > 1:
+            smaller = estimate(arch, get_gpu(cell.gpu), ServingConfig(
+                tensor_parallel=cell.tensor_parallel // 2, precision=precision, max_model_len=16384))  # type: ignore[arg-type]
+            assert not smaller.fits or smaller.max_concurrency < 8
+
+
+def test_a_load_gets_enough_replicas_at_the_cost_of_the_named_offering() -> None:
+    catalog = load_catalog()
+    q = MatrixQuery(models=["8B"], gpus=["L40S-48GB", "H100-SXM-80GB"], precisions=["bf16", "fp8"],
+                    requests_per_second=5, input_tokens=1500, output_tokens=300, ttft_ms=2000, tpot_ms=50)
+    for cell in build_matrix(q, catalog, Residency("us"), "USD"):
+        assert cell.replicas is not None and cell.replica_requests_per_second is not None
+        assert cell.replicas * cell.replica_requests_per_second * 0.8 >= 5 - 1e-9
+        assert (cell.replicas - 1) * cell.replica_requests_per_second * 0.8 < 5
+        offering = next(o for o in catalog.offerings if o.offering_id == cell.offering)
+        per_instance = (offering.gpu_count or 0) // (cell.tensor_parallel or 1)
+        price = catalog.price_in(offering, "USD")
+        assert price is not None
+        assert cell.cost_per_hour == pytest.approx(math.ceil(cell.replicas / per_instance) * price)
+        assert cell.cost_per_million_output_tokens == pytest.approx(cell.cost_per_hour / (5 * 300 * 3600) * 1e6,
+                                                                    abs=1e-3)
+
+
+def test_formats_carry_the_same_cells() -> None:
+    q = MatrixQuery(models=["7B", "70B"], gpus=["L4-24GB", "H100-SXM-80GB"], precisions=["bf16", "int4"])
+    cells = build_matrix(q)
+    data = json.loads(render_matrix(q, cells, "json"))
+    assert data["kind"] == "gpuopt-matrix" and len(data["cells"]) == 8
+    rows = list(csv.DictReader(io.StringIO(render_matrix(q, cells, "csv"))))
+    assert [r["tensor_parallel"] for r in rows] == [str(c["tensor_parallel"] or "") for c in data["cells"]]
+    page = render_matrix(q, cells, "html")
+    assert page.count("<tr>") == 1 + 4 and "background:rgb(" in page and "#e5e7eb" in page
+    check_golden("matrix.md", render_matrix(q, cells, "markdown"))
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--precisions", "fp4"], "--precisions: unknown 'fp4'"),
+    (["--context", "0"], "--context must be a positive finite number"),
+    (["--requests-per-second", "nan"], "--requests-per-second must be a positive finite number"),
+    (["--headroom", "1.5"], "--headroom must be in (0, 1]"),
+    (["--gpus", "H1000"], "unknown GPU"),
+])
+def test_bad_flags_are_exit_2(args: list[str], needle: str) -> None:
+    result = CliRunner().invoke(cli, ["matrix", "8B", *args])
+    assert result.exit_code == 2 and needle in result.stderr, result.stderr
