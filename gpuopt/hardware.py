@@ -50,7 +50,6 @@ class GpuSpec(BaseModel):
         return self.architecture == "Ampere"
 
 
-
 @cache
 def gpu_table() -> dict[str, GpuSpec]:
     text = resources.files("gpuopt").joinpath("data/gpus.csv").read_text(encoding="utf-8")
@@ -70,5 +69,22 @@ def get_gpu(name: str) -> GpuSpec:
     key = name.strip().lower()
     lowered = _by_lower_name()
     if key in lowered:
-        return lowered[key]
+        spec = lowered[key]
+        return _calibrated.get(spec.gpu, spec)
     raise UnknownNameError("GPU", name, gpu_table().keys())
+
+
+# ---- calibration profiles -------------------------------------------------------------------------------
+# `--profile FILE` replaces a GPU's specification by its calibrated copy (physics/profile.py) for the whole
+# command: every model reads the GPU through get_gpu, so latency, simulation and memory see one correction.
+_calibrated: dict[str, GpuSpec] = {}
+
+
+def use_calibrated(specs: dict[str, GpuSpec]) -> None:
+    """Install calibrated specifications (by GPU name) for the rest of the process; {} removes them."""
+    _calibrated.clear()
+    _calibrated.update(specs)
+
+
+def calibrated_names() -> list[str]:
+    return sorted(_calibrated)

@@ -42,7 +42,7 @@ def cli() -> None:
 
 
 def _register() -> None:
-    from gpuopt.cli import catalog, deploy, fit, init, matrix, models, plan, report, solve
+    from gpuopt.cli import calibrate, catalog, deploy, fit, init, matrix, models, plan, report, solve
 
     cli.add_command(solve.solve)
     cli.add_command(plan.plan)
@@ -54,6 +54,7 @@ def _register() -> None:
     cli.add_command(deploy.deploy)
     cli.add_command(init.init)
     cli.add_command(matrix.matrix)
+    cli.add_command(calibrate.calibrate)
 
 
 _register()

@@ -1,0 +1,84 @@
+"""`gpuopt calibrate FILE...`: fit a profile on your own vLLM runs, or score one (`--check`)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import click
+
+from gpuopt.errors import InputError
+
+
+@click.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--model", help="Model the runs served (overrides what the files say).")
+@click.option("--gpu", help="GPU the runs used (bench results and metrics do not say).")
+@click.option("--tp", "tensor_parallel", type=int, help="Tensor-parallel size of the server.")
+@click.option("--pp", "pipeline_parallel", type=int, help="Pipeline-parallel size of the server.")
+@click.option("--precision", help="Weight format that ran, when not the checkpoint's own (e.g. fp8).")
+@click.option("--server-args", help='The `vllm serve` flags of the runs, e.g. "--max-model-len 8192".')
+@click.option("--vllm-version", help="vLLM release of the runs (logs say it; bench files do not).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the fitted profile (YAML) here.")
+@click.option("--check", "check_profile", type=click.Path(path_type=Path),
+              help="Score this profile on the files instead of fitting one.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparisons (and profile) as JSON.")
+def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tensor_parallel: int | None,
+              pipeline_parallel: int | None, precision: str | None, server_args: str | None,
+              vllm_version: str | None, output: Path | None, check_profile: Path | None, as_json: bool) -> None:
+    """Learn from your own vLLM: `vllm bench serve --save-result` files, server logs (start-up lines) and
+    /metrics scrapes. Prints each observed figure predicted before and after fitting, and left out of the
+    fit; writes a profile for --profile on fit, simulate, solve and plan."""
+    from dataclasses import replace
+
+    from gpuopt.errors import GpuoptError
+    from gpuopt.hardware import get_gpu
+    from gpuopt.inputs.evidence import ServerConfig, read_evidence, serve_flags
+    from gpuopt.physics.profile import dump_profile, load_profile
+    from gpuopt.planner.calibrate import calibrate as fit
+    from gpuopt.planner.calibrate import check
+    from gpuopt.reports.calibrate import render_comparisons, render_json, render_profile_summary
+
+    for value, flag in ((tensor_parallel, "--tp"), (pipeline_parallel, "--pp")):
+        if value is not None and value < 1:
+            raise InputError(f"{flag} must be at least 1 (got {value})")
+    defaults = serve_flags(server_args) if server_args else ServerConfig()
+    defaults = replace(defaults, model=model or defaults.model, gpu=get_gpu(gpu).gpu if gpu else None,
+                       tensor_parallel=tensor_parallel or defaults.tensor_parallel,
+                       pipeline_parallel=pipeline_parallel or defaults.pipeline_parallel,
+                       precision=precision, vllm_version=vllm_version)
+    problems: list[str] = []
+    observations = []
+    for path in files:
+        try:
+            observations.append(read_evidence(path, defaults))
+        except GpuoptError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise InputError(*problems)
+    if check_profile is not None:
+        profile = load_profile(check_profile)
+        rows = check(profile, observations)
+        click.echo(render_json(None, rows, []) if as_json else
+                   render_comparisons(rows, f"profile {check_profile} on {len(files)} file(s)", "profile"), nl=False)
+        return
+    result = fit(observations)
+    for line in result.skipped:
+        click.echo(f"note: {line}", err=True)
+    if as_json:
+        click.echo(render_json(result.profile, result.comparisons, result.skipped), nl=False)
+    else:
+        click.echo(render_comparisons(result.comparisons, f"calibration on {len(files)} file(s)"), nl=False)
+        click.echo(render_profile_summary(result.profile), nl=False)
+    if output is None:
+        click.echo("note: give -o PROFILE.yaml to save the profile", err=True)
+        return
+    parent = output.resolve().parent
+    if not parent.is_dir() or output.is_dir():
+        raise InputError(f"-o {output}: cannot write there")
+    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{output.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(dump_profile(result.profile))
+    os.replace(tmp, output)
+    click.echo(f"wrote {output}", err=True)

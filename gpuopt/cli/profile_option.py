@@ -1,0 +1,51 @@
+"""`--profile FILE` for fit, simulate, solve and plan: install a calibration profile for the command.
+
+Without the flag, the default profile is `$GPUOPT_PROFILE` or `profile.yaml` in gpuopt's user config
+directory (click's app dir: ~/.config/gpuopt on Linux), when it exists. The command reports which profile
+it used (plans carry it in their `profile` field)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def profile_option(f: F) -> F:
+    return click.option("--profile", "profile_path", type=click.Path(path_type=Path),
+                        help="Calibration profile from `gpuopt calibrate` (default: $GPUOPT_PROFILE or "
+                             "profile.yaml in the user config directory, when present).")(f)
+
+
+def default_profile() -> Path | None:
+    env = os.environ.get("GPUOPT_PROFILE")
+    if env:
+        return Path(env)
+    path = Path(click.get_app_dir("gpuopt")) / "profile.yaml"
+    return path if path.exists() else None
+
+
+def apply_profile(path: Path | None, vllm_version: str | None) -> str | None:
+    """Install the profile's calibrated GPUs; returns the profile path used (None: none)."""
+    from gpuopt.hardware import gpu_table, use_calibrated
+    from gpuopt.physics.profile import adjust_gpu, load_profile
+
+    chosen = path or default_profile()
+    if chosen is None:
+        use_calibrated({})
+        return None
+    profile = load_profile(chosen)
+    specs = {}
+    for name, spec in gpu_table().items():
+        entry = profile.entry_for(name, vllm_version)
+        if entry is not None:
+            specs[name] = adjust_gpu(spec, entry)
+    use_calibrated(specs)
+    if specs:
+        click.echo(f"note: calibration profile {chosen}: {', '.join(sorted(specs))}", err=True)
+    return str(chosen)

@@ -1,0 +1,302 @@
+"""The user's own vLLM evidence, read into typed observations: `vllm bench serve --save-result` files,
+server start-up logs and Prometheus scrapes of `/metrics`.
+
+Each reader returns observations with the server configuration they were made under; what a file does not
+say (the GPU of a bench run, the model of a log) comes from flags or from a sidecar YAML next to the file
+(`<file>.yaml`, keys: model, gpu, tensor_parallel, pipeline_parallel, vllm_version, server_args). A file
+that cannot be read, or whose configuration stays unknown, is one `error:` line naming the file (exit 2).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+import shlex
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from gpuopt.errors import InputError
+
+Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """What vLLM ran: the model, GPU, parallelism and the serve flags that change memory or scheduling."""
+
+    model: str | None = None
+    gpu: str | None = None
+    tensor_parallel: int | None = None  # None: not stated (1)
+    pipeline_parallel: int | None = None
+    precision: str | None = None  # weight format, when the checkpoint's own is not what ran
+    vllm_version: str | None = None
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+
+    def merged(self, other: ServerConfig) -> ServerConfig:
+        """This configuration with its gaps filled from `other`."""
+        return ServerConfig(**{name: getattr(self, name) if getattr(self, name) is not None else getattr(other, name)
+                               for name in self.__dataclass_fields__})
+
+    def missing(self) -> list[str]:
+        return [name for name in ("model", "gpu") if getattr(self, name) is None]
+
+
+@dataclass(frozen=True)
+class LatencyObservation:
+    """A serving measurement at one load (bench result or metrics scrape)."""
+
+    id: str
+    source: str
+    config: ServerConfig
+    protocol: Protocol
+    input_tokens: float  # mean per request
+    output_tokens: float
+    num_prompts: int
+    concurrency: float | None  # closed loop: the client cap (or the concurrency the counters imply)
+    request_rate: float | None  # open loop
+    mean_ttft_ms: float | None
+    mean_tpot_ms: float | None
+    mean_itl_ms: float | None
+    output_throughput: float | None  # output tokens/s
+
+
+@dataclass(frozen=True)
+class MemoryObservation:
+    """A start-up: what vLLM logged about its KV-cache budget."""
+
+    id: str
+    source: str
+    config: ServerConfig
+    kv_cache_gib: float | None
+    kv_cache_tokens: int | None
+    weights_gib: float | None
+    cuda_graph_gib: float | None
+    notes: list[str] = field(default_factory=list)
+
+
+Observation = LatencyObservation | MemoryObservation
+
+
+def _read(path: Path) -> str:
+    if path.is_dir():
+        raise InputError(f"{path}: is a directory, not an evidence file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: file not found") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not a text file (binary?)") from None
+
+
+def serve_flags(text: str) -> ServerConfig:
+    """The memory- and scheduling-relevant flags of a `vllm serve` command line."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as exc:
+        raise InputError(f"--server-args: does not parse ({exc})") from None
+    values: dict[str, str] = {}
+    model = None
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token in ("vllm", "serve") and i < 2:
+            i += 1
+            continue
+        if token.startswith("--"):
+            name, eq, value = token[2:].partition("=")
+            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
+                value, i = argv[i + 1], i + 1
+            values[name.replace("_", "-")] = value
+        elif model is None:
+            model = token
+        i += 1
+
+    def num(name: str, kind: type[int] | type[float]) -> Any:
+        raw = values.get(name)
+        if raw is None:
+            return None
+        try:
+            return kind(raw)
+        except ValueError:
+            raise InputError(f"--server-args: --{name} {raw!r} is not a number") from None
+
+    return ServerConfig(model=values.get("model", model), tensor_parallel=num("tensor-parallel-size", int),
+                        pipeline_parallel=num("pipeline-parallel-size", int),
+                        max_model_len=num("max-model-len", int), max_num_seqs=num("max-num-seqs", int),
+                        max_num_batched_tokens=num("max-num-batched-tokens", int),
+                        gpu_memory_utilization=num("gpu-memory-utilization", float),
+                        kv_cache_dtype=values.get("kv-cache-dtype"))
+
+
+def sidecar(path: Path) -> ServerConfig:
+    """`<file>.yaml` next to an evidence file, when it exists."""
+    side = path.with_name(path.name + ".yaml")
+    if not side.exists():
+        return ServerConfig()
+    try:
+        data = yaml.safe_load(_read(side)) or {}
+    except yaml.YAMLError as exc:
+        raise InputError(f"{side}: invalid YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{side}: expected a mapping of model, gpu, tensor_parallel, ...")
+    known = {"model", "gpu", "tensor_parallel", "pipeline_parallel", "vllm_version", "server_args"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise InputError(f"{side}: unknown key {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    base = serve_flags(str(data["server_args"])) if data.get("server_args") else ServerConfig()
+    tp, pp = data.get("tensor_parallel", base.tensor_parallel), data.get("pipeline_parallel", base.pipeline_parallel)
+    if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0) for v in (tp, pp)):
+        raise InputError(f"{side}: tensor_parallel and pipeline_parallel must be positive integers")
+    return replace(base, model=data.get("model", base.model), gpu=data.get("gpu"), tensor_parallel=tp,
+                   pipeline_parallel=pp, vllm_version=str(data["vllm_version"]) if data.get("vllm_version") else None)
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def read_bench(path: Path, text: str) -> LatencyObservation:
+    """A `vllm bench serve --save-result` JSON file."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg}); truncated?") from None
+    if not isinstance(data, dict) or "completed" not in data or "total_output_tokens" not in data:
+        raise InputError(f"{path}: not a `vllm bench serve --save-result` file (no completed/total_output_tokens)")
+    completed = int(data["completed"] or 0)
+    if completed <= 0:
+        raise InputError(f"{path}: no completed requests")
+    rate = data.get("request_rate")
+    rate_f = None if rate in (None, "inf") else _finite(float(rate)) if isinstance(rate, int | float | str) else None
+    cap = _finite(data.get("max_concurrency"))
+    protocol: Protocol = "closed-loop" if cap else ("poisson" if rate_f else "all-at-once")
+    config = ServerConfig(model=data.get("model_id"))
+    return LatencyObservation(
+        id=path.name, source=str(path), config=config, protocol=protocol,
+        input_tokens=float(data["total_input_tokens"]) / completed,
+        output_tokens=float(data["total_output_tokens"]) / completed,
+        num_prompts=int(data.get("num_prompts") or completed), concurrency=cap, request_rate=rate_f,
+        mean_ttft_ms=_finite(data.get("mean_ttft_ms")), mean_tpot_ms=_finite(data.get("mean_tpot_ms")),
+        mean_itl_ms=_finite(data.get("mean_itl_ms")), output_throughput=_finite(data.get("output_throughput")))
+
+
+LOG_PATTERNS = {
+    "kv_cache_gib": re.compile(r"Available KV cache memory: ([\d.]+) ?GiB"),
+    "kv_cache_tokens": re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
+    "weights_gib": re.compile(r"(?:Model loading took ([\d.]+) ?GiB|weights memory: ([\d.]+) ?GiB)"),
+    "cuda_graph_gib": re.compile(r"(?:Graph capturing finished in [\d.]+ secs?, took ([\d.]+) GiB|"
+                                 r"CUDA graph pool memory: ([\d.]+) GiB)"),
+}
+VERSION = re.compile(r"vLLM API server version ([\d.]+)|Initializing a V1 LLM engine \(v([\d.]+)")
+NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
+
+
+def _last(pattern: re.Pattern[str], text: str) -> str | None:
+    found = None
+    for m in pattern.finditer(text):
+        found = next(g for g in m.groups() if g is not None)
+    return found
+
+
+def read_log(path: Path, text: str) -> MemoryObservation:
+    """A vLLM server log: the last start-up's KV-cache lines, the release and the non-default arguments."""
+    kv = _last(LOG_PATTERNS["kv_cache_gib"], text)
+    tokens = _last(LOG_PATTERNS["kv_cache_tokens"], text)
+    if kv is None and tokens is None:
+        raise InputError(f"{path}: no vLLM start-up lines (\"Available KV cache memory\", \"GPU KV cache size\")")
+    config = ServerConfig()
+    args = _last(NON_DEFAULT, text)
+    if args:
+        try:
+            parsed = ast.literal_eval(args)
+        except (ValueError, SyntaxError):
+            parsed = {}
+        if isinstance(parsed, dict):
+            config = ServerConfig(
+                model=parsed.get("model"), tensor_parallel=parsed.get("tensor_parallel_size"),
+                pipeline_parallel=parsed.get("pipeline_parallel_size"),
+                max_model_len=parsed.get("max_model_len"), max_num_seqs=parsed.get("max_num_seqs"),
+                max_num_batched_tokens=parsed.get("max_num_batched_tokens"),
+                gpu_memory_utilization=parsed.get("gpu_memory_utilization"),
+                kv_cache_dtype=parsed.get("kv_cache_dtype"))
+    version = _last(VERSION, text)
+    weights = _last(LOG_PATTERNS["weights_gib"], text)
+    graphs = _last(LOG_PATTERNS["cuda_graph_gib"], text)
+    return MemoryObservation(
+        id=path.name, source=str(path), config=replace(config, vllm_version=version),
+        kv_cache_gib=float(kv) if kv else None, kv_cache_tokens=int(tokens.replace(",", "")) if tokens else None,
+        weights_gib=float(weights) if weights else None, cuda_graph_gib=float(graphs) if graphs else None)
+
+
+def read_metrics(path: Path, text: str) -> LatencyObservation:
+    """A Prometheus text scrape of vLLM's /metrics, as one observation at the load its counters imply:
+    mean lengths from the prompt/generation token histograms, mean TTFT, TPOT and E2E from their histograms'
+    sums over counts, and the decode concurrency from the generation tokens per engine step
+    (`vllm:iteration_tokens_total`: a step that carries n decodes emits n tokens)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    samples: dict[str, float] = {}
+    model = None
+    try:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name.startswith("vllm:"):
+                    samples[s.name] = samples.get(s.name, 0.0) + s.value
+                    model = model or s.labels.get("model_name")
+    except ValueError as exc:
+        raise InputError(f"{path}: not Prometheus text exposition ({exc})") from None
+    if not samples:
+        raise InputError(f"{path}: no vLLM series (vllm:*) in this scrape")
+
+    def mean(name: str) -> float | None:
+        count = samples.get(f"{name}_count", 0.0)
+        return samples[f"{name}_sum"] / count if count and f"{name}_sum" in samples else None
+
+    requests = samples.get("vllm:request_prompt_tokens_count", 0.0)
+    if not requests:
+        raise InputError(f"{path}: the scrape counts no finished requests (vllm:request_prompt_tokens_count)")
+    ttft, tpot = mean("vllm:time_to_first_token_seconds"), mean("vllm:time_per_output_token_seconds")
+    itl = mean("vllm:inter_token_latency_seconds")
+    steps = samples.get("vllm:iteration_tokens_total_count", 0.0)
+    generated = samples.get("vllm:generation_tokens_total", samples.get("vllm:request_generation_tokens_sum", 0.0))
+    concurrency = max(1.0, generated / steps) if steps else None
+    return LatencyObservation(
+        id=path.name, source=str(path), config=ServerConfig(model=model), protocol="closed-loop",
+        input_tokens=samples.get("vllm:request_prompt_tokens_sum", 0.0) / requests,
+        output_tokens=samples.get("vllm:request_generation_tokens_sum", 0.0) / requests,
+        num_prompts=int(requests), concurrency=concurrency, request_rate=None,
+        mean_ttft_ms=None if ttft is None else ttft * 1e3, mean_tpot_ms=None if tpot is None else tpot * 1e3,
+        mean_itl_ms=None if itl is None else itl * 1e3, output_throughput=None)
+
+
+def read_evidence(path: Path, defaults: ServerConfig) -> Observation:
+    """One file, by its content: JSON (bench result), Prometheus text (/metrics) or a vLLM log."""
+    text = _read(path)
+    stripped = text.lstrip()
+    if not stripped:
+        raise InputError(f"{path}: empty file")
+    if stripped.startswith("{"):
+        obs: Observation = read_bench(path, text)
+    elif re.search(r"^# (?:TYPE|HELP) ", text, re.M) or re.search(r"^vllm:[a-z_]+[{ ]", text, re.M):
+        obs = read_metrics(path, text)
+    else:
+        obs = read_log(path, text)
+    # what the user says about this run wins over what the file claims: a bench file's model_id is often a
+    # served alias, while a log's non-default args are vLLM's own and fill what the user left out
+    config = sidecar(path).merged(defaults).merged(obs.config)
+    missing = config.missing()
+    if missing:
+        raise InputError(f"{path}: unknown {' and '.join(missing)} of this run: give --{' --'.join(missing)} or a "
+                         f"sidecar {path.name}.yaml")
+    return replace(obs, config=config)

@@ -1,0 +1,124 @@
+"""Calibration profiles: factors fitted on a user's own vLLM runs, applied to the GPU they were fitted on.
+
+gpuopt's latency and memory models are roofline physics with a few efficiencies fitted on published runs;
+a user's own GPUs, drivers, kernels and release may differ. `gpuopt calibrate` fits three corrections from
+the user's evidence, each scoped to one GPU (and the vLLM release it was observed on):
+
+    decode_bandwidth    x the GPU's HBM bandwidth   (decode steps: TPOT, ITL, output throughput)
+    prefill_compute     x the GPU's tensor FLOP/s   (prefill: TTFT, and compute-bound mixed steps)
+    memory_offset_gib   + the memory CUDA reports   (what vLLM leaves for the KV cache: start-up logs)
+
+They act on the GPU's specification (`GpuSpec`), which every model reads, so the analytic latency model, the
+serving simulator and the memory model all see the same correction with no second code path. Each entry
+keeps the observations it was fitted on, its error before and after, and its leave-one-out error.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gpuopt.errors import InputError
+from gpuopt.hardware import GpuSpec
+
+PROFILE_KIND = "gpuopt-profile"
+FACTORS = ("decode_bandwidth", "prefill_compute", "memory_offset_gib")
+
+
+class Fit(BaseModel):
+    """One fitted factor with its evidence."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    value: float
+    observations: list[str]  # ids of the observations it was fitted on
+    median_error_before_pct: float
+    median_error_after_pct: float
+    leave_one_out_error_pct: float | None  # None with fewer than 3 observations
+
+
+class ProfileEntry(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gpu: str
+    vllm_version: str | None = None  # None: any release
+    models: list[str] = Field(default_factory=list)  # models the evidence came from (information)
+    decode_bandwidth: Fit | None = None
+    prefill_compute: Fit | None = None
+    memory_offset_gib: Fit | None = None
+    fitted: str  # ISO date
+
+
+class Profile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: str = PROFILE_KIND
+    schema_version: int = 1
+    entries: list[ProfileEntry]
+
+    def entry_for(self, gpu: str, vllm_version: str | None) -> ProfileEntry | None:
+        """The entry of this GPU for this release (an entry without a release applies to any)."""
+        for e in self.entries:
+            if e.gpu == gpu and (e.vllm_version is None or vllm_version is None or e.vllm_version == vllm_version):
+                return e
+        return None
+
+
+def adjust_gpu(gpu: GpuSpec, entry: ProfileEntry | None) -> GpuSpec:
+    """The GPU as the profile sees it."""
+    if entry is None:
+        return gpu
+    update: dict[str, float] = {}
+    if entry.decode_bandwidth is not None and gpu.hbm_tb_s:
+        update["hbm_tb_s"] = gpu.hbm_tb_s * entry.decode_bandwidth.value
+    if entry.prefill_compute is not None:
+        f = entry.prefill_compute.value
+        for name in ("bf16_tflops", "fp8_tflops", "int8_tops"):
+            value = getattr(gpu, name)
+            if value:
+                update[name] = value * f
+    if entry.memory_offset_gib is not None:
+        update["memory_gib_reported"] = gpu.memory_gib_reported + entry.memory_offset_gib.value
+    return gpu.model_copy(update=update)
+
+
+def scale(gpu: GpuSpec, decode_bandwidth: float = 1.0, prefill_compute: float = 1.0,
+          memory_offset_gib: float = 0.0) -> GpuSpec:
+    """The GPU with raw factors (what the fitting searches over)."""
+    update: dict[str, float] = {"memory_gib_reported": gpu.memory_gib_reported + memory_offset_gib}
+    if gpu.hbm_tb_s:
+        update["hbm_tb_s"] = gpu.hbm_tb_s * decode_bandwidth
+    for name in ("bf16_tflops", "fp8_tflops", "int8_tops"):
+        value = getattr(gpu, name)
+        if value:
+            update[name] = value * prefill_compute
+    return gpu.model_copy(update=update)
+
+
+def load_profile(path: Path) -> Profile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"--profile {path}: file not found") from None
+    except (IsADirectoryError, UnicodeDecodeError):
+        raise InputError(f"--profile {path}: not a readable text file") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError(f"--profile {path}: invalid YAML ({exc})") from None
+    if not isinstance(data, dict) or data.get("kind") != PROFILE_KIND:
+        raise InputError(f"--profile {path}: not a gpuopt profile (no `kind: {PROFILE_KIND}`)")
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise InputError(f"--profile {path}: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}") from None
+
+
+def dump_profile(profile: Profile) -> str:
+    header = (f"# gpuopt calibration profile, written {dt.date.today().isoformat()} by `gpuopt calibrate`.\n"
+              "# Use it with --profile on fit, simulate, solve and plan.\n")
+    return header + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)
