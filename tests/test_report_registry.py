@@ -23,10 +23,11 @@ def test_every_registered_renderer_loads(kind: str, fmt: str) -> None:
     assert loaded.__module__ == entry.module and loaded.__name__ == entry.function
 
 
-def test_formats_of_each_kind_in_help_order() -> None:
-    assert formats("plan") == ("table", "json", "markdown", "html", "csv", "focus")
-    assert formats("capacity") == ("table", "json", "markdown", "html", "csv", "focus")
-    assert formats("diff") == ("table", "markdown", "json")
+@pytest.mark.parametrize(("command", "default"), [(solve, "table"), (report, "markdown"), (plan, "table"),
+                                                  (diff, "table")])
+def test_each_command_default_is_one_of_its_formats(command: click.Command, default: str) -> None:
+    option = next(p for p in command.params if p.name == "fmt")
+    assert option.default == default and default in _choices(command)
 
 
 def _choices(command: click.Command) -> tuple[str, ...]:
