@@ -45,6 +45,8 @@ def test_every_registry_row_is_consistent(arch):
     assert any(k in KV_LAYER_KINDS for k in kinds), "some layer keeps a KV cache"
     if arch.is_mla:
         assert set(kinds) == {"mla"}
+    if arch.attention_kind not in ("mha", "gqa"):
+        assert set(kinds) != {"full"}, f"layer_kinds() does not map attention kind {arch.attention_kind!r}"
     if arch.is_moe:
         assert arch.experts_per_token and arch.experts_per_token <= arch.num_experts
     if arch.missing_fields():
