@@ -1,10 +1,13 @@
+import csv
 import json
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
 from gpuopt.errors import ConfigError, UnknownNameError
 from gpuopt.physics.architecture import from_hf_config, get_model, registry
+from gpuopt.vocabulary import KV_LAYER_KINDS, LAYER_KINDS
 
 REQUIRED = [
     "codellama/CodeLlama-7b-hf", "google/gemma-7b", "google/gemma-2-2b-it", "google/gemma-3-4b-it",
@@ -16,10 +19,46 @@ REQUIRED = [
 ]
 
 
-def test_registry_has_every_shared_model_and_the_required_ones():
-    assert len(registry()) == 83
+def _csv_ids() -> list[str]:
+    text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
+    return [row["hf_id"] for row in csv.DictReader(text.splitlines())]
+
+
+def test_every_row_of_models_csv_loads_once_and_the_required_models_are_there():
+    ids = _csv_ids()
+    assert sorted(i for i in set(ids) if ids.count(i) > 1) == []
+    assert sorted(registry()) == sorted(ids)
     for hf_id in REQUIRED:
         assert hf_id in registry()
+
+
+@pytest.mark.parametrize("arch", list(registry().values()), ids=lambda m: m.hf_id)
+def test_every_registry_row_is_consistent(arch):
+    """Per row, so adding a model adds a case instead of breaking a count."""
+    assert arch.source, "provenance"
+    assert arch.num_hidden_layers > 0 and arch.hidden_size > 0
+    assert arch.num_attention_heads % arch.num_key_value_heads == 0, "query heads share KV heads evenly"
+    if arch.attention_kind == "mha":
+        assert arch.num_key_value_heads == arch.num_attention_heads
+    kinds = arch.layer_kinds()
+    assert len(kinds) == arch.num_hidden_layers and set(kinds) <= set(LAYER_KINDS)
+    assert any(k in KV_LAYER_KINDS for k in kinds), "some layer keeps a KV cache"
+    if arch.is_mla:
+        assert set(kinds) == {"mla"}
+    if arch.attention_kind not in ("mha", "gqa"):
+        assert set(kinds) != {"full"}, f"layer_kinds() does not map attention kind {arch.attention_kind!r}"
+    if arch.is_moe:
+        assert arch.experts_per_token and arch.experts_per_token <= arch.num_experts
+    if arch.missing_fields():
+        return
+    total, active = arch.total_params() / 1e9, arch.active_params() / 1e9
+    assert 0 < active <= total
+    if arch.active_params_b_reference:
+        assert active == pytest.approx(arch.active_params_b_reference, rel=0.02)
+    if arch.published_params_b:
+        # published sizes are names (Gemma-7B has 8.5 B parameters): only a gross mismatch such as an
+        # active count in the total's column is caught here; the 2 % check below uses computed references
+        assert abs(total - arch.published_params_b) / arch.published_params_b <= 0.25
 
 
 def test_at_least_60_models_are_complete_for_fit():

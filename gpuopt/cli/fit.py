@@ -129,6 +129,9 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
              input_tokens: int, output_tokens: int, concurrency: float | None, request_rate: float | None,
              ttft_slo_ms: float | None, tpot_slo_ms: float | None) -> tuple[dict[str, float | None], str | None]:
     replica = latency.build_replica(arch, spec, est, interconnect)
+    borrowed = latency.borrowed_calibration(spec)
+    if borrowed is not None:
+        click.echo(f"note: {borrowed.note}", err=True)
     if request_rate is not None:
         point = latency.at_rate(replica, request_rate, input_tokens, output_tokens)
     elif concurrency is not None:

@@ -10,7 +10,7 @@ from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import headroom_problems, placement_options
 from gpuopt.cli.solve import deliver, today
 from gpuopt.errors import InputError
-from gpuopt.reports.capacity import FORMATS, render_capacity
+from gpuopt.reports.registry import formats, render_capacity_plan
 
 
 @click.command("plan")
@@ -18,7 +18,7 @@ from gpuopt.reports.capacity import FORMATS, render_capacity
 @placement_options
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats("capacity")), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
 @catalog_options
 def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
@@ -41,5 +41,5 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, sensitivity=sensitivity)
     result = plan_capacity(cf, catalog, opts, today().isoformat())
-    deliver(render_capacity(result, fmt), output, result.warnings,
+    deliver(render_capacity_plan(result, fmt), output, result.warnings,
             None if result.status == "optimal" else result.explanation)

@@ -9,7 +9,7 @@ import click
 from gpuopt.cli.solve import write_output
 from gpuopt.errors import InputError
 from gpuopt.planner.plan import Plan
-from gpuopt.reports.render import FORMATS, render
+from gpuopt.reports.registry import formats, render_diff, render_plan
 
 
 def read_plan(path: Path) -> Plan:
@@ -26,23 +26,20 @@ def read_plan(path: Path) -> Plan:
 
 @click.command()
 @click.argument("plan_file", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="markdown", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats("plan")), default="markdown", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report to a file.")
 def report(plan_file: Path, fmt: str, output: Path | None) -> None:
     """Render a plan saved with `gpuopt solve --format json` without solving again."""
-    write_output(render(read_plan(plan_file), fmt), output)
+    write_output(render_plan(read_plan(plan_file), fmt), output)
 
 
 @click.command()
 @click.argument("old", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
-              show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats("diff")), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the diff to a file.")
 def diff(old: Path, new: Path, fmt: str, output: Path | None) -> None:
     """Monthly cost before and after, per deployment and in total, of two saved plans."""
-    from gpuopt.reports.diff import diff_json, diff_markdown, diff_plans, diff_table
+    from gpuopt.reports.diff import diff_plans
 
-    result = diff_plans(read_plan(old), read_plan(new))
-    text = {"json": diff_json, "markdown": diff_markdown}.get(fmt, diff_table)(result)
-    write_output(text, output)
+    write_output(render_diff(diff_plans(read_plan(old), read_plan(new)), fmt), output)

@@ -16,7 +16,7 @@ from gpuopt.inputs.workload import WorkloadFile, load_workload
 from gpuopt.planner.plan import HOURS_PER_MONTH, Plan
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.fx import FxTable
-from gpuopt.reports.render import FORMATS, render
+from gpuopt.reports.registry import formats, render_plan
 
 
 def today() -> dt.date:
@@ -76,7 +76,7 @@ def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: 
 @click.option("--max-monthly", type=float, metavar="N", help="Budget per 730-hour month in the report currency.")
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the plan survives, the next plan's cost and a TPOT sweep.")
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(formats("plan")), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
 @catalog_options
 def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
@@ -106,7 +106,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     plan, age_errors = plan_workloads(wf, catalog, opts)
     if age_errors:
         raise InputError(*age_errors)
-    deliver(render(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation)
+    deliver(render_plan(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation)
     overrun = budget_overrun(plan, wf, max_monthly, catalog.fx)
     if overrun:
         click.echo(overrun, err=True)

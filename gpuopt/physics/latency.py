@@ -25,16 +25,16 @@ Nothing here imports pricing, the solver or any renderer.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from gpuopt.errors import InfeasibleError, InputError
-from gpuopt.hardware import GpuSpec
+from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import (
     WEIGHT_BYTES,
@@ -54,6 +54,31 @@ class ArchCalibration(BaseModel):
     eff_prefill: float  # fraction of peak tensor FLOPs in prefill
 
 
+class Borrowing(BaseModel):
+    """An architecture with no fitted factors of its own uses another's; `why` says why that one."""
+
+    model_config = ConfigDict(frozen=True)
+
+    uses: str  # a key of `architectures`
+    why: str
+
+
+class BorrowedCalibration(BaseModel):
+    """What a plan or `gpuopt fit` reports when a GPU's latency uses another architecture's calibration."""
+
+    model_config = ConfigDict(frozen=True)
+
+    gpu: str
+    architecture: str
+    borrowed_from: str
+    why: str
+
+    @property
+    def note(self) -> str:
+        return (f"{self.gpu} ({self.architecture}): latency predicted with the {self.borrowed_from} calibration "
+                f"({self.why})")
+
+
 class LatencyCalibration(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -61,22 +86,55 @@ class LatencyCalibration(BaseModel):
     server_overhead_ms: float  # API server, tokenisation, first scheduling: added to TTFT
     allreduce_latency_us: dict[str, float]  # per all-reduce call, by link (nvlink / pcie)
     pcie_gb_s: dict[str, float]  # x16 link bandwidth per direction, by PCIe generation
-    architectures: dict[str, ArchCalibration]
-    default_architecture: str
+    architectures: dict[str, ArchCalibration]  # fitted: by architecture, or by GPU where its rows differ
+    borrowed: dict[str, Borrowing] = {}  # architecture -> whose fitted factors it uses, and why
+    default_architecture: str  # for an architecture in neither map (a GPU row added without a rule)
     fitted_on: str
     source: str
 
-    def for_gpu(self, gpu: GpuSpec) -> ArchCalibration:
-        """A GPU's own entry where the evidence supports one (H200), else its architecture's."""
+    @model_validator(mode="after")
+    def _borrow_only_fitted(self) -> LatencyCalibration:
+        """A borrowing names a fitted entry, and no architecture is both fitted and borrowing."""
+        lenders = {b.uses for b in self.borrowed.values()} | {self.default_architecture}
+        unknown = sorted(lenders - set(self.architectures))
+        both = sorted(set(self.borrowed) & set(self.architectures))
+        if unknown or both:
+            raise ValueError(f"latency calibration: borrows from unfitted {unknown}; both fitted and borrowing {both}")
+        return self
+
+    def lookup(self, gpu: GpuSpec) -> tuple[ArchCalibration, BorrowedCalibration | None]:
+        """A GPU's own entry where the evidence supports one (H200), else its architecture's, else the one its
+        architecture borrows (data: `borrowed`), else the default; the second value says when it is borrowed."""
         if gpu.gpu in self.architectures:
-            return self.architectures[gpu.gpu]
-        return self.architectures.get(gpu.architecture, self.architectures[self.default_architecture])
+            return self.architectures[gpu.gpu], None
+        if gpu.architecture in self.architectures:
+            return self.architectures[gpu.architecture], None
+        rule = self.borrowed.get(gpu.architecture)
+        if rule is None:
+            rule = Borrowing(uses=self.default_architecture,
+                             why=f"no calibration and no borrowing rule for {gpu.architecture}: the default")
+        return self.architectures[rule.uses], BorrowedCalibration(
+            gpu=gpu.gpu, architecture=gpu.architecture, borrowed_from=rule.uses, why=rule.why)
+
+    def for_gpu(self, gpu: GpuSpec) -> ArchCalibration:
+        return self.lookup(gpu)[0]
 
 
 @cache
 def calibration() -> LatencyCalibration:
     text = resources.files("gpuopt").joinpath("data/latency_calibration.yaml").read_text(encoding="utf-8")
     return LatencyCalibration.model_validate(yaml.safe_load(text))
+
+
+def borrowed_calibration(gpu: GpuSpec) -> BorrowedCalibration | None:
+    """Whether `gpu`'s latency uses another architecture's calibration (None: its own)."""
+    return calibration().lookup(gpu)[1]
+
+
+def borrowed_notes(gpu_names: Iterable[str]) -> list[str]:
+    """One sorted note per distinct GPU (by table name) whose latency uses a borrowed calibration: what a plan
+    warns about for the GPUs it chose."""
+    return sorted({b.note for name in set(gpu_names) if name and (b := borrowed_calibration(get_gpu(name)))})
 
 
 CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuopt.inputs.workload import WorkloadFile
+from gpuopt.physics.latency import borrowed_notes
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
     CandidateResult,
@@ -78,6 +79,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         chosen = [a.candidate.offering for a in solution.assignments]
         stale, age_errors = staleness(chosen, opts.today or dt.date.today(), opts.max_price_age)
         warnings += stale
+        warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
     alternatives = _alternatives(wf, all_candidates, solution, opts)
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:

@@ -10,8 +10,6 @@ from gpuopt.planner.capacity import CapacityPlan
 from gpuopt.reports.formatting import money
 from gpuopt.reports.tabular import _frame, pricing_category
 
-FORMATS = ("table", "json", "markdown", "html", "csv", "focus")
-
 
 def render_capacity_markdown(plan: CapacityPlan) -> str:
     c = plan.currency
@@ -153,20 +151,21 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
     return _frame(rows, FOCUS_COLUMNS)
 
 
-def render_capacity(plan: CapacityPlan, fmt: str) -> str:
-    if fmt == "json":
-        return plan.model_dump_json(indent=2) + "\n"  # as the solve plan (reports/plan_json.py)
-    if fmt == "markdown":
-        return render_capacity_markdown(plan)
-    if fmt == "html":
-        import markdown
+def render_capacity_json(plan: CapacityPlan) -> str:
+    return plan.model_dump_json(indent=2) + "\n"  # as the solve plan (reports/plan_json.py)
 
-        body = markdown.markdown(render_capacity_markdown(plan), extensions=["tables"])
-        return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gpuopt capacity plan</title>"
-                "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style></head>"
-                f"<body>{body}</body></html>\n")
-    if fmt == "csv":
-        return render_capacity_csv(plan)
-    if fmt == "focus":
-        return render_capacity_focus(plan)
-    return render_capacity_table(plan)
+
+def render_capacity_html(plan: CapacityPlan) -> str:
+    import markdown
+
+    body = markdown.markdown(render_capacity_markdown(plan), extensions=["tables"])
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gpuopt capacity plan</title>"
+            "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style></head>"
+            f"<body>{body}</body></html>\n")
+
+
+def render_capacity(plan: CapacityPlan, fmt: str) -> str:
+    """Kept for callers: the formats of a capacity plan are listed once, in reports/registry.py."""
+    from gpuopt.reports.registry import render_capacity_plan
+
+    return render_capacity_plan(plan, fmt)

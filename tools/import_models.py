@@ -1,17 +1,22 @@
-"""Build gpuopt/data/models.csv (the model registry) from ../shared/data/models.csv.
+"""Import model rows from ../shared/data/models.csv into gpuopt/data/models.csv (the model registry).
 
 Adds the columns the memory model needs that the shared file keeps in its notes (MLP kind, biases, shared
 expert width, sliding-layer counts, native quantisation, vision parameters), each read from that row's
-own notes or source. Run from the repository root: python tools/build_models.py
+own notes or source. The package file is the source of truth: rows are merged by `hf_id` (tools/merge.py),
+so a model added to the package by hand stays. Run from the repository root:
+`python -m tools.import_models [--write]`.
 """
+
+from __future__ import annotations
 
 import csv
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-src = list(csv.DictReader((SHARED / "models.csv").read_text().splitlines()))
+from tools.cli import arguments, finish
+from tools.merge import Merge, Row, merge_rows, read_csv
+
 # per-model facts read from each row's own notes/source (the row's notes column is kept verbatim)
 extra = {
     "microsoft/phi-2": dict(
@@ -64,7 +69,7 @@ extra = {
     "zai-org/GLM-4.5-Air": dict(shared_expert_intermediate_size="1408"),
     "THUDM/glm-4-9b-chat": dict(),
 }
-out_cols = [
+COLUMNS = [
     "hf_id",
     "published_params_b",
     "num_hidden_layers",
@@ -93,7 +98,6 @@ out_cols = [
     "qk_rope_head_dim",
     "qk_nope_head_dim",
     "v_head_dim",
-    "qkv_bias",
     "attention_bias",
     "mlp_kind",
     "mlp_bias",
@@ -111,46 +115,62 @@ out_cols = [
     "source",
     "notes",
 ]
-rows = []
-for r in src:
-    e = extra.get(r["hf_id"], {})
-    o = {c: "" for c in out_cols}
-    for c in out_cols:
-        if c in r:
-            o[c] = r[c]
-    o["total_params_b_reference"] = r["total_params_b_computed"]
-    o["active_params_b_reference"] = r["active_params_b_computed"]
-    m = re.search(r"published ([0-9.]+)B", r["notes"])
-    o["published_params_b"] = m.group(1) if m else ""
-    o["attention_bias"] = "qkv" if r["qkv_bias"] == "true" else "none"
-    o["mlp_kind"] = "gated"
-    o["mlp_bias"] = "false"
-    o["router_bias"] = "false"
-    o["attention_sinks"] = "false"
-    o["lm_head_bias"] = "false"
-    o["norm_kind"] = "rmsnorm"
-    o["norms_per_layer"] = "2"
-    o["shared_expert_gate"] = "false"
-    o["multimodal"] = "false"
-    dt = r["torch_dtype"]
-    o["torch_dtype"] = (
-        "float16" if dt.startswith("float16") else ("float32" if dt.startswith("float32") else "bfloat16")
-    )
-    if not dt:
-        o["torch_dtype"] = "bfloat16"
-        o["notes"] = (
-            o["notes"] + "; " if o["notes"] else ""
-        ) + "torch_dtype not in source row: bfloat16 assumed (vLLM loads unspecified as the config default)"
-    if r["n_shared_experts"] and not e.get("shared_expert_intermediate_size"):
-        o["shared_expert_intermediate_size"] = str(int(r["n_shared_experts"]) * int(r["moe_intermediate_size"]))
-    if r["head_dim"] == "" and r["attention_kind"] != "mla":
-        o["head_dim"] = str(int(r["hidden_size"]) // int(r["num_attention_heads"]))
-    o.update(e)
-    del o["qkv_bias"]
-    rows.append(o)
-out_cols.remove("qkv_bias")
-with open(ROOT / "gpuopt" / "data" / "models.csv", "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=out_cols, lineterminator="\n")
-    w.writeheader()
-    w.writerows(rows)
-print(len(rows))
+def published_total(notes: str, computed_total: str) -> str:
+    """The published total size quoted in a row's notes ("published 456B"). Notes of MoE models quote the
+    active size too ("= published 45.9B" active), so of several the one nearest the computed total is taken."""
+    quoted = re.findall(r"published ([0-9.]+)B", notes)
+    if not quoted or not computed_total:
+        return quoted[0] if quoted else ""
+    return min(quoted, key=lambda q: abs(float(q) - float(computed_total)))
+
+
+def shared_rows(shared: Path) -> list[Row]:
+    """The shared model table, shaped like the registry, with the per-model facts above."""
+    rows: list[Row] = []
+    for r in csv.DictReader((shared / "models.csv").read_text(encoding="utf-8").splitlines()):
+        e = extra.get(r["hf_id"], {})
+        o = {c: "" for c in COLUMNS}
+        for c in COLUMNS:
+            if c in r:
+                o[c] = r[c]
+        o["total_params_b_reference"] = r["total_params_b_computed"]
+        o["active_params_b_reference"] = r["active_params_b_computed"]
+        o["published_params_b"] = published_total(r["notes"], r["total_params_b_computed"])
+        o["attention_bias"] = "qkv" if r["qkv_bias"] == "true" else "none"
+        o["mlp_kind"] = "gated"
+        o["mlp_bias"] = "false"
+        o["router_bias"] = "false"
+        o["attention_sinks"] = "false"
+        o["lm_head_bias"] = "false"
+        o["norm_kind"] = "rmsnorm"
+        o["norms_per_layer"] = "2"
+        o["shared_expert_gate"] = "false"
+        o["multimodal"] = "false"
+        dt = r["torch_dtype"]
+        o["torch_dtype"] = (
+            "float16" if dt.startswith("float16") else ("float32" if dt.startswith("float32") else "bfloat16")
+        )
+        if not dt:
+            o["torch_dtype"] = "bfloat16"
+            o["notes"] = (
+                o["notes"] + "; " if o["notes"] else ""
+            ) + "torch_dtype not in source row: bfloat16 assumed (vLLM loads unspecified as the config default)"
+        if r["n_shared_experts"] and not e.get("shared_expert_intermediate_size"):
+            o["shared_expert_intermediate_size"] = str(int(r["n_shared_experts"]) * int(r["moe_intermediate_size"]))
+        if r["head_dim"] == "" and r["attention_kind"] != "mla":
+            o["head_dim"] = str(int(r["hidden_size"]) // int(r["num_attention_heads"]))
+        o.update(e)
+        rows.append(o)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> Merge:
+    args = arguments(__doc__, argv)
+    columns, rows = read_csv(args.package / "data" / "models.csv")
+    merge = merge_rows("gpuopt/data/models.csv", columns or COLUMNS, rows, shared_rows(args.shared), key=("hf_id",))
+    finish([merge], args)
+    return merge
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,14 @@
-"""Build the shipped price catalog (gpuopt/pricing/data/catalog.csv, catalog_history.csv, regions.csv)
-from the researched rows in ../shared/data. Run from the repository root:
+"""Import researched prices from ../shared/data into the shipped price catalog (gpuopt/pricing/data/catalog.csv,
+catalog_history.csv, regions.csv). Run from the repository root:
 
-    python tools/build_catalog.py
+    python -m tools.import_catalog            # report what would be added, changed and kept
+    python -m tools.import_catalog --write    # merge
+
+The package files are the source of truth; the import is merged in by key (tools/merge.py): offerings by
+(provider, service, sku, region, price kind), history rows by all their columns, regions by id. A row only in
+the package (added by hand, or by `gpuopt catalog refresh` into the package) is kept; an offering whose
+package price is newer (as_of) than the imported one keeps the package's row; an offering whose price the
+import updates moves its old row to the history, superseded by the new as_of.
 
 Every row keeps its source and as_of. What this script decides (and the notes column says so):
 - region strings are normalised to ids ("cn-* (mainland)" -> cn-mainland, an unspecified mainland region;
@@ -22,26 +29,16 @@ from __future__ import annotations
 import csv
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
-OUT = ROOT / "gpuopt" / "pricing" / "data"
+from gpuopt.pricing.columns import CATALOG_COLUMNS, HISTORY_COLUMNS, OFFERING_KEY
+from gpuopt.vocabulary import PROVIDERS
+from tools.cli import arguments, finish
+from tools.merge import Merge, Row, merge_rows, read_csv
 
-import sys  # noqa: E402
-
-sys.path.insert(0, str(ROOT))
-from gpuopt.pricing.columns import CATALOG_COLUMNS, HISTORY_COLUMNS  # noqa: E402
-
-PROVIDERS = {"aws", "alibaba", "tencent", "digitalocean", "runpod", "replicate", "modal"}
-
-
-def gpu_names() -> set[str]:
-    with open(ROOT / "gpuopt" / "data" / "gpus.csv", encoding="utf-8") as fh:
-        return {r["gpu"] for r in csv.DictReader(fh)}
-
-
-GPUS = gpu_names()
+REGION_COLUMNS = ["region", "country", "jurisdiction", "geo", "source"]
+HISTORY_ORDER = ("provider", "service", "sku", "region", "price_kind", "as_of")
 
 
 def norm_region(region: str, country: str) -> tuple[str, str, str]:
@@ -62,9 +59,9 @@ def norm_region(region: str, country: str) -> tuple[str, str, str]:
     return raw, country.strip(), ""
 
 
-def norm_gpu(name: str) -> tuple[str, str]:
+def norm_gpu(name: str, gpus: set[str]) -> tuple[str, str]:
     name = name.strip()
-    if name in GPUS or name == "":
+    if name in gpus or name == "":
         return name, ""
     return "", f"gpu: source names '{name}', which is not a distinct GPU in the GPU table"
 
@@ -87,28 +84,28 @@ def empty_row() -> dict[str, str]:
     return {c: "" for c in HISTORY_COLUMNS}
 
 
-def load_specs() -> dict[tuple[str, str], dict[str, str]]:
+def load_specs(shared: Path) -> dict[tuple[str, str], dict[str, str]]:
     specs: dict[tuple[str, str], dict[str, str]] = {}
-    with open(SHARED / "skus.csv", encoding="utf-8") as fh:
+    with open(shared / "skus.csv", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
             specs.setdefault((r["provider"], r["sku"]), r)
     return specs
 
 
-def do_regions() -> dict[str, list[str]]:
+def do_regions(shared: Path) -> dict[str, list[str]]:
     out: dict[str, list[str]] = defaultdict(list)
-    with open(SHARED / "skus.csv", encoding="utf-8") as fh:
+    with open(shared / "skus.csv", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
             if r["provider"] == "digitalocean" and r["region"].strip():
                 out[r["sku"]].append(r["region"].strip())
     return out
 
 
-def rows_from(path: str, order: int) -> list[dict[str, str]]:
-    specs = load_specs()
-    dor = do_regions()
+def rows_from(shared: Path, path: str, order: int, gpus: set[str]) -> list[dict[str, str]]:
+    specs = load_specs(shared)
+    dor = do_regions(shared)
     out = []
-    with open(SHARED / path, encoding="utf-8") as fh:
+    with open(shared / path, encoding="utf-8") as fh:
         for line, r in enumerate(csv.DictReader(fh), start=2):
             provider = r["provider"].strip()
             kind = r["price_kind"].strip()
@@ -143,7 +140,7 @@ def rows_from(path: str, order: int) -> list[dict[str, str]]:
             for raw_region in regions:
                 own_country = r.get("country", "") if raw_region == r["region"] else ""
                 region, country, rnote = norm_region(raw_region, own_country or "")
-                gpu, gnote = norm_gpu(r.get("gpu_model", "") or spec.get("gpu_model", ""))
+                gpu, gnote = norm_gpu(r.get("gpu_model", "") or spec.get("gpu_model", ""), gpus)
                 row = empty_row()
                 row.update(
                     provider=provider, service=service, sku=r["sku"].strip(), region=region, gpu=gpu,
@@ -213,9 +210,10 @@ GEO = {"US": "americas", "CA": "americas", "DE": "europe", "SE": "europe", "IT":
        "SG": "apac", "IN": "apac", "AU": "apac", "ID": "apac", "AE": "middle-east", "BH": "middle-east"}
 
 
-def main() -> None:
-    rows = rows_from("skus.csv", 1) + rows_from("cn_prices.csv", 2) + rows_from("serverless_prices.csv", 3)
-    rows += rows_from("commit_prices.csv", 4)
+def shared_tables(shared: Path, gpus: set[str]) -> tuple[list[Row], list[Row], list[Row]]:
+    """(catalog, history, regions) rows built from the shared data alone, as the package files shape them."""
+    rows = rows_from(shared, "skus.csv", 1, gpus) + rows_from(shared, "cn_prices.csv", 2, gpus)
+    rows += rows_from(shared, "serverless_prices.csv", 3, gpus) + rows_from(shared, "commit_prices.csv", 4, gpus)
     rows += derive_per_gpu(rows)
     groups: dict[tuple[str, ...], list[dict[str, str]]] = defaultdict(list)
     history: list[dict[str, str]] = []
@@ -249,33 +247,59 @@ def main() -> None:
     conflicts = {k: v for k, v in regions.items() if len(v) > 1}
     if conflicts:
         raise SystemExit(f"regions with several countries: {conflicts}")
-    catalog.sort(key=lambda r: tuple(r[c] for c in ("provider", "service", "sku", "region", "price_kind")))
-    history.sort(key=lambda r: tuple(r[c] for c in ("provider", "service", "sku", "region", "price_kind", "as_of")))
-    OUT.mkdir(parents=True, exist_ok=True)
-    with open(OUT / "catalog.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=CATALOG_COLUMNS, extrasaction="ignore", lineterminator="\n")
-        w.writeheader()
-        w.writerows(catalog)
-    with open(OUT / "catalog_history.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=HISTORY_COLUMNS, extrasaction="ignore", lineterminator="\n")
-        w.writeheader()
-        w.writerows(history)
-    with open(OUT / "regions.csv", "w", newline="", encoding="utf-8") as fh:
-        w = csv.writer(fh, lineterminator="\n")
-        w.writerow(["region", "country", "jurisdiction", "geo", "source"])
-        for region in sorted(regions):
-            country = next(iter(regions[region]), "")
-            if region == "global":
-                w.writerow([region, "", "", "global", "serverless platforms place work in any of their regions "
-                            "(serverless_prices.csv notes: no region choice, no mainland-China region)"])
-            elif not country:
-                w.writerow([region, "", "", "unknown", "the source row states no region"])
-            else:
-                w.writerow([region, country, JURISDICTION.get(country, country), GEO[country],
-                            "country column of the catalog rows in ../shared/data (skus.csv, cn_prices.csv)"])
-    priced = sum(1 for r in catalog if r["price_per_hour"])
-    print(f"catalog: {len(catalog)} rows ({priced} priced), history: {len(history)} rows")
-    print("regions seen:", ", ".join(f"{k}={','.join(v) or '?'}" for k, v in sorted(regions.items())))
+    region_rows = []
+    for region in sorted(regions):
+        country = next(iter(regions[region]), "")
+        if region == "global":
+            row = [region, "", "", "global", "serverless platforms place work in any of their regions "
+                   "(serverless_prices.csv notes: no region choice, no mainland-China region)"]
+        elif not country:
+            row = [region, "", "", "unknown", "the source row states no region"]
+        else:
+            row = [region, country, JURISDICTION.get(country, country), GEO[country],
+                   "country column of the catalog rows in ../shared/data (skus.csv, cn_prices.csv)"]
+        region_rows.append(dict(zip(REGION_COLUMNS, row, strict=True)))
+    return ([{c: r[c] for c in CATALOG_COLUMNS} for r in catalog],
+            [{c: r[c] for c in HISTORY_COLUMNS} for r in history], region_rows)
+
+
+def _package_is_newer(package: Row, imported: Row) -> bool:
+    """An offering's package price dated after the imported one (a hand edit or a refresh) is kept."""
+    return date_key(package.get("as_of", "")) > date_key(imported.get("as_of", ""))
+
+
+def merge_catalog(package: Path, shared: Path) -> list[Merge]:
+    """The three merges (catalog, history, regions), not written. Offerings whose price the import changes
+    move their old row to the history (superseded by the new row's as_of), so no price is lost."""
+    data = package / "pricing" / "data"
+    _, gpu_rows = read_csv(package / "data" / "gpus.csv")
+    catalog, history, regions = shared_tables(shared, {r["gpu"] for r in gpu_rows})
+    columns, rows = read_csv(data / "catalog.csv")
+    offerings = merge_rows("gpuopt/pricing/data/catalog.csv", columns or CATALOG_COLUMNS, rows, catalog, OFFERING_KEY,
+                           keep_package=_package_is_newer)
+    by_key = {tuple(r[c] for c in OFFERING_KEY): r for r in offerings.rows}
+    for old in offerings.replaced:
+        new = by_key[tuple(old[c] for c in OFFERING_KEY)]
+        if (old["price_per_hour"], old["currency"], old["as_of"]) != (new["price_per_hour"], new["currency"],
+                                                                      new["as_of"]) and old["price_per_hour"]:
+            history.append({**old, "superseded_by_as_of": new["as_of"]})
+    columns, rows = read_csv(data / "catalog_history.csv")
+    history_columns = columns or list(HISTORY_COLUMNS)
+    unique = list({tuple(r.get(c, "") for c in history_columns): r for r in history}.values())
+    past = merge_rows("gpuopt/pricing/data/catalog_history.csv", history_columns, rows, unique, history_columns)
+    columns, rows = read_csv(data / "regions.csv")
+    places = merge_rows("gpuopt/pricing/data/regions.csv", columns or REGION_COLUMNS, rows, regions, ("region",))
+    offerings.rows.sort(key=lambda r: tuple(r[c] for c in OFFERING_KEY))
+    past.rows.sort(key=lambda r: tuple(r[c] for c in HISTORY_ORDER))
+    places.rows.sort(key=lambda r: r["region"])
+    return [offerings, past, places]
+
+
+def main(argv: Sequence[str] | None = None) -> list[Merge]:
+    args = arguments(__doc__, argv)
+    merges = merge_catalog(args.package, args.shared)
+    finish(merges, args)
+    return merges
 
 
 if __name__ == "__main__":
