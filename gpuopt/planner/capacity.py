@@ -25,10 +25,8 @@ capacity of a replica does not depend on the demand, so they are evaluated once.
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -37,11 +35,9 @@ from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED, Capacity
 from gpuopt.inputs.workload import Workload
 from gpuopt.planner.candidates import CandidateResult, Policy, enumerate_candidates
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
-from gpuopt.planner.program import dominant_shapes, make_solver, prune
+from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency
-
-EPS_GPU = 1e-6
 
 
 @dataclass(frozen=True)
@@ -145,96 +141,57 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
 
 
 def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] | None = None,
-                   scale: float = 1.0, fixed_commitments: dict[tuple[tuple[str, ...], int], int] | None = None,
+                   scale: float = 1.0, fixed_commitments: dict[tuple[OfferingKey, int], int] | None = None,
                    time_limit: float = 120.0) -> CapacitySolution:
-    """The multi-period program; `kinds` restricts price kinds (all-on-demand baseline), `scale` multiplies
-    demand (scenarios), `fixed_commitments` pins y[o,t] (a scenario run of a chosen schedule)."""
-    import pulp as lp
-
-    start = time.perf_counter()
+    """The multi-period program (program.optimise); `kinds` restricts price kinds (all-on-demand baseline),
+    `scale` multiplies demand (scenarios), `fixed_commitments` pins y[o,t] (a scenario run of a chosen
+    schedule)."""
     cands = [c for c in p.candidates if kinds is None or c.offering.price_kind in kinds]
     T = len(p.labels)
     mpp = p.cf.horizon.months_per_period
-    offerings: dict[tuple[str, ...], CandidateResult] = {}
+    offerings: dict[OfferingKey, CandidateResult] = {}
     for c in cands:
         offerings.setdefault(c.offering.key, c)
-    keys = sorted(offerings)
-    for w in p.workloads:
-        if not any(c.workload.name == w for c in cands):
-            return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, time.perf_counter() - start,
-                                    f"workload {w}: no feasible candidate with the allowed price kinds")
-    prob = lp.LpProblem("gpuopt_capacity", lp.LpMinimize)
-    price = {k: float(offerings[k].instance_price or 0.0) for k in keys}
-    gpus = {k: int(offerings[k].offering.gpu_count or 0) for k in keys}
-    committed = {k: offerings[k].offering.price_kind not in UNCOMMITTED for k in keys}
-    term = {k: term_periods(offerings[k].offering.price_kind, mpp) for k in keys}
-    var = {(k, t): prob.add_variable(f"{'y' if committed[k] else 'n'}__{'__'.join(k)}__{t}".replace(" ", "_"),
-                                     lowBound=0, cat="Integer") for k in keys for t in range(T)}
-    x = {(i, t): prob.add_variable(f"x__{c.workload.name}__{i}__{t}", lowBound=0, cat="Integer")
-         for i, c in enumerate(cands) for t in range(T)}
-    cost_terms = []
-    for rank, k in enumerate(keys):
-        for t in range(T):
-            if committed[k]:
-                hours = commitment_hours(offerings[k].offering.price_kind, t, T, mpp, p.cf.charge)
-            else:
-                hours = p.hours_per_period
-            cost_terms.append((price[k] * hours + EPS_GPU * gpus[k] + 1e-9 * rank) * var[(k, t)])
-    prob += lp.lpSum(cost_terms)
-
-    def capacity(k: tuple[str, ...], t: int) -> Any:
-        if not committed[k]:
-            return var[(k, t)]
-        return lp.lpSum(var[(k, s)] for s in range(max(0, t - term[k] + 1), t + 1))
-
-    by_offering: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for i, c in enumerate(cands):
-        by_offering[c.offering.key].append(i)
-    for t in range(T):
-        for w, series in p.demand.items():
-            idx = [i for i, c in enumerate(cands) if c.workload.name == w]
-            prob += (lp.lpSum(headroom * cands[i].capacity * x[(i, t)] for i in idx) >= series[t] * scale,
-                     f"demand__{w}__{t}")
-            prob += (lp.lpSum(x[(i, t)] for i in idx) >= p.workloads[w].min_replicas, f"replicas__{w}__{t}")
-        for k in keys:
-            prob += (lp.lpSum((cands[i].gpus_per_replica or 0) * x[(i, t)] for i in by_offering[k])
-                     <= gpus[k] * capacity(k, t), f"pack__{'__'.join(k)}__{t}".replace(" ", "_"))
-    for (k, t), count in (fixed_commitments or {}).items():
-        if (k, t) in var:
-            prob += (var[(k, t)] == count, f"fixed__{'__'.join(k)}__{t}".replace(" ", "_"))
-    solver, _ = make_solver(time_limit)
-    prob.solve(solver)
-    status = lp.LpStatus[prob.status]
-    if status != "Optimal":
-        return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, time.perf_counter() - start,
-                                f"solver status {status}")
-    counts = {kt: int(round(v.value() or 0)) for kt, v in var.items()}
-    replicas = {it: int(round(v.value() or 0)) for it, v in x.items() if round(v.value() or 0) > 0}
+    commitments = {k: Commitment(periods=term_periods(c.offering.price_kind, mpp),
+                                 hours=tuple(commitment_hours(c.offering.price_kind, t, T, mpp, p.cf.charge)
+                                             for t in range(T)))
+                   for k, c in offerings.items() if c.offering.price_kind not in UNCOMMITTED}
+    result = optimise({w: [d * scale for d in series] for w, series in p.demand.items()},
+                      {w: p.workloads[w].min_replicas for w in p.demand}, cands, headroom,
+                      hours_per_period=p.hours_per_period, commitments=commitments, fixed=fixed_commitments,
+                      time_limit=time_limit)
+    if result.status != "optimal":
+        binding = (f"workload {result.unserved}: no feasible candidate with the allowed price kinds"
+                   if result.unserved is not None else f"solver status {result.solver_status}")
+        return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, result.seconds, binding)
     period_costs = [0.0] * T
     beyond = 0.0
     purchases = []
-    for (k, t), n in sorted(counts.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        if n <= 0:
-            continue
-        o = offerings[k]
-        purchases.append(Purchase(period=t, offering=o, count=n, committed=committed[k]))
-        if committed[k]:
-            hours = commitment_hours(o.offering.price_kind, t, T, mpp, p.cf.charge)
-            per_period = price[k] * p.hours_per_period * n
-            for s in range(t, min(T, t + term[k])):
-                period_costs[s] += per_period
-            beyond += price[k] * hours * n - per_period * (min(T, t + term[k]) - t)
-        else:
-            period_costs[t] += price[k] * p.hours_per_period * n
+    for t, period in enumerate(result.periods):
+        for k, n in period.bought.items():
+            o = offerings[k]
+            price = float(o.instance_price or 0.0)
+            purchases.append(Purchase(period=t, offering=o, count=n, committed=k in commitments))
+            if k in commitments:
+                term = commitments[k].periods
+                per_period = price * p.hours_per_period * n
+                for s in range(t, min(T, t + term)):
+                    period_costs[s] += per_period
+                beyond += price * commitments[k].hours[t] * n - per_period * (min(T, t + term) - t)
+            else:
+                period_costs[t] += price * p.hours_per_period * n
+    index = {id(c): i for i, c in enumerate(p.candidates)}
+    replicas = dict(sorted(((index[id(a.candidate)], t), a.replicas)
+                           for t, period in enumerate(result.periods) for a in period.assignments))
     capacity_out: dict[str, list[float]] = {w: [0.0] * T for w in p.demand}
-    for (i, t), n in replicas.items():
-        capacity_out[cands[i].workload.name][t] += cands[i].capacity * n
-    fixed = {(k, t): n for (k, t), n in counts.items() if committed[k] and n > 0}
+    for t, period in enumerate(result.periods):
+        for a in period.assignments:
+            capacity_out[a.candidate.workload.name][t] += a.candidate.capacity * a.replicas
+    fixed = {(k, t): n for t, period in enumerate(result.periods) for k, n in period.bought.items()
+             if k in commitments}
     total = sum(period_costs) + beyond
-    return CapacitySolution("optimal", total, period_costs, max(0.0, beyond), purchases,
-                            {(p.candidates.index(cands[i]), t): n for (i, t), n in replicas.items()},
-                            capacity_out, time.perf_counter() - start, None, fixed,
-                            proven_optimal=prob.sol_status == lp.LpSolutionOptimal)
+    return CapacitySolution("optimal", total, period_costs, max(0.0, beyond), purchases, replicas, capacity_out,
+                            result.seconds, None, fixed, proven_optimal=result.proven_optimal)
 
 
 # ---- the typed result -------------------------------------------------------------------------------------

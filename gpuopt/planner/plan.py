@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, with_config
 from typing_extensions import TypedDict
 
 PLAN_SCHEMA_VERSION = 1
+PlanStatus = Literal["optimal", "infeasible"]
+"""What a solve ends in: a plan meeting every constraint (proven optimal or not: see the warnings), or none."""
 HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
 DEFAULT_HEADROOM = 0.8  # a replica is planned for at most this share of the load it sustains
 
@@ -132,7 +134,7 @@ class Candidate(TypedDict):
 
 class Alternative(Frozen):
     label: str  # e.g. "gpu L40S-48GB" or "provider aws"
-    status: Literal["optimal", "infeasible"]
+    status: PlanStatus
     total_cost_per_hour: float | None
     total_cost_per_month: float | None
     delta_per_hour: float | None
@@ -188,7 +190,7 @@ class Rejections(Frozen):
 
 class SweepPoint(Frozen):
     tpot_factor: float  # multiplier on every workload's TPOT target
-    status: Literal["optimal", "infeasible"]
+    status: PlanStatus
     cost: float | None  # per hour (solve) or over the horizon (plan)
 
 
@@ -203,7 +205,7 @@ class Sensitivity(Frozen):
 class Plan(Frozen):
     schema_version: int = PLAN_SCHEMA_VERSION
     kind: Literal["gpuopt-plan"] = "gpuopt-plan"
-    status: Literal["optimal", "infeasible"]
+    status: PlanStatus
     currency: str
     total_cost_per_hour: float | None
     total_cost_per_month: float | None
