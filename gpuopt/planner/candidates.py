@@ -10,6 +10,7 @@ computed once per such shape and shared by every offering with that GPU.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -27,6 +28,7 @@ from gpuopt.physics.memory import (
     precision_unsupported,
     validate,
 )
+from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.vocabulary import KvCacheDtype, WeightFormat
@@ -43,6 +45,28 @@ class Policy:
     price_kinds: tuple[str, ...]
     currency: str
     vllm_version: str | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a plan runs, as the command line gives it (each field overrides the input file's):
+    region or residency selector, provider allow-list, report currency, headroom, vLLM version. `solve`
+    and `plan` take the same placement (SolveOptions adds what only `solve` has)."""
+
+    region: str | None = None
+    providers: tuple[str, ...] = ()
+    currency: str | None = None
+    headroom: float = DEFAULT_HEADROOM
+    vllm_version: str | None = None
+
+    def policy(self, residency: str | None, providers: Sequence[str] | None, currency: str | None,
+               price_kinds: Sequence[str]) -> Policy:
+        """The candidate policy: these options over the file's residency, providers and currency (USD when
+        neither names one)."""
+        selector = self.region or residency
+        return Policy(residency=Residency(selector) if selector else None,
+                      providers=tuple(self.providers or providers or ()), price_kinds=tuple(price_kinds),
+                      currency=self.currency or currency or "USD", vllm_version=self.vllm_version)
 
 
 @dataclass(frozen=True)

@@ -27,27 +27,30 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.errors import ConfigError
-from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
+from gpuopt.inputs.capacity import (
+    MONTHS_PER_PERIOD,
+    RENEWABLE,
+    TERM_MONTHS,
+    UNCOMMITTED,
+    CapacityFile,
+    CapacityWorkload,
+    demand_series,
+)
 from gpuopt.inputs.workload import Workload
-from gpuopt.planner.candidates import CandidateResult, Policy, enumerate_candidates
-from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
+from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
+from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.pricing.catalog import Catalog
-from gpuopt.pricing.regions import Residency
 
+CapacityOptions = Placement
+"""A capacity plan takes nothing beyond the placement (sensitivity runs after solving: planner/sensitivity.py)."""
 
-@dataclass(frozen=True)
-class CapacityOptions:
-    region: str | None = None
-    providers: tuple[str, ...] = ()
-    currency: str | None = None
-    headroom: float = DEFAULT_HEADROOM
-    vllm_version: str | None = None
-    sensitivity: bool = False
+PeriodKind = Literal["quarter", "month"]  # the capacity file's horizon.period
 
 
 @dataclass
@@ -73,7 +76,7 @@ class Purchase:
 
 @dataclass
 class CapacitySolution:
-    status: str
+    status: PlanStatus
     total_cost: float | None
     period_costs: list[float]
     beyond_horizon: float
@@ -106,12 +109,9 @@ def commitment_hours(kind: str, start: int, periods: int, months_per_period: int
 
 
 def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> CapacityProblem:
-    selector = opts.region or cf.residency
-    residency = Residency(selector) if selector else None
-    currency = opts.currency or cf.currency or "USD"
     kinds = tuple(sorted({k for w in cf.workloads for k in w.price_kinds}))
-    policy = Policy(residency=residency, providers=tuple(opts.providers or cf.providers or ()), price_kinds=kinds,
-                    currency=currency, vllm_version=opts.vllm_version)
+    policy = opts.policy(cf.residency, cf.providers, cf.currency, kinds)
+    currency = policy.currency
     demand = {w.name: demand_series(w, cf.horizon) for w in cf.workloads}
     proxies = []
     for w in cf.workloads:
@@ -238,10 +238,11 @@ class ScenarioLine(_Frozen):
 
 class CapacityPlan(_Frozen):
     schema_version: int = 1
-    kind: str = "gpuopt-capacity-plan"
-    status: str
+    kind: Literal["gpuopt-capacity-plan"] = "gpuopt-capacity-plan"
+    status: PlanStatus
     currency: str
-    horizon: str
+    horizon: str  # for people: "4 quarters from 2027Q1"
+    period: PeriodKind  # for programs: what one period is (FOCUS charge periods count from it)
     charge: str
     headroom: float
     periods: list[PeriodLine]
@@ -254,6 +255,10 @@ class CapacityPlan(_Frozen):
     explanation: list[str]
     as_of_date: str
     warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
+
+    @property
+    def months_per_period(self) -> int:
+        return MONTHS_PER_PERIOD[self.period]
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
@@ -269,16 +274,38 @@ def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
     return None if not od else round(c.instance_price / od, 4)
 
 
-def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, today: str) -> CapacityPlan:
+@dataclass(frozen=True)
+class Schedule:
+    """A solved capacity problem: what plan_capacity describes, and what sensitivity.analyse_capacity
+    stretches after solving (it needs the unrounded capacities and the problem to re-solve)."""
+
+    problem: CapacityProblem
+    opts: CapacityOptions
+    solution: CapacitySolution
+    baseline: CapacitySolution | None  # every workload on on-demand offerings only
+
+
+def schedule(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> Schedule:
     p = build_problem(cf, catalog, opts)
     sol = solve_capacity(p, opts.headroom)
-    od_kinds = tuple(k for k in ("on-demand",))
-    baseline = solve_capacity(p, opts.headroom, kinds=od_kinds) if any(
+    baseline = solve_capacity(p, opts.headroom, kinds=("on-demand",)) if any(
         c.offering.price_kind == "on-demand" for c in p.candidates) else None
+    return Schedule(p, opts, sol, baseline)
+
+
+def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, today: str) -> CapacityPlan:
+    """The schedule with the lowest cost over the horizon, as a typed plan (without sensitivity: the caller
+    runs sensitivity.analyse_capacity on `schedule(...)` when asked)."""
+    return describe(schedule(cf, catalog, opts), today)
+
+
+def describe(solved: Schedule, today: str) -> CapacityPlan:
+    p, opts, sol, baseline = solved.problem, solved.opts, solved.solution, solved.baseline
+    cf = p.cf
     horizon = f"{cf.horizon.periods} {cf.horizon.period}s from {p.labels[0]}"
     if sol.status != "optimal" or sol.total_cost is None:
-        return CapacityPlan(status="infeasible", currency=p.currency, horizon=horizon, charge=cf.charge,
-                            headroom=opts.headroom, periods=[], total_cost=None,
+        return CapacityPlan(status="infeasible", currency=p.currency, horizon=horizon, period=cf.horizon.period,
+                            charge=cf.charge, headroom=opts.headroom, periods=[], total_cost=None,
                             all_on_demand_cost=None, savings=None, committed_after_horizon=0.0, scenarios=[],
                             explanation=[sol.binding or "no plan"], as_of_date=today)
     users: dict[tuple[tuple[str, ...], int], set[str]] = defaultdict(set)
@@ -319,39 +346,12 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
                                       shortfall=shortfall, idle=idle))
     od = None if baseline is None or baseline.total_cost is None else round(baseline.total_cost, 2)
     total = round(sol.total_cost, 2)
-    sensitivity = _sensitivity(p, sol, cf, catalog, opts, total) if opts.sensitivity else None
     warnings = [f"the solver stopped at its time limit on the {what}: feasible, not proven optimal"
                 for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
                 if run is not None and run.status == "optimal" and not run.proven_optimal]
-    return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, charge=cf.charge,
+    return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, period=cf.horizon.period,
+                        charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
                         committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
-                        sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings)
-
-
-def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,
-                 opts: CapacityOptions, total: float) -> Sensitivity:
-    """Traffic multiplier the planned replicas carry in every period, the next schedule's cost, TPOT sweep."""
-    from gpuopt.inputs.workload import Slo
-    from gpuopt.planner.sensitivity import TPOT_FACTORS
-
-    ratios = [sol.capacity[w][t] / d for w, series in p.demand.items() for t, d in enumerate(series) if d > 0]
-    limit = round(min(ratios), 4) if ratios else 0.0
-    nxt = solve_capacity(p, opts.headroom, scale=limit * 1.01)
-    sweep = []
-    for factor in TPOT_FACTORS:
-        if factor == 1.0:
-            sweep.append(SweepPoint(tpot_factor=1.0, status="optimal", cost=total))
-            continue
-        workloads = [w.model_copy(update={"slo": Slo(ttft_ms=w.slo.ttft_ms, tpot_ms=None if w.slo.tpot_ms is None
-                                                      else w.slo.tpot_ms * factor)}) for w in cf.workloads]
-        try:
-            q = build_problem(cf.model_copy(update={"workloads": workloads}), catalog, opts)
-            run = solve_capacity(q, opts.headroom)
-        except ConfigError:
-            run = CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, 0.0)
-        sweep.append(SweepPoint(tpot_factor=factor, status="optimal" if run.total_cost is not None else "infeasible",
-                                cost=None if run.total_cost is None else round(run.total_cost, 2)))
-    return Sensitivity(traffic_multiplier_limit=limit,
-                       next_plan_cost=None if nxt.total_cost is None else round(nxt.total_cost, 2), tpot_sweep=sweep)
+                        explanation=[], as_of_date=today, warnings=warnings)

@@ -15,12 +15,12 @@ from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
     CandidateResult,
     Evaluator,
+    Placement,
     Policy,
     WorkloadCandidates,
     enumerate_candidates,
 )
 from gpuopt.planner.plan import (
-    DEFAULT_HEADROOM,
     HOURS_PER_MONTH,
     Alternative,
     Candidate,
@@ -38,21 +38,18 @@ from gpuopt.planner.plan import (
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
 from gpuopt.pricing.catalog import Catalog, staleness
-from gpuopt.pricing.regions import Residency, region_info
+from gpuopt.pricing.regions import region_info
 
 
 @dataclass(frozen=True)
-class SolveOptions:
-    region: str | None = None
-    providers: tuple[str, ...] = ()
-    currency: str | None = None
-    headroom: float = DEFAULT_HEADROOM
+class SolveOptions(Placement):
+    """The placement, and what only `solve` has. Sensitivity is not here: it runs after solving
+    (planner/sensitivity.py)."""
+
     top: int = 3
-    vllm_version: str | None = None
     today: dt.date | None = None
     max_price_age: int | None = None
     premium: bool = True  # also solve without the residency policy to price it
-    sensitivity: bool = False  # traffic limit, next plan, TPOT sweep (several more solves)
     # one record per candidate considered (10^4-10^5): the JSON contract carries them, the other formats
     # do not show them, so the CLI builds them only for --format json
     candidate_records: bool = True
@@ -60,11 +57,8 @@ class SolveOptions:
 
 def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tuple[Plan, list[str]]:
     """The Plan, and price-age errors (non-empty when --max-price-age rejects a chosen price)."""
-    selector = opts.region or wf.residency
-    residency = Residency(selector) if selector else None
-    currency = opts.currency or wf.currency or "USD"
-    policy = Policy(residency=residency, providers=tuple(opts.providers or wf.providers or ()),
-                    price_kinds=tuple(wf.price_kinds), currency=currency, vllm_version=opts.vllm_version)
+    policy = opts.policy(wf.residency, wf.providers, wf.currency, wf.price_kinds)
+    residency, currency = policy.residency, policy.currency
     evaluators: dict[str, Evaluator] = {}
     per_workload = enumerate_candidates(wf.workloads, catalog, policy, evaluators)
     all_candidates = [c for wc in per_workload for c in wc.results]
@@ -112,10 +106,6 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings=warnings,
         solver=solution.solver,
     ).model_copy(update={"candidates": _candidate_records(all_candidates) if opts.candidate_records else []})
-    if opts.sensitivity and plan.status == "optimal":
-        from gpuopt.planner.sensitivity import analyse
-
-        plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
     return plan, age_errors
 
 
