@@ -11,6 +11,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, with_config
 from typing_extensions import TypedDict
 
+from gpuopt.vocabulary import RejectionKind
+
 PLAN_SCHEMA_VERSION = 1
 PlanStatus = Literal["optimal", "infeasible"]
 """What a solve ends in: a plan meeting every constraint (proven optimal or not: see the warnings), or none."""
@@ -128,8 +130,7 @@ class Candidate(TypedDict):
     kv_cache_tokens: int | None
     feasible: bool
     reason: str | None
-    # residency | provider | price-kind | no-price | gpu-data | precision | fit | ttft | tpot | capacity
-    reason_kind: str | None
+    reason_kind: RejectionKind | None
 
 
 class Alternative(Frozen):
@@ -183,7 +184,7 @@ class Rejections(Frozen):
     """Rejected candidates of one workload grouped by reason kind, with one example."""
 
     workload: str
-    reason_kind: str
+    reason_kind: RejectionKind
     count: int
     example: str
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
+    POLICY_REJECTIONS,
     CandidateResult,
     Evaluator,
     Placement,
@@ -39,6 +40,7 @@ from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
 from gpuopt.pricing.catalog import Catalog, staleness
 from gpuopt.pricing.regions import region_info
+from gpuopt.vocabulary import RejectionKind
 
 
 @dataclass(frozen=True)
@@ -186,10 +188,10 @@ def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[Uni
 
 
 def _rejections(candidates: Sequence[CandidateResult]) -> list[Rejections]:
-    groups: dict[tuple[str, str], list[CandidateResult]] = defaultdict(list)
+    groups: dict[tuple[str, RejectionKind], list[CandidateResult]] = defaultdict(list)
     for c in candidates:
-        if not c.feasible:
-            groups[(c.workload.name, c.evaluation.reason_kind or "other")].append(c)
+        if c.evaluation.reason_kind is not None:  # every rejected candidate has one (Evaluation checks)
+            groups[(c.workload.name, c.evaluation.reason_kind)].append(c)
     out = []
     for (workload, kind), members in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[0][1])):
         first = members[0]
@@ -219,7 +221,7 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
 
 # tensor_parallel .. reason_kind of a Candidate record, less the offering's fields (see _shape_part)
 _ShapeFields = tuple[int | None, int | None, str | None, str | None, int | None, float | None, float | None,
-                     float | None, float | None, int | None, bool, str | None, str | None]
+                     float | None, float | None, int | None, bool, str | None, RejectionKind | None]
 
 
 def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]:
@@ -353,8 +355,7 @@ def _explain(per_workload: list[WorkloadCandidates], solution: Solution) -> list
         if wc.feasible:
             continue
         kinds = Counter(r.evaluation.reason_kind for r in wc.results)
-        considered = [r for r in wc.results if r.evaluation.reason_kind not in
-                      ("residency", "provider", "price-kind", "no-price", "gpu-data")]
+        considered = [r for r in wc.results if r.evaluation.reason_kind not in POLICY_REJECTIONS]
         lines.append(f"workload {w.name}: no candidate is feasible among {len(wc.results)} "
                      f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))})")
         if not considered:
