@@ -3,19 +3,23 @@ through both entry points, gives the same plan (cost, instances bought, replicas
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuopt.inputs.capacity import UNCOMMITTED, CapacityFile
 from gpuopt.inputs.workload import WorkloadFile, load_workload
-from gpuopt.planner.capacity import CapacityOptions, build_problem, plan_capacity, solve_capacity
+from gpuopt.planner.capacity import CapacityOptions, CapacityProblem, build_problem, plan_capacity, solve_capacity
 from gpuopt.planner.plan import HOURS_PER_MONTH
 from gpuopt.planner.program import Assignment, solve
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import Catalog, load_catalog
+from tests.test_program import candidate, offering, workload
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 WORKLOAD_EXAMPLES = sorted(p for p in EXAMPLES.glob("*.yaml") if "horizon" not in yaml.safe_load(p.read_text()))
@@ -84,5 +88,38 @@ def test_the_static_program_is_the_capacity_program_with_one_period(path: Path, 
                        else d.predicted.replica_requests_per_second for d in mine]
         # the plan rounds a replica's concurrency to 0.01 and its rate to 1e-4
         replicas = sum(d.replicas for d in mine)
-        assert period.capacity[w.name] == pytest.approx(sum(d.replicas * c for d, c in zip(mine, per_replica)),
-                                                        abs=0.005 * replicas)
+        carried = sum(d.replicas * c for d, c in zip(mine, per_replica, strict=True))
+        assert period.capacity[w.name] == pytest.approx(carried, abs=0.005 * replicas)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    demands=st.lists(st.tuples(st.integers(1, 4), st.integers(1, 3)), min_size=1, max_size=2),
+    offers=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8]), st.integers(1, 20)), min_size=1, max_size=3),
+    caps=st.lists(st.sampled_from([0.5, 1.0, 1.5, 2.0]), min_size=4, max_size=4),
+    tps=st.lists(st.sampled_from([1, 2, 4]), min_size=4, max_size=4),
+    headroom=st.sampled_from([0.5, 0.8, 1.0]),
+)
+def test_one_rented_period_of_the_capacity_program_is_the_static_program(demands, offers, caps, tps, headroom):
+    """On small random instances (several workloads sharing offerings, min_replicas, headroom): the same
+    instances, replicas and cost per hour through both entry points."""
+    workloads = [workload(f"w{i}", d, min_replicas=m) for i, (d, m) in enumerate(demands)]
+    offerings = [offering(f"o{j}", g, float(p), provider=f"p{j}") for j, (g, p) in enumerate(offers)]
+    cands = [candidate(w, o, min(tps[k % 4], o.gpu_count), caps[k % 4])
+             for k, (w, o) in enumerate(itertools.product(workloads, offerings))]
+    static = solve(workloads, cands, headroom=headroom)
+    cf = CapacityFile.model_validate({
+        "schema_version": 1, "horizon": {"periods": 1, "period": "month"},
+        "workloads": [{"name": w.name, "model": w.model, "input_tokens": w.input_tokens,
+                       "output_tokens": w.output_tokens, "min_replicas": w.min_replicas,
+                       "demand": {"requests_per_second": [w.demand]}} for w in workloads]})
+    problem = CapacityProblem(cf=cf, currency="USD", labels=["M1"], hours_per_period=HOURS_PER_MONTH,
+                              demand={w.name: [w.demand] for w in workloads},
+                              workloads={w.name: w for w in cf.workloads}, candidates=cands, all_candidates=cands,
+                              catalog=None)  # the catalog is read only to describe a plan
+    periodic = solve_capacity(problem, headroom=headroom)
+    assert static.status == periodic.status == "optimal"
+    assert periodic.total_cost == pytest.approx((static.cost_per_hour or 0.0) * HOURS_PER_MONTH, rel=1e-12)
+    assert [(p.offering.offering.key, p.count) for p in periodic.purchases] == list(static.instances.items())
+    assert _shapes([Assignment(cands[i], n) for (i, _t), n in periodic.replicas.items()]) == \
+        _shapes(static.assignments)
