@@ -1,22 +1,12 @@
 """Quarterly (or monthly) capacity planning: what to commit to in which period, what to rent as it comes.
 
-Formulation (PuLP, the same solver as `solve`)
-
-    sets      T periods of H hours (730 x months per period); O offerings with feasible candidates;
-              uncommitted offerings U (on-demand, spot, community) and commitments K (reservations, savings
-              plans, subscriptions), each with a term of L_o periods; C candidates (workload, offering, shape)
-    variables n[o,t] in Z>=0   uncommitted instances of o in period t                       (o in U)
-              y[o,t] in Z>=0   commitments of o bought at the start of period t            (o in K)
-              x[c,t] in Z>=0   replicas of candidate c in period t
-    capacity  cap[o,t] = n[o,t] (o in U);  cap[o,t] = sum over s in (t - L_o, t] of y[o,s]   (o in K)
-    minimise  sum_{o in U,t} price_o H n[o,t] + sum_{o in K,t} price_o h_o y[o,t]   (+ tie-breaks)
-              h_o = hours of the whole term (charge: full-term, the default: a commitment is paid in full
-              whether used or not, also after the horizon) or only its hours inside the horizon
-              (charge: inside-horizon, stated in the output)
-    subject to
-      demand[w,t]   sum_{c in C_w} headroom cap_c x[c,t] >= D[w,t]
-      replicas[w,t] sum_{c in C_w} x[c,t] >= min_replicas_w
-      pack[o,t]     sum_{c in C_o} g_c x[c,t] <= G_o cap[o,t]
+The program is the one `solve` uses (program.optimise, formulation in its docstring), with T periods of
+H = 730 x months per period hours and commitments: a reservation, savings plan or subscription bought at the
+start of period t holds capacity for its term (term_periods) and is charged commitment_hours: its whole term
+(charge: full-term, the default: a commitment is paid in full whether used or not, also after the horizon)
+or only its hours inside the horizon (charge: inside-horizon, stated in the output). This module builds the
+problem (candidates for each workload's peak demand, its price kinds), reads the schedule back as costs per
+period and purchases, and describes it as a typed CapacityPlan with scenarios and the all-on-demand baseline.
 
 Candidates and their sustainable loads come from the same memory and latency models as `solve`; the
 capacity of a replica does not depend on the demand, so they are evaluated once.
