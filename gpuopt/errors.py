@@ -5,6 +5,7 @@
     |   +-- UnknownNameError         a name not in a registry, with close matches
     |   +-- ConfigError              a config.json / workload file missing or mistyping a field
     +-- InfeasibleError (exit 1)     valid input with no answer (does not fit, SLO unreachable)
+        +-- SloUnreachableError      a latency target even a lone request misses: which one, by how much
 
 Anything else that escapes is a bug and should surface as a traceback in development.
 Exit codes (documented once, here): 0 ok, 1 infeasible, 2 bad input, 3 over budget.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+
+from gpuopt.vocabulary import LatencyTarget
 
 EXIT_OK = 0
 EXIT_INFEASIBLE = 1
@@ -57,3 +60,18 @@ class UnknownNameError(InputError):
 
 class InfeasibleError(GpuoptError):
     exit_code = EXIT_INFEASIBLE
+
+
+class SloUnreachableError(InfeasibleError):
+    """A latency target no load can meet, because a lone request already misses it. Typed, so callers tell
+    a TTFT miss from a TPOT miss and read the margin from fields, never from the message."""
+
+    def __init__(self, target: LatencyTarget, target_ms: float, lone_ms: float, message: str) -> None:
+        super().__init__(message)
+        self.target: LatencyTarget = target
+        self.target_ms = target_ms
+        self.lone_ms = lone_ms  # what a request alone on the replica gets
+
+    @property
+    def ms_over(self) -> float:
+        return self.lone_ms - self.target_ms

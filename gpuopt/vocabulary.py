@@ -35,6 +35,16 @@ WINDOWED_LAYER_KINDS: tuple[LayerKind, ...] = ("sliding", "chunked")
 LinkKind = Literal["nvlink", "pcie"]
 LINK_KINDS: tuple[LinkKind, ...] = get_args(LinkKind)
 
+# ---- why a candidate is rejected ---------------------------------------------------------------------
+LatencyTarget = Literal["ttft", "tpot"]
+"""A latency target of a workload: time to first token, time per output token."""
+RejectionKind = Literal["residency", "provider", "price-kind", "no-price", "gpu-data", "precision", "fit", "ttft",
+                        "tpot", "capacity"]
+"""Why a candidate cannot serve a workload, in the order the checks run: the policy (residency, provider,
+price kind), the offering's data (no usable price, GPU specs missing), the GPU (precision), memory (fit),
+a latency target a lone request misses (ttft, tpot), or no load at all within the targets (capacity)."""
+REJECTION_KINDS: tuple[RejectionKind, ...] = get_args(RejectionKind)
+
 # ---- prices ----------------------------------------------------------------------------------------
 PriceKind = Literal[
     "on-demand", "spot", "community", "reserved-1y", "reserved-3y", "savings-plan", "savings-plan-3y",

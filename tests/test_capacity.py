@@ -186,3 +186,25 @@ def test_plan_sensitivity_reports_the_limit_and_a_tpot_sweep(tmp_path, monkeypat
     # looser TPOT targets never cost more; tighter never less
     factors = sorted(costs)
     assert all(costs[a] >= costs[b] - 1e-6 for a, b in zip(factors, factors[1:], strict=False))
+
+
+def test_the_period_is_a_typed_field_and_sets_the_focus_charge_periods(tmp_path, monkeypatch):
+    import csv
+    import io
+    import json
+
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "monthly.yaml"
+    path.write_text("schema_version: 1\nresidency: us\nhorizon: {periods: 2, period: month, start: 2027-11}\n"
+                    "workloads:\n  - name: w\n    model: meta-llama/Llama-3.1-8B-Instruct\n    input_tokens: 500\n"
+                    "    output_tokens: 100\n    demand: {requests_per_second: [1, 2]}\n")
+    result = CliRunner().invoke(cli, ["plan", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert (plan["horizon"], plan["period"]) == ("2 months from 2027-11", "month")
+    result = CliRunner().invoke(cli, ["plan", str(path), "--format", "focus"])
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    # one on-demand purchase per month, each charged for that calendar month (December crosses the year)
+    assert sorted({(r["ChargePeriodStart"], r["ChargePeriodEnd"]) for r in rows}) == [
+        ("2027-11-01T00:00:00Z", "2027-12-01T00:00:00Z"), ("2027-12-01T00:00:00Z", "2028-01-01T00:00:00Z")]

@@ -29,7 +29,7 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     Exit codes: 0 a schedule, 1 infeasible, 2 bad input.
     """
     from gpuopt.inputs.capacity import load_capacity_file
-    from gpuopt.planner.capacity import CapacityOptions, plan_capacity
+    from gpuopt.planner.capacity import CapacityOptions, describe, schedule
 
     cf = load_capacity_file(capacity_file)
     currency = currency.upper() if currency else None
@@ -39,7 +39,12 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
         raise InputError(*problems)
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
-                           vllm_version=vllm_version, sensitivity=sensitivity)
-    result = plan_capacity(cf, catalog, opts, today().isoformat())
+                           vllm_version=vllm_version)
+    solved = schedule(cf, catalog, opts)
+    result = describe(solved, today().isoformat())
+    if sensitivity and result.status == "optimal":
+        from gpuopt.planner.sensitivity import analyse_capacity
+
+        result = result.model_copy(update={"sensitivity": analyse_capacity(solved, catalog, result)})
     deliver(render_capacity_plan(result, fmt), output, result.warnings,
             None if result.status == "optimal" else result.explanation)

@@ -102,10 +102,14 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     catalog = open_catalog(overlays, discounts, fx_rates, extra_discounts=dict(wf.discounts))
     opts = SolveOptions(region=region, providers=providers, currency=currency, headroom=headroom, top=top,
                         vllm_version=vllm_version, today=today(), max_price_age=max_price_age,
-                        sensitivity=sensitivity, candidate_records=fmt == "json")
+                        candidate_records=fmt == "json")
     plan, age_errors = plan_workloads(wf, catalog, opts)
     if age_errors:
         raise InputError(*age_errors)
+    if sensitivity and plan.status == "optimal":
+        from gpuopt.planner.sensitivity import analyse
+
+        plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
     deliver(render_plan(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation)
     overrun = budget_overrun(plan, wf, max_monthly, catalog.fx)
     if overrun:

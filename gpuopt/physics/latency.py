@@ -33,7 +33,7 @@ from importlib import resources
 import yaml
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from gpuopt.errors import InfeasibleError, InputError
+from gpuopt.errors import InputError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import (
@@ -501,15 +501,18 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
 
 def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
              tpot_slo_ms: float | None = None) -> LoadPoint:
-    """The largest request rate that is stable and meets both targets; raises InfeasibleError with the
+    """The largest request rate that is stable and meets both targets; raises SloUnreachableError with the
     binding target and the margin when even a lone request misses it."""
     alone = zero_load(r, input_tokens, output_tokens)
     if ttft_slo_ms is not None and alone.ttft_ms > ttft_slo_ms:
-        raise InfeasibleError(f"TTFT target {ttft_slo_ms:g} ms missed by {alone.ttft_ms - ttft_slo_ms:,.0f} ms even "
-                              f"for a lone request ({alone.ttft_ms:,.0f} ms to prefill {input_tokens:,} tokens)")
+        raise SloUnreachableError(
+            "ttft", ttft_slo_ms, alone.ttft_ms, f"TTFT target {ttft_slo_ms:g} ms missed by "
+            f"{alone.ttft_ms - ttft_slo_ms:,.0f} ms even for a lone request ({alone.ttft_ms:,.0f} ms to prefill "
+            f"{input_tokens:,} tokens)")
     if tpot_slo_ms is not None and alone.tpot_ms > tpot_slo_ms:
-        raise InfeasibleError(f"TPOT target {tpot_slo_ms:g} ms missed by {alone.tpot_ms - tpot_slo_ms:.1f} ms even "
-                              f"at batch 1 ({alone.tpot_ms:.1f} ms per token)")
+        raise SloUnreachableError(
+            "tpot", tpot_slo_ms, alone.tpot_ms, f"TPOT target {tpot_slo_ms:g} ms missed by "
+            f"{alone.tpot_ms - tpot_slo_ms:.1f} ms even at batch 1 ({alone.tpot_ms:.1f} ms per token)")
 
     def ok(point: LoadPoint) -> bool:
         return (point.stable and (ttft_slo_ms is None or point.ttft_ms <= ttft_slo_ms)

@@ -10,12 +10,13 @@ computed once per such shape and shared by every offering with that GPU.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from gpuopt.errors import GpuoptError, InfeasibleError
+from gpuopt.errors import GpuoptError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
@@ -27,9 +28,10 @@ from gpuopt.physics.memory import (
     precision_unsupported,
     validate,
 )
+from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
-from gpuopt.vocabulary import KvCacheDtype, WeightFormat
+from gpuopt.vocabulary import KvCacheDtype, RejectionKind, WeightFormat
 
 TP_SIZES = (1, 2, 4, 8, 16)
 NO_BF16 = ("Volta", "Turing")
@@ -46,6 +48,28 @@ class Policy:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where and how a plan runs, as the command line gives it (each field overrides the input file's):
+    region or residency selector, provider allow-list, report currency, headroom, vLLM version. `solve`
+    and `plan` take the same placement (SolveOptions adds what only `solve` has)."""
+
+    region: str | None = None
+    providers: tuple[str, ...] = ()
+    currency: str | None = None
+    headroom: float = DEFAULT_HEADROOM
+    vllm_version: str | None = None
+
+    def policy(self, residency: str | None, providers: Sequence[str] | None, currency: str | None,
+               price_kinds: Sequence[str]) -> Policy:
+        """The candidate policy: these options over the file's residency, providers and currency (USD when
+        neither names one)."""
+        selector = self.region or residency
+        return Policy(residency=Residency(selector) if selector else None,
+                      providers=tuple(self.providers or providers or ()), price_kinds=tuple(price_kinds),
+                      currency=self.currency or currency or "USD", vllm_version=self.vllm_version)
+
+
+@dataclass(frozen=True)
 class Shape:
     """A replica shape on one GPU type: what the memory and latency models are evaluated for."""
 
@@ -57,15 +81,26 @@ class Shape:
     kv_cache_dtype: KvCacheDtype
 
 
+POLICY_REJECTIONS: tuple[RejectionKind, ...] = ("residency", "provider", "price-kind", "no-price", "gpu-data")
+"""Rejections decided before any memory or latency evaluation: by the policy or the offering's data."""
+
+
 @dataclass(frozen=True)
 class Evaluation:
+    """A candidate shape's verdict. A rejection has a kind, a message for people, and for memory and latency
+    misses how far off it is (gib_short, ms_over): the explanation of an infeasible plan reads these fields."""
+
     feasible: bool
     reason: str | None
-    reason_kind: str | None
+    reason_kind: RejectionKind | None
     memory: MemoryEstimate | None = None
     point: latency.LoadPoint | None = None
-    gib_short: float | None = None  # for "does not fit": how far off
-    ms_over: float | None = None  # for SLO misses: how far off
+    gib_short: float | None = None  # for "fit": GiB per GPU missing
+    ms_over: float | None = None  # for "ttft" and "tpot": how far a lone request misses the target
+
+    def __post_init__(self) -> None:
+        if not self.feasible and self.reason_kind is None:
+            raise ValueError("a rejected candidate needs a reason kind")
 
 
 class CandidateResult(NamedTuple):
@@ -128,14 +163,14 @@ def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
     return max(min(length, cap), w.input_tokens + w.output_tokens)
 
 
-def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[str, str] | None:
+def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[RejectionKind, str] | None:
     providers = w.providers or policy.providers
     if providers and o.provider not in providers:
         return "provider", f"provider {o.provider} not in the allow-list ({', '.join(providers)})"
     return None
 
 
-def _policy_reason(o: Offering, policy: Policy) -> tuple[str, str] | None:
+def _policy_reason(o: Offering, policy: Policy) -> tuple[RejectionKind, str] | None:
     if policy.residency is not None and not policy.residency.allows(o.region):
         info = region_info(o.region)
         where = f"{o.region} ({info.country or 'no country'})"
@@ -181,12 +216,8 @@ class Evaluator:
         slo = self.w.slo
         try:
             point = latency.max_rate(replica, self.w.input_tokens, self.w.output_tokens, slo.ttft_ms, slo.tpot_ms)
-        except InfeasibleError as exc:
-            text = exc.problems[0]
-            kind = "ttft" if text.startswith("TTFT") else "tpot"
-            alone = latency.zero_load(replica, self.w.input_tokens, self.w.output_tokens)
-            over = (alone.ttft_ms - (slo.ttft_ms or 0)) if kind == "ttft" else (alone.tpot_ms - (slo.tpot_ms or 0))
-            return Evaluation(False, text, kind, memory=mem, ms_over=over)
+        except SloUnreachableError as miss:
+            return Evaluation(False, miss.problems[0], miss.target, memory=mem, ms_over=miss.ms_over)
         if point.requests_per_second <= 1e-6:
             return Evaluation(False, f"no load meets the targets ({point.limit or 'queueing'})", "capacity",
                               memory=mem)

@@ -1,22 +1,12 @@
 """Quarterly (or monthly) capacity planning: what to commit to in which period, what to rent as it comes.
 
-Formulation (PuLP, the same solver as `solve`)
-
-    sets      T periods of H hours (730 x months per period); O offerings with feasible candidates;
-              uncommitted offerings U (on-demand, spot, community) and commitments K (reservations, savings
-              plans, subscriptions), each with a term of L_o periods; C candidates (workload, offering, shape)
-    variables n[o,t] in Z>=0   uncommitted instances of o in period t                       (o in U)
-              y[o,t] in Z>=0   commitments of o bought at the start of period t            (o in K)
-              x[c,t] in Z>=0   replicas of candidate c in period t
-    capacity  cap[o,t] = n[o,t] (o in U);  cap[o,t] = sum over s in (t - L_o, t] of y[o,s]   (o in K)
-    minimise  sum_{o in U,t} price_o H n[o,t] + sum_{o in K,t} price_o h_o y[o,t]   (+ tie-breaks)
-              h_o = hours of the whole term (charge: full-term, the default: a commitment is paid in full
-              whether used or not, also after the horizon) or only its hours inside the horizon
-              (charge: inside-horizon, stated in the output)
-    subject to
-      demand[w,t]   sum_{c in C_w} headroom cap_c x[c,t] >= D[w,t]
-      replicas[w,t] sum_{c in C_w} x[c,t] >= min_replicas_w
-      pack[o,t]     sum_{c in C_o} g_c x[c,t] <= G_o cap[o,t]
+The program is the one `solve` uses (program.optimise, formulation in its docstring), with T periods of
+H = 730 x months per period hours and commitments: a reservation, savings plan or subscription bought at the
+start of period t holds capacity for its term (term_periods) and is charged commitment_hours: its whole term
+(charge: full-term, the default: a commitment is paid in full whether used or not, also after the horizon)
+or only its hours inside the horizon (charge: inside-horizon, stated in the output). This module builds the
+problem (candidates for each workload's peak demand, its price kinds), reads the schedule back as costs per
+period and purchases, and describes it as a typed CapacityPlan with scenarios and the all-on-demand baseline.
 
 Candidates and their sustainable loads come from the same memory and latency models as `solve`; the
 capacity of a replica does not depend on the demand, so they are evaluated once.
@@ -25,33 +15,32 @@ capacity of a replica does not depend on the demand, so they are evaluated once.
 from __future__ import annotations
 
 import math
-import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.errors import ConfigError
-from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
+from gpuopt.inputs.capacity import (
+    MONTHS_PER_PERIOD,
+    RENEWABLE,
+    TERM_MONTHS,
+    UNCOMMITTED,
+    CapacityFile,
+    CapacityWorkload,
+    demand_series,
+)
 from gpuopt.inputs.workload import Workload
-from gpuopt.planner.candidates import CandidateResult, Policy, enumerate_candidates
-from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
-from gpuopt.planner.program import dominant_shapes, make_solver, prune
+from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
+from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity
+from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.pricing.catalog import Catalog
-from gpuopt.pricing.regions import Residency
 
-EPS_GPU = 1e-6
+CapacityOptions = Placement
+"""A capacity plan takes nothing beyond the placement (sensitivity runs after solving: planner/sensitivity.py)."""
 
-
-@dataclass(frozen=True)
-class CapacityOptions:
-    region: str | None = None
-    providers: tuple[str, ...] = ()
-    currency: str | None = None
-    headroom: float = DEFAULT_HEADROOM
-    vllm_version: str | None = None
-    sensitivity: bool = False
+PeriodKind = Literal["quarter", "month"]  # the capacity file's horizon.period
 
 
 @dataclass
@@ -77,7 +66,7 @@ class Purchase:
 
 @dataclass
 class CapacitySolution:
-    status: str
+    status: PlanStatus
     total_cost: float | None
     period_costs: list[float]
     beyond_horizon: float
@@ -110,12 +99,9 @@ def commitment_hours(kind: str, start: int, periods: int, months_per_period: int
 
 
 def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> CapacityProblem:
-    selector = opts.region or cf.residency
-    residency = Residency(selector) if selector else None
-    currency = opts.currency or cf.currency or "USD"
     kinds = tuple(sorted({k for w in cf.workloads for k in w.price_kinds}))
-    policy = Policy(residency=residency, providers=tuple(opts.providers or cf.providers or ()), price_kinds=kinds,
-                    currency=currency, vllm_version=opts.vllm_version)
+    policy = opts.policy(cf.residency, cf.providers, cf.currency, kinds)
+    currency = policy.currency
     demand = {w.name: demand_series(w, cf.horizon) for w in cf.workloads}
     proxies = []
     for w in cf.workloads:
@@ -145,96 +131,57 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
 
 
 def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] | None = None,
-                   scale: float = 1.0, fixed_commitments: dict[tuple[tuple[str, ...], int], int] | None = None,
+                   scale: float = 1.0, fixed_commitments: dict[tuple[OfferingKey, int], int] | None = None,
                    time_limit: float = 120.0) -> CapacitySolution:
-    """The multi-period program; `kinds` restricts price kinds (all-on-demand baseline), `scale` multiplies
-    demand (scenarios), `fixed_commitments` pins y[o,t] (a scenario run of a chosen schedule)."""
-    import pulp as lp
-
-    start = time.perf_counter()
+    """The multi-period program (program.optimise); `kinds` restricts price kinds (all-on-demand baseline),
+    `scale` multiplies demand (scenarios), `fixed_commitments` pins y[o,t] (a scenario run of a chosen
+    schedule)."""
     cands = [c for c in p.candidates if kinds is None or c.offering.price_kind in kinds]
     T = len(p.labels)
     mpp = p.cf.horizon.months_per_period
-    offerings: dict[tuple[str, ...], CandidateResult] = {}
+    offerings: dict[OfferingKey, CandidateResult] = {}
     for c in cands:
         offerings.setdefault(c.offering.key, c)
-    keys = sorted(offerings)
-    for w in p.workloads:
-        if not any(c.workload.name == w for c in cands):
-            return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, time.perf_counter() - start,
-                                    f"workload {w}: no feasible candidate with the allowed price kinds")
-    prob = lp.LpProblem("gpuopt_capacity", lp.LpMinimize)
-    price = {k: float(offerings[k].instance_price or 0.0) for k in keys}
-    gpus = {k: int(offerings[k].offering.gpu_count or 0) for k in keys}
-    committed = {k: offerings[k].offering.price_kind not in UNCOMMITTED for k in keys}
-    term = {k: term_periods(offerings[k].offering.price_kind, mpp) for k in keys}
-    var = {(k, t): prob.add_variable(f"{'y' if committed[k] else 'n'}__{'__'.join(k)}__{t}".replace(" ", "_"),
-                                     lowBound=0, cat="Integer") for k in keys for t in range(T)}
-    x = {(i, t): prob.add_variable(f"x__{c.workload.name}__{i}__{t}", lowBound=0, cat="Integer")
-         for i, c in enumerate(cands) for t in range(T)}
-    cost_terms = []
-    for rank, k in enumerate(keys):
-        for t in range(T):
-            if committed[k]:
-                hours = commitment_hours(offerings[k].offering.price_kind, t, T, mpp, p.cf.charge)
-            else:
-                hours = p.hours_per_period
-            cost_terms.append((price[k] * hours + EPS_GPU * gpus[k] + 1e-9 * rank) * var[(k, t)])
-    prob += lp.lpSum(cost_terms)
-
-    def capacity(k: tuple[str, ...], t: int) -> Any:
-        if not committed[k]:
-            return var[(k, t)]
-        return lp.lpSum(var[(k, s)] for s in range(max(0, t - term[k] + 1), t + 1))
-
-    by_offering: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    for i, c in enumerate(cands):
-        by_offering[c.offering.key].append(i)
-    for t in range(T):
-        for w, series in p.demand.items():
-            idx = [i for i, c in enumerate(cands) if c.workload.name == w]
-            prob += (lp.lpSum(headroom * cands[i].capacity * x[(i, t)] for i in idx) >= series[t] * scale,
-                     f"demand__{w}__{t}")
-            prob += (lp.lpSum(x[(i, t)] for i in idx) >= p.workloads[w].min_replicas, f"replicas__{w}__{t}")
-        for k in keys:
-            prob += (lp.lpSum((cands[i].gpus_per_replica or 0) * x[(i, t)] for i in by_offering[k])
-                     <= gpus[k] * capacity(k, t), f"pack__{'__'.join(k)}__{t}".replace(" ", "_"))
-    for (k, t), count in (fixed_commitments or {}).items():
-        if (k, t) in var:
-            prob += (var[(k, t)] == count, f"fixed__{'__'.join(k)}__{t}".replace(" ", "_"))
-    solver, _ = make_solver(time_limit)
-    prob.solve(solver)
-    status = lp.LpStatus[prob.status]
-    if status != "Optimal":
-        return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, time.perf_counter() - start,
-                                f"solver status {status}")
-    counts = {kt: int(round(v.value() or 0)) for kt, v in var.items()}
-    replicas = {it: int(round(v.value() or 0)) for it, v in x.items() if round(v.value() or 0) > 0}
+    commitments = {k: Commitment(periods=term_periods(c.offering.price_kind, mpp),
+                                 hours=tuple(commitment_hours(c.offering.price_kind, t, T, mpp, p.cf.charge)
+                                             for t in range(T)))
+                   for k, c in offerings.items() if c.offering.price_kind not in UNCOMMITTED}
+    result = optimise({w: [d * scale for d in series] for w, series in p.demand.items()},
+                      {w: p.workloads[w].min_replicas for w in p.demand}, cands, headroom,
+                      hours_per_period=p.hours_per_period, commitments=commitments, fixed=fixed_commitments,
+                      time_limit=time_limit)
+    if result.status != "optimal":
+        binding = (f"workload {result.unserved}: no feasible candidate with the allowed price kinds"
+                   if result.unserved is not None else f"solver status {result.solver_status}")
+        return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, result.seconds, binding)
     period_costs = [0.0] * T
     beyond = 0.0
     purchases = []
-    for (k, t), n in sorted(counts.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        if n <= 0:
-            continue
-        o = offerings[k]
-        purchases.append(Purchase(period=t, offering=o, count=n, committed=committed[k]))
-        if committed[k]:
-            hours = commitment_hours(o.offering.price_kind, t, T, mpp, p.cf.charge)
-            per_period = price[k] * p.hours_per_period * n
-            for s in range(t, min(T, t + term[k])):
-                period_costs[s] += per_period
-            beyond += price[k] * hours * n - per_period * (min(T, t + term[k]) - t)
-        else:
-            period_costs[t] += price[k] * p.hours_per_period * n
+    for t, period in enumerate(result.periods):
+        for k, n in period.bought.items():
+            o = offerings[k]
+            price = float(o.instance_price or 0.0)
+            purchases.append(Purchase(period=t, offering=o, count=n, committed=k in commitments))
+            if k in commitments:
+                term = commitments[k].periods
+                per_period = price * p.hours_per_period * n
+                for s in range(t, min(T, t + term)):
+                    period_costs[s] += per_period
+                beyond += price * commitments[k].hours[t] * n - per_period * (min(T, t + term) - t)
+            else:
+                period_costs[t] += price * p.hours_per_period * n
+    index = {id(c): i for i, c in enumerate(p.candidates)}
+    replicas = dict(sorted(((index[id(a.candidate)], t), a.replicas)
+                           for t, period in enumerate(result.periods) for a in period.assignments))
     capacity_out: dict[str, list[float]] = {w: [0.0] * T for w in p.demand}
-    for (i, t), n in replicas.items():
-        capacity_out[cands[i].workload.name][t] += cands[i].capacity * n
-    fixed = {(k, t): n for (k, t), n in counts.items() if committed[k] and n > 0}
+    for t, period in enumerate(result.periods):
+        for a in period.assignments:
+            capacity_out[a.candidate.workload.name][t] += a.candidate.capacity * a.replicas
+    fixed = {(k, t): n for t, period in enumerate(result.periods) for k, n in period.bought.items()
+             if k in commitments}
     total = sum(period_costs) + beyond
-    return CapacitySolution("optimal", total, period_costs, max(0.0, beyond), purchases,
-                            {(p.candidates.index(cands[i]), t): n for (i, t), n in replicas.items()},
-                            capacity_out, time.perf_counter() - start, None, fixed,
-                            proven_optimal=prob.sol_status == lp.LpSolutionOptimal)
+    return CapacitySolution("optimal", total, period_costs, max(0.0, beyond), purchases, replicas, capacity_out,
+                            result.seconds, None, fixed, proven_optimal=result.proven_optimal)
 
 
 # ---- the typed result -------------------------------------------------------------------------------------
@@ -281,10 +228,11 @@ class ScenarioLine(_Frozen):
 
 class CapacityPlan(_Frozen):
     schema_version: int = 1
-    kind: str = "gpuopt-capacity-plan"
-    status: str
+    kind: Literal["gpuopt-capacity-plan"] = "gpuopt-capacity-plan"
+    status: PlanStatus
     currency: str
-    horizon: str
+    horizon: str  # for people: "4 quarters from 2027Q1"
+    period: PeriodKind  # for programs: what one period is (FOCUS charge periods count from it)
     charge: str
     headroom: float
     periods: list[PeriodLine]
@@ -297,6 +245,10 @@ class CapacityPlan(_Frozen):
     explanation: list[str]
     as_of_date: str
     warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
+
+    @property
+    def months_per_period(self) -> int:
+        return MONTHS_PER_PERIOD[self.period]
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
@@ -312,16 +264,38 @@ def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
     return None if not od else round(c.instance_price / od, 4)
 
 
-def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, today: str) -> CapacityPlan:
+@dataclass(frozen=True)
+class Schedule:
+    """A solved capacity problem: what plan_capacity describes, and what sensitivity.analyse_capacity
+    stretches after solving (it needs the unrounded capacities and the problem to re-solve)."""
+
+    problem: CapacityProblem
+    opts: CapacityOptions
+    solution: CapacitySolution
+    baseline: CapacitySolution | None  # every workload on on-demand offerings only
+
+
+def schedule(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> Schedule:
     p = build_problem(cf, catalog, opts)
     sol = solve_capacity(p, opts.headroom)
-    od_kinds = tuple(k for k in ("on-demand",))
-    baseline = solve_capacity(p, opts.headroom, kinds=od_kinds) if any(
+    baseline = solve_capacity(p, opts.headroom, kinds=("on-demand",)) if any(
         c.offering.price_kind == "on-demand" for c in p.candidates) else None
+    return Schedule(p, opts, sol, baseline)
+
+
+def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, today: str) -> CapacityPlan:
+    """The schedule with the lowest cost over the horizon, as a typed plan (without sensitivity: the caller
+    runs sensitivity.analyse_capacity on `schedule(...)` when asked)."""
+    return describe(schedule(cf, catalog, opts), today)
+
+
+def describe(solved: Schedule, today: str) -> CapacityPlan:
+    p, opts, sol, baseline = solved.problem, solved.opts, solved.solution, solved.baseline
+    cf = p.cf
     horizon = f"{cf.horizon.periods} {cf.horizon.period}s from {p.labels[0]}"
     if sol.status != "optimal" or sol.total_cost is None:
-        return CapacityPlan(status="infeasible", currency=p.currency, horizon=horizon, charge=cf.charge,
-                            headroom=opts.headroom, periods=[], total_cost=None,
+        return CapacityPlan(status="infeasible", currency=p.currency, horizon=horizon, period=cf.horizon.period,
+                            charge=cf.charge, headroom=opts.headroom, periods=[], total_cost=None,
                             all_on_demand_cost=None, savings=None, committed_after_horizon=0.0, scenarios=[],
                             explanation=[sol.binding or "no plan"], as_of_date=today)
     users: dict[tuple[tuple[str, ...], int], set[str]] = defaultdict(set)
@@ -362,39 +336,12 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
                                       shortfall=shortfall, idle=idle))
     od = None if baseline is None or baseline.total_cost is None else round(baseline.total_cost, 2)
     total = round(sol.total_cost, 2)
-    sensitivity = _sensitivity(p, sol, cf, catalog, opts, total) if opts.sensitivity else None
     warnings = [f"the solver stopped at its time limit on the {what}: feasible, not proven optimal"
                 for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
                 if run is not None and run.status == "optimal" and not run.proven_optimal]
-    return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, charge=cf.charge,
+    return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, period=cf.horizon.period,
+                        charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
                         committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
-                        sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings)
-
-
-def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,
-                 opts: CapacityOptions, total: float) -> Sensitivity:
-    """Traffic multiplier the planned replicas carry in every period, the next schedule's cost, TPOT sweep."""
-    from gpuopt.inputs.workload import Slo
-    from gpuopt.planner.sensitivity import TPOT_FACTORS
-
-    ratios = [sol.capacity[w][t] / d for w, series in p.demand.items() for t, d in enumerate(series) if d > 0]
-    limit = round(min(ratios), 4) if ratios else 0.0
-    nxt = solve_capacity(p, opts.headroom, scale=limit * 1.01)
-    sweep = []
-    for factor in TPOT_FACTORS:
-        if factor == 1.0:
-            sweep.append(SweepPoint(tpot_factor=1.0, status="optimal", cost=total))
-            continue
-        workloads = [w.model_copy(update={"slo": Slo(ttft_ms=w.slo.ttft_ms, tpot_ms=None if w.slo.tpot_ms is None
-                                                      else w.slo.tpot_ms * factor)}) for w in cf.workloads]
-        try:
-            q = build_problem(cf.model_copy(update={"workloads": workloads}), catalog, opts)
-            run = solve_capacity(q, opts.headroom)
-        except ConfigError:
-            run = CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, 0.0)
-        sweep.append(SweepPoint(tpot_factor=factor, status="optimal" if run.total_cost is not None else "infeasible",
-                                cost=None if run.total_cost is None else round(run.total_cost, 2)))
-    return Sensitivity(traffic_multiplier_limit=limit,
-                       next_plan_cost=None if nxt.total_cost is None else round(nxt.total_cost, 2), tpot_sweep=sweep)
+                        explanation=[], as_of_date=today, warnings=warnings)

@@ -11,7 +11,11 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, with_config
 from typing_extensions import TypedDict
 
+from gpuopt.vocabulary import RejectionKind
+
 PLAN_SCHEMA_VERSION = 1
+PlanStatus = Literal["optimal", "infeasible"]
+"""What a solve ends in: a plan meeting every constraint (proven optimal or not: see the warnings), or none."""
 HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
 DEFAULT_HEADROOM = 0.8  # a replica is planned for at most this share of the load it sustains
 
@@ -126,13 +130,12 @@ class Candidate(TypedDict):
     kv_cache_tokens: int | None
     feasible: bool
     reason: str | None
-    # residency | provider | price-kind | no-price | gpu-data | precision | fit | ttft | tpot | capacity
-    reason_kind: str | None
+    reason_kind: RejectionKind | None
 
 
 class Alternative(Frozen):
     label: str  # e.g. "gpu L40S-48GB" or "provider aws"
-    status: Literal["optimal", "infeasible"]
+    status: PlanStatus
     total_cost_per_hour: float | None
     total_cost_per_month: float | None
     delta_per_hour: float | None
@@ -181,14 +184,14 @@ class Rejections(Frozen):
     """Rejected candidates of one workload grouped by reason kind, with one example."""
 
     workload: str
-    reason_kind: str
+    reason_kind: RejectionKind
     count: int
     example: str
 
 
 class SweepPoint(Frozen):
     tpot_factor: float  # multiplier on every workload's TPOT target
-    status: Literal["optimal", "infeasible"]
+    status: PlanStatus
     cost: float | None  # per hour (solve) or over the horizon (plan)
 
 
@@ -203,7 +206,7 @@ class Sensitivity(Frozen):
 class Plan(Frozen):
     schema_version: int = PLAN_SCHEMA_VERSION
     kind: Literal["gpuopt-plan"] = "gpuopt-plan"
-    status: Literal["optimal", "infeasible"]
+    status: PlanStatus
     currency: str
     total_cost_per_hour: float | None
     total_cost_per_month: float | None

@@ -1,28 +1,39 @@
-"""The integer program: which offerings to buy and how many replicas of each candidate to run.
+"""The integer program of gpuopt, built in one place: which offerings to buy (rent per period, or commit to
+for a term) and how many replicas of each candidate to run in each period. `solve` is this program with one
+period and only rented offerings; `plan` (planner/capacity.py) adds periods and commitments.
 
 Formulation (PuLP; CBC 2.10 as bundled with PuLP 3 by default, HiGHS when installed: see make_solver)
 
-    sets      W workloads; O offerings with at least one feasible candidate; C feasible candidates,
-              each c with workload w(c), offering o(c), GPUs g_c and sustainable load cap_c (in w's unit)
-    variables n_o in Z>=0   instances of offering o
-              x_c in Z>=0   replicas of candidate c
-    minimise  sum_o price_o n_o  +  1e-6 sum_o G_o n_o  +  1e-9 sum_o rank_o n_o
-              (cost; then fewer GPUs; then offering id order: deterministic tie-breaks)
+    sets      W workloads; T periods of H hours (solve: one period, H = 1, so costs are per hour);
+              O offerings with at least one feasible candidate: rented ones U (on-demand, spot, community)
+              and commitments K (reservations, savings plans, subscriptions) with a term of L_o periods;
+              C feasible candidates, each c with workload w(c), offering o(c), GPUs g_c and sustainable
+              load cap_c (in w's unit)
+    variables n[o,t] in Z>=0   instances of o rented in period t                                (o in U)
+              y[o,t] in Z>=0   commitments to o bought at the start of period t                 (o in K)
+              x[c,t] in Z>=0   replicas of candidate c in period t
+    capacity  cap[o,t] = n[o,t] (o in U);  cap[o,t] = sum over s in (t - L_o, t] of y[o,s]   (o in K)
+    minimise  sum_{o,t} (price_o h[o,t] / H  +  1e-6 G_o  +  1e-9 rank_o) (n|y)[o,t]
+              h[o,t] = H for a rented instance, the hours a commitment bought in t is charged for (see
+              capacity.commitment_hours); divided by H the objective is a cost per hour of a period, so one
+              period of rented offerings is exactly the `solve` program; then fewer GPUs; then offering id
+              order (deterministic tie-breaks)
     subject to
-      demand_w    sum_{c in C_w} headroom cap_c x_c >= D_w          each workload's traffic, with headroom
-      replicas_w  sum_{c in C_w} x_c >= min_replicas_w              availability floor
-      pack_o      sum_{c in C_o} g_c x_c <= G_o n_o                 replicas fit in the instances bought
-                  (replica sizes are powers of two dividing G_o, so the GPU count is the only packing limit;
-                   a PP replica of k instances has g_c = k G_o)
-      quota_q     sum_{o in q} n_o <= Q_q                           optional per provider/SKU/region
-      budget      sum_o price_o n_o <= B                            optional, per hour
+      demand[w,t]    sum_{c in C_w} headroom cap_c x[c,t] >= D[w,t]     each workload's traffic, with headroom
+      replicas[w,t]  sum_{c in C_w} x[c,t] >= min_replicas_w            availability floor
+      pack[o,t]      sum_{c in C_o} g_c x[c,t] <= G_o cap[o,t]          replicas fit in the instances held
+                     (replica sizes are powers of two dividing G_o, so the GPU count is the only packing
+                      limit; a PP replica of k instances has g_c = k G_o)
+      quota[q,t]     sum_{o in q} cap[o,t] <= Q_q                       optional per provider/SKU/region
+      budget[t]      sum_o price_o cap[o,t] <= B                        optional, per hour
+      fixed[o,t]     y[o,t] = Y[o,t]                                    optional: a schedule's commitments kept
 
 Residency and provider policy are applied when the candidate set is built, not here. Two reductions keep
 the model small without changing its optimum: offerings that can never win (the same price kind, GPUs per
 instance and candidates as a cheaper one, no quota on them) are left out, and per offering and replica
-size only the shape with the most capacity is kept. Both stay in the candidate list.
+size only the shape with the most capacity is kept (prune, dominant_shapes). Both stay in the candidate list.
 
-After solving, replicas the constraints do not need are dropped (see _trim): spare GPUs of a bought instance
+After solving, replicas the constraints do not need are dropped (see _trim): spare GPUs of a held instance
 cost nothing, so the program is free to fill them, and which it fills depends on the solver's path. A
 tie-break term in the objective would do the same but made CBC search 20 times as many nodes (50 workloads:
 4.0 s instead of 1.0 s).
@@ -33,12 +44,13 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpuopt.errors import GpuoptError
 from gpuopt.inputs.workload import Quota, Workload
 from gpuopt.planner.candidates import CandidateResult
+from gpuopt.planner.plan import PlanStatus
 
 
 @dataclass(frozen=True)
@@ -49,7 +61,7 @@ class Assignment:
 
 @dataclass(frozen=True)
 class Solution:
-    status: str  # "optimal" | "infeasible"
+    status: PlanStatus
     cost_per_hour: float | None
     instances: dict[tuple[str, ...], int]  # offering key -> instances
     assignments: list[Assignment]
@@ -155,79 +167,171 @@ def make_solver(time_limit: float | None) -> tuple[object, str]:
     return solver, "CBC"
 
 
-def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], headroom: float,
-          quotas: Sequence[Quota] = (), budget_per_hour: float | None = None,
-          time_limit: float | None = 60.0) -> Solution:
+OfferingKey = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """How a committed offering is held and paid: a purchase at the start of period t holds capacity for
+    `periods` periods (t .. t + periods - 1) and is charged `hours[t]` hours (its whole term, or only its
+    hours inside the horizon)."""
+
+    periods: int
+    hours: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Period:
+    """What the program holds and runs in one period."""
+
+    bought: dict[OfferingKey, int]  # rented instances, or commitments bought at the period's start (> 0 only)
+    assignments: list[Assignment]  # replicas run in the period, only those the constraints need
+
+
+@dataclass(frozen=True)
+class ProgramResult:
+    status: PlanStatus
+    periods: list[Period]  # empty when infeasible
+    solver: str
+    seconds: float
+    variables: int
+    constraints: int
+    solver_status: str | None = None  # PuLP's status when the solver found no plan
+    unserved: str | None = None  # a workload without any candidate (the program is not built)
+    proven_optimal: bool = True  # False when the solver stopped at its time limit with a feasible plan
+
+
+def optimise(demand: Mapping[str, Sequence[float]], min_replicas: Mapping[str, int],
+             candidates: Sequence[CandidateResult], headroom: float, *, hours_per_period: float = 1.0,
+             commitments: Mapping[OfferingKey, Commitment] | None = None, quotas: Sequence[Quota] = (),
+             budget_per_hour: float | None = None, fixed: Mapping[tuple[OfferingKey, int], int] | None = None,
+             time_limit: float | None = 60.0) -> ProgramResult:
+    """Build and solve the program above. `demand` gives each workload's demand per period (every series as
+    long as the horizon), in the order the constraints are written; `candidates` are feasible and priced
+    (reduce them first: prune, dominant_shapes); offerings missing from `commitments` are rented.
+
+    Variable and constraint names carry no period suffix in a one-period program: CBC orders columns by
+    name, and the `solve` goldens were written with these names."""
     import pulp as lp
 
     start = time.perf_counter()
-    feasible = dominant_shapes(prune([c for c in candidates if c.feasible and c.instance_price is not None], quotas))
+    commitments = commitments or {}
+    T = len(next(iter(demand.values()), ()))
     by_workload: dict[str, list[int]] = defaultdict(list)
-    by_offering: dict[tuple[str, ...], list[int]] = defaultdict(list)
-    offerings: dict[tuple[str, ...], CandidateResult] = {}
-    for i, c in enumerate(feasible):
+    by_offering: dict[OfferingKey, list[int]] = defaultdict(list)
+    offerings: dict[OfferingKey, CandidateResult] = {}
+    for i, c in enumerate(candidates):
         by_workload[c.workload.name].append(i)
         by_offering[c.offering.key].append(i)
-        offerings[c.offering.key] = c
-    for w in workloads:
-        if not by_workload.get(w.name):
-            return Solution("infeasible", None, {}, [], "none", time.perf_counter() - start, 0, 0,
-                            f"workload {w.name}: no feasible candidate")
+        offerings.setdefault(c.offering.key, c)
+    for name in demand:
+        if not by_workload.get(name):
+            return ProgramResult("infeasible", [], "none", time.perf_counter() - start, 0, 0, unserved=name)
     prob = lp.LpProblem("gpuopt_plan", lp.LpMinimize)
     keys = sorted(offerings)
-    rank = {k: i for i, k in enumerate(keys)}
-    n = {k: prob.add_variable("n__" + "__".join(k).replace(" ", "_"), lowBound=0, cat="Integer") for k in keys}
-    x = {i: prob.add_variable(f"x__{c.workload.name}__{i}", lowBound=0, cat="Integer")
-         for i, c in enumerate(feasible)}
+
+    def suffix(t: int) -> str:
+        return "" if T == 1 else f"__{t}"
+
+    var = {(k, t): prob.add_variable(f"{'y' if k in commitments else 'n'}__{'__'.join(k)}{suffix(t)}"
+                                     .replace(" ", "_"), lowBound=0, cat="Integer") for k in keys for t in range(T)}
+    x = {(i, t): prob.add_variable(f"x__{c.workload.name}__{i}{suffix(t)}", lowBound=0, cat="Integer")
+         for i, c in enumerate(candidates) for t in range(T)}
     price = {k: float(offerings[k].instance_price or 0.0) for k in keys}
     gpus = {k: int(offerings[k].offering.gpu_count or 0) for k in keys}
 
     def linear(terms: list[tuple[lp.LpVariable, float]]) -> lp.LpAffineExpression:
         return lp.LpAffineExpression(terms)  # built from (variable, coefficient) pairs: no operator overhead
 
-    prob += linear([(n[k], price[k] + 1e-6 * gpus[k] + 1e-9 * rank[k]) for k in keys])
-    for w in workloads:
-        idx = by_workload[w.name]
-        prob += (linear([(x[i], headroom * feasible[i].capacity) for i in idx]) >= w.demand, f"demand__{w.name}")
-        prob += (linear([(x[i], 1.0) for i in idx]) >= w.min_replicas, f"replicas__{w.name}")
-    for k in keys:
-        prob += (linear([(x[i], float(feasible[i].gpus_per_replica or 0)) for i in by_offering[k]]
-                        + [(n[k], -float(gpus[k]))]) <= 0, "pack__" + "__".join(k).replace(" ", "_"))
-    for qi, q in enumerate(quotas):
-        members = [k for k in keys if _quota_matches(q, offerings[k])]
-        if members:
-            prob += (linear([(n[k], 1.0) for k in members]) <= q.max_instances, f"quota__{qi}")
-    if budget_per_hour is not None:
-        prob += (linear([(n[k], price[k]) for k in keys]) <= budget_per_hour, "budget")
-    solver, name = make_solver(time_limit)
+    def held(k: OfferingKey, t: int) -> list[lp.LpVariable]:
+        """The variables whose sum is cap[k,t]: the rented instances, or the commitments still in term."""
+        if k not in commitments:
+            return [var[(k, t)]]
+        return [var[(k, s)] for s in range(max(0, t - commitments[k].periods + 1), t + 1)]
+
+    def charged(k: OfferingKey, t: int) -> float:
+        """h[k,t] / H: 1 for a rented instance (exactly, so one period costs price per hour)."""
+        return 1.0 if k not in commitments else commitments[k].hours[t] / hours_per_period
+
+    rank = {k: r for r, k in enumerate(keys)}
+    prob += linear([(var[(k, t)], price[k] * charged(k, t) + 1e-6 * gpus[k] + 1e-9 * rank[k])
+                    for k in keys for t in range(T)])
+    for t in range(T):
+        for name, series in demand.items():
+            idx = by_workload[name]
+            prob += (linear([(x[(i, t)], headroom * candidates[i].capacity) for i in idx]) >= series[t],
+                     f"demand__{name}{suffix(t)}")
+            prob += (linear([(x[(i, t)], 1.0) for i in idx]) >= min_replicas[name], f"replicas__{name}{suffix(t)}")
+        for k in keys:
+            prob += (linear([(x[(i, t)], float(candidates[i].gpus_per_replica or 0)) for i in by_offering[k]]
+                            + [(v, -float(gpus[k])) for v in held(k, t)]) <= 0,
+                     f"pack__{'__'.join(k)}{suffix(t)}".replace(" ", "_"))
+        for qi, q in enumerate(quotas):
+            members = [k for k in keys if _quota_matches(q, offerings[k])]
+            if members:
+                prob += (linear([(v, 1.0) for k in members for v in held(k, t)]) <= q.max_instances,
+                         f"quota__{qi}{suffix(t)}")
+        if budget_per_hour is not None:
+            prob += (linear([(v, price[k]) for k in keys for v in held(k, t)]) <= budget_per_hour,
+                     f"budget{suffix(t)}")
+    for (k, t), count in (fixed or {}).items():
+        if (k, t) in var:
+            prob += (var[(k, t)] == count, f"fixed__{'__'.join(k)}__{t}".replace(" ", "_"))
+    solver, solver_name = make_solver(time_limit)
     prob.solve(solver)
     status = lp.LpStatus[prob.status]
-    elapsed = time.perf_counter() - start
     n_vars, n_cons = len(prob.variables()), len(prob.constraints())
     if status != "Optimal":
-        binding = "budget or quotas" if (budget_per_hour is not None or quotas) else f"solver status {status}"
-        return Solution("infeasible", None, {}, [], name, elapsed, n_vars, n_cons, binding)
-    instances: dict[tuple[str, ...], int] = {k: int(round(n[k].value() or 0)) for k in keys
-                                             if round(n[k].value() or 0) > 0}
-    assignments = _trim([Assignment(feasible[i], int(round(x[i].value() or 0))) for i in sorted(x)
-                         if round(x[i].value() or 0) > 0], workloads, headroom)
-    instances = instances_needed(assignments, instances)
-    cost = float(sum(price[k] * v for k, v in instances.items()))
-    proven = prob.sol_status == lp.LpSolutionOptimal
-    return Solution("optimal", cost, instances, assignments, name, elapsed, n_vars, n_cons, None, proven)
+        return ProgramResult("infeasible", [], solver_name, time.perf_counter() - start, n_vars, n_cons,
+                             solver_status=status)
+    periods = []
+    for t in range(T):
+        bought = {k: int(round(var[(k, t)].value() or 0)) for k in keys if round(var[(k, t)].value() or 0) > 0}
+        assignments = _trim([Assignment(candidates[i], int(round(x[(i, t)].value() or 0)))
+                             for i in range(len(candidates)) if round(x[(i, t)].value() or 0) > 0],
+                            {name: series[t] for name, series in demand.items()}, min_replicas, headroom)
+        rented = {k: n for k, n in bought.items() if k not in commitments}
+        bought = {k: n for k, n in bought.items() if k in commitments} | instances_needed(assignments, rented)
+        periods.append(Period(dict(sorted(bought.items())), assignments))
+    return ProgramResult("optimal", periods, solver_name, time.perf_counter() - start, n_vars, n_cons,
+                         proven_optimal=prob.sol_status == lp.LpSolutionOptimal)
 
 
-def _trim(assignments: list[Assignment], workloads: Sequence[Workload], headroom: float) -> list[Assignment]:
+def solve(workloads: Sequence[Workload], candidates: Sequence[CandidateResult], headroom: float,
+          quotas: Sequence[Quota] = (), budget_per_hour: float | None = None,
+          time_limit: float | None = 60.0) -> Solution:
+    """The static plan: the program with one period of rented offerings, costs per hour."""
+    feasible = dominant_shapes(prune([c for c in candidates if c.feasible and c.instance_price is not None], quotas))
+    result = optimise({w.name: [w.demand] for w in workloads}, {w.name: w.min_replicas for w in workloads},
+                      feasible, headroom, quotas=quotas, budget_per_hour=budget_per_hour, time_limit=time_limit)
+    if result.status != "optimal":
+        if result.unserved is not None:
+            binding = f"workload {result.unserved}: no feasible candidate"
+        elif budget_per_hour is not None or quotas:
+            binding = "budget or quotas"
+        else:
+            binding = f"solver status {result.solver_status}"
+        return Solution("infeasible", None, {}, [], result.solver, result.seconds, result.variables,
+                        result.constraints, binding)
+    (period,) = result.periods
+    price: dict[OfferingKey, float] = {c.offering.key: float(c.instance_price or 0.0) for c in feasible}
+    cost = float(sum(price[k] * n for k, n in period.bought.items()))
+    return Solution("optimal", cost, period.bought, period.assignments, result.solver, result.seconds,
+                    result.variables, result.constraints, None, result.proven_optimal)
+
+
+def _trim(assignments: list[Assignment], demand: Mapping[str, float], min_replicas: Mapping[str, int],
+          headroom: float) -> list[Assignment]:
     """Drop replicas no constraint needs: largest first (then least capacity, then candidate order), one at a
     time while the workload's demand (with headroom) and min_replicas still hold."""
     out = {id(a.candidate): a.replicas for a in assignments}
-    for w in workloads:
-        mine = [a for a in assignments if a.candidate.workload.name == w.name]
+    for name, needed in demand.items():
+        mine = [a for a in assignments if a.candidate.workload.name == name]
         carried = sum(headroom * a.candidate.capacity * a.replicas for a in mine)
         count = sum(a.replicas for a in mine)
         for a in sorted(mine, key=lambda a: (-(a.candidate.gpus_per_replica or 0), a.candidate.capacity)):
             cap = headroom * a.candidate.capacity
-            while out[id(a.candidate)] > 0 and count > w.min_replicas and carried - cap >= w.demand - 1e-9:
+            while out[id(a.candidate)] > 0 and count > min_replicas[name] and carried - cap >= needed - 1e-9:
                 out[id(a.candidate)] -= 1
                 carried -= cap
                 count -= 1

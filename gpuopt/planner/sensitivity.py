@@ -1,15 +1,27 @@
-"""Sensitivity of a solved plan: the traffic multiplier at which its replicas stop meeting the SLOs, the cost
-of the next plan, and the cost against a sweep of TPOT targets (a small Pareto table)."""
+"""Sensitivity of a solved plan or schedule: the traffic multiplier at which its replicas stop meeting the
+SLOs, the cost of the next plan, and the cost against a sweep of TPOT targets (a small Pareto table).
+
+It runs after solving and re-solves: this module imports the planners (solve, capacity), they never import
+it, and the commands call it when --sensitivity asks.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import TypeVar
 
-from gpuopt.inputs.workload import Slo, WorkloadFile
-from gpuopt.planner.plan import Plan, Sensitivity, SweepPoint
+from gpuopt.errors import ConfigError
+from gpuopt.inputs.workload import ServingTarget, Slo, WorkloadFile
+from gpuopt.planner.capacity import CapacityPlan, CapacitySolution, Schedule, build_problem, solve_capacity
+from gpuopt.planner.plan import Plan, PlanStatus, Sensitivity, SweepPoint
+from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import Catalog
 
 TPOT_FACTORS = (0.5, 0.75, 1.0, 1.5, 2.0)
+NEXT_STEP = 1.01  # the next plan is the cheapest for demand 1 % above the traffic limit
+
+W = TypeVar("W", bound=ServingTarget)
 
 
 def traffic_limit(plan: Plan) -> float:
@@ -35,26 +47,53 @@ def scaled_demand(wf: WorkloadFile, factor: float) -> WorkloadFile:
     return wf.model_copy(update={"workloads": workloads})
 
 
-def scaled_tpot(wf: WorkloadFile, factor: float) -> WorkloadFile:
-    workloads = []
-    for w in wf.workloads:
-        tpot = None if w.slo.tpot_ms is None else w.slo.tpot_ms * factor
-        workloads.append(w.model_copy(update={"slo": Slo(ttft_ms=w.slo.ttft_ms, tpot_ms=tpot)}))
-    return wf.model_copy(update={"workloads": workloads})
+def scaled_tpot(workloads: Sequence[W], factor: float) -> list[W]:
+    """The workloads with every TPOT target multiplied by `factor` (TTFT targets kept)."""
+    return [w.model_copy(update={"slo": Slo(ttft_ms=w.slo.ttft_ms, tpot_ms=None if w.slo.tpot_ms is None
+                                            else w.slo.tpot_ms * factor)}) for w in workloads]
 
 
-def analyse(wf: WorkloadFile, catalog: Catalog, opts: object, plan: Plan) -> Sensitivity:
-    from gpuopt.planner.solve import SolveOptions, plan_workloads
-
-    assert isinstance(opts, SolveOptions)  # typed loosely to avoid an import cycle
-    quick = replace(opts, top=0, sensitivity=False, premium=False, candidate_records=False)
-    limit = traffic_limit(plan)
-    nxt, _ = plan_workloads(scaled_demand(wf, limit * 1.01), catalog, quick)
+def tpot_sweep(status: PlanStatus, cost: float | None,
+               solve_at: Callable[[float], tuple[PlanStatus, float | None]]) -> list[SweepPoint]:
+    """Cost at each TPOT factor: the plan's own at 1.0, a re-solve (`solve_at(factor)`) at the others."""
     sweep = []
     for factor in TPOT_FACTORS:
-        if factor == 1.0:
-            sweep.append(SweepPoint(tpot_factor=1.0, status=plan.status, cost=plan.total_cost_per_hour))
-            continue
-        p, _ = plan_workloads(scaled_tpot(wf, factor), catalog, quick)
-        sweep.append(SweepPoint(tpot_factor=factor, status=p.status, cost=p.total_cost_per_hour))
-    return Sensitivity(traffic_multiplier_limit=limit, next_plan_cost=nxt.total_cost_per_hour, tpot_sweep=sweep)
+        at = (status, cost) if factor == 1.0 else solve_at(factor)
+        sweep.append(SweepPoint(tpot_factor=factor, status=at[0], cost=at[1]))
+    return sweep
+
+
+def analyse(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions, plan: Plan) -> Sensitivity:
+    """For `solve`: each re-solve without alternatives, residency premium or candidate records."""
+    quick = replace(opts, top=0, premium=False, candidate_records=False)
+    limit = traffic_limit(plan)
+    nxt, _ = plan_workloads(scaled_demand(wf, limit * NEXT_STEP), catalog, quick)
+
+    def solve_at(factor: float) -> tuple[PlanStatus, float | None]:
+        p, _ = plan_workloads(wf.model_copy(update={"workloads": scaled_tpot(wf.workloads, factor)}), catalog, quick)
+        return p.status, p.total_cost_per_hour
+
+    return Sensitivity(traffic_multiplier_limit=limit, next_plan_cost=nxt.total_cost_per_hour,
+                       tpot_sweep=tpot_sweep(plan.status, plan.total_cost_per_hour, solve_at))
+
+
+def analyse_capacity(solved: Schedule, catalog: Catalog, plan: CapacityPlan) -> Sensitivity:
+    """For `plan`: the multiplier the planned replicas carry in every period (from the unrounded
+    capacities of the schedule), the next schedule's cost over the horizon, and the TPOT sweep."""
+    p, sol, opts = solved.problem, solved.solution, solved.opts
+    ratios = [sol.capacity[w][t] / d for w, series in p.demand.items() for t, d in enumerate(series) if d > 0]
+    limit = round(min(ratios), 4) if ratios else 0.0
+    nxt = solve_capacity(p, opts.headroom, scale=limit * NEXT_STEP)
+
+    def solve_at(factor: float) -> tuple[PlanStatus, float | None]:
+        try:
+            q = build_problem(p.cf.model_copy(update={"workloads": scaled_tpot(p.cf.workloads, factor)}), catalog,
+                              opts)
+            run = solve_capacity(q, opts.headroom)
+        except ConfigError:  # no offering of some price kind is feasible at this target
+            run = CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, 0.0)
+        return run.status, None if run.total_cost is None else round(run.total_cost, 2)
+
+    return Sensitivity(traffic_multiplier_limit=limit,
+                       next_plan_cost=None if nxt.total_cost is None else round(nxt.total_cost, 2),
+                       tpot_sweep=tpot_sweep(plan.status, plan.total_cost, solve_at))

@@ -14,14 +14,15 @@ from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics.latency import borrowed_notes
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
+    POLICY_REJECTIONS,
     CandidateResult,
     Evaluator,
+    Placement,
     Policy,
     WorkloadCandidates,
     enumerate_candidates,
 )
 from gpuopt.planner.plan import (
-    DEFAULT_HEADROOM,
     HOURS_PER_MONTH,
     Alternative,
     Candidate,
@@ -39,21 +40,19 @@ from gpuopt.planner.plan import (
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
 from gpuopt.pricing.catalog import Catalog, staleness
-from gpuopt.pricing.regions import Residency, region_info
+from gpuopt.pricing.regions import region_info
+from gpuopt.vocabulary import RejectionKind
 
 
 @dataclass(frozen=True)
-class SolveOptions:
-    region: str | None = None
-    providers: tuple[str, ...] = ()
-    currency: str | None = None
-    headroom: float = DEFAULT_HEADROOM
+class SolveOptions(Placement):
+    """The placement, and what only `solve` has. Sensitivity is not here: it runs after solving
+    (planner/sensitivity.py)."""
+
     top: int = 3
-    vllm_version: str | None = None
     today: dt.date | None = None
     max_price_age: int | None = None
     premium: bool = True  # also solve without the residency policy to price it
-    sensitivity: bool = False  # traffic limit, next plan, TPOT sweep (several more solves)
     # one record per candidate considered (10^4-10^5): the JSON contract carries them, the other formats
     # do not show them, so the CLI builds them only for --format json
     candidate_records: bool = True
@@ -61,11 +60,8 @@ class SolveOptions:
 
 def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tuple[Plan, list[str]]:
     """The Plan, and price-age errors (non-empty when --max-price-age rejects a chosen price)."""
-    selector = opts.region or wf.residency
-    residency = Residency(selector) if selector else None
-    currency = opts.currency or wf.currency or "USD"
-    policy = Policy(residency=residency, providers=tuple(opts.providers or wf.providers or ()),
-                    price_kinds=tuple(wf.price_kinds), currency=currency, vllm_version=opts.vllm_version)
+    policy = opts.policy(wf.residency, wf.providers, wf.currency, wf.price_kinds)
+    residency, currency = policy.residency, policy.currency
     evaluators: dict[str, Evaluator] = {}
     per_workload = enumerate_candidates(wf.workloads, catalog, policy, evaluators)
     all_candidates = [c for wc in per_workload for c in wc.results]
@@ -114,10 +110,6 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings=warnings,
         solver=solution.solver,
     ).model_copy(update={"candidates": _candidate_records(all_candidates) if opts.candidate_records else []})
-    if opts.sensitivity and plan.status == "optimal":
-        from gpuopt.planner.sensitivity import analyse
-
-        plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
     return plan, age_errors
 
 
@@ -198,10 +190,10 @@ def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[Uni
 
 
 def _rejections(candidates: Sequence[CandidateResult]) -> list[Rejections]:
-    groups: dict[tuple[str, str], list[CandidateResult]] = defaultdict(list)
+    groups: dict[tuple[str, RejectionKind], list[CandidateResult]] = defaultdict(list)
     for c in candidates:
-        if not c.feasible:
-            groups[(c.workload.name, c.evaluation.reason_kind or "other")].append(c)
+        if c.evaluation.reason_kind is not None:  # every rejected candidate has one (Evaluation checks)
+            groups[(c.workload.name, c.evaluation.reason_kind)].append(c)
     out = []
     for (workload, kind), members in sorted(groups.items(), key=lambda kv: (kv[0][0], -len(kv[1]), kv[0][1])):
         first = members[0]
@@ -231,7 +223,7 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
 
 # tensor_parallel .. reason_kind of a Candidate record, less the offering's fields (see _shape_part)
 _ShapeFields = tuple[int | None, int | None, str | None, str | None, int | None, float | None, float | None,
-                     float | None, float | None, int | None, bool, str | None, str | None]
+                     float | None, float | None, int | None, bool, str | None, RejectionKind | None]
 
 
 def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]:
@@ -365,8 +357,7 @@ def _explain(per_workload: list[WorkloadCandidates], solution: Solution) -> list
         if wc.feasible:
             continue
         kinds = Counter(r.evaluation.reason_kind for r in wc.results)
-        considered = [r for r in wc.results if r.evaluation.reason_kind not in
-                      ("residency", "provider", "price-kind", "no-price", "gpu-data")]
+        considered = [r for r in wc.results if r.evaluation.reason_kind not in POLICY_REJECTIONS]
         lines.append(f"workload {w.name}: no candidate is feasible among {len(wc.results)} "
                      f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))})")
         if not considered:

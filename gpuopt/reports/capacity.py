@@ -130,7 +130,7 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
     from gpuopt.reports.tabular import FOCUS_COLUMNS
 
     rows = []
-    months = 3 if "quarter" in plan.horizon else 1
+    months = plan.months_per_period
     for index, p in enumerate(plan.periods):
         start, end = _period_bounds(p.period, index, months, plan.as_of_date)
         for x in p.purchases:
