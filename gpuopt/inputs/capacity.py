@@ -60,6 +60,8 @@ def _series_form(value: object) -> str:
     """Which of the three demand forms a value is meant to be, read from its shape: a mapping with `base` or
     `growth` is a growth series even when a value is wrong, so `{base: 0, growth: 0.5}` is told "base must be
     greater than 0" instead of being re-read as two period labels that do not match the horizon."""
+    if isinstance(value, GrowthDemand):  # pydantic asks again when serialising a validated model
+        return "growth-series"
     if isinstance(value, dict):
         return "growth-series" if {"base", "growth"} & set(value) else "values-by-period"
     return "list-of-values"

@@ -52,7 +52,7 @@ def _path_problem(path: Path, what: str) -> str | None:
     except OSError as exc:
         return f"{path}: cannot access {what}: {_describe_os_error(exc)}"
     if stat.S_ISDIR(st.st_mode):
-        return f"{path}: is a directory; expected a {what}"
+        return f"{path}: is a directory, not a {what}"
     if not os.access(path, os.R_OK):
         return f"{path}: {what} is not readable (permission denied)"
     return None
@@ -74,13 +74,13 @@ def read_text(path: Path, what: str = "file") -> str:
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what}: {_describe_os_error(exc)}") from None
     if b"\x00" in raw[:_SNIFF_BYTES]:
-        raise InputError(f"{path}: binary file (contains NUL bytes); expected a UTF-8 text {what}")
+        raise InputError(f"{path}: is a binary file (contains NUL bytes), not a {what}")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise InputError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
-                         f"expected a UTF-8 text {what}") from None
+                         f"a {what} must be UTF-8") from None
 
 
 # ---- YAML ---------------------------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
     return data, root
 
 
-def load_yaml(path: Path, what: str = "file") -> tuple[Any, yaml.Node | None]:
+def load_yaml(path: Path, what: str = "YAML file") -> tuple[Any, yaml.Node | None]:
     """Read and parse a YAML file (see read_text and parse_yaml)."""
     return parse_yaml(read_text(path, what), path)
 
