@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -16,8 +16,14 @@ from gpuopt.planner.plan import DEFAULT_HEADROOM
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic over (value, input); older releases are not subscriptable
+    _FloatParam = click.ParamType[float, Any]
+    _StrParam = click.ParamType[str, Any]
+else:
+    _FloatParam = _StrParam = click.ParamType
 
-class FiniteFloat(click.ParamType):
+
+class FiniteFloat(_FloatParam):
     """A float flag that refuses nan and ±inf: click's FLOAT accepts them (Python's float() does), and they
     reach the solver as a NaN constraint or an "unbounded" answer instead of a message."""
 
@@ -33,7 +39,7 @@ class FiniteFloat(click.ParamType):
 FINITE_FLOAT = FiniteFloat()
 
 
-class VllmVersion(click.ParamType):
+class VllmVersion(_StrParam):
     """--vllm-version X.Y: a release gpuopt models, or one between two modelled releases (it takes the defaults
     of the newest modelled release before it). A release newer than every modelled one is refused: its
     defaults are unknown, and silently using the newest known would price a deployment for another vLLM."""
