@@ -42,4 +42,4 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
                            vllm_version=vllm_version, sensitivity=sensitivity)
     result = plan_capacity(cf, catalog, opts, today().isoformat())
     deliver(render_capacity(result, fmt), output, result.warnings,
-            None if result.status == "optimal" else result.explanation)
+            None if result.status == "optimal" else result.explanation, fmt, already_shown=catalog.notes)

@@ -40,15 +40,28 @@ def write_output(text: str, output: Path | None) -> None:
         click.echo(f"wrote {output}", err=True)
 
 
-def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation: Sequence[str] | None) -> None:
+HUMAN_FORMATS = ("table", "markdown")
+"""Formats a person reads on the terminal; they carry an infeasible plan's explanation in the result itself."""
+
+
+def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation: Sequence[str] | None,
+            fmt: str, already_shown: Sequence[str] = ()) -> None:
     """How `solve` and `plan` end: warnings on stderr, the result, then for an infeasible problem
-    (`explanation` given) its reasons on stderr and exit code 1."""
-    for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
+    (`explanation` given) exit code 1.
+
+    Each message is printed once: warnings already printed (the catalog's `note:` lines, which the plan also
+    keeps for its reports) are skipped, and the `infeasible:` reasons go to stderr only when the result does
+    not already show them on the terminal (a table or markdown on stdout does; JSON, CSV, HTML or a file
+    written with -o do not)."""
+    shown = set(already_shown)
+    for warning in dict.fromkeys(warnings):
+        if warning not in shown:
+            click.echo(f"warning: {warning}", err=True)
     write_output(text, output)
     if explanation is not None:
-        for line in explanation:
-            click.echo(f"infeasible: {line}", err=True)
+        if output is not None or fmt not in HUMAN_FORMATS:
+            for line in explanation:
+                click.echo(f"infeasible: {line}", err=True)
         raise SystemExit(EXIT_INFEASIBLE)
 
 
@@ -108,7 +121,8 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     plan, age_errors = plan_workloads(wf, catalog, opts)
     if age_errors:
         raise InputError(*age_errors)
-    deliver(render(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation)
+    deliver(render(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation, fmt,
+            already_shown=catalog.notes)
     overrun = budget_overrun(plan, wf, max_monthly, catalog.fx)
     if overrun:
         click.echo(overrun, err=True)
