@@ -7,8 +7,9 @@
     +-- InfeasibleError (exit 1)     valid input with no answer (does not fit, SLO unreachable)
         +-- SloUnreachableError      a latency target even a lone request misses: which one, by how much
 
-Anything else that escapes is a bug and should surface as a traceback in development.
-Exit codes (documented once, here): 0 ok, 1 infeasible, 2 bad input, 3 over budget.
+Anything else that escapes is a bug: the CLI prints one `error: internal error ...` line asking for a report
+and exits 70 (EX_SOFTWARE from sysexits.h); `gpuopt --debug` or GPUOPT_DEBUG=1 shows the traceback.
+Exit codes (documented once, here): 0 ok, 1 infeasible, 2 bad input, 3 over budget, 70 internal error.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ EXIT_OK = 0
 EXIT_INFEASIBLE = 1
 EXIT_BAD_INPUT = 2
 EXIT_OVER_BUDGET = 3
+EXIT_INTERNAL = 70
 
 
 class GpuoptError(Exception):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import load_architecture
+from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, load_architecture
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
@@ -34,17 +34,18 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--precision", type=click.Choice(WEIGHT_FORMATS), help="Weight format (default: the checkpoint's).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True)
 @click.option("--max-model-len", type=int, help="Context length (default: the model's maximum).")
-@click.option("--gpu-memory-utilization", type=float, help="Fraction of GPU memory for vLLM (default: the release's).")
+@click.option("--gpu-memory-utilization", type=FINITE_FLOAT,
+              help="Fraction of GPU memory for vLLM (default: the release's).")
 @click.option("--max-num-seqs", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--block-size", type=int, default=16, show_default=True)
-@click.option("--vllm-version", metavar="X.Y", help="vLLM release whose defaults apply (default: newest known).")
+@click.option("--vllm-version", type=VLLM_VERSION, help="vLLM release whose defaults apply (default: newest known).")
 @click.option("--input-tokens", type=int, help="Mean prompt tokens (enables latency prediction).")
 @click.option("--output-tokens", type=int, help="Mean output tokens.")
-@click.option("--concurrency", type=float, help="Concurrent clients (closed loop).")
-@click.option("--request-rate", type=float, help="Requests per second (open loop).")
-@click.option("--ttft-slo-ms", type=float, help="TTFT target: also report the largest rate that meets it.")
-@click.option("--tpot-slo-ms", type=float, help="TPOT target: also report the largest rate that meets it.")
+@click.option("--concurrency", type=FINITE_FLOAT, help="Concurrent clients (closed loop).")
+@click.option("--request-rate", type=FINITE_FLOAT, help="Requests per second (open loop).")
+@click.option("--ttft-slo-ms", type=FINITE_FLOAT, help="TTFT target: also report the largest rate that meets it.")
+@click.option("--tpot-slo-ms", type=FINITE_FLOAT, help="TPOT target: also report the largest rate that meets it.")
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")

@@ -1,18 +1,87 @@
-"""Option types shared by several commands."""
+"""Option types shared by several commands: finite numbers, known vLLM releases, output paths."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from gpuopt.errors import InputError
+from gpuopt.inputs.loader import check_input_file, check_output_path
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config, get_model
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic over (value, input); older releases are not subscriptable
+    _FloatParam = click.ParamType[float, Any]
+    _StrParam = click.ParamType[str, Any]
+else:
+    _FloatParam = _StrParam = click.ParamType
+
+
+class FiniteFloat(_FloatParam):
+    """A float flag that refuses nan and ±inf: click's FLOAT accepts them (Python's float() does), and they
+    reach the solver as a NaN constraint or an "unbounded" answer instead of a message."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = click.FLOAT.convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"expected a finite number, got {value!r}", param, ctx)
+        return number
+
+
+FINITE_FLOAT = FiniteFloat()
+
+
+class VllmVersion(_StrParam):
+    """--vllm-version X.Y: a release gpuopt models, or one between two modelled releases (it takes the defaults
+    of the newest modelled release before it). A release newer than every modelled one is refused: its
+    defaults are unknown, and silently using the newest known would price a deployment for another vLLM."""
+
+    name = "X.Y"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from gpuopt.physics.vllm_profile import profiles
+
+        text = str(value).strip()
+        known = [p.version for p in profiles()]
+        allowed = f"known releases: {', '.join(known)}"
+        parts = text.split(".")
+        if not (1 < len(parts) <= 3 and all(p.isdigit() and len(p) <= 4 for p in parts)):
+            self.fail(f"'{text}' is not a version like 0.19 or 0.11.0 ({allowed})", param, ctx)
+        wanted = tuple(int(p) for p in parts)
+        newest = tuple(int(p) for p in known[-1].split("."))
+        oldest = tuple(int(p) for p in known[0].split("."))
+        if wanted[:2] > newest[:2]:
+            self.fail(f"{text} is newer than the newest modelled release {known[-1]} ({allowed})", param, ctx)
+        if wanted < oldest:
+            self.fail(f"{text} is older than the oldest modelled release {known[0]} ({allowed})", param, ctx)
+        return text
+
+
+VLLM_VERSION = VllmVersion()
+
+
+def output_option(help_text: str) -> Callable[[F], F]:
+    """-o/--output FILE, checked as soon as the flags are parsed (before any solving): its folder exists and
+    is writable, and it is not a directory. The command writes it with write_output (atomic)."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
+        if value is not None:
+            try:
+                check_output_path(value)
+            except InputError as exc:
+                raise click.BadParameter(exc.problems[0].removeprefix(f"-o {value}: "), ctx, param) from None
+        return value
+
+    return click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), callback=check,
+                        metavar="FILE", help=help_text)
 
 
 def placement_options(func: F) -> F:
@@ -23,14 +92,25 @@ def placement_options(func: F) -> F:
                      help="Residency: cn, global, us, eu, apac, a region id or a comma list."),
         click.option("--provider", "providers", multiple=True, metavar="P", help="Allowed providers (repeatable)."),
         click.option("--currency", help="Report currency: USD or CNY."),
-        click.option("--headroom", type=float, default=DEFAULT_HEADROOM, show_default=True,
+        click.option("--headroom", type=FINITE_FLOAT, default=DEFAULT_HEADROOM, show_default=True,
                      help="Plan each replica for at most this fraction of its sustainable load."),
-        click.option("--vllm-version", metavar="X.Y",
+        click.option("--vllm-version", type=VLLM_VERSION,
                      help="vLLM release whose defaults apply (default: newest known)."),
     ]
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def overlay_problems(overlays: tuple[Path, ...]) -> list[str]:
+    """--catalog CSV paths checked before any work: a directory, a missing or unreadable file each say so."""
+    problems = []
+    for path in overlays:
+        try:
+            check_input_file(path, "CSV file")
+        except InputError as exc:
+            problems += [f"--catalog {p}" for p in exc.problems]
+    return problems
 
 
 def headroom_problems(headroom: float) -> list[str]:
@@ -42,6 +122,7 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
     if model_config:
+        check_input_file(model_config, "model config.json")
         return from_hf_config(model_config, name=model)
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")

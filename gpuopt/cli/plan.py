@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
-from gpuopt.cli.options import headroom_problems, placement_options
+from gpuopt.cli.options import headroom_problems, output_option, overlay_problems, placement_options
 from gpuopt.cli.solve import deliver, today
 from gpuopt.errors import InputError
 from gpuopt.reports.registry import formats, render_capacity_plan
@@ -19,7 +19,7 @@ from gpuopt.reports.registry import formats, render_capacity_plan
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
 @click.option("--format", "fmt", type=click.Choice(formats("capacity")), default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
+@output_option("Write the result to a file.")
 @catalog_options
 def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
          headroom: float, vllm_version: str | None, sensitivity: bool, fmt: str, output: Path | None,
@@ -34,7 +34,7 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     cf = load_capacity_file(capacity_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
-    problems = headroom_problems(headroom)
+    problems = overlay_problems(overlays) + headroom_problems(headroom)
     if problems:
         raise InputError(*problems)
     catalog = open_catalog(overlays, discounts, fx_rates)
@@ -47,4 +47,4 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
 
         result = result.model_copy(update={"sensitivity": analyse_capacity(solved, catalog, result)})
     deliver(render_capacity_plan(result, fmt), output, result.warnings,
-            None if result.status == "optimal" else result.explanation)
+            None if result.status == "optimal" else result.explanation, fmt, already_shown=catalog.notes)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import click
 
+from gpuopt.cli.options import output_option
 from gpuopt.cli.solve import write_output
-from gpuopt.errors import InputError
+from gpuopt.inputs.loader import read_text
 from gpuopt.planner.plan import Plan
 from gpuopt.reports.registry import formats, render_diff, render_plan
 
@@ -15,19 +16,13 @@ from gpuopt.reports.registry import formats, render_diff, render_plan
 def read_plan(path: Path) -> Plan:
     from gpuopt.reports.plan_json import load_plan
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file") from None
-    return load_plan(text, str(path))
+    return load_plan(read_text(path, "plan file"), str(path))
 
 
 @click.command()
 @click.argument("plan_file", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(formats("plan")), default="markdown", show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the report to a file.")
+@output_option("Write the report to a file.")
 def report(plan_file: Path, fmt: str, output: Path | None) -> None:
     """Render a plan saved with `gpuopt solve --format json` without solving again."""
     write_output(render_plan(read_plan(plan_file), fmt), output)
@@ -37,7 +32,7 @@ def report(plan_file: Path, fmt: str, output: Path | None) -> None:
 @click.argument("old", type=click.Path(path_type=Path))
 @click.argument("new", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(formats("diff")), default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the diff to a file.")
+@output_option("Write the diff to a file.")
 def diff(old: Path, new: Path, fmt: str, output: Path | None) -> None:
     """Monthly cost before and after, per deployment and in total, of two saved plans."""
     from gpuopt.reports.diff import diff_plans

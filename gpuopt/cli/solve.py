@@ -10,8 +10,9 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
-from gpuopt.cli.options import headroom_problems, placement_options
+from gpuopt.cli.options import FINITE_FLOAT, headroom_problems, output_option, overlay_problems, placement_options
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
+from gpuopt.inputs.loader import write_output_file
 from gpuopt.inputs.workload import WorkloadFile, load_workload
 from gpuopt.planner.plan import HOURS_PER_MONTH, Plan
 from gpuopt.planner.solve import SolveOptions, plan_workloads
@@ -31,22 +32,36 @@ def today() -> dt.date:
 
 
 def write_output(text: str, output: Path | None) -> None:
+    """The result on stdout, or atomically into `output` (checked before the work by output_option)."""
     if output is None:
         click.echo(text, nl=False)
     else:
-        output.write_text(text, encoding="utf-8")
+        write_output_file(output, text)
         click.echo(f"wrote {output}", err=True)
 
 
-def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation: Sequence[str] | None) -> None:
+HUMAN_FORMATS = ("table", "markdown")
+"""Formats a person reads on the terminal; they carry an infeasible plan's explanation in the result itself."""
+
+
+def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation: Sequence[str] | None,
+            fmt: str, already_shown: Sequence[str] = ()) -> None:
     """How `solve` and `plan` end: warnings on stderr, the result, then for an infeasible problem
-    (`explanation` given) its reasons on stderr and exit code 1."""
-    for warning in warnings:
-        click.echo(f"warning: {warning}", err=True)
+    (`explanation` given) exit code 1.
+
+    Each message is printed once: warnings already printed (the catalog's `note:` lines, which the plan also
+    keeps for its reports) are skipped, and the `infeasible:` reasons go to stderr only when the result does
+    not already show them on the terminal (a table or markdown on stdout does; JSON, CSV, HTML or a file
+    written with -o do not)."""
+    shown = set(already_shown)
+    for warning in dict.fromkeys(warnings):
+        if warning not in shown:
+            click.echo(f"warning: {warning}", err=True)
     write_output(text, output)
     if explanation is not None:
-        for line in explanation:
-            click.echo(f"infeasible: {line}", err=True)
+        if output is not None or fmt not in HUMAN_FORMATS:
+            for line in explanation:
+                click.echo(f"infeasible: {line}", err=True)
         raise SystemExit(EXIT_INFEASIBLE)
 
 
@@ -73,11 +88,11 @@ def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: 
 @placement_options
 @click.option("--top", type=int, default=3, show_default=True, help="Alternatives per GPU type and per provider.")
 @click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
-@click.option("--max-monthly", type=float, metavar="N", help="Budget per 730-hour month in the report currency.")
+@click.option("--max-monthly", type=FINITE_FLOAT, metavar="N", help="Budget per 730-hour month in the report currency.")
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the plan survives, the next plan's cost and a TPOT sweep.")
 @click.option("--format", "fmt", type=click.Choice(formats("plan")), default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
+@output_option("Write the result to a file.")
 @catalog_options
 def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
           headroom: float, top: int, vllm_version: str | None, max_price_age: int | None,
@@ -90,7 +105,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     wf = load_workload(workload_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
-    problems = headroom_problems(headroom)
+    problems = overlay_problems(overlays) + headroom_problems(headroom)
     if top < 0:
         problems.append(f"--top must be >= 0 (got {top})")
     if max_price_age is not None and max_price_age < 0:
@@ -110,7 +125,8 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
         from gpuopt.planner.sensitivity import analyse
 
         plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
-    deliver(render_plan(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation)
+    deliver(render_plan(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation, fmt,
+            already_shown=catalog.notes)
     overrun = budget_overrun(plan, wf, max_monthly, catalog.fx)
     if overrun:
         click.echo(overrun, err=True)

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from gpuopt.errors import ConfigError
 from gpuopt.inputs.workload import (
@@ -56,7 +56,23 @@ class GrowthDemand(Strict):
     growth: float = Field(ge=-0.9, description="Fractional change per period: 0.5 means x1.5 each period")
 
 
-DemandSeries = list[float] | GrowthDemand | dict[str, float]
+def _series_form(value: object) -> str:
+    """Which of the three demand forms a value is meant to be, read from its shape: a mapping with `base` or
+    `growth` is a growth series even when a value is wrong, so `{base: 0, growth: 0.5}` is told "base must be
+    greater than 0" instead of being re-read as two period labels that do not match the horizon."""
+    if isinstance(value, GrowthDemand):  # pydantic asks again when serialising a validated model
+        return "growth-series"
+    if isinstance(value, dict):
+        return "growth-series" if {"base", "growth"} & set(value) else "values-by-period"
+    return "list-of-values"
+
+
+DemandSeries = Annotated[
+    Annotated[list[float], Tag("list-of-values")]
+    | Annotated[GrowthDemand, Tag("growth-series")]
+    | Annotated[dict[str, float], Tag("values-by-period")],
+    Discriminator(_series_form),
+]
 
 
 class Demand(Strict):

@@ -32,7 +32,8 @@ from typing import Annotated, Any, Literal, TypeVar
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from gpuopt.errors import ConfigError
+from gpuopt.errors import ConfigError, InputError
+from gpuopt.inputs.loader import check_input_file, load_yaml
 from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, PROVIDERS, Currency, KvCacheDtype, WeightFormat
 
 SCHEMA_VERSION = 1
@@ -73,7 +74,10 @@ def one_load_unit(requests_per_second: object, concurrency: object) -> None:
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """Base of every file model. strict: YAML `true` is not the number 1 and "2" is not 2 (pydantic's lax
+    mode would coerce both silently); allow_inf_nan=False: `.inf`/`.nan` never reach the integer programs."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class Slo(Strict):
@@ -82,7 +86,8 @@ class Slo(Strict):
 
 
 class ModelConfigRef(Strict):
-    config: Path = Field(description="A local Hugging Face config.json (relative to the workload file)")
+    config: Annotated[Path, Field(strict=False)] = Field(
+        description="A local Hugging Face config.json (relative to the workload file)")
     name: str = Field(min_length=1)
 
 
@@ -155,6 +160,15 @@ class WorkloadFile(Strict):
     budget: Budget | None = None
     discounts: dict[str, float] = Field(default_factory=dict)
 
+    @field_validator("quotas")
+    @classmethod
+    def _quota_providers(cls, value: list[Quota]) -> list[Quota]:
+        """Checked in the file, not in Quota itself, so planner tests may build quotas for made-up providers."""
+        for i, q in enumerate(value):
+            if q.provider not in PROVIDERS:
+                raise ValueError(f"{i}.provider: unknown provider '{q.provider}' (known: {', '.join(PROVIDERS)})")
+        return value
+
     @field_validator("discounts")
     @classmethod
     def _discounts(cls, value: dict[str, float]) -> dict[str, float]:
@@ -193,51 +207,75 @@ def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+UNION_BRANCHES = frozenset({"str", "ModelConfigRef", "list-of-values", "growth-series", "values-by-period"})
+"""Labels pydantic adds to an error location for the branch of a union it tried (the last three are the
+tags of the capacity file's demand forms); they are not YAML keys, so messages and line lookups skip them."""
+
+
+def _yaml_loc(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple(p for p in loc if not (isinstance(p, str) and p in UNION_BRANCHES))
+
+
+_TYPE_NAMES = {bool: "boolean", str: "string", int: "integer", float: "number", list: "list", dict: "mapping",
+               type(None): "null"}
+
+
+def _shown(value: object) -> str:
+    """A YAML value as its author wrote it, with its type: `boolean true`, `string '1'`."""
+    text = ("true" if value else "false") if isinstance(value, bool) else repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{_TYPE_NAMES.get(type(value), type(value).__name__)} {text}"
+
+
+def _message(err: Any) -> str:
+    """pydantic's message, reworded to say what was expected and what was found, so a message never reads as
+    its own contradiction (a string "1" for schema_version must not read as "1 is not supported")."""
+    kind = str(err["type"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        return "unknown key"
+    if kind == "finite_number":
+        return f"expected a finite number, got {err['input']}"
+    if (kind.endswith("_type") or kind in ("literal_error", "int_from_float")) and msg.startswith("Input should be "):
+        return f"expected {msg.removeprefix('Input should be ')}, got {_shown(err.get('input'))}"
+    return msg
+
+
 def format_errors(path: Path, exc: ValidationError, root: yaml.Node | None) -> list[str]:
     lines = []
     for err in exc.errors():
-        loc = tuple(err["loc"])
-        shown = ".".join(str(p) for p in loc if not (isinstance(p, str) and p in ("str", "ModelConfigRef")))
+        loc = _yaml_loc(tuple(err["loc"]))
+        shown = ".".join(str(p) for p in loc)
         line = _node_line(root, loc)
         where = f"{path}:{line}" if line else str(path)
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        lines.append(f"{where}: {shown or '(file)'}: {msg}")
-    return lines
-
-
-def parse_yaml(path: Path) -> tuple[Any, yaml.Node | None]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except (UnicodeDecodeError, IsADirectoryError):
-        raise ConfigError(f"{path}: not a readable text file") from None
-    try:
-        root = yaml.compose(text)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
-    return data, root
+        lines.append(f"{where}: {shown or '(file)'}: {_message(err)}")
+    return list(dict.fromkeys(lines))
 
 
 M = TypeVar("M", bound=BaseModel)
 
 
+def _version_problem(version: object) -> str | None:
+    if version is None:
+        return None  # the model reports the missing field
+    if isinstance(version, bool) or not isinstance(version, int):
+        kind = "string" if isinstance(version, str) else type(version).__name__
+        return f"expected the number {SCHEMA_VERSION}, got {kind} {version!r}"
+    if version != SCHEMA_VERSION:
+        return f"{version} is not supported (this gpuopt reads schema_version {SCHEMA_VERSION})"
+    return None
+
+
 def load_versioned(path: Path, model: type[M], expected: str) -> M:
     """Parse a versioned YAML file into `model`: YAML errors, schema_version and validation errors become
     one ConfigError line each with the YAML line."""
-    data, root = parse_yaml(path)
+    data, root = load_yaml(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}:1: expected a mapping with {expected}")
-    version = data.get("schema_version")
-    if version is not None and version != SCHEMA_VERSION:
-        raise ConfigError(f"{path}:{_node_line(root, ('schema_version',))}: schema_version: {version} is not "
-                          f"supported (this gpuopt reads schema_version {SCHEMA_VERSION})")
+    problem = _version_problem(data.get("schema_version"))
+    if problem:
+        raise ConfigError(f"{path}:{_node_line(root, ('schema_version',))}: schema_version: {problem}")
     try:
         return model.model_validate(data)
     except ValidationError as exc:
@@ -248,12 +286,21 @@ T = TypeVar("T", bound=ServingTarget)
 
 
 def relative_model_configs(workloads: list[T], path: Path) -> list[T]:
-    """Model config.json paths in a file are relative to that file."""
+    """Model config.json paths in a file are relative to that file; each must be a readable file (checked
+    here, so a directory or a missing file is a message with the workload's name, not a traceback)."""
     fixed = []
-    for w in workloads:
-        if isinstance(w.model, ModelConfigRef) and not w.model.config.is_absolute():
-            w = w.model_copy(update={"model": w.model.model_copy(update={"config": path.parent / w.model.config})})
+    problems = []
+    for i, w in enumerate(workloads):
+        if isinstance(w.model, ModelConfigRef):
+            config = w.model.config if w.model.config.is_absolute() else path.parent / w.model.config
+            try:
+                check_input_file(config, "model config.json")
+            except InputError as exc:
+                problems += [f"{path}: workloads.{i}.model.config: {p}" for p in exc.problems]
+            w = w.model_copy(update={"model": w.model.model_copy(update={"config": config})})
         fixed.append(w)
+    if problems:
+        raise ConfigError(*problems)
     return fixed
 
 

@@ -1,0 +1,214 @@
+"""The input boundary: every file gpuopt reads or writes passes through here.
+
+Why one module: a user's file can be a directory, a binary, unreadable, truncated, nested 5,000 levels deep or
+carry the same key twice, and an output path can point into a missing folder or a full device. Each case gets
+its own one-line message (exit 2) here, before any solving starts, instead of a traceback from deep inside
+pathlib, PyYAML or PuLP after minutes of work.
+
+    read_text(path, what)      a UTF-8 text file, or an InputError naming what is wrong with the path
+    check_input_file(path)     the same checks without reading (config.json paths inside workload files)
+    load_yaml(path)            (data, root node): safe YAML, duplicate keys and deep nesting rejected,
+                               the node tree kept so validation messages can carry YAML line numbers
+    check_output_path(path)    before the solve: the parent folder exists and is writable
+    write_output_file(path, s) atomically (temp file in the same folder + rename), so an interrupted or
+                               failed write never leaves half a report behind
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gpuopt.errors import ConfigError, InputError
+
+MAX_YAML_DEPTH = 64
+"""Deepest nesting of mappings/sequences a gpuopt file may have. Real files use 4 levels; PyYAML's composer
+recurses once per level, so an unbounded depth ends in RecursionError instead of a message."""
+
+_SNIFF_BYTES = 8192
+
+
+def _describe_os_error(exc: OSError) -> str:
+    return exc.strerror or type(exc).__name__
+
+
+def _path_problem(path: Path, what: str) -> str | None:
+    """Why `path` cannot be read as a file (None when it can be opened)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        parent = path.parent
+        if not parent.exists():
+            return f"{path}: {what} not found (folder {parent} does not exist)"
+        return f"{path}: {what} not found"
+    except NotADirectoryError:
+        return f"{path}: {what} not found (a part of the path is a file, not a folder)"
+    except OSError as exc:
+        return f"{path}: cannot access {what}: {_describe_os_error(exc)}"
+    if stat.S_ISDIR(st.st_mode):
+        return f"{path}: is a directory, not a {what}"
+    if not os.access(path, os.R_OK):
+        return f"{path}: {what} is not readable (permission denied)"
+    return None
+
+
+def check_input_file(path: Path, what: str = "file") -> None:
+    """Raise an InputError when `path` is missing, a directory or unreadable (one message per case)."""
+    problem = _path_problem(path, what)
+    if problem:
+        raise InputError(problem)
+
+
+def read_text(path: Path, what: str = "file") -> str:
+    """Read a UTF-8 text file; a directory, a missing or unreadable file and a binary file each get their
+    own message."""
+    check_input_file(path, what)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read {what}: {_describe_os_error(exc)}") from None
+    if b"\x00" in raw[:_SNIFF_BYTES]:
+        raise InputError(f"{path}: is a binary file (contains NUL bytes), not a {what}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InputError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+                         f"a {what} must be UTF-8") from None
+
+
+# ---- YAML ---------------------------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with two refusals: a key given twice in one mapping (PyYAML keeps the last value
+    silently, so `requests_per_second: 2` then `: 200` plans for 200) and nesting deeper than MAX_YAML_DEPTH."""
+
+    _depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` merges are YAML's own override mechanism, not a repetition
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a mapping key must be a plain value, not a list or mapping",
+                    key_node.start_mark) from None
+            line = key_node.start_mark.line + 1
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key '{key}' (first on line {first}, again on line {line})",
+                    key_node.start_mark)
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
+    """Parse YAML text once into (Python data, root node); a syntax error, a duplicate key or too deep a
+    nesting becomes one ConfigError with the line."""
+    loader = _StrictLoader(text)
+    try:
+        root = loader.get_single_node()
+        data = loader.construct_document(root) if root is not None else None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except RecursionError:  # pragma: no cover - MAX_YAML_DEPTH keeps PyYAML far from the limit
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+    return data, root
+
+
+def load_yaml(path: Path, what: str = "YAML file") -> tuple[Any, yaml.Node | None]:
+    """Read and parse a YAML file (see read_text and parse_yaml)."""
+    return parse_yaml(read_text(path, what), path)
+
+
+# ---- output --------------------------------------------------------------------------------------------
+
+
+def _is_special(path: Path) -> bool:
+    """A device, FIFO or socket (/dev/stdout, /dev/null, /dev/full): written in place, never replaced."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def check_output_path(path: Path) -> None:
+    """Fail before any work when the result could not be written to `path`."""
+    parent = path.parent
+    if path.is_dir():
+        raise InputError(f"-o {path}: is a directory; expected a file name")
+    if not parent.exists():
+        raise InputError(f"-o {path}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise InputError(f"-o {path}: {parent} is not a folder")
+    if _is_special(path):
+        if not os.access(path, os.W_OK):
+            raise InputError(f"-o {path}: not writable (permission denied)")
+        return
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"-o {path}: folder {parent} is not writable (permission denied)")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise InputError(f"-o {path}: file is not writable (permission denied)")
+
+
+def write_output_file(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: a temp file beside it, flushed, then renamed over it. Devices and
+    FIFOs are written in place (renaming over /dev/full would replace the device). A failure (disk full,
+    permission) is an InputError naming the path; the target is left as it was."""
+    data = text.encode("utf-8")
+    if _is_special(path):
+        try:
+            with open(path, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+        except OSError as exc:
+            raise InputError(f"-o {path}: cannot write: {_describe_os_error(exc)}") from None
+        return
+    tmp_name: str | None = None
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if path.exists():
+            os.chmod(tmp_name, stat.S_IMODE(path.stat().st_mode))
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp_name, 0o666 & ~umask)
+        os.replace(tmp_name, path)
+        tmp_name = None
+    except OSError as exc:
+        raise InputError(f"-o {path}: cannot write: {_describe_os_error(exc)}") from None
+    finally:
+        if tmp_name is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp_name)

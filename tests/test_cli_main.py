@@ -1,0 +1,124 @@
+"""The `gpuopt` group: lazy subcommands, one-line endings (exit 2 for usage, 70 for bugs), each message once."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import COMMANDS, REPORT_HINT, CommandEntry, cli
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@click.command("boom")
+def boom() -> None:
+    """Fails like a bug would."""
+    raise ZeroDivisionError("division by zero\nsecond line")
+
+
+def run(*args: object) -> object:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False, prog_name="gpuopt")
+
+
+def test_every_table_entry_names_a_click_command_of_that_name():
+    import importlib
+
+    for name, entry in COMMANDS.items():
+        command = getattr(importlib.import_module(entry.module), entry.attribute)
+        assert isinstance(command, click.Command) and command.name == name, name
+        assert entry.short_help and len(entry.short_help) <= 60, name
+
+
+def _modules_after(code: str) -> set[str]:
+    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
+                         capture_output=True, text=True, check=True)
+    return set(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def test_help_lists_every_command_without_importing_one():
+    loaded = _modules_after("from gpuopt.cli.main import cli\ntry:\n    cli(['--help'])\nexcept SystemExit:\n    pass")
+    assert not {m for m in loaded if m.startswith("gpuopt.") and m not in
+                ("gpuopt.cli", "gpuopt.cli.main", "gpuopt.errors")}
+    assert not {"pandas", "pulp", "pydantic", "matplotlib", "rich", "yaml"} & loaded
+    result = run("--help")
+    for name, entry in COMMANDS.items():
+        assert f"  {name}" in result.stdout and entry.short_help in result.stdout
+
+
+def test_solve_imports_only_what_it_uses():
+    loaded = _modules_after("from gpuopt.cli.main import cli\ntry:\n"
+                            f"    cli(['solve', {str(EXAMPLES / 'cn-chat-70b.yaml')!r}, '--region', 'cn'])\n"
+                            "except SystemExit:\n    pass")
+    assert "gpuopt.cli.solve" in loaded and "pulp" in loaded
+    unused = {"pandas", "matplotlib", "markdown", "boto3", "gpuopt.cli.fit", "gpuopt.cli.models", "gpuopt.cli.plan",
+              "gpuopt.planner.sensitivity", "gpuopt.planner.capacity", "gpuopt.reports.html"}
+    assert not unused & loaded
+
+
+def test_a_new_command_is_one_table_entry(monkeypatch):
+    monkeypatch.setitem(COMMANDS, "boom", CommandEntry("tests.test_cli_main", "boom", "Fails like a bug would."))
+    assert re.search(r"\n  boom +Fails like a bug would\.\n", run("--help").stdout)
+
+
+def test_internal_error_is_one_line_exit_70(monkeypatch):
+    monkeypatch.setitem(COMMANDS, "boom", CommandEntry("tests.test_cli_main", "boom", "Fails."))
+    result = run("boom")
+    assert result.exit_code == 70 and result.stdout == ""
+    assert result.stderr == f"error: internal error (ZeroDivisionError: division by zero); {REPORT_HINT}\n"
+
+
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_debug_shows_the_traceback(monkeypatch, how):
+    monkeypatch.setitem(COMMANDS, "boom", CommandEntry("tests.test_cli_main", "boom", "Fails."))
+    if how == "env":
+        monkeypatch.setenv("GPUOPT_DEBUG", "1")
+    with pytest.raises(ZeroDivisionError):
+        run(*(["--debug"] if how == "flag" else []), "boom")
+
+
+def test_usage_error_is_one_line():
+    result = run("fit", "--tp", "x", "--gpu", "H100-SXM-80GB")
+    assert (result.exit_code, result.stderr) == (
+        2, "error: Invalid value for '--tp': 'x' is not a valid integer. (see 'gpuopt fit --help')\n")
+
+
+def test_catalog_note_is_printed_once(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    result = run("solve", EXAMPLES / "cn-chat-70b.yaml", "--region", "cn", "--discount", "alibaba=0.1")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("alibaba prices carry a 10.0% discount") == 1
+    assert "note: alibaba prices carry a 10.0% discount" in result.stderr
+
+
+def _infeasible(tmp_path: Path) -> Path:
+    path = tmp_path / "w.yaml"
+    path.write_text(f"""schema_version: 1
+workloads:
+  - name: a
+    model: {MODEL}
+    requests_per_second: 2
+    input_tokens: 100
+    output_tokens: 50
+    slo: {{ttft_ms: 1}}
+""")
+    return path
+
+
+# a table shows the reasons itself; JSON carries them as data for programs, so people get them on stderr
+@pytest.mark.parametrize(("fmt", "on_stdout", "on_stderr"), [("table", 1, 0), ("json", 1, 1)])
+def test_infeasible_reasons_are_shown_once(monkeypatch, tmp_path, fmt, on_stdout, on_stderr):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    result = run("solve", _infeasible(tmp_path), "--provider", "aws", "--format", fmt)
+    assert result.exit_code == 1, result.output
+    reason = "binding constraint: ttft"
+    assert (result.stdout.count(reason), result.stderr.count(reason)) == (on_stdout, on_stderr)

@@ -1,0 +1,284 @@
+"""The input boundary (gpuopt/inputs/loader.py and the strict file models): every bad file or flag is one
+`error:` line naming the field and line, exit 2, before any solving."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.errors import ConfigError, InputError
+from gpuopt.inputs.capacity import load_capacity_file
+from gpuopt.inputs.loader import MAX_YAML_DEPTH, check_output_path, load_yaml, read_text, write_output_file
+from gpuopt.inputs.workload import load_workload
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+WORKLOAD = f"""schema_version: 1
+workloads:
+  - name: a
+    model: {MODEL}
+    requests_per_second: 2
+    input_tokens: 100
+    output_tokens: 50
+"""
+
+CAPACITY = f"""schema_version: 1
+horizon: {{periods: 4, period: quarter}}
+workloads:
+  - name: a
+    model: {MODEL}
+    demand: {{requests_per_second: DEMAND}}
+    input_tokens: 100
+    output_tokens: 50
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "w.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def problems(load, path: Path) -> tuple[str, ...]:
+    with pytest.raises(InputError) as info:  # ConfigError for contents, InputError for the path
+        load(path)
+    return info.value.problems
+
+
+def run(*args: object) -> object:
+    return CliRunner().invoke(cli, [str(a) for a in args], catch_exceptions=False, prog_name="gpuopt")
+
+
+# ---- YAML ---------------------------------------------------------------------------------------------
+
+
+def test_duplicate_key_names_both_lines(tmp_path):
+    text = WORKLOAD.replace("requests_per_second: 2\n", "requests_per_second: 2\n    requests_per_second: 200\n")
+    (msg,) = problems(load_workload, write(tmp_path, text))
+    assert msg == (f"{tmp_path / 'w.yaml'}:6: invalid YAML: duplicate key 'requests_per_second' "
+                   "(first on line 5, again on line 6)")
+
+
+def test_merge_keys_are_not_duplicates(tmp_path):
+    data, _ = load_yaml(write(tmp_path, "base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n"))
+    assert data["other"] == {"x": 1, "y": 3}
+
+
+@pytest.mark.parametrize("depth", [MAX_YAML_DEPTH + 1, 5000])
+def test_deep_nesting_is_a_message_not_a_recursion_error(tmp_path, depth):
+    path = write(tmp_path, "a: " + "[" * depth + "]" * depth + "\n")
+    (msg,) = problems(load_workload, path)
+    assert msg == f"{path}:1: invalid YAML: nested deeper than {MAX_YAML_DEPTH} levels"
+
+
+def test_nesting_at_the_limit_loads(tmp_path):
+    depth = MAX_YAML_DEPTH - 1  # the top-level mapping is the first level
+    data, _ = load_yaml(write(tmp_path, "a: " + "[" * depth + "]" * depth + "\n"))
+    inner = data["a"]
+    for _ in range(depth - 1):
+        inner = inner[0]
+    assert inner == []
+
+
+def test_unhashable_key_is_a_message(tmp_path):
+    path = write(tmp_path, "? [a, b]\n: 1\n")
+    with pytest.raises(ConfigError, match="a mapping key must be a plain value"):
+        load_yaml(path)
+
+
+# ---- paths --------------------------------------------------------------------------------------------
+
+
+def test_each_bad_path_has_its_own_message(tmp_path):
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"schema_version: 1\x00\x01\x02")
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"a: 1\nname: caf\xe9\n")
+    cases = {
+        tmp_path: f"{tmp_path}: is a directory, not a YAML file",
+        tmp_path / "missing.yaml": f"{tmp_path / 'missing.yaml'}: YAML file not found",
+        tmp_path / "no" / "w.yaml": f"{tmp_path / 'no' / 'w.yaml'}: YAML file not found (folder {tmp_path / 'no'} "
+                                    "does not exist)",
+        binary: f"{binary}: is a binary file (contains NUL bytes), not a YAML file",
+        latin: f"{latin}:2: not UTF-8 text (byte 0xe9 at offset 14); a YAML file must be UTF-8",
+    }
+    for path, expected in cases.items():
+        assert problems(load_workload, path) == (expected,)
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads every file")
+def test_unreadable_file(tmp_path):
+    path = write(tmp_path, WORKLOAD)
+    path.chmod(0)
+    with pytest.raises(InputError, match="is not readable"):
+        read_text(path, "YAML file")
+
+
+def test_model_config_directory_is_reported_with_the_workload(tmp_path):
+    text = WORKLOAD.replace(f"model: {MODEL}", "model: {config: ., name: x}")
+    path = write(tmp_path, text)
+    assert problems(load_workload, path) == (
+        f"{path}: workloads.0.model.config: {tmp_path}: is a directory, not a model config.json",)
+
+
+# ---- types and values ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("true", "expected a valid number, got boolean true"),
+    ('"2"', "expected a valid number, got string '2'"),
+    (".inf", "expected a finite number, got inf"),
+    ("-.inf", "expected a finite number, got -inf"),
+    (".nan", "expected a finite number, got nan"),
+    ("1.0e+400", "expected a finite number, got inf"),
+])
+def test_numbers_are_numbers_and_finite(tmp_path, value, message):
+    path = write(tmp_path, WORKLOAD.replace("requests_per_second: 2", f"requests_per_second: {value}"))
+    assert problems(load_workload, path) == (f"{path}:5: workloads.0.requests_per_second: {message}",)
+
+
+def test_schema_version_as_a_string_says_a_number_was_expected(tmp_path):
+    path = write(tmp_path, WORKLOAD.replace("schema_version: 1", 'schema_version: "1"'))
+    assert problems(load_workload, path) == (f"{path}:1: schema_version: expected the number 1, got string '1'",)
+
+
+def test_unknown_schema_version_names_the_supported_one(tmp_path):
+    path = write(tmp_path, WORKLOAD.replace("schema_version: 1", "schema_version: 2"))
+    assert problems(load_workload, path) == (
+        f"{path}:1: schema_version: 2 is not supported (this gpuopt reads schema_version 1)",)
+
+
+def test_quota_for_an_unknown_provider(tmp_path):
+    path = write(tmp_path, WORKLOAD + "quotas: [{provider: azure, max_instances: 1}]\n")
+    (msg,) = problems(load_workload, path)
+    assert msg.startswith(f"{path}:8: quotas: 0.provider: unknown provider 'azure' (known: alibaba, aws,")
+
+
+def test_infinite_budget_and_unknown_currency(tmp_path):
+    path = write(tmp_path, WORKLOAD + "budget: {max_monthly: .inf, currency: EUR}\n")
+    assert problems(load_workload, path) == (
+        f"{path}:8: budget.max_monthly: expected a finite number, got inf",
+        f"{path}:8: budget.currency: expected 'USD' or 'CNY', got string 'EUR'",
+    )
+
+
+@pytest.mark.parametrize(("demand", "message"), [
+    ("{base: 0, growth: 0.5}", "workloads.0.demand.requests_per_second.base: Input should be greater than 0"),
+    ("{growth: 0.5}", "workloads.0.demand.requests_per_second.base: Field required"),
+    ("[1, .nan, 2, 3]", "workloads.0.demand.requests_per_second.1: expected a finite number, got nan"),
+    ("{Q1: 1, Q2: true}", "workloads.0.demand.requests_per_second.Q2: expected a valid number, got boolean true"),
+    ("5", "workloads.0.demand.requests_per_second: expected a valid list, got integer 5"),
+])
+def test_capacity_demand_messages_say_what_is_wrong(tmp_path, demand, message):
+    path = write(tmp_path, CAPACITY.replace("DEMAND", demand))
+    assert problems(load_capacity_file, path) == (f"{path}:6: {message}",)
+
+
+def test_capacity_growth_demand_still_loads(tmp_path):
+    cf = load_capacity_file(write(tmp_path, CAPACITY.replace("DEMAND", "{base: 2, growth: 0.5}")))
+    series = cf.workloads[0].demand.series
+    assert (series.base, series.growth) == (2.0, 0.5)  # type: ignore[union-attr]
+    assert cf.model_dump()["workloads"][0]["demand"]["requests_per_second"] == {"base": 2.0, "growth": 0.5}
+
+
+# ---- flags ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["solve", "W", "--max-monthly", "inf"], "error: Invalid value for '--max-monthly': expected a finite number, "
+                                             "got 'inf' (see 'gpuopt solve --help')"),
+    (["solve", "W", "--headroom", "nan"], "error: Invalid value for '--headroom': expected a finite number, "
+                                          "got 'nan' (see 'gpuopt solve --help')"),
+    (["fit", "--model", MODEL, "--gpu", "H100-SXM-80GB", "--input-tokens", "10", "--output-tokens", "10",
+      "--request-rate", "nan"],
+     "error: Invalid value for '--request-rate': expected a finite number, got 'nan' (see 'gpuopt fit --help')"),
+    (["solve", "W", "--vllm-version", "99.0"],
+     "error: Invalid value for '--vllm-version': 99.0 is newer than the newest modelled release 0.33 "
+     "(known releases: 0.11, 0.17, 0.18, 0.20, 0.33) (see 'gpuopt solve --help')"),
+    (["solve", "W", "--vllm-version", "0.9"],
+     "error: Invalid value for '--vllm-version': 0.9 is older than the oldest modelled release 0.11 "
+     "(known releases: 0.11, 0.17, 0.18, 0.20, 0.33) (see 'gpuopt solve --help')"),
+    (["solve", "W", "--vllm-version", "latest"],
+     "error: Invalid value for '--vllm-version': 'latest' is not a version like 0.19 or 0.11.0 "
+     "(known releases: 0.11, 0.17, 0.18, 0.20, 0.33) (see 'gpuopt solve --help')"),
+    (["fit", "--model-config", ".", "--gpu", "H100-SXM-80GB"], "error: .: is a directory, not a model config.json"),
+    (["report", "."], "error: .: is a directory, not a plan file"),
+    (["solve", "W", "--catalog", "."], "error: --catalog .: is a directory, not a CSV file"),
+    (["solve", "W", "-o", "/nonexistent/dir/out.txt"],
+     "error: Invalid value for '-o' / '--output': folder /nonexistent/dir does not exist (see 'gpuopt solve --help')"),
+])
+def test_bad_flags_are_one_line_exit_2(tmp_path, args, message):
+    workload = write(tmp_path, WORKLOAD)
+    result = run(*[str(workload) if a == "W" else a for a in args])
+    assert (result.exit_code, result.stdout, result.stderr) == (2, "", message + "\n")
+
+
+def test_vllm_version_between_modelled_releases_is_accepted():
+    from gpuopt.cli.options import VLLM_VERSION
+
+    assert VLLM_VERSION.convert("0.19", None, None) == "0.19"
+    assert VLLM_VERSION.convert("0.33.2", None, None) == "0.33.2"
+
+
+def test_output_is_checked_before_the_solve(tmp_path, monkeypatch):
+    import gpuopt.planner.solve as planner
+
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the solve started before -o was checked")
+
+    monkeypatch.setattr(planner, "plan_workloads", must_not_run)
+    result = run("solve", write(tmp_path, WORKLOAD), "-o", tmp_path / "missing" / "plan.txt")
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+# ---- output ----------------------------------------------------------------------------------------------
+
+
+def test_atomic_write_replaces_and_leaves_no_temp_file(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+    write_output_file(target, "new ✓")
+    assert target.read_text(encoding="utf-8") == "new ✓"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "out.txt"
+    target.write_text("old")
+
+    def disk_full(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", disk_full)
+    with pytest.raises(InputError, match=r"-o .*out.txt: cannot write: No space left on device"):
+        write_output_file(target, "new")
+    assert target.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_dev_full_is_a_clean_error():
+    check_output_path(Path("/dev/full"))  # a writable device passes the early check
+    with pytest.raises(InputError, match="-o /dev/full: cannot write: No space left on device"):
+        write_output_file(Path("/dev/full"), "x" * 100_000)
+    assert Path("/dev/full").exists() and not Path("/dev/full").is_file()  # never replaced by a rename
+
+
+def test_output_to_a_directory(tmp_path):
+    with pytest.raises(InputError, match="is a directory"):
+        check_output_path(tmp_path)
+
+
+def test_stdout_device_is_written_in_place(tmp_path):
+    fifo_free = tmp_path / "plain.txt"
+    write_output_file(fifo_free, "a")
+    assert fifo_free.read_text() == "a"
+    if sys.platform.startswith("linux"):
+        write_output_file(Path("/dev/null"), "discarded")
+        assert Path("/dev/null").exists() and not Path("/dev/null").is_file()
