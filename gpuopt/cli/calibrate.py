@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import click
 
+from gpuopt.cli.options import VLLM_VERSION, output_option
 from gpuopt.errors import InputError
 
 
@@ -19,8 +18,8 @@ from gpuopt.errors import InputError
 @click.option("--pp", "pipeline_parallel", type=int, help="Pipeline-parallel size of the server.")
 @click.option("--precision", help="Weight format that ran, when not the checkpoint's own (e.g. fp8).")
 @click.option("--server-args", help='The `vllm serve` flags of the runs, e.g. "--max-model-len 8192".')
-@click.option("--vllm-version", help="vLLM release of the runs (logs say it; bench files do not).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the fitted profile (YAML) here.")
+@click.option("--vllm-version", type=VLLM_VERSION, help="vLLM release of the runs (logs say it; bench files do not).")
+@output_option("Write the fitted profile (YAML) here.")
 @click.option("--check", "check_profile", type=click.Path(path_type=Path),
               help="Score this profile on the files instead of fitting one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparisons (and profile) as JSON.")
@@ -74,11 +73,7 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
     if output is None:
         click.echo("note: give -o PROFILE.yaml to save the profile", err=True)
         return
-    parent = output.resolve().parent
-    if not parent.is_dir() or output.is_dir():
-        raise InputError(f"-o {output}: cannot write there")
-    fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{output.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(dump_profile(result.profile))
-    os.replace(tmp, output)
+    from gpuopt.inputs.loader import write_output_file
+
+    write_output_file(output, dump_profile(result.profile))
     click.echo(f"wrote {output}", err=True)

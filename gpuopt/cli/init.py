@@ -15,6 +15,7 @@ from pathlib import Path
 
 import click
 
+from gpuopt.cli.options import FINITE_FLOAT
 from gpuopt.errors import ConfigError, InputError
 
 PRESET_NAMES = ("chat", "rag", "batch", "code", "agent")
@@ -30,18 +31,18 @@ def _positive(value: float | None, flag: str) -> None:
               help="Starting point: lengths, SLOs and precisions of this kind of workload.")
 @click.option("--model", help="Model to serve (a registry id, e.g. meta-llama/Llama-3.1-8B-Instruct).")
 @click.option("--name", help="Workload name (default: the preset's name).")
-@click.option("--requests-per-second", type=float, help="Traffic as a request rate.")
+@click.option("--requests-per-second", type=FINITE_FLOAT, help="Traffic as a request rate.")
 @click.option("--concurrency", type=int, help="Traffic as concurrent requests (closed loop).")
 @click.option("--input-tokens", type=int, help="Mean prompt tokens.")
 @click.option("--output-tokens", type=int, help="Mean output tokens.")
 @click.option("--context", "max_model_len", type=int, help="Context length to serve (max_model_len).")
-@click.option("--ttft-ms", type=float, help="Time-to-first-token target (ms).")
-@click.option("--tpot-ms", type=float, help="Time-per-output-token target (ms).")
+@click.option("--ttft-ms", type=FINITE_FLOAT, help="Time-to-first-token target (ms).")
+@click.option("--tpot-ms", type=FINITE_FLOAT, help="Time-per-output-token target (ms).")
 @click.option("--quality", type=click.Choice(["high", "medium", "low"]),
               help="Quality sensitivity: high/medium keep BF16/FP8; low also allows INT4.")
 @click.option("--residency", default=None, help="Where the data may live: global, us, eu, apac, cn or region ids.")
 @click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency of the plan (default: CNY for cn).")
-@click.option("--budget-monthly", type=float, help="Monthly budget; plans above it are refused (exit 3).")
+@click.option("--budget-monthly", type=FINITE_FLOAT, help="Monthly budget; plans above it are refused (exit 3).")
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.option("--interactive/--non-interactive", default=None,

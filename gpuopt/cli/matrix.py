@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, output_option
 from gpuopt.errors import InputError
 
 FORMAT_NAMES = ("table", "markdown", "csv", "json", "html")
@@ -24,18 +25,18 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--concurrency", type=int, default=16, show_default=True,
               help="Requests of that context the KV cache must hold at once.")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True)
-@click.option("--requests-per-second", type=float, help="A load: adds replicas and cost from the catalog.")
+@click.option("--requests-per-second", type=FINITE_FLOAT, help="A load: adds replicas and cost from the catalog.")
 @click.option("--input-tokens", type=int, default=1500, show_default=True, help="Mean prompt tokens (with a load).")
 @click.option("--output-tokens", type=int, default=300, show_default=True, help="Mean output tokens (with a load).")
-@click.option("--ttft-ms", type=float, help="TTFT target (with a load).")
-@click.option("--tpot-ms", type=float, help="TPOT target (with a load).")
+@click.option("--ttft-ms", type=FINITE_FLOAT, help="TTFT target (with a load).")
+@click.option("--tpot-ms", type=FINITE_FLOAT, help="TPOT target (with a load).")
 @click.option("--region", default="global", show_default=True, help="Where the data may live (prices).")
 @click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency (default: CNY for cn, else USD).")
-@click.option("--headroom", type=float, default=0.8, show_default=True,
+@click.option("--headroom", type=FINITE_FLOAT, default=0.8, show_default=True,
               help="Plan each replica for this share of the load it sustains.")
-@click.option("--vllm-version", help="vLLM release (default: the newest profile).")
+@click.option("--vllm-version", type=VLLM_VERSION, help="vLLM release (default: the newest profile).")
 @click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES), default="table", show_default=True)
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write to a file.")
+@output_option("Write to a file.")
 def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str, ...], context: int,
            concurrency: int, kv_cache_dtype: str, requests_per_second: float | None, input_tokens: int,
            output_tokens: int, ttft_ms: float | None, tpot_ms: float | None, region: str, currency: str | None,

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import yaml
 
 from gpuopt.errors import InputError
+from gpuopt.inputs.loader import read_text
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
 
@@ -87,14 +88,7 @@ Observation = LatencyObservation | MemoryObservation
 
 
 def _read(path: Path) -> str:
-    if path.is_dir():
-        raise InputError(f"{path}: is a directory, not an evidence file")
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: file not found") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file (binary?)") from None
+    return read_text(path, "evidence file")
 
 
 def serve_flags(text: str) -> ServerConfig:
