@@ -151,3 +151,20 @@ def test_read_then_write_of_every_package_file_is_byte_identical(tmp_path: Path)
         write_csv(copy, columns, rows)
         assert copy.read_bytes() == path.read_bytes(), path.name
         assert list(csv.DictReader(io.StringIO(copy.read_text(encoding="utf-8")))) == rows
+
+
+def test_no_gpuopt_code_names_the_shared_data_folder() -> None:
+    """Build, test and run need only the package: no string in gpuopt's code (docstrings aside) points at
+    ../shared (benchmarks and tools may)."""
+    import ast
+
+    import gpuopt
+
+    found = []
+    for path in sorted(Path(gpuopt.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        found += [f"{path.name}:{n.lineno}" for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
+                  and (n.value == "shared" or "shared/" in n.value or "SHARED" in n.value)]
+    assert found == []
