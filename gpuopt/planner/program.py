@@ -52,6 +52,8 @@ from gpuopt.inputs.workload import Quota, Workload
 from gpuopt.planner.candidates import CandidateResult
 from gpuopt.planner.plan import PlanStatus
 
+OfferingKey = tuple[str, ...]  # Offering.key: provider, service, SKU, region, price kind
+
 
 @dataclass(frozen=True)
 class Assignment:
@@ -63,7 +65,7 @@ class Assignment:
 class Solution:
     status: PlanStatus
     cost_per_hour: float | None
-    instances: dict[tuple[str, ...], int]  # offering key -> instances
+    instances: dict[OfferingKey, int]
     assignments: list[Assignment]
     solver: str
     seconds: float
@@ -165,9 +167,6 @@ def make_solver(time_limit: float | None) -> tuple[object, str]:
         raise GpuoptError(f"no MILP solver: PuLP's bundled CBC ({pulp_cbc_path}) cannot run here; "
                           "install HiGHS with: pip install 'gpuopt[highs]'")
     return solver, "CBC"
-
-
-OfferingKey = tuple[str, ...]
 
 
 @dataclass(frozen=True)
