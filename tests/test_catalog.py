@@ -129,7 +129,7 @@ def test_malformed_overlay_names_file_row_and_column_and_leaves_shipped_untouche
     result = run("catalog", "list", "--catalog", str(path))
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
-    assert any("row 2: column 'price_per_hour': price must be positive" in e for e in errors)
+    assert any("row 2: column 'price_per_hour': expected a finite positive number (got '-3')" in e for e in errors)
     assert any("row 3: column 'provider': unknown provider 'oracle'" in e for e in errors)
     assert any("row 4: column 'currency': unknown currency 'EUR'" in e for e in errors)
     assert any("row 5: column 'gpu': unknown GPU 'H900'" in e for e in errors)
@@ -246,3 +246,110 @@ def test_alibaba_refresh_cli_writes_the_cache_and_catalog_prefers_it(tmp_path):
     assert (tmp_path / "cache" / "catalog-alibaba.csv").exists()
     missing = run("catalog", "refresh", "alibaba")
     assert missing.exit_code == 2 and "--file" in missing.output
+
+
+# ---- catalog truth (issue 15 item 4) ------------------------------------------------------------------
+
+SXM_OR_OAM = {"A100-SXM-40GB", "A100-SXM-80GB", "H100-SXM-80GB", "H200-141GB", "H20-96GB", "H800-80GB", "A800-80GB",
+              "B200-180GB", "B300-288GB", "MI300X-192GB", "MI325X-256GB"}
+
+
+def test_every_sxm_or_oam_offering_has_an_interconnect_and_says_why():
+    cat = load_catalog(use_cache=False)
+    boards = [o for o in cat.offerings if o.gpu in SXM_OR_OAM]
+    assert boards and all(o.interconnect == "nvlink" for o in boards)
+    assert all(o.interconnect_basis == "source" or o.interconnect_basis.startswith(("inferred:", "source:"))
+               for o in boards)
+    # the cases the issue names: RunPod 8x H100 SXM, Modal H200 x8, Alibaba gn7e (A100 SXM), DigitalOcean MI300X x8
+    by_sku = {(o.provider, o.sku): o for o in boards}
+    for key in [("runpod", "8x H100 SXM"), ("modal", "H200 x8"), ("alibaba", "ecs.gn7e-c16g1.32xlarge"),
+                ("digitalocean", "gpu-mi300x8-1536gb")]:
+        assert key in by_sku, key
+        assert by_sku[key].interconnect_basis.startswith("inferred:")
+    assert "Infinity Fabric" in by_sku[("digitalocean", "gpu-mi300x8-1536gb")].interconnect_basis
+
+
+def test_an_undated_twin_never_undercuts_a_dated_one():
+    """RunPod's undated SkyPilot A100 PCIe price (1.39) went to history; the dated 1.59 (2026-09-25) is the price."""
+    cat = load_catalog(use_cache=False)
+    secure = [o for o in cat.offerings if o.provider == "runpod" and o.service == "pod-secure"
+              and o.gpu == "A100-PCIE-80GB" and o.gpu_count == 1 and o.price_kind == "on-demand"]
+    assert [(o.sku, o.price_per_hour, o.as_of) for o in secure] == [("1x A100 PCIe", 1.59, "2026-09-25")]
+    groups: dict[tuple[object, ...], list[object]] = {}
+    for o in cat.offerings:
+        if o.price_per_hour is not None and o.gpu:
+            groups.setdefault((o.provider, o.service, o.region, o.price_kind, o.gpu, o.gpu_count, o.vcpus,
+                               o.ram_gib), []).append(o)
+    for twins in groups.values():
+        dated = [o for o in twins if o.as_of_date is not None]  # type: ignore[attr-defined]
+        assert not dated or len(dated) == len(twins), twins
+
+
+def test_cache_rows_older_or_undated_do_not_replace_newer_shipped_prices(tmp_path, monkeypatch):
+    from gpuopt.pricing.columns import CATALOG_COLUMNS
+    from gpuopt.pricing.refresh import write_cache
+
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path))
+    base = {c: "" for c in CATALOG_COLUMNS}
+    p5 = dict(base, provider="aws", service="ec2", sku="p5.48xlarge", region="us-east-1", gpu="H100-SXM-80GB",
+              gpu_count="8", price_per_hour="99", currency="USD", price_kind="on-demand", source="s",
+              as_of="2024-01-01")
+    g5 = dict(p5, sku="g5.xlarge", gpu="A10G-24GB", gpu_count="1", price_per_hour="0.5", as_of="2027-01-01")
+    write_cache("aws", [p5, g5], tmp_path)
+    cat = load_catalog()
+    prices = {o.key: (o.price_per_hour, o.origin) for o in cat.offerings}
+    assert prices[("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")] == (55.04, "shipped")
+    assert prices[("aws", "ec2", "g5.xlarge", "us-east-1", "on-demand")] == (0.5, "cache")
+    assert any("1 older or undated ones do not" in n for n in cat.notes)
+
+
+def test_global_rows_with_data_centre_countries_join_us_eu_apac():
+    us, eu, apac, cn = Residency("us"), Residency("eu"), Residency("apac"), Residency("cn")
+    runpod = "US;CA;NL;SE;NO;IS;CZ;DK;FR;RO;IN;JP;SG;AU"
+    assert us.allows("global", runpod) and eu.allows("global", runpod) and apac.allows("global", runpod)
+    assert not cn.allows("global", runpod)
+    assert not eu.allows("global", "NO;IS")  # EEA, not EU
+    assert not Residency("us-east-1").allows("global", runpod)  # an exact region id never matches a global row
+    assert not us.allows("global") and not us.allows("eu-central-1", "US")
+    data = json.loads(run("catalog", "list", "--region", "eu", "--provider", "runpod", "--format", "json").stdout)
+    assert data and all(r["region"] == "global" for r in data)
+    assert not json.loads(run("catalog", "list", "--region", "eu", "--provider", "modal", "--format", "json").stdout)
+
+
+def test_china_rows_for_h20_l20_and_pai_eas_are_listed_priced_or_marked_unpriced():
+    cat = load_catalog(use_cache=False)
+    cn = cat.select(Residency("cn"))
+    h20 = {o.sku: o.price_per_hour for o in cn if o.gpu == "H20-96GB"}
+    assert h20["ecs.gn8v.4xlarge"] == 36.39 and h20["ecs.gn8v-2x.8xlarge"] == 71.58
+    assert h20["ecs.gn8v-8x.48xlarge"] is None
+    l20 = {(o.service, o.sku): o for o in cn if o.gpu == "L20-48GB"}
+    assert l20[("pai-dsw", "ecs.gn8is.4xlarge")].price_per_hour == 15.84
+    assert l20[("cvm", "PNV5b.8XLARGE96")].unusable_reason == "no known price (spec-only row)"
+    eas = [o for o in cn if o.service == "pai-eas"]
+    assert len(eas) == 5 and all(o.price_per_hour is None and "overlay it" in o.notes for o in eas)
+
+
+@pytest.mark.parametrize("price", ["nan", "1e400", "inf", "-inf", "NaN", "0", "abc"])
+def test_non_finite_or_non_positive_overlay_prices_are_exit_2_naming_the_row(tmp_path, price):
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency\n"
+                              f"aws,p5.48xlarge,us-east-1,on-demand,{price},USD\n")
+    for args in (["catalog", "validate", "--overlay", str(path)], ["catalog", "list", "--catalog", str(path)]):
+        result = run(*args)
+        assert result.exit_code == 2, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert errors == [f"error: {path}: row 2: column 'price_per_hour': expected a finite positive number "
+                          f"(got '{price}')"]
+
+
+@pytest.mark.parametrize("rate", ["nan", "inf", "-1", "0", "1e400"])
+def test_non_finite_fx_override_is_exit_2(rate):
+    result = run("catalog", "list", "--provider", "aws", "--fx-rate", f"USD:CNY={rate}")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: --fx-rate 'USD:CNY={rate}': the rate must be a finite positive number (got {rate})")
+
+
+def test_truncated_overlay_line_is_named(tmp_path):
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency\naws,p5.48xlarge,us-east-1\n")
+    result = run("catalog", "validate", "--overlay", str(path))
+    assert result.exit_code == 2 and f"error: {path}: row 2: too few fields" in result.output

@@ -344,7 +344,8 @@ def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best:
     sol = solve(wf.workloads, [c for wc in per_workload for c in wc.results], opts.headroom, wf.quotas)
     assert policy.residency is not None  # the caller only asks with a restrictive policy
     excluded = sorted((a.candidate.instance_price or 0.0, a.candidate.offering.offering_id)
-                      for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region))
+                      for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region,
+                                                                  a.candidate.offering.countries))
     with_cost, without = best.cost_per_hour, sol.cost_per_hour
     premium = None if with_cost is None or without is None else with_cost - without
     return ResidencyPremium(

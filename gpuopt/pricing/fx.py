@@ -7,6 +7,7 @@ for a currency, and the rate and its date go into the output.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 
@@ -77,6 +78,6 @@ def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
         raise InputError(f"--fx-rate '{text}': expected BASE:QUOTE=RATE, e.g. USD:CNY=7.1") from None
     if base not in CURRENCIES or quote not in CURRENCIES:
         raise InputError(f"--fx-rate '{text}': currencies must be among {', '.join(CURRENCIES)}")
-    if rate <= 0:
-        raise InputError(f"--fx-rate '{text}': the rate must be positive")
+    if not (math.isfinite(rate) and rate > 0):
+        raise InputError(f"--fx-rate '{text}': the rate must be a finite positive number (got {value.strip()})")
     return (base, quote), rate
