@@ -13,7 +13,6 @@ import csv
 import datetime as dt
 import io
 import math
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -23,6 +22,7 @@ from pathlib import Path
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import gpu_table
+from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.columns import (
     CATALOG_COLUMNS,
     CURRENCIES,
@@ -267,14 +267,6 @@ def _offering(v: dict[str, str], origin: str) -> Offering:
 
 def shipped_text() -> str:
     return resources.files("gpuopt.pricing").joinpath("data/catalog.csv").read_text(encoding="utf-8")
-
-
-def cache_dir() -> Path:
-    """Where refreshers write (never inside the package): $GPUOPT_CACHE_DIR, else $XDG_CACHE_HOME/gpuopt."""
-    if os.environ.get("GPUOPT_CACHE_DIR"):
-        return Path(os.environ["GPUOPT_CACHE_DIR"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "gpuopt"
 
 
 def read_text_file(path: Path) -> str:
