@@ -8,9 +8,10 @@ from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
 from gpuopt.errors import InputError, UnknownNameError
-from gpuopt.pricing.catalog import load_catalog, shipped_text, staleness
+from gpuopt.pricing.catalog import load_catalog, shipped_text
 from gpuopt.pricing.columns import PROVIDERS
 from gpuopt.pricing.regions import Residency
+from gpuopt.pricing.staleness import staleness
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -263,3 +264,43 @@ def test_truncated_overlay_line_is_named(tmp_path):
     path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency\naws,p5.48xlarge,us-east-1\n")
     result = run("catalog", "validate", "--overlay", str(path))
     assert result.exit_code == 2 and f"error: {path}: row 2: too few fields" in result.output
+
+
+# ---- staleness (issue 15 item 5) ---------------------------------------------------------------------------
+
+
+def test_oldest_chosen_price_and_stale_commitments():
+    from dataclasses import replace
+
+    from gpuopt.pricing.staleness import oldest_price_date, stale_commitments
+
+    cat = load_catalog(use_cache=False)
+    by_key = {o.key: o for o in cat.offerings}
+    p5 = by_key[("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")]  # 2026-07-20
+    gt4 = by_key[("tencent", "cvm", "GT4.4XLARGE96", "cn-mainland", "subscription-monthly")]  # 2021-05-25
+    assert oldest_price_date([p5, gt4]) == "2021-05-25"
+    assert oldest_price_date([p5]) == "2026-07-20"
+    assert oldest_price_date([p5, replace(p5, as_of="unknown (catalog commit x)")]) == "unknown"
+    assert oldest_price_date([]) == ""
+    today = dt.date(2026, 11, 30)
+    flagged = stale_commitments([gt4], today)
+    # 2021-05-25 -> 2026-11-30 is 2015 days
+    assert [w for _, w in flagged] == ["commitment tencent GT4.4XLARGE96 cn-mainland subscription-monthly is priced "
+                                       "from a source 2015 days old (as_of 2021-05-25): re-quote it before committing"]
+    young = replace(gt4, as_of="2026-01-01")
+    assert stale_commitments([young], today) == []  # 333 days: under a year
+    assert stale_commitments([replace(gt4, origin="overlay")], today) == []
+
+
+def test_capacity_plan_flags_old_commitments_states_dates_and_honours_max_price_age(monkeypatch):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-30")
+    result = run("plan", "examples/capacity-cn.yaml", "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["oldest_price_as_of"] == "2021-05-25"
+    assert plan["fx_as_of"] == "2026-10-30" and "6.6529" in plan["fx"]
+    assert any(w.startswith("commitment tencent") and "re-quote" in w for w in plan["warnings"])
+    strict = run("plan", "examples/capacity-cn.yaml", "--max-price-age", "365")
+    assert strict.exit_code == 2
+    assert all(line.startswith("error: price of tencent") and "older than --max-price-age 365" in line
+               for line in strict.output.splitlines() if line.startswith("error:"))

@@ -18,11 +18,13 @@ from gpuopt.reports.capacity import FORMATS, render_capacity
 @placement_options
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
+@click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("-o", "--output", type=click.Path(path_type=Path), help="Write the result to a file.")
 @catalog_options
 def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
-         headroom: float, vllm_version: str | None, sensitivity: bool, fmt: str, output: Path | None,
+         headroom: float, vllm_version: str | None, sensitivity: bool, max_price_age: int | None, fmt: str,
+         output: Path | None,
          overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """What to commit to in which period and what to rent, at the lowest cost over the horizon.
 
@@ -35,11 +37,15 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
     problems = headroom_problems(headroom)
+    if max_price_age is not None and max_price_age < 0:
+        problems.append(f"--max-price-age must be >= 0 (got {max_price_age})")
     if problems:
         raise InputError(*problems)
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
-                           vllm_version=vllm_version, sensitivity=sensitivity)
+                           vllm_version=vllm_version, sensitivity=sensitivity, max_price_age=max_price_age)
     result = plan_capacity(cf, catalog, opts, today().isoformat())
+    if result.price_age_errors:
+        raise InputError(*result.price_age_errors)
     deliver(render_capacity(result, fmt), output, result.warnings,
             None if result.status == "optimal" else result.explanation)

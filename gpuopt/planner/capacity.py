@@ -24,6 +24,7 @@ capacity of a replica does not depend on the demand, so they are evaluated once.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import time
 from collections import defaultdict
@@ -40,6 +41,7 @@ from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, 
 from gpuopt.planner.program import dominant_shapes, make_solver, prune
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency
+from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
 
 EPS_GPU = 1e-6
 
@@ -52,6 +54,7 @@ class CapacityOptions:
     headroom: float = DEFAULT_HEADROOM
     vllm_version: str | None = None
     sensitivity: bool = False
+    max_price_age: int | None = None  # --max-price-age: a chosen price older than this is an error
 
 
 @dataclass
@@ -297,6 +300,10 @@ class CapacityPlan(_Frozen):
     explanation: list[str]
     as_of_date: str
     warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
+    oldest_price_as_of: str = ""  # the oldest price the schedule chose ("unknown" if one is undated)
+    fx: str = ""  # the rates used, each with its date
+    fx_as_of: str = ""
+    price_age_errors: list[str] = []  # chosen prices older than --max-price-age (the CLI exits 2 on them)
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
@@ -366,11 +373,21 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
     warnings = [f"the solver stopped at its time limit on the {what}: feasible, not proven optimal"
                 for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
                 if run is not None and run.status == "optimal" and not run.proven_optimal]
+    chosen = [pu.offering.offering for pu in sol.purchases]
+    day = dt.date.fromisoformat(today)
+    old_commitments = stale_commitments([pu.offering.offering for pu in sol.purchases if pu.committed], day)
+    flagged = {o for o, _ in old_commitments}  # said once, as a commitment warning
+    stale, age_errors = staleness([o for o in chosen if o not in flagged], day, opts.max_price_age)
+    if opts.max_price_age is not None:
+        age_errors += staleness(flagged, day, opts.max_price_age)[1]
+    warnings += stale + [w for _, w in old_commitments]
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
                         committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
-                        sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings)
+                        sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings,
+                        oldest_price_as_of=oldest_price_date(chosen), fx=catalog.fx.describe(),
+                        fx_as_of=catalog.fx.as_of, price_age_errors=age_errors)
 
 
 def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,

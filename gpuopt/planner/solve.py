@@ -37,8 +37,9 @@ from gpuopt.planner.plan import (
 )
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
-from gpuopt.pricing.catalog import Catalog, staleness
+from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency, region_info
+from gpuopt.pricing.staleness import oldest_price_date, staleness
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,12 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings.append(f"the solver stopped at its time limit: the plan is feasible but not proven optimal "
                         f"({solution.variables} variables)")
     age_errors: list[str] = []
+    oldest = ""
     if solution.status == "optimal":
         chosen = [a.candidate.offering for a in solution.assignments]
         stale, age_errors = staleness(chosen, opts.today or dt.date.today(), opts.max_price_age)
         warnings += stale
+        oldest = oldest_price_date(chosen)
     alternatives = _alternatives(wf, all_candidates, solution, opts)
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:
@@ -97,6 +100,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         candidates=[],  # attached below, unvalidated (see _candidate_records)
         residency_premium=premium,
         catalog_as_of=catalog.as_of,
+        oldest_price_as_of=oldest,
         fx=catalog.fx.describe(),
         fx_as_of=catalog.fx.as_of,
         headroom=opts.headroom,

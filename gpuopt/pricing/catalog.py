@@ -35,7 +35,6 @@ from gpuopt.pricing.fx import FxTable, load_fx
 from gpuopt.pricing.regions import Residency, countries, region_info, regions, split_countries
 from gpuopt.vocabulary import LINK_KINDS
 
-STALE_AFTER_DAYS = 120
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?")
 
 
@@ -388,26 +387,6 @@ def _apply_overlay(by_key: dict[tuple[str, ...], Offering], row: RawRow, path: s
     o = _offering(base, "overlay")
     by_key[o.key] = o
     return []
-
-
-def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int | None) -> tuple[list[str], list[str]]:
-    """(warnings, errors) for chosen rows older than STALE_AFTER_DAYS (or than --max-price-age)."""
-    warnings: list[str] = []
-    errors: list[str] = []
-    for o in sorted(set(offerings), key=lambda o: o.key):
-        if o.origin == "overlay":
-            continue
-        date = o.as_of_date
-        age = (today - date).days if date else None
-        label = f"{o.provider} {o.sku} {o.region} {o.price_kind}"
-        if max_age_days is not None and (age is None or age > max_age_days):
-            errors.append(f"price of {label} is {'of unknown date' if age is None else f'{age} days old'} "
-                          f"(as_of {o.as_of or '?'}), older than --max-price-age {max_age_days}")
-        elif age is None:
-            warnings.append(f"price of {label} has no date (as_of '{o.as_of}')")
-        elif age > STALE_AFTER_DAYS:
-            warnings.append(f"price of {label} is {age} days old (as_of {o.as_of}); refresh or overlay it")
-    return warnings, errors
 
 
 def offering_record(o: Offering, catalog: Catalog, currency: str | None) -> dict[str, object]:
