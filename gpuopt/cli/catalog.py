@@ -123,12 +123,11 @@ def list_catalog(region: str, providers: tuple[str, ...], gpus: tuple[str, ...],
 
 
 def _print_table(rows: list[Offering], cat: Catalog, currency: str | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table()
-    for col in ("provider", "service", "sku", "region", "gpu", "n", "price/h", "kind", "as_of"):
-        table.add_column(col, justify="right" if col in ("n", "price/h") else "left")
+    """A plain aligned table. Written by hand rather than with rich.Table: rich measured every cell of the
+    ~1,500 rows twice and took about 6 s; this takes milliseconds (benchmarks/catalog_speed.py)."""
+    header = ("provider", "service", "sku", "region", "gpu", "n", "price/h", "kind", "as_of")
+    right = {5, 6}
+    lines: list[tuple[str, ...]] = []
     for o in rows:
         if o.price_per_hour is None:
             price = "-"
@@ -136,9 +135,16 @@ def _print_table(rows: list[Offering], cat: Catalog, currency: str | None) -> No
             price = f"{cat.price_in(o, currency):,.4f} {currency}"
         else:
             price = f"{o.price_per_hour:,.4f} {o.currency}"
-        table.add_row(o.provider, o.service, o.sku, o.region, o.gpu or "?", str(o.gpu_count or "?"), price,
-                      o.price_kind, o.as_of)
-    Console(width=160).print(table)
+        lines.append((o.provider, o.service, o.sku, o.region, o.gpu or "?", str(o.gpu_count or "?"), price,
+                      o.price_kind, o.as_of))
+    widths = [max([len(header[i]), *(len(line[i]) for line in lines)]) for i in range(len(header))]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                                 strict=True))).rstrip()
+
+    out = [fmt(header), "  ".join("-" * w for w in widths), *(fmt(line) for line in lines)]
+    click.echo("\n".join(out))
 
 
 @catalog.command("show")

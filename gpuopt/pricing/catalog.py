@@ -399,6 +399,7 @@ def offering_record(o: Offering, catalog: Catalog, currency: str | None) -> dict
         "price_per_hour": None if o.price_per_hour is None else round(float(o.price_per_hour), 6),
         "currency": o.currency, "price_kind": o.price_kind, "term_months": o.term_months, "billing": o.billing,
         "source": o.source, "as_of": o.as_of, "notes": o.notes,
+        "interconnect_basis": o.interconnect_basis, "countries": o.countries,
     }
     if currency:
         converted = catalog.price_in(o, currency) if o.currency else None
