@@ -404,3 +404,107 @@ def test_fx_refresh_reads_the_ecb_file_and_the_loader_prefers_a_newer_rate(tmp_p
     bad.write_text((FIXTURES / "ecb_eurofxref_daily_excerpt.xml").read_text().replace("7.4326", "NaN"))
     failed = run("catalog", "refresh", "fx", "--file", bad)
     assert failed.exit_code == 2 and "currency=CNY: rate 'NaN' is not a finite positive number" in failed.output
+
+
+# ---- laws and fuzzing --------------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8) | st.sampled_from(["9.53", "nan", "-1", "1e400", "inf", "0", "HOUR"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["data", "gpuTypes", "displayName", "securePrice", "communityPrice", "lowestPrice",
+                         "availableGpuCounts", "sizes", "gpu_info", "count", "price_hourly", "regions", "slug",
+                         "pricingInfo", "hours", "price", "currency", "publicationDate", "Response", "Price",
+                         "InstancePrice", "UnitPrice", "ChargeUnit", "InstanceTypeQuotaSet", "GpuCount",
+                         "PriceList", "oneMonthPrice"]), inner, max_size=5),
+    max_leaves=20)
+
+
+def _mutations():
+    """Real fixtures with one value replaced by an arbitrary JSON value (wrong types, non-finite numbers ...)."""
+    names = ["runpod_gpu_types.json", "digitalocean_sizes.json", "alibaba_instance_price_excerpt.json",
+             "tencent_inquiry_price_run_instances.json"]
+    return st.tuples(st.sampled_from(names), st.integers(min_value=0, max_value=200), JSON)
+
+
+def _replace_nth(node, n, value):
+    """Replace the n-th value met in a depth-first walk (n modulo the count), returning the new tree."""
+    counter = [0]
+
+    def walk(x):
+        if counter[0] == n:
+            counter[0] += 1
+            return value
+        counter[0] += 1
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        return x
+
+    return walk(node)
+
+
+def _parse_any(name, data):
+    from gpuopt.pricing.refresh import alibaba, check_rows, digitalocean, runpod, tencent
+
+    if name.startswith("runpod"):
+        rows = runpod.parse(data, name, "2025-10-10", "s", {}).rows
+    elif name.startswith("digitalocean"):
+        rows = digitalocean.parse(data, name, "2025-08-29", "s", {}).rows
+    elif name.startswith("alibaba"):
+        rows = alibaba.parse(data, {}, name).rows if isinstance(data, dict) else []
+    else:
+        rows = tencent.parse_inquiry(data, name, "GN7.2XLARGE32", "ap-guangzhou-3", "POSTPAID_BY_HOUR", "CNY",
+                                     "2026-08-04", "s", {}).rows
+    return rows, check_rows(name, rows)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutations())
+def test_mutated_answers_end_in_rows_that_validate_or_one_refresh_error(case):
+    name, n, value = case
+    data = _replace_nth(json.loads((FIXTURES / name).read_text()), n, value)
+    try:
+        rows, problems = _parse_any(name, data)
+    except RefreshError as exc:
+        assert exc.problems and all(p.startswith(name) for p in exc.problems)
+        return
+    # whatever the parser accepted is a catalog row with a finite positive price, or a problem check_rows names
+    for row in rows:
+        price = float(row["price_per_hour"])
+        assert price > 0 and price != float("inf")
+    assert all(p.startswith(name) for p in problems)
+
+
+@given(st.text(max_size=12) | st.floats(allow_nan=True, allow_infinity=True).map(repr))
+def test_parse_price_accepts_exactly_the_finite_positive_numbers(text):
+    import math
+
+    from gpuopt.pricing.catalog import parse_price
+
+    try:
+        expected = float(text)
+    except ValueError:
+        expected = None
+    ok = expected is not None and math.isfinite(expected) and expected > 0
+    assert (parse_price(text) is not None) == ok
+
+
+ROW = st.fixed_dictionaries({"provider": st.sampled_from(["aws", "runpod"]), "service": st.just("s"),
+                             "sku": st.sampled_from(["a", "b", "c"]), "region": st.just("global"),
+                             "price_kind": st.sampled_from(["on-demand", "spot"]),
+                             "price_per_hour": st.sampled_from(["", "1", "2.5", "3"]), "currency": st.just("USD")})
+
+
+@given(st.lists(ROW, max_size=6), st.lists(ROW, max_size=6))
+def test_compare_laws(old, new):
+    from gpuopt.pricing.refresh import compare
+
+    assert compare(old, old) == []
+    forward, backward = compare(old, new), compare(new, old)
+    assert {c.key for c in forward if c.kind == "new"} == {c.key for c in backward if c.kind == "removed"}
+    assert {c.key for c in forward if c.kind == "changed"} == {c.key for c in backward if c.kind == "changed"}
