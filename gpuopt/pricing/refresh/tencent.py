@@ -151,7 +151,7 @@ def fetch(specs: dict[str, Row], regions: list[str], international: bool = False
     if client_for is None:
         try:
             cred = credential.DefaultCredentialProvider().get_credentials()
-        except TencentCloudSDKException:
+        except Exception:  # the chain raises TencentCloudSDKException, or OSError from its last (TKE) provider
             raise RefreshError("Tencent Cloud credentials not found (TENCENTCLOUD_SECRET_ID/KEY or a profile); "
                                "replay a saved answer with --file") from None
         http = HttpProfile(endpoint="cvm.intl.tencentcloudapi.com" if international else "cvm.tencentcloudapi.com")
