@@ -304,3 +304,26 @@ def test_capacity_plan_flags_old_commitments_states_dates_and_honours_max_price_
     assert strict.exit_code == 2
     assert all(line.startswith("error: price of tencent") and "older than --max-price-age 365" in line
                for line in strict.output.splitlines() if line.startswith("error:"))
+
+
+def test_a_damaged_cache_is_ignored_with_one_note_and_never_reaches_the_solver(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shipped = shipped_text().splitlines()
+    row = next(line for line in shipped if line.startswith("aws,ec2,p5.48xlarge,us-east-1,") and ",on-demand," in line)
+    (cache / "catalog-aws.csv").write_text(shipped[0] + "\n" + row.replace(",55.04,", ",nan,") + "\n")
+    cat = load_catalog()
+    p5 = next(o for o in cat.offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand"))
+    assert p5.price_per_hour == 55.04 and p5.origin == "shipped"
+    assert [n for n in cat.notes if "ignored refreshed prices" in n] == [
+        f"ignored refreshed prices in {cache / 'catalog-aws.csv'}: {cache / 'catalog-aws.csv'}: row 2: column "
+        "'price_per_hour': expected a finite positive number (got 'nan')"]
+
+
+def test_an_overlay_that_is_a_directory_or_binary_gets_its_own_message(tmp_path):
+    folder = run("catalog", "list", "--catalog", str(tmp_path))
+    assert folder.exit_code == 2 and f"error: {tmp_path}: is a directory, expected a file" in folder.output
+    binary = tmp_path / "prices.csv"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    result = run("catalog", "validate", str(binary))
+    assert result.exit_code == 2 and f"error: {binary}: not a UTF-8 text file (binary?)" in result.output
