@@ -378,6 +378,8 @@ def test_refresh_targets_and_flags_are_checked():
     assert "did you mean runpod" in run("catalog", "refresh", "runpd").output
     many = run("catalog", "refresh", "aws", "runpod", "--file", FIXTURES / "runpod_gpu_types.json")
     assert many.exit_code == 2 and "name exactly one provider" in many.output
+    region = run("catalog", "refresh", "aws", "--region", "us-east-9")
+    assert region.exit_code == 2 and "unknown --region 'us-east-9'; did you mean" in region.output
     modal = run("catalog", "refresh", "modal")
     assert modal.exit_code == 2 and "no price API" in modal.output
 

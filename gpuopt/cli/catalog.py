@@ -211,6 +211,14 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
     from gpuopt.pricing.refresh import RefreshError
 
     wanted = _refresh_targets(targets)
+    from gpuopt.pricing.regions import regions as region_table
+
+    unknown_regions = [r for r in regions if r not in region_table()]
+    if unknown_regions:
+        from gpuopt.errors import UnknownNameError
+
+        raise InputError(*(p for r in unknown_regions
+                           for p in UnknownNameError("--region", r, sorted(region_table())).problems))
     if file is not None and len(wanted) != 1:
         raise InputError(f"--file replays one answer: name exactly one provider (got {', '.join(wanted)})")
     if as_of is not None and not _is_date(as_of):
