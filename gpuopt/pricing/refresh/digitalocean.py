@@ -68,7 +68,8 @@ def parse(data: Any, label: str, as_of: str, source: str, slugs: dict[str, str])
                 gpu_mem_gib="" if per_gpu is None else f"{per_gpu:g}", vcpus=str(size.get("vcpus") or ""),
                 ram_gib="" if not isinstance(memory, (int, float)) else f"{memory / 1024:g}",
                 interconnect="nvlink" if count > 1 and gpu in BOARDS else ("pcie" if count > 1 else ""),
-                interconnect_basis=(f"inferred: {BOARDS[gpu]}" if count > 1 and gpu in BOARDS else ""),
+                interconnect_basis=("" if count == 1 else f"inferred: {BOARDS[gpu]}" if gpu in BOARDS
+                                    else "inferred: PCIe cards (no board the catalog knows as NVLink)"),
                 price_per_hour=price, currency="USD", price_kind="on-demand", source=source, as_of=as_of,
                 notes=f"/v2/sizes price_hourly (self-service list price); {size.get('description', '')}".strip()))
     return Refreshed("digitalocean", rows)

@@ -92,14 +92,16 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str])
             if entry.get(field) is not None:
                 price_text(entry[field], f"{where}.{field}")  # still validated
                 notes.append(f"{name}: {field} {entry[field]} not written (no catalog price kind for that term)")
+        board = any(s in gpu for s in SXM_LIKE)
+        link, basis = ("nvlink", "inferred: SXM/OAM board (NVLink / Infinity Fabric); RunPod states no interconnect") \
+            if board else ("pcie", "inferred: PCIe card; RunPod states no interconnect")
         for service, kind, field, value in prices:
             for n in counts:
                 derived = n > 1
                 rows.append(base_row(
                     provider="runpod", service=service, sku=f"{n}x {name}", region="global", gpu=gpu,
                     gpu_count=str(n), gpu_mem_gib=str(entry.get("memoryInGb") or ""),
-                    interconnect=("nvlink" if any(s in gpu for s in SXM_LIKE) else "pcie") if derived else "",
-                    interconnect_basis=("inferred from the GPU's board (SXM/OAM: NVLink)" if derived else ""),
+                    interconnect=link if derived else "", interconnect_basis=basis if derived else "",
                     price_per_hour=f"{float(value) * n:.10g}", currency="USD", price_kind=kind, source=source,
                     as_of=as_of, term_months="1" if kind == "subscription-monthly" else "",
                     countries=DC_COUNTRIES,
