@@ -510,3 +510,41 @@ def test_compare_laws(old, new):
     forward, backward = compare(old, new), compare(new, old)
     assert {c.key for c in forward if c.kind == "new"} == {c.key for c in backward if c.kind == "removed"}
     assert {c.key for c in forward if c.kind == "changed"} == {c.key for c in backward if c.kind == "changed"}
+
+
+def test_alibaba_spot_history_through_the_sdk_model(monkeypatch):
+    """The SpotPrices.SpotPriceType layout is the SDK's own model (alibabacloud_ecs20140526 to_map/from_map); no
+    captured answer exists, so the prices here are test values, not catalog prices."""
+    pytest.importorskip("alibabacloud_ecs20140526")
+    from alibabacloud_ecs20140526 import models
+
+    from gpuopt.pricing.refresh import alibaba
+
+    def entry(zone, price, stamp):
+        return {"InstanceType": "ecs.gn7i-c8g1.2xlarge", "ZoneId": zone, "SpotPrice": price, "OriginPrice": 9.5326,
+                "Timestamp": stamp, "NetworkType": "vpc", "IoOptimized": "optimized"}
+
+    body = models.DescribeSpotPriceHistoryResponseBody().from_map({"Currency": "CNY", "RequestId": "r", "SpotPrices": {
+        "SpotPriceType": [entry("cn-hangzhou-h", 2.0, "2026-11-29T10:00:00Z"),
+                          entry("cn-hangzhou-h", 1.0, "2026-11-28T10:00:00Z"),
+                          entry("cn-hangzhou-i", 3.0, "2026-11-29T11:00:00Z")]}})
+
+    class Client:
+        def describe_spot_price_history(self, request):
+            self.request = request
+            return models.DescribeSpotPriceHistoryResponse(body=body)
+
+    client = Client()
+    answer = alibaba.spot_history(client, "cn-hangzhou", "ecs.gn7i-c8g1.2xlarge",
+                                  now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC))
+    assert (client.request.region_id, client.request.ostype, client.request.start_time) == (
+        "cn-hangzhou", "linux", "2026-11-29T00:00:00Z")
+    (row,) = alibaba.parse_spot_history(answer, "spot", "cn-hangzhou", specs("alibaba"))
+    # latest per zone: h -> 2.0 (11-29), i -> 3.0; the lowest of those is 2.0, dated by its own Timestamp
+    assert (row["price_per_hour"], row["price_kind"], row["as_of"], row["gpu"]) == ("2", "spot", "2026-11-29",
+                                                                                     "A10-24GB")
+    for key in alibaba.CREDENTIAL_HINTS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", "/nonexistent")
+    with pytest.raises(RefreshError, match="credentials not configured"):
+        alibaba.sdk_client_for("cn-hangzhou")

@@ -300,6 +300,8 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
 
         data, label = alibaba.load_price_file(file, url)
         result = alibaba.parse(data, specs, label)
+        if file is None:
+            result.rows += _alibaba_spot(result.rows, specs, result.notes)
     elif provider == "tencent":
         from gpuopt.pricing.refresh import tencent
 
@@ -341,6 +343,28 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     for note in result.notes:
         click.echo(f"note: {provider}: {note}", err=True)
     click.echo(f"wrote {len(result.rows)} {provider} rows to {path}", err=True)
+
+
+def _alibaba_spot(rows: list[dict[str, str]], specs: dict[str, dict[str, str]], notes: list[str]
+                  ) -> list[dict[str, str]]:
+    """Spot prices of the priced GPU types through DescribeSpotPriceHistory, when Alibaba credentials exist."""
+    from gpuopt.pricing.refresh import RefreshError, alibaba
+
+    if not alibaba.credentials_configured():
+        notes.append("no Alibaba Cloud credentials configured: spot prices (DescribeSpotPriceHistory) skipped")
+        return []
+    out: list[dict[str, str]] = []
+    for region in sorted({r["region"] for r in rows}):
+        client = alibaba.sdk_client_for(region)
+        for sku in sorted({r["sku"] for r in rows if r["region"] == region and r["gpu"]}):
+            try:
+                body = alibaba.spot_history(client, region, sku)
+            except RefreshError:
+                raise
+            except Exception as exc:  # the SDK's TeaException and transport errors
+                raise RefreshError(f"DescribeSpotPriceHistory {region} {sku} failed ({type(exc).__name__})") from None
+            out += alibaba.parse_spot_history(body, f"DescribeSpotPriceHistory {region} {sku}", region, specs)
+    return out
 
 
 def _refresh_fx(file: Path | None) -> None:

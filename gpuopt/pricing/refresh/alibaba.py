@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import re
 import urllib.error
 import urllib.request
@@ -147,3 +148,78 @@ def describe_price(client: Any, sku: str, region: str, spec: Row | None, now: dt
     source = f"Alibaba ECS DescribePrice, live answer fetched {stamp.isoformat()} (the API gives no price date)"
     return parse_describe_price(answer.body.to_map(), f"DescribePrice {region} {sku}", sku, region, spec,
                                 stamp.date().isoformat(), source)
+
+
+def parse_spot_history(body: Any, label: str, region: str, specs: dict[str, Row]) -> list[Row]:
+    """DescribeSpotPriceHistory -> one spot row per instance type: the lowest of the latest zone prices, dated by
+    that price's Timestamp (the API's own date)."""
+    body = expect_object(body, label)
+    currency = str(body.get("Currency") or "")
+    if currency not in CURRENCIES:
+        raise RefreshError(f"{label}: Currency '{currency}' is not one the catalog prices in ({', '.join(CURRENCIES)})")
+    entries = expect_list(expect_object(body.get("SpotPrices") or {}, f"{label}: SpotPrices").get("SpotPriceType")
+                          or [], f"{label}: SpotPrices.SpotPriceType")
+    latest: dict[tuple[str, str], tuple[str, str, Any]] = {}
+    for i, raw in enumerate(entries):
+        entry = expect_object(raw, f"{label}: SpotPriceType[{i}]")
+        key = (str(entry.get("InstanceType") or ""), str(entry.get("ZoneId") or ""))
+        stamp = str(entry.get("Timestamp") or "")
+        if not re.match(r"^\d{4}-\d{2}-\d{2}", stamp):
+            raise RefreshError(f"{label}: SpotPriceType[{i}].Timestamp {stamp!r} is not a date")
+        price = price_text(entry.get("SpotPrice"), f"{label}: SpotPriceType[{i}].SpotPrice")
+        if key not in latest or stamp > latest[key][0]:
+            latest[key] = (stamp, price, entry.get("OriginPrice"))
+    best: dict[str, tuple[float, str, str, str, Any]] = {}
+    for (instance, zone), (stamp, price, origin) in latest.items():
+        if instance not in best or float(price) < best[instance][0]:
+            best[instance] = (float(price), price, stamp, zone, origin)
+    return [base_row(provider="alibaba", service="ecs", sku=instance, region=region,
+                     **_spec_fields(specs.get(instance)), price_per_hour=price, currency=currency,
+                     price_kind="spot", as_of=stamp[:10],
+                     source="Alibaba ECS DescribeSpotPriceHistory (official SDK), latest price per zone",
+                     notes=f"lowest zone price ({zone}) at {stamp}; pay-as-you-go OriginPrice {origin}; interruptible")
+            for instance, (_, price, stamp, zone, origin) in sorted(best.items())]
+
+
+def spot_history(client: Any, region: str, instance_type: str, now: dt.datetime | None = None) -> dict[str, Any]:
+    """One DescribeSpotPriceHistory call (Linux, VPC, the last day) through the SDK client, as the API's JSON."""
+    from alibabacloud_ecs20140526 import models
+
+    start = (now or dt.datetime.now(dt.UTC)) - dt.timedelta(days=1)
+    request = models.DescribeSpotPriceHistoryRequest(region_id=region, instance_type=instance_type,
+                                                     network_type="vpc", ostype="linux",
+                                                     start_time=start.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    answer: dict[str, Any] = client.describe_spot_price_history(request).body.to_map()
+    return answer
+
+
+CREDENTIAL_HINTS = ("ALIBABA_CLOUD_ACCESS_KEY_ID", "ALIBABA_CLOUD_CREDENTIALS_FILE", "ALIBABA_CLOUD_ECS_METADATA",
+                    "ALIBABA_CLOUD_ROLE_ARN", "ALIBABA_CLOUD_PROFILE")
+
+
+def credentials_configured() -> bool:
+    """Whether the alibabacloud chain has something to read. Checked before the chain runs because its last step
+    asks the ECS metadata service, which off Alibaba Cloud means a network call and logged tracebacks."""
+    home = Path.home()
+    return any(os.environ.get(k) for k in CREDENTIAL_HINTS) or (home / ".alibabacloud" / "credentials.ini").is_file() \
+        or (home / ".aliyun" / "config.json").is_file()
+
+
+def sdk_client_for(region: str) -> Any:
+    """An ECS client with credentials from the alibabacloud chain (env, profile, RAM role); RefreshError if none."""
+    if not credentials_configured():
+        raise RefreshError("Alibaba Cloud credentials not configured (ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET or a "
+                           "profile): spot prices need DescribeSpotPriceHistory")
+    try:
+        from alibabacloud_credentials.client import Client as Credentials
+        from alibabacloud_ecs20140526.client import Client
+        from alibabacloud_tea_openapi import models as openapi
+    except ImportError:
+        raise RefreshError("the Alibaba Cloud SDK is not installed: pip install 'gpuopt[alibaba]'") from None
+    try:
+        credentials = Credentials()
+        credentials.get_credential()
+    except Exception:  # the chain raises its own CredentialException, or OSError/ValueError from a provider
+        raise RefreshError("Alibaba Cloud credentials not found (ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET, a profile or "
+                           "a RAM role)") from None
+    return Client(openapi.Config(credential=credentials, region_id=region, endpoint=f"ecs.{region}.aliyuncs.com"))
