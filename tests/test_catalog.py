@@ -1,4 +1,3 @@
-import copy
 import datetime as dt
 import hashlib
 import json
@@ -9,9 +8,10 @@ from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
 from gpuopt.errors import InputError, UnknownNameError
-from gpuopt.pricing.catalog import load_catalog, shipped_text, staleness
+from gpuopt.pricing.catalog import load_catalog, shipped_text
 from gpuopt.pricing.columns import PROVIDERS
 from gpuopt.pricing.regions import Residency
+from gpuopt.pricing.staleness import staleness
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -129,7 +129,7 @@ def test_malformed_overlay_names_file_row_and_column_and_leaves_shipped_untouche
     result = run("catalog", "list", "--catalog", str(path))
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
-    assert any("row 2: column 'price_per_hour': price must be positive" in e for e in errors)
+    assert any("row 2: column 'price_per_hour': expected a finite positive number (got '-3')" in e for e in errors)
     assert any("row 3: column 'provider': unknown provider 'oracle'" in e for e in errors)
     assert any("row 4: column 'currency': unknown currency 'EUR'" in e for e in errors)
     assert any("row 5: column 'gpu': unknown GPU 'H900'" in e for e in errors)
@@ -159,90 +159,171 @@ def test_staleness_warns_after_120_days_and_max_age_makes_it_an_error():
     assert len(errors) == 1 and "--max-price-age 30" in errors[0]
 
 
-# ---- refreshers -------------------------------------------------------------------------------
+# ---- catalog truth (issue 15 item 4) ------------------------------------------------------------------
+
+SXM_OR_OAM = {"A100-SXM-40GB", "A100-SXM-80GB", "H100-SXM-80GB", "H200-141GB", "H20-96GB", "H800-80GB", "A800-80GB",
+              "B200-180GB", "B300-288GB", "MI300X-192GB", "MI325X-256GB"}
 
 
-def _gpu_element() -> dict:
-    """Derived from the real m5.large element: the attributes a GPU product adds (gpu, instanceFamily) and
-    p5.48xlarge's catalog price (55.04 USD, Karpenter table 2026-07-20) are substituted; the shape is real."""
-    element = json.loads((FIXTURES / "aws_pricing_get_products_ec2.json").read_text())
-    gpu = copy.deepcopy(element)
-    attrs = gpu["product"]["attributes"]
-    attrs.update(instanceType="p5.48xlarge", gpu="8", instanceFamily="GPU instance", vcpu="192", memory="2048 GiB",
-                 regionCode="us-east-1", usagetype="BoxUsage:p5.48xlarge")
-    for term in gpu["terms"]["OnDemand"].values():
-        for dim in term["priceDimensions"].values():
-            dim["pricePerUnit"] = {"USD": "55.0400000000"}
-    return gpu
+def test_every_sxm_or_oam_offering_has_an_interconnect_and_says_why():
+    cat = load_catalog(use_cache=False)
+    boards = [o for o in cat.offerings if o.gpu in SXM_OR_OAM]
+    assert boards and all(o.interconnect == "nvlink" for o in boards)
+    assert all(o.interconnect_basis == "source" or o.interconnect_basis.startswith(("inferred:", "source:"))
+               for o in boards)
+    # the cases the issue names: RunPod 8x H100 SXM, Modal H200 x8, Alibaba gn7e (A100 SXM), DigitalOcean MI300X x8
+    by_sku = {(o.provider, o.sku): o for o in boards}
+    for key in [("runpod", "8x H100 SXM"), ("modal", "H200 x8"), ("alibaba", "ecs.gn7e-c16g1.32xlarge"),
+                ("digitalocean", "gpu-mi300x8-1536gb")]:
+        assert key in by_sku, key
+        assert by_sku[key].interconnect_basis.startswith("inferred:")
+    assert "Infinity Fabric" in by_sku[("digitalocean", "gpu-mi300x8-1536gb")].interconnect_basis
 
 
-def test_aws_refresh_replays_recorded_pages_with_stubber(tmp_path):
-    boto3 = pytest.importorskip("boto3")
-    from botocore.stub import Stubber
+def test_an_undated_twin_never_undercuts_a_dated_one():
+    """RunPod's undated SkyPilot A100 PCIe price (1.39) went to history; the dated 1.59 (2026-09-25) is the price."""
+    cat = load_catalog(use_cache=False)
+    secure = [o for o in cat.offerings if o.provider == "runpod" and o.service == "pod-secure"
+              and o.gpu == "A100-PCIE-80GB" and o.gpu_count == 1 and o.price_kind == "on-demand"]
+    assert [(o.sku, o.price_per_hour, o.as_of) for o in secure] == [("1x A100 PCIe", 1.59, "2026-09-25")]
+    groups: dict[tuple[object, ...], list[object]] = {}
+    for o in cat.offerings:
+        if o.price_per_hour is not None and o.gpu:
+            groups.setdefault((o.provider, o.service, o.region, o.price_kind, o.gpu, o.gpu_count, o.vcpus,
+                               o.ram_gib), []).append(o)
+    for twins in groups.values():
+        dated = [o for o in twins if o.as_of_date is not None]  # type: ignore[attr-defined]
+        assert not dated or len(dated) == len(twins), twins
 
-    from gpuopt.pricing.refresh import aws, write_cache
 
-    real = json.loads((FIXTURES / "aws_pricing_get_products_ec2.json").read_text())
-    real["product"]["attributes"]["regionCode"] = "us-east-1"
-    envelope = json.loads((FIXTURES / "aws_pricing_get_products_envelope_awscli_example.json").read_text())
-    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
-    stub = Stubber(client)
-    filters = aws.filters_for("us-east-1")
-    stub.add_response("get_products", {"FormatVersion": "aws_v1", "NextToken": envelope["NextToken"],
-                                       "PriceList": [json.dumps(real)]},
-                      {"ServiceCode": "AmazonEC2", "Filters": filters})
-    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [json.dumps(_gpu_element())]},
-                      {"ServiceCode": "AmazonEC2", "Filters": filters, "NextToken": envelope["NextToken"]})
-    specs = {o.sku: o for o in load_catalog(use_cache=False).offerings if o.provider == "aws" and o.gpu}
-    pages = []
-    with stub:
-        rows = aws.fetch(["us-east-1"], specs, client=client, on_page=lambda r, n: pages.append(n),
-                         today=dt.date(2026, 11, 29))
-    assert pages == [1, 2]
-    assert {r["sku"] for r in rows} == {"p5.48xlarge"}  # m5.large is not a GPU type
-    on_demand = next(r for r in rows if r["price_kind"] == "on-demand")
-    assert on_demand["price_per_hour"] == "55.04" and on_demand["gpu"] == "H100-SXM-80GB"
-    kinds = {r["price_kind"] for r in rows}
-    assert kinds == {"on-demand", "reserved-1y", "reserved-3y"}  # standard, no upfront only
-    path = write_cache("aws", rows, tmp_path / "cache")
-    assert path.parent == tmp_path / "cache" and not list(path.parent.glob(".catalog-*"))
+def test_cache_rows_older_or_undated_do_not_replace_newer_shipped_prices(tmp_path, monkeypatch):
+    from gpuopt.pricing.columns import CATALOG_COLUMNS
+    from gpuopt.pricing.refresh import write_cache
+
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path))
+    base = {c: "" for c in CATALOG_COLUMNS}
+    p5 = dict(base, provider="aws", service="ec2", sku="p5.48xlarge", region="us-east-1", gpu="H100-SXM-80GB",
+              gpu_count="8", price_per_hour="99", currency="USD", price_kind="on-demand", source="s",
+              as_of="2024-01-01")
+    g5 = dict(p5, sku="g5.xlarge", gpu="A10G-24GB", gpu_count="1", price_per_hour="0.5", as_of="2027-01-01")
+    write_cache("aws", [p5, g5], tmp_path)
     cat = load_catalog()
-    refreshed = [o for o in cat.offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")][0]
-    assert refreshed.origin == "cache" and refreshed.as_of == "2026-11-29"
-    assert any("refreshed rows" in n for n in cat.notes)
+    prices = {o.key: (o.price_per_hour, o.origin) for o in cat.offerings}
+    assert prices[("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")] == (55.04, "shipped")
+    assert prices[("aws", "ec2", "g5.xlarge", "us-east-1", "on-demand")] == (0.5, "cache")
+    assert any("1 older or undated ones do not" in n for n in cat.notes)
 
 
-def test_aws_refresh_without_credentials_is_one_clear_line(monkeypatch):
-    pytest.importorskip("boto3")
-    from botocore.exceptions import NoCredentialsError
-
-    from gpuopt.pricing.refresh import aws
-
-    class NoCreds:
-        def get_paginator(self, name):
-            raise NoCredentialsError()
-
-    with pytest.raises(aws.RefreshError) as info:
-        aws.fetch(["us-east-1"], {}, client=NoCreds())
-    assert "credentials not found" in str(info.value) and len(info.value.problems) == 1
+def test_global_rows_with_data_centre_countries_join_us_eu_apac():
+    us, eu, apac, cn = Residency("us"), Residency("eu"), Residency("apac"), Residency("cn")
+    runpod = "US;CA;NL;SE;NO;IS;CZ;DK;FR;RO;IN;JP;SG;AU"
+    assert us.allows("global", runpod) and eu.allows("global", runpod) and apac.allows("global", runpod)
+    assert not cn.allows("global", runpod)
+    assert not eu.allows("global", "NO;IS")  # EEA, not EU
+    assert not Residency("us-east-1").allows("global", runpod)  # an exact region id never matches a global row
+    assert not us.allows("global") and not us.allows("eu-central-1", "US")
+    data = json.loads(run("catalog", "list", "--region", "eu", "--provider", "runpod", "--format", "json").stdout)
+    assert data and all(r["region"] == "global" for r in data)
+    assert not json.loads(run("catalog", "list", "--region", "eu", "--provider", "modal", "--format", "json").stdout)
 
 
-def test_alibaba_refresh_parses_gpu_linux_vpc_prices():
-    from gpuopt.pricing.refresh import alibaba
+def test_china_rows_for_h20_l20_and_pai_eas_are_listed_priced_or_marked_unpriced():
+    cat = load_catalog(use_cache=False)
+    cn = cat.select(Residency("cn"))
+    h20 = {o.sku: o.price_per_hour for o in cn if o.gpu == "H20-96GB"}
+    assert h20["ecs.gn8v.4xlarge"] == 36.39 and h20["ecs.gn8v-2x.8xlarge"] == 71.58
+    assert h20["ecs.gn8v-8x.48xlarge"] is None
+    l20 = {(o.service, o.sku): o for o in cn if o.gpu == "L20-48GB"}
+    assert l20[("pai-dsw", "ecs.gn8is.4xlarge")].price_per_hour == 15.84
+    assert l20[("cvm", "PNV5b.8XLARGE96")].unusable_reason == "no known price (spec-only row)"
+    eas = [o for o in cn if o.service == "pai-eas"]
+    assert len(eas) == 5 and all(o.price_per_hour is None and "overlay it" in o.notes for o in eas)
 
-    data = alibaba.load_price_file(FIXTURES / "alibaba_instance_price_excerpt.json", None)
-    specs = {o.sku: o for o in load_catalog(use_cache=False).offerings if o.provider == "alibaba" and o.gpu}
-    rows = alibaba.parse(data, specs, today=dt.date(2026, 11, 29))
-    got = {(r["sku"], r["region"]): float(r["price_per_hour"]) for r in rows}
-    assert got == {("ecs.gn7i-c8g1.2xlarge", "cn-hangzhou"): 9.5326,
-                   ("ecs.gn7i-c8g1.2xlarge", "cn-wulanchabu"): 8.5794,
-                   ("ecs.gn7e-c16g1.4xlarge", "cn-hangzhou"): 34.742}
-    assert all(r["currency"] == "CNY" and r["gpu"] for r in rows)
+
+@pytest.mark.parametrize("price", ["nan", "1e400", "inf", "-inf", "NaN", "0", "abc"])
+def test_non_finite_or_non_positive_overlay_prices_are_exit_2_naming_the_row(tmp_path, price):
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency\n"
+                              f"aws,p5.48xlarge,us-east-1,on-demand,{price},USD\n")
+    for args in (["catalog", "validate", "--overlay", str(path)], ["catalog", "list", "--catalog", str(path)]):
+        result = run(*args)
+        assert result.exit_code == 2, result.output
+        errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+        assert errors == [f"error: {path}: row 2: column 'price_per_hour': expected a finite positive number "
+                          f"(got '{price}')"]
 
 
-def test_alibaba_refresh_cli_writes_the_cache_and_catalog_prefers_it(tmp_path):
-    result = run("catalog", "refresh", "alibaba", "--file", str(FIXTURES / "alibaba_instance_price_excerpt.json"))
+@pytest.mark.parametrize("rate", ["nan", "inf", "-1", "0", "1e400"])
+def test_non_finite_fx_override_is_exit_2(rate):
+    result = run("catalog", "list", "--provider", "aws", "--fx-rate", f"USD:CNY={rate}")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: --fx-rate 'USD:CNY={rate}': the rate must be a finite positive number (got {rate})")
+
+
+def test_truncated_overlay_line_is_named(tmp_path):
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency\naws,p5.48xlarge,us-east-1\n")
+    result = run("catalog", "validate", "--overlay", str(path))
+    assert result.exit_code == 2 and f"error: {path}: row 2: too few fields" in result.output
+
+
+# ---- staleness (issue 15 item 5) ---------------------------------------------------------------------------
+
+
+def test_oldest_chosen_price_and_stale_commitments():
+    from dataclasses import replace
+
+    from gpuopt.pricing.staleness import oldest_price_date, stale_commitments
+
+    cat = load_catalog(use_cache=False)
+    by_key = {o.key: o for o in cat.offerings}
+    p5 = by_key[("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")]  # 2026-07-20
+    gt4 = by_key[("tencent", "cvm", "GT4.4XLARGE96", "cn-mainland", "subscription-monthly")]  # 2021-05-25
+    assert oldest_price_date([p5, gt4]) == "2021-05-25"
+    assert oldest_price_date([p5]) == "2026-07-20"
+    assert oldest_price_date([p5, replace(p5, as_of="unknown (catalog commit x)")]) == "unknown"
+    assert oldest_price_date([]) == ""
+    today = dt.date(2026, 11, 30)
+    flagged = stale_commitments([gt4], today)
+    # 2021-05-25 -> 2026-11-30 is 2015 days
+    assert [w for _, w in flagged] == ["commitment tencent GT4.4XLARGE96 cn-mainland subscription-monthly is priced "
+                                       "from a source 2015 days old (as_of 2021-05-25): re-quote it before committing"]
+    young = replace(gt4, as_of="2026-01-01")
+    assert stale_commitments([young], today) == []  # 333 days: under a year
+    assert stale_commitments([replace(gt4, origin="overlay")], today) == []
+
+
+def test_capacity_plan_flags_old_commitments_states_dates_and_honours_max_price_age(monkeypatch):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-30")
+    result = run("plan", "examples/capacity-cn.yaml", "--format", "json")
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "cache" / "catalog-alibaba.csv").exists()
-    missing = run("catalog", "refresh", "alibaba")
-    assert missing.exit_code == 2 and "--file" in missing.output
+    plan = json.loads(result.stdout)
+    assert plan["oldest_price_as_of"] == "2021-05-25"
+    assert plan["fx_as_of"] == "2026-10-30" and "6.6529" in plan["fx"]
+    assert any(w.startswith("commitment tencent") and "re-quote" in w for w in plan["warnings"])
+    strict = run("plan", "examples/capacity-cn.yaml", "--max-price-age", "365")
+    assert strict.exit_code == 2
+    assert all(line.startswith("error: price of tencent") and "older than --max-price-age 365" in line
+               for line in strict.output.splitlines() if line.startswith("error:"))
+
+
+def test_a_damaged_cache_is_ignored_with_one_note_and_never_reaches_the_solver(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    shipped = shipped_text().splitlines()
+    row = next(line for line in shipped if line.startswith("aws,ec2,p5.48xlarge,us-east-1,") and ",on-demand," in line)
+    (cache / "catalog-aws.csv").write_text(shipped[0] + "\n" + row.replace(",55.04,", ",nan,") + "\n")
+    cat = load_catalog()
+    p5 = next(o for o in cat.offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand"))
+    assert p5.price_per_hour == 55.04 and p5.origin == "shipped"
+    assert [n for n in cat.notes if "ignored refreshed prices" in n] == [
+        f"ignored refreshed prices in {cache / 'catalog-aws.csv'}: {cache / 'catalog-aws.csv'}: row 2: column "
+        "'price_per_hour': expected a finite positive number (got 'nan')"]
+
+
+def test_an_overlay_that_is_a_directory_or_binary_gets_its_own_message(tmp_path):
+    folder = run("catalog", "list", "--catalog", str(tmp_path))
+    assert folder.exit_code == 2 and f"error: {tmp_path}: is a directory, expected a file" in folder.output
+    binary = tmp_path / "prices.csv"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    result = run("catalog", "validate", str(binary))
+    assert result.exit_code == 2 and f"error: {binary}: not a UTF-8 text file (binary?)" in result.output

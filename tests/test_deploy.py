@@ -36,7 +36,8 @@ def _solve(tmp: Path, example: str, *flags: str) -> Path:
 def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     os.environ["GPUOPT_TODAY"] = "2026-11-29"
     tmp = tmp_path_factory.mktemp("plans")
-    return {"two": _solve(tmp, "two-models.yaml"), "cn": _solve(tmp, "cn-chat-70b.yaml", "--region", "cn")}
+    return {"two": _solve(tmp, "two-models.yaml", "--provider", "aws"),
+            "cn": _solve(tmp, "cn-chat-70b.yaml", "--region", "cn")}
 
 
 def _plan(path: Path) -> Plan:

@@ -95,13 +95,13 @@ def test_overlay_prices_fill_the_contracted_columns(tmp_path):
 
     overlay = tmp_path / "negotiated.csv"
     overlay.write_text("provider,sku,region,price_kind,price_per_hour,currency\n"
-                       "aws,g6e.xlarge,us-east-1,on-demand,1.2,USD\n")
+                       "aws,g6e.xlarge,us-east-1,on-demand,0.5,USD\n")
     path, _ = PLANS["two"]
     result = run("solve", path, "--catalog", overlay, "--format", "focus")
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     g6e = next(r for r in rows if r["SkuId"] == "g6e.xlarge")
-    assert float(g6e["ContractedUnitPrice"]) == 1.2
+    assert float(g6e["ContractedUnitPrice"]) == 0.5
     assert float(g6e["ListUnitPrice"]) == 1.861
 
 

@@ -17,6 +17,7 @@ from gpuopt.pricing.catalog import (
     load_catalog,
     offering_record,
     read_csv_rows,
+    read_text_file,
     validate_rows,
 )
 from gpuopt.pricing.columns import CURRENCIES, PRICE_KINDS, PROVIDERS
@@ -122,12 +123,11 @@ def list_catalog(region: str, providers: tuple[str, ...], gpus: tuple[str, ...],
 
 
 def _print_table(rows: list[Offering], cat: Catalog, currency: str | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table()
-    for col in ("provider", "service", "sku", "region", "gpu", "n", "price/h", "kind", "as_of"):
-        table.add_column(col, justify="right" if col in ("n", "price/h") else "left")
+    """A plain aligned table. Written by hand rather than with rich.Table: rich measured every cell of the
+    ~1,500 rows twice and took about 6 s; this takes milliseconds (benchmarks/catalog_speed.py)."""
+    header = ("provider", "service", "sku", "region", "gpu", "n", "price/h", "kind", "as_of")
+    right = {5, 6}
+    lines: list[tuple[str, ...]] = []
     for o in rows:
         if o.price_per_hour is None:
             price = "-"
@@ -135,9 +135,16 @@ def _print_table(rows: list[Offering], cat: Catalog, currency: str | None) -> No
             price = f"{cat.price_in(o, currency):,.4f} {currency}"
         else:
             price = f"{o.price_per_hour:,.4f} {o.currency}"
-        table.add_row(o.provider, o.service, o.sku, o.region, o.gpu or "?", str(o.gpu_count or "?"), price,
-                      o.price_kind, o.as_of)
-    Console(width=160).print(table)
+        lines.append((o.provider, o.service, o.sku, o.region, o.gpu or "?", str(o.gpu_count or "?"), price,
+                      o.price_kind, o.as_of))
+    widths = [max([len(header[i]), *(len(line[i]) for line in lines)]) for i in range(len(header))]
+
+    def fmt(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths,
+                                                                                                 strict=True))).rstrip()
+
+    out = [fmt(header), "  ".join("-" * w for w in widths), *(fmt(line) for line in lines)]
+    click.echo("\n".join(out))
 
 
 @catalog.command("show")
@@ -163,59 +170,238 @@ def show(sku: str, currency: str | None, overlays: tuple[Path, ...], discounts: 
 @click.option("--overlay", is_flag=True, help="Validate as an overlay (a subset of the columns is enough).")
 def validate(file: Path, overlay: bool) -> None:
     """Check a catalog or overlay CSV: schema, duplicates, positive prices, known GPUs and regions."""
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{file}: file not found") from None
-    header, rows = read_csv_rows(text)
+    header, rows = read_csv_rows(read_text_file(file), str(file))
     problems = validate_rows(str(file), header, rows, overlay=overlay)
     if problems:
         raise InputError(*problems)
     click.echo(f"{file}: {len(rows)} rows, valid")
 
 
-@catalog.group("refresh")
-def refresh() -> None:
-    """Fetch current prices into your cache folder (the shipped snapshot is never modified)."""
+REFRESHABLE = ("aws", "alibaba", "tencent", "runpod", "digitalocean")
+NO_PRICE_API = {
+    "modal": "Modal publishes no price API or versioned price document (modal.com/pricing is a web page)",
+    "replicate": "Replicate publishes no price API or versioned price document (replicate.com/pricing is a web page)",
+}
 
 
-def _specs(provider: str) -> dict[str, Offering]:
-    cat = load_catalog(use_cache=False)
-    return {o.sku: o for o in cat.offerings if o.provider == provider and o.gpu}
+@catalog.command("refresh")
+@click.argument("targets", nargs=-1, required=True, metavar="all|fx|PROVIDER...")
+@click.option("--file", "file", type=click.Path(path_type=Path),
+              help="Replay a saved answer instead of asking the provider (one provider at a time).")
+@click.option("--url", help="alibaba: URL of the price file (default: found on the price page).")
+@click.option("--region", "regions", multiple=True, metavar="R",
+              help="aws/tencent: region to price (repeatable); for a replayed spot history, its region.")
+@click.option("--as-of", "as_of", metavar="YYYY-MM-DD",
+              help="Date of a replayed answer that carries none (RunPod, DigitalOcean, Tencent).")
+@click.option("--service", type=click.Choice(["ec2", "sagemaker"]), default="ec2", show_default=True,
+              help="aws --file: which service the saved get_products page is from.")
+@click.option("--sku", help="tencent --file: the instance type an InquiryPriceRunInstances answer prices.")
+@click.option("--zone", help="tencent --file: the zone an InquiryPriceRunInstances answer prices.")
+@click.option("--charge", type=click.Choice(["POSTPAID_BY_HOUR", "PREPAID"]), default="POSTPAID_BY_HOUR",
+              show_default=True, help="tencent --file: charge type of an InquiryPriceRunInstances answer.")
+@click.option("--currency", type=click.Choice(["CNY", "USD"]), default=None,
+              help="tencent: CNY (China site, default) or USD (international site).")
+def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, regions: tuple[str, ...],
+            as_of: str | None, service: str, sku: str | None, zone: str | None, charge: str,
+            currency: str | None) -> None:
+    """Fetch current prices into your cache folder ($GPUOPT_CACHE_DIR; the shipped snapshot is never modified).
+
+    Each provider's rows are validated before its cache file is replaced (atomically); a summary of new,
+    removed and changed offerings goes to stdout."""
+    from gpuopt.pricing.refresh import RefreshError
+
+    wanted = _refresh_targets(targets)
+    from gpuopt.pricing.regions import regions as region_table
+
+    unknown_regions = [r for r in regions if r not in region_table()]
+    if unknown_regions:
+        from gpuopt.errors import UnknownNameError
+
+        raise InputError(*(p for r in unknown_regions
+                           for p in UnknownNameError("--region", r, sorted(region_table())).problems))
+    if file is not None and len(wanted) != 1:
+        raise InputError(f"--file replays one answer: name exactly one provider (got {', '.join(wanted)})")
+    if as_of is not None and not _is_date(as_of):
+        raise InputError(f"--as-of '{as_of}': expected a date YYYY-MM-DD")
+    failures: list[str] = []
+    for target in wanted:
+        if target in NO_PRICE_API:
+            message = f"{target}: {NO_PRICE_API[target]}; overlay its prices with --catalog (docs/catalog.md)"
+            if "all" in targets:
+                click.echo(f"note: {message}", err=True)
+                continue
+            raise InputError(message)
+        try:
+            if target == "fx":
+                _refresh_fx(file)
+            else:
+                _refresh_provider(target, file=file, url=url, regions=regions, as_of=as_of, service=service,
+                                  sku=sku, zone=zone, charge=charge, currency=currency)
+        except RefreshError as exc:
+            failures.extend(f"refresh {target}: {p}" for p in exc.problems)
+    if failures:
+        raise InputError(*failures)
 
 
-@refresh.command("aws")
-@click.option("--region", "regions", multiple=True, default=("us-east-1",), show_default=True,
-              help="AWS region code to price (repeatable).")
-def refresh_aws(regions: tuple[str, ...]) -> None:
-    """AWS Price List API (boto3, your credentials): EC2 GPU on-demand and reserved prices."""
-    from rich.progress import Progress
+def _is_date(text: str) -> bool:
+    import datetime as dt
 
-    from gpuopt.pricing.refresh import aws as aws_refresh
-    from gpuopt.pricing.refresh import write_cache
-
-    with Progress(transient=True, console=_stderr_console()) as progress:
-        task = progress.add_task("AWS Price List", total=None)
-
-        def on_page(region: str, pages: int) -> None:
-            progress.update(task, description=f"AWS Price List {region}: page {pages}", advance=1)
-
-        rows = aws_refresh.fetch(regions, _specs("aws"), on_page=on_page)
-    path = write_cache("aws", rows)
-    click.echo(f"wrote {len(rows)} AWS rows to {path}")
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
-@refresh.command("alibaba")
-@click.option("--file", "file", type=click.Path(path_type=Path), help="A downloaded instancePrice.json.")
-@click.option("--url", help="URL of the current instancePrice.json (its version path changes).")
-def refresh_alibaba(file: Path | None, url: str | None) -> None:
-    """Alibaba Cloud's public ECS price file (no credentials): GPU instance on-demand prices."""
-    from gpuopt.pricing.refresh import alibaba, write_cache
+def _refresh_targets(targets: tuple[str, ...]) -> list[str]:
+    known = ("all", "fx", *REFRESHABLE, *NO_PRICE_API)
+    unknown = [t for t in targets if t not in known]
+    if unknown:
+        from gpuopt.errors import UnknownNameError
 
-    data = alibaba.load_price_file(file, url)
-    rows = alibaba.parse(data, _specs("alibaba"))
-    path = write_cache("alibaba", rows)
-    click.echo(f"wrote {len(rows)} Alibaba rows to {path}")
+        raise InputError(*(p for t in unknown for p in UnknownNameError("refresh target", t, known).problems))
+    if "all" in targets:
+        return [*REFRESHABLE, *NO_PRICE_API, "fx"]
+    return list(dict.fromkeys(targets))
+
+
+def _shipped_rows() -> list[dict[str, str]]:
+    from gpuopt.pricing.catalog import shipped_text
+
+    return [r.values for r in read_csv_rows(shipped_text())[1]]
+
+
+def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regions: tuple[str, ...],
+                      as_of: str | None, service: str, sku: str | None, zone: str | None, charge: str,
+                      currency: str | None) -> None:
+    from gpuopt.pricing.refresh import (
+        Refreshed,
+        RefreshError,
+        cache_path,
+        check_rows,
+        read_rows,
+        summary_lines,
+        unknown_gpus,
+        write_cache,
+    )
+
+    shipped = _shipped_rows()
+    specs = {r["sku"]: r for r in shipped if r["provider"] == provider}
+    result: Refreshed
+    if provider == "aws":
+        from gpuopt.pricing.refresh import aws
+
+        if file is not None:
+            result = aws.replay(file, specs, service, regions[0] if regions else None)
+        else:
+            result = Refreshed("aws", aws.fetch(regions or ("us-east-1",), specs))
+    elif provider == "alibaba":
+        from gpuopt.pricing.refresh import alibaba
+
+        data, label = alibaba.load_price_file(file, url)
+        result = alibaba.parse(data, specs, label)
+        if file is None:
+            result.rows += _alibaba_spot(result.rows, specs, result.notes)
+    elif provider == "tencent":
+        from gpuopt.pricing.refresh import tencent
+
+        tspecs = tencent.specs_by_sku(shipped)
+        if file is not None:
+            result = tencent.replay(file, tspecs, currency or "CNY", as_of, sku, zone, charge)
+        else:
+            mainland = sorted({r["region"] for r in shipped if r["provider"] == "tencent"
+                               and r["region"].startswith("ap-") and r["region"].count("-") == 1})
+            result = tencent.fetch(tspecs, list(regions) or mainland, international=currency == "USD")
+    elif provider == "runpod":
+        from gpuopt.pricing.refresh import runpod
+
+        names = runpod.gpu_names(shipped)
+        result = runpod.replay(file, names, as_of) if file is not None else runpod.fetch(names)
+    else:
+        from gpuopt.pricing.refresh import digitalocean
+
+        slugs = digitalocean.gpu_by_slug(shipped)
+        result = digitalocean.replay(file, slugs, as_of) if file is not None else digitalocean.fetch(slugs)
+    label = str(file) if file is not None else f"{provider} API"
+    problems = check_rows(label, result.rows)
+    if problems:
+        raise RefreshError(*problems, "nothing written; the previous cache is unchanged")
+    if not result.rows:
+        raise RefreshError(f"{label}: no GPU offering in the answer; nothing written")
+    target = cache_path(provider)
+    if target.is_file():
+        previous, against = read_rows(target), f"the previous cache {target.name}"
+    else:
+        previous = [r for r in shipped if r["provider"] == provider]
+        against = "the shipped snapshot (rows not in the answer keep their shipped price)"
+    path = write_cache(provider, result.rows)
+    for line in summary_lines(provider, previous, result.rows, against):
+        click.echo(line)
+    strange = unknown_gpus(result.rows)
+    if strange:
+        click.echo(f"  unplannable (GPU not in the GPU table; add its datasheet row): {', '.join(strange)}")
+    for note in result.notes:
+        click.echo(f"note: {provider}: {note}", err=True)
+    click.echo(f"wrote {len(result.rows)} {provider} rows to {path}", err=True)
+
+
+def _alibaba_spot(rows: list[dict[str, str]], specs: dict[str, dict[str, str]], notes: list[str]
+                  ) -> list[dict[str, str]]:
+    """Spot prices of the priced GPU types through DescribeSpotPriceHistory, when Alibaba credentials exist."""
+    from gpuopt.pricing.refresh import RefreshError, alibaba
+
+    if not alibaba.credentials_configured():
+        notes.append("no Alibaba Cloud credentials configured: spot prices (DescribeSpotPriceHistory) skipped")
+        return []
+    out: list[dict[str, str]] = []
+    for region in sorted({r["region"] for r in rows}):
+        client = alibaba.sdk_client_for(region)
+        for sku in sorted({r["sku"] for r in rows if r["region"] == region and r["gpu"]}):
+            try:
+                body = alibaba.spot_history(client, region, sku)
+            except RefreshError:
+                raise
+            except Exception as exc:  # the SDK's TeaException and transport errors
+                raise RefreshError(f"DescribeSpotPriceHistory {region} {sku} failed ({type(exc).__name__})") from None
+            out += alibaba.parse_spot_history(body, f"DescribeSpotPriceHistory {region} {sku}", region, specs)
+    return out
+
+
+def _refresh_fx(file: Path | None) -> None:
+    from gpuopt.pricing.fx import load_fx
+    from gpuopt.pricing.refresh import fx as fx_refresh
+
+    before = load_fx()
+    rate = fx_refresh.replay(file) if file is not None else fx_refresh.fetch()
+    old = next((r for r in before.rates if (r.base, r.quote) == ("USD", "CNY")), None)
+    path = fx_refresh.write_fx(rate)
+    was = f" (was {old.rate} as of {old.as_of})" if old else ""
+    click.echo(f"fx: 1 USD = {rate.rate:.10g} CNY as of {rate.as_of}{was}")
+    click.echo(f"wrote the ECB rate to {path}", err=True)
+
+
+@catalog.command("diff")
+@click.argument("old", type=click.Path(path_type=Path))
+@click.argument("new", type=click.Path(path_type=Path))
+def diff_catalogs(old: Path, new: Path) -> None:
+    """Compare two catalog CSVs (a cache file, the shipped catalog, an export): new, removed, changed offerings
+    with the % change of each price."""
+    from gpuopt.pricing.refresh import compare
+
+    problems: list[str] = []
+    tables = []
+    for path in (old, new):
+        header, rows = read_csv_rows(read_text_file(path), str(path))
+        problems += validate_rows(str(path), header, rows, overlay=False, unknown_gpu_ok=True)
+        tables.append([r.values for r in rows])
+    if problems:
+        raise InputError(*problems)
+    changes = compare(tables[0], tables[1])
+    for change in changes:
+        click.echo(change.line())
+    counts = {k: sum(1 for c in changes if c.kind == k) for k in ("new", "removed", "changed")}
+    click.echo(f"{old} -> {new}: {counts['new']} new, {counts['removed']} removed, {counts['changed']} changed",
+               err=True)
 
 
 def _stderr_console() -> Console:

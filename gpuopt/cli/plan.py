@@ -18,11 +18,13 @@ from gpuopt.reports.registry import formats, render_capacity_plan
 @placement_options
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
+@click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--format", "fmt", type=click.Choice(formats("capacity")), default="table", show_default=True)
 @output_option("Write the result to a file.")
 @catalog_options
 def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
-         headroom: float, vllm_version: str | None, sensitivity: bool, fmt: str, output: Path | None,
+         headroom: float, vllm_version: str | None, sensitivity: bool, max_price_age: int | None, fmt: str,
+         output: Path | None,
          overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """What to commit to in which period and what to rent, at the lowest cost over the horizon.
 
@@ -35,13 +37,17 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
     problems = overlay_problems(overlays) + headroom_problems(headroom)
+    if max_price_age is not None and max_price_age < 0:
+        problems.append(f"--max-price-age must be >= 0 (got {max_price_age})")
     if problems:
         raise InputError(*problems)
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
-                           vllm_version=vllm_version)
+                           vllm_version=vllm_version, max_price_age=max_price_age)
     solved = schedule(cf, catalog, opts)
     result = describe(solved, today().isoformat())
+    if result.price_age_errors:
+        raise InputError(*result.price_age_errors)
     if sensitivity and result.status == "optimal":
         from gpuopt.planner.sensitivity import analyse_capacity
 

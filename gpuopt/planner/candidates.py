@@ -171,7 +171,7 @@ def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[Rejectio
 
 
 def _policy_reason(o: Offering, policy: Policy) -> tuple[RejectionKind, str] | None:
-    if policy.residency is not None and not policy.residency.allows(o.region):
+    if policy.residency is not None and not policy.residency.allows(o.region, o.countries):
         info = region_info(o.region)
         where = f"{o.region} ({info.country or 'no country'})"
         return "residency", f"region {where} is outside residency '{policy.residency.selector}'"

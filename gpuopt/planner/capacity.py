@@ -14,6 +14,7 @@ capacity of a replica does not depend on the demand, so they are evaluated once.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -36,9 +37,15 @@ from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_cand
 from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.pricing.catalog import Catalog
+from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
 
-CapacityOptions = Placement
-"""A capacity plan takes nothing beyond the placement (sensitivity runs after solving: planner/sensitivity.py)."""
+
+@dataclass(frozen=True)
+class CapacityOptions(Placement):
+    """The placement, and what only `plan` adds (sensitivity runs after solving: planner/sensitivity.py)."""
+
+    max_price_age: int | None = None  # --max-price-age: a chosen price older than this is an error
+
 
 PeriodKind = Literal["quarter", "month"]  # the capacity file's horizon.period
 
@@ -245,6 +252,10 @@ class CapacityPlan(_Frozen):
     explanation: list[str]
     as_of_date: str
     warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
+    oldest_price_as_of: str = ""  # the oldest price the schedule chose ("unknown" if one is undated)
+    fx: str = ""  # the rates used, each with its date
+    fx_as_of: str = ""
+    price_age_errors: list[str] = []  # chosen prices older than --max-price-age (the CLI exits 2 on them)
 
     @property
     def months_per_period(self) -> int:
@@ -273,6 +284,7 @@ class Schedule:
     opts: CapacityOptions
     solution: CapacitySolution
     baseline: CapacitySolution | None  # every workload on on-demand offerings only
+    catalog: Catalog | None = None  # its FX, for the plan's header
 
 
 def schedule(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> Schedule:
@@ -280,7 +292,7 @@ def schedule(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> Sched
     sol = solve_capacity(p, opts.headroom)
     baseline = solve_capacity(p, opts.headroom, kinds=("on-demand",)) if any(
         c.offering.price_kind == "on-demand" for c in p.candidates) else None
-    return Schedule(p, opts, sol, baseline)
+    return Schedule(p, opts, sol, baseline, catalog)
 
 
 def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, today: str) -> CapacityPlan:
@@ -339,9 +351,20 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
     warnings = [f"the solver stopped at its time limit on the {what}: feasible, not proven optimal"
                 for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
                 if run is not None and run.status == "optimal" and not run.proven_optimal]
+    chosen = [pu.offering.offering for pu in sol.purchases]
+    day = dt.date.fromisoformat(today)
+    old_commitments = stale_commitments([pu.offering.offering for pu in sol.purchases if pu.committed], day)
+    flagged = {o for o, _ in old_commitments}  # said once, as a commitment warning
+    stale, age_errors = staleness([o for o in chosen if o not in flagged], day, opts.max_price_age)
+    if opts.max_price_age is not None:
+        age_errors += staleness(flagged, day, opts.max_price_age)[1]
+    warnings += stale + [w for _, w in old_commitments]
+    fx = solved.catalog.fx if solved.catalog is not None else None
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, period=cf.horizon.period,
                         charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
                         committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
-                        explanation=[], as_of_date=today, warnings=warnings)
+                        explanation=[], as_of_date=today, warnings=warnings,
+                        oldest_price_as_of=oldest_price_date(chosen), fx="" if fx is None else fx.describe(),
+                        fx_as_of="" if fx is None else fx.as_of, price_age_errors=age_errors)

@@ -216,6 +216,7 @@ class Plan(Frozen):
     candidates: list[Candidate]
     residency_premium: ResidencyPremium | None
     catalog_as_of: str
+    oldest_price_as_of: str = ""  # the oldest price the plan chose ("unknown" if one is undated)
     fx: str
     fx_as_of: str
     headroom: float

@@ -39,8 +39,9 @@ from gpuopt.planner.plan import (
 )
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
-from gpuopt.pricing.catalog import Catalog, staleness
+from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import region_info
+from gpuopt.pricing.staleness import oldest_price_date, staleness
 from gpuopt.vocabulary import RejectionKind
 
 
@@ -71,11 +72,13 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings.append(f"the solver stopped at its time limit: the plan is feasible but not proven optimal "
                         f"({solution.variables} variables)")
     age_errors: list[str] = []
+    oldest = ""
     if solution.status == "optimal":
         chosen = [a.candidate.offering for a in solution.assignments]
         stale, age_errors = staleness(chosen, opts.today or dt.date.today(), opts.max_price_age)
         warnings += stale
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
+        oldest = oldest_price_date(chosen)
     alternatives = _alternatives(wf, all_candidates, solution, opts)
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:
@@ -95,6 +98,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         candidates=[],  # attached below, unvalidated (see _candidate_records)
         residency_premium=premium,
         catalog_as_of=catalog.as_of,
+        oldest_price_as_of=oldest,
         fx=catalog.fx.describe(),
         fx_as_of=catalog.fx.as_of,
         headroom=opts.headroom,
@@ -338,7 +342,8 @@ def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best:
     sol = solve(wf.workloads, [c for wc in per_workload for c in wc.results], opts.headroom, wf.quotas)
     assert policy.residency is not None  # the caller only asks with a restrictive policy
     excluded = sorted((a.candidate.instance_price or 0.0, a.candidate.offering.offering_id)
-                      for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region))
+                      for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region,
+                                                                  a.candidate.offering.countries))
     with_cost, without = best.cost_per_hour, sol.cost_per_hour
     premium = None if with_cost is None or without is None else with_cost - without
     return ResidencyPremium(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import os
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import gpu_table
+from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.columns import (
     CATALOG_COLUMNS,
     CURRENCIES,
@@ -31,9 +32,9 @@ from gpuopt.pricing.columns import (
     PROVIDERS,
 )
 from gpuopt.pricing.fx import FxTable, load_fx
-from gpuopt.pricing.regions import Residency, region_info, regions
+from gpuopt.pricing.regions import Residency, countries, region_info, regions, split_countries
+from gpuopt.vocabulary import LINK_KINDS
 
-STALE_AFTER_DAYS = 120
 _DATE = re.compile(r"^(\d{4})-(\d{2})(?:-(\d{2}))?")
 
 
@@ -61,6 +62,8 @@ class Offering:
     notes: str
     list_price_per_hour: float | None = None
     origin: str = "shipped"  # shipped | cache | overlay
+    interconnect_basis: str = ""
+    countries: str = ""  # data-centre countries of a global / unstated-region row, "US;CA"
 
     # cached: the optimizer groups 10^4-10^5 candidates by these
     @cached_property
@@ -78,6 +81,8 @@ class Offering:
             return "no known price (spec-only row)"
         if not self.gpu:
             return "GPU model not identified in the source"
+        if self.gpu not in gpu_table():
+            return f"GPU '{self.gpu}' is not in the GPU table (add its datasheet row to gpuopt/data/gpus.csv)"
         if not self.gpu_count:
             return "GPU count not stated"
         return None
@@ -102,7 +107,7 @@ class Catalog:
         gpu_set = {g.lower() for g in gpus}
         out = []
         for o in self.offerings:
-            if residency is not None and not residency.allows(o.region):
+            if residency is not None and not residency.allows(o.region, o.countries):
                 continue
             if providers and o.provider not in providers:
                 continue
@@ -132,13 +137,21 @@ class Catalog:
 class RawRow:
     line: int
     values: dict[str, str]
+    short: bool = False  # fewer fields than the header (a truncated line)
+    extra: bool = False  # more fields than the header
 
 
-def read_csv_rows(text: str) -> tuple[list[str], list[RawRow]]:
+def read_csv_rows(text: str, path: str = "<csv>") -> tuple[list[str], list[RawRow]]:
     reader = csv.DictReader(io.StringIO(text))
-    header = list(reader.fieldnames or [])
-    rows = [RawRow(line=i, values={k: (v or "").strip() for k, v in r.items() if k is not None})
-            for i, r in enumerate(reader, start=2)]
+    try:
+        header = list(reader.fieldnames or [])
+        rows = []
+        for r in reader:
+            values = {k: (v or "").strip() for k, v in r.items() if k is not None}
+            rows.append(RawRow(line=reader.line_num, values=values, short=any(v is None for v in r.values()),
+                               extra=None in r))
+    except csv.Error as exc:
+        raise InputError(f"{path}: line {reader.line_num}: not a valid CSV file ({exc})") from None
     return header, rows
 
 
@@ -150,7 +163,69 @@ def _int(value: str) -> int | None:
     return int(float(value)) if value else None
 
 
-def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: bool) -> list[str]:
+def parse_price(raw: str) -> float | None:
+    """A finite positive price, or None. `nan`, `inf` and `1e400` (which float() reads as inf) are not prices."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) and value > 0 else None
+
+
+def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, unknown_gpu_ok: bool = False) -> list[str]:
+    """Problems of one price row (catalog, cache, overlay or refresher output), each naming `where` and the column.
+
+    Every entry point validates through here, so a row that reaches the solver has a finite positive price in a
+    known currency, a known region, provider and price kind."""
+    problems: list[str] = []
+    if v.get("provider") not in PROVIDERS:
+        problems.append(f"{where}: column 'provider': unknown provider '{v.get('provider')}' "
+                        f"(known: {', '.join(PROVIDERS)})")
+    if v.get("price_kind") not in PRICE_KINDS:
+        problems.append(f"{where}: column 'price_kind': unknown price kind '{v.get('price_kind')}' "
+                        f"(known: {', '.join(PRICE_KINDS)})")
+    price = v.get("price_per_hour", "")
+    if price:
+        if parse_price(price) is None:
+            problems.append(f"{where}: column 'price_per_hour': expected a finite positive number (got '{price}')")
+    elif overlay:
+        problems.append(f"{where}: column 'price_per_hour': an overlay row needs a price")
+    if (price or v.get("currency")) and v.get("currency") not in CURRENCIES:
+        problems.append(f"{where}: column 'currency': unknown currency '{v.get('currency')}' "
+                        f"(known: {', '.join(CURRENCIES)})")
+    gpu = v.get("gpu", "")
+    if gpu and gpu not in gpu_table() and not unknown_gpu_ok:
+        problems.append(f"{where}: column 'gpu': unknown GPU '{gpu}'")
+    for col in ("gpu_count", "vcpus", "term_months"):
+        raw = v.get(col, "")
+        if raw:
+            try:
+                number = float(raw)
+                if not (math.isfinite(number) and number > 0 and number == int(number)):
+                    raise ValueError
+            except ValueError:
+                problems.append(f"{where}: column '{col}': expected a positive whole number ('{raw}')")
+    for col in ("gpu_mem_gib", "ram_gib"):
+        raw = v.get(col, "")
+        if raw and parse_price(raw) is None:
+            problems.append(f"{where}: column '{col}': expected a finite positive number ('{raw}')")
+    if v.get("interconnect") and v["interconnect"] not in LINK_KINDS:
+        problems.append(f"{where}: column 'interconnect': unknown link '{v['interconnect']}' "
+                        f"(known: {', '.join(LINK_KINDS)})")
+    if v.get("region") not in regions():
+        problems.append(f"{where}: column 'region': unknown region '{v.get('region')}'")
+    unknown_countries = [c for c in split_countries(v.get("countries", "")) if c not in countries()]
+    if unknown_countries:
+        problems.append(f"{where}: column 'countries': unknown country code(s) {', '.join(unknown_countries)} "
+                        f"(known: {', '.join(sorted(countries()))})")
+    as_of = v.get("as_of", "")
+    if as_of and not (_DATE.match(as_of) or as_of.startswith("unknown")):
+        problems.append(f"{where}: column 'as_of': expected a date YYYY-MM-DD ('{as_of}')")
+    return problems
+
+
+def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: bool,
+                  unknown_gpu_ok: bool = False) -> list[str]:
     """Every problem, one line each, naming file, row and column."""
     problems: list[str] = []
     required = OVERLAY_MIN_COLUMNS if overlay else CATALOG_COLUMNS[:15]
@@ -160,49 +235,17 @@ def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: 
     unknown_cols = [c for c in header if c not in CATALOG_COLUMNS and c != "superseded_by_as_of"]
     for col in unknown_cols:
         problems.append(f"{path}: unknown column '{col}' (known: {', '.join(CATALOG_COLUMNS)})")
-    gpus = gpu_table()
-    known_regions = regions()
     seen: dict[tuple[str, ...], int] = {}
     for row in rows:
-        v = row.values
-        where = f"{path}: row {row.line}"
-        if v.get("provider") not in PROVIDERS:
-            problems.append(f"{where}: column 'provider': unknown provider '{v.get('provider')}' "
-                            f"(known: {', '.join(PROVIDERS)})")
-        if v.get("price_kind") not in PRICE_KINDS:
-            problems.append(f"{where}: column 'price_kind': unknown price kind '{v.get('price_kind')}' "
-                            f"(known: {', '.join(PRICE_KINDS)})")
-        price = v.get("price_per_hour", "")
-        if price:
-            try:
-                if float(price) <= 0:
-                    problems.append(f"{where}: column 'price_per_hour': price must be positive (got {price})")
-            except ValueError:
-                problems.append(f"{where}: column 'price_per_hour': not a number ('{price}')")
-        elif overlay:
-            problems.append(f"{where}: column 'price_per_hour': an overlay row needs a price")
-        if (price or v.get("currency")) and v.get("currency") not in CURRENCIES:
-            problems.append(f"{where}: column 'currency': unknown currency '{v.get('currency')}' "
-                            f"(known: {', '.join(CURRENCIES)})")
-        gpu = v.get("gpu", "")
-        if gpu and gpu not in gpus:
-            problems.append(f"{where}: column 'gpu': unknown GPU '{gpu}'")
-        for col in ("gpu_count", "vcpus"):
-            raw = v.get(col, "")
-            if raw:
-                try:
-                    if int(float(raw)) <= 0:
-                        raise ValueError
-                except ValueError:
-                    problems.append(f"{where}: column '{col}': expected a positive whole number ('{raw}')")
-        if v.get("region") not in known_regions:
-            problems.append(f"{where}: column 'region': unknown region '{v.get('region')}'")
-        as_of = v.get("as_of", "")
-        if as_of and not (_DATE.match(as_of) or as_of.startswith("unknown")):
-            problems.append(f"{where}: column 'as_of': expected a date YYYY-MM-DD ('{as_of}')")
-        key = tuple(v.get(c, "") for c in OFFERING_KEY)
+        if row.short or row.extra:
+            problems.append(f"{path}: row {row.line}: {'too many' if row.extra else 'too few'} fields "
+                            f"(expected {len(header)}; a truncated or misquoted line?)")
+            continue
+        problems.extend(row_problems(row.values, f"{path}: row {row.line}", overlay=overlay,
+                                     unknown_gpu_ok=unknown_gpu_ok))
+        key = tuple(row.values.get(c, "") for c in OFFERING_KEY)
         if key in seen:
-            problems.append(f"{where}: duplicate of row {seen[key]} (same {', '.join(OFFERING_KEY)})")
+            problems.append(f"{path}: row {row.line}: duplicate of row {seen[key]} (same {', '.join(OFFERING_KEY)})")
         else:
             seen[key] = row.line
     return problems
@@ -217,28 +260,34 @@ def _offering(v: dict[str, str], origin: str) -> Offering:
         price_per_hour=price, currency=v.get("currency", ""), price_kind=v["price_kind"],
         source=v.get("source", ""), as_of=v.get("as_of", ""), term_months=_int(v.get("term_months", "")),
         billing=v.get("billing", "") or "per-hour", notes=v.get("notes", ""),
-        list_price_per_hour=price if origin != "overlay" else None, origin=origin)
+        list_price_per_hour=price if origin != "overlay" else None, origin=origin,
+        interconnect_basis=v.get("interconnect_basis", ""), countries=v.get("countries", ""))
 
 
 def shipped_text() -> str:
     return resources.files("gpuopt.pricing").joinpath("data/catalog.csv").read_text(encoding="utf-8")
 
 
-def cache_dir() -> Path:
-    """Where refreshers write (never inside the package): $GPUOPT_CACHE_DIR, else $XDG_CACHE_HOME/gpuopt."""
-    if os.environ.get("GPUOPT_CACHE_DIR"):
-        return Path(os.environ["GPUOPT_CACHE_DIR"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "gpuopt"
-
-
-def _read_file(path: Path) -> str:
+def read_text_file(path: Path) -> str:
+    """A UTF-8 text file, or one InputError line saying why not (missing, a directory, unreadable, binary)."""
     try:
-        return path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory, expected a file") from None
+    except PermissionError:
+        raise InputError(f"{path}: not readable (permission denied)") from None
     except UnicodeDecodeError:
-        raise InputError(f"{path}: not a UTF-8 text file") from None
+        raise InputError(f"{path}: not a UTF-8 text file (binary?)") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if "\x00" in text:
+        raise InputError(f"{path}: not a text file (contains NUL bytes)")
+    return text
+
+
+_read_file = read_text_file
 
 
 def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | None = None,
@@ -251,17 +300,28 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
     notes: list[str] = []
     if use_cache and cache_dir().is_dir():
         for path in sorted(cache_dir().glob("catalog-*.csv")):
-            header, cached = read_csv_rows(path.read_text(encoding="utf-8"))
-            problems = validate_rows(str(path), header, cached, overlay=False)
+            try:
+                header, cached = read_csv_rows(path.read_text(encoding="utf-8"), str(path))
+            except (InputError, OSError, UnicodeDecodeError) as exc:
+                notes.append(f"ignored refreshed prices in {path}: {exc}")
+                continue
+            problems = validate_rows(str(path), header, cached, overlay=False, unknown_gpu_ok=True)
             if problems:
                 notes.append(f"ignored refreshed prices in {path}: {problems[0]}")
                 continue
-            dates = sorted({r.values.get("as_of", "") for r in cached})
+            replaced = kept = 0
             for row in cached:
                 o = _offering(row.values, "cache")
+                old = by_key.get(o.key)
+                if old is not None and newer_price(old, o):
+                    kept += 1
+                    continue
                 by_key[o.key] = o
-            notes.append(f"{len(cached)} refreshed rows from {path} (as of {dates[-1] if dates else '?'}) "
-                         "replace the shipped snapshot")
+                replaced += 1
+            dates = sorted({r.values.get("as_of", "") for r in cached})
+            notes.append(f"{replaced} refreshed rows from {path} (as of {dates[-1] if dates else '?'}) "
+                         "replace the shipped snapshot"
+                         + (f"; {kept} older or undated ones do not" if kept else ""))
     for provider, fraction in sorted((discounts or {}).items()):
         if provider not in PROVIDERS:
             raise InputError(f"discounts: unknown provider '{provider}' (known: {', '.join(PROVIDERS)})")
@@ -274,7 +334,7 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
             notes.append(f"{provider} prices carry a {fraction:.1%} discount")
     overlay_problems: list[str] = []
     for path in overlays:
-        header, over = read_csv_rows(_read_file(path))
+        header, over = read_csv_rows(read_text_file(path), str(path))
         found = validate_rows(str(path), header, over, overlay=True)
         if found:
             overlay_problems.extend(found)
@@ -287,13 +347,26 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
     return Catalog(offerings=offerings, fx=load_fx(fx_overrides), notes=tuple(notes))
 
 
+def newer_price(a: Offering, b: Offering) -> bool:
+    """Whether a's price is strictly newer than b's (twins are resolved by date): an undated row never beats a
+    dated one, and a priced row always beats an unpriced one."""
+    if (a.price_per_hour is None) != (b.price_per_hour is None):
+        return b.price_per_hour is None
+    da, db = a.as_of_date, b.as_of_date
+    if da is None:
+        return False
+    return db is None or da > db
+
+
 def _apply_overlay(by_key: dict[tuple[str, ...], Offering], row: RawRow, path: str) -> list[str]:
     v = row.values
     matches = [o for o in by_key.values()
                if (o.provider, o.sku, o.region, o.price_kind) == (v["provider"], v["sku"], v["region"], v["price_kind"])
                and (not v.get("service") or o.service == v["service"])]
     source = v.get("source") or f"overlay {path} row {row.line}"
-    price = float(v["price_per_hour"])
+    price = parse_price(v["price_per_hour"])
+    if price is None:  # validate_rows reports it; never reached for a validated row
+        return [f"{path}: row {row.line}: column 'price_per_hour': expected a finite positive number"]
     if matches:
         for o in matches:
             by_key[o.key] = replace(o, price_per_hour=price, currency=v["currency"], source=source,
@@ -316,26 +389,6 @@ def _apply_overlay(by_key: dict[tuple[str, ...], Offering], row: RawRow, path: s
     return []
 
 
-def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int | None) -> tuple[list[str], list[str]]:
-    """(warnings, errors) for chosen rows older than STALE_AFTER_DAYS (or than --max-price-age)."""
-    warnings: list[str] = []
-    errors: list[str] = []
-    for o in sorted(set(offerings), key=lambda o: o.key):
-        if o.origin == "overlay":
-            continue
-        date = o.as_of_date
-        age = (today - date).days if date else None
-        label = f"{o.provider} {o.sku} {o.region} {o.price_kind}"
-        if max_age_days is not None and (age is None or age > max_age_days):
-            errors.append(f"price of {label} is {'of unknown date' if age is None else f'{age} days old'} "
-                          f"(as_of {o.as_of or '?'}), older than --max-price-age {max_age_days}")
-        elif age is None:
-            warnings.append(f"price of {label} has no date (as_of '{o.as_of}')")
-        elif age > STALE_AFTER_DAYS:
-            warnings.append(f"price of {label} is {age} days old (as_of {o.as_of}); refresh or overlay it")
-    return warnings, errors
-
-
 def offering_record(o: Offering, catalog: Catalog, currency: str | None) -> dict[str, object]:
     """A row for JSON/CSV listings: catalog columns + the region's country and jurisdiction (+ conversion)."""
     info = region_info(o.region)
@@ -346,6 +399,7 @@ def offering_record(o: Offering, catalog: Catalog, currency: str | None) -> dict
         "price_per_hour": None if o.price_per_hour is None else round(float(o.price_per_hour), 6),
         "currency": o.currency, "price_kind": o.price_kind, "term_months": o.term_months, "billing": o.billing,
         "source": o.source, "as_of": o.as_of, "notes": o.notes,
+        "interconnect_basis": o.interconnect_basis, "countries": o.countries,
     }
     if currency:
         converted = catalog.price_in(o, currency) if o.currency else None

@@ -13,6 +13,9 @@ CATALOG_COLUMNS: tuple[str, ...] = (
     "interconnect", "price_per_hour", "currency", "price_kind", "source", "as_of",
     # extensions: commitment term, billing granularity, free-text provenance notes
     "term_months", "billing", "notes",
+    # why `interconnect` holds what it holds ("source", or "inferred: ..."); data-centre countries ("US;CA")
+    # of a row sold as global or without a stated region (see pricing/regions.py)
+    "interconnect_basis", "countries",
 )
 HISTORY_COLUMNS: tuple[str, ...] = (*CATALOG_COLUMNS, "superseded_by_as_of")
 OFFERING_KEY: tuple[str, ...] = ("provider", "service", "sku", "region", "price_kind")

@@ -7,10 +7,12 @@ for a currency, and the rate and its date go into the output.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 
 from gpuopt.errors import InputError
+from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.columns import CURRENCIES
 
 
@@ -60,11 +62,29 @@ class FxTable:
         return "; ".join(parts)
 
 
-def load_fx(overrides: dict[tuple[str, str], float] | None = None) -> FxTable:
-    text = resources.files("gpuopt.pricing").joinpath("data/fx.csv").read_text(encoding="utf-8")
-    rates = tuple(FxRate(r["base"], r["quote"], float(r["rate"]), r["source"], r["as_of"])
-                  for r in csv.DictReader(text.splitlines()))
-    return FxTable(rates, dict(overrides or {}))
+def _rates(text: str) -> dict[tuple[str, str], FxRate]:
+    out = {}
+    for r in csv.DictReader(text.splitlines()):
+        rate = float(r["rate"])
+        if not (math.isfinite(rate) and rate > 0) or r["base"] not in CURRENCIES or r["quote"] not in CURRENCIES:
+            raise ValueError(f"bad rate row {r}")
+        out[(r["base"], r["quote"])] = FxRate(r["base"], r["quote"], rate, r["source"], r["as_of"])
+    return out
+
+
+def load_fx(overrides: dict[tuple[str, str], float] | None = None, use_cache: bool = True) -> FxTable:
+    """The shipped dated rates, replaced pair by pair by a newer `gpuopt catalog refresh fx` in the cache."""
+    rates = _rates(resources.files("gpuopt.pricing").joinpath("data/fx.csv").read_text(encoding="utf-8"))
+    cached = cache_dir() / "fx.csv"
+    if use_cache and cached.is_file():
+        try:
+            fresh = _rates(cached.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, KeyError, ValueError):
+            fresh = {}  # a damaged cache never breaks a solve; the shipped rate stays
+        for pair, rate in fresh.items():
+            if pair not in rates or rate.as_of > rates[pair].as_of:
+                rates[pair] = rate
+    return FxTable(tuple(rates[p] for p in sorted(rates)), dict(overrides or {}))
 
 
 def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
@@ -77,6 +97,6 @@ def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
         raise InputError(f"--fx-rate '{text}': expected BASE:QUOTE=RATE, e.g. USD:CNY=7.1") from None
     if base not in CURRENCIES or quote not in CURRENCIES:
         raise InputError(f"--fx-rate '{text}': currencies must be among {', '.join(CURRENCIES)}")
-    if rate <= 0:
-        raise InputError(f"--fx-rate '{text}': the rate must be positive")
+    if not (math.isfinite(rate) and rate > 0):
+        raise InputError(f"--fx-rate '{text}': the rate must be a finite positive number (got {value.strip()})")
     return (base, quote), rate

@@ -4,6 +4,12 @@ Selectors: `cn` (mainland China only: Hong Kong is its own jurisdiction), `globa
 serverless "global" placement and rows whose region the source did not state), `us`, `eu` (EU member
 states; the UK is not), `apac`, an exact region id (`us-east-1`, `cn-hangzhou`, `ap-guangzhou`), or a
 comma-separated list of any of these.
+
+Rows sold as "global" (RunPod) or whose region the source left out (DigitalOcean sizes) may carry the
+data-centre countries their sources list (`countries`, e.g. "US;CA;NL"). `us`, `eu` and `apac` admit such a
+row when one of its countries matches, on the condition that the user pins the deployment to a data centre
+there (RunPod `dataCenterIds`, a DigitalOcean region); an exact region id never matches them, and `cn` only
+through a CN country (none is listed: no such provider has a mainland data centre).
 """
 
 from __future__ import annotations
@@ -38,6 +44,21 @@ def regions() -> dict[str, Region]:
 
 def region_info(region_id: str) -> Region:
     return regions().get(region_id, Region(region_id, "", "", "unknown"))
+
+
+@cache
+def countries() -> dict[str, Region]:
+    """Country code -> (country, jurisdiction, geo), for rows that carry data-centre countries."""
+    text = resources.files("gpuopt.pricing").joinpath("data/countries.csv").read_text(encoding="utf-8")
+    return {r["country"]: Region("", r["country"], r["jurisdiction"], r["geo"])
+            for r in csv.DictReader(text.splitlines())}
+
+
+def split_countries(value: str) -> tuple[str, ...]:
+    return tuple(c.strip() for c in value.split(";") if c.strip())
+
+
+_GEO_SELECTORS_BY_COUNTRY = ("us", "eu", "apac", "cn")
 
 
 def _one(selector: str) -> Callable[[Region], bool]:
@@ -75,9 +96,20 @@ class Residency:
             raise UnknownNameError("region selector", self.selector, GEO_SELECTORS)
         return [_one(p) for p in parts]
 
-    def allows(self, region_id: str) -> bool:
+    def allows(self, region_id: str, data_centre_countries: str = "") -> bool:
+        """Whether a row in region_id may be used; data_centre_countries ("US;CA") widens a global or
+        unstated region to the geo selectors (us, eu, apac, cn) that one of those countries satisfies."""
         info = region_info(region_id)
-        return any(pred(info) for pred in self.predicates)
+        if any(pred(info) for pred in self.predicates):
+            return True
+        if not data_centre_countries or info.geo not in ("global", "unknown"):
+            return False
+        geo_parts = [p for p in self.selector.split(",") if p.strip().lower() in _GEO_SELECTORS_BY_COUNTRY]
+        if not geo_parts:
+            return False
+        known = countries()
+        preds = [_one(p) for p in geo_parts]
+        return any(pred(known[c]) for c in split_countries(data_centre_countries) if c in known for pred in preds)
 
     @property
     def is_restrictive(self) -> bool:

@@ -23,7 +23,9 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
             f"| savings | {money(plan.savings, c)} |",
             f"| commitments charged after the horizon | {money(plan.committed_after_horizon, c)} |",
             f"| commitment charge | {plan.charge} (full-term: every commitment is paid for its whole term) |",
-            f"| headroom | {plan.headroom:g} |", "",
+            f"| headroom | {plan.headroom:g} |",
+            f"| oldest chosen price | {plan.oldest_price_as_of or '?'} |",
+            f"| FX | {plan.fx or '?'} |", "",
             "## Schedule", "",
             "| period | demand | capacity | cost | buy or rent |", "|---|---|---|---|---|"]
     for p in plan.periods:
@@ -69,7 +71,7 @@ def render_capacity_table(plan: CapacityPlan) -> str:
         return buf.getvalue()
     con.print(f"Capacity plan over {plan.horizon}: {money(plan.total_cost, c)} (all on-demand "
               f"{money(plan.all_on_demand_cost, c)}, savings {money(plan.savings, c)}); commitments "
-              f"charged {plan.charge}")
+              f"charged {plan.charge}; oldest chosen price {plan.oldest_price_as_of or '?'}; FX {plan.fx or '?'}")
     table = Table(title="Schedule", title_justify="left")
     for col in ("period", "demand", "cost", "count", "offering", "kind", "break-even", "line cost"):
         table.add_column(col, overflow="fold")

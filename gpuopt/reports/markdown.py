@@ -37,6 +37,7 @@ def render_markdown(plan: Plan) -> str:
             f"| total per hour | {money(plan.total_cost_per_hour, c)} |",
             f"| total per month ({HOURS_PER_MONTH} h) | {money(plan.total_cost_per_month, c)} |",
             f"| currency | {c} |",
+            f"| oldest chosen price | {plan.oldest_price_as_of or plan.catalog_as_of} |",
             f"| catalog date (newest price) | {plan.catalog_as_of} |",
             f"| FX | {plan.fx} |",
             f"| plan date | {plan.as_of_date} |",

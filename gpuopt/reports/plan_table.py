@@ -21,7 +21,8 @@ def render_table(plan: Plan, width: int = 160) -> str:
             con.print(f"  {line}")
         return buf.getvalue()
     con.print(f"Plan: {money(plan.total_cost_per_hour, c)}/h, {money(plan.total_cost_per_month, c)}/month "
-              f"(730 h); prices as of {plan.catalog_as_of}; FX {plan.fx}; headroom {plan.headroom:g}; "
+              f"(730 h); oldest chosen price {plan.oldest_price_as_of or plan.catalog_as_of}; "
+              f"FX {plan.fx}; headroom {plan.headroom:g}; "
               f"vLLM {plan.vllm_version}; solver {plan.solver}")
     table = Table(title="Deployments", title_justify="left")
     for col in ("workload", "provider", "SKU", "region", "GPU x n", "inst", "repl", "TP", "weights", "KV",

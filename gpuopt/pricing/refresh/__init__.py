@@ -1,31 +1,196 @@
-"""Refreshers: fetch current prices and write catalog rows (the pinned columns) to the user's cache folder."""
+"""Refreshers: fetch current prices and write catalog rows (the pinned columns) to the user's cache folder.
+
+One module per provider (aws, alibaba, tencent, runpod, digitalocean) turns the provider's own answer (its SDK
+or public API, or a saved copy of that answer replayed with --file) into catalog rows. This module holds what
+they share, so every refresher keeps the same promises:
+- `as_of` is the source's own date (a price file's publicationDate, an API term's effectiveDate); only a live
+  API answer without a date is dated by the fetch, and its `source` says so;
+- every row is validated (`check_rows`) before anything is written, and a bad entry names the file and entry;
+- a GPU the GPU table does not know is kept, under the provider's own name, and named in the summary: the
+  loader marks it unplannable until its datasheet row is added to gpuopt/data/gpus.csv;
+- the cache file is replaced atomically (`write_cache`: temp file in the same folder, fsync, rename), so a
+  failed or interrupted refresh leaves the previous file byte for byte.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
+import json
 import os
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from gpuopt.pricing.catalog import cache_dir
-from gpuopt.pricing.columns import CATALOG_COLUMNS
+from gpuopt.errors import GpuoptError
+from gpuopt.hardware import gpu_table
+from gpuopt.pricing.cache import cache_dir
+from gpuopt.pricing.catalog import parse_price, read_csv_rows, read_text_file, row_problems
+from gpuopt.pricing.columns import CATALOG_COLUMNS, OFFERING_KEY
+
+Row = dict[str, str]
 
 
-def write_cache(provider: str, rows: Iterable[dict[str, str]], folder: Path | None = None) -> Path:
-    """Write rows atomically (temp file + rename) to <cache>/catalog-<provider>.csv; never into the package."""
-    target_dir = folder or cache_dir()
-    target_dir.mkdir(parents=True, exist_ok=True)
-    target = target_dir / f"catalog-{provider}.csv"
+class RefreshError(GpuoptError):
+    """Refreshing failed (bad response, credentials, network, API); the previous cache is untouched."""
+
+
+@dataclass
+class Refreshed:
+    """What one refresher produced: rows for the cache, and what the summary should say about them."""
+
+    provider: str
+    rows: list[Row]
+    notes: list[str] = field(default_factory=list)
+
+
+def load_json(path: Path, what: str) -> Any:
+    """A saved API answer (--file): JSON, or one error line naming the file."""
+    text = read_text_file(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise RefreshError(f"{path}: {what} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}; "
+                           "truncated?)") from None
+
+
+def expect_object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise RefreshError(f"{where}: expected an object, got {type(value).__name__}")
+    return value
+
+
+def expect_list(value: Any, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise RefreshError(f"{where}: expected a list, got {type(value).__name__}")
+    return value
+
+
+def price_text(value: Any, where: str) -> str:
+    """A price read from a response as the catalog's text, or one error naming the entry (nan, inf, negative,
+    non-numeric and booleans are not prices)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise RefreshError(f"{where}: price {value!r} is not a number")
+    number = parse_price(str(value))
+    if number is None:
+        raise RefreshError(f"{where}: price {value!r} is not a finite positive number")
+    return f"{number:.10g}"
+
+
+def base_row(**values: str) -> Row:
+    row = {c: "" for c in CATALOG_COLUMNS}
+    row.update(billing="per-hour")
+    row.update(values)
+    return row
+
+
+def check_rows(label: str, rows: Sequence[Row]) -> list[str]:
+    """Every problem of the rows a refresher produced, naming `label` (the file or API) and the entry."""
+    problems: list[str] = []
+    seen: set[tuple[str, ...]] = set()
+    for row in rows:
+        where = f"{label}: entry {row.get('sku', '?')} {row.get('region', '?')} {row.get('price_kind', '?')}"
+        problems.extend(row_problems(row, where, unknown_gpu_ok=True))
+        key = tuple(row.get(c, "") for c in OFFERING_KEY)
+        if key in seen:
+            problems.append(f"{where}: appears twice")
+        seen.add(key)
+    return problems
+
+
+def unknown_gpus(rows: Iterable[Row]) -> list[str]:
+    table = gpu_table()
+    return sorted({r["gpu"] for r in rows if r.get("gpu") and r["gpu"] not in table})
+
+
+def cache_path(provider: str, folder: Path | None = None) -> Path:
+    return (folder or cache_dir()) / f"catalog-{provider}.csv"
+
+
+def rows_text(rows: Iterable[Row]) -> str:
     ordered = sorted(rows, key=lambda r: tuple(r.get(c, "") for c in ("service", "sku", "region", "price_kind")))
-    fd, tmp = tempfile.mkstemp(prefix=f".catalog-{provider}-", suffix=".csv", dir=target_dir)
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CATALOG_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(ordered)
+    return out.getvalue()
+
+
+def write_cache(provider: str, rows: Iterable[Row], folder: Path | None = None) -> Path:
+    """Write rows atomically to <cache>/catalog-<provider>.csv (never into the package): the text goes to a temp
+    file in the same folder, is flushed to disk, then renamed over the target, so readers see the old file or
+    the new one, never half of either."""
+    target = cache_path(provider, folder)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = rows_text(rows)
+    fd, tmp = tempfile.mkstemp(prefix=f".catalog-{provider}-", suffix=".csv", dir=target.parent)
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            writer = csv.DictWriter(fh, fieldnames=CATALOG_COLUMNS, extrasaction="ignore", lineterminator="\n")
-            writer.writeheader()
-            writer.writerows(ordered)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return target
+
+
+def read_rows(path: Path) -> list[Row]:
+    """Rows of a catalog CSV (a cache file or the shipped catalog), for the change summary and `catalog diff`."""
+    _, rows = read_csv_rows(read_text_file(path), str(path))
+    return [r.values for r in rows]
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str  # new | removed | changed
+    key: tuple[str, ...]
+    old: str = ""
+    new: str = ""
+    percent: float | None = None
+
+    def line(self) -> str:
+        name = "/".join(self.key)
+        if self.kind == "changed":
+            pct = "" if self.percent is None else f" ({self.percent:+.1f} %)"
+            return f"changed {name}: {self.old} -> {self.new}{pct}"
+        return f"{self.kind} {name}: {self.new or self.old}"
+
+
+def _price_label(row: Row) -> str:
+    if not row.get("price_per_hour"):
+        return "unpriced"
+    return f"{row['price_per_hour']} {row.get('currency', '')}".strip()
+
+
+def compare(old: Sequence[Row], new: Sequence[Row]) -> list[Change]:
+    """New, removed and changed offerings (by provider, service, sku, region, price kind), in key order."""
+    before = {tuple(r.get(c, "") for c in OFFERING_KEY): r for r in old}
+    after = {tuple(r.get(c, "") for c in OFFERING_KEY): r for r in new}
+    changes: list[Change] = []
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        if a is None and b is not None:
+            changes.append(Change("new", key, new=_price_label(b)))
+        elif b is None and a is not None:
+            changes.append(Change("removed", key, old=_price_label(a)))
+        elif a is not None and b is not None and (_price_label(a) != _price_label(b)):
+            pa, pb = parse_price(a.get("price_per_hour", "")), parse_price(b.get("price_per_hour", ""))
+            same_currency = a.get("currency") == b.get("currency")
+            pct = (pb / pa - 1) * 100 if pa and pb and same_currency else None
+            changes.append(Change("changed", key, old=_price_label(a), new=_price_label(b), percent=pct))
+    return changes
+
+
+def summary_lines(provider: str, old: Sequence[Row], new: Sequence[Row], against: str) -> list[str]:
+    """What a refresh changed against `against` (the previous cache file, or the shipped snapshot on the first
+    refresh, whose rows the answer does not mention keep their shipped price: "removed" means "not in the
+    answer")."""
+    changes = compare(old, new)
+    counts = {k: sum(1 for c in changes if c.kind == k) for k in ("new", "removed", "changed")}
+    head = (f"{provider}: {len(new)} rows against {against}: {counts['new']} new, {counts['removed']} removed, "
+            f"{counts['changed']} changed, {len(new) - counts['new'] - counts['changed']} unchanged")
+    return [head, *(f"  {c.line()}" for c in changes)]

@@ -1,0 +1,63 @@
+"""How old the prices a plan chose are: warnings, --max-price-age errors, the date a plan header shows.
+
+A plan is as current as its OLDEST chosen price, not as the catalog's newest row: a China plan can pick
+Tencent list prices from 2021 while the catalog holds 2026 RunPod prices. Commitments are held to a stricter
+rule: a 1- or 3-year reservation bought on a price read more than a year ago may not be on offer any more.
+Overlay prices are the user's own quotes and are never called stale.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable
+
+from gpuopt.pricing.catalog import Offering
+
+STALE_AFTER_DAYS = 120
+COMMITMENT_STALE_AFTER_DAYS = 365
+
+
+def _label(o: Offering) -> str:
+    return f"{o.provider} {o.sku} {o.region} {o.price_kind}"
+
+
+def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int | None) -> tuple[list[str], list[str]]:
+    """(warnings, errors) for chosen rows older than STALE_AFTER_DAYS, or than --max-price-age (then errors)."""
+    warnings: list[str] = []
+    errors: list[str] = []
+    for o in sorted(set(offerings), key=lambda o: o.key):
+        if o.origin == "overlay":
+            continue
+        date = o.as_of_date
+        age = (today - date).days if date else None
+        if max_age_days is not None and (age is None or age > max_age_days):
+            errors.append(f"price of {_label(o)} is {'of unknown date' if age is None else f'{age} days old'} "
+                          f"(as_of {o.as_of or '?'}), older than --max-price-age {max_age_days}")
+        elif age is None:
+            warnings.append(f"price of {_label(o)} has no date (as_of '{o.as_of}')")
+        elif age > STALE_AFTER_DAYS:
+            warnings.append(f"price of {_label(o)} is {age} days old (as_of {o.as_of}); refresh or overlay it")
+    return warnings, errors
+
+
+def oldest_price_date(offerings: Iterable[Offering]) -> str:
+    """The oldest as_of among chosen priced rows, "unknown" if one is undated, "" if none is chosen."""
+    chosen = [o for o in offerings if o.price_per_hour is not None]
+    if not chosen:
+        return ""
+    dated = sorted((o.as_of_date, o.as_of[:10]) for o in chosen if o.as_of_date is not None)
+    return "unknown" if len(dated) < len(chosen) else dated[0][1]
+
+
+def stale_commitments(committed: Iterable[Offering], today: dt.date) -> list[tuple[Offering, str]]:
+    """(offering, warning) for commitments priced from a source older than a year (or undated)."""
+    out = []
+    for o in sorted(set(committed), key=lambda o: o.key):
+        if o.origin == "overlay":
+            continue
+        date = o.as_of_date
+        age = (today - date).days if date else None
+        if age is None or age > COMMITMENT_STALE_AFTER_DAYS:
+            when = "an undated source" if age is None else f"a source {age} days old (as_of {o.as_of})"
+            out.append((o, f"commitment {_label(o)} is priced from {when}: re-quote it before committing"))
+    return out

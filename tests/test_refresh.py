@@ -1,0 +1,550 @@
+"""Refreshers replay real provider answers (tests/fixtures, copied from ../shared/data/fixtures) through the same
+code the live path uses; SDK clients are replaced at their method boundary (botocore Stubber for AWS, the
+Tencent/Alibaba SDK client methods returning the SDK's own response models) and nothing touches the network."""
+
+import copy
+import datetime as dt
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.pricing.catalog import load_catalog, read_csv_rows, shipped_text
+from gpuopt.pricing.refresh import RefreshError
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    """Tests never read or write the real user cache."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(folder))
+    return folder
+
+
+def shipped_rows():
+    return [r.values for r in read_csv_rows(shipped_text())[1]]
+
+
+def specs(provider):
+    return {r["sku"]: r for r in shipped_rows() if r["provider"] == provider}
+
+
+# ---- AWS ------------------------------------------------------------------------------------------------
+
+
+def _gpu_element() -> dict:
+    """Derived from the real m5.large element: the attributes a GPU product adds (gpu, instanceFamily) and
+    p5.48xlarge's catalog price (55.04 USD, Karpenter table 2026-07-20) are substituted; the shape is real."""
+    element = json.loads((FIXTURES / "aws_pricing_get_products_ec2.json").read_text())
+    gpu = copy.deepcopy(element)
+    attrs = gpu["product"]["attributes"]
+    attrs.update(instanceType="p5.48xlarge", gpu="8", instanceFamily="GPU instance", vcpu="192", memory="2048 GiB",
+                 regionCode="us-east-1", usagetype="BoxUsage:p5.48xlarge")
+    for term in gpu["terms"]["OnDemand"].values():
+        for dim in term["priceDimensions"].values():
+            dim["pricePerUnit"] = {"USD": "55.0400000000"}
+    return gpu
+
+
+def test_aws_refresh_replays_recorded_pages_with_stubber(cache):
+    boto3 = pytest.importorskip("boto3")
+    from botocore.stub import ANY, Stubber
+
+    from gpuopt.pricing.refresh import aws, write_cache
+
+    real = json.loads((FIXTURES / "aws_pricing_get_products_ec2.json").read_text())
+    real["product"]["attributes"]["regionCode"] = "us-east-1"
+    envelope = json.loads((FIXTURES / "aws_pricing_get_products_envelope_awscli_example.json").read_text())
+    client = boto3.client("pricing", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    stub = Stubber(client)
+    filters = aws.filters_for("us-east-1")
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "NextToken": envelope["NextToken"],
+                                       "PriceList": [json.dumps(real)]},
+                      {"ServiceCode": "AmazonEC2", "Filters": filters})
+    stub.add_response("get_products", {"FormatVersion": "aws_v1", "PriceList": [json.dumps(_gpu_element())]},
+                      {"ServiceCode": "AmazonEC2", "Filters": filters, "NextToken": envelope["NextToken"]})
+    ec2 = boto3.client("ec2", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y")
+    spot = Stubber(ec2)
+    # the documented SpotPriceHistory shape (catalog_notes.md s4); 17.6289 is the catalog's p5.48xlarge spot price
+    spot.add_response("describe_spot_price_history", {"SpotPriceHistory": [
+        {"AvailabilityZone": "us-east-1a", "InstanceType": "p5.48xlarge", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "19.0000", "Timestamp": dt.datetime(2026, 11, 28, 10, tzinfo=dt.UTC)},
+        {"AvailabilityZone": "us-east-1b", "InstanceType": "p5.48xlarge", "ProductDescription": "Linux/UNIX",
+         "SpotPrice": "17.6289", "Timestamp": dt.datetime(2026, 11, 28, 9, tzinfo=dt.UTC)}]},
+        {"InstanceTypes": ["p5.48xlarge"], "ProductDescriptions": ["Linux/UNIX"], "StartTime": ANY})
+    pages = []
+    with stub, spot:
+        rows = aws.fetch(["us-east-1"], specs("aws"), client=client, ec2_client_for=lambda region: ec2,
+                         on_page=lambda r, n: pages.append(n), sagemaker=False)
+    assert pages == [1, 2]
+    assert {r["sku"] for r in rows} == {"p5.48xlarge"}  # m5.large is not a GPU type
+    on_demand = next(r for r in rows if r["price_kind"] == "on-demand")
+    assert on_demand["price_per_hour"] == "55.04" and on_demand["gpu"] == "H100-SXM-80GB"
+    assert on_demand["as_of"] == "2021-02-01"  # the term's effectiveDate, not the fetch
+    assert {r["price_kind"] for r in rows} == {"on-demand", "reserved-1y", "reserved-3y", "spot"}
+    spot_row = next(r for r in rows if r["price_kind"] == "spot")
+    assert (spot_row["price_per_hour"], spot_row["as_of"]) == ("17.6289", "2026-11-28")  # lowest AZ, its date
+    path = write_cache("aws", rows)
+    assert path.parent == cache and not list(cache.glob(".catalog-*"))
+    refreshed = [o for o in load_catalog().offerings if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "spot")]
+    assert refreshed[0].origin == "cache" and refreshed[0].price_per_hour == 17.6289
+
+
+def test_aws_refresh_without_credentials_is_one_clear_line():
+    pytest.importorskip("boto3")
+    from botocore.exceptions import NoCredentialsError
+
+    from gpuopt.pricing.refresh import aws
+
+    class NoCreds:
+        def get_paginator(self, name):
+            raise NoCredentialsError()
+
+    with pytest.raises(RefreshError) as info:
+        aws.fetch(["us-east-1"], {}, client=NoCreds())
+    assert "credentials not found" in str(info.value) and len(info.value.problems) == 1
+
+
+def test_aws_replay_of_the_cli_example_page_has_no_gpu_offering(cache):
+    page = FIXTURES / "aws_pricing_get_products_envelope_awscli_example.json"
+    result = run("catalog", "refresh", "aws", "--file", page)
+    assert result.exit_code == 2
+    assert "no GPU offering in the answer; nothing written" in result.output and not cache.exists()
+
+
+# ---- Alibaba ---------------------------------------------------------------------------------------------
+
+
+def test_alibaba_price_file_is_dated_by_its_publication_date():
+    from gpuopt.pricing.refresh import alibaba
+
+    data, label = alibaba.load_price_file(FIXTURES / "alibaba_instance_price_excerpt.json", None)
+    result = alibaba.parse(data, specs("alibaba"), label)
+    got = {(r["sku"], r["region"]): float(r["price_per_hour"]) for r in result.rows}
+    assert got == {("ecs.gn7i-c8g1.2xlarge", "cn-hangzhou"): 9.5326,
+                   ("ecs.gn7i-c8g1.2xlarge", "cn-wulanchabu"): 8.5794,
+                   ("ecs.gn7e-c16g1.4xlarge", "cn-hangzhou"): 34.742}
+    assert {r["as_of"] for r in result.rows} == {"2024-12-30"}
+    assert all(r["currency"] == "CNY" and r["gpu"] for r in result.rows)
+
+
+def test_alibaba_price_page_gives_the_current_file_url():
+    from gpuopt.pricing.refresh import alibaba
+
+    page = '<script src="//g.alicdn.com/aliyun/ecs-price-info/2.0.123/price/app.js"></script>'
+    assert alibaba.price_file_url(page) == ("https://g.alicdn.com/aliyun/ecs-price-info/2.0.123/price/download/"
+                                            "instancePrice.json")
+    with pytest.raises(RefreshError):
+        alibaba.price_file_url("<html></html>")
+
+
+def _bad_alibaba(tmp_path, mutate) -> Path:
+    data = json.loads((FIXTURES / "alibaba_instance_price_excerpt.json").read_text())
+    mutate(data)
+    path = tmp_path / "instancePrice.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+KEY = "cn-hangzhou::ecs.gn7i-c8g1.2xlarge::vpc::linux::optimized"
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["pricingInfo"][KEY]["hours"][0].update(price="abc"), "hours[0].price: price 'abc' is not a finite"),
+    (lambda d: d["pricingInfo"][KEY]["hours"][0].update(price="NaN"), "hours[0].price: price 'NaN' is not a finite"),
+    (lambda d: d["pricingInfo"][KEY]["hours"][0].update(price="-3"), "price '-3' is not a finite positive number"),
+    (lambda d: d["pricingInfo"][KEY]["hours"][0].update(price=None), "price None is not a number"),
+    (lambda d: d["pricingInfo"].update({KEY: ["9.53"]}), f"pricingInfo['{KEY}']: expected an object, got list"),
+    (lambda d: d["pricingInfo"].update({KEY: {"hours": ["9.53"]}}), "hours[0]: expected an object, got str"),
+    (lambda d: d.update(currency="EUR"), "currency 'EUR' is not one the catalog prices in (USD, CNY)"),
+    (lambda d: d.update(pricingInfo=[]), "pricingInfo: expected an object, got list"),
+])
+def test_bad_alibaba_entries_are_exit_2_naming_file_and_entry_and_leave_the_cache(tmp_path, cache, mutate, message):
+    good = run("catalog", "refresh", "alibaba", "--file", FIXTURES / "alibaba_instance_price_excerpt.json")
+    assert good.exit_code == 0, good.output
+    before = (cache / "catalog-alibaba.csv").read_bytes()
+    path = _bad_alibaba(tmp_path, mutate)
+    result = run("catalog", "refresh", "alibaba", "--file", path)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(path) in errors[0] and message in errors[0], errors
+    assert "Traceback" not in result.output
+    assert (cache / "catalog-alibaba.csv").read_bytes() == before
+
+
+def test_truncated_answer_is_exit_2(tmp_path, cache):
+    path = tmp_path / "cut.json"
+    path.write_text((FIXTURES / "runpod_gpu_types.json").read_text()[:200])
+    result = run("catalog", "refresh", "runpod", "--file", path)
+    assert result.exit_code == 2 and f"{path}: RunPod gpuTypes answer is not valid JSON" in result.output
+    assert not cache.exists()
+
+
+def test_alibaba_describe_price_through_the_sdk_model():
+    pytest.importorskip("alibabacloud_ecs20140526")
+    from alibabacloud_ecs20140526 import models
+
+    from gpuopt.pricing.refresh import alibaba
+
+    body = models.DescribePriceResponseBody().from_map(
+        json.loads((FIXTURES / "alibaba_ecs_describe_price_current_doc.json").read_text()))
+
+    class Client:
+        def describe_price(self, request):
+            self.request = request
+            return models.DescribePriceResponse(body=body)
+
+    client = Client()
+    spec = specs("alibaba")["ecs.gn7i-c8g1.2xlarge"]
+    row = alibaba.describe_price(client, "ecs.gn7i-c8g1.2xlarge", "cn-hangzhou", spec,
+                                 now=dt.datetime(2026, 11, 30, 8, tzinfo=dt.UTC))
+    assert (client.request.instance_type, client.request.region_id, client.request.price_unit) == (
+        "ecs.gn7i-c8g1.2xlarge", "cn-hangzhou", "Hour")
+    assert (row["price_per_hour"], row["currency"], row["as_of"]) == ("4368", "CNY", "2026-11-30")
+    assert "live answer fetched 2026-11-30T08:00:00+00:00" in row["source"] and row["gpu"] == "A10-24GB"
+
+
+# ---- Tencent ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture, charge, kind, price", [
+    ("tencent_inquiry_price_run_instances.json", "POSTPAID_BY_HOUR", "on-demand", 16.09),
+    ("tencent_inquiry_price_run_instances_prepaid.json", "PREPAID", "subscription-monthly", 8884.5 / 730),
+])
+def test_tencent_inquiry_through_the_sdk_client(fixture, charge, kind, price):
+    pytest.importorskip("tencentcloud.cvm.v20170312")
+    from tencentcloud.cvm.v20170312 import models
+
+    from gpuopt.pricing.refresh import tencent
+
+    answer = json.loads((FIXTURES / fixture).read_text())["Response"]
+
+    class Client:
+        def InquiryPriceRunInstances(self, request):  # noqa: N802 - the SDK's method name
+            self.params = json.loads(request.to_json_string())
+            response = models.InquiryPriceRunInstancesResponse()
+            response._deserialize(answer)
+            return response
+
+    client = Client()
+    data = tencent.inquire(client, "S5.16XLARGE256", "ap-shanghai-2", charge)
+    assert client.params["InstanceType"] == "S5.16XLARGE256" and client.params["Placement"]["Zone"] == "ap-shanghai-2"
+    result = tencent.parse_inquiry(data, "InquiryPriceRunInstances", "S5.16XLARGE256", "ap-shanghai-2", charge, "CNY",
+                                   "2026-08-04", "example", {})
+    (row,) = result.rows
+    assert row["price_kind"] == kind and row["region"] == "ap-shanghai"
+    assert float(row["price_per_hour"]) == pytest.approx(price, rel=1e-6)
+
+
+def test_tencent_replay_needs_type_and_zone_then_writes_the_row(cache):
+    path = FIXTURES / "tencent_inquiry_price_run_instances.json"
+    missing = run("catalog", "refresh", "tencent", "--file", path)
+    assert missing.exit_code == 2 and "give --sku TYPE and --zone ZONE" in missing.output
+    result = run("catalog", "refresh", "tencent", "--file", path, "--sku", "S5.16XLARGE256", "--zone", "ap-shanghai-2",
+                 "--as-of", "2026-08-04")
+    assert result.exit_code == 0, result.output
+    assert "tencent: 1 rows against the shipped snapshot" in result.stdout
+
+
+# ---- RunPod ------------------------------------------------------------------------------------------------
+
+
+def test_runpod_replay_writes_per_gpu_prices_and_names_the_unknown_gpu(cache):
+    result = run("catalog", "refresh", "runpod", "--file", FIXTURES / "runpod_gpu_types.json", "--as-of", "2025-10-10")
+    assert result.exit_code == 0, result.output
+    assert "unplannable (GPU not in the GPU table; add its datasheet row): RTX A4000" in result.stdout
+    assert "oneMonthPrice 200 is not a per-GPU-hour rate" in result.output
+    rows = {(r.values["service"], r.values["sku"], r.values["price_kind"]): r.values
+            for r in read_csv_rows((cache / "catalog-runpod.csv").read_text())[1]}
+    # availableGpuCounts [1, 2, 4]: secure 0.35, community 0.2, secure spot 0.18 per GPU
+    assert {k: float(v["price_per_hour"]) for k, v in rows.items()} == pytest.approx({
+        ("pod-secure", "1x RTX A4000", "on-demand"): 0.35, ("pod-secure", "2x RTX A4000", "on-demand"): 0.70,
+        ("pod-secure", "4x RTX A4000", "on-demand"): 1.40, ("pod-community", "1x RTX A4000", "community"): 0.20,
+        ("pod-community", "2x RTX A4000", "community"): 0.40, ("pod-community", "4x RTX A4000", "community"): 0.80,
+        ("pod-secure", "1x RTX A4000", "spot"): 0.18, ("pod-secure", "2x RTX A4000", "spot"): 0.36,
+        ("pod-secure", "4x RTX A4000", "spot"): 0.72})
+    assert {v["as_of"] for v in rows.values()} == {"2025-10-10"}
+    a4000 = [o for o in load_catalog().offerings if o.sku == "1x RTX A4000"]
+    assert a4000 and all("not in the GPU table" in (o.unusable_reason or "") for o in a4000)
+
+
+def test_runpod_low_stock_commitment_prices_are_reported_not_invented():
+    from gpuopt.pricing.refresh import runpod
+
+    data = json.loads((FIXTURES / "runpod_gpu_types_low_stock.json").read_text())
+    result = runpod.parse(data, "low", "2025-10-10", "example", {})
+    assert {r["price_kind"] for r in result.rows} == {"on-demand", "community", "spot"}
+    assert {r["gpu_count"] for r in result.rows} == {"1", "2", "4"}
+    assert any("threeMonthPrice 0.204 not written" in n for n in result.notes)
+
+
+def test_runpod_live_without_a_key_is_one_line(monkeypatch):
+    monkeypatch.delenv("RUNPOD_API_KEY", raising=False)
+    result = run("catalog", "refresh", "runpod")
+    assert result.exit_code == 2 and "set RUNPOD_API_KEY" in result.output
+
+
+# ---- DigitalOcean ------------------------------------------------------------------------------------------
+
+
+def test_digitalocean_sizes_through_pydo_method_and_replay(cache):
+    from gpuopt.pricing.refresh import digitalocean
+
+    answer = json.loads((FIXTURES / "digitalocean_sizes.json").read_text())
+
+    class Sizes:
+        def list(self, **params):
+            self.params = params
+            return answer
+
+    class Client:
+        sizes = Sizes()
+
+    result = digitalocean.fetch(digitalocean.gpu_by_slug(shipped_rows()), client=Client(),
+                                now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC))
+    got = {(r["sku"], r["region"]): (r["gpu"], r["gpu_count"], float(r["price_per_hour"]), r["interconnect"])
+           for r in result.rows}
+    assert got == {("gpu-h100x8-640gb", "nyc1"): ("H100-SXM-80GB", "8", 23.92, "nvlink"),
+                   ("gpu-mi300x8-1536gb", "nyc1"): ("MI300X-192GB", "8", 15.92, "nvlink")}
+    assert all("live answer fetched 2026-11-30" in r["source"] for r in result.rows)
+    replay = run("catalog", "refresh", "digitalocean", "--file", FIXTURES / "digitalocean_sizes.json",
+                 "--as-of", "2025-08-29")
+    assert replay.exit_code == 0, replay.output
+    assert "new digitalocean/droplet/gpu-h100x8-640gb/nyc1/on-demand: 23.92 USD" in replay.stdout
+
+
+# ---- the cache, the summary, catalog diff ------------------------------------------------------------------
+
+
+def test_a_failure_mid_write_leaves_the_previous_cache_byte_identical(cache, monkeypatch):
+    import gpuopt.pricing.refresh as refresh
+
+    first = run("catalog", "refresh", "runpod", "--file", FIXTURES / "runpod_gpu_types.json", "--as-of", "2025-10-10")
+    assert first.exit_code == 0
+    before = hashlib.sha256((cache / "catalog-runpod.csv").read_bytes()).hexdigest()
+
+    def disk_fails(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(refresh.os, "fsync", disk_fails)  # the temp file is written, then the disk fails
+    with pytest.raises(OSError):
+        refresh.write_cache("runpod", [{"provider": "runpod", "sku": "x"}])
+    assert hashlib.sha256((cache / "catalog-runpod.csv").read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in cache.iterdir()) == ["catalog-runpod.csv"]  # no temp file left behind
+
+
+def test_second_refresh_summarises_changes_against_the_previous_cache(tmp_path, cache):
+    run("catalog", "refresh", "runpod", "--file", FIXTURES / "runpod_gpu_types.json", "--as-of", "2025-10-10")
+    result = run("catalog", "refresh", "runpod", "--file", FIXTURES / "runpod_gpu_types_low_stock.json",
+                 "--as-of", "2025-10-11")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == ("runpod: 9 rows against the previous cache catalog-runpod.csv: 0 new, 0 removed, 9 changed, "
+                        "0 unchanged")
+    # 0.35 -> 0.24 is -31.4 %; 0.2 -> 0.17 is -15.0 %
+    assert "  changed runpod/pod-secure/1x RTX A4000/global/on-demand: 0.35 USD -> 0.24 USD (-31.4 %)" in lines
+    assert "  changed runpod/pod-community/1x RTX A4000/global/community: 0.2 USD -> 0.17 USD (-15.0 %)" in lines
+
+
+def test_catalog_diff_of_two_files(tmp_path):
+    old = tmp_path / "old.csv"
+    new = tmp_path / "new.csv"
+    text = shipped_text()
+    old.write_text(text)
+    line = next(row for row in text.splitlines() if row.startswith("aws,ec2,p5.48xlarge,us-east-1,H100-SXM-80GB,8")
+                and ",on-demand," in row)
+    new.write_text(text.replace(line, line.replace(",55.04,", ",60,")))
+    result = run("catalog", "diff", old, new)
+    assert result.exit_code == 0, result.output
+    # 60 / 55.04 - 1 = +9.01 %
+    assert result.stdout == "changed aws/ec2/p5.48xlarge/us-east-1/on-demand: 55.04 USD -> 60 USD (+9.0 %)\n"
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text.replace(line, line.replace(",55.04,", ",nan,")))
+    broken = run("catalog", "diff", old, bad)
+    assert broken.exit_code == 2 and "column 'price_per_hour': expected a finite positive number (got 'nan')" in \
+        broken.output
+
+
+def test_refresh_targets_and_flags_are_checked():
+    assert "did you mean runpod" in run("catalog", "refresh", "runpd").output
+    many = run("catalog", "refresh", "aws", "runpod", "--file", FIXTURES / "runpod_gpu_types.json")
+    assert many.exit_code == 2 and "name exactly one provider" in many.output
+    region = run("catalog", "refresh", "aws", "--region", "us-east-9")
+    assert region.exit_code == 2 and "unknown --region 'us-east-9'; did you mean" in region.output
+    modal = run("catalog", "refresh", "modal")
+    assert modal.exit_code == 2 and "no price API" in modal.output
+
+
+# ---- FX ----------------------------------------------------------------------------------------------------
+
+
+def test_fx_refresh_reads_the_ecb_file_and_the_loader_prefers_a_newer_rate(tmp_path, cache):
+    from gpuopt.pricing.fx import load_fx
+    from gpuopt.pricing.refresh import fx
+
+    rate = fx.replay(FIXTURES / "ecb_eurofxref_daily_excerpt.xml")
+    assert (rate.rate, rate.as_of) == (round(7.4326 / 1.1172, 6), "2026-10-30")  # 6.652882
+    result = run("catalog", "refresh", "fx", "--file", FIXTURES / "ecb_eurofxref_daily_excerpt.xml")
+    assert result.exit_code == 0 and result.stdout == "fx: 1 USD = 6.652882 CNY as of 2026-10-30 (was 6.6529 as of " \
+        "2026-10-30)\n"
+    assert load_fx().rate("USD", "CNY") == 6.6529  # same date: the shipped rate stays
+    later = tmp_path / "later.xml"  # the same file one working day later, to test precedence only
+    later.write_text((FIXTURES / "ecb_eurofxref_daily_excerpt.xml").read_text().replace("2026-10-30", "2026-11-02"))
+    run("catalog", "refresh", "fx", "--file", later)
+    table = load_fx()
+    assert table.rate("USD", "CNY") == 6.652882 and table.as_of == "2026-11-02"
+    bad = tmp_path / "bad.xml"
+    bad.write_text((FIXTURES / "ecb_eurofxref_daily_excerpt.xml").read_text().replace("7.4326", "NaN"))
+    failed = run("catalog", "refresh", "fx", "--file", bad)
+    assert failed.exit_code == 2 and "currency=CNY: rate 'NaN' is not a finite positive number" in failed.output
+
+
+# ---- laws and fuzzing --------------------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=8) | st.sampled_from(["9.53", "nan", "-1", "1e400", "inf", "0", "HOUR"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["data", "gpuTypes", "displayName", "securePrice", "communityPrice", "lowestPrice",
+                         "availableGpuCounts", "sizes", "gpu_info", "count", "price_hourly", "regions", "slug",
+                         "pricingInfo", "hours", "price", "currency", "publicationDate", "Response", "Price",
+                         "InstancePrice", "UnitPrice", "ChargeUnit", "InstanceTypeQuotaSet", "GpuCount",
+                         "PriceList", "oneMonthPrice"]), inner, max_size=5),
+    max_leaves=20)
+
+
+def _mutations():
+    """Real fixtures with one value replaced by an arbitrary JSON value (wrong types, non-finite numbers ...)."""
+    names = ["runpod_gpu_types.json", "digitalocean_sizes.json", "alibaba_instance_price_excerpt.json",
+             "tencent_inquiry_price_run_instances.json"]
+    return st.tuples(st.sampled_from(names), st.integers(min_value=0, max_value=200), JSON)
+
+
+def _replace_nth(node, n, value):
+    """Replace the n-th value met in a depth-first walk (n modulo the count), returning the new tree."""
+    counter = [0]
+
+    def walk(x):
+        if counter[0] == n:
+            counter[0] += 1
+            return value
+        counter[0] += 1
+        if isinstance(x, dict):
+            return {k: walk(v) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v) for v in x]
+        return x
+
+    return walk(node)
+
+
+def _parse_any(name, data):
+    from gpuopt.pricing.refresh import alibaba, check_rows, digitalocean, runpod, tencent
+
+    if name.startswith("runpod"):
+        rows = runpod.parse(data, name, "2025-10-10", "s", {}).rows
+    elif name.startswith("digitalocean"):
+        rows = digitalocean.parse(data, name, "2025-08-29", "s", {}).rows
+    elif name.startswith("alibaba"):
+        rows = alibaba.parse(data, {}, name).rows if isinstance(data, dict) else []
+    else:
+        rows = tencent.parse_inquiry(data, name, "GN7.2XLARGE32", "ap-guangzhou-3", "POSTPAID_BY_HOUR", "CNY",
+                                     "2026-08-04", "s", {}).rows
+    return rows, check_rows(name, rows)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutations())
+def test_mutated_answers_end_in_rows_that_validate_or_one_refresh_error(case):
+    name, n, value = case
+    data = _replace_nth(json.loads((FIXTURES / name).read_text()), n, value)
+    try:
+        rows, problems = _parse_any(name, data)
+    except RefreshError as exc:
+        assert exc.problems and all(p.startswith(name) for p in exc.problems)
+        return
+    # whatever the parser accepted is a catalog row with a finite positive price, or a problem check_rows names
+    for row in rows:
+        price = float(row["price_per_hour"])
+        assert price > 0 and price != float("inf")
+    assert all(p.startswith(name) for p in problems)
+
+
+@given(st.text(max_size=12) | st.floats(allow_nan=True, allow_infinity=True).map(repr))
+def test_parse_price_accepts_exactly_the_finite_positive_numbers(text):
+    import math
+
+    from gpuopt.pricing.catalog import parse_price
+
+    try:
+        expected = float(text)
+    except ValueError:
+        expected = None
+    ok = expected is not None and math.isfinite(expected) and expected > 0
+    assert (parse_price(text) is not None) == ok
+
+
+ROW = st.fixed_dictionaries({"provider": st.sampled_from(["aws", "runpod"]), "service": st.just("s"),
+                             "sku": st.sampled_from(["a", "b", "c"]), "region": st.just("global"),
+                             "price_kind": st.sampled_from(["on-demand", "spot"]),
+                             "price_per_hour": st.sampled_from(["", "1", "2.5", "3"]), "currency": st.just("USD")})
+
+
+@given(st.lists(ROW, max_size=6), st.lists(ROW, max_size=6))
+def test_compare_laws(old, new):
+    from gpuopt.pricing.refresh import compare
+
+    assert compare(old, old) == []
+    forward, backward = compare(old, new), compare(new, old)
+    assert {c.key for c in forward if c.kind == "new"} == {c.key for c in backward if c.kind == "removed"}
+    assert {c.key for c in forward if c.kind == "changed"} == {c.key for c in backward if c.kind == "changed"}
+
+
+def test_alibaba_spot_history_through_the_sdk_model(monkeypatch):
+    """The SpotPrices.SpotPriceType layout is the SDK's own model (alibabacloud_ecs20140526 to_map/from_map); no
+    captured answer exists, so the prices here are test values, not catalog prices."""
+    pytest.importorskip("alibabacloud_ecs20140526")
+    from alibabacloud_ecs20140526 import models
+
+    from gpuopt.pricing.refresh import alibaba
+
+    def entry(zone, price, stamp):
+        return {"InstanceType": "ecs.gn7i-c8g1.2xlarge", "ZoneId": zone, "SpotPrice": price, "OriginPrice": 9.5326,
+                "Timestamp": stamp, "NetworkType": "vpc", "IoOptimized": "optimized"}
+
+    body = models.DescribeSpotPriceHistoryResponseBody().from_map({"Currency": "CNY", "RequestId": "r", "SpotPrices": {
+        "SpotPriceType": [entry("cn-hangzhou-h", 2.0, "2026-11-29T10:00:00Z"),
+                          entry("cn-hangzhou-h", 1.0, "2026-11-28T10:00:00Z"),
+                          entry("cn-hangzhou-i", 3.0, "2026-11-29T11:00:00Z")]}})
+
+    class Client:
+        def describe_spot_price_history(self, request):
+            self.request = request
+            return models.DescribeSpotPriceHistoryResponse(body=body)
+
+    client = Client()
+    answer = alibaba.spot_history(client, "cn-hangzhou", "ecs.gn7i-c8g1.2xlarge",
+                                  now=dt.datetime(2026, 11, 30, tzinfo=dt.UTC))
+    assert (client.request.region_id, client.request.ostype, client.request.start_time) == (
+        "cn-hangzhou", "linux", "2026-11-29T00:00:00Z")
+    (row,) = alibaba.parse_spot_history(answer, "spot", "cn-hangzhou", specs("alibaba"))
+    # latest per zone: h -> 2.0 (11-29), i -> 3.0; the lowest of those is 2.0, dated by its own Timestamp
+    assert (row["price_per_hour"], row["price_kind"], row["as_of"], row["gpu"]) == ("2", "spot", "2026-11-29",
+                                                                                     "A10-24GB")
+    for key in alibaba.CREDENTIAL_HINTS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("HOME", "/nonexistent")
+    with pytest.raises(RefreshError, match="credentials not configured"):
+        alibaba.sdk_client_for("cn-hangzhou")
