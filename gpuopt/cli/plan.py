@@ -9,6 +9,7 @@ import click
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import headroom_problems, placement_options
 from gpuopt.cli.solve import deliver, today
+from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.errors import InputError
 from gpuopt.reports.capacity import FORMATS, render_capacity
 
@@ -40,6 +41,7 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, sensitivity=sensitivity)
-    result = plan_capacity(cf, catalog, opts, today().isoformat())
+    with stdout_to_stderr():
+        result = plan_capacity(cf, catalog, opts, today().isoformat())
     deliver(render_capacity(result, fmt), output, result.warnings,
             None if result.status == "optimal" else result.explanation)

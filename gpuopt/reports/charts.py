@@ -26,7 +26,9 @@ def _setup() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "gpuopt", "font.size": 9})
+    # text.parse_math off: a `$` in a user's label (a SKU, a workload name) is text, not mathtext to parse
+    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "gpuopt", "font.size": 9,
+                                "text.parse_math": False})
 
 
 def cost_by_provider_gpu(plan: Plan) -> str:

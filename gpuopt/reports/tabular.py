@@ -10,6 +10,7 @@ from typing import Any
 
 from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
 from gpuopt.pricing.regions import region_info
+from gpuopt.reports.formatting import csv_cell
 
 FOCUS_COLUMNS = (
     "BillingCurrency", "ChargeCategory", "ChargeDescription", "ChargePeriodStart", "ChargePeriodEnd",
@@ -21,9 +22,12 @@ COMMITTED = ("reserved", "savings-plan", "subscription", "capacity-block", "cont
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> str:
+    """CSV text of the rows; every string cell a spreadsheet would evaluate is neutralised (`csv_cell`),
+    numbers are written as numbers."""
     import pandas as pd
 
-    frame = pd.DataFrame.from_records(rows, columns=list(columns))
+    safe = [{k: csv_cell(v) for k, v in row.items()} for row in rows]
+    frame = pd.DataFrame.from_records(safe, columns=list(columns))
     return str(frame.to_csv(index=False, lineterminator="\n"))
 
 
