@@ -36,6 +36,8 @@ from gpuopt.errors import ConfigError
 from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
 from gpuopt.inputs.workload import Workload
 from gpuopt.planner.candidates import CandidateResult, Policy, enumerate_candidates
+from gpuopt.planner.commitments import CommitmentSpan, CommitmentSummary, kept_in_scenarios, spans
+from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
 from gpuopt.planner.program import dominant_shapes, make_solver, prune
 from gpuopt.pricing.catalog import Catalog
@@ -256,7 +258,7 @@ class PurchaseLine(_Frozen):
     count: int
     committed: bool
     term_months: int | None
-    price_per_hour: float
+    price_per_hour: float  # 8 decimals: FOCUS rows rebuild the period costs from it to the cent
     hours: float  # instance-hours this line pays for (count x period or term hours)
     cost: float  # what this line costs (a commitment: its whole charge; rented: this period)
     break_even_utilisation: float | None  # commitment price / on-demand price of the same SKU and region
@@ -297,6 +299,9 @@ class CapacityPlan(_Frozen):
     explanation: list[str]
     as_of_date: str
     warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
+    months_per_period: int | None = None  # 3 (quarters) or 1 (months); None in plans saved before it existed
+    commitments: list[CommitmentSpan] = []  # every commitment, with its months and cost inside/after the horizon
+    commitment_summary: CommitmentSummary | None = None  # obligation after the horizon and savings on both bases
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
@@ -343,7 +348,7 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
             lines.append(PurchaseLine(
                 provider=o.provider, service=o.service, sku=o.sku, region=o.region, gpu=o.gpu,
                 gpus_per_instance=o.gpu_count or 0, price_kind=o.price_kind, count=pu.count,
-                committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=round(price, 4),
+                committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=round(price, 8),
                 hours=round(hours * pu.count, 2),
                 cost=round(price * hours * pu.count, 2), break_even_utilisation=_break_even(p, pu.offering),
                 workloads=sorted(users[(o.key, t)])))
@@ -352,7 +357,7 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
                                   cost=round(sol.period_costs[t], 2), purchases=lines))
     scenarios = []
     for name, factor in sorted(cf.scenarios.items(), key=lambda kv: kv[1]):
-        run = solve_capacity(p, opts.headroom, scale=factor, fixed_commitments=sol.commitments_fixed)
+        run = solve_capacity(p, opts.headroom, scale=factor, fixed_commitments=kept_in_scenarios(sol.commitments_fixed))
         shortfall = {w: [round(max(0.0, d * factor - sol.capacity[w][t] * opts.headroom), 4)
                          for t, d in enumerate(series)] for w, series in p.demand.items()}
         idle = {w: [round(max(0.0, sol.capacity[w][t] * opts.headroom - d * factor), 4)
@@ -366,11 +371,14 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
     warnings = [f"the solver stopped at its time limit on the {what}: feasible, not proven optimal"
                 for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
                 if run is not None and run.status == "optimal" and not run.proven_optimal]
+    ledger = spans([(x.period, x.purchases) for x in periods], mpp)
+    summary = summarise_commitments(cf.charge, [x.cost for x in periods], ledger, od)
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
-                        committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
-                        sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings)
+                        committed_after_horizon=summary.obligation_after_horizon, scenarios=scenarios,
+                        sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings,
+                        months_per_period=mpp, commitments=ledger, commitment_summary=summary)
 
 
 def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 
 from gpuopt.planner.capacity import CapacityPlan
+from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, rows
 from gpuopt.reports.formatting import money
-from gpuopt.reports.tabular import _frame, pricing_category
+from gpuopt.reports.tabular import _frame
 
 FORMATS = ("table", "json", "markdown", "html", "csv", "focus")
 
@@ -108,49 +108,58 @@ def render_capacity_csv(plan: CapacityPlan) -> str:
     return _frame(rows, columns)
 
 
-def _add_months(day: dt.date, months: int) -> dt.date:
-    total = day.month - 1 + months
-    return dt.date(day.year + total // 12, total % 12 + 1, 1)
+def months_per_period(plan: CapacityPlan) -> int:
+    """From the typed field; plans saved before it existed say it in their horizon text."""
+    if plan.months_per_period is not None:
+        return plan.months_per_period
+    return 3 if "quarter" in plan.horizon else 1
 
 
-def _period_bounds(label: str, index: int, months: int, as_of: str) -> tuple[str, str]:
-    """Start and end timestamps of a period: from its label (2027Q1, 2027-01), else counted from the first
-    day of the month after the plan date."""
+def first_month(plan: CapacityPlan) -> dt.date:
+    """The first calendar month of the horizon: from the first period's label (2027Q1, 2027-01), else the
+    month after the plan date."""
+    label = plan.periods[0].period if plan.periods else ""
     if len(label) == 6 and label[4] == "Q":
-        start = dt.date(int(label[:4]), 3 * (int(label[5]) - 1) + 1, 1)
-    elif len(label) == 7 and label[4] == "-":
-        start = dt.date(int(label[:4]), int(label[5:]), 1)
-    else:
-        start = _add_months(dt.date.fromisoformat(as_of), 1 + index * months)
-    end = _add_months(start, months)
-    return f"{start.isoformat()}T00:00:00Z", f"{end.isoformat()}T00:00:00Z"
+        return dt.date(int(label[:4]), 3 * (int(label[5]) - 1) + 1, 1)
+    if len(label) == 7 and label[4] == "-":
+        return dt.date(int(label[:4]), int(label[5:]), 1)
+    return add_months(dt.date.fromisoformat(plan.as_of_date), 1)
 
 
 def render_capacity_focus(plan: CapacityPlan) -> str:
-    """One FOCUS row per purchase: rented instances for their period, commitments for their whole charge."""
+    """FOCUS rows per calendar month (reports/focus.py): rented instances as Usage in their period's months;
+    each commitment as a monthly Purchase row over its whole term (after the horizon too) and, inside the
+    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost."""
+    from gpuopt.planner.commitments import term_months
     from gpuopt.pricing.regions import region_info
-    from gpuopt.reports.tabular import FOCUS_COLUMNS
 
-    rows = []
-    months = 3 if "quarter" in plan.horizon else 1
+    mpp = months_per_period(plan)
+    start = first_month(plan)
+    horizon_months = len(plan.periods) * mpp
+    out: list[dict[str, object]] = []
     for index, p in enumerate(plan.periods):
-        start, end = _period_bounds(p.period, index, months, plan.as_of_date)
         for x in p.purchases:
-            hours = x.hours
             info = region_info(x.region)
-            rows.append({
-                "BillingCurrency": plan.currency, "ChargeCategory": "Purchase" if x.committed else "Usage",
-                "ChargeDescription": f"{p.period}: {x.count} x {x.sku} {x.price_kind}",
-                "ChargePeriodStart": start, "ChargePeriodEnd": end,
-                "ConsumedQuantity": hours, "ConsumedUnit": "Hours", "ContractedCost": x.cost,
-                "ContractedUnitPrice": x.price_per_hour, "EffectiveCost": x.cost, "ListCost": x.cost,
-                "ListUnitPrice": x.price_per_hour, "PricingCategory": pricing_category(x.price_kind),
-                "PricingQuantity": hours, "PricingUnit": "Hours", "ProviderName": x.provider, "RegionId": x.region,
-                "RegionName": f"{x.region} ({info.country})" if info.country else x.region,
-                "ResourceType": f"GPU instance ({x.gpu} x{x.gpus_per_instance})", "ServiceCategory": "Compute",
-                "ServiceName": x.service, "SkuId": x.sku,
-                "Tags": json.dumps({"gpuopt-workloads": ",".join(x.workloads)}, sort_keys=True)})
-    return _frame(rows, FOCUS_COLUMNS)
+            region_name = f"{x.region} ({info.country})" if info.country else x.region
+            committed = is_commitment(x.price_kind) and x.committed
+            months = range(term_months(x.price_kind, mpp)) if committed else range(mpp)
+            for m in months:
+                k = index * mpp + m
+                out += rows(Charge(
+                    month=add_months(start, k), currency=plan.currency, provider=x.provider, service=x.service,
+                    sku=x.sku, region=x.region, region_name=region_name,
+                    resource_type=f"GPU instance ({x.gpu} x{x.gpus_per_instance})", price_kind=x.price_kind,
+                    instances=x.count, unit_price=x.price_per_hour, list_unit_price=x.price_per_hour,
+                    description=f"{p.period}: {x.count} x {x.sku} {x.price_kind}"
+                                + (f", month {m + 1} of {len(months)}" if committed else ""),
+                    tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period},
+                    commitment_id=f"gpuopt:{x.provider}:{x.sku}:{x.region}:{x.price_kind}:{p.period}"
+                    if committed else None,
+                    commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
+                    if committed else None,
+                    usage=k < horizon_months))
+    out.sort(key=lambda r: (str(r["ChargePeriodStart"]), str(r["ChargeCategory"]), str(r["SkuPriceId"])))
+    return _frame(out, FOCUS_COLUMNS)
 
 
 def render_capacity(plan: CapacityPlan, fmt: str) -> str:

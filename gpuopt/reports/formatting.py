@@ -8,7 +8,13 @@ it reaches HTML directly, and through `csv_cell` before it reaches a CSV cell.
 from __future__ import annotations
 
 import html
+import os
 import re
+import sys
+from typing import IO, TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 # Markdown punctuation that could start emphasis, code, a link or an image, or end a table cell, anywhere in a
 # line (line-start syntax such as `#` or `-` cannot be reached: user text never starts a line, and line breaks
@@ -74,3 +80,31 @@ def markdown_to_html(text: str) -> str:
     converter.preprocessors.deregister("html_block")
     converter.inlinePatterns.deregister("html")
     return str(converter.convert(text))
+
+
+WIDE = 160  # the width of tables written to a file or a pipe (no terminal to fit)
+NARROW = 100  # below this, renderers switch to their compact layout
+
+
+def terminal_width(width: int | None = None) -> int:
+    """The width tables are laid out for: an explicit width, else COLUMNS, else the terminal's when stdout is
+    one, else WIDE (a file or a pipe has no width to fit)."""
+    if width:
+        return width
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        if sys.stdout.isatty():
+            return os.get_terminal_size(sys.stdout.fileno()).columns
+    except (OSError, ValueError, AttributeError):
+        pass
+    return WIDE
+
+
+def console(file: IO[str], width: int | None = None) -> Console:
+    """A plain-text rich Console (no colour, no markup) laid out for `terminal_width(width)`."""
+    from rich.console import Console
+
+    return Console(file=file, width=terminal_width(width), color_system=None, force_terminal=False, markup=False,
+                   highlight=False)
