@@ -179,3 +179,17 @@ def test_overlays_refuse_formula_identifiers_with_exit_2(tmp_path, sku):
 def test_formula_problems_name_every_identifier_column():
     rows = [(2, {"sku": "ok", "service": "=x", "region": "us-east-1"}), (3, {"gpu": "@g", "source": "=fine"})]
     assert [p.split(": ")[2] for p in formula_problems("f.csv", rows)] == ["column 'service'", "column 'gpu'"]
+
+
+@pytest.mark.parametrize("columns", [80, 120, 200])
+def test_the_table_fits_the_terminal_width_from_columns(monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    from pathlib import Path
+
+    example = Path(__file__).parent.parent / "examples" / "two-models.yaml"
+    text = run("solve", example).stdout
+    lines = [line for line in text.splitlines() if not line.startswith("[")]  # `vllm serve` lines stay whole
+    assert max(len(line) for line in lines) <= columns
+    assert "meta-llama/Llama-3.3-70B-Instruct" in text and "on-demand" in text  # full model id, price kind
+    assert "Top rejections" in text and "residency" in text
+    assert "inst 0.6" not in text and not re.search(r"\b\d+\.\d+ instance", text)
