@@ -26,6 +26,14 @@ def _frame(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> 
     return str(frame.to_csv(index=False, lineterminator="\n"))
 
 
+def budget_columns(plan: Plan) -> dict[str, Any]:
+    """The plan's budget verdict as flat columns (the same on every row; empty without a budget)."""
+    b = plan.budget
+    return {"budget_max_monthly": None if b is None else b.max_monthly_in_plan_currency,
+            "budget_margin": None if b is None else b.margin,
+            "budget_over": None if b is None else b.over}
+
+
 def render_csv(plan: Plan) -> str:
     import pandas as pd
 
@@ -39,10 +47,11 @@ def render_csv(plan: Plan) -> str:
     if not records:
         return ",".join(_deployment_columns()) + "\n"
     flat = pd.json_normalize(records, sep="_")
-    return _frame([{str(k): v for k, v in row.items()} for row in flat.to_dict(orient="records")],
-                  _deployment_columns())
+    return _frame([{**{str(k): v for k, v in row.items()}, **budget_columns(plan)}
+                   for row in flat.to_dict(orient="records")], _deployment_columns())
 
 
+BUDGET_COLUMNS = ("budget_max_monthly", "budget_margin", "budget_over")  # in the plan currency, per month
 UNIT_COLUMNS = ("workload_cost_per_request", "workload_cost_per_million_output_tokens",
                 "workload_cost_per_million_input_tokens")
 
@@ -56,7 +65,7 @@ def _deployment_columns() -> list[str]:
             cols += [f"{name}_{s}" for s in sub]
         else:
             cols.append(name)
-    return cols + list(UNIT_COLUMNS)
+    return cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS)
 
 
 def charge_month(plan: Plan) -> dt.date:
@@ -87,4 +96,7 @@ def render_focus(plan: Plan) -> str:
             tags={"gpuopt-workload": d.workload, **d.tags},
             commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
             commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None))
+    if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
+        extra = {"x_BudgetMonthly": plan.budget.max_monthly_in_plan_currency, "x_BudgetMargin": plan.budget.margin}
+        return _frame([{**row, **extra} for row in out], (*FOCUS_COLUMNS, *extra))
     return _frame(out, FOCUS_COLUMNS)
