@@ -36,6 +36,7 @@ from gpuopt.errors import ConfigError
 from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED, CapacityFile, CapacityWorkload, demand_series
 from gpuopt.inputs.workload import Workload
 from gpuopt.planner.candidates import CandidateResult, Policy, enumerate_candidates
+from gpuopt.planner.capacity_detail import RunningLine, cost_by_price_kind, running_lines
 from gpuopt.planner.commitments import CommitmentSpan, CommitmentSummary, kept_in_scenarios, spans
 from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH, Sensitivity, SweepPoint
@@ -271,6 +272,8 @@ class PeriodLine(_Frozen):
     capacity: dict[str, float]  # sustainable load of the planned replicas (before headroom)
     cost: float  # committed instances amortised over their active periods + rented instances
     purchases: list[PurchaseLine]
+    cost_by_price_kind: dict[str, float] = {}  # the cost split: rented kinds + active commitments amortised
+    running: list[RunningLine] = []  # replicas of the period: model, GPU, TP, precision, `vllm serve`
 
 
 class ScenarioLine(_Frozen):
@@ -302,6 +305,7 @@ class CapacityPlan(_Frozen):
     months_per_period: int | None = None  # 3 (quarters) or 1 (months); None in plans saved before it existed
     commitments: list[CommitmentSpan] = []  # every commitment, with its months and cost inside/after the horizon
     commitment_summary: CommitmentSummary | None = None  # obligation after the horizon and savings on both bases
+    demand_units: dict[str, str] = {}  # workload -> requests_per_second | concurrency (demand and capacity)
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
@@ -372,13 +376,17 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
                 for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
                 if run is not None and run.status == "optimal" and not run.proven_optimal]
     ledger = spans([(x.period, x.purchases) for x in periods], mpp)
+    periods = [x.model_copy(update={"cost_by_price_kind": cost_by_price_kind(x.purchases, ledger, t, mpp),
+                                    "running": running_lines(p.candidates, sol.replicas, t)})
+               for t, x in enumerate(periods)]
     summary = summarise_commitments(cf.charge, [x.cost for x in periods], ledger, od)
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
                         committed_after_horizon=summary.obligation_after_horizon, scenarios=scenarios,
                         sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings,
-                        months_per_period=mpp, commitments=ledger, commitment_summary=summary)
+                        months_per_period=mpp, commitments=ledger, commitment_summary=summary,
+                        demand_units={w.name: w.demand.unit for w in cf.workloads})
 
 
 def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,
