@@ -193,3 +193,28 @@ def test_the_table_fits_the_terminal_width_from_columns(monkeypatch, columns):
     assert "meta-llama/Llama-3.3-70B-Instruct" in text and "on-demand" in text  # full model id, price kind
     assert "Top rejections" in text and "residency" in text
     assert "inst 0.6" not in text and not re.search(r"\b\d+\.\d+ instance", text)
+
+
+def test_capacity_html_shows_hostile_strings_as_text(hostile, tmp_path):
+    _browser()
+    workload, overlay = hostile
+    model = re.search(r"model: (\{config: .*\})", workload.read_text()).group(1)
+    capacity = tmp_path / "c.yaml"
+    capacity.write_text(f"""schema_version: 1
+residency: us
+horizon: {{periods: 2, period: quarter, start: 2027Q1}}
+workloads:
+  - name: chat
+    model: {model}
+    demand: {{requests_per_second: [1, 2]}}
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {{ttft_ms: 3000, tpot_ms: 80}}
+""")
+    result = run("plan", capacity, "--catalog", overlay, "--format", "html")
+    assert result.exit_code == 0, result.output
+    assert SCRIPT in json.dumps(result.stdout) or "&lt;script&gt;" in result.stdout
+    probe = dom_probe(result.stdout, tmp_path)
+    assert "PWNED" not in probe["title"] and probe["scripts"] == 1 and probe["handlers"] == 0
+    assert SCRIPT in probe["text"] and IMG in probe["text"]

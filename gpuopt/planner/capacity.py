@@ -306,6 +306,8 @@ class CapacityPlan(_Frozen):
     commitments: list[CommitmentSpan] = []  # every commitment, with its months and cost inside/after the horizon
     commitment_summary: CommitmentSummary | None = None  # obligation after the horizon and savings on both bases
     demand_units: dict[str, str] = {}  # workload -> requests_per_second | concurrency (demand and capacity)
+    catalog_as_of: str = ""  # newest price date of the catalog the plan used
+    fx: str = ""  # the FX rates the plan converted with
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
@@ -386,7 +388,8 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
                         committed_after_horizon=summary.obligation_after_horizon, scenarios=scenarios,
                         sensitivity=sensitivity, explanation=[], as_of_date=today, warnings=warnings,
                         months_per_period=mpp, commitments=ledger, commitment_summary=summary,
-                        demand_units={w.name: w.demand.unit for w in cf.workloads})
+                        demand_units={w.name: w.demand.unit for w in cf.workloads}, catalog_as_of=catalog.as_of,
+                        fx=catalog.fx.describe())
 
 
 def _sensitivity(p: CapacityProblem, sol: CapacitySolution, cf: CapacityFile, catalog: Catalog,

@@ -138,7 +138,7 @@ def _purchase(x: PurchaseLine) -> str:
 
 def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
     """Per period (matched by label) the cost and the purchases before and after; totals over the horizon."""
-    factor, note = conversion(old.currency, new.currency, [])
+    factor, note = conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
     before = {p.period: p for p in old.periods}
     after = {p.period: p for p in new.periods}
     lines = []
