@@ -29,6 +29,16 @@ def budget_line(b: Budget, currency: str) -> str:
     return f"{limit}: {side} {abs(b.margin):,.2f} {currency}{share}"
 
 
+def instance_count(plan: Plan, d: Deployment) -> str:
+    """The offering's whole instance count, `2 shared` when other deployments run on the same instances."""
+    key = (d.provider, d.sku, d.region, d.price_kind)
+    for line in plan.instances:
+        if (line.provider, line.sku, line.region, line.price_kind) == key:
+            sharing = sum(1 for x in plan.deployments if (x.provider, x.sku, x.region, x.price_kind) == key)
+            return f"{line.instances} shared" if sharing > 1 else str(line.instances)
+    return f"{d.instances:g}"
+
+
 def _memory_table(d: Deployment) -> list[str]:
     m = d.memory
     return [
@@ -89,8 +99,9 @@ def render_markdown(plan: Plan) -> str:
         for d in (d for d in plan.deployments if d.workload == w.name):
             out += [
                 f"### {d.replicas} x {md(d.provider)} {md(d.sku)} ({md(d.region)}, {md(d.country)})", "",
-                f"- GPU: {md(d.gpu)} x{d.gpus_per_instance} per instance; {d.instances:g} instance(s) for this "
-                f"workload; TP={d.tensor_parallel}, PP={d.pipeline_parallel}; weights {md(d.weight_precision)}, KV "
+                f"- GPU: {md(d.gpu)} x{d.gpus_per_instance} per instance; {instance_count(plan, d)} instance(s)"
+                + (f" (this deployment's share {d.instances:g})" if instance_count(plan, d).endswith("shared") else "")
+                + f"; TP={d.tensor_parallel}, PP={d.pipeline_parallel}; weights {md(d.weight_precision)}, KV "
                 f"cache {md(d.kv_cache_dtype)}; max_model_len {d.max_model_len}",
                 f"- cost: {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c)}/month ({md(d.price_kind)}, "
                 f"instance {money(d.instance_price_per_hour, c, 4)}/h; price from {md(d.price_source)}, as of "

@@ -14,20 +14,10 @@ from rich.table import Table
 
 from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
 from gpuopt.reports.formatting import console, money, terminal_width
-from gpuopt.reports.markdown import budget_line
+from gpuopt.reports.markdown import budget_line, instance_count
 
 TOP_REJECTIONS = 5
 WIDE_TABLE = 140  # the deployments table needs this many columns; below, one block per deployment
-
-
-def instance_count(plan: Plan, d: Deployment) -> str:
-    """The offering's whole instance count, `2 shared` when other deployments run on the same instances."""
-    for line in plan.instances:
-        if (line.provider, line.sku, line.region, line.price_kind) == (d.provider, d.sku, d.region, d.price_kind):
-            sharing = [x for x in plan.deployments
-                       if (x.provider, x.sku, x.region, x.price_kind) == (d.provider, d.sku, d.region, d.price_kind)]
-            return f"{line.instances} shared" if len(sharing) > 1 else str(line.instances)
-    return f"{d.instances:g}"
 
 
 def _tp(d: Deployment) -> str:
