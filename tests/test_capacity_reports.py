@@ -153,3 +153,13 @@ def test_diff_refuses_a_currency_pair_no_table_knows():
     assert conversion("CNY", "USD", [("old plan's FX", "1 USD = 8 CNY (2026-01-01)")])[0] == 0.125
     with pytest.raises(InputError, match="no FX rate from USD to EUR"):
         conversion("USD", "EUR", [("old plan's FX", "1 USD = 7 CNY (2026-01-01)")])
+
+
+def test_a_low_scenario_does_not_pay_for_monthly_subscriptions_it_does_not_renew(tmp_path):
+    out = tmp_path / "cn.json"
+    assert run("plan", EXAMPLES / "capacity-cn.yaml", "--format", "json", "-o", out).exit_code == 0
+    plan = json.loads(out.read_text())
+    kinds = {x["price_kind"] for p in plan["periods"] for x in p["purchases"]}
+    assert kinds == {"subscription-monthly"}  # only monthly subscriptions: nothing binds a scenario
+    low = next(s for s in plan["scenarios"] if s["name"] == "low")
+    assert low["total_cost"] < plan["total_cost"]  # before: the base schedule's subscriptions were all kept
