@@ -163,3 +163,11 @@ def test_a_low_scenario_does_not_pay_for_monthly_subscriptions_it_does_not_renew
     assert kinds == {"subscription-monthly"}  # only monthly subscriptions: nothing binds a scenario
     low = next(s for s in plan["scenarios"] if s["name"] == "low")
     assert low["total_cost"] < plan["total_cost"]  # before: the base schedule's subscriptions were all kept
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_the_capacity_table_fits_the_terminal(global_plan, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    text = run("report", global_plan, "--format", "table").stdout
+    assert max(len(line) for line in text.splitlines() if not line.startswith("[")) <= columns
+    assert "2027Q2" in text and "reserved-1y from 2027Q1" in text and "Qwen/Qwen2.5-7B-Instruct" in text

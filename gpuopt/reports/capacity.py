@@ -15,10 +15,11 @@ from gpuopt.planner.capacity import CapacityPlan, PeriodLine
 from gpuopt.planner.capacity_detail import active_commitments
 from gpuopt.planner.commitments import CHARGE_MODES, CommitmentSpan
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, rows
-from gpuopt.reports.formatting import console, md, md_code_fence, money
+from gpuopt.reports.formatting import console, md, md_code_fence, money, terminal_width
 from gpuopt.reports.tabular import _frame
 
 FORMATS = ("table", "json", "markdown", "html", "csv", "focus")
+WIDE_TABLE = 140  # below this terminal width the schedule is listed one block per period
 UNITS = {"requests_per_second": "req/s", "concurrency": "concurrent requests"}
 
 
@@ -147,14 +148,24 @@ def render_capacity_table(plan: CapacityPlan, width: int | None = None) -> str:
         return buf.getvalue()
     for key, value in _summary_rows(plan):
         con.print(f"{key}: {value}")
-    table = Table(title="Schedule", title_justify="left")
-    for col in ("period", "demand", "capacity", f"cost {c}", "by price kind", "bought", "already running"):
-        table.add_column(col, overflow="fold", justify="right" if col.startswith("cost") else "left")
-    for index, p in enumerate(plan.periods):
-        table.add_row(p.period, _load(plan, p.demand, 2), _load(plan, p.capacity, 2), f"{p.cost:,.2f}",
-                      ", ".join(f"{k} {v:,.2f}" for k, v in p.cost_by_price_kind.items()), _bought(p),
-                      "; ".join(_span(x) for x in _active(plan, index)) or "-")
-    con.print(table)
+    if terminal_width(width) < WIDE_TABLE:  # one block per period: a seven-column table folds unreadably
+        con.print("Schedule")
+        for index, p in enumerate(plan.periods):
+            con.print(f"{p.period}: {p.cost:,.2f} {c} ("
+                      + ", ".join(f"{k} {v:,.2f}" for k, v in p.cost_by_price_kind.items()) + ")")
+            con.print(f"  demand: {_load(plan, p.demand, 2)}")
+            con.print(f"  capacity: {_load(plan, p.capacity, 2)}")
+            con.print(f"  bought: {_bought(p)}")
+            con.print(f"  already running: {'; '.join(_span(x) for x in _active(plan, index)) or '-'}")
+    else:
+        table = Table(title="Schedule", title_justify="left")
+        for col in ("period", "demand", "capacity", f"cost {c}", "by price kind", "bought", "already running"):
+            table.add_column(col, overflow="fold", justify="right" if col.startswith("cost") else "left")
+        for index, p in enumerate(plan.periods):
+            table.add_row(p.period, _load(plan, p.demand, 2), _load(plan, p.capacity, 2), f"{p.cost:,.2f}",
+                          ", ".join(f"{k} {v:,.2f}" for k, v in p.cost_by_price_kind.items()), _bought(p),
+                          "; ".join(_span(x) for x in _active(plan, index)) or "-")
+        con.print(table)
     runs = Table(title="What runs", title_justify="left")
     for col in ("period", "workload", "model", "replicas", "offering", "kind", "TP", "formats"):
         runs.add_column(col, overflow="fold")
