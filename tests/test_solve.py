@@ -26,7 +26,7 @@ def cn_plan_text():
     import os
 
     os.environ["GPUOPT_TODAY"] = "2026-11-29"
-    result = CliRunner().invoke(cli, ["solve", CN, "--region", "cn", "--format", "json"])
+    result = CliRunner().invoke(cli, ["solve", CN, "--region", "cn", "--format", "json", "--candidates", "all"])
     assert result.exit_code == 0, result.output
     return result.stdout
 
@@ -78,7 +78,7 @@ def test_every_deployment_meets_its_slo_and_the_demand_is_covered(cn_plan_text):
 
 
 def test_solving_twice_gives_identical_bytes(cn_plan_text):
-    again = run("solve", CN, "--region", "cn", "--format", "json")
+    again = run("solve", CN, "--region", "cn", "--format", "json", "--candidates", "all")
     assert again.stdout == cn_plan_text
 
 

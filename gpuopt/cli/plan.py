@@ -9,6 +9,7 @@ import click
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import headroom_problems, output_option, overlay_problems, placement_options
 from gpuopt.cli.solve import deliver, today
+from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.errors import InputError
 from gpuopt.reports.registry import formats, render_capacity_plan
 
@@ -44,13 +45,14 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, max_price_age=max_price_age)
-    solved = schedule(cf, catalog, opts)
-    result = describe(solved, today().isoformat())
-    if result.price_age_errors:
-        raise InputError(*result.price_age_errors)
-    if sensitivity and result.status == "optimal":
-        from gpuopt.planner.sensitivity import analyse_capacity
+    with stdout_to_stderr():  # solvers may print to descriptor 1 (HiGHS' banner): keep stdout for results
+        solved = schedule(cf, catalog, opts)
+        result = describe(solved, today().isoformat())
+        if result.price_age_errors:
+            raise InputError(*result.price_age_errors)
+        if sensitivity and result.status == "optimal":
+            from gpuopt.planner.sensitivity import analyse_capacity
 
-        result = result.model_copy(update={"sensitivity": analyse_capacity(solved, catalog, result)})
+            result = result.model_copy(update={"sensitivity": analyse_capacity(solved, catalog, result)})
     deliver(render_capacity_plan(result, fmt), output, result.warnings,
             None if result.status == "optimal" else result.explanation, fmt, already_shown=catalog.notes)

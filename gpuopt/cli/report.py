@@ -3,29 +3,56 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuopt.cli.options import output_option
 from gpuopt.cli.solve import write_output
+from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
 from gpuopt.planner.plan import Plan
-from gpuopt.reports.registry import formats, render_diff, render_plan
+from gpuopt.reports.registry import formats, render_capacity_plan, render_diff, render_plan
+
+if TYPE_CHECKING:
+    from gpuopt.planner.capacity import CapacityPlan
+
+REPORT_FORMATS = tuple(dict.fromkeys(formats("plan") + formats("capacity")))
+"""`report` reads either kind of saved plan: every format of either."""
+
+
+def read_any_plan(path: Path) -> Plan | CapacityPlan:
+    """A saved solve plan or capacity plan."""
+    from gpuopt.reports.plan_json import load_any_plan
+
+    return load_any_plan(read_text(path, "plan file"), str(path))
 
 
 def read_plan(path: Path) -> Plan:
-    from gpuopt.reports.plan_json import load_plan
-
-    return load_plan(read_text(path, "plan file"), str(path))
+    """A saved solve plan (what `deploy` maps to artifacts); a capacity plan is refused with the reason."""
+    plan = read_any_plan(path)
+    if not isinstance(plan, Plan):
+        raise InputError(f"{path}: a capacity plan (from `gpuopt plan`); this command reads a solve plan "
+                         "(`gpuopt solve --format json`)")
+    return plan
 
 
 @click.command()
 @click.argument("plan_file", type=click.Path(path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(formats("plan")), default="markdown", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="markdown", show_default=True)
 @output_option("Write the report to a file.")
 def report(plan_file: Path, fmt: str, output: Path | None) -> None:
-    """Render a plan saved with `gpuopt solve --format json` without solving again."""
-    write_output(render_plan(read_plan(plan_file), fmt), output)
+    """Render a plan saved with `gpuopt solve --format json` (or `gpuopt plan --format json`) without solving
+    again."""
+    plan = read_any_plan(plan_file)
+    if isinstance(plan, Plan):
+        if fmt not in formats("plan"):
+            raise InputError(f"--format {fmt}: not a format of a solve plan ({', '.join(formats('plan'))})")
+        write_output(render_plan(plan, fmt), output)
+    else:
+        if fmt not in formats("capacity"):
+            raise InputError(f"--format {fmt}: not a format of a capacity plan ({', '.join(formats('capacity'))})")
+        write_output(render_capacity_plan(plan, fmt), output)
 
 
 @click.command()
@@ -34,7 +61,8 @@ def report(plan_file: Path, fmt: str, output: Path | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(formats("diff")), default="table", show_default=True)
 @output_option("Write the diff to a file.")
 def diff(old: Path, new: Path, fmt: str, output: Path | None) -> None:
-    """Monthly cost before and after, per deployment and in total, of two saved plans."""
-    from gpuopt.reports.diff import diff_plans
+    """Cost before and after, per deployment (solve plans) or period (capacity plans) and in total, of two
+    saved plans, in the new plan's currency (the old one converted at its recorded FX, or refused)."""
+    from gpuopt.reports.diff import diff_any
 
-    write_output(render_diff(diff_plans(read_plan(old), read_plan(new)), fmt), output)
+    write_output(render_diff(diff_any(read_any_plan(old), read_any_plan(new)), fmt), output)

@@ -11,10 +11,12 @@ import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import FINITE_FLOAT, headroom_problems, output_option, overlay_problems, placement_options
+from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.inputs.loader import write_output_file
 from gpuopt.inputs.workload import WorkloadFile, load_workload
-from gpuopt.planner.plan import HOURS_PER_MONTH, Plan
+from gpuopt.planner.candidate_summary import with_candidates
+from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, CandidatesForm, Plan
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.registry import formats, render_plan
@@ -65,22 +67,25 @@ def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation
         raise SystemExit(EXIT_INFEASIBLE)
 
 
-def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: FxTable) -> str | None:
-    """The overrun message when the plan costs more per month than the budget (None when within)."""
-    if plan.total_cost_per_month is None:
-        return None
+def check_budget(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: FxTable) -> Budget | None:
+    """The plan's budget verdict: `--max-monthly` (in the plan currency) wins over the workload file's."""
     if max_monthly is not None:
-        limit, currency = max_monthly, plan.currency
-    elif wf.budget is not None:
-        limit, currency = wf.budget.max_monthly, wf.budget.currency
-    else:
+        return Budget.check(max_monthly, plan.currency, "--max-monthly", 1.0, plan.total_cost_per_month)
+    if wf.budget is not None:
+        return Budget.check(wf.budget.max_monthly, wf.budget.currency, "workload file",
+                            fx.rate(wf.budget.currency, plan.currency), plan.total_cost_per_month)
+    return None
+
+
+def budget_overrun(plan: Plan) -> str | None:
+    """The overrun message when the plan costs more per month than its budget (None when within)."""
+    b = plan.budget
+    if b is None or not b.over or b.monthly_cost is None or b.margin is None:
         return None
-    limit_in_plan = fx.convert(limit, currency, plan.currency)
-    if plan.total_cost_per_month <= limit_in_plan:
-        return None
-    over = plan.total_cost_per_month - limit_in_plan
-    return (f"over budget: {plan.total_cost_per_month:,.2f} {plan.currency}/month ({HOURS_PER_MONTH} h) exceeds "
-            f"{limit:,.2f} {currency}/month by {over:,.2f} {plan.currency} ({over / limit_in_plan:.1%})")
+    over = -b.margin
+    return (f"over budget: {b.monthly_cost:,.2f} {plan.currency}/month ({HOURS_PER_MONTH} h) exceeds "
+            f"{b.max_monthly:,.2f} {b.currency}/month by {over:,.2f} {plan.currency} "
+            f"({over / b.max_monthly_in_plan_currency:.1%})")
 
 
 @click.command()
@@ -92,12 +97,16 @@ def budget_overrun(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: 
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the plan survives, the next plan's cost and a TPOT sweep.")
 @click.option("--format", "fmt", type=click.Choice(formats("plan")), default="table", show_default=True)
+@click.option("--candidates", "candidates", type=click.Choice(["none", "summary", "all"]), default="summary",
+              show_default=True,
+              help="Considered candidates in the JSON: none, a summary (counts and the cheapest few per rejection "
+                   "reason and per GPU type) or all of them.")
 @output_option("Write the result to a file.")
 @catalog_options
 def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
           headroom: float, top: int, vllm_version: str | None, max_price_age: int | None,
-          max_monthly: float | None, sensitivity: bool, fmt: str, output: Path | None, overlays: tuple[Path, ...],
-          discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
+          max_monthly: float | None, sensitivity: bool, fmt: str, candidates: str, output: Path | None,
+          overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """Find the cheapest deployment of the workloads in WORKLOAD_FILE.
 
     Exit codes: 0 a plan, 1 infeasible (with the binding constraint), 2 bad input, 3 over budget.
@@ -117,17 +126,20 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     catalog = open_catalog(overlays, discounts, fx_rates, extra_discounts=dict(wf.discounts))
     opts = SolveOptions(region=region, providers=providers, currency=currency, headroom=headroom, top=top,
                         vllm_version=vllm_version, today=today(), max_price_age=max_price_age,
-                        candidate_records=fmt == "json")
-    plan, age_errors = plan_workloads(wf, catalog, opts)
-    if age_errors:
-        raise InputError(*age_errors)
-    if sensitivity and plan.status == "optimal":
-        from gpuopt.planner.sensitivity import analyse
+                        candidate_records=fmt == "json" and candidates != "none")
+    with stdout_to_stderr():
+        plan, age_errors = plan_workloads(wf, catalog, opts)
+        if age_errors:
+            raise InputError(*age_errors)
+        if sensitivity and plan.status == "optimal":
+            from gpuopt.planner.sensitivity import analyse
 
-        plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
+            plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
+    form: CandidatesForm = "none" if not opts.candidate_records else "all" if candidates == "all" else "summary"
+    plan = with_candidates(plan, form).model_copy(update={"budget": check_budget(plan, wf, max_monthly, catalog.fx)})
     deliver(render_plan(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation, fmt,
             already_shown=catalog.notes)
-    overrun = budget_overrun(plan, wf, max_monthly, catalog.fx)
+    overrun = budget_overrun(plan)
     if overrun:
         click.echo(overrun, err=True)
         raise SystemExit(EXIT_OVER_BUDGET)

@@ -34,6 +34,9 @@ from gpuopt.inputs.capacity import (
 )
 from gpuopt.inputs.workload import Workload
 from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
+from gpuopt.planner.capacity_detail import RunningLine, cost_by_price_kind, running_lines
+from gpuopt.planner.commitments import CommitmentSpan, CommitmentSummary, kept_in_scenarios, spans
+from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.pricing.catalog import Catalog
@@ -210,7 +213,7 @@ class PurchaseLine(_Frozen):
     count: int
     committed: bool
     term_months: int | None
-    price_per_hour: float
+    price_per_hour: float  # 8 decimals: FOCUS rows rebuild the period costs from it to the cent
     hours: float  # instance-hours this line pays for (count x period or term hours)
     cost: float  # what this line costs (a commitment: its whole charge; rented: this period)
     break_even_utilisation: float | None  # commitment price / on-demand price of the same SKU and region
@@ -223,6 +226,8 @@ class PeriodLine(_Frozen):
     capacity: dict[str, float]  # sustainable load of the planned replicas (before headroom)
     cost: float  # committed instances amortised over their active periods + rented instances
     purchases: list[PurchaseLine]
+    cost_by_price_kind: dict[str, float] = {}  # the cost split: rented kinds + active commitments amortised
+    running: list[RunningLine] = []  # replicas of the period: model, GPU, TP, precision, `vllm serve`
 
 
 class ScenarioLine(_Frozen):
@@ -255,6 +260,10 @@ class CapacityPlan(_Frozen):
     oldest_price_as_of: str = ""  # the oldest price the schedule chose ("unknown" if one is undated)
     fx: str = ""  # the rates used, each with its date
     fx_as_of: str = ""
+    commitments: list[CommitmentSpan] = []  # every commitment, with its months and cost inside/after the horizon
+    commitment_summary: CommitmentSummary | None = None  # obligation after the horizon and savings on both bases
+    demand_units: dict[str, str] = {}  # workload -> requests_per_second | concurrency (demand and capacity)
+    catalog_as_of: str = ""  # newest price date of the catalog the plan used
     price_age_errors: list[str] = []  # chosen prices older than --max-price-age (the CLI exits 2 on them)
 
     @property
@@ -329,7 +338,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
             lines.append(PurchaseLine(
                 provider=o.provider, service=o.service, sku=o.sku, region=o.region, gpu=o.gpu,
                 gpus_per_instance=o.gpu_count or 0, price_kind=o.price_kind, count=pu.count,
-                committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=round(price, 4),
+                committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=round(price, 8),
                 hours=round(hours * pu.count, 2),
                 cost=round(price * hours * pu.count, 2), break_even_utilisation=_break_even(p, pu.offering),
                 workloads=sorted(users[(o.key, t)])))
@@ -338,7 +347,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                                   cost=round(sol.period_costs[t], 2), purchases=lines))
     scenarios = []
     for name, factor in sorted(cf.scenarios.items(), key=lambda kv: kv[1]):
-        run = solve_capacity(p, opts.headroom, scale=factor, fixed_commitments=sol.commitments_fixed)
+        run = solve_capacity(p, opts.headroom, scale=factor, fixed_commitments=kept_in_scenarios(sol.commitments_fixed))
         shortfall = {w: [round(max(0.0, d * factor - sol.capacity[w][t] * opts.headroom), 4)
                          for t, d in enumerate(series)] for w, series in p.demand.items()}
         idle = {w: [round(max(0.0, sol.capacity[w][t] * opts.headroom - d * factor), 4)
@@ -360,11 +369,19 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
         age_errors += staleness(flagged, day, opts.max_price_age)[1]
     warnings += stale + [w for _, w in old_commitments]
     fx = solved.catalog.fx if solved.catalog is not None else None
+    ledger = spans([(x.period, x.purchases) for x in periods], mpp)
+    periods = [x.model_copy(update={"cost_by_price_kind": cost_by_price_kind(x.purchases, ledger, t, mpp),
+                                    "running": running_lines(p.candidates, sol.replicas, t)})
+               for t, x in enumerate(periods)]
+    summary = summarise_commitments(cf.charge, [x.cost for x in periods], ledger, od)
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, period=cf.horizon.period,
                         charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
                         savings=None if od is None else round(od - total, 2),
-                        committed_after_horizon=round(sol.beyond_horizon, 2), scenarios=scenarios,
+                        committed_after_horizon=summary.obligation_after_horizon, scenarios=scenarios,
                         explanation=[], as_of_date=today, warnings=warnings,
                         oldest_price_as_of=oldest_price_date(chosen), fx="" if fx is None else fx.describe(),
-                        fx_as_of="" if fx is None else fx.as_of, price_age_errors=age_errors)
+                        fx_as_of="" if fx is None else fx.as_of, price_age_errors=age_errors,
+                        commitments=ledger, commitment_summary=summary,
+                        demand_units={w.name: w.demand.unit for w in cf.workloads},
+                        catalog_as_of="" if solved.catalog is None else solved.catalog.as_of)

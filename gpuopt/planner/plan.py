@@ -203,6 +203,53 @@ class Sensitivity(Frozen):
     tpot_sweep: list[SweepPoint]
 
 
+class Budget(Frozen):
+    """The monthly budget a plan was checked against (`--max-monthly` or the workload file's `budget`), and
+    how far the plan is under or over it. `margin` is in the plan's currency: positive under, negative over."""
+
+    max_monthly: float  # the limit as given, in `currency`
+    currency: str
+    source: Literal["--max-monthly", "workload file"]
+    max_monthly_in_plan_currency: float  # converted at the plan's FX
+    monthly_cost: float | None  # the plan's cost per 730-hour month (None when infeasible)
+    margin: float | None  # limit - cost, in the plan's currency
+    margin_fraction: float | None  # margin / limit
+    over: bool
+
+    @classmethod
+    def check(cls, max_monthly: float, currency: str, source: Literal["--max-monthly", "workload file"],
+              rate_to_plan: float, monthly_cost: float | None) -> Budget:
+        """The budget verdict: `rate_to_plan` converts the limit's currency into the plan's."""
+        limit = plain(max_monthly * rate_to_plan, 2)
+        margin = None if monthly_cost is None else plain(limit - monthly_cost, 2)
+        return cls(max_monthly=max_monthly, currency=currency, source=source, max_monthly_in_plan_currency=limit,
+                   monthly_cost=monthly_cost, margin=margin,
+                   margin_fraction=None if margin is None or limit <= 0 else plain(margin / limit),
+                   over=margin is not None and margin < 0)
+
+
+class CandidateGroup(Frozen):
+    """Candidates of one workload sharing a rejection reason (or, for feasible ones, a GPU type)."""
+
+    workload: str
+    group: str  # the reason kind, or the GPU type
+    count: int
+    cheapest: list[Candidate]  # the cheapest few of the group (unpriced ones last)
+
+
+class CandidateSummary(Frozen):
+    """What `--candidates summary` keeps of the candidate list: counts and the cheapest few per group."""
+
+    considered: int
+    feasible: int
+    per_group: int  # how many of each group are kept in `cheapest`
+    by_reason: list[CandidateGroup]  # rejected candidates, per workload and reason kind
+    by_gpu: list[CandidateGroup]  # feasible candidates, per workload and GPU type
+
+
+CandidatesForm = Literal["all", "summary", "none"]
+
+
 class Plan(Frozen):
     schema_version: int = PLAN_SCHEMA_VERSION
     kind: Literal["gpuopt-plan"] = "gpuopt-plan"
@@ -229,3 +276,6 @@ class Plan(Frozen):
     explanation: list[str]  # why infeasible: binding constraint and nearest miss, per workload
     warnings: list[str]
     solver: str
+    budget: Budget | None = None  # set when the plan was checked against a monthly budget
+    candidates_form: CandidatesForm = "all"  # what `candidates` holds: every candidate, or none (see summary)
+    candidate_summary: CandidateSummary | None = None

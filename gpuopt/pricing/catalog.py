@@ -32,6 +32,7 @@ from gpuopt.pricing.columns import (
     PROVIDERS,
 )
 from gpuopt.pricing.fx import FxTable, load_fx
+from gpuopt.pricing.identifiers import formula_problems
 from gpuopt.pricing.regions import Residency, countries, region_info, regions, split_countries
 from gpuopt.vocabulary import LINK_KINDS
 
@@ -248,6 +249,8 @@ def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: 
             problems.append(f"{path}: row {row.line}: duplicate of row {seen[key]} (same {', '.join(OFFERING_KEY)})")
         else:
             seen[key] = row.line
+    if overlay:  # the shipped catalog and refreshers write vetted identifiers; an overlay is typed by hand
+        problems += formula_problems(path, ((r.line, r.values) for r in rows))
     return problems
 
 

@@ -1,51 +1,129 @@
-"""Renderers of a CapacityPlan (the purchase schedule of `gpuopt plan`)."""
+"""Renderers of a CapacityPlan (the purchase schedule of `gpuopt plan`): what a reviewer signs.
+
+Per period: demand and capacity with their units, the cost and its split by price kind, what is bought and
+which commitments are already running, and what runs on them (model, GPU, TP, precision, `vllm serve`).
+In total: the cost, the obligation that runs past the horizon whatever the charge mode, and the savings
+against renting on demand on both bases (planner/commitments.py). Every user string is escaped (`md`).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
-import json
 
-from gpuopt.planner.capacity import CapacityPlan
-from gpuopt.reports.formatting import money
-from gpuopt.reports.tabular import _frame, pricing_category
+from gpuopt.planner.capacity import CapacityPlan, PeriodLine
+from gpuopt.planner.capacity_detail import active_commitments
+from gpuopt.planner.commitments import CHARGE_MODES, CommitmentSpan
+from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, rows
+from gpuopt.reports.formatting import console, md, md_code_fence, money, terminal_width
+from gpuopt.reports.tabular import _frame
+
+WIDE_TABLE = 140  # below this terminal width the schedule is listed one block per period
+UNITS = {"requests_per_second": "req/s", "concurrency": "concurrent requests"}
+
+
+def _unit(plan: CapacityPlan, workload: str) -> str:
+    return UNITS.get(plan.demand_units.get(workload, ""), plan.demand_units.get(workload, "") or "load")
+
+
+def _load(plan: CapacityPlan, values: dict[str, float], digits: int) -> str:
+    return ", ".join(f"{w} {v:,.{digits}f} {_unit(plan, w)}" for w, v in values.items())
+
+
+def _span(c: CommitmentSpan) -> str:
+    return f"{c.count} x {c.provider} {c.sku} ({c.region}) {c.price_kind} from {c.bought}"
+
+
+def _charge_text(plan: CapacityPlan) -> str:
+    return CHARGE_MODES.get(plan.charge, plan.charge)
+
+
+def _active(plan: CapacityPlan, index: int) -> list[CommitmentSpan]:
+    """Commitments bought before this period and still running in it."""
+    mpp = months_per_period(plan)
+    return [c for c in active_commitments(plan.commitments, index, mpp) if c.start_month < index * mpp]
+
+
+def _bought(p: PeriodLine) -> str:
+    return "; ".join(f"{x.count} x {x.provider} {x.sku} ({x.region}) {x.price_kind}"
+                     + (f", break-even {x.break_even_utilisation:.0%}" if x.break_even_utilisation else "")
+                     for x in p.purchases) or "-"
+
+
+def _summary_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
+    c = plan.currency
+    s = plan.commitment_summary
+    out = [("horizon", plan.horizon),
+           (f"total cost (charge: {plan.charge})", money(plan.total_cost, c)),
+           ("all on-demand, same demand", money(plan.all_on_demand_cost, c))]
+    if s is not None:
+        out += [("cost inside the horizon (commitments amortised)", money(s.cost_inside_horizon, c)),
+                ("commitments owed after the horizon (any charge mode)", money(s.obligation_after_horizon, c)),
+                ("savings, amortised basis (like for like)", money(s.savings_amortised, c)),
+                ("savings, cash basis (with the obligation after the horizon)", money(s.savings_cash, c))]
+    else:
+        out += [("savings", money(plan.savings, c)),
+                ("commitments charged after the horizon", money(plan.committed_after_horizon, c))]
+    out += [("commitment charge", f"{plan.charge}: {_charge_text(plan)}"),
+            ("headroom", f"{plan.headroom:g}"), ("currency", c), ("plan date", plan.as_of_date),
+            ("oldest chosen price", plan.oldest_price_as_of or "-"),
+            ("catalog date (newest price)", plan.catalog_as_of or "-"), ("FX", plan.fx or "-")]
+    return out
 
 
 def render_capacity_markdown(plan: CapacityPlan) -> str:
-    c = plan.currency
+    c = md(plan.currency)
     out = ["# gpuopt capacity plan", ""]
     if plan.status != "optimal":
-        return "\n".join(out + ["**Infeasible**", "", *[f"- {e}" for e in plan.explanation], ""])
-    out += ["## Summary", "", "| | |", "|---|---|",
-            f"| horizon | {plan.horizon} |",
-            f"| total cost | {money(plan.total_cost, c)} |",
-            f"| all on-demand | {money(plan.all_on_demand_cost, c)} |",
-            f"| savings | {money(plan.savings, c)} |",
-            f"| commitments charged after the horizon | {money(plan.committed_after_horizon, c)} |",
-            f"| commitment charge | {plan.charge} (full-term: every commitment is paid for its whole term) |",
-            f"| headroom | {plan.headroom:g} |",
-            f"| oldest chosen price | {plan.oldest_price_as_of or '?'} |",
-            f"| FX | {plan.fx or '?'} |", "",
-            "## Schedule", "",
-            "| period | demand | capacity | cost | buy or rent |", "|---|---|---|---|---|"]
-    for p in plan.periods:
-        buys = "; ".join(f"{x.count} x {x.provider} {x.sku} ({x.region}) {x.price_kind}"
-                         + (f", break-even {x.break_even_utilisation:.0%}" if x.break_even_utilisation else "")
-                         for x in p.purchases) or "-"
-        demand = ", ".join(f"{w} {v:g}" for w, v in p.demand.items())
-        cap = ", ".join(f"{w} {v:.2f}" for w, v in p.capacity.items())
-        out.append(f"| {p.period} | {demand} | {cap} | {p.cost:,.2f} | {buys} |")
+        return "\n".join(out + ["**Infeasible**", "", *[f"- {md(e)}" for e in plan.explanation], ""])
+    out += ["## Summary", "", "| | |", "|---|---|", *[f"| {md(k)} | {md(v)} |" for k, v in _summary_rows(plan)], ""]
+    if plan.commitment_summary is not None:
+        out += [f"Savings bases: {md(plan.commitment_summary.basis)}.", ""]
+    out += ["## Schedule", "",
+            f"| period | demand | capacity (before headroom) | cost ({c}) | cost by price kind | bought | "
+            "commitments already running |", "|---|---|---|---|---|---|---|"]
+    for index, p in enumerate(plan.periods):
+        split = ", ".join(f"{k} {v:,.2f}" for k, v in p.cost_by_price_kind.items()) or "-"
+        running = "; ".join(_span(x) for x in _active(plan, index)) or "-"
+        out.append(f"| {md(p.period)} | {md(_load(plan, p.demand, 2))} | {md(_load(plan, p.capacity, 2))} | "
+                   f"{p.cost:,.2f} | {md(split)} | {md(_bought(p))} | {md(running)} |")
     out += ["", "Capacity is the sustainable load of the planned replicas before headroom. Break-even: the share of "
             "its term a commitment must be used to beat on-demand for the same SKU and region.", ""]
+    if any(p.running for p in plan.periods):
+        out += ["## What runs", "", "| period | workload | model | replicas | offering | price kind | GPU x per "
+                "instance | TP | PP | weights | KV cache | capacity |", "|---" * 12 + "|"]
+        for p in plan.periods:
+            for r in p.running:
+                out.append(f"| {md(p.period)} | {md(r.workload)} | {md(r.model)} | {r.replicas} | {md(r.provider)} "
+                           f"{md(r.sku)} ({md(r.region)}) | {md(r.price_kind)} | {md(r.gpu)} x{r.gpus_per_instance} | "
+                           f"{r.tensor_parallel} | {r.pipeline_parallel} | {md(r.weight_precision)} | "
+                           f"{md(r.kv_cache_dtype)} | {r.capacity:,.2f} {md(_unit(plan, r.workload))} |")
+        out += ["", "### `vllm serve` per shape", ""]
+        seen: dict[str, list[str]] = {}
+        for p in plan.periods:
+            for r in p.running:
+                seen.setdefault(r.vllm_command, []).append(f"{r.workload} on {r.sku}")
+        for command, users in seen.items():
+            out += [md(sorted(set(users))[0]), "", *md_code_fence(command, "bash"), ""]
+    if plan.commitments:
+        out += ["## Commitments", "",
+                f"| bought | commitment | term (months) | months inside / after the horizon | cost inside ({c}) | "
+                f"owed after the horizon ({c}) | workloads |", "|---|---|---|---|---|---|---|"]
+        for x in plan.commitments:
+            out.append(f"| {md(x.bought)} | {md(_span(x))} | {x.term_months} | {x.months_inside} / {x.months_after} "
+                       f"| {x.cost_inside_horizon:,.2f} | {x.obligation_after_horizon:,.2f} | "
+                       f"{md(', '.join(x.workloads))} |")
+        out.append("")
     if plan.scenarios:
         out += ["## Scenarios", "", "| scenario | demand x | total cost | shortfall (per period) | idle (per period) |",
                 "|---|---|---|---|---|"]
-        for s in plan.scenarios:
-            short = "; ".join(f"{w}: {', '.join(f'{v:g}' for v in vals)}" for w, vals in s.shortfall.items())
-            idle = "; ".join(f"{w}: {', '.join(f'{v:g}' for v in vals)}" for w, vals in s.idle.items())
-            out.append(f"| {s.name} | {s.multiplier:g} | {money(s.total_cost, c)} | {short} | {idle} |")
-        out += ["", "Scenario cost: the schedule's commitments kept, the rest re-planned for that demand. Shortfall "
-                "and idle capacity: of the base plan's replicas (with headroom).", ""]
+        for sc in plan.scenarios:
+            short = "; ".join(f"{w}: {', '.join(f'{v:g}' for v in vals)}" for w, vals in sc.shortfall.items())
+            idle = "; ".join(f"{w}: {', '.join(f'{v:g}' for v in vals)}" for w, vals in sc.idle.items())
+            out.append(f"| {md(sc.name)} | {sc.multiplier:g} | {money(sc.total_cost, c)} | {md(short)} | {md(idle)} |")
+        out += ["", "Scenario cost: the schedule's commitments kept (monthly subscriptions are not renewed when not "
+                "needed), the rest re-planned for that demand. Shortfall and idle capacity: of the base plan's "
+                "replicas (with headroom), in each workload's demand unit.", ""]
     if plan.sensitivity is not None:
         sens = plan.sensitivity
         out += ["## Sensitivity", "",
@@ -55,45 +133,87 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
         out += [f"| {x.tpot_factor:g} | {x.status} | {money(x.cost, c)} |" for x in sens.tpot_sweep]
         out.append("")
     if plan.warnings:
-        out += ["## Warnings", "", *[f"- {w}" for w in plan.warnings], ""]
+        out += ["## Warnings", "", *[f"- {md(w)}" for w in plan.warnings], ""]
     return "\n".join(out)
 
 
-def render_capacity_table(plan: CapacityPlan) -> str:
-    from rich.console import Console
+def render_capacity_table(plan: CapacityPlan, width: int | None = None) -> str:
     from rich.table import Table
 
     buf = io.StringIO()
-    con = Console(file=buf, width=160, color_system=None, markup=False)
+    con = console(buf, width)
     c = plan.currency
     if plan.status != "optimal":
         con.print("INFEASIBLE: " + "; ".join(plan.explanation))
         return buf.getvalue()
-    con.print(f"Capacity plan over {plan.horizon}: {money(plan.total_cost, c)} (all on-demand "
-              f"{money(plan.all_on_demand_cost, c)}, savings {money(plan.savings, c)}); commitments "
-              f"charged {plan.charge}; oldest chosen price {plan.oldest_price_as_of or '?'}; FX {plan.fx or '?'}")
-    table = Table(title="Schedule", title_justify="left")
-    for col in ("period", "demand", "cost", "count", "offering", "kind", "break-even", "line cost"):
-        table.add_column(col, overflow="fold")
+    for key, value in _summary_rows(plan):
+        con.print(f"{key}: {value}")
+    if terminal_width(width) < WIDE_TABLE:  # one block per period: a seven-column table folds unreadably
+        con.print("Schedule")
+        for index, p in enumerate(plan.periods):
+            con.print(f"{p.period}: {p.cost:,.2f} {c} ("
+                      + ", ".join(f"{k} {v:,.2f}" for k, v in p.cost_by_price_kind.items()) + ")")
+            con.print(f"  demand: {_load(plan, p.demand, 2)}")
+            con.print(f"  capacity: {_load(plan, p.capacity, 2)}")
+            con.print(f"  bought: {_bought(p)}")
+            con.print(f"  already running: {'; '.join(_span(x) for x in _active(plan, index)) or '-'}")
+    else:
+        table = Table(title="Schedule", title_justify="left")
+        for col in ("period", "demand", "capacity", f"cost {c}", "by price kind", "bought", "already running"):
+            table.add_column(col, overflow="fold", justify="right" if col.startswith("cost") else "left")
+        for index, p in enumerate(plan.periods):
+            table.add_row(p.period, _load(plan, p.demand, 2), _load(plan, p.capacity, 2), f"{p.cost:,.2f}",
+                          ", ".join(f"{k} {v:,.2f}" for k, v in p.cost_by_price_kind.items()), _bought(p),
+                          "; ".join(_span(x) for x in _active(plan, index)) or "-")
+        con.print(table)
+    runs = Table(title="What runs", title_justify="left")
+    for col in ("period", "workload", "model", "replicas", "offering", "kind", "TP", "formats"):
+        runs.add_column(col, overflow="fold")
     for p in plan.periods:
-        demand = ", ".join(f"{w} {v:g}" for w, v in p.demand.items())
-        for i, x in enumerate(p.purchases or [None]):
-            table.add_row(p.period if i == 0 else "", demand if i == 0 else "", f"{p.cost:,.2f}" if i == 0 else "",
-                          str(x.count) if x else "-", f"{x.provider} {x.sku} ({x.region})" if x else "",
-                          x.price_kind if x else "",
-                          f"{x.break_even_utilisation:.0%}" if x and x.break_even_utilisation else "",
-                          f"{x.cost:,.2f}" if x else "")
-    con.print(table)
+        for r in p.running:
+            tp = str(r.tensor_parallel) + (f"xPP{r.pipeline_parallel}" if r.pipeline_parallel > 1 else "")
+            runs.add_row(p.period, r.workload, r.model, f"{r.replicas} x {r.gpu}", f"{r.provider} {r.sku} ({r.region})",
+                         r.price_kind, tp, f"{r.weight_precision}/KV {r.kv_cache_dtype}")
+    if any(p.running for p in plan.periods):
+        con.print(runs)
+        commands = sorted({(r.workload, r.sku, r.vllm_command) for p in plan.periods for r in p.running})
+        for workload, sku, command in commands:
+            con.print(f"[{workload} on {sku}] {command}", soft_wrap=True)
     if plan.sensitivity is not None:
         sv = plan.sensitivity
         sweep = ", ".join(f"x{x.tpot_factor:g}: {money(x.cost, c)}" for x in sv.tpot_sweep)
         con.print(f"Sensitivity: carries {sv.traffic_multiplier_limit:g} x the demand; next schedule "
                   f"{money(sv.next_plan_cost, c)}; cost vs TPOT targets: {sweep}")
-    for s in plan.scenarios:
-        short = sorted({plan.periods[t].period for v in s.shortfall.values() for t, x in enumerate(v) if x > 0})
-        con.print(f"scenario {s.name} (demand x{s.multiplier:g}): {money(s.total_cost, c)}"
+    for sc in plan.scenarios:
+        short = sorted({plan.periods[t].period for v in sc.shortfall.values() for t, x in enumerate(v) if x > 0})
+        con.print(f"scenario {sc.name} (demand x{sc.multiplier:g}): {money(sc.total_cost, c)}"
                   + (f"; the base plan's replicas fall short in {', '.join(short)}" if short else ""))
+    for w in plan.warnings:
+        con.print(f"warning: {w}")
     return buf.getvalue()
+
+
+def render_capacity_html(plan: CapacityPlan) -> str:
+    """The Markdown report as one self-contained page in the solve report's style, with two inline SVG charts:
+    cost per period stacked by price kind, capacity against demand per workload."""
+    from gpuopt.reports import charts
+    from gpuopt.reports.formatting import html_text, markdown_to_html
+    from gpuopt.reports.html import STYLE
+
+    parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
+             f"<title>gpuopt capacity plan: {html_text(plan.status)}</title>", f"<style>{STYLE}</style>", "</head>",
+             "<body>"]
+    if plan.status == "optimal" and plan.total_cost is not None:
+        c = html_text(plan.currency)
+        parts.append(f'<p class="total" id="total-cost">Total: {plan.total_cost:,.2f} {c} over '
+                     f"{html_text(plan.horizon)}</p>")
+        parts.append('<section class="charts">')
+        for chart_id, title, svg in (("chart-cost", "Cost per period by price kind", charts.capacity_cost(plan)),
+                                     ("chart-capacity", "Capacity against demand", charts.capacity_vs_demand(plan))):
+            parts.append(f'<figure class="chart" id="{chart_id}" aria-label="{html_text(title)}">{svg}</figure>')
+        parts.append("</section>")
+    parts += [markdown_to_html(render_capacity_markdown(plan)), "</body>", "</html>", ""]
+    return "\n".join(parts)
 
 
 def render_capacity_csv(plan: CapacityPlan) -> str:
@@ -108,62 +228,60 @@ def render_capacity_csv(plan: CapacityPlan) -> str:
     return _frame(rows, columns)
 
 
-def _add_months(day: dt.date, months: int) -> dt.date:
-    total = day.month - 1 + months
-    return dt.date(day.year + total // 12, total % 12 + 1, 1)
+def months_per_period(plan: CapacityPlan) -> int:
+    """From the plan's typed period (quarter: 3, month: 1)."""
+    return plan.months_per_period
 
 
-def _period_bounds(label: str, index: int, months: int, as_of: str) -> tuple[str, str]:
-    """Start and end timestamps of a period: from its label (2027Q1, 2027-01), else counted from the first
-    day of the month after the plan date."""
+def first_month(plan: CapacityPlan) -> dt.date:
+    """The first calendar month of the horizon: from the first period's label (2027Q1, 2027-01), else the
+    month after the plan date."""
+    label = plan.periods[0].period if plan.periods else ""
     if len(label) == 6 and label[4] == "Q":
-        start = dt.date(int(label[:4]), 3 * (int(label[5]) - 1) + 1, 1)
-    elif len(label) == 7 and label[4] == "-":
-        start = dt.date(int(label[:4]), int(label[5:]), 1)
-    else:
-        start = _add_months(dt.date.fromisoformat(as_of), 1 + index * months)
-    end = _add_months(start, months)
-    return f"{start.isoformat()}T00:00:00Z", f"{end.isoformat()}T00:00:00Z"
+        return dt.date(int(label[:4]), 3 * (int(label[5]) - 1) + 1, 1)
+    if len(label) == 7 and label[4] == "-":
+        return dt.date(int(label[:4]), int(label[5:]), 1)
+    return add_months(dt.date.fromisoformat(plan.as_of_date), 1)
 
 
 def render_capacity_focus(plan: CapacityPlan) -> str:
-    """One FOCUS row per purchase: rented instances for their period, commitments for their whole charge."""
+    """FOCUS rows per calendar month (reports/focus.py): rented instances as Usage in their period's months;
+    each commitment as a monthly Purchase row over its whole term (after the horizon too) and, inside the
+    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost."""
+    from gpuopt.planner.commitments import term_months
     from gpuopt.pricing.regions import region_info
-    from gpuopt.reports.tabular import FOCUS_COLUMNS
 
-    rows = []
-    months = plan.months_per_period
+    mpp = months_per_period(plan)
+    start = first_month(plan)
+    horizon_months = len(plan.periods) * mpp
+    out: list[dict[str, object]] = []
     for index, p in enumerate(plan.periods):
-        start, end = _period_bounds(p.period, index, months, plan.as_of_date)
         for x in p.purchases:
-            hours = x.hours
             info = region_info(x.region)
-            rows.append({
-                "BillingCurrency": plan.currency, "ChargeCategory": "Purchase" if x.committed else "Usage",
-                "ChargeDescription": f"{p.period}: {x.count} x {x.sku} {x.price_kind}",
-                "ChargePeriodStart": start, "ChargePeriodEnd": end,
-                "ConsumedQuantity": hours, "ConsumedUnit": "Hours", "ContractedCost": x.cost,
-                "ContractedUnitPrice": x.price_per_hour, "EffectiveCost": x.cost, "ListCost": x.cost,
-                "ListUnitPrice": x.price_per_hour, "PricingCategory": pricing_category(x.price_kind),
-                "PricingQuantity": hours, "PricingUnit": "Hours", "ProviderName": x.provider, "RegionId": x.region,
-                "RegionName": f"{x.region} ({info.country})" if info.country else x.region,
-                "ResourceType": f"GPU instance ({x.gpu} x{x.gpus_per_instance})", "ServiceCategory": "Compute",
-                "ServiceName": x.service, "SkuId": x.sku,
-                "Tags": json.dumps({"gpuopt-workloads": ",".join(x.workloads)}, sort_keys=True)})
-    return _frame(rows, FOCUS_COLUMNS)
+            region_name = f"{x.region} ({info.country})" if info.country else x.region
+            committed = is_commitment(x.price_kind) and x.committed
+            months = range(term_months(x.price_kind, mpp)) if committed else range(mpp)
+            for m in months:
+                k = index * mpp + m
+                out += rows(Charge(
+                    month=add_months(start, k), currency=plan.currency, provider=x.provider, service=x.service,
+                    sku=x.sku, region=x.region, region_name=region_name,
+                    resource_type=f"GPU instance ({x.gpu} x{x.gpus_per_instance})", price_kind=x.price_kind,
+                    instances=x.count, unit_price=x.price_per_hour, list_unit_price=x.price_per_hour,
+                    description=f"{p.period}: {x.count} x {x.sku} {x.price_kind}"
+                                + (f", month {m + 1} of {len(months)}" if committed else ""),
+                    tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period},
+                    commitment_id=f"gpuopt:{x.provider}:{x.sku}:{x.region}:{x.price_kind}:{p.period}"
+                    if committed else None,
+                    commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
+                    if committed else None,
+                    usage=k < horizon_months))
+    out.sort(key=lambda r: (str(r["ChargePeriodStart"]), str(r["ChargeCategory"]), str(r["SkuPriceId"])))
+    return _frame(out, FOCUS_COLUMNS)
 
 
 def render_capacity_json(plan: CapacityPlan) -> str:
     return plan.model_dump_json(indent=2) + "\n"  # as the solve plan (reports/plan_json.py)
-
-
-def render_capacity_html(plan: CapacityPlan) -> str:
-    import markdown
-
-    body = markdown.markdown(render_capacity_markdown(plan), extensions=["tables"])
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>gpuopt capacity plan</title>"
-            "<style>table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px}</style></head>"
-            f"<body>{body}</body></html>\n")
 
 
 def render_capacity(plan: CapacityPlan, fmt: str) -> str:

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 import io
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from gpuopt.planner.plan import Plan
+
+if TYPE_CHECKING:
+    from gpuopt.planner.capacity import CapacityPlan
+
+KIND_COLORS = {"on-demand": "#3b6ea5", "spot": "#e39b3b", "community": "#8c8c8c"}
+COMMITMENT_COLORS = ("#4f9e5b", "#b55d9e", "#2a9d8f", "#9c6644", "#6d597a")
 
 MEMORY_PARTS = (("weights_gib", "weights"), ("activation_gib", "activation"), ("non_torch_gib", "non-torch"),
                 ("cuda_graph_gib", "CUDA graphs"), ("kv_cache_gib", "KV cache"), ("free_gib", "outside budget"))
@@ -26,7 +33,9 @@ def _setup() -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "gpuopt", "font.size": 9})
+    # text.parse_math off: a `$` in a user's label (a SKU, a workload name) is text, not mathtext to parse
+    matplotlib.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "gpuopt", "font.size": 9,
+                                "text.parse_math": False})
 
 
 def cost_by_provider_gpu(plan: Plan) -> str:
@@ -83,4 +92,44 @@ def cost_vs_tpot(plan: Plan) -> str:
     ax.set_ylabel(f"{plan.currency} per hour")
     ax.set_title("Cost vs predicted TPOT")
     ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def capacity_cost(plan: CapacityPlan) -> str:
+    """Cost per period stacked by price kind (commitments amortised over the periods they run)."""
+    _setup()
+    import matplotlib.pyplot as plt
+
+    labels = [p.period for p in plan.periods]
+    kinds = sorted({k for p in plan.periods for k in p.cost_by_price_kind})
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    bottom = [0.0] * len(labels)
+    others = iter(COMMITMENT_COLORS * 4)
+    for kind in kinds:
+        values = [p.cost_by_price_kind.get(kind, 0.0) for p in plan.periods]
+        ax.bar(labels, values, bottom=bottom, label=kind, color=KIND_COLORS.get(kind) or next(others))
+        bottom = [a + b for a, b in zip(bottom, values, strict=True)]
+    ax.set_ylabel(f"{plan.currency} per period")
+    ax.set_title("Cost per period by price kind")
+    ax.legend(fontsize=7)
+    return _svg(fig)
+
+
+def capacity_vs_demand(plan: CapacityPlan) -> str:
+    """Per workload: the planned replicas' capacity (before headroom) against the demand, per period."""
+    _setup()
+    import matplotlib.pyplot as plt
+
+    labels = [p.period for p in plan.periods]
+    workloads = sorted({w for p in plan.periods for w in p.demand})
+    fig, axes = plt.subplots(len(workloads) or 1, 1, figsize=(6.4, 0.8 + 2.2 * max(len(workloads), 1)),
+                             squeeze=False)
+    for ax, w in zip(axes[:, 0], workloads, strict=False):
+        ax.plot(labels, [p.demand.get(w, 0.0) for p in plan.periods], marker="o", color="#c0392b", label="demand")
+        ax.step(labels, [p.capacity.get(w, 0.0) for p in plan.periods], where="mid", color="#3b6ea5",
+                label="capacity")
+        ax.set_title(w)
+        ax.set_ylabel(plan.demand_units.get(w, "load").replace("_", " "))
+        ax.legend(fontsize=7)
+    fig.tight_layout()
     return _svg(fig)

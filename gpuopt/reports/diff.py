@@ -1,15 +1,29 @@
-"""Compare two saved plans: per deployment and in total, monthly cost before and after, what was added,
-removed or changed (GPU, precision, TP, replicas). A deployment is identified by (workload, provider, SKU,
-region, price kind); the shapes it runs (replicas x GPU, TP/PP, formats) are what "changed" compares."""
+"""Compare two saved plans in one currency.
+
+Solve plans: per deployment and in total, monthly cost before and after, what was added, removed or changed
+(GPU, precision, TP, replicas). A deployment is identified by (workload, provider, SKU, region, price kind);
+the shapes it runs (replicas x GPU, TP/PP, formats) are what "changed" compares.
+Capacity plans: per period, cost before and after and the purchases that changed; in total, the horizon cost.
+
+Currencies: figures are shown in the new plan's currency. The old plan's figures are converted at the rate
+the old plan recorded (its `fx`), else at the new plan's, else -- capacity plans record none -- at the
+shipped FX table, and the diff says which. A pair no table knows is refused (exit 2), never subtracted raw.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
+from gpuopt.errors import InputError
 from gpuopt.planner.plan import Deployment, Plan
+from gpuopt.reports.formatting import md
+
+if TYPE_CHECKING:
+    from gpuopt.planner.capacity import CapacityPlan, PurchaseLine
 
 
 class DiffLine(BaseModel):
@@ -18,7 +32,7 @@ class DiffLine(BaseModel):
     workload: str
     deployment: str
     change: str  # added | removed | changed | unchanged
-    monthly_before: float
+    monthly_before: float  # per month (solve plans) or per period (capacity plans), in `currency_after`
     monthly_after: float
     delta: float
     details: list[str]
@@ -27,12 +41,50 @@ class DiffLine(BaseModel):
 class PlanDiff(BaseModel):
     model_config = ConfigDict(frozen=True)
 
-    currency_before: str
-    currency_after: str
+    currency_before: str  # the old plan's own currency (its figures here are converted)
+    currency_after: str  # the currency of every figure in the diff
     total_monthly_before: float
     total_monthly_after: float
     total_delta: float
     lines: list[DiffLine]
+    fx_note: str | None = None  # how the old plan's figures were converted, when they were
+    kind: str = "gpuopt-plan"  # or gpuopt-capacity-plan: then lines are periods and totals the horizon's
+    unit: str = "month"  # what line figures are per: month, or period
+
+
+_RATE = re.compile(r"1 ([A-Z]{3}) = ([0-9.eE+-]+) ([A-Z]{3})")
+
+
+def recorded_rate(fx: str, source: str, target: str) -> float | None:
+    """The rate source -> target in a plan's recorded FX text (`1 USD = 7.1 CNY (2026-10-01)`), either way."""
+    for base, value, quote in _RATE.findall(fx):
+        rate = float(value)
+        if (base, quote) == (source, target) and rate > 0:
+            return rate
+        if (base, quote) == (target, source) and rate > 0:
+            return 1.0 / rate
+    return None
+
+
+def conversion(source: str, target: str, recorded: list[tuple[str, str]]) -> tuple[float, str | None]:
+    """(factor, note) converting `source` amounts into `target`: from the first recorded FX text that has
+    the pair (label, text), else the shipped table; InputError when none has it."""
+    if source == target:
+        return 1.0, None
+    for label, fx in recorded:
+        rate = recorded_rate(fx, source, target)
+        if rate is not None:
+            return rate, f"before converted from {source} to {target} at {rate:g} ({label}: {fx})"
+    from gpuopt.pricing.fx import load_fx
+
+    table = load_fx()
+    try:
+        rate = table.rate(source, target)
+    except InputError:
+        raise InputError(f"diff: no FX rate from {source} to {target} in either plan or the shipped table: "
+                         "re-plan one of them in the other's currency") from None
+    return rate, (f"before converted from {source} to {target} at {rate:g} (the shipped FX table, as of "
+                  f"{table.as_of}: the plans record no rate)")
 
 
 def _key(d: Deployment) -> tuple[str, str, str, str, str]:
@@ -53,28 +105,71 @@ def _group(plan: Plan) -> dict[tuple[str, ...], list[Deployment]]:
     return groups
 
 
+def _change(before: list[str], after: list[str], mb: float, ma: float) -> tuple[str, list[str]]:
+    if not before:
+        return "added", after
+    if not after:
+        return "removed", before
+    if before != after:
+        return "changed", [f"{'; '.join(before)} -> {'; '.join(after)}"]
+    return ("changed" if abs(ma - mb) > 0.005 else "unchanged"), []
+
+
 def diff_plans(old: Plan, new: Plan) -> PlanDiff:
+    factor, note = conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
     before, after = _group(old), _group(new)
     lines = []
     for key in sorted(set(before) | set(after)):
         a, b = before.get(key, []), after.get(key, [])
-        label = f"{key[1]} {key[2]} ({key[3]}, {key[4]})"
-        mb = sum(d.cost_per_month for d in a)
+        mb = sum(d.cost_per_month for d in a) * factor
         ma = sum(d.cost_per_month for d in b)
-        shapes_a, shapes_b = sorted(_shape(d) for d in a), sorted(_shape(d) for d in b)
-        if not a:
-            change, details = "added", shapes_b
-        elif not b:
-            change, details = "removed", shapes_a
-        elif shapes_a != shapes_b:
-            change, details = "changed", [f"{'; '.join(shapes_a)} -> {'; '.join(shapes_b)}"]
-        else:
-            change, details = ("changed" if abs(ma - mb) > 0.005 else "unchanged"), []
-        lines.append(DiffLine(workload=key[0], deployment=label, change=change, monthly_before=round(mb, 2),
-                              monthly_after=round(ma, 2), delta=round(ma - mb, 2), details=details))
-    tb, ta = old.total_cost_per_month or 0.0, new.total_cost_per_month or 0.0
+        change, details = _change(sorted(_shape(d) for d in a), sorted(_shape(d) for d in b), mb, ma)
+        lines.append(DiffLine(workload=key[0], deployment=f"{key[1]} {key[2]} ({key[3]}, {key[4]})", change=change,
+                              monthly_before=round(mb, 2), monthly_after=round(ma, 2), delta=round(ma - mb, 2),
+                              details=details))
+    tb, ta = (old.total_cost_per_month or 0.0) * factor, new.total_cost_per_month or 0.0
     return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=round(tb, 2),
-                    total_monthly_after=round(ta, 2), total_delta=round(ta - tb, 2), lines=lines)
+                    total_monthly_after=round(ta, 2), total_delta=round(ta - tb, 2), lines=lines, fx_note=note)
+
+
+def _purchase(x: PurchaseLine) -> str:
+    return f"{x.count} x {x.provider} {x.sku} ({x.region}, {x.price_kind})"
+
+
+def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
+    """Per period (matched by label) the cost and the purchases before and after; totals over the horizon."""
+    factor, note = conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
+    before = {p.period: p for p in old.periods}
+    after = {p.period: p for p in new.periods}
+    lines = []
+    for label in sorted(set(before) | set(after)):
+        a, b = before.get(label), after.get(label)
+        mb = (a.cost if a else 0.0) * factor
+        ma = b.cost if b else 0.0
+        change, details = _change(sorted(_purchase(x) for x in a.purchases) if a else [],
+                                  sorted(_purchase(x) for x in b.purchases) if b else [], mb, ma)
+        if a and b and change == "added":  # a period present in both with no purchase before
+            change = "changed"
+        lines.append(DiffLine(workload="(all)", deployment=f"period {label}", change=change,
+                              monthly_before=round(mb, 2), monthly_after=round(ma, 2), delta=round(ma - mb, 2),
+                              details=details))
+    tb, ta = (old.total_cost or 0.0) * factor, new.total_cost or 0.0
+    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=round(tb, 2),
+                    total_monthly_after=round(ta, 2), total_delta=round(ta - tb, 2), lines=lines, fx_note=note,
+                    kind="gpuopt-capacity-plan", unit="period")
+
+
+def diff_any(old: Plan | CapacityPlan, new: Plan | CapacityPlan) -> PlanDiff:
+    """Two solve plans or two capacity plans; a mix has no common unit (exit 2)."""
+    if isinstance(old, Plan) and isinstance(new, Plan):
+        return diff_plans(old, new)
+    if not isinstance(old, Plan) and not isinstance(new, Plan):
+        return diff_capacity(old, new)
+    raise InputError("diff: one file is a solve plan and the other a capacity plan: compare plans of one kind")
+
+
+def _totals_label(d: PlanDiff) -> str:
+    return "Total per month" if d.unit == "month" else "Total over the horizon"
 
 
 def diff_json(d: PlanDiff) -> str:
@@ -83,33 +178,40 @@ def diff_json(d: PlanDiff) -> str:
 
 
 def diff_markdown(d: PlanDiff) -> str:
-    c = d.currency_after
-    note = "" if d.currency_before == d.currency_after else \
-        f" (before in {d.currency_before}, after in {d.currency_after}: convert before comparing)"
-    out = [f"### gpuopt plan diff: {d.total_delta:+,.2f} {c}/month{note}", "",
-           f"Total per month: {d.total_monthly_before:,.2f} -> {d.total_monthly_after:,.2f} {c} "
-           f"({d.total_delta:+,.2f})", "",
-           "| workload | deployment | change | before/month | after/month | delta | details |",
-           "|---|---|---|---|---|---|---|"]
+    c = md(d.currency_after)
+    per = "month" if d.unit == "month" else "horizon"
+    out = [f"### gpuopt plan diff: {d.total_delta:+,.2f} {c}/{per}", "",
+           f"{_totals_label(d)}: {d.total_monthly_before:,.2f} -> {d.total_monthly_after:,.2f} {c} "
+           f"({d.total_delta:+,.2f})", ""]
+    if d.fx_note:
+        out += [f"Currency: {md(d.fx_note)}.", ""]
+    out += [f"| workload | deployment | change | before/{d.unit} | after/{d.unit} | delta | details |",
+            "|---|---|---|---|---|---|---|"]
     for line in d.lines:
-        out.append(f"| {line.workload} | {line.deployment} | {line.change} | {line.monthly_before:,.2f} | "
-                   f"{line.monthly_after:,.2f} | {line.delta:+,.2f} | {'; '.join(line.details)} |")
+        out.append(f"| {md(line.workload)} | {md(line.deployment)} | {line.change} | {line.monthly_before:,.2f} | "
+                   f"{line.monthly_after:,.2f} | {line.delta:+,.2f} | {md('; '.join(line.details))} |")
     return "\n".join(out) + "\n"
 
 
-def diff_table(d: PlanDiff) -> str:
+def diff_table(d: PlanDiff, width: int | None = None) -> str:
     import io
 
-    from rich.console import Console
     from rich.table import Table
 
+    from gpuopt.reports.formatting import console
+
+    per = "month" if d.unit == "month" else "horizon"
     table = Table(title=f"Plan diff: {d.total_monthly_before:,.2f} -> {d.total_monthly_after:,.2f} "
-                        f"{d.currency_after}/month ({d.total_delta:+,.2f})", title_justify="left")
-    for col in ("workload", "deployment", "change", "before/month", "after/month", "delta", "details"):
-        table.add_column(col, justify="right" if col in ("before/month", "after/month", "delta") else "left")
+                        f"{d.currency_after}/{per} ({d.total_delta:+,.2f})", title_justify="left")
+    numbers = (f"before/{d.unit}", f"after/{d.unit}", "delta")
+    for col in ("workload", "deployment", "change", *numbers, "details"):
+        table.add_column(col, justify="right" if col in numbers else "left", overflow="fold")
     for line in d.lines:
         table.add_row(line.workload, line.deployment, line.change, f"{line.monthly_before:,.2f}",
                       f"{line.monthly_after:,.2f}", f"{line.delta:+,.2f}", "; ".join(line.details))
     buf = io.StringIO()
-    Console(file=buf, width=160, color_system=None, markup=False).print(table)
+    con = console(buf, width)
+    con.print(table)
+    if d.fx_note:
+        con.print(f"Currency: {d.fx_note}")
     return buf.getvalue()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from rich.console import Console
 from rich.table import Table
 
 from gpuopt.physics.memory import MemoryEstimate
 from gpuopt.planner.plan import plain
+from gpuopt.reports.formatting import console
 
 
 def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
@@ -80,12 +80,12 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
     ]
     table = Table(title="per GPU (every TP rank of a stage is identical)", title_justify="left")
     for col in ("PP stage", "layers", "weights", "activation", "non-torch", "CUDA graphs", "KV cache", "blocks"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", overflow="fold")
     for r in est.ranks:
         table.add_row(str(r.pp_stage), str(r.layers), f"{r.weights_gib:.2f}", f"{r.activation_gib:.2f}",
                       f"{r.non_torch_gib:.2f}", f"{r.cuda_graph_gib:.2f}", f"{r.kv_cache_gib:.2f}", f"{r.num_blocks:,}")
     buf = io.StringIO()
-    Console(file=buf, width=100, color_system=None, force_terminal=False).print(table)
+    console(buf).print(table)
     lines.append(buf.getvalue().rstrip())
     lines.append("(GiB; KV bytes per token per GPU: " + f"{rank.kv_bytes_per_token:,.0f})")
     for w in est.warnings:

@@ -7,6 +7,7 @@ import html
 
 from gpuopt.planner.plan import Plan
 from gpuopt.reports import charts
+from gpuopt.reports.formatting import html_text, markdown_to_html
 from gpuopt.reports.markdown import render_markdown
 
 STYLE = """
@@ -20,14 +21,13 @@ pre { background: #f5f5f5; padding: 0.5rem; overflow-x: auto; }
 
 
 def render_html(plan: Plan) -> str:
-    import markdown
-
-    body = markdown.markdown(render_markdown(plan), extensions=["tables", "fenced_code"])
+    body = markdown_to_html(render_markdown(plan))
     parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              f"<title>gpuopt plan: {html.escape(plan.status)}</title>", f"<style>{STYLE}</style>", "</head>", "<body>"]
     if plan.status == "optimal" and plan.total_cost_per_hour is not None:
-        parts.append(f'<p class="total" id="total-cost">Total: {plan.total_cost_per_hour:,.2f} {plan.currency}/h, '
-                     f"{plan.total_cost_per_month or 0:,.2f} {plan.currency}/month</p>")
+        c = html_text(plan.currency)
+        parts.append(f'<p class="total" id="total-cost">Total: {plan.total_cost_per_hour:,.2f} {c}/h, '
+                     f"{plan.total_cost_per_month or 0:,.2f} {c}/month</p>")
         parts.append('<section class="charts">')
         for chart_id, title, svg in (("chart-cost", "Cost by provider and GPU", charts.cost_by_provider_gpu(plan)),
                                      ("chart-memory", "Memory per GPU", charts.memory_per_gpu(plan)),

@@ -1,9 +1,13 @@
-"""The Markdown report of a plan: what a FinOps reviewer reads (and what the HTML report shows, with charts)."""
+"""The Markdown report of a plan: what a FinOps reviewer reads (and what the HTML report shows, with charts).
+
+Every string a user controls goes through `md` (or `md_code`, `md_code_fence`): the Markdown is pasted into
+pull requests and rendered to HTML, so it must carry no live HTML, link or table break.
+"""
 
 from __future__ import annotations
 
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
-from gpuopt.reports.formatting import money
+from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, Deployment, Plan
+from gpuopt.reports.formatting import md, md_code, md_code_fence, money
 
 
 def _slo(value: float, target: float | None) -> str:
@@ -13,34 +17,59 @@ def _slo(value: float, target: float | None) -> str:
     return f"{value:,.1f} / {target:,.0f} ({mark})"
 
 
+def budget_line(b: Budget, currency: str) -> str:
+    """`10,000.00 USD/month (--max-monthly): 1,234.56 USD under (12.3 %)` -- the same words in every format."""
+    limit = f"{b.max_monthly:,.2f} {b.currency}/month ({b.source})"
+    if b.currency != currency:
+        limit += f" = {b.max_monthly_in_plan_currency:,.2f} {currency}/month"
+    if b.margin is None:
+        return f"{limit}: no plan to compare"
+    side = "OVER by" if b.over else "under by"
+    share = "" if b.margin_fraction is None else f" ({abs(b.margin_fraction):.1%})"
+    return f"{limit}: {side} {abs(b.margin):,.2f} {currency}{share}"
+
+
+def instance_count(plan: Plan, d: Deployment) -> str:
+    """The offering's whole instance count, `2 shared` when other deployments run on the same instances."""
+    key = (d.provider, d.sku, d.region, d.price_kind)
+    for line in plan.instances:
+        if (line.provider, line.sku, line.region, line.price_kind) == key:
+            sharing = sum(1 for x in plan.deployments if (x.provider, x.sku, x.region, x.price_kind) == key)
+            return f"{line.instances} shared" if sharing > 1 else str(line.instances)
+    return f"{d.instances:g}"
+
+
 def _memory_table(d: Deployment) -> list[str]:
     m = d.memory
     return [
         "| per GPU (GiB) | weights | activation | non-torch | CUDA graphs | KV cache | outside vLLM's budget | total |",
         "|---|---|---|---|---|---|---|---|",
-        f"| {d.gpu} | {m.weights_gib:.2f} | {m.activation_gib:.2f} | {m.non_torch_gib:.2f} | {m.cuda_graph_gib:.2f} | "
-        f"{m.kv_cache_gib:.2f} | {m.free_gib:.2f} | {m.total_gib:.2f} |",
+        f"| {md(d.gpu)} | {m.weights_gib:.2f} | {m.activation_gib:.2f} | {m.non_torch_gib:.2f} | "
+        f"{m.cuda_graph_gib:.2f} | {m.kv_cache_gib:.2f} | {m.free_gib:.2f} | {m.total_gib:.2f} |",
     ]
 
 
 def render_markdown(plan: Plan) -> str:
-    c = plan.currency
+    c = md(plan.currency)
     out: list[str] = ["# gpuopt plan", ""]
     if plan.status != "optimal":
         out += ["**Infeasible**: no plan meets every constraint.", ""]
-        out += [f"- {line}" for line in plan.explanation]
+        out += [f"- {md(line)}" for line in plan.explanation]
         out.append("")
+        if plan.budget is not None:
+            out += [f"Budget: {md(budget_line(plan.budget, plan.currency))}", ""]
     else:
         out += [
             "## Summary", "",
             "| | |", "|---|---|",
             f"| total per hour | {money(plan.total_cost_per_hour, c)} |",
             f"| total per month ({HOURS_PER_MONTH} h) | {money(plan.total_cost_per_month, c)} |",
+            *([f"| budget | {md(budget_line(plan.budget, plan.currency))} |"] if plan.budget is not None else []),
             f"| currency | {c} |",
-            f"| oldest chosen price | {plan.oldest_price_as_of or plan.catalog_as_of} |",
-            f"| catalog date (newest price) | {plan.catalog_as_of} |",
-            f"| FX | {plan.fx} |",
-            f"| plan date | {plan.as_of_date} |",
+            f"| oldest chosen price | {md(plan.oldest_price_as_of or plan.catalog_as_of)} |",
+            f"| catalog date (newest price) | {md(plan.catalog_as_of)} |",
+            f"| FX | {md(plan.fx)} |",
+            f"| plan date | {md(plan.as_of_date)} |",
             "",
             "## Instances", "",
             f"| provider | SKU | region | price kind | GPU x per instance | instances | {c}/h each | {c}/h "
@@ -48,56 +77,59 @@ def render_markdown(plan: Plan) -> str:
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for line in plan.instances:
-            out.append(f"| {line.provider} | {line.sku} | {line.region} | {line.price_kind} | {line.gpu} x"
-                       f"{line.gpus_per_instance} | {line.instances} | {line.price_per_hour:,.4f} | "
-                       f"{line.cost_per_hour:,.2f} | {', '.join(line.workloads)} |")
+            out.append(f"| {md(line.provider)} | {md(line.sku)} | {md(line.region)} | {md(line.price_kind)} | "
+                       f"{md(line.gpu)} x{line.gpus_per_instance} | {line.instances} | {line.price_per_hour:,.4f} | "
+                       f"{line.cost_per_hour:,.2f} | {md(', '.join(line.workloads))} |")
         out.append("")
         out += ["## Unit economics", "",
                 f"| workload | {c}/h | requests/s | {c} per request | {c} per 1M output tokens | "
                 f"{c} per 1M input tokens | utilisation |",
                 "|---|---|---|---|---|---|---|"]
         for u in plan.unit_economics:
-            out.append(f"| {u.workload} | {u.cost_per_hour:,.2f} | {u.requests_per_second:,.3f} | "
+            out.append(f"| {md(u.workload)} | {u.cost_per_hour:,.2f} | {u.requests_per_second:,.3f} | "
                        f"{u.cost_per_request:,.6f} | {u.cost_per_million_output_tokens:,.2f} | "
                        f"{u.cost_per_million_input_tokens:,.2f} | {u.utilisation:.0%} |")
         out += ["", "Each per-token figure charges the workload's whole cost to that token type.", ""]
     for w in plan.workloads:
-        out += [f"## Workload `{w.name}`", "",
-                f"{w.model}; {w.demand:g} {w.demand_unit.replace('_', ' ')}; {w.input_tokens} input / "
+        tags = ", ".join(f"{k}={v}" for k, v in sorted(w.tags.items()))
+        out += [f"## Workload {md_code(w.name)}", "",
+                f"{md(w.model)}; {w.demand:g} {md(w.demand_unit.replace('_', ' '))}; {w.input_tokens} input / "
                 f"{w.output_tokens} output tokens; targets TTFT {w.ttft_slo_ms or '-'} ms, TPOT "
                 f"{w.tpot_slo_ms or '-'} ms; at least {w.min_replicas} replica(s)"
-                + (f"; tags {', '.join(f'{k}={v}' for k, v in sorted(w.tags.items()))}" if w.tags else ""), ""]
+                + (f"; tags {md(tags)}" if w.tags else ""), ""]
         for d in (d for d in plan.deployments if d.workload == w.name):
             out += [
-                f"### {d.replicas} x {d.provider} {d.sku} ({d.region}, {d.country})", "",
-                f"- GPU: {d.gpu} x{d.gpus_per_instance} per instance; {d.instances:g} instance(s) for this workload; "
-                f"TP={d.tensor_parallel}, PP={d.pipeline_parallel}; weights {d.weight_precision}, KV cache "
-                f"{d.kv_cache_dtype}; max_model_len {d.max_model_len}",
-                f"- cost: {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c)}/month ({d.price_kind}, instance "
-                f"{money(d.instance_price_per_hour, c, 4)}/h; price from {d.price_source}, as of {d.price_as_of})",
+                f"### {d.replicas} x {md(d.provider)} {md(d.sku)} ({md(d.region)}, {md(d.country)})", "",
+                f"- GPU: {md(d.gpu)} x{d.gpus_per_instance} per instance; {instance_count(plan, d)} instance(s)"
+                + (f" (this deployment's share {d.instances:g})" if instance_count(plan, d).endswith("shared") else "")
+                + f"; TP={d.tensor_parallel}, PP={d.pipeline_parallel}; weights {md(d.weight_precision)}, KV "
+                f"cache {md(d.kv_cache_dtype)}; max_model_len {d.max_model_len}",
+                f"- cost: {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c)}/month ({md(d.price_kind)}, "
+                f"instance {money(d.instance_price_per_hour, c, 4)}/h; price from {md(d.price_source)}, as of "
+                f"{md(d.price_as_of)})",
                 f"- predicted at planned load ({d.predicted.planned_requests_per_second_per_replica:,.3f} requests/s "
                 f"per replica, {d.utilisation:.0%} of sustainable): TTFT ms {_slo(d.predicted.ttft_ms, w.ttft_slo_ms)}"
                 f"; TPOT ms {_slo(d.predicted.tpot_ms, w.tpot_slo_ms)}; KV cache {d.predicted.kv_cache_tokens:,} "
                 f"tokens, {d.kv_utilisation:.0%} used",
-                "", *_memory_table(d), "", "```bash", d.vllm_command, "```", ""]
+                "", *_memory_table(d), "", *md_code_fence(d.vllm_command, "bash"), ""]
     if plan.alternatives:
         out += ["## Alternatives", "", f"| restricted to | {c}/h | {c}/month | delta/h | plan |",
                 "|---|---|---|---|---|"]
         for a in plan.alternatives:
-            out.append(f"| {a.label} | {money(a.total_cost_per_hour, '')} | {money(a.total_cost_per_month, '')} | "
+            out.append(f"| {md(a.label)} | {money(a.total_cost_per_hour, '')} | {money(a.total_cost_per_month, '')} | "
                        f"{'-' if a.delta_per_hour is None else f'{a.delta_per_hour:+,.2f}'} | "
-                       f"{'; '.join(a.deployments)} |")
+                       f"{md('; '.join(a.deployments))} |")
         out.append("")
     rp = plan.residency_premium
     if rp is not None:
         out += ["## Residency premium", ""]
         if rp.premium_per_hour is None:
-            out.append(f"Residency `{rp.selector}`: no plan to compare with.")
+            out.append(f"Residency {md_code(rp.selector)}: no plan to compare with.")
         else:
-            out.append(f"Keeping data in `{rp.selector}` costs {money(rp.cost_per_hour_with_policy, c)}/h against "
-                       f"{money(rp.cost_per_hour_without_policy, c)}/h without the policy: a premium of "
+            out.append(f"Keeping data in {md_code(rp.selector)} costs {money(rp.cost_per_hour_with_policy, c)}/h "
+                       f"against {money(rp.cost_per_hour_without_policy, c)}/h without the policy: a premium of "
                        f"{money(rp.premium_per_hour, c)}/h ({(rp.premium_fraction or 0):.0%}). Cheapest excluded "
-                       f"offering: {rp.cheapest_excluded_offering}.")
+                       f"offering: {md(rp.cheapest_excluded_offering)}.")
         out.append("")
     if plan.sensitivity is not None:
         s = plan.sensitivity
@@ -111,16 +143,16 @@ def render_markdown(plan: Plan) -> str:
     if plan.rejections:
         out += ["## Top rejections", "", "| workload | reason | candidates | example |", "|---|---|---|---|"]
         for r in plan.rejections[:12]:
-            out.append(f"| {r.workload} | {r.reason_kind} | {r.count:,} | {r.example.replace('|', '/')} |")
+            out.append(f"| {md(r.workload)} | {md(r.reason_kind)} | {r.count:,} | {md(r.example)} |")
         out.append("")
     out += ["## Assumptions", "",
             f"- headroom {plan.headroom:g}: each replica is planned for at most {plan.headroom:.0%} of the load it "
             "sustains within both targets",
-            f"- vLLM {plan.vllm_version} defaults (gpu_memory_utilization, scheduler limits, CUDA graphs in the "
+            f"- vLLM {md(plan.vllm_version)} defaults (gpu_memory_utilization, scheduler limits, CUDA graphs in the "
             "budget or not); memory and latency calibrations in gpuopt/data (fitted on published vLLM logs "
             "and runs)",
             f"- monthly cost = hourly x {HOURS_PER_MONTH}; prices are list prices unless an overlay says otherwise",
-            f"- solver: {plan.solver}", ""]
+            f"- solver: {md(plan.solver)}", ""]
     if plan.warnings:
-        out += ["## Warnings", "", *[f"- {w}" for w in plan.warnings], ""]
+        out += ["## Warnings", "", *[f"- {md(w)}" for w in plan.warnings], ""]
     return "\n".join(out)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
 from gpuopt.errors import InputError
 from gpuopt.planner.plan import PLAN_SCHEMA_VERSION, Plan
+
+if TYPE_CHECKING:
+    from gpuopt.planner.capacity import CapacityPlan
 
 
 def render_json(plan: Plan) -> str:
@@ -17,18 +21,31 @@ def render_json(plan: Plan) -> str:
 
 
 def load_plan(text: str, source: str) -> Plan:
-    """Read a saved plan back (for `gpuopt report` and `gpuopt diff`)."""
+    """Read a saved solve plan back (for `gpuopt report` and `gpuopt diff`)."""
+    plan = load_any_plan(text, source)
+    if not isinstance(plan, Plan):
+        raise InputError(f"{source}: a capacity plan, where a solve plan (\"kind\": \"gpuopt-plan\") is needed")
+    return plan
+
+
+def load_any_plan(text: str, source: str) -> Plan | CapacityPlan:
+    """Read a saved solve plan (`kind: gpuopt-plan`) or capacity plan (`kind: gpuopt-capacity-plan`), in any
+    `--candidates` form."""
+    from gpuopt.planner.capacity import CapacityPlan
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{source}: not JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(data, dict) or data.get("kind") != "gpuopt-plan":
-        raise InputError(f"{source}: not a gpuopt plan (no \"kind\": \"gpuopt-plan\")")
+    kinds: dict[str, type[Plan] | type[CapacityPlan]] = {"gpuopt-plan": Plan, "gpuopt-capacity-plan": CapacityPlan}
+    if not isinstance(data, dict) or data.get("kind") not in kinds:
+        raise InputError(f"{source}: not a gpuopt plan (no \"kind\": \"gpuopt-plan\" or "
+                         "\"gpuopt-capacity-plan\")")
     if data.get("schema_version") != PLAN_SCHEMA_VERSION:
         raise InputError(f"{source}: plan schema_version {data.get('schema_version')} is not supported "
                          f"(this gpuopt reads {PLAN_SCHEMA_VERSION})")
     try:
-        return Plan.model_validate(data)
+        return kinds[data["kind"]].model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         raise InputError(f"{source}: not a valid gpuopt plan: {'.'.join(str(p) for p in first['loc'])}: "

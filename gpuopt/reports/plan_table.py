@@ -1,51 +1,100 @@
-"""The terminal rendering of a plan (rich tables)."""
+"""The terminal rendering of a plan (rich tables), laid out for the terminal's width.
+
+Width: `terminal_width` (an explicit width, COLUMNS, the terminal, else 160 for files and pipes). Below
+WIDE_TABLE (140) columns the deployments are listed one block each instead of one wide table. Model ids are never
+cut; instance counts are whole (the offering's instances, marked shared when several deployments run on
+them); the price kind is shown (spot is never invisible); the top rejection reasons close the view.
+"""
 
 from __future__ import annotations
 
 import io
 
-from rich.console import Console
 from rich.table import Table
 
-from gpuopt.planner.plan import Plan
-from gpuopt.reports.formatting import money
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
+from gpuopt.reports.formatting import console, money, terminal_width
+from gpuopt.reports.markdown import budget_line, instance_count
+
+TOP_REJECTIONS = 5
+WIDE_TABLE = 140  # the deployments table needs this many columns; below, one block per deployment
 
 
-def render_table(plan: Plan, width: int = 160) -> str:
+def _tp(d: Deployment) -> str:
+    return str(d.tensor_parallel) + (f"xPP{d.pipeline_parallel}" if d.pipeline_parallel > 1 else "")
+
+
+def _deployments_wide(plan: Plan) -> Table:
+    c = plan.currency
+    table = Table(title="Deployments", title_justify="left")
+    left = ("workload", "offering", "price kind", "GPU x n", "formats")
+    for col in ("workload", "offering", "price kind", "GPU x n", "instances", "repl", "TP", "formats", f"{c}/h",
+                f"{c}/month", "TTFT ms", "TPOT ms", "KV used"):
+        table.add_column(col, justify="left" if col in left else "right", overflow="fold",
+                         no_wrap=col in ("price kind", "GPU x n", "instances", f"{c}/month"))
+    for d in plan.deployments:
+        table.add_row(d.workload, f"{d.provider} {d.sku} ({d.region})", d.price_kind,
+                      f"{d.gpu} x{d.gpus_per_instance}", instance_count(plan, d), str(d.replicas), _tp(d),
+                      f"{d.weight_precision}/KV {d.kv_cache_dtype}", f"{d.cost_per_hour:,.2f}",
+                      f"{d.cost_per_month:,.0f}", f"{d.predicted.ttft_ms:,.0f}", f"{d.predicted.tpot_ms:.1f}",
+                      f"{d.kv_utilisation:.0%}")
+    return table
+
+
+def _deployment_block(plan: Plan, d: Deployment) -> list[str]:
+    c = plan.currency
+    return [f"{d.workload}: {d.model}",
+            f"  {d.provider} {d.sku} ({d.region}), {d.price_kind}",
+            f"  {instance_count(plan, d)} instance(s) of {d.gpu} x{d.gpus_per_instance}; {d.replicas} replica(s), "
+            f"TP {_tp(d)}, weights {d.weight_precision}, KV {d.kv_cache_dtype}",
+            f"  {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c, 0)}/month; TTFT "
+            f"{d.predicted.ttft_ms:,.0f} ms, TPOT {d.predicted.tpot_ms:.1f} ms, KV {d.kv_utilisation:.0%} used"]
+
+
+def render_table(plan: Plan, width: int | None = None) -> str:
     buf = io.StringIO()
-    con = Console(file=buf, width=width, color_system=None, force_terminal=False, markup=False)
+    con = console(buf, width)
+    compact = terminal_width(width) < WIDE_TABLE
     c = plan.currency
     if plan.status != "optimal":
         con.print("INFEASIBLE: no plan meets every constraint")
         for line in plan.explanation:
             con.print(f"  {line}")
+        if plan.budget is not None:
+            con.print(f"Budget: {budget_line(plan.budget, c)}")
+        _rejections(con, plan, compact)
         return buf.getvalue()
     con.print(f"Plan: {money(plan.total_cost_per_hour, c)}/h, {money(plan.total_cost_per_month, c)}/month "
-              f"(730 h); oldest chosen price {plan.oldest_price_as_of or plan.catalog_as_of}; "
+              f"({HOURS_PER_MONTH} h); oldest chosen price {plan.oldest_price_as_of or plan.catalog_as_of}; "
               f"FX {plan.fx}; headroom {plan.headroom:g}; "
               f"vLLM {plan.vllm_version}; solver {plan.solver}")
-    table = Table(title="Deployments", title_justify="left")
-    for col in ("workload", "provider", "SKU", "region", "GPU x n", "inst", "repl", "TP", "weights", "KV",
-                f"{c}/h", f"{c}/month", "TTFT ms", "TPOT ms", "KV used"):
-        table.add_column(col, justify="left" if col in ("workload", "provider", "SKU", "region", "GPU x n",
-                                                        "weights", "KV") else "right", overflow="fold")
-    for d in plan.deployments:
-        table.add_row(d.workload, d.provider, d.sku, d.region, f"{d.gpu} x{d.gpus_per_instance}", f"{d.instances:g}",
-                      str(d.replicas), str(d.tensor_parallel) + (f"xPP{d.pipeline_parallel}"
-                                                                 if d.pipeline_parallel > 1 else ""),
-                      d.weight_precision, d.kv_cache_dtype, f"{d.cost_per_hour:,.2f}", f"{d.cost_per_month:,.0f}",
-                      f"{d.predicted.ttft_ms:,.0f}", f"{d.predicted.tpot_ms:.1f}", f"{d.kv_utilisation:.0%}")
-    con.print(table)
+    if plan.budget is not None:
+        con.print(f"Budget: {budget_line(plan.budget, c)}")
+    if compact:
+        con.print("Deployments")
+        for d in plan.deployments:
+            for line in _deployment_block(plan, d):
+                con.print(line, soft_wrap=False)
+    else:
+        for w in plan.workloads:
+            con.print(f"Model of {w.name}: {w.model}", soft_wrap=True)
+        con.print(_deployments_wide(plan))
     for d in plan.deployments:
         con.print(f"[{d.workload} on {d.sku}] {d.vllm_command}", soft_wrap=True, markup=False)
     for u in plan.unit_economics:
         con.print(f"Unit economics {u.workload}: {u.cost_per_request:,.6f} {c}/request, "
                   f"{u.cost_per_million_output_tokens:,.2f} {c}/1M output tokens, "
                   f"{u.cost_per_million_input_tokens:,.2f} {c}/1M input tokens, utilisation {u.utilisation:.0%}")
-    if plan.alternatives:
+    if plan.alternatives and compact:
+        con.print("Alternatives")
+        for a in plan.alternatives:
+            cost = "-" if a.total_cost_per_hour is None else f"{a.total_cost_per_hour:,.2f} {c}/h"
+            delta = "" if a.delta_per_hour is None else f" ({a.delta_per_hour:+,.2f})"
+            con.print(f"  {a.label}: {cost}{delta}: {'; '.join(a.deployments)}")
+    elif plan.alternatives:
         alt = Table(title="Alternatives", title_justify="left")
         for col in ("restricted to", f"{c}/h", "delta/h", "plan"):
-            alt.add_column(col)
+            alt.add_column(col, overflow="fold")
         for a in plan.alternatives:
             alt.add_row(a.label, f"{a.total_cost_per_hour:,.2f}" if a.total_cost_per_hour is not None else "-",
                         f"{a.delta_per_hour:+,.2f}" if a.delta_per_hour is not None else "-", "; ".join(a.deployments))
@@ -64,4 +113,26 @@ def render_table(plan: Plan, width: int = 160) -> str:
                       f"({(rp.premium_fraction or 0):.0%}) over the unrestricted "
                       f"{money(rp.cost_per_hour_without_policy, c)}/h; cheapest excluded offering: "
                       f"{rp.cheapest_excluded_offering}")
+    _rejections(con, plan, compact)
     return buf.getvalue()
+
+
+def _rejections(con: object, plan: Plan, compact: bool) -> None:
+    """The most frequent rejection reasons, with one example each."""
+    from rich.console import Console
+
+    assert isinstance(con, Console)
+    top = plan.rejections[:TOP_REJECTIONS]
+    if not top:
+        return
+    if compact:
+        con.print("Top rejections")
+        for r in top:
+            con.print(f"  {r.workload}: {r.reason_kind} x{r.count:,} (e.g. {r.example})")
+        return
+    table = Table(title="Top rejections", title_justify="left")
+    for col in ("workload", "reason", "candidates", "example"):
+        table.add_column(col, justify="right" if col == "candidates" else "left", overflow="fold")
+    for r in top:
+        table.add_row(r.workload, r.reason_kind, f"{r.count:,}", r.example)
+    con.print(table)

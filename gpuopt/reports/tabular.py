@@ -1,6 +1,5 @@
-"""Flat exports of a plan: CSV (one row per deployment, the JSON deployment fields flattened) and a
-FOCUS-shaped projected cost file (FinOps Open Cost and Usage Specification column names, one row per
-deployment for one 730-hour month)."""
+"""Flat exports of a plan: CSV (one row per deployment, the JSON deployment fields flattened) and FOCUS 1.0
+projected cost rows for the calendar month after the plan date (reports/focus.py says what the rows mean)."""
 
 from __future__ import annotations
 
@@ -8,23 +7,31 @@ import datetime as dt
 import json
 from typing import Any
 
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
+from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.pricing.regions import region_info
+from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, pricing_category, rows
+from gpuopt.reports.formatting import csv_cell
 
-FOCUS_COLUMNS = (
-    "BillingCurrency", "ChargeCategory", "ChargeDescription", "ChargePeriodStart", "ChargePeriodEnd",
-    "ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice", "EffectiveCost", "ListCost",
-    "ListUnitPrice", "PricingCategory", "PricingQuantity", "PricingUnit", "ProviderName", "RegionId", "RegionName",
-    "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "Tags",
-)
-COMMITTED = ("reserved", "savings-plan", "subscription", "capacity-block", "contract")
+__all__ = ["FOCUS_COLUMNS", "pricing_category", "render_csv", "render_focus"]
+
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> str:
+    """CSV text of the rows; every string cell a spreadsheet would evaluate is neutralised (`csv_cell`),
+    numbers are written as numbers."""
     import pandas as pd
 
-    frame = pd.DataFrame.from_records(rows, columns=list(columns))
+    safe = [{k: csv_cell(v) for k, v in row.items()} for row in rows]
+    frame = pd.DataFrame.from_records(safe, columns=list(columns))
     return str(frame.to_csv(index=False, lineterminator="\n"))
+
+
+def budget_columns(plan: Plan) -> dict[str, Any]:
+    """The plan's budget verdict as flat columns (the same on every row; empty without a budget)."""
+    b = plan.budget
+    return {"budget_max_monthly": None if b is None else b.max_monthly_in_plan_currency,
+            "budget_margin": None if b is None else b.margin,
+            "budget_over": None if b is None else b.over}
 
 
 def render_csv(plan: Plan) -> str:
@@ -40,10 +47,11 @@ def render_csv(plan: Plan) -> str:
     if not records:
         return ",".join(_deployment_columns()) + "\n"
     flat = pd.json_normalize(records, sep="_")
-    return _frame([{str(k): v for k, v in row.items()} for row in flat.to_dict(orient="records")],
-                  _deployment_columns())
+    return _frame([{**{str(k): v for k, v in row.items()}, **budget_columns(plan)}
+                   for row in flat.to_dict(orient="records")], _deployment_columns())
 
 
+BUDGET_COLUMNS = ("budget_max_monthly", "budget_margin", "budget_over")  # in the plan currency, per month
 UNIT_COLUMNS = ("workload_cost_per_request", "workload_cost_per_million_output_tokens",
                 "workload_cost_per_million_input_tokens")
 
@@ -57,62 +65,38 @@ def _deployment_columns() -> list[str]:
             cols += [f"{name}_{s}" for s in sub]
         else:
             cols.append(name)
-    return cols + list(UNIT_COLUMNS)
+    return cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS)
 
 
-def pricing_category(price_kind: str) -> str:
-    """FOCUS PricingCategory: Standard (on-demand, community), Dynamic (spot), Committed (commitments)."""
-    if price_kind == "spot":
-        return "Dynamic"
-    if price_kind.startswith(COMMITTED):
-        return "Committed"
-    return "Standard"
-
-
-def charge_period(plan: Plan) -> tuple[str, str]:
-    """The projected month: from the first day of the month after the plan date, 730 hours long."""
-    day = dt.date.fromisoformat(plan.as_of_date)
-    start = dt.datetime(day.year + (day.month == 12), day.month % 12 + 1, 1, tzinfo=dt.UTC)
-    end = start + dt.timedelta(hours=HOURS_PER_MONTH)
-    return start.strftime("%Y-%m-%dT%H:%M:%SZ"), end.strftime("%Y-%m-%dT%H:%M:%SZ")
+def charge_month(plan: Plan) -> dt.date:
+    """The projected month: the calendar month after the plan date."""
+    return add_months(dt.date.fromisoformat(plan.as_of_date), 1)
 
 
 def render_focus(plan: Plan) -> str:
-    start, end = charge_period(plan)
+    """FOCUS rows of the projected month (see reports/focus.py): per deployment a Usage row, and for a
+    commitment its monthly Purchase row too."""
+    month = charge_month(plan)
     economics = {u.workload: u for u in plan.unit_economics}
-    rows = []
+    out: list[dict[str, Any]] = []
     for d in plan.deployments:
         u = economics.get(d.workload)
         unit = "" if u is None else (f"; workload {u.cost_per_million_output_tokens:,.2f} {plan.currency} per 1M "
                                      f"output tokens, {u.cost_per_request:,.6f} per request")
-        hours = round(d.instances * HOURS_PER_MONTH, 4)
-        contracted_unit = d.instance_price_per_hour
-        list_unit = d.list_price_per_hour if d.list_price_per_hour is not None else contracted_unit
         info = region_info(d.region)
-        rows.append({
-            "BillingCurrency": plan.currency,
-            "ChargeCategory": "Usage",
-            "ChargeDescription": f"projected: {d.replicas} x {d.workload} ({d.gpu}, TP={d.tensor_parallel}, "
-                                 f"{d.weight_precision}){unit}",
-            "ChargePeriodStart": start,
-            "ChargePeriodEnd": end,
-            "ConsumedQuantity": hours,
-            "ConsumedUnit": "Hours",
-            "ContractedCost": round(contracted_unit * hours, 4),
-            "ContractedUnitPrice": contracted_unit,
-            "EffectiveCost": round(d.cost_per_hour * HOURS_PER_MONTH, 4),
-            "ListCost": round(list_unit * hours, 4),
-            "ListUnitPrice": list_unit,
-            "PricingCategory": pricing_category(d.price_kind),
-            "PricingQuantity": hours,
-            "PricingUnit": "Hours",
-            "ProviderName": d.provider,
-            "RegionId": d.region,
-            "RegionName": f"{d.region} ({info.country})" if info.country else d.region,
-            "ResourceType": f"GPU instance ({d.gpu} x{d.gpus_per_instance})",
-            "ServiceCategory": "Compute",
-            "ServiceName": d.service,
-            "SkuId": d.sku,
-            "Tags": json.dumps({"gpuopt-workload": d.workload, **d.tags}, sort_keys=True),
-        })
-    return _frame(rows, FOCUS_COLUMNS)
+        committed = is_commitment(d.price_kind)
+        out += rows(Charge(
+            month=month, currency=plan.currency, provider=d.provider, service=d.service, sku=d.sku, region=d.region,
+            region_name=f"{d.region} ({info.country})" if info.country else d.region,
+            resource_type=f"GPU instance ({d.gpu} x{d.gpus_per_instance})", price_kind=d.price_kind,
+            instances=d.instances, unit_price=d.instance_price_per_hour,
+            list_unit_price=d.list_price_per_hour if d.list_price_per_hour is not None else d.instance_price_per_hour,
+            description=f"projected: {d.replicas} x {d.workload} ({d.gpu}, TP={d.tensor_parallel}, "
+                        f"{d.weight_precision}){unit}",
+            tags={"gpuopt-workload": d.workload, **d.tags},
+            commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
+            commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None))
+    if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
+        extra = {"x_BudgetMonthly": plan.budget.max_monthly_in_plan_currency, "x_BudgetMargin": plan.budget.margin}
+        return _frame([{**row, **extra} for row in out], (*FOCUS_COLUMNS, *extra))
+    return _frame(out, FOCUS_COLUMNS)

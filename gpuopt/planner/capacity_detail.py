@@ -1,0 +1,81 @@
+"""What a reviewer needs to sign a capacity plan, per period: which replicas run on what (model, GPU, TP,
+precision, the `vllm serve` command), and what the period costs per price kind.
+
+Pure functions over the solved schedule: the program (planner/capacity.py) is not touched.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuopt.planner.candidates import CandidateResult, resolve_model
+from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike
+from gpuopt.planner.plan import HOURS_PER_MONTH
+from gpuopt.planner.serve_command import vllm_command
+
+
+class RunningLine(BaseModel):
+    """Replicas of one shape on one offering in one period."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    workload: str
+    model: str
+    provider: str
+    sku: str
+    region: str
+    price_kind: str
+    gpu: str
+    gpus_per_instance: int
+    replicas: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    weight_precision: str
+    kv_cache_dtype: str
+    capacity: float  # sustainable load of these replicas (before headroom), in the workload's demand unit
+    vllm_command: str
+
+
+def running_lines(candidates: Sequence[CandidateResult], replicas: Mapping[tuple[int, int], int],
+                  period: int) -> list[RunningLine]:
+    """The replicas the schedule runs in `period` ((candidate index, period) -> count), one line per shape."""
+    out = []
+    for (i, t), n in sorted(replicas.items()):
+        if t != period or n <= 0:
+            continue
+        c = candidates[i]
+        o, shape, memory = c.offering, c.shape, c.evaluation.memory
+        if shape is None or memory is None:
+            continue
+        out.append(RunningLine(
+            workload=c.workload.name, model=c.workload.model_id, provider=o.provider, sku=o.sku, region=o.region,
+            price_kind=o.price_kind, gpu=o.gpu, gpus_per_instance=o.gpu_count or 0, replicas=n,
+            tensor_parallel=shape.tensor_parallel, pipeline_parallel=shape.pipeline_parallel,
+            weight_precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,
+            capacity=round(c.capacity * n, 4),
+            vllm_command=vllm_command(resolve_model(c.workload), memory.config)))
+    return sorted(out, key=lambda r: (r.workload, r.provider, r.sku, r.region, r.price_kind, r.tensor_parallel))
+
+
+def active_commitments(commitments: Sequence[CommitmentSpan], period: int, months_per_period: int) -> list[
+        CommitmentSpan]:
+    """Commitments running in `period`: bought in it or before, term not yet over."""
+    start = period * months_per_period
+    return [c for c in commitments if c.start_month <= start < c.start_month + c.term_months]
+
+
+def cost_by_price_kind(purchases: Sequence[PurchaseLike], commitments: Sequence[CommitmentSpan], period: int,
+                       months_per_period: int) -> dict[str, float]:
+    """The period's cost split by price kind: rented instances of the period, plus every active commitment
+    amortised over the period's months (730 h each). Sums to the period's cost."""
+    hours = HOURS_PER_MONTH * months_per_period
+    split: dict[str, float] = defaultdict(float)
+    for p in purchases:
+        if not p.committed:
+            split[p.price_kind] += p.price_per_hour * hours * p.count
+    for c in active_commitments(commitments, period, months_per_period):
+        split[c.price_kind] += c.price_per_hour * hours * c.count
+    return {k: round(v, 2) for k, v in sorted(split.items())}

@@ -1,0 +1,145 @@
+"""FOCUS 1.0 cost rows (FinOps Open Cost and Usage Specification) for solve plans and capacity plans.
+
+What the rows mean
+- One row set per calendar month: ChargePeriod and BillingPeriod are that month (`2027-01-01T00:00:00Z` to
+  `2027-02-01T00:00:00Z`); quantities use the FinOps month of 730 hours per instance, as the plan's costs do.
+- Rented instances (on-demand, spot, community): a Usage row, BilledCost = EffectiveCost.
+- A commitment (reservation, savings plan, subscription): a Purchase row per month of its term, billed
+  monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage; and, for each
+  of its months inside the horizon, a Usage row carrying the amortised cost in EffectiveCost (BilledCost 0,
+  CommitmentDiscountStatus Used). Months after the horizon carry only the Purchase rows: the obligation.
+  So summing EffectiveCost per month (or period) gives the plan's cost of that month, and summing BilledCost
+  gives what the provider bills, after the horizon included.
+- The account is a projection: BillingAccountId `gpuopt-projection`, no sub-account, no resource id.
+
+`focus-validator` 1.0.0 (the newest on Python 3.11) checks the 1.0-preview names of five columns: Provider,
+Publisher, InvoiceIssuer, ResourceID and ChargeType (its SkuPriceId rule reads ChargeType). The rows carry
+both those and the 1.0 names (ProviderName, PublisherName, InvoiceIssuerName, ResourceId, ChargeCategory),
+with the same values.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gpuopt.planner.plan import HOURS_PER_MONTH
+
+FOCUS_COLUMNS = (
+    "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
+    "BillingPeriodEnd", "BillingPeriodStart", "ChargeCategory", "ChargeClass", "ChargeDescription",
+    "ChargeFrequency", "ChargePeriodEnd", "ChargePeriodStart", "CommitmentDiscountCategory",
+    "CommitmentDiscountId", "CommitmentDiscountName", "CommitmentDiscountStatus", "CommitmentDiscountType",
+    "ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice", "EffectiveCost",
+    "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory", "PricingQuantity", "PricingUnit",
+    "ProviderName", "PublisherName", "RegionId", "RegionName", "ResourceId", "ResourceName", "ResourceType",
+    "ServiceCategory", "ServiceName", "SkuId", "SkuPriceId", "SubAccountId", "SubAccountName", "Tags",
+    # the 1.0-preview names focus-validator 1.0.0 still requires (same values as their 1.0 names)
+    "ChargeType", "InvoiceIssuer", "Provider", "Publisher", "ResourceID",
+)
+COMMITTED = ("reserved", "savings-plan", "subscription", "capacity-block", "contract")
+ACCOUNT_ID = "gpuopt-projection"
+ACCOUNT_NAME = "gpuopt projected plan (not a billing account)"
+
+
+def pricing_category(price_kind: str) -> str:
+    """FOCUS PricingCategory: Standard (on-demand, community), Dynamic (spot), Committed (commitments)."""
+    if price_kind == "spot":
+        return "Dynamic"
+    if price_kind.startswith(COMMITTED):
+        return "Committed"
+    return "Standard"
+
+
+def commitment_type(price_kind: str) -> tuple[str, str]:
+    """(CommitmentDiscountCategory, CommitmentDiscountType): savings plans commit spend, the rest usage."""
+    if price_kind.startswith("savings-plan"):
+        return "Spend", "Savings Plan"
+    if price_kind.startswith("reserved"):
+        return "Usage", "Reserved Instance"
+    if price_kind.startswith("subscription"):
+        return "Usage", "Subscription"
+    return "Usage", price_kind.replace("-", " ").title()
+
+
+def add_months(day: dt.date, months: int) -> dt.date:
+    total = day.year * 12 + day.month - 1 + months
+    return dt.date(total // 12, total % 12 + 1, 1)
+
+
+def stamp(day: dt.date) -> str:
+    return f"{day.isoformat()}T00:00:00Z"
+
+
+@dataclass(frozen=True)
+class Charge:
+    """One offering's instances in one calendar month: the renderers' input to `rows`."""
+
+    month: dt.date  # first day of the month
+    currency: str
+    provider: str
+    service: str
+    sku: str
+    region: str
+    region_name: str
+    resource_type: str
+    price_kind: str
+    instances: float  # instance count (fractional for a deployment's share of shared instances)
+    unit_price: float  # per instance-hour, after overlays and discounts
+    list_unit_price: float
+    description: str
+    tags: dict[str, str] = field(default_factory=dict)
+    commitment_id: str | None = None  # set for a commitment
+    commitment_name: str | None = None
+    usage: bool = True  # a Usage row (False: a commitment month after the horizon, Purchase row only)
+
+
+def rows(charge: Charge) -> list[dict[str, Any]]:
+    start, end = stamp(charge.month), stamp(add_months(charge.month, 1))
+    hours = float(round(charge.instances * HOURS_PER_MONTH, 4))  # decimal, never an integer column
+    cost = round(charge.unit_price * hours, 4)
+    list_cost = round(charge.list_unit_price * hours, 4)
+    common: dict[str, Any] = {
+        "AvailabilityZone": None, "BillingAccountId": ACCOUNT_ID, "BillingAccountName": ACCOUNT_NAME,
+        "BillingCurrency": charge.currency, "BillingPeriodStart": start, "BillingPeriodEnd": end,
+        "ChargeClass": None, "ChargePeriodStart": start, "ChargePeriodEnd": end,
+        "ContractedUnitPrice": charge.unit_price, "ListUnitPrice": charge.list_unit_price,
+        "PricingQuantity": hours, "PricingUnit": "Hours",
+        "InvoiceIssuerName": charge.provider, "InvoiceIssuer": charge.provider,
+        "ProviderName": charge.provider, "Provider": charge.provider,
+        "PublisherName": charge.provider, "Publisher": charge.provider,
+        "RegionId": charge.region, "RegionName": charge.region_name, "ResourceId": None, "ResourceID": None,
+        "ResourceName": None, "ResourceType": charge.resource_type, "ServiceCategory": "Compute",
+        "ServiceName": charge.service or charge.provider, "SkuId": charge.sku,
+        "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:{charge.price_kind}",
+        "SubAccountId": None, "SubAccountName": None,
+        "Tags": json.dumps(charge.tags, sort_keys=True),
+        "CommitmentDiscountCategory": None, "CommitmentDiscountId": None, "CommitmentDiscountName": None,
+        "CommitmentDiscountStatus": None, "CommitmentDiscountType": None,
+    }
+    out: list[dict[str, Any]] = []
+    if charge.commitment_id is not None:
+        category, kind = commitment_type(charge.price_kind)
+        commitment = {"CommitmentDiscountCategory": category, "CommitmentDiscountId": charge.commitment_id,
+                      "CommitmentDiscountName": charge.commitment_name, "CommitmentDiscountType": kind}
+        out.append({**common, **commitment, "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
+                    "ChargeDescription": f"commitment fee: {charge.description}", "BilledCost": cost,
+                    "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": 0.0,
+                    "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
+        if charge.usage:
+            out.append({**common, **commitment, "CommitmentDiscountStatus": "Used", "ChargeCategory": "Usage",
+                        "ChargeFrequency": "Usage-Based", "ChargeDescription": charge.description,
+                        "BilledCost": 0.0, "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": cost,
+                        "ConsumedQuantity": hours, "ConsumedUnit": "Hours", "PricingCategory": "Committed"})
+    elif charge.usage:
+        out.append({**common, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+                    "ChargeDescription": charge.description, "BilledCost": cost, "ContractedCost": cost,
+                    "ListCost": list_cost, "EffectiveCost": cost, "ConsumedQuantity": hours,
+                    "ConsumedUnit": "Hours", "PricingCategory": pricing_category(charge.price_kind)})
+    return [{**row, "ChargeType": row["ChargeCategory"]} for row in out]
+
+
+def is_commitment(price_kind: str) -> bool:
+    return pricing_category(price_kind) == "Committed"

@@ -1,0 +1,175 @@
+"""Capacity plans a reviewer can sign: the obligation after the horizon in every charge mode, savings on
+stated bases, what runs in each period, units, report and diff of capacity plans, diffs in one currency."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.planner.commitments import CHARGE_MODES, kept_in_scenarios
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+EIGHT_QUARTERS = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+horizon: {periods: 8, period: quarter, start: 2027Q1}
+charge: CHARGE
+workloads:
+  - name: assistant
+    model: meta-llama/Llama-3.1-8B-Instruct
+    demand: {requests_per_second: {base: 4, growth: 0.5}}
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+    price_kinds: [on-demand, reserved-3y]
+"""
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def fixed_day(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def plan_json(tmp_path, charge):
+    path = tmp_path / f"{charge}.yaml"
+    path.write_text(EIGHT_QUARTERS.replace("CHARGE", charge))
+    out = tmp_path / f"{charge}.json"
+    result = run("plan", path, "--format", "json", "-o", out)
+    assert result.exit_code == 0, result.output
+    return out, json.loads(out.read_text())
+
+
+@pytest.mark.parametrize("charge", ["inside-horizon", "full-term"])
+def test_late_3_year_reservations_report_what_they_owe_after_the_horizon(tmp_path, charge):
+    _, plan = plan_json(tmp_path, charge)
+    owed = 0.0
+    for index, period in enumerate(plan["periods"]):  # hand rule: price x 730 h x count x months past Q8's end
+        for x in period["purchases"]:
+            if x["committed"]:
+                owed += x["price_per_hour"] * 730 * x["count"] * max(0, 36 - (8 - index) * 3)
+    assert owed > 0  # the plan buys 3-year reservations late in the horizon
+    assert plan["committed_after_horizon"] == pytest.approx(owed, abs=0.05)
+    s = plan["commitment_summary"]
+    assert s["obligation_after_horizon"] == plan["committed_after_horizon"]
+    assert s["cost_inside_horizon"] == pytest.approx(sum(p["cost"] for p in plan["periods"]), abs=0.01)
+    assert s["savings_amortised"] == pytest.approx(plan["all_on_demand_cost"] - s["cost_inside_horizon"], abs=0.01)
+    assert s["savings_cash"] == pytest.approx(s["savings_amortised"] - owed, abs=0.05)
+
+
+def test_each_charge_mode_is_explained_with_its_own_text(tmp_path):
+    for charge, other in (("inside-horizon", "full-term"), ("full-term", "inside-horizon")):
+        saved, _ = plan_json(tmp_path, charge)
+        text = run("report", saved, "--format", "markdown").stdout
+        assert CHARGE_MODES[charge] in text and CHARGE_MODES[other] not in text
+
+
+def test_scenarios_keep_commitments_but_not_monthly_subscriptions():
+    fixed = {(("tencent", "cvm", "GN7", "ap-guangzhou", "subscription-monthly"), 0): 2,
+             (("aws", "ec2", "g6e.xlarge", "us-east-1", "reserved-1y"), 1): 1}
+    assert kept_in_scenarios(fixed) == {(("aws", "ec2", "g6e.xlarge", "us-east-1", "reserved-1y"), 1): 1}
+
+
+@pytest.fixture(scope="module")
+def global_plan(tmp_path_factory):
+    import os
+
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    out = tmp_path_factory.mktemp("cap") / "global.json"
+    result = CliRunner().invoke(cli, ["plan", str(EXAMPLES / "capacity-global.yaml"), "--format", "json", "-o",
+                                      str(out)])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_capacity_markdown_says_what_runs_with_units_and_the_cost_split(global_plan):
+    plan = json.loads(global_plan.read_text())
+    text = run("report", global_plan, "--format", "markdown").stdout
+    for heading in ("## Summary", "## Schedule", "## What runs", "## Commitments", "## Scenarios"):
+        assert heading in text
+    assert "vllm serve meta-llama/Llama-3.1-8B-Instruct" in text and "req/s" in text and "concurrent requests" in text
+    q2 = next(p for p in plan["periods"] if p["period"] == "2027Q2")
+    assert sum(q2["cost_by_price_kind"].values()) == pytest.approx(q2["cost"], abs=0.01)
+    assert "reserved-1y" in q2["cost_by_price_kind"] and not any(x["committed"] for x in q2["purchases"])
+    row = next(line for line in text.splitlines() if line.startswith("| 2027Q2 |"))
+    assert "reserved-1y from 2027Q1" in row  # the commitment already running, not only the period's spot
+    assert plan["catalog_as_of"] in text and plan["fx"] in text
+
+
+def test_capacity_html_has_the_solve_style_and_two_charts(global_plan):
+    from gpuopt.reports.html import STYLE
+
+    page = run("report", global_plan, "--format", "html").stdout
+    assert page.startswith("<!DOCTYPE html>") and STYLE in page and page.count("<svg") == 2
+    assert 'id="chart-cost"' in page and 'id="chart-capacity"' in page and 'id="total-cost"' in page
+    assert not re.search(r"<script[^>]+src=|<link[^>]+href=|url\(\s*['\"]?https?:", page)
+
+
+def test_diff_of_capacity_plans_in_two_currencies_converts_at_the_recorded_fx(global_plan, tmp_path):
+    cny = tmp_path / "cny.json"
+    assert run("plan", EXAMPLES / "capacity-global.yaml", "--currency", "CNY", "--format", "json", "-o",
+               cny).exit_code == 0
+    diff = json.loads(run("diff", global_plan, cny, "--format", "json").stdout)
+    old, new = json.loads(global_plan.read_text()), json.loads(cny.read_text())
+    rate = float(re.search(r"1 USD = ([0-9.]+) CNY", old["fx"]).group(1))
+    assert diff["currency_after"] == "CNY" and "at 6.6529" in diff["fx_note"] and "old plan's FX" in diff["fx_note"]
+    assert diff["total_monthly_before"] == pytest.approx(old["total_cost"] * rate, abs=0.01)
+    assert diff["total_delta"] == pytest.approx(new["total_cost"] - old["total_cost"] * rate, abs=0.01)
+    assert abs(diff["total_delta"]) < 1.0  # the same schedule, priced in another currency
+
+
+def test_diff_of_solve_plans_in_two_currencies_is_in_one_currency(tmp_path):
+    usd, cny = tmp_path / "usd.json", tmp_path / "cny.json"
+    assert run("solve", EXAMPLES / "two-models.yaml", "--format", "json", "-o", usd).exit_code == 0
+    assert run("solve", EXAMPLES / "two-models.yaml", "--currency", "CNY", "--format", "json", "-o",
+               cny).exit_code == 0
+    md = run("diff", usd, cny, "--format", "markdown").stdout
+    old = json.loads(usd.read_text())
+    rate = float(re.search(r"1 USD = ([0-9.]+) CNY", old["fx"]).group(1))
+    assert f"{old['total_cost_per_month'] * rate:,.2f} ->" in md and "converted from USD to CNY" in md
+
+
+def test_diff_refuses_a_solve_plan_against_a_capacity_plan(global_plan, tmp_path):
+    solve = tmp_path / "s.json"
+    assert run("solve", EXAMPLES / "two-models.yaml", "--format", "json", "-o", solve).exit_code == 0
+    result = run("diff", solve, global_plan)
+    assert result.exit_code == 2 and "one kind" in result.output and "Traceback" not in result.output
+
+
+def test_diff_refuses_a_currency_pair_no_table_knows():
+    from gpuopt.errors import InputError
+    from gpuopt.reports.diff import conversion
+
+    assert conversion("USD", "CNY", [("old plan's FX", "1 USD = 7 CNY (2026-01-01)")])[0] == 7.0
+    assert conversion("CNY", "USD", [("old plan's FX", "1 USD = 8 CNY (2026-01-01)")])[0] == 0.125
+    with pytest.raises(InputError, match="no FX rate from USD to EUR"):
+        conversion("USD", "EUR", [("old plan's FX", "1 USD = 7 CNY (2026-01-01)")])
+
+
+def test_a_low_scenario_does_not_pay_for_monthly_subscriptions_it_does_not_renew(tmp_path):
+    out = tmp_path / "cn.json"
+    assert run("plan", EXAMPLES / "capacity-cn.yaml", "--format", "json", "-o", out).exit_code == 0
+    plan = json.loads(out.read_text())
+    kinds = {x["price_kind"] for p in plan["periods"] for x in p["purchases"]}
+    assert kinds == {"subscription-monthly"}  # only monthly subscriptions: nothing binds a scenario
+    low = next(s for s in plan["scenarios"] if s["name"] == "low")
+    assert low["total_cost"] < plan["total_cost"]  # before: the base schedule's subscriptions were all kept
+
+
+@pytest.mark.parametrize("columns", [80, 160])
+def test_the_capacity_table_fits_the_terminal(global_plan, monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    text = run("report", global_plan, "--format", "table").stdout
+    assert max(len(line) for line in text.splitlines() if not line.startswith("[")) <= columns
+    assert "2027Q2" in text and "already running" in text
+    if columns < 140:  # the block layout keeps each fact on its line
+        assert "already running: 1 x aws g6e.xlarge (us-east-1) reserved-1y from 2027Q1" in text

@@ -1,0 +1,141 @@
+"""FOCUS exports: the FinOps Foundation's focus-validator passes them, charge periods are calendar months,
+and EffectiveCost per period reproduces the plan's cost per period."""
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
+from gpuopt.planner.commitments import spans
+from gpuopt.planner.commitments import summarise as summarise_commitments
+from gpuopt.reports.capacity import render_capacity_focus
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def fixed_day(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def focus_failures(path: Path, monkeypatch) -> list[str]:
+    """Every check of focus-validator's FOCUS 1.0 rules that does not pass."""
+    try:
+        import focus_validator
+    except ImportError:
+        if os.environ.get("CI"):
+            pytest.fail("focus-validator is missing: it is in the dev extra")
+        pytest.skip("focus-validator not installed (pip install -e '.[dev]')")
+    from focus_validator.data_loaders.data_loader import DataLoader
+    from focus_validator.rules.spec_rules import SpecRules
+    from focus_validator.validator import DEFAULT_VERSION_SETS_PATH
+
+    # 1.0.0 reads its ISO 4217 list from a path relative to the working directory
+    monkeypatch.chdir(Path(focus_validator.__file__).parent.parent)
+    rules = SpecRules(override_filename=None, rule_set_path=DEFAULT_VERSION_SETS_PATH, rules_version="1.0",
+                      column_namespace=None)
+    rules.load()
+    result = rules.validate(DataLoader(data_filename=str(path)).load())
+    return [f"{name}: {check.friendly_name}" for name, check in result.checklist.items()
+            if check.status.value != "passed"]
+
+
+def rows_of(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+SOLVES = {"cn": ("cn-chat-70b.yaml", ["--region", "cn"]), "two": ("two-models.yaml", [])}
+PLANS = ("capacity-global.yaml", "capacity-cn.yaml")
+
+
+@pytest.mark.parametrize("name", sorted(SOLVES))
+def test_solve_focus_passes_the_validator(name, tmp_path, monkeypatch):
+    file, extra = SOLVES[name]
+    out = tmp_path / "focus.csv"
+    assert run("solve", EXAMPLES / file, *extra, "--format", "focus", "-o", out).exit_code == 0
+    assert focus_failures(out, monkeypatch) == []
+
+
+@pytest.mark.parametrize("file", PLANS)
+def test_plan_focus_passes_the_validator_and_sums_to_the_period_costs(file, tmp_path, monkeypatch):
+    out, saved = tmp_path / "focus.csv", tmp_path / "plan.json"
+    assert run("plan", EXAMPLES / file, "--format", "json", "-o", saved).exit_code == 0
+    assert run("report", saved, "--format", "focus", "-o", out).exit_code == 0
+    assert focus_failures(out, monkeypatch) == []
+    plan = json.loads(saved.read_text())
+    by_month: dict[str, float] = defaultdict(float)
+    for row in rows_of(out.read_text()):
+        start, end = dt.date.fromisoformat(row["ChargePeriodStart"][:10]), row["ChargePeriodEnd"]
+        assert start.day == 1 and end.endswith("-01T00:00:00Z")  # calendar months, never T10:00:00Z
+        by_month[row["ChargePeriodStart"][:7]] += float(row["EffectiveCost"])
+    months = sorted(by_month)
+    for index, period in enumerate(plan["periods"]):
+        inside = months[3 * index:3 * index + 3]
+        assert sum(by_month[m] for m in inside) == pytest.approx(period["cost"], abs=0.01), period["period"]
+
+
+def _line(kind: str, count: int, price: float, committed: bool) -> PurchaseLine:
+    return PurchaseLine(provider="aws", service="ec2", sku="g6e.xlarge", region="us-east-1", gpu="L40S-48GB",
+                        gpus_per_instance=1, price_kind=kind, count=count, committed=committed,
+                        term_months=12 if committed else None, price_per_hour=price, hours=0.0, cost=0.0,
+                        break_even_utilisation=None, workloads=["chat"])
+
+
+def _plan(charge: str) -> CapacityPlan:
+    """Four quarters; 2 reserved-1y instances at 1.00/h bought in Q3 (6 months inside, 6 after); 1 on-demand
+    instance at 2.00/h rented in Q1. Hand-computed: a reserved month costs 2 x 730 x 1.00 = 1,460."""
+    rented = _line("on-demand", 1, 2.0, False)
+    reserved = _line("reserved-1y", 2, 1.0, True)
+    costs = [2 * 730 * 3, 0.0, 1460.0 * 3, 1460.0 * 3]
+    labels = ["2027Q1", "2027Q2", "2027Q3", "2027Q4"]
+    buys = [[rented], [], [reserved], []]
+    periods = [PeriodLine(period=label, demand={"chat": 1.0}, capacity={"chat": 1.0}, cost=cost, purchases=buy)
+               for label, cost, buy in zip(labels, costs, buys, strict=True)]
+    ledger = spans([(p.period, p.purchases) for p in periods], 3)
+    return CapacityPlan(status="optimal", currency="USD", horizon="4 quarters from 2027Q1", charge=charge,
+                        headroom=0.8, periods=periods, total_cost=sum(costs), all_on_demand_cost=30000.0,
+                        savings=None, committed_after_horizon=0.0, scenarios=[], explanation=[],
+                        as_of_date="2026-11-29", months_per_period=3, commitments=ledger,
+                        commitment_summary=summarise_commitments(charge, costs, ledger, 30000.0))
+
+
+@pytest.mark.parametrize("charge", ["full-term", "inside-horizon"])
+def test_a_late_reservation_owes_its_months_after_the_horizon_whatever_the_charge_mode(charge):
+    plan = _plan(charge)
+    (span,) = plan.commitments
+    assert (span.months_inside, span.months_after) == (6, 6)
+    assert span.cost_inside_horizon == 6 * 1460 and span.obligation_after_horizon == 6 * 1460
+    summary = plan.commitment_summary
+    assert summary.obligation_after_horizon == 8760.0
+    assert summary.savings_amortised == 30000.0 - (4380 + 8760)
+    assert summary.savings_cash == 30000.0 - (4380 + 8760) - 8760
+
+
+def test_commitments_become_monthly_purchase_rows_plus_usage_rows_inside_the_horizon():
+    rows = rows_of(render_capacity_focus(_plan("full-term")))
+    purchases = [r for r in rows if r["ChargeCategory"] == "Purchase"]
+    usage = [r for r in rows if r["ChargeCategory"] == "Usage" and r["PricingCategory"] == "Committed"]
+    assert len(purchases) == 12 and len(usage) == 6
+    assert {float(r["BilledCost"]) for r in purchases} == {1460.0}
+    assert {float(r["EffectiveCost"]) for r in purchases} == {0.0}
+    assert {float(r["EffectiveCost"]) for r in usage} == {1460.0}
+    assert purchases[-1]["ChargePeriodStart"] == "2028-06-01T00:00:00Z"  # the term's last month, after the horizon
+    assert {r["CommitmentDiscountStatus"] for r in usage} == {"Used"}
+    effective: dict[str, float] = defaultdict(float)
+    for r in rows:
+        effective[r["ChargePeriodStart"][:7]] += float(r["EffectiveCost"])
+    assert effective["2027-01"] == 1460.0 and effective["2027-04"] == 0.0 and effective["2027-09"] == 1460.0
+    assert sum(float(r["BilledCost"]) for r in rows) == 3 * 1460 + 12 * 1460

@@ -1,0 +1,220 @@
+"""Hostile strings in every user-controlled field: no script runs in the HTML, the text shows as text, and
+no CSV or FOCUS cell begins like a formula."""
+
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.pricing.identifiers import formula_problems, looks_like_formula
+from gpuopt.reports.formatting import csv_cell, md, md_code_fence
+
+LLAMA_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+    "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+}
+SCRIPT = "<script>document.title='PWNED-script'</script>"
+IMG = "<img src=x onerror=\"document.title='PWNED-img'\">"
+LINK = "[cheap](javascript:document.title='PWNED-link')"
+TICKS = "```</code><b id=bold>x</b>"
+DOLLAR = "$x^{2}$ | cell"
+HOSTILE = (SCRIPT, IMG, LINK, TICKS, DOLLAR)
+
+
+def run(*args):
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture(autouse=True)
+def fixed_day(monkeypatch, tmp_path):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def hostile(tmp_path):
+    """A workload whose model name and tags, and an overlay whose SKU, service and source, are hostile; the
+    overlay offering is the cheapest, so the plan chooses it and every field reaches the report."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_8B_CONFIG))
+    workload = tmp_path / "w.yaml"
+    tags = "\n".join(f"      t{i}: {json.dumps(v)}" for i, v in enumerate(HOSTILE))
+    workload.write_text(f"""schema_version: 1
+workloads:
+  - name: chat
+    model: {{config: {config}, name: {json.dumps(SCRIPT + IMG)}}}
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {{ttft_ms: 3000, tpot_ms: 80}}
+    tags:
+      {json.dumps(LINK)}: {json.dumps(TICKS)}
+{tags}
+""")
+    overlay = tmp_path / "overlay.csv"
+    rows = [["provider", "service", "sku", "region", "gpu", "gpu_count", "price_per_hour", "currency", "price_kind",
+             "source"],
+            ["aws", IMG + DOLLAR, SCRIPT + LINK, "us-east-1", "H100-SXM-80GB", "1", "0.01", "USD", "on-demand", TICKS]]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    overlay.write_text(buf.getvalue())
+    return workload, overlay
+
+
+def _solve(hostile, fmt):
+    workload, overlay = hostile
+    result = run("solve", workload, "--catalog", overlay, "--format", fmt)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_markdown_carries_no_raw_html_and_no_live_link(hostile):
+    text = _solve(hostile, "markdown")
+    assert "vllm serve '<script>" in text  # inside a code block, which Markdown shows literally
+    text = re.sub(r"^(`{3,})bash\n.*?\n\1$", "", text, flags=re.S | re.M)
+    assert "<script" not in text and "<img" not in text and not re.search(r"(?<!\\)\]\(javascript:", text)
+    assert "&lt;script&gt;" in text  # shown, as text
+
+
+@pytest.mark.parametrize("value", [*HOSTILE, "a\nb", "x|y", "plain-id_1.0"])
+def test_md_leaves_no_markdown_or_html_syntax(value):
+    import markdown
+
+    rendered = markdown.markdown(f"| a |\n|---|\n| {md(value)} |", extensions=["tables"])
+    assert "<script" not in rendered and "<img" not in rendered and "<a " not in rendered and "<b " not in rendered
+    assert rendered.count("<td>") == 1
+
+
+def test_a_code_fence_cannot_be_closed_from_inside():
+    lines = md_code_fence("vllm serve 'a```b'")
+    assert lines[0] == "````" and lines[-1] == "````"
+
+
+PROBE = """<script>
+window.addEventListener('load', () => {
+  const out = document.createElement('pre');
+  out.id = 'probe';
+  out.textContent = JSON.stringify({title: document.title, scripts: document.scripts.length,
+    handlers: document.querySelectorAll('[onerror], a[href^="javascript"], #bold').length,
+    text: document.body.innerText});
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def _browser():
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        if os.environ.get("CI"):
+            pytest.fail("chromium is missing: .ci/run installs Debian's chromium package")
+        pytest.skip("chromium not installed (apt-get install chromium)")
+    return browser
+
+
+def dom_probe(html: str, tmp_path) -> dict:
+    """Load the page in headless Chromium with the probe script appended; what the page did."""
+    page = tmp_path / "page.html"
+    page.write_text(html.replace("</body>", PROBE + "</body>"))
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([_browser(), *flags, "--virtual-time-budget=5000", "--dump-dom", page.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    match = re.search(r'<pre id="probe">(.*?)</pre>', dom.stdout, re.S)
+    assert match, dom.stderr[-2000:]
+    import html as html_lib
+
+    return json.loads(html_lib.unescape(match.group(1)))
+
+
+def test_no_hostile_script_runs_in_headless_chromium_and_the_text_shows(hostile, tmp_path):
+    _browser()
+    page = _solve(hostile, "html")
+    probe = dom_probe(page, tmp_path)
+    assert "PWNED" not in probe["title"]
+    assert probe["scripts"] == 1  # the probe itself
+    assert probe["handlers"] == 0
+    for value in (SCRIPT, IMG, "javascript:document.title='PWNED-link'", "$x^{2}$"):
+        assert value in probe["text"], value
+
+
+@pytest.mark.parametrize("fmt", ["csv", "focus"])
+def test_exports_neutralise_formula_cells_and_keep_negative_numbers(hostile, fmt):
+    rows = list(csv.reader(io.StringIO(_solve(hostile, fmt))))
+    assert len(rows) > 1
+    for row in rows:
+        for cell in row:
+            assert not looks_like_formula(cell) or re.fullmatch(r"-\d+(\.\d+)?(e-?\d+)?", cell), cell
+
+
+@pytest.mark.parametrize("value, expected", [("=1+1", "'=1+1"), ("+cmd", "'+cmd"), ("-2+3", "'-2+3"),
+                                             ("@SUM(1)", "'@SUM(1)"), ("\tx", "'\tx"), ("\rx", "'\rx"),
+                                             ("a=b", "a=b"), (-2.5, -2.5), (3, 3), (None, None)])
+def test_csv_cell(value, expected):
+    assert csv_cell(value) == expected
+
+
+@pytest.mark.parametrize("sku", ['=HYPERLINK("http://x"&A1,"cheap")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3"])
+def test_overlays_refuse_formula_identifiers_with_exit_2(tmp_path, sku):
+    overlay = tmp_path / "o.csv"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(
+        [["provider", "sku", "region", "price_kind", "price_per_hour", "currency", "gpu", "gpu_count"],
+         ["aws", sku, "us-east-1", "on-demand", "1", "USD", "H100-SXM-80GB", "1"]])
+    overlay.write_text(buf.getvalue())
+    result = run("catalog", "validate", "--overlay", overlay)
+    assert result.exit_code == 2, result.output
+    assert "column 'sku'" in result.output and "formula" in result.output and "Traceback" not in result.output
+
+
+def test_formula_problems_name_every_identifier_column():
+    rows = [(2, {"sku": "ok", "service": "=x", "region": "us-east-1"}), (3, {"gpu": "@g", "source": "=fine"})]
+    assert [p.split(": ")[2] for p in formula_problems("f.csv", rows)] == ["column 'service'", "column 'gpu'"]
+
+
+@pytest.mark.parametrize("columns", [80, 120, 200])
+def test_the_table_fits_the_terminal_width_from_columns(monkeypatch, columns):
+    monkeypatch.setenv("COLUMNS", str(columns))
+    from pathlib import Path
+
+    example = Path(__file__).parent.parent / "examples" / "two-models.yaml"
+    text = run("solve", example).stdout
+    lines = [line for line in text.splitlines() if not line.startswith("[")]  # `vllm serve` lines stay whole
+    assert max(len(line) for line in lines) <= columns
+    assert "meta-llama/Llama-3.3-70B-Instruct" in text and "on-demand" in text  # full model id, price kind
+    assert "Top rejections" in text and "residency" in text
+    assert "inst 0.6" not in text and not re.search(r"\b\d+\.\d+ instance", text)
+
+
+def test_capacity_html_shows_hostile_strings_as_text(hostile, tmp_path):
+    _browser()
+    workload, overlay = hostile
+    model = re.search(r"model: (\{config: .*\})", workload.read_text()).group(1)
+    capacity = tmp_path / "c.yaml"
+    capacity.write_text(f"""schema_version: 1
+residency: us
+horizon: {{periods: 2, period: quarter, start: 2027Q1}}
+workloads:
+  - name: chat
+    model: {model}
+    demand: {{requests_per_second: [1, 2]}}
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {{ttft_ms: 3000, tpot_ms: 80}}
+""")
+    result = run("plan", capacity, "--catalog", overlay, "--format", "html")
+    assert result.exit_code == 0, result.output
+    assert SCRIPT in json.dumps(result.stdout) or "&lt;script&gt;" in result.stdout
+    probe = dom_probe(result.stdout, tmp_path)
+    assert "PWNED" not in probe["title"] and probe["scripts"] == 1 and probe["handlers"] == 0
+    assert SCRIPT in probe["text"] and IMG in probe["text"]
