@@ -108,7 +108,7 @@ def _plan(charge: str) -> CapacityPlan:
     return CapacityPlan(status="optimal", currency="USD", horizon="4 quarters from 2027Q1", charge=charge,
                         headroom=0.8, periods=periods, total_cost=sum(costs), all_on_demand_cost=30000.0,
                         savings=None, committed_after_horizon=0.0, scenarios=[], explanation=[],
-                        as_of_date="2026-11-29", months_per_period=3, commitments=ledger,
+                        as_of_date="2026-11-29", period="quarter", commitments=ledger,
                         commitment_summary=summarise_commitments(charge, costs, ledger, 30000.0))
 
 

@@ -66,13 +66,13 @@ def test_budget_under_is_shown_in_every_format(tmp_path):
 
 def test_budget_over_in_another_currency_exits_3_and_says_by_how_much(tmp_path):
     workload = tmp_path / "w.yaml"
-    workload.write_text(TWO.read_text() + "budget: {max_monthly: 70000, currency: CNY}\n")
+    workload.write_text(TWO.read_text() + "budget: {max_monthly: 20000, currency: CNY}\n")
     result = run("solve", workload, "--format", "json")
     assert result.exit_code == 3
     plan = json.loads(result.stdout)
     b = plan["budget"]
     rate = float(plan["fx"].split("1 USD = ")[1].split(" CNY")[0])
-    assert b["max_monthly_in_plan_currency"] == pytest.approx(70000 / rate, abs=0.01)
+    assert b["max_monthly_in_plan_currency"] == pytest.approx(20000 / rate, abs=0.01)
     assert b["margin"] == pytest.approx(b["max_monthly_in_plan_currency"] - plan["total_cost_per_month"], abs=0.01)
     assert b["over"] is True and "over budget" in result.stderr
 

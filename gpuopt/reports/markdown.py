@@ -101,7 +101,7 @@ def render_markdown(plan: Plan) -> str:
             out += [
                 f"### {d.replicas} x {md(d.provider)} {md(d.sku)} ({md(d.region)}, {md(d.country)})", "",
                 f"- GPU: {md(d.gpu)} x{d.gpus_per_instance} per instance; {instance_count(plan, d)} instance(s)"
-                + (f" (this deployment's share {d.instances:g})" if instance_count(plan, d).endswith("shared") else "")
+                + (f" (this deployment's share {d.instances:g})" if instance_count(plan, d).endswith(" shared") else "")
                 + f"; TP={d.tensor_parallel}, PP={d.pipeline_parallel}; weights {md(d.weight_precision)}, KV "
                 f"cache {md(d.kv_cache_dtype)}; max_model_len {d.max_model_len}",
                 f"- cost: {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c)}/month ({md(d.price_kind)}, "
