@@ -79,7 +79,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                        block_size=block_size, vllm_version=vllm_version)
+                        block_size=block_size, vllm_version=vllm_version,
+                        interconnect=interconnect)  # type: ignore[arg-type]
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

@@ -27,6 +27,7 @@ from gpuopt.vocabulary import (
     WINDOWED_LAYER_KINDS,
     KvCacheDtype,
     LayerKind,
+    LinkKind,
     WeightFormat,
 )
 
@@ -60,6 +61,7 @@ class ServingConfig:
     max_num_batched_tokens: int | None = None
     block_size: int = 16
     vllm_version: str | None = None
+    interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ class ResolvedConfig:
     max_num_batched_tokens: int
     block_size: int
     vllm_version: str
+    interconnect: LinkKind = "pcie"
 
     @property
     def gpus(self) -> int:
@@ -220,8 +223,14 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         max_num_batched_tokens=cfg.max_num_batched_tokens or batched,
         block_size=cfg.block_size,
         vllm_version=cfg.vllm_version or profile.version,
+        interconnect=cfg.interconnect or default_link(gpu),
     )
     return resolved, profile
+
+
+def default_link(gpu: GpuSpec) -> LinkKind:
+    """The link between a replica's GPUs when the user does not say: NVLink when the GPU has it."""
+    return "nvlink" if gpu.nvlink_gb_s else "pcie"
 
 
 # ---- the pieces ----------------------------------------------------------------------------------
@@ -296,12 +305,38 @@ def activation_gib(arch: ModelArchitecture, profile: VllmProfile, cfg: ResolvedC
     return forward + sampler
 
 
+CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)
+"""vllm/distributed/device_communicators/custom_all_reduce.py `_SUPPORTED_WORLD_SIZES` (v0.11 source)."""
+
+
+def custom_allreduce_enabled(cfg: ResolvedConfig) -> bool:
+    """Whether vLLM's custom all-reduce (and its IPC buffers) is active for this TP group.
+
+    vLLM disables it for world sizes outside 2/4/6/8 and for more than two GPUs that are not fully
+    NVLink-connected ("not supported on more than two PCIe-only GPUs"); two PCIe GPUs need peer-to-peer
+    access, which GeForce cards lack and which the observed PCIe start-ups never show (RTX 4090 TP=2:
+    non-torch 0.25 GiB, the TP=1 figure), so PCIe is modelled without it.
+    """
+    return (cfg.tensor_parallel in CUSTOM_ALLREDUCE_WORLD_SIZES and cfg.interconnect == "nvlink")
+
+
 def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig) -> float:
+    """Non-torch memory that appears during the profiling run (outside PyTorch's allocator).
+
+    What drives it: the CUDA/cuBLAS workspaces of one GPU (`tp1_gib`); with TP over NVLink, the custom
+    all-reduce IPC buffers and NCCL's lazily-connected channel buffers (NVLS on NVSwitch systems), which
+    is the jump from 0.25 to 2.1 GiB in v0.19 H100 logs (`tp_multi_gib`); over PCIe NCCL rings use a few
+    small channels and custom all-reduce is off, so the figure stays near the single-GPU one
+    (`tp_pcie_gib`). PP-only replicas have just the point-to-point send/recv buffers (`pp_only_gib`).
+    """
+    nt = profile.non_torch
     if cfg.tensor_parallel > 1:
-        return profile.non_torch.tp_multi_gib
+        if custom_allreduce_enabled(cfg):
+            return nt.tp_multi_gib
+        return nt.tp_pcie_gib if nt.tp_pcie_gib is not None else nt.tp1_gib
     if cfg.pipeline_parallel > 1:
-        return profile.non_torch.pp_only_gib
-    return profile.non_torch.tp1_gib
+        return nt.pp_only_gib
+    return nt.tp1_gib
 
 
 def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
