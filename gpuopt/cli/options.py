@@ -9,7 +9,8 @@ from typing import Any, TypeVar
 import click
 
 from gpuopt.errors import InputError
-from gpuopt.physics.architecture import ModelArchitecture, from_hf_config, get_model
+from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
+from gpuopt.physics.resolution import resolve_model
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -38,11 +39,12 @@ def headroom_problems(headroom: float) -> list[str]:
 
 
 def load_architecture(model: str | None, model_config: Path | None) -> ModelArchitecture:
-    """--model ID or --model-config PATH (exactly one)."""
+    """--model ID or --model-config PATH (exactly one). An ID is a registry id, a local checkpoint path, or a
+    Hugging Face repo id (cache, then Hub: see physics/resolution.py)."""
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
     if model_config:
         return from_hf_config(model_config, name=model)
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")
-    return get_model(model)
+    return resolve_model(model)
