@@ -17,7 +17,7 @@ REQUIRED = [
 
 
 def test_registry_has_every_shared_model_and_the_required_ones():
-    assert len(registry()) == 83
+    assert len(registry()) == 102
     for hf_id in REQUIRED:
         assert hf_id in registry()
 

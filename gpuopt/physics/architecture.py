@@ -49,6 +49,7 @@ class ModelArchitecture(BaseModel):
     shared_expert_intermediate_size: int | None = None
     shared_expert_gate: bool = False
     first_k_dense_layers: int | None = None
+    moe_layer_step: int | None = None  # MoE in every n-th layer only (Llama-4 interleave_moe_layer_step)
     attention_kind: AttentionKind = "gqa"
     sliding_window: int | None = None
     sliding_layers: int | None = None
@@ -186,6 +187,8 @@ class ModelArchitecture(BaseModel):
     def is_dense_layer(self, index: int) -> bool:
         if self.block_per_layer and self.layer_pattern:
             return self.layer_pattern[index] != "E"
+        if self.moe_layer_step and self.moe_layer_step > 1 and (index + 1) % self.moe_layer_step:
+            return True
         return not self.is_moe or index < (self.first_k_dense_layers or 0)
 
     # ---- per-sequence state (linear attention, Mamba) -----------------------------------------------
@@ -430,18 +433,27 @@ def _parse_row(row: dict[str, str]) -> ModelArchitecture:
             continue
         data[key] = value
     for key in ("tie_word_embeddings", "shared_expert_gate", "mlp_bias", "router_bias", "attention_sinks",
-                "lm_head_bias", "multimodal"):
+                "lm_head_bias", "multimodal", "block_per_layer", "attn_output_gate"):
         if key in data:
             data[key] = data[key].lower() == "true"
     return ModelArchitecture.model_validate(data)
 
 
+def _layer_rows() -> dict[str, dict[str, str]]:
+    """gpuopt/data/model_layers.csv: per-model layer facts models.csv has no columns for (hybrid layer
+    patterns, Gated DeltaNet / Mamba-2 state geometry, DSA indexer, interleaved MoE), keyed by hf_id, each
+    with the config it was read from. Kept apart so models.csv rows stay one flat record per model."""
+    text = resources.files("gpuopt").joinpath("data/model_layers.csv").read_text(encoding="utf-8")
+    return {r["hf_id"]: {k: v for k, v in r.items() if k not in ("hf_id", "source")}
+            for r in csv.DictReader(text.splitlines())}
+
+
 @cache
 def registry() -> dict[str, ModelArchitecture]:
-    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv)."""
+    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv)."""
     text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
-    rows = csv.DictReader(text.splitlines())
-    models = [_parse_row(r) for r in rows]
+    layers = _layer_rows()
+    models = [_parse_row({**r, **layers.get(r["hf_id"], {})}) for r in csv.DictReader(text.splitlines())]
     return {m.hf_id: m for m in models}
 
 
@@ -476,11 +488,12 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),
     "max_position_embeddings": ("max_position_embeddings", "seq_length", "n_positions", "max_seq_len"),
     "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-    "experts_per_token": ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k"),
-    "n_shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "experts_per_token": ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", "moe_k"),
+    "n_shared_experts": ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "num_shared_expert"),
     "moe_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
     "shared_expert_intermediate_size": ("shared_expert_intermediate_size",),
-    "first_k_dense_layers": ("first_k_dense_replace",),
+    "first_k_dense_layers": ("first_k_dense_replace", "moe_layer_start_index"),
+    "moe_layer_step": ("interleave_moe_layer_step",),
     "sliding_window": ("sliding_window", "attention_chunk_size"),
     "kv_lora_rank": ("kv_lora_rank",),
     "q_lora_rank": ("q_lora_rank",),
