@@ -85,7 +85,7 @@ def test_models_list_and_show():
     listing = run("models", "list", "--json")
     assert listing.exit_code == 0
     rows = json.loads(listing.stdout)
-    assert len(rows) == 83
+    assert len(rows) == 102
     show = run("models", "show", "meta-llama/Llama-3.1-70B-Instruct", "--json")
     data = json.loads(show.stdout)
     assert data["kv_bytes_per_token"] == {"auto": 327680, "fp8": 163840}
