@@ -110,7 +110,8 @@ def show_model(model_id: str, as_json: bool) -> None:
         f"KV cache per token (TP=1): auto {kv['auto']:,.0f} B, fp8 {kv['fp8']:,.0f} B",
         f"checkpoint: {arch.torch_dtype}"
         + (f", native {arch.native_quantization}" if arch.native_quantization else ""),
-        f"default precision: {summary['default_precision']}",
+        f"default precision: {summary['default_precision']}"
+        + (f" (the checkpoint's {arch.quantization.scheme})" if arch.quantization else ""),
         f"max_position_embeddings: {arch.max_position_embeddings or 'not stated'}",
     ]
     if arch.is_moe:

@@ -250,13 +250,13 @@ class ModelArchitecture(BaseModel):
                      for i in range(self.num_hidden_layers))
 
     @cached_property
-    def layer_prefix(self) -> tuple[tuple[int, int, int, int, int], ...]:
-        """Prefix sums of (linear, experts, bias, replicated, active) over the layers."""
-        out = [(0, 0, 0, 0, 0)]
+    def layer_prefix(self) -> tuple[tuple[int, int, int, int, int, int], ...]:
+        """Prefix sums of (linear, experts, bias, replicated, active, attention) over the layers."""
+        out = [(0, 0, 0, 0, 0, 0)]
         for p, active in self.layer_table:
             last = out[-1]
             out.append((last[0] + p.linear, last[1] + p.experts, last[2] + p.bias, last[3] + p.replicated,
-                        last[4] + active))
+                        last[4] + active, last[5] + p.attention))
         return tuple(out)
 
     @cached_property
@@ -323,12 +323,13 @@ class ModelArchitecture(BaseModel):
                 bias += h
             if self.attention_sinks:
                 bias += nh
+        mixer = linear
         norm_w = 2 if self.norm_kind == "layernorm" else 1
         replicated += self.norms_per_layer * norm_w * h
         experts = 0
         mlp_mats = 3 if self.mlp_kind == "gated" else 2
         if self.block_per_layer and self._layer_kind(index) != "ffn":
-            return LayerParams(linear=linear, experts=0, bias=bias, replicated=replicated)
+            return LayerParams(linear=linear, experts=0, bias=bias, replicated=replicated, attention=mixer)
         if self.is_dense_layer(index):
             inter = self.intermediate_size or 0
             linear += mlp_mats * h * inter
@@ -344,7 +345,7 @@ class ModelArchitecture(BaseModel):
                 linear += mlp_mats * h * self.shared_expert_intermediate_size
             if self.shared_expert_gate:
                 replicated += h
-        return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated)
+        return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated, attention=mixer)
 
     def _compute_layer_active_params(self, index: int) -> int:
         p = self._compute_layer_params(index)
@@ -404,6 +405,7 @@ class LayerSums:
     bias: int
     replicated: int
     active: int
+    attention: int = 0  # the token-mixer part of `linear` (checkpoints may leave it unquantized)
 
 
 @dataclass(frozen=True)
@@ -412,6 +414,7 @@ class LayerParams:
     experts: int
     bias: int
     replicated: int
+    attention: int = 0  # the token-mixer part of `linear` (attention, linear attention or Mamba projections)
 
     @property
     def total(self) -> int:

@@ -285,14 +285,18 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     act = activation_dtype_bytes(arch, precision)
     linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
     expert_bytes = WEIGHT_BYTES[precision]
+    attention_bytes = linear_bytes
     q = arch.quantization
     if q is not None and precision == q.weight_format:
-        # the checkpoint's own format: its exact bytes per weight, scales and zero points included
+        # the checkpoint's own format: its exact bytes per weight, scales and zero points included, and
+        # the modules it leaves in 16-bit (attention, dense/shared MLPs) at 16-bit
         expert_bytes = q.bytes_per_weight
         linear_bytes = act if q.experts_only else q.bytes_per_weight
+        attention_bytes = act if q.experts_only or q.attention_excluded else q.bytes_per_weight
     total = 0.0
     p = arch.layer_sums(layers)
-    total += p.linear / tp * linear_bytes + p.experts / tp * expert_bytes + p.bias / tp * act
+    total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
+              + p.experts / tp * expert_bytes + p.bias / tp * act)
     total += p.replicated * act
     if first:
         total += arch.embedding_params / tp * act + arch.vision_params() * act

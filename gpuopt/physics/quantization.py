@@ -63,7 +63,8 @@ class Quantization(BaseModel):
     desc_act: bool = False
     bytes_per_weight: float  # quantized weights with their scales and zero points
     weight_format: WeightFormat  # the memory/planning family: fp8, int8, int4 or mxfp4
-    experts_only: bool = False  # only MoE experts are quantized (gpt-oss MXFP4)
+    experts_only: bool = False  # only routed MoE experts are quantized (gpt-oss MXFP4, Kimi-K2.5 INT4)
+    attention_excluded: bool = False  # attention / token-mixer projections left in 16-bit
     excluded_modules: tuple[str, ...] = ()  # left in 16-bit (lm_head, attention, vision tower, ...)
     kv_cache_fp8: bool = False
     source: str = "config.json quantization_config"
@@ -211,7 +212,8 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
     Order as vLLM reads it: config.json `quantization_config` (or `compression_config`), then ModelOpt's
     hf_quant_config.json, then AutoGPTQ's quantize_config.json. An unknown method is an error (exit 2).
     """
-    q = config.get("quantization_config") or config.get("compression_config")
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    q = (config.get("quantization_config") or config.get("compression_config") or text.get("quantization_config"))
     source = f"{where} quantization_config"
     if not isinstance(q, dict):
         if hf_quant_config:
@@ -241,7 +243,11 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
     else:
         raise ConfigError(f"{source}: unknown quant_method '{q.get('quant_method')}' "
                           f"(known: {', '.join(QUANT_METHODS)})")
-    return result.model_copy(update={"source": source})
+    excluded = " ".join(result.excluded_modules)
+    attention_excluded = result.attention_excluded or any(k in excluded for k in ("self_attn", "mixer.q_proj"))
+    dense_excluded = any(k in excluded for k in ("shared_expert", "mlp.(gate", "mlp\\.(gate", ".mlp*"))
+    return result.model_copy(update={"source": source, "attention_excluded": attention_excluded,
+                                     "experts_only": result.experts_only or (attention_excluded and dense_excluded)})
 
 
 # ---- kernel selection ------------------------------------------------------------------------------
@@ -300,6 +306,9 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
             return unsupported("MXFP4 needs compute capability 8.0 or newer")
         return KernelPath(vllm_method="mxfp4", linear="unquantized", moe=moe, weight_bits=4, activation_bits=16)
     if q.scheme in ("nvfp4", "nvfp4-w4a16"):
+        if cc >= 120:  # GeForce / RTX PRO Blackwell: CUTLASS FP4 GEMMs, no sm100 FlashInfer TRT-LLM kernels
+            return KernelPath(vllm_method=q.method, linear="cutlass-fp4", moe="cutlass-fp4-moe", weight_bits=4,
+                              activation_bits=4)
         if cc >= 100:
             linear = "flashinfer-cutlass-fp4" if q.method == "modelopt" else "cutlass-fp4"
             return KernelPath(vllm_method=q.method, linear=linear, moe="flashinfer-cutlass-fp4-moe", weight_bits=4,
@@ -318,8 +327,9 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
                 linear = "cutlass-block-fp8" if cc in (90, 100, 103) else "triton-block-fp8"
             else:
                 linear = "cutlass-fp8"
-            moe = "flashinfer-fp8-moe" if cc >= 100 else "triton-fp8-moe"
-            return KernelPath(vllm_method=q.method, linear=linear, moe=moe, weight_bits=8, activation_bits=8)
+            # FlashInfer FP8 MoE only with VLLM_USE_FLASHINFER_MOE_FP8=1 (off by default): Triton fused MoE
+            return KernelPath(vllm_method=q.method, linear=linear, moe="triton-fp8-moe", weight_bits=8,
+                              activation_bits=8)
         if cc >= 80:
             return KernelPath(vllm_method=q.method, linear="marlin-fp8", moe="marlin-fp8-moe", weight_bits=8,
                               activation_bits=16, note="no FP8 tensor cores before Ada: weight-only FP8 Marlin")

@@ -127,13 +127,13 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
     except RepositoryNotFoundError:
         raise InputError(f"model '{repo_id}' is not on the Hugging Face Hub (or is private: set HF_TOKEN); "
                          "check the id or pass a local checkpoint directory") from None
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:  # (a subclass of EntryNotFoundError)
+        raise _unreachable(repo_id, cache, exc) from None
     except (EntryNotFoundError, RevisionNotFoundError):
         raise InputError(f"model '{repo_id}' has no config.json on the Hugging Face Hub; pass a local "
                          "config.json") from None
-    except (LocalEntryNotFoundError, OfflineModeIsEnabled, HfHubHTTPError, OSError) as exc:
-        raise InputError(f"model '{repo_id}' is not in the registry or the Hugging Face cache ({cache}) and the "
-                         f"Hub could not be reached ({type(exc).__name__}): download it with `hf download "
-                         f"{repo_id} config.json` or pass a local config.json") from None
+    except (HfHubHTTPError, OSError) as exc:
+        raise _unreachable(repo_id, cache, exc) from None
     sides: dict[str, Path] = {}
     for f in SIDE_FILES:
         try:
@@ -141,6 +141,12 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
         except (EntryNotFoundError, RevisionNotFoundError, HfHubHTTPError, LocalEntryNotFoundError, OSError):
             continue  # most repositories have none of them
     return from_files(Path(config), repo_id, sides)
+
+
+def _unreachable(repo_id: str, cache: Path, exc: Exception) -> InputError:
+    return InputError(f"model '{repo_id}' is not in the registry or the Hugging Face cache ({cache}) and the Hub "
+                      f"could not be reached ({type(exc).__name__}): download it with `hf download {repo_id} "
+                      "config.json` or pass a local config.json")
 
 
 def looks_like_repo_id(name: str) -> bool:
