@@ -149,7 +149,8 @@ def _mxfp4(q: dict[str, Any]) -> Quantization:
 
 
 def _modelopt(q: dict[str, Any], source: str) -> Quantization:
-    inner = q.get("quantization") if isinstance(q.get("quantization"), dict) else q
+    nested = q.get("quantization")
+    inner: dict[str, Any] = nested if isinstance(nested, dict) else q
     algo = str(inner.get("quant_algo", "")).upper()
     excluded = tuple(inner.get("exclude_modules") or inner.get("ignore") or ())
     kv_fp8 = str(inner.get("kv_cache_quant_algo") or "").upper() == "FP8" or (
@@ -212,7 +213,8 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
     Order as vLLM reads it: config.json `quantization_config` (or `compression_config`), then ModelOpt's
     hf_quant_config.json, then AutoGPTQ's quantize_config.json. An unknown method is an error (exit 2).
     """
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else {}
     q = (config.get("quantization_config") or config.get("compression_config") or text.get("quantization_config"))
     source = f"{where} quantization_config"
     if not isinstance(q, dict):
@@ -323,10 +325,8 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
         if q.method == "modelopt" and cc < 89:
             return unsupported("ModelOpt FP8 needs compute capability 8.9 or newer")
         if cc >= 89:
-            if block:
-                linear = "cutlass-block-fp8" if cc in (90, 100, 103) else "triton-block-fp8"
-            else:
-                linear = "cutlass-fp8"
+            block_kernel = "cutlass-block-fp8" if cc in (90, 100, 103) else "triton-block-fp8"
+            linear = block_kernel if block else "cutlass-fp8"
             # FlashInfer FP8 MoE only with VLLM_USE_FLASHINFER_MOE_FP8=1 (off by default): Triton fused MoE
             return KernelPath(vllm_method=q.method, linear=linear, moe="triton-fp8-moe", weight_bits=8,
                               activation_bits=8)

@@ -60,7 +60,8 @@ def from_files(config_path: Path, name: str | None, sides: dict[str, Path]) -> M
     cfg = _read_json(config_path)
     extra = {key: _read_json(path) for key, path in sides.items()}
     index = extra.get("model.safetensors.index.json", {})
-    metadata = index.get("metadata") if isinstance(index.get("metadata"), dict) else {}
+    found = index.get("metadata")
+    metadata: dict[str, Any] = found if isinstance(found, dict) else {}
     if not name:  # a bare config file: its own id if it states one, else the checkpoint folder / file name
         stem = config_path.stem
         name = str(cfg.get("_name_or_path") or (config_path.parent.name if stem == "config" else stem))
