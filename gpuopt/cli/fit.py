@@ -25,7 +25,9 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 
 
 @click.command()
-@click.option("--model", "model", metavar="ID", help="Registry model id (see `gpuopt models list`).")
+@click.option("--model", "model", metavar="ID",
+              help="Registry id (`gpuopt models list`), local checkpoint directory or config.json, or Hugging Face "
+                   "id (cache, then Hub; HF_HUB_OFFLINE=1 keeps it offline).")
 @click.option("--model-config", type=click.Path(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")

@@ -198,9 +198,12 @@ class ModelArchitecture(BaseModel):
         Gated DeltaNet: conv state (kernel - 1) x conv_dim, conv_dim = 2 x key heads x key dim + value heads
         x value dim, plus the recurrent state value heads x key dim x value dim. Mamba-2: conv state
         (kernel - 1) x (inner + 2 x groups x state) and SSM state heads x head_dim x state. Heads and
-        channels are split by TP. The conv state is in the model dtype, the recurrent/SSM state in the
-        config's mamba_ssm_dtype (float32 in Qwen3.5 and Nemotron-3) or else the model dtype.
-        Lightning attention (MiniMax-M1): a heads x head_dim x head_dim fp32 state.
+        channels are split by TP. The conv state is in the model dtype; the recurrent/SSM state in the
+        dtype the config asks the engine for (mamba_ssm_dtype / mamba_ssm_cache_dtype: float32 in Qwen3.5
+        and Nemotron-3), else the model dtype -- vLLM v0.11's default (`--mamba-ssm-cache-dtype auto`,
+        mamba_utils.py) is the model dtype, so for those configs this is the larger, conservative figure.
+        Lightning attention (MiniMax-M1): a heads x head_dim x head_dim state in the model dtype
+        (vLLM: fp32 not supported for it).
         """
         tp = tensor_parallel
         ssm_bytes = DTYPE_BYTES[self.mamba_ssm_dtype] if self.mamba_ssm_dtype else act_bytes
@@ -217,7 +220,7 @@ class ModelArchitecture(BaseModel):
             conv = ((self.linear_conv_kernel_dim or 4) - 1) * conv_dim / tp * act_bytes
             return conv + nv / tp * dk * dv * ssm_bytes
         if kind == "linear":
-            return self.num_attention_heads / tp * self.attn_head_dim ** 2 * 4.0
+            return self.num_attention_heads / tp * self.attn_head_dim ** 2 * act_bytes
         return 0.0
 
     # ---- parameter counts -----------------------------------------------------------------------
