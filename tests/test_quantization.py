@@ -19,7 +19,7 @@ from gpuopt.errors import ConfigError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model
 from gpuopt.physics.memory import GIB, ServingConfig, estimate, precision_unsupported
-from gpuopt.physics.quantization import read_quantization
+from gpuopt.physics.quantization import kernel_on, read_quantization
 from gpuopt.physics.resolution import from_local_path
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
@@ -148,3 +148,14 @@ def test_checkpoint_quantization_sets_default_precision_and_weight_bytes() -> No
     assert ours.ranks[0].weights_gib == pytest.approx(expected, rel=1e-9)
     assert precision_unsupported(get_gpu("T4-16GB"), "int4", awq) is None  # awq GEMM runs on sm75
     assert precision_unsupported(get_gpu("V100-16GB"), "int4", awq) is not None
+
+
+def test_a_quantized_checkpoint_is_served_only_in_its_own_format() -> None:
+    cfg = json.loads((FIXTURES / "Qwen__Qwen3-32B-FP8.json").read_text())
+    fp8 = from_hf_dict(cfg, name="Qwen/Qwen3-32B-FP8")
+    h100, a100 = get_gpu("H100-SXM-80GB"), get_gpu("A100-SXM-80GB")
+    assert precision_unsupported(h100, "fp8", fp8) is None
+    assert "cannot be served as bf16" in (precision_unsupported(h100, "bf16", fp8) or "")
+    path = kernel_on(fp8.quantization, a100)
+    assert path is not None and (path.linear, path.activation_bits) == ("marlin-fp8", 16)
+    assert kernel_on(None, a100) is None

@@ -170,7 +170,11 @@ def default_precision(arch: ModelArchitecture) -> WeightFormat:
 def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture) -> str | None:
     """Why vLLM cannot run this weight format on this GPU (None when it can)."""
     q = arch.quantization
-    if q is not None and precision == q.weight_format:
+    if q is not None:
+        if precision != q.weight_format:
+            # vLLM loads a quantized checkpoint only in its own format (no re-quantizing AWQ to fp8, no bf16)
+            return (f"{arch.hf_id} is a {q.method} {q.scheme} checkpoint ({q.weight_format}); it cannot be served "
+                    f"as {precision}: use its base model for other precisions")
         path = q.kernel_path(gpu.compute_capability)
         return None if path.supported else f"{arch.hf_id} ({q.method} {q.scheme}): {path.note}"
     if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":

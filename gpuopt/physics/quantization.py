@@ -20,6 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.errors import ConfigError
+from gpuopt.hardware import GpuSpec
 from gpuopt.vocabulary import WeightFormat
 
 QuantMethod = Literal["fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt"]
@@ -253,6 +254,15 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
 
 
 # ---- kernel selection ------------------------------------------------------------------------------
+
+
+def kernel_on(quantization: Quantization | None, gpu: GpuSpec) -> KernelPath | None:
+    """The kernels a checkpoint runs with on this GPU (None for an unquantized checkpoint).
+
+    The interface for the latency model and simulator: `activation_bits` says whether GEMMs run on 16-bit
+    math after dequantizing (weight-only Marlin/Machete) or on FP8/INT8/FP4 tensor cores.
+    """
+    return None if quantization is None else quantization.kernel_path(gpu.compute_capability)
 
 
 def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
