@@ -119,6 +119,7 @@ def test_hub_failures_are_one_line_each(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(resolution, "hub_reachable", lambda: True)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
     with pytest.raises(InputError) as err:
         resolution.resolve_model("acme/secret-model")
@@ -142,12 +143,32 @@ def test_hub_download_lands_in_the_cache_and_uses_hf_token(monkeypatch: pytest.M
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setenv("HF_TOKEN", "hf_test")
+    monkeypatch.setattr(resolution, "hub_reachable", lambda: True)
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
     assert resolve_model("acme/Qwen3-32B-FP8-copy").quantization is not None
     assert seen[0] == ("config.json", tmp_path, "hf_test")
     # fetched once: offline, the cache answers
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     assert resolve_model("acme/Qwen3-32B-FP8-copy").hf_id == "acme/Qwen3-32B-FP8-copy"
+
+
+def test_no_dns_fails_at_once_without_calling_the_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import huggingface_hub
+
+    def no_dns(*args: object, **kwargs: object) -> object:
+        raise OSError("Name or service not known")
+
+    def never(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the Hub must not be called without DNS")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(resolution.socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", never)
+    with pytest.raises(InputError) as err:
+        resolve_model("acme/some-model")
+    (line,) = err.value.problems
+    assert "could not be reached (no DNS answer for the Hub)" in line and "hf download acme/some-model" in line
 
 
 # ---- bad input: one error line each, exit 2 --------------------------------------------------------

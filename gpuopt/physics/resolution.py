@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +106,24 @@ def _from_cache(repo_id: str) -> ModelArchitecture | None:
     return from_files(Path(found), repo_id, sides)
 
 
+def hub_reachable() -> bool:
+    """Whether the Hub's host resolves: without it huggingface_hub would retry for ~25 s before failing."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return False
+    return True
+
+
 def _from_hub(repo_id: str) -> ModelArchitecture:
     """Fetch config.json (and side files that exist) into the cache; one actionable line on failure."""
     from huggingface_hub import hf_hub_download
+    from huggingface_hub.utils import logging as hub_logging
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -120,6 +136,9 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
 
     token = os.environ.get("HF_TOKEN") or None
     cache = hub_cache_dir()
+    if not hub_reachable():
+        raise _unreachable(repo_id, cache, "no DNS answer for the Hub")
+    hub_logging.set_verbosity_error()  # its retry warnings are not ours to print: one error line is
     try:
         config = hf_hub_download(repo_id, CONFIG, cache_dir=cache, token=token)
     except GatedRepoError:
@@ -129,12 +148,12 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
         raise InputError(f"model '{repo_id}' is not on the Hugging Face Hub (or is private: set HF_TOKEN); "
                          "check the id or pass a local checkpoint directory") from None
     except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:  # (a subclass of EntryNotFoundError)
-        raise _unreachable(repo_id, cache, exc) from None
+        raise _unreachable(repo_id, cache, type(exc).__name__) from None
     except (EntryNotFoundError, RevisionNotFoundError):
         raise InputError(f"model '{repo_id}' has no config.json on the Hugging Face Hub; pass a local "
                          "config.json") from None
     except (HfHubHTTPError, OSError) as exc:
-        raise _unreachable(repo_id, cache, exc) from None
+        raise _unreachable(repo_id, cache, type(exc).__name__) from None
     sides: dict[str, Path] = {}
     for f in SIDE_FILES:
         try:
@@ -144,9 +163,9 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
     return from_files(Path(config), repo_id, sides)
 
 
-def _unreachable(repo_id: str, cache: Path, exc: Exception) -> InputError:
+def _unreachable(repo_id: str, cache: Path, why: str) -> InputError:
     return InputError(f"model '{repo_id}' is not in the registry or the Hugging Face cache ({cache}) and the Hub "
-                      f"could not be reached ({type(exc).__name__}): download it with `hf download {repo_id} "
+                      f"could not be reached ({why}): download it with `hf download {repo_id} "
                       "config.json` or pass a local config.json")
 
 
