@@ -123,7 +123,6 @@ def hub_reachable() -> bool:
 def _from_hub(repo_id: str) -> ModelArchitecture:
     """Fetch config.json (and side files that exist) into the cache; one actionable line on failure."""
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.utils import logging as hub_logging
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -133,6 +132,7 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
         RepositoryNotFoundError,
         RevisionNotFoundError,
     )
+    from huggingface_hub.utils import logging as hub_logging
 
     token = os.environ.get("HF_TOKEN") or None
     cache = hub_cache_dir()
