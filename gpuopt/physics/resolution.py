@@ -138,7 +138,8 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
     cache = hub_cache_dir()
     if not hub_reachable():
         raise _unreachable(repo_id, cache, "no DNS answer for the Hub")
-    hub_logging.set_verbosity_error()  # its retry warnings are not ours to print: one error line is
+    # huggingface_hub's retry warnings are not ours to print: one error line is
+    hub_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     try:
         config = hf_hub_download(repo_id, CONFIG, cache_dir=cache, token=token)
     except GatedRepoError:
