@@ -221,3 +221,36 @@ def test_unknown_quantization_method(tmp_path: Path) -> None:
 def test_config_error_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         from_local_path(tmp_path)
+
+
+def test_a_workload_names_a_checkpoint_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`model:` in a workload resolves like --model: an FP8 checkpoint found in the HF cache is planned in fp8
+    only (its bf16 candidates are rejected: vLLM cannot serve an FP8 checkpoint as bf16)."""
+    hf_cache(tmp_path / "hub", "Qwen/Qwen3-32B-FP8", {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+residency: us
+workloads:
+  - name: chat
+    model: Qwen/Qwen3-32B-FP8
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 8192
+""")
+    result = run("solve", str(path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["deployments"]
+    assert {d["weight_precision"] for d in plan["deployments"]} == {"fp8"}
+
+
+def test_hybrid_pattern_of_the_wrong_length_names_the_field(tmp_path: Path) -> None:
+    cfg = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json").read_text())
+    cfg["hybrid_override_pattern"] = cfg["hybrid_override_pattern"][:-1]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    result = run("models", "show", str(tmp_path))
+    assert result.exit_code == 2
+    (line,) = error_lines(result.output)
+    assert "'hybrid_override_pattern' has 51 entries but num_hidden_layers is 52" in line

@@ -537,7 +537,10 @@ def _hybrid_fields(cfg: dict[str, Any], n_layers: int) -> dict[str, Any]:
     """Layer pattern and state geometry of linear-attention and Mamba hybrids, as their configs state them."""
     data: dict[str, Any] = {}
     pattern = cfg.get("hybrid_override_pattern")
-    if isinstance(pattern, str) and len(pattern) == n_layers:  # Nemotron-H: one block per layer
+    if isinstance(pattern, str) and len(pattern) != n_layers:
+        raise ConfigError(f"field 'hybrid_override_pattern' has {len(pattern)} entries but num_hidden_layers is "
+                          f"{n_layers}")
+    if isinstance(pattern, str):  # Nemotron-H: one block per layer
         data.update(layer_pattern=pattern.replace("*", "F"), block_per_layer=True,
                     mamba_num_heads=cfg.get("mamba_num_heads"), mamba_head_dim=cfg.get("mamba_head_dim"),
                     ssm_state_size=cfg.get("ssm_state_size"), mamba_n_groups=cfg.get("n_groups"),
