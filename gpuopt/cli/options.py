@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 import click
 
 from gpuopt.errors import InputError
-from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
-from gpuopt.physics.resolution import resolve_model
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.resolution import from_local_path, resolve_model
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -44,7 +44,7 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
     if model_config:
-        return from_hf_config(model_config, name=model)
+        return from_local_path(model_config, name=model)  # with the quantization files beside it
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")
     return resolve_model(model)
