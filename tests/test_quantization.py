@@ -159,3 +159,12 @@ def test_a_quantized_checkpoint_is_served_only_in_its_own_format() -> None:
     path = kernel_on(fp8.quantization, a100)
     assert path is not None and (path.linear, path.activation_bits) == ("marlin-fp8", 16)
     assert kernel_on(None, a100) is None
+
+
+def test_awq_checkpoint_config_from_the_hub_page() -> None:
+    cfg = json.loads((FIXTURES / "TechxGenus__Mistral-Large-Instruct-2411-AWQ.hf-page.json").read_text())
+    arch = from_hf_dict(cfg, name="TechxGenus/Mistral-Large-Instruct-2411-AWQ")
+    awq = arch.quantization
+    assert awq is not None and (awq.method, awq.group_size, awq.symmetric) == ("awq", 128, False)
+    assert arch.torch_dtype == "float16"
+    assert awq.kernel_path(get_gpu("L40S-48GB").compute_capability).vllm_method == "awq_marlin"
