@@ -51,10 +51,45 @@ def fit(rows: list[ObservedRow], columns: list[int]) -> np.ndarray:
     return coef
 
 
+def activation_rows(rows: list[ObservedRow]) -> list[ObservedRow]:
+    """Rows the activation calibration can use: logged activation, one stage, text-only models."""
+    return [r for r in rows if r.activation_gib is not None and r.config.pipeline_parallel == 1
+            and not get_model(r.model).multimodal]
+
+
+def fit_eras(rows: list[ObservedRow]) -> dict[str, dict[int, float]]:
+    """Activation coefficients per release era ({column: coefficient}); an era without enough rows is left
+    out (the caller keeps the shipped calibration for it)."""
+    out: dict[str, dict[int, float]] = {}
+    for era, versions in ERAS.items():
+        era_rows = distinct([r for r in activation_rows(rows) if r.config.vllm_version in versions])
+        columns = [0, 1, 2, 3] if era == "0.17" else [1]
+        if len(era_rows) >= len(columns) + 1:
+            out[era] = dict(zip(columns, fit(era_rows, columns), strict=True))
+    return out
+
+
+def print_non_torch(rows: list[ObservedRow]) -> None:
+    """Logged non-torch memory by what drives it (release, TP, link), the figures vllm_versions.yaml uses."""
+    groups: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for r in rows:
+        if r.non_torch_gib is None:
+            continue
+        cfg = r.config
+        link = "nvlink" if get_gpu(r.gpu).nvlink_gb_s else "pcie"
+        setting = ("tp1" if cfg.tensor_parallel == 1 and cfg.pipeline_parallel == 1
+                   else "pp-only" if cfg.tensor_parallel == 1 else f"tp>=2 {link}")
+        groups.setdefault((cfg.vllm_version or "?", setting), []).append((r.non_torch_gib, r.line))
+    for (version, setting), values in sorted(groups.items()):
+        median = float(np.median([v for v, _ in values]))
+        lines = ",".join(str(line) for _, line in values)
+        print(f"non_torch v{version} {setting}: median {median:.2f} GiB over {len(values)} logs (lines {lines})")
+
+
 def main() -> None:
     rows, _ = load_rows()
-    usable = [r for r in rows if r.activation_gib is not None and r.config.pipeline_parallel == 1
-              and not get_model(r.model).multimodal]
+    print_non_torch(rows)
+    usable = activation_rows(rows)
     for era, versions in ERAS.items():
         era_rows = distinct([r for r in usable if r.config.vllm_version in versions])
         columns = [0, 1, 2, 3] if era == "0.17" else [1]

@@ -25,6 +25,10 @@ CHECKPOINTS: dict[str, tuple[str, WeightFormat]] = {
     "RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a8": ("meta-llama/Llama-3.1-8B-Instruct", "int8"),
     # models.csv checks Mistral-Small-3.1's parameter count against this very 3.2 log (44.76 GiB): same dims
     "mistralai/Mistral-Small-3.2-24B-Instruct-2506": ("mistralai/Mistral-Small-3.1-24B-Instruct-2503", "bf16"),
+    # AWQ checkpoints of registry models (4-bit, group 128: the int4 weight format)
+    "Qwen3-32B AWQ (exact HF id not quoted; '32B-AWQ', 18.00 GiB on disk, 64 layers)": ("Qwen/Qwen3-32B", "int4"),
+    "Qwen3-32B AWQ (exact HF id not quoted)": ("Qwen/Qwen3-32B", "int4"),
+    "Qwen/Qwen3-14B-AWQ": ("Qwen/Qwen3-14B", "int4"),
 }
 
 
@@ -47,14 +51,31 @@ def _f(value: str) -> float | None:
     return float(value) if value.strip() not in ("", "nan") else None
 
 
+# Log GPU labels -> gpus.csv ids. First match wins (labels are free text copied from the sources).
+GPU_LABELS: tuple[tuple[str, str], ...] = (
+    ("NVIDIA H100 80GB", "H100-SXM-80GB"),
+    ("NVIDIA H200", "H200-141GB"),
+    ("NVIDIA A100 40GB", "A100-SXM-40GB"),
+    ("NVIDIA A100 80GB", "A100-SXM-80GB"),
+    ("NVIDIA L40S", "L40S-48GB"),
+    ("NVIDIA L4 ", "L4-24GB"),
+    ("NVIDIA A10G", "A10G-24GB"),
+    ("NVIDIA Tesla T4", "T4-16GB"),
+    ("NVIDIA GeForce RTX 4090", "RTX4090-24GB"),
+    ("NVIDIA GeForce RTX 5090", "RTX5090-32GB"),
+    ("NVIDIA GeForce RTX 3090", "RTX3090-24GB"),
+)
+
+
 def _gpu(label: str, row: dict[str, str]) -> str | None:
-    if label.startswith("NVIDIA H100 80GB"):
-        return "H100-SXM-80GB"
-    if label.startswith("NVIDIA A100 40GB"):
-        return "A100-SXM-40GB"
     if label.startswith("NVIDIA A100") and "not stated" in label and row["model"] == "openai/gpt-oss-20b":
         # 36.56 GiB of KV at gpu_memory_utilization 0.65 is impossible on a 40 GB card: an 80 GB A100
         return "A100-SXM-80GB"
+    if "another vLLM container" in label:
+        return None  # budget shared with another process on the card
+    for prefix, gpu in GPU_LABELS:
+        if label.startswith(prefix):
+            return gpu
     return None
 
 
@@ -90,11 +111,14 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 continue
             major_minor = tuple(int(p) for p in digits.split(".")[:2])
             if major_minor < (0, 11):
-                skipped.append((line, raw["model"], f"V0-era release {version} (not modelled)"))
+                skipped.append((line, raw["model"], f"release {version} is older than the oldest modelled (0.11)"))
                 continue
             gpu = _gpu(raw["gpu"], raw)
             if gpu is None:
                 skipped.append((line, raw["model"], f"GPU not identifiable: {raw['gpu']}"))
+                continue
+            if "LoRA" in raw["model"]:
+                skipped.append((line, raw["model"], "LoRA adapter buffers are not modelled"))
                 continue
             model, precision = _precision(raw, raw["model"])
             if model not in registry():

@@ -49,6 +49,22 @@ class GpuSpec(BaseModel):
     def is_ampere(self) -> bool:
         return self.architecture == "Ampere"
 
+    @property
+    def compute_capability(self) -> int | None:
+        """CUDA compute capability as vLLM compares it (major x 10 + minor); None for non-CUDA GPUs.
+
+        Ampere GA10x parts are sm86 and datacenter A100/A30 sm80, but every vLLM kernel rule used here
+        draws its line at 80, 89, 90 or 100, so one value per generation is enough -- except Blackwell,
+        where GeForce/RTX PRO cards are sm120 (no sm100 tcgen05 kernels) and datacenter parts sm100.
+        """
+        arch = self.architecture
+        if arch.startswith("Blackwell"):
+            return 120 if self.gpu.upper().startswith("RTX") else 100
+        return _CAPABILITY.get(arch.split(" + ")[0])
+
+
+_CAPABILITY: dict[str, int] = {"Volta": 70, "Turing": 75, "Ampere": 80, "Ada Lovelace": 89, "Hopper": 90}
+
 
 @cache
 def gpu_table() -> dict[str, GpuSpec]:

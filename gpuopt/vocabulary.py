@@ -22,9 +22,14 @@ AttentionKind = Literal[
 ]
 """How a model's attention is described in the registry (models.csv `attention_kind`)."""
 
-LayerKind = Literal["full", "sliding", "chunked", "mla", "cross", "linear"]
-"""What one decoder layer is, as vLLM builds its KV-cache spec from it."""
+LayerKind = Literal["full", "sliding", "chunked", "mla", "cross", "linear", "mamba", "ffn"]
+"""What one decoder layer is, as vLLM builds its KV-cache spec from it: softmax attention (full, sliding,
+chunked-local, MLA, cross), linear attention (lightning or Gated DeltaNet), a Mamba-2 mixer, or a block
+with no token mixer at all (`ffn`: the MoE/MLP-only blocks of Nemotron-H)."""
 LAYER_KINDS: tuple[LayerKind, ...] = get_args(LayerKind)
+STATE_LAYER_KINDS: tuple[LayerKind, ...] = ("linear", "mamba")
+"""Layer kinds that keep a constant per-sequence state (conv + recurrent/SSM state) instead of per-token KV:
+vLLM gives them a MambaSpec, one page per request whatever its length."""
 KV_LAYER_KINDS: tuple[LayerKind, ...] = ("full", "mla", "sliding", "chunked")
 """Layer kinds that keep a per-token KV cache of the text (cross-attention keeps the encoder's, linear
 attention a fixed-size state): the memory model sizes blocks for these, the latency model reads their KV."""

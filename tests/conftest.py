@@ -19,6 +19,18 @@ def default_solver() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def no_network_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests never touch the Hugging Face Hub, nor the developer's own cache: offline, with an empty HF_HOME
+    (tests that need a cache build one in tmp_path and point HF_HUB_CACHE at it)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+        patch.delenv("HF_HUB_CACHE", raising=False)
+        patch.delenv("HF_TOKEN", raising=False)
+        yield
+
+
 def check_golden(name: str, actual: str) -> None:
     path = GOLDEN / name
     if os.environ.get("GPUOPT_UPDATE_GOLDEN"):

@@ -25,7 +25,9 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 
 
 @click.command()
-@click.option("--model", "model", metavar="ID", help="Registry model id (see `gpuopt models list`).")
+@click.option("--model", "model", metavar="ID",
+              help="Registry id (`gpuopt models list`), local checkpoint directory or config.json, or Hugging Face "
+                   "id (cache, then Hub; HF_HUB_OFFLINE=1 keeps it offline).")
 @click.option("--model-config", type=click.Path(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")
@@ -80,7 +82,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                        block_size=block_size, vllm_version=vllm_version)
+                        block_size=block_size, vllm_version=vllm_version,
+                        interconnect=interconnect)  # type: ignore[arg-type]
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

@@ -9,9 +9,17 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from gpuopt.physics.architecture import ModelArchitecture, get_model, iter_models
-from gpuopt.physics.memory import default_precision
-from gpuopt.vocabulary import KV_LAYER_KINDS
+from gpuopt.physics.architecture import ModelArchitecture, iter_models
+from gpuopt.physics.memory import default_precision, indexer_bytes_per_token
+from gpuopt.physics.quantization import KernelPath
+from gpuopt.physics.resolution import resolve_model
+from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS
+
+# One representative CUDA capability per GPU generation, for the kernel table of `models show`.
+GENERATIONS: tuple[tuple[str, int], ...] = (
+    ("Turing sm75", 75), ("Ampere sm80", 80), ("Ada sm89", 89), ("Hopper sm90", 90),
+    ("Blackwell sm100", 100), ("Blackwell RTX sm120", 120),
+)
 
 
 def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1) -> float:
@@ -19,7 +27,18 @@ def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1)
     including sliding-window ones, whose cost is capped per request rather than per token)."""
     kinds = arch.layer_kinds()
     layers = sum(1 for k in kinds if k in KV_LAYER_KINDS)
-    return layers * arch.kv_values_per_token_per_layer(tp) * dtype_bytes
+    return layers * (arch.kv_values_per_token_per_layer(tp) * dtype_bytes + indexer_bytes_per_token(arch))
+
+
+def state_bytes_per_sequence(arch: ModelArchitecture, tp: int = 1) -> float:
+    """Constant per-sequence state (conv + recurrent/SSM) over the linear-attention and Mamba layers."""
+    native = 4.0 if arch.torch_dtype == "float32" else 2.0
+    return sum(arch.state_bytes_per_layer(k, tp, native) for k in arch.layer_kinds() if k in STATE_LAYER_KINDS)
+
+
+def kernel_table(arch: ModelArchitecture) -> dict[str, KernelPath]:
+    q = arch.quantization
+    return {} if q is None else {name: q.kernel_path(cc) for name, cc in GENERATIONS}
 
 
 def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
@@ -34,6 +53,11 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "kv_bytes_per_token": {"auto": kv_bytes_per_token(arch, native), "fp8": kv_bytes_per_token(arch, 1)},
         "default_precision": default_precision(arch),
         "max_position_embeddings": arch.max_position_embeddings,
+        "layer_kinds": {k: arch.layer_kinds().count(k) for k in dict.fromkeys(arch.layer_kinds())},
+        "state_bytes_per_sequence": state_bytes_per_sequence(arch),
+        "quantization": None if arch.quantization is None else arch.quantization.model_dump(mode="json"),
+        "kernels": {k: v.model_dump(mode="json") for k, v in kernel_table(arch).items()},
+        "checkpoint_bytes": arch.checkpoint_bytes,
         "complete": not arch.missing_fields(),
         "missing_fields": arch.missing_fields(),
         "source": arch.source,
@@ -53,22 +77,25 @@ def list_models(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
         return
-    table = Table()
+    table = Table()  # ids are never truncated: the model column does not wrap or shrink
     for col in ("model", "params (B)", "active (B)", "layers", "attention", "KV B/token (auto)", "fit"):
-        table.add_column(col, justify="left" if col in ("model", "attention") else "right")
+        table.add_column(col, justify="left" if col in ("model", "attention") else "right",
+                         no_wrap=col == "model", overflow="fold" if col != "model" else "ignore",
+                         min_width=max(len(r["id"]) for r in rows) if col == "model" else None)
     for r in rows:
         table.add_row(r["id"], f"{r['params_b']:.2f}", f"{r['active_params_b']:.2f}", str(r["layers"]),
                       r["attention_kind"], f"{r['kv_bytes_per_token']['auto']:,.0f}",
                       "yes" if r["complete"] else "no: missing " + ", ".join(r["missing_fields"]))
-    Console(width=140).print(table)
+    Console(width=200).print(table)
 
 
 @models.command("show")
 @click.argument("model_id")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON object.")
 def show_model(model_id: str, as_json: bool) -> None:
-    """One model: parameters, KV bytes per token per dtype, attention kind."""
-    arch = get_model(model_id)
+    """One model (registry id, local checkpoint path or Hugging Face id): parameters, KV bytes per token,
+    layer kinds, per-sequence state, the checkpoint's quantization and the kernels vLLM picks for it."""
+    arch = resolve_model(model_id)
     summary = model_summary(arch)
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True))
@@ -83,12 +110,37 @@ def show_model(model_id: str, as_json: bool) -> None:
         f"KV cache per token (TP=1): auto {kv['auto']:,.0f} B, fp8 {kv['fp8']:,.0f} B",
         f"checkpoint: {arch.torch_dtype}"
         + (f", native {arch.native_quantization}" if arch.native_quantization else ""),
-        f"default precision: {summary['default_precision']}",
+        f"default precision: {summary['default_precision']}"
+        + (f" (the checkpoint's {arch.quantization.scheme})" if arch.quantization else ""),
         f"max_position_embeddings: {arch.max_position_embeddings or 'not stated'}",
     ]
     if arch.is_moe:
         lines.append(f"experts: {arch.num_experts}, active per token {arch.experts_per_token}, "
                      f"shared width {arch.shared_expert_intermediate_size or 0}")
+    kinds = summary["layer_kinds"]
+    if len(kinds) > 1:
+        lines.append("layer kinds: " + ", ".join(f"{n} {k}" for k, n in kinds.items()))
+    if summary["state_bytes_per_sequence"]:
+        lines.append(f"per-sequence state (TP=1): {summary['state_bytes_per_sequence']:,.0f} B "
+                     "(linear-attention / Mamba conv + recurrent state, independent of length)")
+    if arch.index_head_dim:
+        lines.append(f"DSA indexer: {arch.index_n_heads} heads x {arch.index_head_dim}, keys "
+                     f"{indexer_bytes_per_token(arch):.0f} B per token per layer (fp8 + scale)")
+    q = arch.quantization
+    if q is not None:
+        lines.append(f"quantization: {q.method} {q.scheme}, {q.weight_bits}-bit weights"
+                     + (f", group {q.group_size}" if q.group_size else "")
+                     + f", {q.bytes_per_weight:.4f} B per weight with scales (from {q.source})")
+        if q.excluded_modules:
+            shown = ", ".join(q.excluded_modules[:4]) + (f" (+{len(q.excluded_modules) - 4} more)"
+                                                         if len(q.excluded_modules) > 4 else "")
+            lines.append(f"left unquantized: {shown}")
+        for gen, path in kernel_table(arch).items():
+            kern = (f"{path.vllm_method}: linear {path.linear}" + (f", MoE {path.moe}" if path.moe else "")
+                    + f", W{path.weight_bits}A{path.activation_bits}") if path.supported else "not supported"
+            lines.append(f"  kernel on {gen}: {kern}" + (f" ({path.note})" if path.note else ""))
+    if arch.checkpoint_bytes:
+        lines.append(f"checkpoint size: {arch.checkpoint_bytes / 1024**3:.2f} GiB (safetensors index)")
     if arch.missing_fields():
         lines.append("incomplete: missing " + ", ".join(arch.missing_fields()))
     lines.append(f"source: {arch.source}")

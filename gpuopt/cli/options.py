@@ -11,7 +11,8 @@ import click
 
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import check_input_file, check_output_path
-from gpuopt.physics.architecture import ModelArchitecture, from_hf_config, get_model
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.resolution import from_local_path, resolve_model
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -118,12 +119,14 @@ def headroom_problems(headroom: float) -> list[str]:
 
 
 def load_architecture(model: str | None, model_config: Path | None) -> ModelArchitecture:
-    """--model ID or --model-config PATH (exactly one)."""
+    """--model ID or --model-config PATH (exactly one). An ID is a registry id, a local checkpoint path, or a
+    Hugging Face repo id (cache, then Hub: see physics/resolution.py)."""
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
     if model_config:
-        check_input_file(model_config, "model config.json")
-        return from_hf_config(model_config, name=model)
+        if not model_config.is_dir():
+            check_input_file(model_config, "model config.json")
+        return from_local_path(model_config, name=model)  # with the quantization files beside it
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")
-    return get_model(model)
+    return resolve_model(model)

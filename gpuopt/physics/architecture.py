@@ -21,6 +21,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from gpuopt.errors import ConfigError, UnknownNameError
+from gpuopt.physics.quantization import Quantization, read_quantization
 from gpuopt.vocabulary import AttentionKind, LayerKind
 
 DTYPE_BYTES: dict[str, float] = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -48,6 +49,7 @@ class ModelArchitecture(BaseModel):
     shared_expert_intermediate_size: int | None = None
     shared_expert_gate: bool = False
     first_k_dense_layers: int | None = None
+    moe_layer_step: int | None = None  # MoE in every n-th layer only (Llama-4 interleave_moe_layer_step)
     attention_kind: AttentionKind = "gqa"
     sliding_window: int | None = None
     sliding_layers: int | None = None
@@ -70,6 +72,31 @@ class ModelArchitecture(BaseModel):
     native_quantization: Literal["mxfp4-experts", "fp8-block"] | None = None
     multimodal: bool = False
     vision_params_b: float | None = None
+    # hybrids: one character per decoder layer (F full attention, L linear attention, M Mamba-2, E MoE-only
+    # block, - MLP-only block; Nemotron-H's '*' is read as F). Blocks-per-layer models (Nemotron-H) hold
+    # ONE block per layer (a mixer or an FFN), the others a mixer and an FFN in every layer.
+    layer_pattern: str | None = None
+    block_per_layer: bool = False
+    attn_output_gate: bool = False
+    # Gated DeltaNet (Qwen3-Next, Qwen3.5)
+    linear_num_key_heads: int | None = None
+    linear_num_value_heads: int | None = None
+    linear_key_head_dim: int | None = None
+    linear_value_head_dim: int | None = None
+    linear_conv_kernel_dim: int | None = None
+    # Mamba-2 (Nemotron-H)
+    mamba_num_heads: int | None = None
+    mamba_head_dim: int | None = None
+    ssm_state_size: int | None = None
+    mamba_n_groups: int | None = None
+    mamba_conv_kernel: int | None = None
+    mamba_ssm_dtype: Literal["bfloat16", "float16", "float32"] | None = None
+    # DeepSeek sparse attention (DSA) lightning indexer (DeepSeek-V3.2, GLM-5)
+    index_n_heads: int | None = None
+    index_head_dim: int | None = None
+    quantization: Quantization | None = None  # read from the checkpoint (None: unquantized or registry base)
+    checkpoint_bytes: int | None = None  # safetensors index total_size, when read
+    checkpoint_params: int | None = None  # safetensors metadata total_parameters, when given
     published_params_b: float | None = None
     total_params_b_reference: float | None = None
     active_params_b_reference: float | None = None
@@ -86,6 +113,12 @@ class ModelArchitecture(BaseModel):
             missing.append("intermediate_size")
         if self.is_mla and not (self.kv_lora_rank and self.qk_rope_head_dim):
             missing.append("kv_lora_rank/qk_rope_head_dim")
+        kinds = set(self.layer_kinds()) if self.layer_pattern else set()
+        if "mamba" in kinds:
+            missing += [f for f in ("mamba_num_heads", "mamba_head_dim", "ssm_state_size") if not getattr(self, f)]
+        if "linear" in kinds:
+            missing += [f for f in ("linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim")
+                        if not getattr(self, f)]
         return missing
 
     @property
@@ -121,6 +154,8 @@ class ModelArchitecture(BaseModel):
         so layers of the minority kind are spread evenly (the 1:1 and 5:1 patterns of Gemma are even).
         """
         n = self.num_hidden_layers
+        if self.layer_pattern:
+            return [_PATTERN_KINDS[c] for c in self.layer_pattern]
         if self.is_mla:
             return ["mla"] * n
         special: tuple[LayerKind, int] | None = None
@@ -145,12 +180,48 @@ class ModelArchitecture(BaseModel):
         return kinds
 
     def _layer_kind(self, index: int) -> LayerKind:
-        if not self.linear_attention_layers:
+        if not self.linear_attention_layers and not self.layer_pattern:
             return "mla" if self.is_mla else "full"
         return self.layer_kinds()[index]
 
     def is_dense_layer(self, index: int) -> bool:
+        if self.block_per_layer and self.layer_pattern:
+            return self.layer_pattern[index] != "E"
+        if self.moe_layer_step and self.moe_layer_step > 1 and (index + 1) % self.moe_layer_step:
+            return True
         return not self.is_moe or index < (self.first_k_dense_layers or 0)
+
+    # ---- per-sequence state (linear attention, Mamba) -----------------------------------------------
+    def state_bytes_per_layer(self, kind: LayerKind, tensor_parallel: int, act_bytes: float) -> float:
+        """Bytes of constant per-sequence state one layer keeps on one TP rank (vLLM's MambaSpec page).
+
+        Gated DeltaNet: conv state (kernel - 1) x conv_dim, conv_dim = 2 x key heads x key dim + value heads
+        x value dim, plus the recurrent state value heads x key dim x value dim. Mamba-2: conv state
+        (kernel - 1) x (inner + 2 x groups x state) and SSM state heads x head_dim x state. Heads and
+        channels are split by TP. The conv state is in the model dtype; the recurrent/SSM state in the
+        dtype the config asks the engine for (mamba_ssm_dtype / mamba_ssm_cache_dtype: float32 in Qwen3.5
+        and Nemotron-3), else the model dtype -- vLLM v0.11's default (`--mamba-ssm-cache-dtype auto`,
+        mamba_utils.py) is the model dtype, so for those configs this is the larger, conservative figure.
+        Lightning attention (MiniMax-M1): a heads x head_dim x head_dim state in the model dtype
+        (vLLM: fp32 not supported for it).
+        """
+        tp = tensor_parallel
+        ssm_bytes = DTYPE_BYTES[self.mamba_ssm_dtype] if self.mamba_ssm_dtype else act_bytes
+        if kind == "mamba":
+            inner = (self.mamba_num_heads or 0) * (self.mamba_head_dim or 0)
+            conv_dim = inner + 2 * (self.mamba_n_groups or 1) * (self.ssm_state_size or 0)
+            conv = ((self.mamba_conv_kernel or 4) - 1) * conv_dim / tp * act_bytes
+            ssm = (self.mamba_num_heads or 0) / tp * (self.mamba_head_dim or 0) * (self.ssm_state_size or 0)
+            return conv + ssm * ssm_bytes
+        if kind == "linear" and self.linear_num_value_heads:
+            nk, nv = self.linear_num_key_heads or 0, self.linear_num_value_heads
+            dk, dv = self.linear_key_head_dim or 0, self.linear_value_head_dim or 0
+            conv_dim = 2 * nk * dk + nv * dv
+            conv = ((self.linear_conv_kernel_dim or 4) - 1) * conv_dim / tp * act_bytes
+            return conv + nv / tp * dk * dv * ssm_bytes
+        if kind == "linear":
+            return self.num_attention_heads / tp * self.attn_head_dim ** 2 * act_bytes
+        return 0.0
 
     # ---- parameter counts -----------------------------------------------------------------------
     def layer_params(self, index: int) -> LayerParams:
@@ -182,13 +253,13 @@ class ModelArchitecture(BaseModel):
                      for i in range(self.num_hidden_layers))
 
     @cached_property
-    def layer_prefix(self) -> tuple[tuple[int, int, int, int, int], ...]:
-        """Prefix sums of (linear, experts, bias, replicated, active) over the layers."""
-        out = [(0, 0, 0, 0, 0)]
+    def layer_prefix(self) -> tuple[tuple[int, int, int, int, int, int], ...]:
+        """Prefix sums of (linear, experts, bias, replicated, active, attention) over the layers."""
+        out = [(0, 0, 0, 0, 0, 0)]
         for p, active in self.layer_table:
             last = out[-1]
             out.append((last[0] + p.linear, last[1] + p.experts, last[2] + p.bias, last[3] + p.replicated,
-                        last[4] + active))
+                        last[4] + active, last[5] + p.attention))
         return tuple(out)
 
     @cached_property
@@ -219,25 +290,49 @@ class ModelArchitecture(BaseModel):
                 linear += h * nh * (nope + rope)
             replicated += h * (kvr + rope) + kvr  # kv_a_proj_with_mqa + kv_a_layernorm
             linear += kvr * nh * (nope + vhd) + nh * vhd * h  # kv_b_proj + o_proj
-        elif self._layer_kind(index) == "linear":
+            if self.index_n_heads and self.index_head_dim:
+                # DSA indexer: wq_b (q_lora -> heads x dim), wk (h -> dim), k_norm LayerNorm, weights_proj
+                ih, idim = self.index_n_heads, self.index_head_dim
+                replicated += (self.q_lora_rank or h) * ih * idim + h * idim + 2 * idim + h * ih
+        elif (kind := self._layer_kind(index)) == "linear" and self.linear_num_value_heads:
+            # Gated DeltaNet: in_proj_qkvz, in_proj_ba, depthwise conv, dt_bias/A_log, gated norm, out_proj
+            nk, nv = self.linear_num_key_heads or 0, self.linear_num_value_heads
+            dk, dv = self.linear_key_head_dim or 0, self.linear_value_head_dim or 0
+            conv_dim = 2 * nk * dk + nv * dv
+            linear += h * (2 * nk * dk + 2 * nv * dv) + h * 2 * nv + nv * dv * h
+            linear += conv_dim * (self.linear_conv_kernel_dim or 4)
+            replicated += 2 * nv + dv
+        elif kind == "linear":
             # lightning (linear) attention: fused qkv over all heads, output projection, output gate
             q = nh * hd
             linear += h * 3 * q + q * h + h * q
             replicated += q  # its own norm over the attention output
+        elif kind == "mamba":
+            # Mamba-2 mixer: in_proj (z, x, B, C, dt), conv1d with bias, dt_bias/A_log/D, gated norm, out_proj
+            heads, inner = self.mamba_num_heads or 0, (self.mamba_num_heads or 0) * (self.mamba_head_dim or 0)
+            bc = 2 * (self.mamba_n_groups or 1) * (self.ssm_state_size or 0)
+            linear += h * (2 * inner + bc + heads) + inner * h
+            linear += (inner + bc) * ((self.mamba_conv_kernel or 4) + 1)
+            replicated += 3 * heads + inner
+        elif kind == "ffn":
+            pass  # an MoE/MLP-only block: no token mixer
         else:
             nkv = self.num_key_value_heads
             q, kv = nh * hd, nkv * hd
-            linear += h * q + 2 * h * kv + q * h
+            linear += h * q * (2 if self.attn_output_gate else 1) + 2 * h * kv + q * h
             if self.attention_bias in ("qkv", "all"):
                 bias += q + 2 * kv
             if self.attention_bias == "all":
                 bias += h
             if self.attention_sinks:
                 bias += nh
+        mixer = linear
         norm_w = 2 if self.norm_kind == "layernorm" else 1
         replicated += self.norms_per_layer * norm_w * h
         experts = 0
         mlp_mats = 3 if self.mlp_kind == "gated" else 2
+        if self.block_per_layer and self._layer_kind(index) != "ffn":
+            return LayerParams(linear=linear, experts=0, bias=bias, replicated=replicated, attention=mixer)
         if self.is_dense_layer(index):
             inter = self.intermediate_size or 0
             linear += mlp_mats * h * inter
@@ -253,7 +348,7 @@ class ModelArchitecture(BaseModel):
                 linear += mlp_mats * h * self.shared_expert_intermediate_size
             if self.shared_expert_gate:
                 replicated += h
-        return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated)
+        return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated, attention=mixer)
 
     def _compute_layer_active_params(self, index: int) -> int:
         p = self._compute_layer_params(index)
@@ -302,6 +397,10 @@ class ModelArchitecture(BaseModel):
         return 2 * heads * self.attn_head_dim
 
 
+_PATTERN_KINDS: dict[str, LayerKind] = {"F": "full", "*": "full", "L": "linear", "M": "mamba", "E": "ffn",
+                                         "-": "ffn"}
+
+
 @dataclass(frozen=True)
 class LayerSums:
     linear: int
@@ -309,6 +408,7 @@ class LayerSums:
     bias: int
     replicated: int
     active: int
+    attention: int = 0  # the token-mixer part of `linear` (checkpoints may leave it unquantized)
 
 
 @dataclass(frozen=True)
@@ -317,6 +417,7 @@ class LayerParams:
     experts: int
     bias: int
     replicated: int
+    attention: int = 0  # the token-mixer part of `linear` (attention, linear attention or Mamba projections)
 
     @property
     def total(self) -> int:
@@ -338,18 +439,27 @@ def _parse_row(row: dict[str, str]) -> ModelArchitecture:
             continue
         data[key] = value
     for key in ("tie_word_embeddings", "shared_expert_gate", "mlp_bias", "router_bias", "attention_sinks",
-                "lm_head_bias", "multimodal"):
+                "lm_head_bias", "multimodal", "block_per_layer", "attn_output_gate"):
         if key in data:
             data[key] = data[key].lower() == "true"
     return ModelArchitecture.model_validate(data)
 
 
+def _layer_rows() -> dict[str, dict[str, str]]:
+    """gpuopt/data/model_layers.csv: per-model layer facts models.csv has no columns for (hybrid layer
+    patterns, Gated DeltaNet / Mamba-2 state geometry, DSA indexer, interleaved MoE), keyed by hf_id, each
+    with the config it was read from. Kept apart so models.csv rows stay one flat record per model."""
+    text = resources.files("gpuopt").joinpath("data/model_layers.csv").read_text(encoding="utf-8")
+    return {r["hf_id"]: {k: v for k, v in r.items() if k not in ("hf_id", "source")}
+            for r in csv.DictReader(text.splitlines())}
+
+
 @cache
 def registry() -> dict[str, ModelArchitecture]:
-    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv)."""
+    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv)."""
     text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
-    rows = csv.DictReader(text.splitlines())
-    models = [_parse_row(r) for r in rows]
+    layers = _layer_rows()
+    models = [_parse_row({**r, **layers.get(r["hf_id"], {})}) for r in csv.DictReader(text.splitlines())]
     return {m.hf_id: m for m in models}
 
 
@@ -384,11 +494,12 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "vocab_size": ("vocab_size", "padded_vocab_size", "n_vocab"),
     "max_position_embeddings": ("max_position_embeddings", "seq_length", "n_positions", "max_seq_len"),
     "num_experts": ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),
-    "experts_per_token": ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k"),
-    "n_shared_experts": ("n_shared_experts", "num_shared_experts"),
+    "experts_per_token": ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "top_k", "moe_k"),
+    "n_shared_experts": ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts", "num_shared_expert"),
     "moe_intermediate_size": ("moe_intermediate_size", "expert_intermediate_size"),
     "shared_expert_intermediate_size": ("shared_expert_intermediate_size",),
-    "first_k_dense_layers": ("first_k_dense_replace",),
+    "first_k_dense_layers": ("first_k_dense_replace", "moe_layer_start_index"),
+    "moe_layer_step": ("interleave_moe_layer_step",),
     "sliding_window": ("sliding_window", "attention_chunk_size"),
     "kv_lora_rank": ("kv_lora_rank",),
     "q_lora_rank": ("q_lora_rank",),
@@ -412,10 +523,59 @@ def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a directory (expected a config.json)") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a JSON object")
+    default = str(raw.get("_name_or_path") or path.parent.name or path.stem)
+    return from_hf_dict(raw, name=name or default, where=str(path))
+
+
+def _hybrid_fields(cfg: dict[str, Any], n_layers: int) -> dict[str, Any]:
+    """Layer pattern and state geometry of linear-attention and Mamba hybrids, as their configs state them."""
+    data: dict[str, Any] = {}
+    pattern = cfg.get("hybrid_override_pattern")
+    if isinstance(pattern, str) and len(pattern) != n_layers:
+        raise ConfigError(f"field 'hybrid_override_pattern' has {len(pattern)} entries but num_hidden_layers is "
+                          f"{n_layers}")
+    if isinstance(pattern, str):  # Nemotron-H: one block per layer
+        data.update(layer_pattern=pattern.replace("*", "F"), block_per_layer=True,
+                    mamba_num_heads=cfg.get("mamba_num_heads"), mamba_head_dim=cfg.get("mamba_head_dim"),
+                    ssm_state_size=cfg.get("ssm_state_size"), mamba_n_groups=cfg.get("n_groups"),
+                    mamba_conv_kernel=cfg.get("conv_kernel"), attention_kind="linear-attention hybrid",
+                    norms_per_layer=1)
+        ssm = cfg.get("mamba_ssm_cache_dtype")
+        if ssm in DTYPE_BYTES:
+            data["mamba_ssm_dtype"] = ssm
+        return data
+    if cfg.get("linear_num_value_heads"):  # Gated DeltaNet hybrids (Qwen3-Next, Qwen3.5)
+        types = cfg.get("layer_types")
+        if isinstance(types, list) and len(types) == n_layers:
+            pattern = "".join("L" if t == "linear_attention" else "F" for t in types)
+        else:
+            interval = int(cfg.get("full_attention_interval") or 4)
+            pattern = "".join("F" if (i + 1) % interval == 0 else "L" for i in range(n_layers))
+        data.update(layer_pattern=pattern, attention_kind="linear-attention hybrid",
+                    linear_num_key_heads=cfg.get("linear_num_key_heads"),
+                    linear_num_value_heads=cfg.get("linear_num_value_heads"),
+                    linear_key_head_dim=cfg.get("linear_key_head_dim"),
+                    linear_value_head_dim=cfg.get("linear_value_head_dim"),
+                    linear_conv_kernel_dim=cfg.get("linear_conv_kernel_dim"),
+                    # Qwen3-Next gates attention inside q_proj without stating it; Qwen3.5 states it
+                    attn_output_gate=bool(cfg.get("attn_output_gate", True)))
+        ssm = cfg.get("mamba_ssm_dtype")
+        if ssm in DTYPE_BYTES:
+            data["mamba_ssm_dtype"] = ssm
+    return data
+
+
+def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
+                 hf_quant_config: dict[str, Any] | None = None, quantize_config: dict[str, Any] | None = None,
+                 checkpoint_bytes: int | None = None, checkpoint_params: int | None = None) -> ModelArchitecture:
+    """An architecture from a parsed Hugging Face config.json (and the checkpoint's quantization files)."""
+    path = where
     cfg: dict[str, Any] = dict(raw)
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LLM under text_config
         cfg = {**cfg, **cfg["text_config"]}
@@ -423,7 +583,7 @@ def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
     if missing:
         raise ConfigError(*(f"{path}: missing field '{_ALIASES[f][0]}' (needed for the memory model)"
                             for f in missing))
-    data: dict[str, Any] = {"hf_id": name or str(cfg.get("_name_or_path") or path.parent.name or path.stem)}
+    data: dict[str, Any] = {"hf_id": name}
     for field in _ALIASES:
         value = _pick(cfg, field)
         if value is not None and not isinstance(value, bool):
@@ -435,6 +595,8 @@ def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
     if data.get("kv_lora_rank"):
         data["attention_kind"] = "mla"
         data.pop("head_dim", None)
+        if cfg.get("index_n_heads") and cfg.get("index_head_dim"):
+            data["index_n_heads"], data["index_head_dim"] = cfg["index_n_heads"], cfg["index_head_dim"]
     elif data.get("num_key_value_heads") == data["num_attention_heads"]:
         data["attention_kind"] = "mha"
     else:
@@ -455,20 +617,28 @@ def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
         data["attention_bias"] = "all"
     elif cfg.get("qkv_bias") is True or cfg.get("add_qkv_bias") is True or cfg.get("model_type") in ("qwen2",):
         data["attention_bias"] = "qkv"
+    if cfg.get("moe_shared_expert_intermediate_size"):
+        data["shared_expert_intermediate_size"] = cfg["moe_shared_expert_intermediate_size"]
     if data.get("num_experts") and not data.get("moe_intermediate_size"):
         data["moe_intermediate_size"] = data.get("intermediate_size")
     if data.get("num_experts") and data.get("n_shared_experts") and not data.get("shared_expert_intermediate_size"):
         data["shared_expert_intermediate_size"] = int(data["n_shared_experts"]) * int(data["moe_intermediate_size"])
-    quant = cfg.get("quantization_config")
-    if isinstance(quant, dict):
-        method = str(quant.get("quant_method", ""))
-        if method == "mxfp4":
+    data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"])).items() if v is not None})
+    if cfg.get("mlp_hidden_act") == "relu2" or cfg.get("hidden_act") == "relu2":
+        data["mlp_kind"] = "plain"  # squared-ReLU MLPs have no gate projection
+    if isinstance(cfg.get("vision_config"), dict):
+        data["multimodal"] = True
+    quant = read_quantization(raw, hf_quant_config, quantize_config, where=path)
+    if quant is not None:
+        data["quantization"] = quant
+        if quant.method == "mxfp4":
             data["native_quantization"] = "mxfp4-experts"
-        elif method == "fp8":
+        elif quant.scheme == "fp8-block":
             data["native_quantization"] = "fp8-block"
     if not data.get("intermediate_size") and not data.get("num_experts"):
         raise ConfigError(f"{path}: missing field 'intermediate_size' (needed for the memory model)")
-    data["source"] = f"local config {path}"
+    data["source"] = f"config {path}"
+    data["checkpoint_bytes"], data["checkpoint_params"] = checkpoint_bytes, checkpoint_params
     try:
         return ModelArchitecture.model_validate(data)
     except ValidationError as exc:

@@ -24,9 +24,11 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
+    STATE_LAYER_KINDS,
     WINDOWED_LAYER_KINDS,
     KvCacheDtype,
     LayerKind,
+    LinkKind,
     WeightFormat,
 )
 
@@ -60,6 +62,7 @@ class ServingConfig:
     max_num_batched_tokens: int | None = None
     block_size: int = 16
     vllm_version: str | None = None
+    interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class ResolvedConfig:
     max_num_batched_tokens: int
     block_size: int
     vllm_version: str
+    interconnect: LinkKind = "pcie"
 
     @property
     def gpus(self) -> int:
@@ -90,6 +94,7 @@ class KvGroup:
     layers: int
     bytes_per_token_per_layer: float
     window: int | None = None
+    state_bytes_per_layer: float = 0.0  # linear-attention / Mamba layers: constant state per request
 
 
 @dataclass(frozen=True)
@@ -153,6 +158,8 @@ class MemoryEstimate:
 
 
 def default_precision(arch: ModelArchitecture) -> WeightFormat:
+    if arch.quantization is not None:
+        return arch.quantization.weight_format
     if arch.native_quantization == "mxfp4-experts":
         return "mxfp4"
     if arch.native_quantization == "fp8-block":
@@ -162,6 +169,14 @@ def default_precision(arch: ModelArchitecture) -> WeightFormat:
 
 def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture) -> str | None:
     """Why vLLM cannot run this weight format on this GPU (None when it can)."""
+    q = arch.quantization
+    if q is not None:
+        if precision != q.weight_format:
+            # vLLM loads a quantized checkpoint only in its own format (no re-quantizing AWQ to fp8, no bf16)
+            return (f"{arch.hf_id} is a {q.method} {q.scheme} checkpoint ({q.weight_format}); it cannot be served "
+                    f"as {precision}: use its base model for other precisions")
+        path = q.kernel_path(gpu.compute_capability)
+        return None if path.supported else f"{arch.hf_id} ({q.method} {q.scheme}): {path.note}"
     if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":
         return f"{arch.hf_id} has no MXFP4 checkpoint (mxfp4 is only for natively MXFP4 models such as gpt-oss)"
     if precision == "fp8" and not gpu.fp8_native and not gpu.is_ampere:
@@ -220,8 +235,14 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         max_num_batched_tokens=cfg.max_num_batched_tokens or batched,
         block_size=cfg.block_size,
         vllm_version=cfg.vllm_version or profile.version,
+        interconnect=cfg.interconnect or default_link(gpu),
     )
     return resolved, profile
+
+
+def default_link(gpu: GpuSpec) -> LinkKind:
+    """The link between a replica's GPUs when the user does not say: NVLink when the GPU has it."""
+    return "nvlink" if gpu.nvlink_gb_s else "pcie"
 
 
 # ---- the pieces ----------------------------------------------------------------------------------
@@ -268,9 +289,18 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     act = activation_dtype_bytes(arch, precision)
     linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
     expert_bytes = WEIGHT_BYTES[precision]
+    attention_bytes = linear_bytes
+    q = arch.quantization
+    if q is not None and precision == q.weight_format:
+        # the checkpoint's own format: its exact bytes per weight, scales and zero points included, and
+        # the modules it leaves in 16-bit (attention, dense/shared MLPs) at 16-bit
+        expert_bytes = q.bytes_per_weight
+        linear_bytes = act if q.experts_only else q.bytes_per_weight
+        attention_bytes = act if q.experts_only or q.attention_excluded else q.bytes_per_weight
     total = 0.0
     p = arch.layer_sums(layers)
-    total += p.linear / tp * linear_bytes + p.experts / tp * expert_bytes + p.bias / tp * act
+    total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
+              + p.experts / tp * expert_bytes + p.bias / tp * act)
     total += p.replicated * act
     if first:
         total += arch.embedding_params / tp * act + arch.vision_params() * act
@@ -296,21 +326,56 @@ def activation_gib(arch: ModelArchitecture, profile: VllmProfile, cfg: ResolvedC
     return forward + sampler
 
 
+CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)
+"""vllm/distributed/device_communicators/custom_all_reduce.py `_SUPPORTED_WORLD_SIZES` (v0.11 source)."""
+
+
+def custom_allreduce_enabled(cfg: ResolvedConfig) -> bool:
+    """Whether vLLM's custom all-reduce (and its IPC buffers) is active for this TP group.
+
+    vLLM disables it for world sizes outside 2/4/6/8 and for more than two GPUs that are not fully
+    NVLink-connected ("not supported on more than two PCIe-only GPUs"); two PCIe GPUs need peer-to-peer
+    access, which GeForce cards lack and which the observed PCIe start-ups never show (RTX 4090 TP=2:
+    non-torch 0.25 GiB, the TP=1 figure), so PCIe is modelled without it.
+    """
+    return (cfg.tensor_parallel in CUSTOM_ALLREDUCE_WORLD_SIZES and cfg.interconnect == "nvlink")
+
+
 def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig) -> float:
+    """Non-torch memory that appears during the profiling run (outside PyTorch's allocator).
+
+    What drives it: the CUDA/cuBLAS workspaces of one GPU (`tp1_gib`); with TP over NVLink, the custom
+    all-reduce IPC buffers and NCCL's lazily-connected channel buffers (NVLS on NVSwitch systems), which
+    is the jump from 0.25 to 2.1 GiB in v0.19 H100 logs (`tp_multi_gib`); over PCIe NCCL rings use a few
+    small channels and custom all-reduce is off, so the figure stays near the single-GPU one
+    (`tp_pcie_gib`). PP-only replicas have just the point-to-point send/recv buffers (`pp_only_gib`).
+    """
+    nt = profile.non_torch
     if cfg.tensor_parallel > 1:
-        return profile.non_torch.tp_multi_gib
+        if custom_allreduce_enabled(cfg):
+            return nt.tp_multi_gib
+        return nt.tp_pcie_gib if nt.tp_pcie_gib is not None else nt.tp1_gib
     if cfg.pipeline_parallel > 1:
-        return profile.non_torch.pp_only_gib
-    return profile.non_torch.tp1_gib
+        return nt.pp_only_gib
+    return nt.tp1_gib
 
 
 def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
     return profile.cuda_graph.base_gib + profile.cuda_graph.per_layer_gib * layers
 
 
-def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float) -> tuple[KvGroup, ...]:
-    """Layers of this stage that keep a KV cache, grouped by kind (cross-attention and linear-attention
-    layers keep no per-token KV of the text and are left out)."""
+def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
+    """DSA indexer keys per token per layer: vLLM stores them as fp8 with one fp32 scale per 128 values
+    (DeepseekV32IndexerCache: head_size = index_head_dim + index_head_dim // 128 x 4, uint8)."""
+    if not (arch.is_mla and arch.index_head_dim):
+        return 0.0
+    return arch.index_head_dim + arch.index_head_dim // 128 * 4
+
+
+def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
+              act_bytes: float = 2.0) -> tuple[KvGroup, ...]:
+    """Layers of this stage that keep a KV cache or a per-sequence state, grouped by kind
+    (cross-attention layers keep the encoder's KV, not the text's, and are left out)."""
     per_layer = arch.kv_values_per_token_per_layer(tp) * kv_bytes
     counts = arch.layer_kind_counts(layers)
     groups = []
@@ -318,8 +383,30 @@ def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float) 
         n = counts.get(kind, 0)
         if n:
             window = arch.sliding_window if kind in WINDOWED_LAYER_KINDS else None
-            groups.append(KvGroup(kind=kind, layers=n, bytes_per_token_per_layer=per_layer, window=window))
+            extra = indexer_bytes_per_token(arch) if kind == "mla" else 0.0
+            groups.append(KvGroup(kind=kind, layers=n, bytes_per_token_per_layer=per_layer + extra, window=window))
+    for kind in STATE_LAYER_KINDS:
+        n = counts.get(kind, 0)
+        if n:
+            groups.append(KvGroup(kind=kind, layers=n, bytes_per_token_per_layer=0.0,
+                                  state_bytes_per_layer=arch.state_bytes_per_layer(kind, tp, act_bytes)))
     return tuple(groups)
+
+
+def hybrid_block_size(groups: tuple[KvGroup, ...], block_size: int) -> int:
+    """vLLM's attention block size for attention + Mamba/linear-attention hybrids.
+
+    vllm/model_executor/models/config.py (HybridAttentionMambaModelConfig) raises the attention block
+    size to the smallest multiple of 16 tokens whose page holds one layer's state ("Setting attention block
+    size to N tokens to ensure that attention page size is >= mamba page size"); the state page is padded
+    to it. Models without state layers keep `block_size`.
+    """
+    state = max((g.state_bytes_per_layer for g in groups), default=0.0)
+    per_token = max((g.bytes_per_token_per_layer for g in groups), default=0.0)
+    if not state or not per_token:
+        return block_size
+    needed = 16 * math.ceil(state / (16 * per_token))
+    return max(block_size, needed)
 
 
 def _blocks_for(group: KvGroup, max_model_len: int, block_size: int, batched_tokens: int) -> int:
@@ -328,6 +415,8 @@ def _blocks_for(group: KvGroup, max_model_len: int, block_size: int, batched_tok
         return math.ceil(min(group.window - 1 + batched_tokens, max_model_len) / block_size) + 1
     if group.kind == "chunked" and group.window:
         return math.ceil(min(group.window + batched_tokens, max_model_len) / block_size)
+    if group.kind in STATE_LAYER_KINDS:
+        return 1  # one state page per request (prefix caching off: mamba_cache_mode "none")
     return math.ceil(max_model_len / block_size)
 
 
@@ -361,9 +450,6 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     budget = math.ceil(total * cfg.gpu_memory_utilization * GIB) / GIB
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     warnings: list[str] = []
-    if arch.linear_attention_layers:
-        warnings.append(f"{arch.linear_attention_layers} linear-attention layers keep a constant per-request "
-                        "state that is not modelled (only softmax-attention KV is counted)")
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")
@@ -379,12 +465,14 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         nt = non_torch_gib(profile, cfg)
         cg = cuda_graph_gib(profile, len(layers))
         kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
-        groups = kv_groups(arch, layers, tp, kv_b)
+        groups = kv_groups(arch, layers, tp, kv_b, activation_dtype_bytes(arch, cfg.precision))
         size, layout = kv_layout(groups)
-        page = cfg.block_size * max((g.bytes_per_token_per_layer for g in groups), default=0.0)
+        block = hybrid_block_size(groups, cfg.block_size)
+        page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),
+                   max((g.state_bytes_per_layer for g in groups), default=0.0))
         block_bytes = page * size
         blocks = int(max(0.0, kv) * GIB // block_bytes) if block_bytes else 0
-        per_request = sum(n * _blocks_for(g, cfg.max_model_len, cfg.block_size, cfg.max_num_batched_tokens)
+        per_request = sum(n * _blocks_for(g, cfg.max_model_len, block, cfg.max_num_batched_tokens)
                           for g, n in layout)
         ranks.append(RankMemory(
             pp_stage=s, layers=len(layers), total_gib=total, budget_gib=budget, weights_gib=w, activation_gib=a,
@@ -397,7 +485,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     if profile.kv_tokens_report == "concurrency":
         tokens = int(concurrency * cfg.max_model_len)
     else:
-        tokens = binding.num_blocks // n_groups * cfg.block_size
+        tokens = binding.num_blocks // n_groups * hybrid_block_size(binding.kv_groups, cfg.block_size)
     reason = None
     worst = min(ranks, key=lambda r: r.kv_cache_gib)
     if worst.weights_gib > worst.budget_gib:

@@ -45,11 +45,18 @@ class CudaGraphCalibration(BaseModel):
 
 
 class NonTorchMemory(BaseModel):
+    """Non-torch memory of the profiling run by what drives it (see memory.non_torch_gib).
+
+    tp_multi_gib: TP >= 2 with custom all-reduce over NVLink; tp_pcie_gib: TP >= 2 over PCIe (custom
+    all-reduce off; None = the single-GPU figure).
+    """
+
     model_config = ConfigDict(frozen=True)
 
     tp1_gib: float
     tp_multi_gib: float
     pp_only_gib: float
+    tp_pcie_gib: float | None = None
 
 
 class VllmProfile(BaseModel):

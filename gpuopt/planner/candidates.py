@@ -20,7 +20,7 @@ from gpuopt.errors import GpuoptError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
-from gpuopt.physics.architecture import ModelArchitecture, from_hf_config, get_model
+from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -28,6 +28,7 @@ from gpuopt.physics.memory import (
     precision_unsupported,
     validate,
 )
+from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
@@ -149,7 +150,7 @@ class WorkloadCandidates:
 def resolve_model(w: Workload) -> ModelArchitecture:
     if isinstance(w.model, ModelConfigRef):
         return from_hf_config(Path(w.model.config), name=w.model.name)
-    return get_model(w.model)
+    return resolve_model_id(w.model)
 
 
 def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:

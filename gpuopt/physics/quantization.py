@@ -1,0 +1,352 @@
+"""Quantized checkpoints: what format a checkpoint stores its weights in, and the kernel vLLM runs it with.
+
+A checkpoint says how it is quantized in `config.json` (`quantization_config`), or for ModelOpt exports in
+`hf_quant_config.json`, or for AutoGPTQ exports in `quantize_config.json`. `read_quantization` turns any
+of them into one `Quantization`: the bytes each quantized weight takes with its scales and zero points (the
+memory model's weight size), the modules left in 16-bit, and `kernel_path(gpu)` -- the GEMM and MoE kernels
+vLLM selects on that GPU generation, which decides the speed the latency model should assume.
+
+The selection rules were read in vLLM v0.11.0's source (vllm/model_executor/layers/quantization/: awq_marlin.py
+`is_awq_marlin_compatible`, gptq_marlin.py `is_gptq_marlin_compatible`, kernels/mixed_precision/__init__.py
+`_POSSIBLE_KERNELS` (Machete before Marlin, Machete sm90 only and without act-order), fp8.py `use_marlin`
+below sm89, mxfp4.py `get_mxfp4_backend`, modelopt.py NVFP4 backends, compressed_tensors.py scheme choice,
+utils/marlin_utils.py `MARLIN_SUPPORTED_GROUP_SIZES`). Nothing is vendored; the rules are restated here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from gpuopt.errors import ConfigError
+from gpuopt.hardware import GpuSpec
+from gpuopt.vocabulary import WeightFormat
+
+QuantMethod = Literal["fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt"]
+QUANT_METHODS: tuple[str, ...] = ("fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt")
+
+MARLIN_GROUP_SIZES = (-1, 32, 64, 128)  # utils/marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES
+MACHETE_GROUP_SIZES = (-1, 64, 128)  # utils/machete_utils.py query_machete_supported_group_sizes (16-bit act)
+
+
+class KernelPath(BaseModel):
+    """The kernels vLLM runs a quantized checkpoint with on one GPU generation.
+
+    `vllm_method` is the quantization name vLLM settles on (after its override, e.g. awq -> awq_marlin);
+    `linear` and `moe` the GEMM kernels of dense layers and experts; `activation_bits` 16 for weight-only
+    kernels (W4A16/W8A16: weights are dequantized, math in 16-bit), 8 for W8A8 (FP8/INT8 tensor cores),
+    4 for W4A4 (NVFP4 on Blackwell). `supported` is False when vLLM refuses the checkpoint on that GPU.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    vllm_method: str
+    linear: str
+    moe: str | None
+    weight_bits: int
+    activation_bits: int
+    supported: bool = True
+    note: str = ""
+
+
+class Quantization(BaseModel):
+    """How a checkpoint stores its weights (read from its files, never guessed from its name)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    method: QuantMethod
+    scheme: str  # e.g. fp8-block, fp8-tensor, w8a8-int8, w4a16, w8a16-fp8, awq, gptq, nf4, nvfp4, mxfp4
+    weight_bits: int
+    activation_bits: int  # 16 for weight-only schemes
+    group_size: int | None = None  # -1: one group per output channel
+    symmetric: bool = True
+    desc_act: bool = False
+    bytes_per_weight: float  # quantized weights with their scales and zero points
+    weight_format: WeightFormat  # the memory/planning family: fp8, int8, int4 or mxfp4
+    experts_only: bool = False  # only routed MoE experts are quantized (gpt-oss MXFP4, Kimi-K2.5 INT4)
+    attention_excluded: bool = False  # attention / token-mixer projections left in 16-bit
+    excluded_modules: tuple[str, ...] = ()  # left in 16-bit (lm_head, attention, vision tower, ...)
+    kv_cache_fp8: bool = False
+    source: str = "config.json quantization_config"
+
+    def kernel_path(self, capability: int | None) -> KernelPath:
+        """The kernels vLLM v0.11 picks on a GPU of this CUDA compute capability (None: ROCm/unknown)."""
+        return select_kernel(self, capability)
+
+
+# ---- bytes per weight -----------------------------------------------------------------------------
+
+
+def _grouped_bytes(bits: int, group: int | None, scale_bytes: float, zero_point: bool) -> float:
+    """Packed `bits`-bit weights + one scale (and a `bits`-bit zero point) per group of `group` weights.
+
+    Per-channel scales (group -1 or None) are one value per output row: negligible next to the weights.
+    """
+    if not group or group <= 0:
+        return bits / 8
+    return bits / 8 + scale_bytes / group + (bits / 8 / group if zero_point else 0.0)
+
+
+def _format_for(bits: int, float_weights: bool) -> WeightFormat:
+    if bits == 8:
+        return "fp8" if float_weights else "int8"
+    if bits == 4:
+        return "int4"
+    raise ConfigError(f"quantization_config: {bits}-bit weights are not modelled (4 or 8 bits are)")
+
+
+# ---- readers, one per on-disk format ------------------------------------------------------------------
+
+
+def _fp8(q: dict[str, Any]) -> Quantization:
+    block = q.get("weight_block_size")
+    if isinstance(block, list) and len(block) == 2:
+        # one fp32 scale per block of block[0] x block[1] weights
+        per = 1 + 4 / (int(block[0]) * int(block[1]))
+        return Quantization(method="fp8", scheme="fp8-block", weight_bits=8, activation_bits=8,
+                            group_size=int(block[1]), bytes_per_weight=per, weight_format="fp8",
+                            excluded_modules=tuple(q.get("modules_to_not_convert") or q.get("ignored_layers") or ()))
+    return Quantization(method="fp8", scheme="fp8-tensor", weight_bits=8, activation_bits=8, bytes_per_weight=1.0,
+                        weight_format="fp8",
+                        excluded_modules=tuple(q.get("modules_to_not_convert") or q.get("ignored_layers") or ()))
+
+
+def _awq(q: dict[str, Any]) -> Quantization:
+    bits, group = int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size", q.get("q_group_size", 128)))
+    zero = bool(q.get("zero_point", True))
+    return Quantization(method="awq", scheme="awq", weight_bits=bits, activation_bits=16, group_size=group,
+                        symmetric=not zero, bytes_per_weight=_grouped_bytes(bits, group, 2, zero),
+                        weight_format=_format_for(bits, False),
+                        excluded_modules=tuple(q.get("modules_to_not_convert") or ()))
+
+
+def _gptq(q: dict[str, Any], source: str) -> Quantization:
+    bits, group = int(q.get("bits", 4)), int(q.get("group_size", 128))
+    # GPTQ stores qzeros even when symmetric, and a g_idx of one int32 per input row (negligible)
+    return Quantization(method="gptq", scheme="gptq", weight_bits=bits, activation_bits=16, group_size=group,
+                        symmetric=bool(q.get("sym", True)), desc_act=bool(q.get("desc_act", False)),
+                        bytes_per_weight=_grouped_bytes(bits, group, 2, True), weight_format=_format_for(bits, False),
+                        excluded_modules=tuple(q.get("modules_to_not_convert") or ()), source=source)
+
+
+def _bitsandbytes(q: dict[str, Any]) -> Quantization:
+    if q.get("load_in_8bit"):
+        return Quantization(method="bitsandbytes", scheme="llm-int8", weight_bits=8, activation_bits=16,
+                            bytes_per_weight=1.0, weight_format="int8",
+                            excluded_modules=tuple(q.get("llm_int8_skip_modules") or ()))
+    # NF4/FP4 blocks of 64 with an absmax each: fp32, or 8-bit plus an fp32 per 256 absmaxes (double quant)
+    absmax = 1 / 64 + 4 / (64 * 256) if q.get("bnb_4bit_use_double_quant") else 4 / 64
+    return Quantization(method="bitsandbytes", scheme=str(q.get("bnb_4bit_quant_type", "nf4")), weight_bits=4,
+                        activation_bits=16, group_size=64, bytes_per_weight=0.5 + absmax, weight_format="int4",
+                        excluded_modules=tuple(q.get("llm_int8_skip_modules") or ()))
+
+
+def _mxfp4(q: dict[str, Any]) -> Quantization:
+    # OCP MX: 4-bit E2M1 values + one E8M0 scale byte per 32; vLLM quantizes the MoE experts only
+    return Quantization(method="mxfp4", scheme="mxfp4", weight_bits=4, activation_bits=16, group_size=32,
+                        bytes_per_weight=0.5 + 1 / 32, weight_format="mxfp4", experts_only=True,
+                        excluded_modules=tuple(q.get("modules_to_not_convert") or ()))
+
+
+def _modelopt(q: dict[str, Any], source: str) -> Quantization:
+    nested = q.get("quantization")
+    inner: dict[str, Any] = nested if isinstance(nested, dict) else q
+    algo = str(inner.get("quant_algo", "")).upper()
+    excluded = tuple(inner.get("exclude_modules") or inner.get("ignore") or ())
+    kv_fp8 = str(inner.get("kv_cache_quant_algo") or "").upper() == "FP8" or (
+        isinstance(inner.get("kv_cache_scheme"), dict) and inner["kv_cache_scheme"].get("num_bits") == 8)
+    if algo == "FP8":
+        return Quantization(method="modelopt", scheme="modelopt-fp8", weight_bits=8, activation_bits=8,
+                            bytes_per_weight=1.0, weight_format="fp8", excluded_modules=excluded, kv_cache_fp8=kv_fp8,
+                            source=source)
+    if algo == "NVFP4":
+        group = int(inner.get("group_size", 16))
+        # E2M1 values + one FP8 (E4M3) scale per 16, plus a per-tensor fp32 scale (negligible)
+        return Quantization(method="modelopt", scheme="nvfp4", weight_bits=4, activation_bits=4, group_size=group,
+                            bytes_per_weight=0.5 + 1 / group, weight_format="int4", excluded_modules=excluded,
+                            kv_cache_fp8=kv_fp8, source=source)
+    raise ConfigError(f"{source}: ModelOpt quant_algo '{inner.get('quant_algo')}' is not modelled "
+                      "(FP8 and NVFP4 are)")
+
+
+def _compressed_tensors(q: dict[str, Any]) -> Quantization:
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        raise ConfigError("quantization_config: compressed-tensors without config_groups")
+    group = next(iter(groups.values()))
+    weights = group.get("weights") or {}
+    acts = group.get("input_activations") or None
+    bits = int(weights.get("num_bits", 8))
+    float_w = str(weights.get("type", "int")) == "float"
+    strategy = str(weights.get("strategy", "tensor"))
+    group_size = weights.get("group_size")
+    sym = bool(weights.get("symmetric", True))
+    excluded = tuple(q.get("ignore") or ())
+    kv = q.get("kv_cache_scheme")
+    kv_fp8 = isinstance(kv, dict) and kv.get("num_bits") == 8
+    act_bits = int(acts.get("num_bits", 16)) if isinstance(acts, dict) else 16
+    if float_w and bits == 4:
+        # compressed-tensors NVFP4: FP8 scale per 16 (group_size)
+        g = int(group_size or 16)
+        return Quantization(method="compressed-tensors", scheme="nvfp4" if act_bits == 4 else "nvfp4-w4a16",
+                            weight_bits=4, activation_bits=act_bits, group_size=g, bytes_per_weight=0.5 + 1 / g,
+                            weight_format="int4", excluded_modules=excluded, kv_cache_fp8=kv_fp8)
+    if strategy == "block":
+        block = weights.get("block_structure") or [128, 128]
+        per = bits / 8 + 4 / (int(block[0]) * int(block[1]))
+    elif strategy == "group":
+        per = _grouped_bytes(bits, int(group_size or 128), 2, not sym)
+    else:
+        per = bits / 8
+    kind = "fp8" if float_w else "int"
+    scheme = f"w{bits}a{act_bits}" + (f"-{kind}" if bits == 8 else "")
+    return Quantization(method="compressed-tensors", scheme=scheme, weight_bits=bits, activation_bits=act_bits,
+                        group_size=int(group_size) if group_size else (128 if strategy == "block" else None),
+                        symmetric=sym, desc_act=bool(weights.get("actorder")), bytes_per_weight=per,
+                        weight_format=_format_for(bits, float_w), excluded_modules=excluded, kv_cache_fp8=kv_fp8)
+
+
+def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None,
+                      quantize_config: dict[str, Any] | None = None, where: str = "config.json") -> Quantization | None:
+    """The checkpoint's quantization, from whichever file holds it (None: an unquantized checkpoint).
+
+    Order as vLLM reads it: config.json `quantization_config` (or `compression_config`), then ModelOpt's
+    hf_quant_config.json, then AutoGPTQ's quantize_config.json. An unknown method is an error (exit 2).
+    """
+    nested = config.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else {}
+    q = (config.get("quantization_config") or config.get("compression_config") or text.get("quantization_config"))
+    source = f"{where} quantization_config"
+    if not isinstance(q, dict):
+        if hf_quant_config:
+            q, source = hf_quant_config, "hf_quant_config.json"
+            q = {"quant_method": "modelopt", **q}
+        elif quantize_config:
+            q, source = quantize_config, "quantize_config.json"
+            q = {"quant_method": "gptq", **q}
+        else:
+            return None
+    method = str(q.get("quant_method", "")).lower()
+    result: Quantization
+    if method == "fp8":
+        result = _fp8(q)
+    elif method in ("compressed-tensors", "compressed_tensors"):
+        result = _compressed_tensors(q)
+    elif method == "awq":
+        result = _awq(q)
+    elif method == "gptq":
+        result = _gptq(q, source)
+    elif method == "bitsandbytes":
+        result = _bitsandbytes(q)
+    elif method == "mxfp4":
+        result = _mxfp4(q)
+    elif method in ("modelopt", "modelopt_fp4"):
+        result = _modelopt(q, source)
+    else:
+        raise ConfigError(f"{source}: unknown quant_method '{q.get('quant_method')}' "
+                          f"(known: {', '.join(QUANT_METHODS)})")
+    excluded = " ".join(result.excluded_modules)
+    attention_excluded = result.attention_excluded or any(k in excluded for k in ("self_attn", "mixer.q_proj"))
+    dense_excluded = any(k in excluded for k in ("shared_expert", "mlp.(gate", "mlp\\.(gate", ".mlp*"))
+    return result.model_copy(update={"source": source, "attention_excluded": attention_excluded,
+                                     "experts_only": result.experts_only or (attention_excluded and dense_excluded)})
+
+
+# ---- kernel selection ------------------------------------------------------------------------------
+
+
+def kernel_on(quantization: Quantization | None, gpu: GpuSpec) -> KernelPath | None:
+    """The kernels a checkpoint runs with on this GPU (None for an unquantized checkpoint).
+
+    The interface for the latency model and simulator: `activation_bits` says whether GEMMs run on 16-bit
+    math after dequantizing (weight-only Marlin/Machete) or on FP8/INT8/FP4 tensor cores.
+    """
+    return None if quantization is None else quantization.kernel_path(gpu.compute_capability)
+
+
+def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
+    """vLLM v0.11's choice of kernels for this checkpoint on a GPU of `capability` (e.g. 89 for Ada).
+
+    None means no CUDA capability (ROCm): the CUDA-only kernels below do not apply and vLLM uses its
+    ROCm/Triton paths; reported as such rather than guessed.
+    """
+    wb, ab = q.weight_bits, q.activation_bits
+    if capability is None:
+        return KernelPath(vllm_method=q.method, linear="rocm/triton", moe="rocm/triton" if ab else None,
+                          weight_bits=wb, activation_bits=ab, note="non-CUDA GPU: ROCm kernels, not modelled")
+    cc = capability
+
+    def unsupported(why: str) -> KernelPath:
+        return KernelPath(vllm_method=q.method, linear="none", moe=None, weight_bits=wb, activation_bits=ab,
+                          supported=False, note=why)
+
+    if q.method == "awq":
+        marlin_ok = wb in (4, 8) and (q.group_size or -1) in MARLIN_GROUP_SIZES
+        if marlin_ok and cc >= 80:
+            return KernelPath(vllm_method="awq_marlin", linear="marlin", moe="marlin-moe", weight_bits=wb,
+                              activation_bits=16)
+        if cc >= 75:
+            return KernelPath(vllm_method="awq", linear="awq-gemm", moe="moe-wna16", weight_bits=wb,
+                              activation_bits=16, note="Marlin needs sm80: the slower AWQ GEMM kernel")
+        return unsupported("AWQ needs compute capability 7.5 or newer")
+    if q.method == "gptq" or (q.method == "compressed-tensors" and ab == 16 and q.scheme.startswith("w")
+                              and q.weight_format in ("int4", "int8")):
+        marlin_ok = wb in (4, 8) and (q.group_size or -1) in MARLIN_GROUP_SIZES
+        name = "gptq_marlin" if q.method == "gptq" else "compressed-tensors"
+        if marlin_ok and cc >= 80:
+            machete = cc == 90 and not q.desc_act and (q.group_size or -1) in MACHETE_GROUP_SIZES
+            return KernelPath(vllm_method=name, linear="machete" if machete else "marlin", moe="marlin-moe",
+                              weight_bits=wb, activation_bits=16)
+        if q.method == "gptq" and cc >= 60:
+            return KernelPath(vllm_method="gptq", linear="exllama", moe="moe-wna16", weight_bits=wb,
+                              activation_bits=16, note="Marlin needs sm80: GPTQ's exllama kernel")
+        return unsupported(f"{q.scheme} needs Marlin (compute capability 8.0 or newer)")
+    if q.method == "bitsandbytes":
+        if cc >= 70:
+            return KernelPath(vllm_method="bitsandbytes", linear="bitsandbytes", moe="bitsandbytes",
+                              weight_bits=wb, activation_bits=16, note="dequantizes on the fly: slow")
+        return unsupported("bitsandbytes needs compute capability 7.0 or newer")
+    if q.method == "mxfp4":
+        if cc >= 100:
+            moe = "flashinfer-mxfp4"
+        elif cc == 90:
+            moe = "triton-mxfp4"
+        elif cc >= 80:
+            moe = "marlin-mxfp4"
+        else:
+            return unsupported("MXFP4 needs compute capability 8.0 or newer")
+        return KernelPath(vllm_method="mxfp4", linear="unquantized", moe=moe, weight_bits=4, activation_bits=16)
+    if q.scheme in ("nvfp4", "nvfp4-w4a16"):
+        if cc >= 120:  # GeForce / RTX PRO Blackwell: CUTLASS FP4 GEMMs, no sm100 FlashInfer TRT-LLM kernels
+            return KernelPath(vllm_method=q.method, linear="cutlass-fp4", moe="cutlass-fp4-moe", weight_bits=4,
+                              activation_bits=4)
+        if cc >= 100:
+            linear = "flashinfer-cutlass-fp4" if q.method == "modelopt" else "cutlass-fp4"
+            return KernelPath(vllm_method=q.method, linear=linear, moe="flashinfer-cutlass-fp4-moe", weight_bits=4,
+                              activation_bits=4)
+        if cc >= 80:
+            return KernelPath(vllm_method=q.method, linear="marlin-fp4", moe="marlin-fp4-moe", weight_bits=4,
+                              activation_bits=16, note="no FP4 tensor cores before Blackwell: weight-only Marlin")
+        return unsupported("NVFP4 needs compute capability 8.0 or newer")
+    if q.weight_format == "fp8":
+        block = q.scheme in ("fp8-block",) or (q.method == "compressed-tensors" and q.group_size == 128
+                                              and q.bytes_per_weight > 1)
+        if q.method == "modelopt" and cc < 89:
+            return unsupported("ModelOpt FP8 needs compute capability 8.9 or newer")
+        if cc >= 89:
+            block_kernel = "cutlass-block-fp8" if cc in (90, 100, 103) else "triton-block-fp8"
+            linear = block_kernel if block else "cutlass-fp8"
+            # FlashInfer FP8 MoE only with VLLM_USE_FLASHINFER_MOE_FP8=1 (off by default): Triton fused MoE
+            return KernelPath(vllm_method=q.method, linear=linear, moe="triton-fp8-moe", weight_bits=8,
+                              activation_bits=8)
+        if cc >= 80:
+            return KernelPath(vllm_method=q.method, linear="marlin-fp8", moe="marlin-fp8-moe", weight_bits=8,
+                              activation_bits=16, note="no FP8 tensor cores before Ada: weight-only FP8 Marlin")
+        return unsupported("FP8 needs compute capability 8.0 or newer")
+    if q.weight_format == "int8" and ab == 8:
+        if cc >= 75:
+            return KernelPath(vllm_method=q.method, linear="cutlass-int8", moe="triton-int8-moe", weight_bits=8,
+                              activation_bits=8)
+        return unsupported("INT8 W8A8 needs compute capability 7.5 or newer")
+    return unsupported(f"no vLLM kernel known for {q.method} {q.scheme}")

@@ -1,0 +1,197 @@
+"""From what a user types after `--model` to a ModelArchitecture.
+
+Order (first hit wins), so that the shipped registry stays the offline default and the network is the last
+resort:
+
+1. a registry id (gpuopt/data/models.csv), case-insensitive, also without the organisation;
+2. a local path: a checkpoint directory holding config.json, or a config.json file;
+3. the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub): a model
+   downloaded once is found again without the network and without the registry;
+4. the Hugging Face Hub through `huggingface_hub` (HF_TOKEN for gated/private repos), unless
+   HF_HUB_OFFLINE is set; what is fetched lands in the cache, so step 3 finds it next time.
+
+Next to config.json the checkpoint's quantization files are read where the format keeps them
+(hf_quant_config.json for ModelOpt, quantize_config.json for AutoGPTQ), and the safetensors index for the
+checkpoint's exact size. Every failure is one line saying what to do (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from gpuopt.errors import ConfigError, InputError, UnknownNameError
+from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model, registry
+
+CONFIG = "config.json"
+SIDE_FILES = ("hf_quant_config.json", "quantize_config.json", "model.safetensors.index.json")
+
+
+def hub_cache_dir() -> Path:
+    """The Hugging Face hub cache, read from the environment at call time (as huggingface_hub does)."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
+    return Path(home).expanduser() / "hub"
+
+
+def hub_offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return raw
+
+
+def from_files(config_path: Path, name: str | None, sides: dict[str, Path]) -> ModelArchitecture:
+    """An architecture from a config.json and whichever side files the checkpoint has."""
+    cfg = _read_json(config_path)
+    extra = {key: _read_json(path) for key, path in sides.items()}
+    index = extra.get("model.safetensors.index.json", {})
+    found = index.get("metadata")
+    metadata: dict[str, Any] = found if isinstance(found, dict) else {}
+    if not name:  # a bare config file: its own id if it states one, else the checkpoint folder / file name
+        stem = config_path.stem
+        name = str(cfg.get("_name_or_path") or (config_path.parent.name if stem == "config" else stem))
+    return from_hf_dict(cfg, name=name, where=str(config_path),
+                        hf_quant_config=extra.get("hf_quant_config.json"),
+                        quantize_config=extra.get("quantize_config.json"),
+                        checkpoint_bytes=_int_or_none(metadata.get("total_size")),
+                        checkpoint_params=_int_or_none(metadata.get("total_parameters")))
+
+
+def _int_or_none(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else None
+
+
+def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:
+    """A checkpoint directory (config.json and its side files) or a config.json file."""
+    if path.is_dir():
+        config = path / CONFIG
+        if not config.is_file():
+            raise ConfigError(f"{path}: directory has no config.json (point --model at a checkpoint directory "
+                              "or at its config.json)")
+        folder = path
+    else:
+        config, folder = path, path.parent
+    sides = {f: folder / f for f in SIDE_FILES if (folder / f).is_file()}
+    return from_files(config, name or (path.name if path.is_dir() else None), sides)
+
+
+def _from_cache(repo_id: str) -> ModelArchitecture | None:
+    from huggingface_hub import try_to_load_from_cache
+
+    cache = hub_cache_dir()
+    found = try_to_load_from_cache(repo_id, CONFIG, cache_dir=cache)
+    if not isinstance(found, str):
+        return None
+    sides: dict[str, Path] = {}
+    for f in SIDE_FILES:
+        hit = try_to_load_from_cache(repo_id, f, cache_dir=cache)
+        if isinstance(hit, str):
+            sides[f] = Path(hit)
+    return from_files(Path(found), repo_id, sides)
+
+
+def hub_reachable() -> bool:
+    """Whether the Hub's host resolves: without it huggingface_hub would retry for ~25 s before failing."""
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    host = urlparse(constants.ENDPOINT).hostname or "huggingface.co"
+    try:
+        socket.getaddrinfo(host, 443)
+    except OSError:
+        return False
+    return True
+
+
+def _from_hub(repo_id: str) -> ModelArchitecture:
+    """Fetch config.json (and side files that exist) into the cache; one actionable line on failure."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+    from huggingface_hub.utils import logging as hub_logging
+
+    token = os.environ.get("HF_TOKEN") or None
+    cache = hub_cache_dir()
+    if not hub_reachable():
+        raise _unreachable(repo_id, cache, "no DNS answer for the Hub")
+    # huggingface_hub's retry warnings are not ours to print: one error line is
+    hub_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    try:
+        config = hf_hub_download(repo_id, CONFIG, cache_dir=cache, token=token)
+    except GatedRepoError:
+        raise InputError(f"model '{repo_id}' is gated on the Hugging Face Hub: accept its licence at "
+                         f"https://huggingface.co/{repo_id} and set HF_TOKEN") from None
+    except RepositoryNotFoundError:
+        raise InputError(f"model '{repo_id}' is not on the Hugging Face Hub (or is private: set HF_TOKEN); "
+                         "check the id or pass a local checkpoint directory") from None
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled) as exc:  # (a subclass of EntryNotFoundError)
+        raise _unreachable(repo_id, cache, type(exc).__name__) from None
+    except (EntryNotFoundError, RevisionNotFoundError):
+        raise InputError(f"model '{repo_id}' has no config.json on the Hugging Face Hub; pass a local "
+                         "config.json") from None
+    except (HfHubHTTPError, OSError) as exc:
+        raise _unreachable(repo_id, cache, type(exc).__name__) from None
+    sides: dict[str, Path] = {}
+    for f in SIDE_FILES:
+        try:
+            sides[f] = Path(hf_hub_download(repo_id, f, cache_dir=cache, token=token))
+        except (EntryNotFoundError, RevisionNotFoundError, HfHubHTTPError, LocalEntryNotFoundError, OSError):
+            continue  # most repositories have none of them
+    return from_files(Path(config), repo_id, sides)
+
+
+def _unreachable(repo_id: str, cache: Path, why: str) -> InputError:
+    return InputError(f"model '{repo_id}' is not in the registry or the Hugging Face cache ({cache}) and the Hub "
+                      f"could not be reached ({why}): download it with `hf download {repo_id} "
+                      "config.json` or pass a local config.json")
+
+
+def looks_like_repo_id(name: str) -> bool:
+    parts = name.split("/")
+    return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
+
+
+def resolve_model(name: str) -> ModelArchitecture:
+    """Registry id -> local path -> Hugging Face cache -> Hub (see the module docstring)."""
+    try:
+        return get_model(name)
+    except UnknownNameError as unknown:
+        registry_miss = unknown
+    path = Path(name).expanduser()
+    if path.exists():
+        return from_local_path(path)
+    if not looks_like_repo_id(name):
+        raise registry_miss
+    cached = _from_cache(name)
+    if cached is not None:
+        return cached
+    if hub_offline():
+        hint = f"; did you mean {', '.join(registry_miss.suggestions)}?" if registry_miss.suggestions else ""
+        raise InputError(f"model '{name}' is not in the registry ({len(registry())} models) or the Hugging Face "
+                         f"cache ({hub_cache_dir()}) and HF_HUB_OFFLINE is set: download its config.json or pass "
+                         f"a local path{hint}")
+    return _from_hub(name)

@@ -1,0 +1,102 @@
+"""Hybrid and sparse attention as vLLM sizes it: per-token KV only on full-attention layers, a constant
+per-sequence state on Gated DeltaNet / Mamba-2 layers, DSA indexer keys, and the hybrid block size.
+
+Expected values are computed by hand from the config fields (../shared/data/model_configs.md §1.4, §2, §4).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuopt.cli.models import kv_bytes_per_token, state_bytes_per_sequence
+from gpuopt.hardware import get_gpu
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import ServingConfig, estimate, hybrid_block_size, kv_groups
+from gpuopt.vocabulary import KV_LAYER_KINDS, LAYER_KINDS, STATE_LAYER_KINDS
+
+NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
+QWEN35 = "Qwen/Qwen3.5-35B-A3B"
+NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+
+
+def test_layer_kinds_are_defined_once() -> None:
+    assert set(STATE_LAYER_KINDS) <= set(LAYER_KINDS) and set(KV_LAYER_KINDS) <= set(LAYER_KINDS)
+    assert not set(STATE_LAYER_KINDS) & set(KV_LAYER_KINDS)
+    assert {"mamba", "ffn"} <= set(LAYER_KINDS)
+
+
+@pytest.mark.parametrize(("model", "kinds"), [
+    (NEXT, {"linear": 36, "full": 12}),
+    (QWEN35, {"linear": 30, "full": 10}),
+    (NEMOTRON, {"mamba": 23, "ffn": 23, "full": 6}),
+])
+def test_layer_patterns(model: str, kinds: dict[str, int]) -> None:
+    arch = get_model(model)
+    assert arch.layer_kind_counts(range(arch.num_hidden_layers)) == kinds
+
+
+def test_kv_counts_only_full_attention_layers() -> None:
+    # 12 full layers x 2 (K, V) x 2 KV heads x 256 x 2 B -- not 48 layers (4x too much)
+    assert kv_bytes_per_token(get_model(NEXT), 2) == 12 * 2 * 2 * 256 * 2 == 24_576
+    # Nemotron: 6 attention layers x 2 x 2 heads x 128 x 2 B -- not 52 layers (8.7x too much)
+    assert kv_bytes_per_token(get_model(NEMOTRON), 2) == 6 * 2 * 2 * 128 * 2 == 6_144
+
+
+def test_gated_deltanet_state() -> None:
+    # conv (4 - 1) x (2 x 16 x 128 + 32 x 128) values in bf16 + recurrent 32 x 128 x 128
+    conv = 3 * 8192 * 2
+    assert get_model(NEXT).state_bytes_per_layer("linear", 1, 2.0) == conv + 524_288 * 2  # no ssm dtype: bf16
+    assert get_model(QWEN35).state_bytes_per_layer("linear", 1, 2.0) == conv + 524_288 * 4  # float32 state
+    # TP splits heads and channels
+    assert get_model(QWEN35).state_bytes_per_layer("linear", 4, 2.0) == (conv + 524_288 * 4) / 4
+
+
+def test_mamba2_state() -> None:
+    # conv 3 x (64 x 64 + 2 x 8 x 128) bf16 + SSM 64 heads x 64 x 128 float32, 23 layers
+    per_layer = 3 * 6144 * 2 + 64 * 64 * 128 * 4
+    arch = get_model(NEMOTRON)
+    assert arch.state_bytes_per_layer("mamba", 1, 2.0) == per_layer == 2_134_016
+    assert state_bytes_per_sequence(arch) == 23 * per_layer
+
+
+def test_dsa_indexer_keys_join_the_mla_latent() -> None:
+    # 61 layers x (576 bf16 latent + 128 fp8 indexer key + one fp32 scale per 128)
+    assert kv_bytes_per_token(get_model("deepseek-ai/DeepSeek-V3.2"), 2) == 61 * (576 * 2 + 132)
+    assert kv_bytes_per_token(get_model("deepseek-ai/DeepSeek-V3"), 2) == 61 * 576 * 2
+
+
+def test_hybrid_block_size_holds_one_state_page() -> None:
+    arch = get_model(NEXT)
+    groups = kv_groups(arch, range(48), 1, 2.0, 2.0)
+    # state 1,097,728 B per layer; a full layer stores 2 x 2 x 256 x 2 = 2,048 B per token
+    assert hybrid_block_size(groups, 16) == 16 * math.ceil(1_097_728 / (16 * 2048)) == 544
+    assert hybrid_block_size(kv_groups(get_model("meta-llama/Llama-3.1-8B-Instruct"), range(32), 1, 2.0), 16) == 16
+
+
+def test_hybrid_estimate_counts_one_state_page_per_group_and_request() -> None:
+    est = estimate(get_model(NEXT), get_gpu("H100-SXM-80GB"),
+                   ServingConfig(tensor_parallel=4, max_model_len=32768, vllm_version="0.19"))
+    rank = est.ranks[0]
+    # TP=4: 1 KV head (replicated), state / 4: block 16 x ceil(274,432 / (16 x 1,024)) = 272 tokens
+    # groups of 12 layers: 3 GDN groups (1 page each per request) + 1 full group (ceil(32768 / 272))
+    assert rank.blocks_per_request == 3 + math.ceil(32768 / 272)
+    assert est.max_concurrency == rank.num_blocks / rank.blocks_per_request
+    assert est.kv_cache_tokens == rank.num_blocks // 4 * 272
+
+
+@given(max_len=st.integers(min_value=1024, max_value=262_144))
+def test_state_makes_capacity_less_than_proportional_to_length(max_len: int) -> None:
+    """A request's state does not grow with its length: doubling max_model_len less than halves concurrency."""
+    arch, gpu = get_model(NEXT), get_gpu("H100-SXM-80GB")
+    short = estimate(arch, gpu, ServingConfig(tensor_parallel=4, max_model_len=max_len, vllm_version="0.19"))
+    long = estimate(arch, gpu, ServingConfig(tensor_parallel=4, max_model_len=2 * max_len, vllm_version="0.19"))
+    assert long.max_concurrency * 2 >= short.max_concurrency
+
+
+def test_gemma3_vision_tower_is_in_the_weights() -> None:
+    # the SigLIP tower gemma-3-4b documents, + 1152 x 5376 projector: 0.4231 B at 2 B
+    assert get_model("google/gemma-3-27b-it").vision_params() == 423_100_000

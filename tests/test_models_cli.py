@@ -1,0 +1,48 @@
+"""`gpuopt models list|show`: full ids, anything resolvable, what was detected in a checkpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.physics.architecture import registry
+from tests.conftest import check_golden
+
+FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_list_prints_every_id_in_full() -> None:
+    result = run("models", "list")
+    assert result.exit_code == 0
+    for model_id in registry():
+        assert model_id in result.output, model_id
+    assert "…" not in result.output
+
+
+def test_show_a_quantized_local_checkpoint_golden(tmp_path: Path) -> None:
+    checkpoint = tmp_path / "Nemotron-3-Nano-NVFP4"
+    checkpoint.mkdir()
+    shutil.copy(FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json", checkpoint / "config.json")
+    shutil.copy(FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config.json",
+                checkpoint / "hf_quant_config.json")
+    result = run("models", "show", str(checkpoint))
+    assert result.exit_code == 0, result.output
+    check_golden("models_show_nemotron_nvfp4.txt", result.output.replace(str(tmp_path), "<tmp>"))
+    data = json.loads(run("models", "show", str(checkpoint), "--json").output)
+    assert data["quantization"]["scheme"] == "nvfp4"
+    assert data["kernels"]["Blackwell sm100"]["activation_bits"] == 4
+    assert data["layer_kinds"] == {"mamba": 23, "ffn": 23, "full": 6}
+
+
+def test_show_registry_hybrid() -> None:
+    data = json.loads(run("models", "show", "Qwen/Qwen3.5-35B-A3B", "--json").output)
+    assert data["kv_bytes_per_token"]["auto"] == 10 * 2 * 2 * 256 * 2
+    assert data["state_bytes_per_sequence"] == 30 * (3 * 8192 * 2 + 32 * 128 * 128 * 4)

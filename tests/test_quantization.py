@@ -1,0 +1,170 @@
+"""Quantized checkpoints: bytes per weight (scales and zero points included) and vLLM's kernel per GPU.
+
+Expected kernels restate vLLM v0.11's selection rules (awq_marlin / gptq_marlin conversion at sm80, Machete
+only on sm90 without act-order, FP8 Marlin below sm89, CUTLASS block FP8 on sm90/sm100, MXFP4 Triton on
+sm90 and FlashInfer on sm100, NVFP4 W4A4 only on Blackwell).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpuopt.errors import ConfigError
+from gpuopt.hardware import get_gpu
+from gpuopt.physics.architecture import from_hf_dict, get_model
+from gpuopt.physics.memory import GIB, ServingConfig, estimate, precision_unsupported
+from gpuopt.physics.quantization import kernel_on, read_quantization
+from gpuopt.physics.resolution import from_local_path
+
+FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
+
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False}
+
+
+def q(config: dict[str, Any]) -> Any:
+    result = read_quantization({"quantization_config": config})
+    assert result is not None
+    return result
+
+
+def test_awq_bytes_and_kernels() -> None:
+    awq = q(AWQ)
+    assert awq.bytes_per_weight == 0.5 + 2 / 128 + 0.5 / 128  # 4-bit + fp16 scale + 4-bit zero per 128
+    assert awq.weight_format == "int4"
+    assert awq.kernel_path(80).vllm_method == "awq_marlin"
+    assert awq.kernel_path(90).linear == "marlin"  # AWQ Marlin does not go through Machete
+    turing = awq.kernel_path(75)
+    assert (turing.vllm_method, turing.linear) == ("awq", "awq-gemm")
+    assert not awq.kernel_path(70).supported
+
+
+def test_gptq_picks_machete_on_hopper_unless_act_order() -> None:
+    gptq = q(GPTQ)
+    assert gptq.kernel_path(90).linear == "machete"
+    assert gptq.kernel_path(89).linear == "marlin"
+    assert q({**GPTQ, "desc_act": True}).kernel_path(90).linear == "marlin"
+    assert q({**GPTQ, "group_size": 256}).kernel_path(90).vllm_method == "gptq"  # not Marlin-compatible
+    assert gptq.kernel_path(90).activation_bits == 16
+
+
+def test_fp8_block_and_tensor() -> None:
+    block = q({"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"})
+    assert block.bytes_per_weight == 1 + 4 / 16384
+    assert block.kernel_path(90).linear == "cutlass-block-fp8"
+    assert block.kernel_path(89).linear == "triton-block-fp8"
+    ampere = block.kernel_path(80)
+    assert (ampere.linear, ampere.activation_bits) == ("marlin-fp8", 16)
+    tensor = q({"quant_method": "fp8", "activation_scheme": "static"})
+    assert (tensor.scheme, tensor.bytes_per_weight) == ("fp8-tensor", 1.0)
+    assert tensor.kernel_path(89).linear == "cutlass-fp8"
+
+
+def test_compressed_tensors_schemes() -> None:
+    def ct(weights: dict[str, Any], acts: dict[str, Any] | None) -> Any:
+        return q({"quant_method": "compressed-tensors",
+                  "config_groups": {"group_0": {"weights": weights, "input_activations": acts, "targets": ["Linear"]}},
+                  "ignore": ["lm_head"]})
+
+    w8a8 = ct({"num_bits": 8, "type": "int", "strategy": "channel", "symmetric": True},
+              {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True})
+    assert (w8a8.weight_format, w8a8.bytes_per_weight, w8a8.kernel_path(80).linear) == ("int8", 1.0, "cutlass-int8")
+    w4a16 = ct({"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}, None)
+    assert w4a16.bytes_per_weight == 0.5 + 2 / 128
+    assert w4a16.kernel_path(90).linear == "machete" and w4a16.kernel_path(86).linear == "marlin"
+    fp8 = ct({"num_bits": 8, "type": "float", "strategy": "channel"}, {"num_bits": 8, "type": "float"})
+    assert fp8.weight_format == "fp8" and fp8.kernel_path(89).activation_bits == 8
+    nvfp4 = ct({"num_bits": 4, "type": "float", "strategy": "tensor_group", "group_size": 16},
+               {"num_bits": 4, "type": "float"})
+    assert nvfp4.bytes_per_weight == 0.5 + 1 / 16
+    assert nvfp4.kernel_path(100).activation_bits == 4 and nvfp4.kernel_path(90).linear == "marlin-fp4"
+
+
+def test_bitsandbytes_and_mxfp4() -> None:
+    nf4 = q({"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4",
+             "bnb_4bit_use_double_quant": True})
+    assert nf4.bytes_per_weight == 0.5 + 1 / 64 + 4 / (64 * 256)
+    assert q({"quant_method": "bitsandbytes", "load_in_8bit": True}).weight_format == "int8"
+    mx = q({"quant_method": "mxfp4"})
+    assert mx.bytes_per_weight == 0.5 + 1 / 32 and mx.experts_only
+    assert [mx.kernel_path(cc).moe for cc in (80, 89, 90, 100)] == ["marlin-mxfp4", "marlin-mxfp4", "triton-mxfp4",
+                                                                    "flashinfer-mxfp4"]
+
+
+def test_modelopt_nvfp4_from_hf_quant_config() -> None:
+    cfg = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json").read_text())
+    side = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config.json").read_text())
+    arch = from_hf_dict(cfg, name="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", hf_quant_config=side)
+    nv = arch.quantization
+    assert nv is not None
+    assert (nv.scheme, nv.group_size, nv.kv_cache_fp8, nv.attention_excluded) == ("nvfp4", 16, True, True)
+    assert nv.bytes_per_weight == 0.5 + 1 / 16
+    assert nv.kernel_path(100).linear == "flashinfer-cutlass-fp4"
+    assert not nv.kernel_path(75).supported
+
+
+def test_unknown_and_unmodelled_methods_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown quant_method 'exl3'"):
+        q({"quant_method": "exl3"})
+    with pytest.raises(ConfigError, match="quant_algo 'W4A8_AWQ'"):
+        read_quantization({}, hf_quant_config={"quantization": {"quant_algo": "W4A8_AWQ"}})
+
+
+@given(bits=st.sampled_from([4, 8]), group=st.sampled_from([32, 64, 128, 256]), zero=st.booleans())
+def test_grouped_schemes_cost_more_than_their_bits_and_less_with_bigger_groups(bits: int, group: int,
+                                                                               zero: bool) -> None:
+    small = q({**AWQ, "bits": bits, "group_size": group, "zero_point": zero}).bytes_per_weight
+    big = q({**AWQ, "bits": bits, "group_size": group * 2, "zero_point": zero}).bytes_per_weight
+    assert bits / 8 < big < small
+
+
+def test_kimi_int4_quantizes_only_the_routed_experts() -> None:
+    arch = from_local_path(FIXTURES / "moonshotai__Kimi-K2.5.json", name="moonshotai/Kimi-K2.5")
+    kq = arch.quantization
+    assert kq is not None and kq.experts_only and kq.scheme == "w4a16"
+    assert kq.bytes_per_weight == 0.5 + 2 / 32
+
+
+def test_checkpoint_quantization_sets_default_precision_and_weight_bytes() -> None:
+    """An AWQ checkpoint of Llama-3.1-8B: its linear weights at 0.51953 B instead of 2 B, the rest unchanged."""
+    base = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+           "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+           "max_position_embeddings": 131072, "torch_dtype": "float16", "quantization_config": AWQ}
+    awq = from_hf_dict(cfg, name="hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4")
+    h100 = get_gpu("H100-SXM-80GB")
+    run = ServingConfig(max_model_len=8192, vllm_version="0.19")
+    ours = estimate(awq, h100, run)
+    assert ours.config.precision == "int4"
+    bf16 = estimate(base, h100, run)
+    linear = sum(p.linear for p, _ in base.layer_table)  # 6.98 B quantized projections
+    expected = (bf16.ranks[0].weights_gib - linear * (2 - (0.5 + 2.5 / 128)) / GIB)
+    assert ours.ranks[0].weights_gib == pytest.approx(expected, rel=1e-9)
+    assert precision_unsupported(get_gpu("T4-16GB"), "int4", awq) is None  # awq GEMM runs on sm75
+    assert precision_unsupported(get_gpu("V100-16GB"), "int4", awq) is not None
+
+
+def test_a_quantized_checkpoint_is_served_only_in_its_own_format() -> None:
+    cfg = json.loads((FIXTURES / "Qwen__Qwen3-32B-FP8.json").read_text())
+    fp8 = from_hf_dict(cfg, name="Qwen/Qwen3-32B-FP8")
+    h100, a100 = get_gpu("H100-SXM-80GB"), get_gpu("A100-SXM-80GB")
+    assert precision_unsupported(h100, "fp8", fp8) is None
+    assert "cannot be served as bf16" in (precision_unsupported(h100, "bf16", fp8) or "")
+    path = kernel_on(fp8.quantization, a100)
+    assert path is not None and (path.linear, path.activation_bits) == ("marlin-fp8", 16)
+    assert kernel_on(None, a100) is None
+
+
+def test_awq_checkpoint_config_from_the_hub_page() -> None:
+    cfg = json.loads((FIXTURES / "TechxGenus__Mistral-Large-Instruct-2411-AWQ.hf-page.json").read_text())
+    arch = from_hf_dict(cfg, name="TechxGenus/Mistral-Large-Instruct-2411-AWQ")
+    awq = arch.quantization
+    assert awq is not None and (awq.method, awq.group_size, awq.symmetric) == ("awq", 128, False)
+    assert arch.torch_dtype == "float16"
+    assert awq.kernel_path(get_gpu("L40S-48GB").compute_capability).vllm_method == "awq_marlin"

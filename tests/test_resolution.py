@@ -1,0 +1,256 @@
+"""Model resolution: registry -> local path -> Hugging Face cache -> Hub, and its bad-input lines.
+
+The Hub is never contacted: conftest sets HF_HUB_OFFLINE=1 and an empty HF_HOME; the cache tests build the
+Hugging Face cache layout (models--org--name/snapshots/<rev>/..., refs/main) in tmp_path from the config
+copies in tests/fixtures/model_configs (taken from ../shared/data/model_configs).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.errors import ConfigError, InputError
+from gpuopt.physics import resolution
+from gpuopt.physics.resolution import from_local_path, resolve_model
+
+FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
+REV = "0123456789abcdef0123456789abcdef01234567"
+
+
+def hf_cache(root: Path, repo_id: str, files: dict[str, Path]) -> Path:
+    """Lay files out as huggingface_hub's cache does (snapshot files, refs/main naming the revision)."""
+    repo = root / ("models--" + repo_id.replace("/", "--"))
+    snapshot = repo / "snapshots" / REV
+    snapshot.mkdir(parents=True)
+    for name, source in files.items():
+        shutil.copy(source, snapshot / name)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(REV)
+    return snapshot
+
+
+def test_registry_id_resolves_without_files() -> None:
+    arch = resolve_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert arch.hf_id == "meta-llama/Llama-3.1-8B-Instruct"
+    assert arch.quantization is None
+
+
+def test_a_cached_checkpoint_resolves_offline_without_the_registry(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    hf_cache(tmp_path, "Qwen/Qwen3-32B-FP8", {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    arch = resolve_model("Qwen/Qwen3-32B-FP8")
+    assert arch.hf_id == "Qwen/Qwen3-32B-FP8"
+    assert arch.quantization is not None
+    assert arch.quantization.scheme == "fp8-block"
+    # one fp32 scale per 128 x 128 block
+    assert arch.quantization.bytes_per_weight == 1 + 4 / (128 * 128)
+    assert arch.num_hidden_layers == 64 and arch.num_key_value_heads == 8
+
+
+def test_hf_home_is_honoured_when_hf_hub_cache_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hf_cache(tmp_path / "hub", "Qwen/Qwen3-32B-FP8", {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    assert resolve_model("Qwen/Qwen3-32B-FP8").quantization is not None
+
+
+def test_modelopt_side_file_in_the_cache_gives_the_quantization(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    hf_cache(tmp_path, "nvidia/Llama-3.1-70B-Instruct-FP8", {
+        "config.json": FIXTURES / "nvidia__Llama-3.1-70B-Instruct-FP8.json",
+        "hf_quant_config.json": FIXTURES / "nvidia__Llama-3.1-70B-Instruct-FP8.hf_quant_config.json"})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    q = resolve_model("nvidia/Llama-3.1-70B-Instruct-FP8").quantization
+    assert q is not None
+    assert (q.method, q.scheme, q.kv_cache_fp8, q.source) == ("modelopt", "modelopt-fp8", True,
+                                                              "hf_quant_config.json")
+    assert q.excluded_modules == ("lm_head",)
+
+
+def test_local_directory_with_gptq_quantize_config(tmp_path: Path) -> None:
+    base = json.loads((FIXTURES / "nvidia__Llama-3.1-70B-Instruct-FP8.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(base))
+    shutil.copy(FIXTURES / "psyche__Qwen2-72B-Instruct-GPTQ-Int4.quantize_config.hf-page.json",
+                tmp_path / "quantize_config.json")
+    arch = from_local_path(tmp_path)
+    q = arch.quantization
+    assert q is not None and q.method == "gptq" and q.source == "quantize_config.json"
+    # 4-bit weights + fp16 scale + 4-bit zero per 128 weights
+    assert q.bytes_per_weight == 0.5 + 2 / 128 + 0.5 / 128
+    assert arch.hf_id == tmp_path.name
+
+
+def test_safetensors_index_gives_the_checkpoint_size(tmp_path: Path) -> None:
+    shutil.copy(FIXTURES / "Qwen__Qwen3-32B-FP8.json", tmp_path / "config.json")
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 32_768_000_000},
+                                                                       "weight_map": {}}))
+    assert from_local_path(tmp_path).checkpoint_bytes == 32_768_000_000
+
+
+def test_offline_and_not_cached_is_one_actionable_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    with pytest.raises(InputError) as err:
+        resolve_model("Qwen/Qwen3-32B-AWQ")
+    (line,) = err.value.problems
+    assert "HF_HUB_OFFLINE" in line and "Qwen/Qwen3-32B-AWQ" in line
+    assert "did you mean Qwen/Qwen3-32B" in line
+
+
+@pytest.mark.parametrize(("error_name", "expected"), [
+    ("GatedRepoError", "is gated on the Hugging Face Hub: accept its licence"),
+    ("RepositoryNotFoundError", "is not on the Hugging Face Hub"),
+    ("LocalEntryNotFoundError", "the Hub could not be reached"),
+])
+def test_hub_failures_are_one_line_each(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, error_name: str,
+                                        expected: str) -> None:
+    import huggingface_hub
+    import huggingface_hub.errors as hub_errors
+
+    error_type = getattr(hub_errors, error_name)
+
+    def refuse(*args: object, **kwargs: object) -> str:
+        raise error_type.__new__(error_type)  # the exception type is what the resolver branches on
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(resolution, "hub_reachable", lambda: True)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
+    with pytest.raises(InputError) as err:
+        resolution.resolve_model("acme/secret-model")
+    (line,) = err.value.problems
+    assert expected in line and "acme/secret-model" in line
+
+
+def test_hub_download_lands_in_the_cache_and_uses_hf_token(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import huggingface_hub
+    from huggingface_hub.errors import EntryNotFoundError
+
+    seen: list[tuple[str, object, object]] = []
+
+    def download(repo_id: str, filename: str, cache_dir: object = None, token: object = None) -> str:
+        seen.append((filename, cache_dir, token))
+        if filename != "config.json":
+            raise EntryNotFoundError.__new__(EntryNotFoundError)
+        snapshot = hf_cache(tmp_path, repo_id, {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
+        return str(snapshot / "config.json")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    monkeypatch.setattr(resolution, "hub_reachable", lambda: True)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", download)
+    assert resolve_model("acme/Qwen3-32B-FP8-copy").quantization is not None
+    assert seen[0] == ("config.json", tmp_path, "hf_test")
+    # fetched once: offline, the cache answers
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_model("acme/Qwen3-32B-FP8-copy").hf_id == "acme/Qwen3-32B-FP8-copy"
+
+
+def test_no_dns_fails_at_once_without_calling_the_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import huggingface_hub
+
+    def no_dns(*args: object, **kwargs: object) -> object:
+        raise OSError("Name or service not known")
+
+    def never(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the Hub must not be called without DNS")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(resolution.socket, "getaddrinfo", no_dns)
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", never)
+    with pytest.raises(InputError) as err:
+        resolve_model("acme/some-model")
+    (line,) = err.value.problems
+    assert "could not be reached (no DNS answer for the Hub)" in line and "hf download acme/some-model" in line
+
+
+# ---- bad input: one error line each, exit 2 --------------------------------------------------------
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(cli, list(args))
+
+
+def error_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("error:")]
+
+
+def test_directory_without_config_json(tmp_path: Path) -> None:
+    result = run("models", "show", str(tmp_path))
+    assert result.exit_code == 2
+    (line,) = error_lines(result.output)
+    assert "has no config.json" in line
+    assert "Traceback" not in result.output
+
+
+def test_corrupt_json(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 32,,}')
+    result = run("fit", "--model", str(tmp_path), "--gpu", "H100-SXM-80GB")
+    assert result.exit_code == 2
+    (line,) = error_lines(result.output)
+    assert "not valid JSON (line 1" in line
+
+
+def test_config_missing_a_field_names_it(tmp_path: Path) -> None:
+    cfg = json.loads((FIXTURES / "Qwen__Qwen3-32B-FP8.json").read_text())
+    del cfg["vocab_size"]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    result = run("models", "show", str(tmp_path))
+    assert result.exit_code == 2
+    (line,) = error_lines(result.output)
+    assert "missing field 'vocab_size'" in line
+
+
+def test_unknown_quantization_method(tmp_path: Path) -> None:
+    cfg = json.loads((FIXTURES / "Qwen__Qwen3-32B-FP8.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "hqq-turbo", "bits": 3}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    result = run("models", "show", str(tmp_path))
+    assert result.exit_code == 2
+    (line,) = error_lines(result.output)
+    assert "unknown quant_method 'hqq-turbo'" in line
+
+
+def test_config_error_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        from_local_path(tmp_path)
+
+
+def test_a_workload_names_a_checkpoint_from_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`model:` in a workload resolves like --model: an FP8 checkpoint found in the HF cache is planned in fp8
+    only (its bf16 candidates are rejected: vLLM cannot serve an FP8 checkpoint as bf16)."""
+    hf_cache(tmp_path / "hub", "Qwen/Qwen3-32B-FP8", {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+residency: us
+workloads:
+  - name: chat
+    model: Qwen/Qwen3-32B-FP8
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 8192
+""")
+    result = run("solve", str(path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["deployments"]
+    assert {d["weight_precision"] for d in plan["deployments"]} == {"fp8"}
+
+
+def test_hybrid_pattern_of_the_wrong_length_names_the_field(tmp_path: Path) -> None:
+    cfg = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-BF16.json").read_text())
+    cfg["hybrid_override_pattern"] = cfg["hybrid_override_pattern"][:-1]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    result = run("models", "show", str(tmp_path))
+    assert result.exit_code == 2
+    (line,) = error_lines(result.output)
+    assert "'hybrid_override_pattern' has 51 entries but num_hidden_layers is 52" in line
