@@ -15,6 +15,7 @@ from gpuopt.errors import ConfigError, InputError
 from gpuopt.inputs.capacity import load_capacity_file
 from gpuopt.inputs.loader import MAX_YAML_DEPTH, check_output_path, load_yaml, read_text, write_output_file
 from gpuopt.inputs.workload import load_workload
+from gpuopt.physics.vllm_profile import profiles
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -120,6 +121,9 @@ def test_unreadable_file(tmp_path):
         read_text(path, "YAML file")
 
 
+KNOWN_RELEASES = ", ".join(p.version for p in profiles())
+
+
 def test_model_config_directory_is_reported_with_the_workload(tmp_path):
     text = WORKLOAD.replace(f"model: {MODEL}", "model: {config: ., name: x}")
     path = write(tmp_path, text)
@@ -200,14 +204,15 @@ def test_capacity_growth_demand_still_loads(tmp_path):
      "error: Invalid value for '--request-rate': expected a finite number, got 'nan' (see 'gpuopt fit --help')"),
     (["solve", "W", "--vllm-version", "99.0"],
      "error: Invalid value for '--vllm-version': 99.0 is newer than the newest modelled release 0.33 "
-     "(known releases: 0.11, 0.17, 0.18, 0.20, 0.33) (see 'gpuopt solve --help')"),
+     f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
     (["solve", "W", "--vllm-version", "0.9"],
      "error: Invalid value for '--vllm-version': 0.9 is older than the oldest modelled release 0.11 "
-     "(known releases: 0.11, 0.17, 0.18, 0.20, 0.33) (see 'gpuopt solve --help')"),
+     f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
     (["solve", "W", "--vllm-version", "latest"],
      "error: Invalid value for '--vllm-version': 'latest' is not a version like 0.19 or 0.11.0 "
-     "(known releases: 0.11, 0.17, 0.18, 0.20, 0.33) (see 'gpuopt solve --help')"),
-    (["fit", "--model-config", ".", "--gpu", "H100-SXM-80GB"], "error: .: is a directory, not a model config.json"),
+     f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
+    (["fit", "--model-config", ".", "--gpu", "H100-SXM-80GB"],
+     "error: .: directory has no config.json (point --model at a checkpoint directory or at its config.json)"),
     (["report", "."], "error: .: is a directory, not a plan file"),
     (["solve", "W", "--catalog", "."], "error: --catalog .: is a directory, not a CSV file"),
     (["solve", "W", "-o", "/nonexistent/dir/out.txt"],
