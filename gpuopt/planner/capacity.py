@@ -33,6 +33,7 @@ from gpuopt.inputs.capacity import (
     demand_series,
 )
 from gpuopt.inputs.workload import Workload
+from gpuopt.physics.latency import borrowed_notes
 from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
 from gpuopt.planner.capacity_detail import RunningLine, cost_by_price_kind, running_lines
 from gpuopt.planner.commitments import CommitmentSpan, CommitmentSummary, kept_in_scenarios, spans
@@ -368,6 +369,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
     if opts.max_price_age is not None:
         age_errors += staleness(flagged, day, opts.max_price_age)[1]
     warnings += stale + [w for _, w in old_commitments]
+    warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
     fx = solved.catalog.fx if solved.catalog is not None else None
     ledger = spans([(x.period, x.purchases) for x in periods], mpp)
     periods = [x.model_copy(update={"cost_by_price_kind": cost_by_price_kind(x.purchases, ledger, t, mpp),
