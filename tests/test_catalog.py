@@ -327,3 +327,29 @@ def test_an_overlay_that_is_a_directory_or_binary_gets_its_own_message(tmp_path)
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     result = run("catalog", "validate", str(binary))
     assert result.exit_code == 2 and f"error: {binary}: not a UTF-8 text file (binary?)" in result.output
+
+
+def test_a_global_row_admitted_through_its_data_centres_must_be_pinned_there():
+    from gpuopt.pricing.regions import Residency
+
+    assert Residency("us").pinned_countries("global", "US;CA;NL") == ["US"]
+    assert Residency("eu").pinned_countries("global", "US;NL;NO;FR") == ["NL", "FR"]  # Norway is EEA, not EU
+    assert Residency("us").pinned_countries("us-east-1", "") == []  # its own region satisfies the selector
+    assert Residency("cn").pinned_countries("global", "US;CA") == []  # not admitted at all
+
+
+def test_solve_warns_to_pin_a_global_offering_the_residency_admits_through_its_data_centres():
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["solve", "examples/two-models.yaml", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    import json
+
+    plan = json.loads(result.stdout)
+    global_ones = {(d["provider"], d["sku"]) for d in plan["deployments"] if d["region"] == "global"}
+    assert global_ones  # RunPod is cheapest under `us` once pinned to a US data centre
+    for provider, sku in global_ones:
+        assert any(w.startswith(f"{provider} {sku} (global) meets residency 'us' only if pinned to a data centre "
+                                "in US") for w in plan["warnings"])

@@ -39,8 +39,8 @@ from gpuopt.planner.plan import (
 )
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
-from gpuopt.pricing.catalog import Catalog
-from gpuopt.pricing.regions import region_info
+from gpuopt.pricing.catalog import Catalog, Offering
+from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.pricing.staleness import oldest_price_date, staleness
 from gpuopt.vocabulary import RejectionKind
 
@@ -78,6 +78,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         stale, age_errors = staleness(chosen, opts.today or dt.date.today(), opts.max_price_age)
         warnings += stale
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
+        warnings += pin_notes(chosen, residency)
         oldest = oldest_price_date(chosen)
     alternatives = _alternatives(wf, all_candidates, solution, opts)
     premium = None
@@ -332,6 +333,21 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
         found.sort(key=lambda a: (a.total_cost_per_hour or 0.0, a.label))
         out += found[: opts.top]
     return out
+
+
+def pin_notes(chosen: Sequence[Offering], residency: Residency | None) -> list[str]:
+    """Offerings sold as `global` that the residency admits only through the data-centre countries their
+    source lists: the plan keeps the residency only if each such deployment is pinned there (RunPod: create
+    the pods with dataCenterIds in those countries). Said once per offering."""
+    if residency is None:
+        return []
+    notes = []
+    for o in dict.fromkeys(chosen):
+        where = residency.pinned_countries(o.region, o.countries)
+        if where:
+            notes.append(f"{o.provider} {o.sku} ({o.region}) meets residency '{residency.selector}' only if pinned to "
+                         f"a data centre in {', '.join(where)}: choose one there when creating it")
+    return notes
 
 
 def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best: Solution,

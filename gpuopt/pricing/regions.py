@@ -111,6 +111,17 @@ class Residency:
         preds = [_one(p) for p in geo_parts]
         return any(pred(known[c]) for c in split_countries(data_centre_countries) if c in known for pred in preds)
 
+    def pinned_countries(self, region_id: str, data_centre_countries: str = "") -> list[str]:
+        """The data-centre countries a row is admitted through, when its own region is not (a `global` row of
+        RunPod under `us`): the deployment keeps the residency only if it is pinned to one of them. Empty when
+        the region itself satisfies the selector or the row is not admitted at all."""
+        info = region_info(region_id)
+        if any(pred(info) for pred in self.predicates) or not self.allows(region_id, data_centre_countries):
+            return []
+        known = countries()
+        preds = [_one(p) for p in self.selector.split(",") if p.strip().lower() in _GEO_SELECTORS_BY_COUNTRY]
+        return [c for c in split_countries(data_centre_countries) if c in known and any(p(known[c]) for p in preds)]
+
     @property
     def is_restrictive(self) -> bool:
         return self.selector.strip().lower() != "global"
