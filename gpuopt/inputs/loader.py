@@ -51,6 +51,8 @@ def _path_problem(path: Path, what: str) -> str | None:
         return f"{path}: {what} not found (a part of the path is a file, not a folder)"
     except OSError as exc:
         return f"{path}: cannot access {what}: {_describe_os_error(exc)}"
+    except ValueError:  # os.stat refuses a path with a NUL byte before asking the system
+        return f"{str(path)!r}: not a valid path (contains a NUL byte)"
     if stat.S_ISDIR(st.st_mode):
         return f"{path}: is a directory, not a {what}"
     if not os.access(path, os.R_OK):
@@ -126,7 +128,12 @@ class _StrictLoader(yaml.SafeLoader):
 def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
     """Parse YAML text once into (Python data, root node); a syntax error, a duplicate key or too deep a
     nesting becomes one ConfigError with the line."""
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)  # the reader rejects control characters before any parsing
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise ConfigError(f"{path}:{line}: invalid YAML: {exc.reason} character #x{exc.character:04x} "
+                          "(control characters are not allowed)") from None
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
@@ -162,6 +169,8 @@ def _is_special(path: Path) -> bool:
 def check_output_path(path: Path) -> None:
     """Fail before any work when the result could not be written to `path`."""
     parent = path.parent
+    if "\x00" in str(path):
+        raise InputError(f"-o {str(path)!r}: not a valid path (contains a NUL byte)")
     if path.is_dir():
         raise InputError(f"-o {path}: is a directory; expected a file name")
     if not parent.exists():
