@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -125,6 +126,16 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 (PyYAML) reads `1e3` and `2E-2` as strings: it wants a dot before the exponent. With strict
+# models a string is no number, so a file would be refused for `requests_per_second: 1e3`. Read exponent
+# forms as floats, as YAML 1.2 does; quoted "1e3" stays a string.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
 def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
     """Parse YAML text once into (Python data, root node); a syntax error, a duplicate key or too deep a
     nesting becomes one ConfigError with the line."""
@@ -132,8 +143,8 @@ def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
         loader = _StrictLoader(text)  # the reader rejects control characters before any parsing
     except yaml.reader.ReaderError as exc:
         line = text[: exc.position].count("\n") + 1
-        raise ConfigError(f"{path}:{line}: invalid YAML: {exc.reason} character #x{exc.character:04x} "
-                          "(control characters are not allowed)") from None
+        raise ConfigError(f"{path}:{line}: invalid YAML: control character #x{exc.character:04x} is not allowed "
+                          "(write it as an escape inside a double-quoted string)") from None
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
