@@ -122,3 +122,13 @@ def test_infeasible_reasons_are_shown_once(monkeypatch, tmp_path, fmt, on_stdout
     assert result.exit_code == 1, result.output
     reason = "binding constraint: ttft"
     assert (result.stdout.count(reason), result.stderr.count(reason)) == (on_stdout, on_stderr)
+
+
+def test_messages_escape_control_characters(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text('schema_version: 1\nworkloads: []\nresidency: 1\ndiscounts: {"a\\e[2Jb\\nc\\u202e": 0.1}\n')
+    result = run("solve", path)
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert all(line.startswith("error: ") for line in lines), lines
+    assert "a\\x1b[2Jb\\x0ac\\u202e" in result.stderr and "\x1b" not in result.stderr

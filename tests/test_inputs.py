@@ -287,3 +287,19 @@ def test_stdout_device_is_written_in_place(tmp_path):
     if sys.platform.startswith("linux"):
         write_output_file(Path("/dev/null"), "discarded")
         assert Path("/dev/null").exists() and not Path("/dev/null").is_file()
+
+
+def test_exponent_numbers_are_numbers_as_in_yaml_1_2(tmp_path):
+    wf = load_workload(write(tmp_path, WORKLOAD.replace("requests_per_second: 2", "requests_per_second: 2.5e1")))
+    assert wf.workloads[0].requests_per_second == 25.0
+    path = write(tmp_path, WORKLOAD.replace("requests_per_second: 2", 'requests_per_second: "2.5e1"'))
+    assert problems(load_workload, path) == (
+        f"{path}:5: workloads.0.requests_per_second: expected a valid number, got string '2.5e1'",)
+
+
+def test_control_characters_are_a_message(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_bytes(b"schema_version: 1\n\x08workloads: []\n")
+    assert problems(load_workload, path) == (
+        f"{path}:2: invalid YAML: control character #x0008 is not allowed (write it as an escape inside a "
+        "double-quoted string)",)

@@ -53,6 +53,16 @@ DEBUG_ENV = "GPUOPT_DEBUG"
 REPORT_HINT = "please report it with the command line and input files (run with --debug for the traceback)"
 
 
+_UNSAFE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))} | {
+    c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def printable(text: str) -> str:
+    """A message as one terminal line: control characters (newlines, ANSI escapes) and bidi overrides that a
+    file or flag can smuggle into it are shown escaped, so a message is one line and cannot rewrite the screen."""
+    return text.translate(_UNSAFE)
+
+
 class ProblemsError(click.ClickException):
     """A GpuoptError on its way out through click: one `error:` line per problem."""
 
@@ -63,7 +73,7 @@ class ProblemsError(click.ClickException):
 
     def show(self, file: IO[Any] | None = None) -> None:
         for problem in self.problems:
-            click.echo(f"error: {problem}", err=True)
+            click.echo(f"error: {printable(problem)}", err=True)
 
 
 class OneLineUsageError(click.ClickException):
@@ -78,7 +88,7 @@ class OneLineUsageError(click.ClickException):
         self.help_hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: {self.format_message()}{self.help_hint}", err=True)
+        click.echo(f"error: {printable(self.format_message())}{self.help_hint}", err=True)
 
 
 class InternalError(click.ClickException):
@@ -91,7 +101,7 @@ class InternalError(click.ClickException):
         super().__init__(f"{type(exc).__name__}{': ' + detail if detail else ''}")
 
     def show(self, file: IO[Any] | None = None) -> None:
-        click.echo(f"error: internal error ({self.format_message()}); {REPORT_HINT}", err=True)
+        click.echo(f"error: internal error ({printable(self.format_message())}); {REPORT_HINT}", err=True)
 
 
 def debug_enabled(ctx: click.Context | None) -> bool:

@@ -11,13 +11,13 @@ import click
 
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import check_input_file, check_output_path
-from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.resolution import from_local_path, resolve_model
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic over (value, input); older releases are not subscriptable
+    from gpuopt.physics.architecture import ModelArchitecture
+
     _FloatParam = click.ParamType[float, Any]
     _StrParam = click.ParamType[str, Any]
 else:
@@ -121,6 +121,8 @@ def headroom_problems(headroom: float) -> list[str]:
 def load_architecture(model: str | None, model_config: Path | None) -> ModelArchitecture:
     """--model ID or --model-config PATH (exactly one). An ID is a registry id, a local checkpoint path, or a
     Hugging Face repo id (cache, then Hub: see physics/resolution.py)."""
+    from gpuopt.physics.resolution import from_local_path, resolve_model  # the registry loads only when needed
+
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
     if model_config:

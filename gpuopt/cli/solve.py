@@ -15,9 +15,7 @@ from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.inputs.loader import write_output_file
 from gpuopt.inputs.workload import WorkloadFile, load_workload
-from gpuopt.planner.candidate_summary import with_candidates
 from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, CandidatesForm, Plan
-from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.registry import formats, render_plan
 
@@ -111,6 +109,9 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
 
     Exit codes: 0 a plan, 1 infeasible (with the binding constraint), 2 bad input, 3 over budget.
     """
+    from gpuopt.planner.candidate_summary import with_candidates
+    from gpuopt.planner.solve import SolveOptions, plan_workloads  # PuLP loads only when a solve runs
+
     wf = load_workload(workload_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -51,6 +52,8 @@ def _path_problem(path: Path, what: str) -> str | None:
         return f"{path}: {what} not found (a part of the path is a file, not a folder)"
     except OSError as exc:
         return f"{path}: cannot access {what}: {_describe_os_error(exc)}"
+    except ValueError:  # os.stat refuses a path with a NUL byte before asking the system
+        return f"{str(path)!r}: not a valid path (contains a NUL byte)"
     if stat.S_ISDIR(st.st_mode):
         return f"{path}: is a directory, not a {what}"
     if not os.access(path, os.R_OK):
@@ -123,10 +126,25 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# YAML 1.1 (PyYAML) reads `1e3` and `2E-2` as strings: it wants a dot before the exponent. With strict
+# models a string is no number, so a file would be refused for `requests_per_second: 1e3`. Read exponent
+# forms as floats, as YAML 1.2 does; quoted "1e3" stays a string.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
 def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
     """Parse YAML text once into (Python data, root node); a syntax error, a duplicate key or too deep a
     nesting becomes one ConfigError with the line."""
-    loader = _StrictLoader(text)
+    try:
+        loader = _StrictLoader(text)  # the reader rejects control characters before any parsing
+    except yaml.reader.ReaderError as exc:
+        line = text[: exc.position].count("\n") + 1
+        raise ConfigError(f"{path}:{line}: invalid YAML: control character #x{exc.character:04x} is not allowed "
+                          "(write it as an escape inside a double-quoted string)") from None
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
@@ -162,6 +180,8 @@ def _is_special(path: Path) -> bool:
 def check_output_path(path: Path) -> None:
     """Fail before any work when the result could not be written to `path`."""
     parent = path.parent
+    if "\x00" in str(path):
+        raise InputError(f"-o {str(path)!r}: not a valid path (contains a NUL byte)")
     if path.is_dir():
         raise InputError(f"-o {path}: is a directory; expected a file name")
     if not parent.exists():
