@@ -207,7 +207,8 @@ def test_capacity_growth_demand_still_loads(tmp_path):
     (["solve", "W", "--vllm-version", "latest"],
      "error: Invalid value for '--vllm-version': 'latest' is not a version like 0.19 or 0.11.0 "
      "(known releases: 0.11, 0.17, 0.18, 0.20, 0.33) (see 'gpuopt solve --help')"),
-    (["fit", "--model-config", ".", "--gpu", "H100-SXM-80GB"], "error: .: is a directory, not a model config.json"),
+    (["fit", "--model-config", ".", "--gpu", "H100-SXM-80GB"],
+     "error: --model-config .: is a directory, not a model config.json"),
     (["report", "."], "error: .: is a directory, not a plan file"),
     (["solve", "W", "--catalog", "."], "error: --catalog .: is a directory, not a CSV file"),
     (["solve", "W", "-o", "/nonexistent/dir/out.txt"],

@@ -125,7 +125,10 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
     if model_config:
-        check_input_file(model_config, "model config.json")
+        try:
+            check_input_file(model_config, "model config.json")
+        except InputError as exc:
+            raise InputError(*(f"--model-config {p}" for p in exc.problems)) from None
         return from_hf_config(model_config, name=model)
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")
