@@ -7,7 +7,6 @@ Most examples stop at the boundary (fast); only a handful reach a full solve, wh
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,14 +165,9 @@ def test_finite_overlays_through_solve(folder: Path, raw: bytes) -> None:
                   lambda p: ["solve", str(folder / "small.yaml"), "--catalog", str(p), "--provider", "aws"])
 
 
-# ---- owned by pricing/: enable when its fixes are merged ---------------------------------------------------
-
-PRICING_FIXED = os.environ.get("GPUOPT_FUZZ_PRICING") == "1"
+# ---- prices: every entry point refuses a non-finite price ----------------------------------------------------
 
 
-@pytest.mark.xfail(not PRICING_FIXED, strict=True, raises=AssertionError,
-                   reason="non-finite overlay prices reach PuLP (gpuopt/pricing/, fixed on another branch): "
-                          "drop this mark after the merge")
 @pytest.mark.parametrize("price", ["nan", "inf", "1e400"])
 def test_non_finite_overlay_prices_are_refused(folder: Path, price: str) -> None:
     overlay = folder / f"overlay-{price}.csv"

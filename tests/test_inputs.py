@@ -303,3 +303,17 @@ def test_control_characters_are_a_message(tmp_path):
     assert problems(load_workload, path) == (
         f"{path}:2: invalid YAML: control character #x0008 is not allowed (write it as an escape inside a "
         "double-quoted string)",)
+
+
+def test_counts_above_the_sanity_ceilings_are_refused(tmp_path):
+    text = WORKLOAD.replace("requests_per_second: 2", "requests_per_second: 2\n    min_replicas: 5555105990363723776")
+    path = write(tmp_path, text)
+    assert problems(load_workload, path) == (
+        f"{path}:6: workloads.0.min_replicas: Input should be less than or equal to 10000",)
+
+
+def test_capacity_growth_past_the_ceiling_is_refused(tmp_path):
+    path = write(tmp_path, CAPACITY.replace("DEMAND", "{base: 1000, growth: 99}"))
+    assert problems(load_capacity_file, path) == (
+        f"{path}: workloads.0.demand.requests_per_second: demand 1e+07 in period 3 is above what gpuopt plans for "
+        "(1e+06)",)

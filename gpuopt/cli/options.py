@@ -127,7 +127,10 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
         raise InputError("give either --model or --model-config, not both")
     if model_config:
         if not model_config.is_dir():
-            check_input_file(model_config, "model config.json")
+            try:
+                check_input_file(model_config, "model config.json")
+            except InputError as exc:
+                raise InputError(*(f"--model-config {p}" for p in exc.problems)) from None
         return from_local_path(model_config, name=model)  # with the quantization files beside it
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")

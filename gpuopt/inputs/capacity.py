@@ -32,6 +32,8 @@ from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from gpuopt.errors import ConfigError
 from gpuopt.inputs.workload import (
+    MAX_CONCURRENCY,
+    MAX_REQUESTS_PER_SECOND,
     PriceKindList,
     ProviderList,
     ServingTarget,
@@ -197,9 +199,26 @@ def _series_problems(path: Path, w: CapacityWorkload, index: int, horizon: Horiz
     return problems
 
 
+def _ceiling_problems(path: Path, w: CapacityWorkload, index: int, horizon: Horizon) -> list[str]:
+    """Demand above the sanity ceilings of a workload file (a growth series compounds: base 1e3 growing 100x a
+    period passes 1e6 requests/s in the third period)."""
+    ceiling = MAX_REQUESTS_PER_SECOND if w.demand.unit == "requests_per_second" else MAX_CONCURRENCY
+    where = f"{path}: workloads.{index}.demand.{w.demand.unit}"
+    try:
+        series = demand_series(w, horizon)
+    except (KeyError, OverflowError):
+        series = []  # wrong period labels are reported by _series_problems; overflow is above the ceiling anyway
+        if isinstance(w.demand.series, GrowthDemand):
+            return [f"{where}: demand grows past {ceiling:g}, above what gpuopt plans for"]
+    return [f"{where}: demand {v:g} in period {i + 1} is above what gpuopt plans for ({ceiling:g})"
+            for i, v in enumerate(series) if v > ceiling][:1]
+
+
 def load_capacity_file(path: Path) -> CapacityFile:
     cf = load_versioned(path, CapacityFile, "schema_version, horizon and workloads")
     problems = [p for i, w in enumerate(cf.workloads) for p in _series_problems(path, w, i, cf.horizon)]
+    if not problems:
+        problems = [p for i, w in enumerate(cf.workloads) for p in _ceiling_problems(path, w, i, cf.horizon)]
     for i, w in enumerate(cf.workloads):
         for kind in w.price_kinds:
             if kind in UNCOMMITTED:

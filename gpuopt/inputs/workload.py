@@ -40,6 +40,13 @@ SCHEMA_VERSION = 1
 DEFAULT_PRECISIONS: tuple[WeightFormat, ...] = ("bf16", "fp8")
 DEFAULT_KV_DTYPES: tuple[KvCacheDtype, ...] = ("auto", "fp8")
 
+# Sanity ceilings, far above any real deployment: past them numbers only overflow the integer program's
+# precision (a min_replicas of 5e18 kept the planner trimming replicas one by one for minutes).
+MAX_REQUESTS_PER_SECOND = 1e6
+MAX_CONCURRENCY = 10_000_000
+MAX_REPLICAS = 10_000
+MAX_TOKENS = 10_000_000
+
 
 def known_providers(value: list[str]) -> list[str]:
     for p in value:
@@ -96,13 +103,13 @@ class ServingTarget(Strict):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     model: str | ModelConfigRef
-    input_tokens: int = Field(gt=0, description="Mean prompt tokens")
-    output_tokens: int = Field(gt=0, description="Mean output tokens")
-    max_model_len: int | None = Field(default=None, gt=0)
+    input_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Mean prompt tokens")
+    output_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Mean output tokens")
+    max_model_len: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
     slo: Slo = Field(default_factory=Slo)
     precisions: list[WeightFormat] = Field(default_factory=lambda: list(DEFAULT_PRECISIONS), min_length=1)
     kv_cache_dtypes: list[KvCacheDtype] = Field(default_factory=lambda: list(DEFAULT_KV_DTYPES), min_length=1)
-    min_replicas: int = Field(default=1, ge=1)
+    min_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     tags: dict[str, str] = Field(default_factory=dict)
     providers: ProviderList | None = None
 
@@ -119,8 +126,8 @@ class ServingTarget(Strict):
 
 
 class Workload(ServingTarget):
-    requests_per_second: float | None = Field(default=None, gt=0)
-    concurrency: int | None = Field(default=None, gt=0)
+    requests_per_second: float | None = Field(default=None, gt=0, le=MAX_REQUESTS_PER_SECOND)
+    concurrency: int | None = Field(default=None, gt=0, le=MAX_CONCURRENCY)
 
     @model_validator(mode="after")
     def _one_load(self) -> Workload:
