@@ -56,7 +56,8 @@ def test_plan_json_contract_keys(cn_plan_text):
                 "price_kind", "cost_per_hour", "predicted", "vllm_command"):
         assert key in d
     assert set(d["predicted"]) >= {"ttft_ms", "tpot_ms", "replica_requests_per_second", "kv_cache_tokens"}
-    assert d["vllm_command"].startswith("vllm serve meta-llama/Llama-3.1-70B-Instruct --tensor-parallel-size")
+    assert d["vllm_command"].startswith(
+        "vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 --tensor-parallel-size")
     c = plan["candidates"][0]
     for key in ("gpus_per_replica", "replica_requests_per_second", "instance_price_per_hour", "feasible", "reason"):
         assert key in c

@@ -15,11 +15,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from gpuopt.errors import GpuoptError, InfeasibleError
+from gpuopt.errors import GpuoptError, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config, get_model
+from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -125,7 +126,9 @@ def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
     need = 2 * (w.input_tokens + w.output_tokens)
     length = 1 << max(10, math.ceil(math.log2(need)))
     cap = arch.max_position_embeddings or length
-    return max(min(length, cap), w.input_tokens + w.output_tokens)
+    bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
+    longest = max([b.input_tokens + b.output_tokens for b in bins] + [w.input_tokens + w.output_tokens])
+    return max(min(length, cap), longest)
 
 
 def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[str, str] | None:
@@ -219,6 +222,10 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
         missing = arch.missing_fields()
         if missing:
             raise GpuoptError(f"workload {w.name}: model {arch.hf_id} lacks {', '.join(missing)}")
+        if w.max_model_len is not None:
+            problem = max_model_len_problem(arch, w.max_model_len, f"workload {w.name}: max_model_len")
+            if problem:
+                raise InputError(problem)
         max_len = default_max_model_len(w, arch)
         wc = WorkloadCandidates(workload=w, arch=arch, max_model_len=max_len)
         evaluate = evaluators.setdefault(w.name, Evaluator(w, arch, max_len, policy.vllm_version))

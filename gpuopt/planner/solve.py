@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
@@ -172,7 +173,8 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
             utilisation=plain(load_share),
             kv_utilisation=plain(point.concurrency * load_share * (c.workload.input_tokens + c.workload.output_tokens)
                               / max(mem.effective_kv_tokens, 1)),
-            vllm_command=vllm_command(lens[c.workload.name].arch, mem.config),
+            vllm_command=vllm_command(lens[c.workload.name].arch, mem.config, gpus_per_node=o.gpu_count or None,
+                                      checkpoints=c.workload.checkpoints, fp8_native=get_gpu(o.gpu).fp8_native),
             price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags)))
     return sorted(out, key=lambda d: (d.workload, d.provider, d.sku, d.region))
 
