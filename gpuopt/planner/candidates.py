@@ -28,6 +28,7 @@ from gpuopt.physics.memory import (
     precision_unsupported,
     validate,
 )
+from gpuopt.planner.mix import capacity_point
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.vocabulary import KvCacheDtype, WeightFormat
@@ -183,7 +184,7 @@ class Evaluator:
         replica = latency.build_replica(self.arch, gpu, mem, shape.interconnect)
         slo = self.w.slo
         try:
-            point = latency.max_rate(replica, self.w.input_tokens, self.w.output_tokens, slo.ttft_ms, slo.tpot_ms)
+            point = capacity_point(replica, self.w)  # over the workload's length mix (planner/mix.py)
         except InfeasibleError as exc:
             text = exc.problems[0]
             kind = "ttft" if text.startswith("TTFT") else "tpot"

@@ -33,7 +33,8 @@ def render_table(plan: Plan, width: int = 160) -> str:
                       str(d.replicas), str(d.tensor_parallel) + (f"xPP{d.pipeline_parallel}"
                                                                  if d.pipeline_parallel > 1 else ""),
                       d.weight_precision, d.kv_cache_dtype, f"{d.cost_per_hour:,.2f}", f"{d.cost_per_month:,.0f}",
-                      f"{d.predicted.ttft_ms:,.0f}", f"{d.predicted.tpot_ms:.1f}", f"{d.kv_utilisation:.0%}")
+                      f"{(d.at_planned_load or d.predicted).ttft_ms:,.0f}",  # at the planned load
+                      f"{(d.at_planned_load or d.predicted).tpot_ms:.1f}", f"{d.kv_utilisation:.0%}")
     con.print(table)
     for d in plan.deployments:
         con.print(f"[{d.workload} on {d.sku}] {d.vllm_command}", soft_wrap=True, markup=False)

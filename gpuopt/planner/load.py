@@ -1,0 +1,56 @@
+"""The latency a planned replica shows at the load the plan puts on it, and at its capacity, labelled apart.
+
+A plan sends each replica demand x (its capacity / the workload's planned capacity): with headroom 0.8 and
+integer replicas that is at most 80 % of what it sustains, often much less. Reporting the latency at the
+capacity instead (the SLO itself whenever TPOT binds) hides how much slack the plan has, and makes every
+deployment look alike. Both are reported: `at_planned_load` and `capacity`.
+"""
+
+from __future__ import annotations
+
+from gpuopt.hardware import get_gpu
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.latency import LoadPoint, Replica
+from gpuopt.planner.candidates import CandidateResult
+from gpuopt.planner.mix import MixModel, MixPoint, has_mix
+from gpuopt.planner.plan import LatencyAt, plain
+
+
+def _latency_at(m: MixPoint, source: str = "analytic") -> LatencyAt:
+    p = m.point
+    return LatencyAt(requests_per_second=plain(p.requests_per_second), concurrency=plain(p.concurrency, 2),
+                     ttft_ms=plain(p.ttft_ms, 2), tpot_ms=plain(p.tpot_ms, 3), percentile=m.percentile,
+                     ttft_percentile_ms=None if m.ttft_percentile_ms is None else plain(m.ttft_percentile_ms, 2),
+                     tpot_percentile_ms=None if m.tpot_percentile_ms is None else plain(m.tpot_percentile_ms, 3),
+                     source="simulated" if source == "simulated" else "analytic")
+
+
+def replica_of(c: CandidateResult, arch: ModelArchitecture) -> Replica:
+    mem, shape = c.evaluation.memory, c.shape
+    assert mem is not None and shape is not None  # only feasible candidates are planned
+    return latency.build_replica(arch, get_gpu(shape.gpu), mem, shape.interconnect)
+
+
+def planned_and_capacity(c: CandidateResult, arch: ModelArchitecture, load_share: float) -> tuple[LatencyAt, LatencyAt]:
+    """(latency at the planned load, latency at capacity) of one replica of candidate `c`, which the plan
+    loads at `load_share` of its capacity (in the workload's demand unit)."""
+    w = c.workload
+    point = c.evaluation.point
+    assert point is not None
+    replica = replica_of(c, arch)
+    if has_mix(w):
+        model = MixModel(replica, w)
+        at_cap = model.at_rate(point.requests_per_second)
+        planned = (model.at_rate(point.requests_per_second * load_share) if w.demand_unit == "requests_per_second"
+                   else model.at_concurrency(point.concurrency * load_share))
+        return _latency_at(planned), _latency_at(at_cap)
+    if w.demand_unit == "requests_per_second":
+        at: LoadPoint = latency.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
+                                        w.input_tokens, w.output_tokens)
+    else:
+        at = latency.at_concurrency(replica, max(point.concurrency * load_share, 1e-9), w.input_tokens,
+                                    w.output_tokens)
+    # one request size: the analytic model has no spread to take a percentile of
+    return (_latency_at(MixPoint(at, w.slo.percentile, None, None)),
+            _latency_at(MixPoint(point, w.slo.percentile, None, None)))
