@@ -96,6 +96,15 @@ def test_dtype_flag_when_the_plan_differs_from_the_checkpoint(precision, flag):
         assert words[words.index("--dtype") + 1] == flag[1]
 
 
+@pytest.mark.parametrize("precision, checkpoint, flag", [
+    ("bf16", "float16", None), ("bf16", "float32", "bfloat16"), ("fp16", "float16", None),
+    ("fp16", "bfloat16", "float16"), ("fp32", "float32", "float32"), ("fp32", "bfloat16", "float32")])
+def test_dtype_rule_by_checkpoint_dtype(precision, checkpoint, flag):
+    from gpuopt.planner.serve_command import DTYPE_FLAG, _needs_dtype
+
+    assert (DTYPE_FLAG[precision] if _needs_dtype(precision, checkpoint) else None) == flag
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.sampled_from(sorted(m.hf_id for m in iter_models())), st.sampled_from(["int4", "int8", "fp8", "bf16"]))
 def test_never_a_flag_that_forces_a_slower_kernel(model, precision):

@@ -40,8 +40,7 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
     if precision in checkpoints:
         return checkpoints[precision], [], f"# {precision} checkpoint named in the workload file"
     if precision in DTYPE_FLAG:
-        flags = [] if DTYPE_FLAG[precision] == arch.torch_dtype else ["--dtype", DTYPE_FLAG[precision]]
-        return model, flags, ""
+        return model, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
     if NATIVE_FORMAT.get(arch.native_quantization or "") == precision:
         return model, [], ""
     known = known_checkpoint(model, precision, fp8_native, gpus)
@@ -57,6 +56,18 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
     return f"${variable}", [], (f"# no {precision} checkpoint of {model} is known to gpuopt: produce {produce} and "
                                 f"export {variable}=its repository, or name it in the workload file "
                                 f"(checkpoints: {{{precision}: organisation/repository}})")
+
+
+def _needs_dtype(precision: WeightFormat, checkpoint_dtype: str) -> bool:
+    """vLLM's `--dtype auto` serves a 16-bit checkpoint in its own dtype and a float32 one in 16 bits, so:
+    fp32 plans always say float32; fp16 plans say float16 unless the checkpoint is FP16; a bf16 plan is "16-bit"
+    (the same bytes and speed: an FP16 checkpoint runs as FP16, never cast to BF16's shorter mantissa) and says
+    bfloat16 only for a float32 checkpoint."""
+    if precision == "fp32":
+        return True
+    if precision == "fp16":
+        return checkpoint_dtype != "float16"
+    return checkpoint_dtype == "float32"
 
 
 def _join(words: list[str]) -> str:
