@@ -131,3 +131,12 @@ workloads:
         at = d.at_planned_load
         assert at is not None and at.percentile == 90 and at.ttft_percentile_ms is not None
         assert at.ttft_percentile_ms <= 3000 and at.tpot_percentile_ms is not None and at.tpot_percentile_ms <= 40
+
+
+def test_alternatives_are_compared_at_their_planned_load():
+    """The cost-vs-TPOT chart collapsed to a vertical line when every alternative showed its TPOT target."""
+    plan, _ = plan_workloads(load_workload(EXAMPLES / "two-models.yaml"), load_catalog(use_cache=False),
+                             SolveOptions(top=3, premium=False, candidate_records=False))
+    tpots = [a.max_tpot_ms for a in plan.alternatives if a.max_tpot_ms is not None]
+    assert len(tpots) >= 3 and len(set(tpots)) >= 3
+    assert all(t < 50.0 for t in tpots)  # chat's target is 50 ms, code's 30 ms: planned below capacity
