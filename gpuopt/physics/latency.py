@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict
 
@@ -478,3 +479,40 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
         return at_rate(r, 1e-9, input_tokens, output_tokens)
     return at_rate(r, lo, input_tokens, output_tokens)
 
+
+
+# ---- the simulator's step (same cost model, one step at a time) -------------------------------------
+
+
+def step_cpu_s(r: Replica, seqs: float) -> float:
+    """Host time of one engine step: scheduling, sampling bookkeeping, launching (the calibrated overhead)."""
+    del seqs
+    return r.cal.step_overhead_ms * 1e-3
+
+
+def engine_step_s(r: Replica, decode_seqs: int, context: float, prefill_tokens: int, prefill_context: float,
+                  seqs: int, async_scheduling: bool = False) -> float:
+    """One step of the simulated engine: the analytic model's step_parts_s for this step's composition.
+    With async scheduling the host part overlaps the GPU part (vLLM schedules step n+1 while n runs)."""
+    t_mem, t_compute, t_rest = step_parts_s(r, decode_seqs, context, prefill_tokens, prefill_context)
+    if not async_scheduling:
+        return max(t_mem, t_compute) + t_rest
+    cpu = step_cpu_s(r, seqs) * r.config.pipeline_parallel
+    return max(max(t_mem, t_compute) + t_rest - cpu, cpu)
+
+
+def engine_steps_s(r: Replica, decode_seqs: int, context: float, steps: int,
+                   async_scheduling: bool = False) -> np.ndarray:
+    """`steps` consecutive pure-decode steps of `decode_seqs` sequences whose mean context starts at `context`
+    and grows by one token per step. Every part of a step is affine in the context (KV read, attention
+    FLOPs), so two evaluations give them all (sliding-window caps are taken at the first step)."""
+    a = step_parts_s(r, decode_seqs, context)
+    b = step_parts_s(r, decode_seqs, context + 1.0)
+    k = np.arange(steps, dtype=float)
+    mem = a[0] + (b[0] - a[0]) * k
+    comp = a[1] + (b[1] - a[1]) * k
+    gpu = np.maximum(mem, comp) + a[2]
+    if not async_scheduling:
+        return np.asarray(gpu)
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    return np.asarray(np.maximum(gpu - cpu, cpu))
