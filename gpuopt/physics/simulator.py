@@ -18,9 +18,9 @@ Stretches where nothing but decodes can happen (no prefill in flight, nobody adm
 possible) are advanced in one vectorised jump to the next finish or arrival: same result, 10-100x faster.
 
 The client is `vllm bench serve`: send times from gpuopt.physics.traffic, a semaphore of max_concurrency
-(a closed loop), and the server's fixed overhead (HTTP, tokenisation, detokenisation: the calibrated
-server_overhead_ms) between a send and the request reaching the scheduler. Offline (`LLM.generate`) has no
-server overhead.
+(a closed loop). Between a send and the scheduler sit the API server, which handles requests one at a time
+(frontend_ms_per_request each, so a burst of 1,000 queues there), and the fixed latency of the serving path
+(server_overhead_ms). Offline (`LLM.generate`) has neither.
 
 Not simulated: speculative decoding, LoRA, multimodal encoders, disaggregated prefill, structured output,
 the scheduler's priority policy, the hybrid allocator's per-group pools (a hybrid model's KV capacity is
@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from gpuopt.errors import InputError
 from gpuopt.physics import latency
 from gpuopt.physics.latency import Replica
-from gpuopt.physics.memory import MemoryEstimate, ResolvedConfig
+from gpuopt.physics.memory import MemoryEstimate, ResolvedConfig, kv_layout
 from gpuopt.physics.traffic import LengthDistribution, PoissonArrivals, Request, make_requests
 
 MAX_JUMP_STEPS = 4096  # longest vectorised jump (bounds the arrays it builds)
@@ -55,6 +55,11 @@ class SchedulerConfig:
     enable_prefix_caching: bool = True  # V1 default
     async_scheduling: bool = False  # off by default in the modelled releases (v0.11-v0.13): opt-in flag
     chunked_prefill: bool = True  # always on in V1
+    # vLLM's hybrid allocator: every request takes blocks in each KV group from one pool; a full-attention
+    # group needs ceil(tokens / block_size) blocks, a sliding-window group at most window_blocks
+    full_groups: int = 1
+    window_groups: int = 0
+    window_blocks: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_gpu_blocks"):
@@ -74,7 +79,20 @@ class SchedulerConfig:
 
     @classmethod
     def from_memory(cls, memory: MemoryEstimate, **flags: bool) -> SchedulerConfig:
-        return cls.from_config(memory.config, memory.effective_kv_tokens, **flags)
+        """From the memory model's block pool and KV groups (the binding rank's): exact for hybrid models,
+        whose sliding-window layers hold only the window of a request."""
+        rank = memory.binding_rank
+        _, layout = kv_layout(rank.kv_groups)
+        bs = memory.config.block_size
+        full = sum(n for g, n in layout if not g.window)
+        windowed = [(g, n) for g, n in layout if g.window]
+        window = max((g.window or 0 for g, _ in windowed), default=0)
+        base = cls.from_config(memory.config, memory.effective_kv_tokens, **flags)
+        if not layout or rank.num_blocks <= 0:
+            return base
+        return replace(base, num_gpu_blocks=rank.num_blocks, full_groups=full,
+                       window_groups=sum(n for _, n in windowed),
+                       window_blocks=math.ceil(max(window - 1, 0) / bs) + 2 if windowed else 0)
 
     @classmethod
     def from_replica(cls, replica: Replica, **flags: bool) -> SchedulerConfig:
@@ -116,6 +134,11 @@ class SimResult:
     token_times_s: np.ndarray = field(repr=False)  # end of each step that emitted tokens, and how many
     token_counts: np.ndarray = field(repr=False)
     offline: bool = False
+    request_token_times_s: tuple[np.ndarray, ...] = field(default=(), repr=False)  # per request, when each token came
+
+    def request_itls_s(self) -> list[list[float]]:
+        """Per request, the gaps between its tokens (vllm bench serve's `itls`)."""
+        return [[float(v) for v in np.diff(times)] for times in self.request_token_times_s]
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -198,9 +221,13 @@ class _Engine:
         self.computed = [0] * n
         self.generated = [0] * n
         self.held = [0] * n  # KV blocks of each request (its own, outside the shared prefix)
+        self.cached_blocks = [0] * n  # full blocks a preempted request left in the prefix cache
+        self.evict_horizon = [0] * n  # allocations after which those blocks start being evicted
+        self.allocated = 0  # blocks allocated so far (the prefix cache's LRU clock)
         self.first = [math.nan] * n
         self.finish = [math.nan] * n
         self.last_emit = [0.0] * n
+        self.emits: list[list[float | np.ndarray]] = [[] for _ in range(n)]  # token times (floats or step arrays)
         self.send = [0.0] * n
         self.prefix_blocks = 0
         pre = requests[0].shared_prefix_tokens if requests and sched.enable_prefix_caching else 0
@@ -214,6 +241,8 @@ class _Engine:
         self.cap = max_concurrency if max_concurrency else n
         self.in_flight = 0
         self.ingress = 0.0 if offline else replica.cal.server_overhead_ms * 1e-3
+        self.frontend_s = 0.0 if offline else replica.serving.frontend_ms_per_request * 1e-3
+        self.frontend_free = 0.0  # when the API server has handled every request sent so far
         self.preemptions = 0
         self.peak_used = 0
         self.itl_v: list[np.ndarray] = []
@@ -233,7 +262,9 @@ class _Engine:
             sent = max(self.reqs[i].arrival_s, now)
             self.send[i] = sent
             self.in_flight += 1
-            self.inbound.append((sent + self.ingress, i))
+            # the API server handles requests one at a time (parsing, tokenisation): a burst queues there
+            self.frontend_free = max(sent, self.frontend_free) + self.frontend_s
+            self.inbound.append((self.frontend_free + self.ingress, i))
 
     def _arrive(self) -> None:
         while self.inbound and self.inbound[0][0] <= self.t:
@@ -241,13 +272,22 @@ class _Engine:
 
     # ---- KV blocks --------------------------------------------------------------------------------
     def _blocks_for(self, i: int, tokens: int) -> int:
-        own = -(-tokens // self.s.block_size)
+        """Blocks request i holds with `tokens` tokens (over all KV groups), outside the shared prefix."""
+        s = self.s
+        per_group = -(-tokens // s.block_size)
         if self.prefix_hit_tokens and self.prefix_ready and self.reqs[i].shared_prefix_tokens:
-            own -= self.prefix_blocks
-        return max(own, 0)
+            per_group_full = max(per_group - self.prefix_blocks, 0)
+        else:
+            per_group_full = per_group
+        return s.full_groups * per_group_full + s.window_groups * min(per_group, s.window_blocks)
 
     def _preempt_last(self) -> int:
+        """Preempt the last running request (recompute). With prefix caching its full blocks stay in the
+        cache, at the tail of the LRU free queue: they survive until the blocks ahead of them are reused."""
         victim = self.running.pop()
+        if self.s.enable_prefix_caching:
+            self.cached_blocks[victim] = self.computed[victim] // self.s.block_size
+            self.evict_horizon[victim] = self.allocated + self.free
         self.free += self.held[victim]
         self.held[victim] = 0
         self.computed[victim] = 0
@@ -277,6 +317,7 @@ class _Engine:
             if need > 0:
                 self.free -= need
                 self.held[i] += need
+                self.allocated += need
             scheduled.append((i, new))
             budget -= new
             idx += 1
@@ -286,17 +327,20 @@ class _Engine:
                 start = self.computed[i]
                 if start == 0 and self.prefix_ready and self.reqs[i].shared_prefix_tokens:
                     start = min(self.prefix_hit_tokens, self.prompt[i] + self.generated[i] - 1)
+                if start == 0 and self.cached_blocks[i]:
+                    left = self.cached_blocks[i] - max(0, self.allocated - self.evict_horizon[i])
+                    start = min(max(left, 0) * s.block_size, self.prompt[i] + self.generated[i] - 1)
                 remaining = self.prompt[i] + self.generated[i] - start
                 if not s.chunked_prefill and remaining > budget:
                     break
                 new = min(remaining, budget)
                 need = self._blocks_for(i, start + new)
-                if self.prefix_hit_tokens and not self.prefix_blocks and self.reqs[i].shared_prefix_tokens:
-                    pass  # the first request computes the prefix itself; its blocks become the shared ones
                 if need > self.free:
                     break
                 self.waiting.popleft()
+                self.cached_blocks[i] = 0
                 self.free -= need
+                self.allocated += need
                 self.held[i] = need
                 self.computed[i] = start
                 self.running.append(i)
@@ -329,7 +373,8 @@ class _Engine:
                     and self.computed[i] >= self.prefix_hit_tokens):
                 self.prefix_ready = True
                 self.prefix_blocks = self.prefix_hit_tokens // s.block_size
-                self.held[i] = max(self.held[i] - self.prefix_blocks, 0)  # now shared, kept by the cache
+                # now shared, kept by the cache
+                self.held[i] = max(self.held[i] - self.prefix_blocks * s.full_groups, 0)
             if self.computed[i] == self.prompt[i] + self.generated[i]:
                 self._emit(i)
                 emitted += 1
@@ -342,6 +387,7 @@ class _Engine:
             self._finish(i)
 
     def _emit(self, i: int) -> None:
+        self.emits[i].append(self.t)
         if self.generated[i] == 0:
             self.first[i] = self.t
         else:
@@ -364,7 +410,7 @@ class _Engine:
         if n == 0 or n > s.max_num_batched_tokens:
             return 0
         for i in self.running:
-            if self.computed[i] != self.prompt[i] + self.generated[i] - 1:
+            if self.generated[i] == 0 or self.computed[i] != self.prompt[i] + self.generated[i] - 1:
                 return 0  # a prefill (or a resumed request) is in flight
         if self.waiting and n < s.max_num_seqs:
             head = self.waiting[0]
@@ -374,7 +420,8 @@ class _Engine:
             if room > 0 and self._blocks_for(head, chunk) <= self.free:
                 return 0  # the head can come in at the next step (free blocks only shrink until a finish)
         k = min(self.out[i] - self.generated[i] for i in self.running)
-        k = min(k, s.block_size * (self.free // n), MAX_JUMP_STEPS)
+        per_block = s.full_groups + s.window_groups  # most blocks a request can need per block_size steps
+        k = min(k, s.block_size * (self.free // (n * per_block)), MAX_JUMP_STEPS)
         return max(k, 0)
 
     def _jump(self, k: int) -> None:
@@ -393,9 +440,9 @@ class _Engine:
         self.tok_c.append(np.full(k, n, dtype=np.int64))
         # every running request already emitted at self.t: its next k gaps are the k steps
         self.t = float(ends[-1])
-        bs = s.block_size
         done = []
         for i in self.running:
+            self.emits[i].append(ends)
             self.computed[i] += k
             self.generated[i] += k
             self.last_emit[i] = self.t
@@ -403,9 +450,9 @@ class _Engine:
             if need > 0:
                 self.free -= need
                 self.held[i] += need
+                self.allocated += need
             if self.generated[i] >= self.out[i]:
                 done.append(i)
-        del bs
         self.peak_used = max(self.peak_used, s.num_gpu_blocks - self.free)
         for i in done:
             self._finish(i)
@@ -473,7 +520,12 @@ def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfi
         duration_s=float(finish.max()) - t0, preemptions=engine.preemptions,
         kv_usage_peak=engine.peak_used / sched.num_gpu_blocks,
         token_times_s=np.concatenate(engine.tok_t) if engine.tok_t else empty_f,
-        token_counts=np.concatenate(engine.tok_c) if engine.tok_c else empty_i, offline=offline)
+        token_counts=np.concatenate(engine.tok_c) if engine.tok_c else empty_i, offline=offline,
+        request_token_times_s=tuple(_times(e) for e in engine.emits))
+
+
+def _times(parts: list[float | np.ndarray]) -> np.ndarray:
+    return np.concatenate([np.atleast_1d(np.asarray(p, dtype=float)) for p in parts]) if parts else np.zeros(0)
 
 
 def simulate_dp(replica: Replica, requests: list[Request], dp: int, *, sched: SchedulerConfig | None = None,
@@ -506,7 +558,8 @@ def merge(parts: list[SimResult]) -> SimResult:
         duration_s=float(end.max() - send.min()), preemptions=sum(p.preemptions for p in parts),
         kv_usage_peak=max(p.kv_usage_peak for p in parts),
         token_times_s=cat([p.token_times_s for p in parts]), token_counts=cat([p.token_counts for p in parts]),
-        offline=parts[0].offline)
+        offline=parts[0].offline,
+        request_token_times_s=tuple(t for p in parts for t in p.request_token_times_s))
 
 
 def max_rate_at_percentile(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: float | None,

@@ -9,10 +9,11 @@ byte for byte. The shapes follow vLLM's client (vllm/benchmarks/datasets.py and 
 
 ShareGPT-shaped lengths (ShareGPTLengths): the ShareGPT V3 conversations vLLM samples are heavy-tailed, most
 prompts and replies short, a few long. We use a log-normal of sigma 1 for both, scaled so its mean is the
-requested mean: median 0.61 x mean, p99 6.2 x mean. Sigma 1 is an assumption (a right-skewed shape whose
-tail drives the drain of an all-at-once run), not a fit to the dataset; lengths are floored at vLLM's ShareGPT
-filter (4 tokens); its caps (prompt <= 1024, prompt + output <= 2048) are not applied, because a user who
-passes other means wants those means. Prompt and reply lengths are drawn independently (an assumption).
+requested mean: median 0.61 x mean before the caps. Sigma 1 is an assumption (a right-skewed shape whose
+tail drives the drain of an all-at-once run), not a fit to the dataset. vLLM's sampler keeps prompts of
+4-1,024 tokens (about 4.8 x the ShareGPT mean of 215) and totals under 2,048: the draws are clipped to
+[4, 5 x mean] and rescaled to the requested mean, so a user's other means keep the same shape. Prompt and
+reply lengths are drawn independently (an assumption).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from gpuopt.errors import InputError
 
 SHAREGPT_SIGMA = 1.0  # log-normal shape of ShareGPT prompt and reply lengths (see the module docstring)
 SHAREGPT_MIN_TOKENS = 4  # vLLM's ShareGPT sampler drops conversations with fewer tokens on either side
+SHAREGPT_CAP = 5.0  # x the mean: vLLM's sampler drops prompts over 1,024 tokens, ~4.8x ShareGPT's mean of 215
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,8 @@ class ShareGPTLengths:
     @staticmethod
     def _lognormal(rng: np.random.Generator, mean: float, n: int) -> np.ndarray:
         mu = math.log(mean) - SHAREGPT_SIGMA**2 / 2  # E[exp(N(mu, s^2))] = exp(mu + s^2 / 2) = mean
-        draws = rng.lognormal(mu, SHAREGPT_SIGMA, size=n)
+        draws = np.clip(rng.lognormal(mu, SHAREGPT_SIGMA, size=n), SHAREGPT_MIN_TOKENS, SHAREGPT_CAP * mean)
+        draws *= mean / draws.mean()  # the cap lowers the mean by a few %: restore it
         return np.maximum(np.rint(draws), SHAREGPT_MIN_TOKENS).astype(np.int64)
 
     def sample(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
