@@ -41,9 +41,10 @@ from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
 
 SCALAR = ("cpu_per_seq_us", "frontend_ms_per_request", "gemm_tile_tokens", "moe_tile_tokens", "layer_fixed_us",
           "v0_host_factor")
-BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0), "gemm_tile_tokens": (1.0, 2048.0),
+BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0), "gemm_tile_tokens": (1.0, 128.0),
           "moe_tile_tokens": (1.0, 1024.0), "layer_fixed_us": (0.5, 500.0), "v0_host_factor": (1.0, 30.0),
           "eff_compute": (0.02, 0.9)}
+WORKERS = 2
 SOFT_L1_SCALE = 0.3  # residuals (log ratio) beyond ~35 % count linearly, not quadratically
 
 
@@ -121,14 +122,27 @@ def residuals(metrics: list[Metric], names: list[str], x: np.ndarray, base: Serv
     return np.asarray(np.nan_to_num(robust(r), nan=0.0) * w)
 
 
+_POOL: dict[str, object] = {}
+
+
+def _column(args: tuple[list[Metric], list[str], np.ndarray, ServingCalibration, np.ndarray]) -> np.ndarray:
+    return residuals(*args)
+
+
 def jacobian(metrics: list[Metric], names: list[str], x: np.ndarray, base: ServingCalibration, w: np.ndarray,
              r0: np.ndarray, step: float = 0.15) -> np.ndarray:
-    cols = []
+    """Forward differences, one column per factor, WORKERS processes at a time (forked after the replay
+    cache is warm, so each worker starts with every run prepared)."""
+    import multiprocessing
+
+    shifted = []
     for j in range(len(x)):
         xj = x.copy()
         xj[j] += step
-        cols.append((residuals(metrics, names, xj, base, w) - r0) / step)
-    return np.stack(cols, axis=1)
+        shifted.append((metrics, names, xj, base, w))
+    with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
+        cols = pool.map(_column, shifted)
+    return np.stack([(c - r0) / step for c in cols], axis=1)
 
 
 def gauss_newton_step(jac: np.ndarray, r: np.ndarray, damping: float) -> np.ndarray:
@@ -136,7 +150,21 @@ def gauss_newton_step(jac: np.ndarray, r: np.ndarray, damping: float) -> np.ndar
     return np.asarray(-np.linalg.solve(jtj + damping * np.diag(np.diag(jtj) + 1e-9), jac.T @ r))
 
 
+def subsample(metrics: list[Metric]) -> list[Metric]:
+    """The runs the factors are fitted on: every run of a model with few runs, every other run (in file order)
+    of a model with many (gpt-oss-120b's 150 InferenceMAX sweeps), so one model does not dominate the fit and
+    a fit iteration takes minutes, not an hour."""
+    by_model: dict[str, list[str]] = {}
+    for m in metrics:
+        keys = by_model.setdefault(m.run.registry_model, [])
+        if m.run.key not in keys:
+            keys.append(m.run.key)
+    kept = {k for keys in by_model.values() for k in (keys if len(keys) <= 40 else keys[::2])}
+    return [m for m in metrics if m.run.key in kept]
+
+
 def fit(metrics: list[Metric], base: ServingCalibration, iterations: int) -> tuple[list[str], np.ndarray]:
+    metrics = subsample(metrics)
     names = parameter_names(metrics)
     w = weights(metrics)
     x = start_vector(names, base)

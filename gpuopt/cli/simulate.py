@@ -17,6 +17,7 @@ import csv
 import json
 import math
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
@@ -40,6 +41,8 @@ from gpuopt.physics.traffic import (
     make_requests,
 )
 from gpuopt.vocabulary import WEIGHT_FORMATS
+
+T = TypeVar("T", int, float, str)
 
 # ShareGPT V3 means as `vllm bench serve` measured them in ../shared/data/perf_load.csv (gpt-oss tokenizer,
 # 1,000 prompts: 215 in, 194 out); used when --dataset-name sharegpt is given without lengths
@@ -95,7 +98,7 @@ def _positive(problems: list[str], name: str, value: float | None) -> None:
         problems.append(f"{name} must be positive (got {value:g})")
 
 
-def _merge(name: str, explicit: object, from_args: object, problems: list[str]) -> object:
+def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[str]) -> T | None:
     """A knob given as a flag and in --server-args: they must agree."""
     if explicit is not None and from_args is not None and explicit != from_args:
         problems.append(f"{name} {explicit} disagrees with --server-args {name} {from_args}")
@@ -185,16 +188,12 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     pp_v = _merge("--pp", pp, args.pipeline_parallel, problems)
     dp_v = _merge("--dp", dp, args.data_parallel, problems)
     ep = enable_expert_parallel or bool(args.enable_expert_parallel)
-    cfg_values = {
-        "max_model_len": _merge("--max-model-len", max_model_len, args.max_model_len, problems),
-        "gpu_memory_utilization": _merge("--gpu-memory-utilization", gpu_memory_utilization,
-                                         args.gpu_memory_utilization, problems),
-        "max_num_seqs": _merge("--max-num-seqs", max_num_seqs, args.max_num_seqs, problems),
-        "max_num_batched_tokens": _merge("--max-num-batched-tokens", max_num_batched_tokens,
-                                         args.max_num_batched_tokens, problems),
-        "block_size": _merge("--block-size", block_size, args.block_size, problems),
-        "kv_cache_dtype": _merge("--kv-cache-dtype", kv_cache_dtype, args.kv_cache_dtype, problems),
-    }
+    mml = _merge("--max-model-len", max_model_len, args.max_model_len, problems)
+    gmu = _merge("--gpu-memory-utilization", gpu_memory_utilization, args.gpu_memory_utilization, problems)
+    seqs = _merge("--max-num-seqs", max_num_seqs, args.max_num_seqs, problems)
+    batched = _merge("--max-num-batched-tokens", max_num_batched_tokens, args.max_num_batched_tokens, problems)
+    bsize = _merge("--block-size", block_size, args.block_size, problems)
+    kv_dtype = _merge("--kv-cache-dtype", kv_cache_dtype, args.kv_cache_dtype, problems)
     arch = spec = None
     try:
         arch = load_architecture(model, model_config)
@@ -216,15 +215,11 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
             lengths = RangeLengths(random_input_len, random_output_len, random_range_ratio)
         else:
             lengths = FixedLengths(random_input_len, random_output_len)
-    cfg = ServingConfig(tensor_parallel=int(tp_v or 1), pipeline_parallel=int(pp_v or 1),  # type: ignore[call-overload]
+    cfg = ServingConfig(tensor_parallel=tp_v or 1, pipeline_parallel=pp_v or 1,
                         precision=precision,  # type: ignore[arg-type]
-                        kv_cache_dtype=cfg_values["kv_cache_dtype"] or "auto",  # type: ignore[arg-type]
-                        max_model_len=cfg_values["max_model_len"],  # type: ignore[arg-type]
-                        gpu_memory_utilization=cfg_values["gpu_memory_utilization"],  # type: ignore[arg-type]
-                        max_num_seqs=cfg_values["max_num_seqs"],  # type: ignore[arg-type]
-                        max_num_batched_tokens=cfg_values["max_num_batched_tokens"],  # type: ignore[arg-type]
-                        block_size=cfg_values["block_size"] or 16,  # type: ignore[arg-type]
-                        vllm_version=vllm_version)
+                        kv_cache_dtype="fp8" if kv_dtype == "fp8" else "auto", max_model_len=mml,
+                        gpu_memory_utilization=gmu, max_num_seqs=seqs, max_num_batched_tokens=batched,
+                        block_size=bsize or 16, vllm_version=vllm_version)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:
@@ -251,7 +246,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                          f"(prompt + output) exceeds it; raise it or shorten the lengths")
     # ShareGPT and histogram lengths are the replies' own lengths: only random outputs need an EOS assumption
     as_given = ignore_eos or dataset_name == "sharegpt" or lengths_file is not None
-    result = simulate_dp(replica, requests, int(dp_v or 1), sched=sched,
+    result = simulate_dp(replica, requests, dp_v or 1, sched=sched,
                          max_concurrency=None if offline else max_concurrency, offline=offline,
                          ignore_eos=as_given, seed=seed)
     summary = result.summary()
@@ -282,6 +277,7 @@ def result_file(result: SimResult, summary: dict[str, float | int], *, model: st
         "ttfts": [round(float(v), 6) for v in result.ttft_s],
         "itls": [[round(v, 6) for v in gaps] for gaps in result.request_itls_s()],
         "start_times": [round(float(v), 6) for v in result.send_s], "generated_texts": [], "errors": [""] * n,
+        "rtfx": 0.0,
         **{k: v for k, v in summary.items() if k not in ("completed", "duration", "total_input_tokens",
                                                         "total_output_tokens", "request_throughput",
                                                         "output_throughput", "total_token_throughput")},

@@ -299,10 +299,13 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
         kv_context = (1 - r.sliding_fraction) * context + r.sliding_fraction * min(context, r.window)
     kv_read = decode_seqs * kv_context * r.kv_bytes_per_token_per_gpu
     t_mem = (r.weight_bytes_per_gpu + kv_read) / (r.hbm_bytes_per_s * ac.eff_bw)
-    linear_flops = 2 * r.dense_active_params_per_gpu * (tokens + sc.gemm_tile_tokens)
-    attn_flops = 4 * r.attn_dim_per_gpu * (decode_seqs * kv_context + prefill_tokens * prefill_context)
-    eff = ac.eff_prefill if prefill_tokens > decode_seqs else ac.eff_compute
-    t_compute = (linear_flops + attn_flops) / (r.peak_flops * eff)
+    # decode tokens (and the tile padding) run at the mixed-step efficiency, prompt tokens at the prefill one:
+    # a step's compute time is then affine in both, which the analytic steady state relies on
+    decode_flops = (2 * r.dense_active_params_per_gpu * (decode_seqs + sc.gemm_tile_tokens)
+                    + 4 * r.attn_dim_per_gpu * decode_seqs * kv_context)
+    prefill_flops = 2 * r.dense_active_params_per_gpu * prefill_tokens \
+        + 4 * r.attn_dim_per_gpu * prefill_tokens * prefill_context
+    t_compute = (decode_flops / ac.eff_compute + prefill_flops / ac.eff_prefill) / r.peak_flops
     if r.moe is not None:
         routed = tokens if expert_tokens is None else expert_tokens
         touched = _experts_touched_fraction(r.arch, routed)

@@ -134,11 +134,13 @@ class SimResult:
     token_times_s: np.ndarray = field(repr=False)  # end of each step that emitted tokens, and how many
     token_counts: np.ndarray = field(repr=False)
     offline: bool = False
-    request_token_times_s: tuple[np.ndarray, ...] = field(default=(), repr=False)  # per request, when each token came
+    # per request, when each token came (arrays, joined on demand)
+    request_token_parts: tuple[list[np.ndarray], ...] = field(default=(), repr=False)
 
     def request_itls_s(self) -> list[list[float]]:
         """Per request, the gaps between its tokens (vllm bench serve's `itls`)."""
-        return [[float(v) for v in np.diff(times)] for times in self.request_token_times_s]
+        return [[float(v) for v in np.diff(np.concatenate(parts))] if parts else []
+                for parts in self.request_token_parts]
 
     @property
     def tpot_s(self) -> np.ndarray:
@@ -184,7 +186,7 @@ class SimResult:
             out[f"mean_{name}"] = float(values.mean()) if values.size else 0.0
             out[f"median_{name}"] = _pct(values, 50)
             out[f"std_{name}"] = float(values.std()) if values.size else 0.0
-            for q in (90, 95, 99):
+            for q in (50, 90, 95, 99):
                 out[f"p{q}_{name}"] = _pct(values, q)
         iv, ic = self.itl_values_s * 1e3, self.itl_counts
         total = ic.sum()
@@ -192,7 +194,7 @@ class SimResult:
         out["median_itl_ms"] = _weighted_pct(iv, ic, 50)
         out["std_itl_ms"] = (float(math.sqrt(max(((iv - out["mean_itl_ms"]) ** 2 * ic).sum() / total, 0.0)))
                              if total else 0.0)
-        for q in (90, 95, 99):
+        for q in (50, 90, 95, 99):
             out[f"p{q}_itl_ms"] = _weighted_pct(iv, ic, q)
         out["preemptions"] = self.preemptions
         out["kv_usage_peak"] = self.kv_usage_peak
@@ -209,26 +211,29 @@ def _natural_lengths(requests: list[Request], seed: int) -> list[int]:
 
 
 class _Engine:
-    """The state of one simulated engine; run() plays it to the end."""
+    """The state of one simulated engine (numpy arrays indexed by request); run() plays it to the end.
+
+    The running requests are processed as arrays: vLLM's in-order loop over them only matters when the KV
+    pool runs short (preemption), and then the loop is replayed one request at a time."""
 
     def __init__(self, replica: Replica, sched: SchedulerConfig, requests: list[Request], outputs: list[int],
                  max_concurrency: int | None, offline: bool) -> None:
         self.r, self.s = replica, sched
         self.reqs = requests
         n = len(requests)
-        self.prompt = [q.input_tokens for q in requests]
-        self.out = outputs
-        self.computed = [0] * n
-        self.generated = [0] * n
-        self.held = [0] * n  # KV blocks of each request (its own, outside the shared prefix)
-        self.cached_blocks = [0] * n  # full blocks a preempted request left in the prefix cache
-        self.evict_horizon = [0] * n  # allocations after which those blocks start being evicted
+        self.prompt = np.array([q.input_tokens for q in requests], dtype=np.int64)
+        self.out = np.array(outputs, dtype=np.int64)
+        self.shared = np.array([q.shared_prefix_tokens > 0 for q in requests], dtype=bool)
+        self.computed = np.zeros(n, dtype=np.int64)
+        self.generated = np.zeros(n, dtype=np.int64)
+        self.held = np.zeros(n, dtype=np.int64)  # KV blocks of each request (outside the shared prefix)
+        self.cached_blocks = np.zeros(n, dtype=np.int64)  # full blocks a preempted request left in the cache
+        self.evict_horizon = np.zeros(n, dtype=np.int64)  # allocations after which they start being evicted
         self.allocated = 0  # blocks allocated so far (the prefix cache's LRU clock)
-        self.first = [math.nan] * n
-        self.finish = [math.nan] * n
-        self.last_emit = [0.0] * n
-        self.emits: list[list[float | np.ndarray]] = [[] for _ in range(n)]  # token times (floats or step arrays)
-        self.send = [0.0] * n
+        self.first = np.full(n, math.nan)
+        self.finish = np.full(n, math.nan)
+        self.last_emit = np.zeros(n)
+        self.send = np.zeros(n)
         self.prefix_blocks = 0
         pre = requests[0].shared_prefix_tokens if requests and sched.enable_prefix_caching else 0
         self.prefix_hit_tokens = pre // sched.block_size * sched.block_size
@@ -247,11 +252,7 @@ class _Engine:
         self.peak_used = 0
         self.itl_v: list[np.ndarray] = []
         self.itl_c: list[np.ndarray] = []
-        self.tok_t: list[np.ndarray] = []
-        self.tok_c: list[np.ndarray] = []
-        self.itl_buf: list[float] = []
-        self.tok_buf_t: list[float] = []
-        self.tok_buf_c: list[int] = []
+        self.emissions: list[tuple[np.ndarray, np.ndarray]] = []  # (step end times, requests emitting at each)
         self.t = 0.0
 
     # ---- the client -------------------------------------------------------------------------------
@@ -271,15 +272,23 @@ class _Engine:
             self.waiting.append(self.inbound.popleft()[1])
 
     # ---- KV blocks --------------------------------------------------------------------------------
-    def _blocks_for(self, i: int, tokens: int) -> int:
-        """Blocks request i holds with `tokens` tokens (over all KV groups), outside the shared prefix."""
+    def _blocks(self, idx: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Blocks requests `idx` hold with `tokens` tokens each (every KV group), outside the shared prefix."""
         s = self.s
         per_group = -(-tokens // s.block_size)
-        if self.prefix_hit_tokens and self.prefix_ready and self.reqs[i].shared_prefix_tokens:
-            per_group_full = max(per_group - self.prefix_blocks, 0)
-        else:
-            per_group_full = per_group
-        return s.full_groups * per_group_full + s.window_groups * min(per_group, s.window_blocks)
+        full = per_group
+        if self.prefix_ready and self.prefix_blocks:
+            full = np.where(self.shared[idx], np.maximum(per_group - self.prefix_blocks, 0), per_group)
+        return np.asarray(s.full_groups * full + s.window_groups * np.minimum(per_group, s.window_blocks))
+
+    def _blocks_one(self, i: int, tokens: int) -> int:
+        """_blocks for one request, in plain integers (the in-order loops call it once per request)."""
+        s = self.s
+        per_group = -(-tokens // s.block_size)
+        full = per_group
+        if self.prefix_ready and self.prefix_blocks and self.shared[i]:
+            full = max(per_group - self.prefix_blocks, 0)
+        return s.full_groups * full + s.window_groups * min(per_group, s.window_blocks)
 
     def _preempt_last(self) -> int:
         """Preempt the last running request (recompute). With prefix caching its full blocks stay in the
@@ -288,119 +297,139 @@ class _Engine:
         if self.s.enable_prefix_caching:
             self.cached_blocks[victim] = self.computed[victim] // self.s.block_size
             self.evict_horizon[victim] = self.allocated + self.free
-        self.free += self.held[victim]
+        self.free += int(self.held[victim])
         self.held[victim] = 0
         self.computed[victim] = 0
         self.waiting.appendleft(victim)
         self.preemptions += 1
         return victim
 
-    # ---- one detailed step -----------------------------------------------------------------------
-    def _step(self) -> None:
+    def _schedule_running(self) -> tuple[list[int], list[int], bool]:
+        """vLLM's first loop: every running request in order, within the token budget; preempt on a shortage."""
         s = self.s
-        budget = s.max_num_batched_tokens
-        scheduled: list[tuple[int, int]] = []
+        if not self.running:
+            return [], [], False
+        run = np.array(self.running, dtype=np.int64)
+        remaining = self.prompt[run] + self.generated[run] - self.computed[run]
+        before = s.max_num_batched_tokens - (np.cumsum(remaining) - remaining)  # budget left when each comes up
+        m = int(np.count_nonzero(before > 0))
+        run, new = run[:m], np.minimum(remaining[:m], before[:m])
+        need = self._blocks(run, self.computed[run] + new) - self.held[run]
+        grow = np.maximum(need, 0)
+        total = int(grow.sum())
+        if total <= self.free:  # no shortage: the in-order loop changes nothing
+            self.held[run] += grow
+            self.free -= total
+            self.allocated += total
+            return run.tolist(), new.tolist(), False
+        ids: list[int] = []
+        news: list[int] = []
         preempted = False
+        budget = s.max_num_batched_tokens
         idx = 0
         while idx < len(self.running) and budget > 0:
             i = self.running[idx]
-            new = min(self.prompt[i] + self.generated[i] - self.computed[i], budget)
-            need = self._blocks_for(i, self.computed[i] + new) - self.held[i]
+            n_new = min(int(self.prompt[i] + self.generated[i] - self.computed[i]), budget)
+            want = self._blocks_one(i, int(self.computed[i]) + n_new) - int(self.held[i])
             ok = True
-            while need > self.free:
+            while want > self.free:
                 preempted = True
                 if self._preempt_last() == i:
                     ok = False
                     break
             if not ok:
                 break
-            if need > 0:
-                self.free -= need
-                self.held[i] += need
-                self.allocated += need
-            scheduled.append((i, new))
-            budget -= new
+            if want > 0:
+                self.free -= want
+                self.held[i] += want
+                self.allocated += want
+            ids.append(i)
+            news.append(n_new)
+            budget -= n_new
             idx += 1
+        return ids, news, preempted
+
+    def _admit(self, budget: int, ids: list[int], news: list[int]) -> None:
+        """vLLM's second loop: the FCFS waiting queue while budget, max_num_seqs and free blocks allow."""
+        s = self.s
+        while self.waiting and budget > 0 and len(self.running) < s.max_num_seqs:
+            i = self.waiting[0]
+            total = int(self.prompt[i] + self.generated[i])
+            start = int(self.computed[i])
+            if start == 0 and self.prefix_ready and self.shared[i]:
+                start = min(self.prefix_hit_tokens, total - 1)
+            if start == 0 and self.cached_blocks[i]:
+                left = int(self.cached_blocks[i]) - max(0, self.allocated - int(self.evict_horizon[i]))
+                start = min(max(left, 0) * s.block_size, total - 1)
+            remaining = total - start
+            if not s.chunked_prefill and remaining > budget:
+                break
+            n_new = min(remaining, budget)
+            need = self._blocks_one(i, start + n_new)
+            if need > self.free:
+                break
+            self.waiting.popleft()
+            self.cached_blocks[i] = 0
+            self.free -= need
+            self.allocated += need
+            self.held[i] = need
+            self.computed[i] = start
+            self.running.append(i)
+            ids.append(i)
+            news.append(n_new)
+            budget -= n_new
+
+    # ---- one detailed step -----------------------------------------------------------------------
+    def _step(self) -> None:
+        s = self.s
+        ids, news, preempted = self._schedule_running()
         if not preempted:
-            while self.waiting and budget > 0 and len(self.running) < s.max_num_seqs:
-                i = self.waiting[0]
-                start = self.computed[i]
-                if start == 0 and self.prefix_ready and self.reqs[i].shared_prefix_tokens:
-                    start = min(self.prefix_hit_tokens, self.prompt[i] + self.generated[i] - 1)
-                if start == 0 and self.cached_blocks[i]:
-                    left = self.cached_blocks[i] - max(0, self.allocated - self.evict_horizon[i])
-                    start = min(max(left, 0) * s.block_size, self.prompt[i] + self.generated[i] - 1)
-                remaining = self.prompt[i] + self.generated[i] - start
-                if not s.chunked_prefill and remaining > budget:
-                    break
-                new = min(remaining, budget)
-                need = self._blocks_for(i, start + new)
-                if need > self.free:
-                    break
-                self.waiting.popleft()
-                self.cached_blocks[i] = 0
-                self.free -= need
-                self.allocated += need
-                self.held[i] = need
-                self.computed[i] = start
-                self.running.append(i)
-                scheduled.append((i, new))
-                budget -= new
-        if not scheduled:  # nothing fits (a lone prompt larger than the cache): give up on the head
-            raise InputError("a request does not fit in the KV cache even alone (raise --max-model-len memory or "
-                             "shorten the prompts)")
-        used = s.num_gpu_blocks - self.free
-        self.peak_used = max(self.peak_used, used)
-        dec_n = 0
-        dec_ctx = 0
-        pre_tok = 0
-        pre_ctx = 0.0
-        for i, new in scheduled:
-            if self.computed[i] >= self.prompt[i] and new == 1:
-                dec_n += 1
-                dec_ctx += self.computed[i] + 1
-            else:
-                pre_tok += new
-                pre_ctx += new * (self.computed[i] + new / 2)
-        dt = latency.engine_step_s(self.r, dec_n, dec_ctx / dec_n if dec_n else 0.0, pre_tok,
-                                   pre_ctx / pre_tok if pre_tok else 0.0, len(scheduled), s.async_scheduling)
-        self.t += dt
-        emitted = 0
-        done: list[int] = []
-        for i, new in scheduled:
-            self.computed[i] += new
-            if (self.prefix_hit_tokens and not self.prefix_ready and self.reqs[i].shared_prefix_tokens
-                    and self.computed[i] >= self.prefix_hit_tokens):
+            self._admit(s.max_num_batched_tokens - sum(news), ids, news)
+        if not ids:  # nothing fits (a lone prompt larger than the cache)
+            raise InputError("a request does not fit in the KV cache even alone (raise --max-model-len or "
+                             "--gpu-memory-utilization, or shorten the prompts)")
+        self.peak_used = max(self.peak_used, s.num_gpu_blocks - self.free)
+        idx = np.array(ids, dtype=np.int64)
+        new = np.array(news, dtype=np.int64)
+        comp = self.computed[idx]
+        decode = (new == 1) & (comp >= self.prompt[idx])
+        dec_n = int(np.count_nonzero(decode))
+        dec_ctx = float((comp[decode] + 1).sum()) / dec_n if dec_n else 0.0
+        pre_new = new[~decode]
+        pre_tok = int(pre_new.sum())
+        pre_ctx = float((pre_new * (comp[~decode] + pre_new / 2)).sum()) / pre_tok if pre_tok else 0.0
+        self.t += latency.engine_step_s(self.r, dec_n, dec_ctx, pre_tok, pre_ctx, len(ids), s.async_scheduling)
+        t = self.t
+        self.computed[idx] = comp + new
+        if self.prefix_hit_tokens and not self.prefix_ready:
+            done_prefix = idx[self.shared[idx] & (self.computed[idx] >= self.prefix_hit_tokens)]
+            if done_prefix.size:
                 self.prefix_ready = True
                 self.prefix_blocks = self.prefix_hit_tokens // s.block_size
-                # now shared, kept by the cache
-                self.held[i] = max(self.held[i] - self.prefix_blocks * s.full_groups, 0)
-            if self.computed[i] == self.prompt[i] + self.generated[i]:
-                self._emit(i)
-                emitted += 1
-                if self.generated[i] >= self.out[i]:
-                    done.append(i)
-        if emitted:
-            self.tok_buf_t.append(self.t)
-            self.tok_buf_c.append(emitted)
-        for i in done:
-            self._finish(i)
+                i = int(done_prefix[0])  # its prefix blocks now belong to the cache, shared by all
+                self.held[i] = max(int(self.held[i]) - self.prefix_blocks * s.full_groups, 0)
+        emit = idx[self.computed[idx] == self.prompt[idx] + self.generated[idx]]
+        if emit.size:
+            firsts = self.generated[emit] == 0
+            self.first[emit[firsts]] = t
+            later = emit[~firsts]
+            if later.size:
+                self.itl_v.append(t - self.last_emit[later])
+                self.itl_c.append(np.ones(later.size, dtype=np.int64))
+            self.generated[emit] += 1
+            self.last_emit[emit] = t
+            self.emissions.append((np.array([t]), emit))
+            self._finish(emit[self.generated[emit] >= self.out[emit]])
 
-    def _emit(self, i: int) -> None:
-        self.emits[i].append(self.t)
-        if self.generated[i] == 0:
-            self.first[i] = self.t
-        else:
-            self.itl_buf.append(self.t - self.last_emit[i])
-        self.generated[i] += 1
-        self.last_emit[i] = self.t
-
-    def _finish(self, i: int) -> None:
-        self.finish[i] = self.t
-        self.running.remove(i)
-        self.free += self.held[i]
-        self.held[i] = 0
-        self.in_flight -= 1
+    def _finish(self, done: np.ndarray) -> None:
+        if not done.size:
+            return
+        self.finish[done] = self.t
+        gone = set(done.tolist())
+        self.running = [i for i in self.running if i not in gone]
+        self.free += int(self.held[done].sum())
+        self.held[done] = 0
+        self.in_flight -= int(done.size)
 
     # ---- a run of pure decode steps in one jump ------------------------------------------------------
     def _jump_steps(self) -> int:
@@ -409,53 +438,56 @@ class _Engine:
         n = len(self.running)
         if n == 0 or n > s.max_num_batched_tokens:
             return 0
-        for i in self.running:
-            if self.generated[i] == 0 or self.computed[i] != self.prompt[i] + self.generated[i] - 1:
-                return 0  # a prefill (or a resumed request) is in flight
+        run = np.array(self.running, dtype=np.int64)
+        gen = self.generated[run]
+        if (gen == 0).any() or (self.computed[run] != self.prompt[run] + gen - 1).any():
+            return 0  # a prefill (or a resumed request) is in flight
         if self.waiting and n < s.max_num_seqs:
             head = self.waiting[0]
             room = s.max_num_batched_tokens - n
-            chunk = min(self.prompt[head] + self.generated[head], room) if s.chunked_prefill else (
-                self.prompt[head] + self.generated[head])
-            if room > 0 and self._blocks_for(head, chunk) <= self.free:
+            total = int(self.prompt[head] + self.generated[head])
+            chunk = min(total, room) if s.chunked_prefill else total
+            if room > 0 and self._blocks_one(head, chunk) <= self.free:
                 return 0  # the head can come in at the next step (free blocks only shrink until a finish)
-        k = min(self.out[i] - self.generated[i] for i in self.running)
-        per_block = s.full_groups + s.window_groups  # most blocks a request can need per block_size steps
-        k = min(k, s.block_size * (self.free // (n * per_block)), MAX_JUMP_STEPS)
-        return max(k, 0)
+        k = min(int((self.out[run] - gen).min()), MAX_JUMP_STEPS)
+        comp, held = self.computed[run], self.held[run]
+        if int(np.maximum(self._blocks(run, comp + k) - held, 0).sum()) <= self.free:
+            return k
+        lo, hi = 0, k  # the blocks k steps need grow with k: the longest jump without a shortage
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if int(np.maximum(self._blocks(run, comp + mid) - held, 0).sum()) <= self.free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def _jump(self, k: int) -> None:
-        r, s = self.r, self.s
-        n = len(self.running)
-        ctx0 = sum(self.computed[i] + 1 for i in self.running) / n
-        steps = latency.engine_steps_s(r, n, ctx0, k, s.async_scheduling)
+        s = self.s
+        run = np.array(self.running, dtype=np.int64)
+        n = run.size
+        ctx0 = float((self.computed[run] + 1).mean())
+        steps = latency.engine_steps_s(self.r, n, ctx0, k, s.async_scheduling)
         ends = self.t + np.cumsum(steps)
         if self.inbound and n < s.max_num_seqs:  # stop at the first step that starts after an arrival
             starts = ends - steps
             k = max(1, int(np.searchsorted(starts, self.inbound[0][0], side="left")))
             steps, ends = steps[:k], ends[:k]
+        # every running request emitted at self.t: its next k gaps are the k steps
         self.itl_v.append(steps)
         self.itl_c.append(np.full(k, n, dtype=np.int64))
-        self.tok_t.append(ends)
-        self.tok_c.append(np.full(k, n, dtype=np.int64))
-        # every running request already emitted at self.t: its next k gaps are the k steps
+        self.emissions.append((ends, run))
         self.t = float(ends[-1])
-        done = []
-        for i in self.running:
-            self.emits[i].append(ends)
-            self.computed[i] += k
-            self.generated[i] += k
-            self.last_emit[i] = self.t
-            need = self._blocks_for(i, self.computed[i] + 1) - self.held[i]
-            if need > 0:
-                self.free -= need
-                self.held[i] += need
-                self.allocated += need
-            if self.generated[i] >= self.out[i]:
-                done.append(i)
+        self.computed[run] += k
+        self.generated[run] += k
+        self.last_emit[run] = self.t
+        grow = np.maximum(self._blocks(run, self.computed[run]) - self.held[run], 0)
+        self.held[run] += grow
+        total = int(grow.sum())
+        self.free -= total
+        self.allocated += total
         self.peak_used = max(self.peak_used, s.num_gpu_blocks - self.free)
-        for i in done:
-            self._finish(i)
+        self._finish(run[self.generated[run] >= self.out[run]])
 
     # ---- the loop ------------------------------------------------------------------------------------
     def run(self) -> None:
@@ -466,24 +498,22 @@ class _Engine:
                 if self.inbound:
                     self.t = max(self.t, self.inbound[0][0])
                     continue
-                if self.pending:  # cannot happen: pending requests are released as slots free
-                    self._release(self.t)
-                    continue
+                self._release(self.t)
+                continue
             k = self._jump_steps()
             if k > 1:
                 self._jump(k)
             else:
                 self._step()
             self._release(self.t)
-        self._flush()
 
-    def _flush(self) -> None:
-        if self.itl_buf:
-            self.itl_v.append(np.array(self.itl_buf))
-            self.itl_c.append(np.ones(len(self.itl_buf), dtype=np.int64))
-        if self.tok_buf_t:
-            self.tok_t.append(np.array(self.tok_buf_t))
-            self.tok_c.append(np.array(self.tok_buf_c, dtype=np.int64))
+    def token_times(self) -> list[np.ndarray]:
+        """Per request, the times of its tokens in order."""
+        parts: list[list[np.ndarray]] = [[] for _ in range(self.prompt.size)]
+        for times, members in self.emissions:
+            for i in members.tolist():
+                parts[i].append(times)
+        return [np.concatenate(p) if p else np.zeros(0) for p in parts]
 
 
 def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfig | None = None,
@@ -502,30 +532,22 @@ def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfi
     outputs = [q.output_tokens for q in requests] if ignore_eos else _natural_lengths(requests, seed)
     engine = _Engine(replica, sched, requests, outputs, max_concurrency, offline)
     engine.run()
-    send = np.array(engine.send)
-    first = np.array(engine.first)
-    finish = np.array(engine.finish)
-    ingress = engine.ingress
-    ttft = first - send  # the ingress overhead lies between the send and the scheduler
-    e2el = finish - send
-    del ingress
-    t0 = float(send.min())
+    send = engine.send
+    ttft = engine.first - send  # the API server and the serving path lie between the send and the scheduler
+    e2el = engine.finish - send
     empty_f = np.zeros(0)
     empty_i = np.zeros(0, dtype=np.int64)
+    token_times = np.concatenate([t for t, _ in engine.emissions]) if engine.emissions else empty_f
+    token_counts = (np.concatenate([np.full(t.size, m.size, dtype=np.int64) for t, m in engine.emissions])
+                    if engine.emissions else empty_i)
     return SimResult(
-        input_tokens=np.array([q.input_tokens for q in requests], dtype=np.int64),
-        output_tokens=np.array(outputs, dtype=np.int64), send_s=send, ttft_s=ttft, e2el_s=e2el,
+        input_tokens=engine.prompt.copy(), output_tokens=engine.out.copy(), send_s=send, ttft_s=ttft, e2el_s=e2el,
         itl_values_s=np.concatenate(engine.itl_v) if engine.itl_v else empty_f,
         itl_counts=np.concatenate(engine.itl_c) if engine.itl_c else empty_i,
-        duration_s=float(finish.max()) - t0, preemptions=engine.preemptions,
+        duration_s=float(engine.finish.max()) - float(send.min()), preemptions=engine.preemptions,
         kv_usage_peak=engine.peak_used / sched.num_gpu_blocks,
-        token_times_s=np.concatenate(engine.tok_t) if engine.tok_t else empty_f,
-        token_counts=np.concatenate(engine.tok_c) if engine.tok_c else empty_i, offline=offline,
-        request_token_times_s=tuple(_times(e) for e in engine.emits))
-
-
-def _times(parts: list[float | np.ndarray]) -> np.ndarray:
-    return np.concatenate([np.atleast_1d(np.asarray(p, dtype=float)) for p in parts]) if parts else np.zeros(0)
+        token_times_s=token_times, token_counts=token_counts, offline=offline,
+        request_token_parts=tuple([t] for t in engine.token_times()))
 
 
 def simulate_dp(replica: Replica, requests: list[Request], dp: int, *, sched: SchedulerConfig | None = None,
@@ -559,7 +581,7 @@ def merge(parts: list[SimResult]) -> SimResult:
         kv_usage_peak=max(p.kv_usage_peak for p in parts),
         token_times_s=cat([p.token_times_s for p in parts]), token_counts=cat([p.token_counts for p in parts]),
         offline=parts[0].offline,
-        request_token_times_s=tuple(t for p in parts for t in p.request_token_times_s))
+        request_token_parts=tuple(t for p in parts for t in p.request_token_parts))
 
 
 def max_rate_at_percentile(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: float | None,
