@@ -51,6 +51,7 @@ def _register() -> None:
     cli.add_command(catalog.catalog)
     cli.add_command(fit.fit)
     cli.add_command(models.models)
+    cli.add_command(__import__("gpuopt.cli.simulate", fromlist=["simulate"]).simulate)
 
 
 _register()
