@@ -8,13 +8,13 @@ deployment look alike. Both are reported: `at_planned_load` and `capacity`.
 
 from __future__ import annotations
 
-from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.latency import LoadPoint, Replica
+from gpuopt.physics.latency import LoadPoint
 from gpuopt.planner.candidates import CandidateResult
 from gpuopt.planner.mix import MixModel, MixPoint, has_mix
 from gpuopt.planner.plan import LatencyAt, plain
+from gpuopt.planner.simcapacity import Summary, needs_simulation, replica_of, run
 
 
 def _latency_at(m: MixPoint, source: str = "analytic") -> LatencyAt:
@@ -26,10 +26,14 @@ def _latency_at(m: MixPoint, source: str = "analytic") -> LatencyAt:
                      source="simulated" if source == "simulated" else "analytic")
 
 
-def replica_of(c: CandidateResult, arch: ModelArchitecture) -> Replica:
-    mem, shape = c.evaluation.memory, c.shape
-    assert mem is not None and shape is not None  # only feasible candidates are planned
-    return latency.build_replica(arch, get_gpu(shape.gpu), mem, shape.interconnect)
+def _simulated(s: Summary, rate: float, percentile: int | None) -> LatencyAt:
+    key = None if percentile is None else ("median" if percentile == 50 else f"p{percentile}")
+    return LatencyAt(requests_per_second=plain(rate), concurrency=plain(rate * float(s["mean_e2el_ms"]) / 1e3, 2),
+                     ttft_ms=plain(float(s["mean_ttft_ms"]), 2), tpot_ms=plain(float(s["mean_tpot_ms"]), 3),
+                     percentile=percentile,
+                     ttft_percentile_ms=None if key is None else plain(float(s[f"{key}_ttft_ms"]), 2),
+                     tpot_percentile_ms=None if key is None else plain(float(s[f"{key}_tpot_ms"]), 3),
+                     source="simulated")
 
 
 def planned_and_capacity(c: CandidateResult, arch: ModelArchitecture, load_share: float) -> tuple[LatencyAt, LatencyAt]:
@@ -39,6 +43,10 @@ def planned_and_capacity(c: CandidateResult, arch: ModelArchitecture, load_share
     point = c.evaluation.point
     assert point is not None
     replica = replica_of(c, arch)
+    if needs_simulation(w):  # its capacity came from the simulator (planner/simcapacity.py): so do these
+        rate, planned_rate = point.requests_per_second, point.requests_per_second * load_share
+        return (_simulated(run(replica, w, max(planned_rate, 1e-6)), planned_rate, w.slo.percentile),
+                _simulated(run(replica, w, rate), rate, w.slo.percentile))
     if has_mix(w):
         model = MixModel(replica, w)
         at_cap = model.at_rate(point.requests_per_second)

@@ -143,7 +143,7 @@ class Candidate(TypedDict):
     kv_cache_tokens: int | None
     feasible: bool
     reason: str | None
-    # residency | provider | price-kind | no-price | gpu-data | precision | fit | ttft | tpot | capacity
+    # residency | provider | price-kind | no-price | gpu-data | precision | fit | ttft | tpot | capacity | simulation
     reason_kind: str | None
 
 

@@ -40,6 +40,7 @@ from gpuopt.planner.plan import (
 )
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
+from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, staleness
 from gpuopt.pricing.regions import Residency, region_info
 
@@ -70,7 +71,10 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                     price_kinds=tuple(wf.price_kinds), currency=currency, vllm_version=opts.vllm_version)
     evaluators: dict[str, Evaluator] = {}
     per_workload = enumerate_candidates(wf.workloads, catalog, policy, evaluators)
-    all_candidates = [c for wc in per_workload for c in wc.results]
+    archs = {wc.workload.name: wc.arch for wc in per_workload}
+    # percentile targets and length mixes: the simulator's capacity on the shapes that can enter the plan
+    all_candidates = with_simulated_capacity(wf.workloads, [c for wc in per_workload for c in wc.results],
+                                             wf.quotas, archs)
     solution = solve(wf.workloads, all_candidates, opts.headroom, wf.quotas)
     warnings: list[str] = list(catalog.notes)
     if solution.status == "optimal" and not solution.proven_optimal:
@@ -81,7 +85,6 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         chosen = [a.candidate.offering for a in solution.assignments]
         stale, age_errors = staleness(chosen, opts.today or dt.date.today(), opts.max_price_age)
         warnings += stale
-    archs = {wc.workload.name: wc.arch for wc in per_workload}
     alternatives = _alternatives(wf, all_candidates, solution, opts, archs)
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:
@@ -359,7 +362,9 @@ def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best:
     free = Policy(residency=None, providers=policy.providers, price_kinds=policy.price_kinds,
                   currency=policy.currency, vllm_version=policy.vllm_version)
     per_workload = enumerate_candidates(wf.workloads, catalog, free, evaluators)
-    sol = solve(wf.workloads, [c for wc in per_workload for c in wc.results], opts.headroom, wf.quotas)
+    archs = {wc.workload.name: wc.arch for wc in per_workload}
+    sol = solve(wf.workloads, with_simulated_capacity(wf.workloads, [c for wc in per_workload for c in wc.results],
+                                                      wf.quotas, archs), opts.headroom, wf.quotas)
     assert policy.residency is not None  # the caller only asks with a restrictive policy
     excluded = sorted((a.candidate.instance_price or 0.0, a.candidate.offering.offering_id)
                       for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region))

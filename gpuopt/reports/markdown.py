@@ -22,6 +22,15 @@ def _latency(d: Deployment, w: WorkloadSummary) -> str:
     return f"TTFT ms mean {at.ttft_ms:,.1f}, {ttft}; TPOT ms mean {at.tpot_ms:,.1f}, {tpot}"
 
 
+def _at_capacity(d: Deployment) -> str:
+    cap = d.capacity
+    if cap is None or cap.percentile is None or cap.ttft_percentile_ms is None or cap.tpot_percentile_ms is None:
+        return f"TTFT {d.predicted.ttft_ms:,.1f} ms, TPOT {d.predicted.tpot_ms:,.1f} ms"
+    p = f"p{cap.percentile}"
+    return (f"TTFT mean {cap.ttft_ms:,.1f} ms, {p} {cap.ttft_percentile_ms:,.1f} ms; TPOT mean {cap.tpot_ms:,.1f} ms, "
+            f"{p} {cap.tpot_percentile_ms:,.1f} ms ({cap.source})")
+
+
 def _slo(value: float, target: float | None) -> str:
     if target is None:
         return f"{value:,.1f} (no target)"
@@ -95,8 +104,7 @@ def render_markdown(plan: Plan) -> str:
                 f"{d.predicted.kv_cache_tokens:,} tokens, {d.kv_utilisation:.0%} used",
                 f"- capacity (the most one replica sustains within the targets, before headroom): "
                 f"{d.predicted.replica_requests_per_second:,.3f} requests/s, "
-                f"{d.predicted.replica_concurrency:,.1f} concurrent; there TTFT {d.predicted.ttft_ms:,.1f} ms, "
-                f"TPOT {d.predicted.tpot_ms:,.1f} ms",
+                f"{d.predicted.replica_concurrency:,.1f} concurrent; there {_at_capacity(d)}",
                 "", *_memory_table(d), "", "```bash", d.vllm_command, "```", ""]
     if plan.alternatives:
         out += ["## Alternatives", "", f"| restricted to | {c}/h | {c}/month | delta/h | plan |",
