@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from typing import Literal
 
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload
@@ -36,7 +37,7 @@ def lognormal_quantile_bins(mean: float) -> list[float]:
     return [math.exp(mu + SHAREGPT_SIGMA * NormalDist().inv_cdf((k + 0.5) / BINS)) for k in range(BINS)]
 
 
-def workload(bins: list[tuple[int, int, float]], percentile: int | None) -> Workload:
+def workload(bins: list[tuple[int, int, float]], percentile: Literal[50, 90, 95, 99] | None) -> Workload:
     total = sum(s for *_, s in bins)
     bins = [(i, o, s / total) for i, o, s in bins]
     bins[-1] = (bins[-1][0], bins[-1][1], 1 - sum(s for *_, s in bins[:-1]))
@@ -72,7 +73,8 @@ def main() -> None:
             avg = sum(s * c for (_, _, s), c in zip(model.bins, model.caps, strict=True))
             mix = model.capacity().point.requests_per_second
             start = time.perf_counter()
-            sims = [simulated_capacity(r, workload(bins, p), mix)[0] for p in (None, 90, 99)]
+            percentiles: tuple[Literal[90, 99] | None, ...] = (None, 90, 99)
+            sims = [simulated_capacity(r, workload(bins, p), mix)[0] for p in percentiles]
             took = time.perf_counter() - start
             print(f"{name:34} {gpu_name:16} {at_mean:8.2f} {avg:8.2f} {mix:8.2f} {at_mean / mix:8.2f} "
                   f"{sims[0]:8.2f} {sims[1]:8.2f} {sims[2]:8.2f} {took:5.1f}")
