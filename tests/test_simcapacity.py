@@ -108,3 +108,13 @@ workloads:
         assert at.percentile == 99 and at.tpot_percentile_ms is not None and at.tpot_percentile_ms <= 40
         assert cap.tpot_percentile_ms is not None and cap.ttft_percentile_ms is not None
         assert at.requests_per_second <= cap.requests_per_second
+
+
+def test_sharegpt_screen_bins_keep_the_means():
+    from gpuopt.planner.mix import SHAREGPT_QUANTILES, length_bins
+
+    bins = length_bins(workload(None, lengths=Lengths(dataset="sharegpt")))
+    assert len(bins) == SHAREGPT_QUANTILES**2 and sum(s for *_, s in bins) == pytest.approx(1.0)
+    assert sum(i * s for i, _, s in bins) == pytest.approx(1000, abs=1)  # slice means keep the mean
+    assert sum(o * s for _, o, s in bins) == pytest.approx(200, abs=1)
+    assert max(i for i, _, _ in bins) > 2 * 1000  # the tail is there

@@ -25,21 +25,43 @@ queueing spread: the simulator gives that). TPOT likewise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from gpuopt.errors import InfeasibleError
 from gpuopt.inputs.workload import ServingTarget
 from gpuopt.physics import latency
 from gpuopt.physics.latency import LoadPoint, Replica
+from gpuopt.physics.traffic import SHAREGPT_MIN_TOKENS, SHAREGPT_SIGMA
 
 Bin = tuple[int, int, float]  # input tokens, output tokens, share
 U_TOLERANCE = 5e-3  # as latency.RATE_TOLERANCE: half a percent of the capacity
 
 
+SHAREGPT_QUANTILES = 5  # bins per side for a ShareGPT-shaped mix: 25 bins, quintile midpoints
+
+
+def _lognormal_quantiles(mean: float) -> list[int]:
+    """The mean of each of SHAREGPT_QUANTILES equal-probability slices of the simulator's ShareGPT shape (a
+    log-normal of sigma SHAREGPT_SIGMA with this mean), floored as its sampler floors them. Slice means, not
+    midpoints, so the bins keep the distribution's mean: E[X; Z in (a, b)] = mean (Phi(b - s) - Phi(a - s))."""
+    n, sigma, phi = SHAREGPT_QUANTILES, SHAREGPT_SIGMA, NormalDist()
+    cuts = [-math.inf] + [phi.inv_cdf(k / n) for k in range(1, n)] + [math.inf]
+    cdf = [0.0 if c == -math.inf else 1.0 if c == math.inf else phi.cdf(c - sigma) for c in cuts]
+    return [max(SHAREGPT_MIN_TOKENS, round(mean * n * (cdf[k + 1] - cdf[k]))) for k in range(n)]
+
+
 def length_bins(w: ServingTarget) -> tuple[Bin, ...]:
-    """The workload's (input, output, share) bins: its histogram, or its mean request alone."""
+    """The workload's (input, output, share) bins: its histogram; for `dataset: sharegpt` the simulator's
+    ShareGPT shape cut into quantile bins (prompt and reply drawn independently, as the simulator draws them);
+    else its mean request alone."""
     if w.lengths is not None and w.lengths.histogram is not None:
         return tuple((b.input_tokens, b.output_tokens, b.share) for b in w.lengths.histogram if b.share > 0)
+    if w.lengths is not None and w.lengths.dataset == "sharegpt":
+        share = 1.0 / SHAREGPT_QUANTILES**2
+        return tuple((i, o, share) for i in _lognormal_quantiles(w.input_tokens)
+                     for o in _lognormal_quantiles(w.output_tokens))
     return ((w.input_tokens, w.output_tokens, 1.0),)
 
 
