@@ -126,7 +126,7 @@ def point_of(rate: float, s: Summary, w: ServingTarget) -> LoadPoint:
                      output_tokens_per_second=float(s["output_throughput"]), stable=True, limit=None)
 
 
-_CACHE: dict[tuple[Shape, str, int], Evaluation] = {}
+_CACHE: dict[tuple[Shape, str, str], Evaluation] = {}  # shape, traffic, the resolved vLLM config
 
 
 def _traffic_key(w: Workload) -> str:
@@ -171,7 +171,7 @@ def with_simulated_capacity(workloads: Sequence[Workload], candidates: Sequence[
             if e in replaced or e not in chosen or c.shape is None:
                 continue
             mem = c.evaluation.memory
-            key = (c.shape, _traffic_key(c.workload), mem.config.max_model_len if mem is not None else 0)
+            key = (c.shape, _traffic_key(c.workload), repr(mem.config) if mem is not None else "")
             if key not in _CACHE:
                 _CACHE[key] = _simulate_one(c, archs[name])
             replaced[e] = _CACHE[key]
