@@ -85,7 +85,7 @@ class Run:
     expert_parallel: bool
     precision: str
     kv_cache_dtype: str
-    vllm_version: str
+    vllm_version: str  # the release whose memory profile applies (the oldest modelled one for older runs)
     server_args: str
     dataset: str
     input_tokens: int
@@ -97,6 +97,7 @@ class Run:
     request_rate: float
     max_concurrency: int | None
     interconnect: str | None = None
+    engine_version: str = ""  # the release the run used (decides the V0 / V1 engine)
 
     @property
     def protocol(self) -> str:
@@ -168,6 +169,7 @@ def load_runs() -> tuple[list[Metric], list[tuple[int, str, str]]]:
             tp=int(row["tp_size"]), pp=int(row["pp"]), dp=int(row["dp"]),
             expert_parallel=bool(row["expert_parallel"]), precision=str(row["precision_id"]),
             kv_cache_dtype=str(row["kv_cache_dtype"]), vllm_version=_version(str(row["vllm_version"])),
+            engine_version=str(row["vllm_version"]),
             server_args=args, dataset=str(row["dataset"]), input_tokens=int(row["input_tokens"]),
             output_tokens=out, range_ratio=rr,
             range_semantics="inferencemax" if "bench_serving semantics" in note else "vllm",
@@ -214,6 +216,9 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     if not mem.fits:
         raise GpuoptError(f"does not fit: {mem.reason}")
     replica = latency.build_replica(arch, gpu, mem, run.interconnect, expert_parallel=run.expert_parallel)
+    if run.engine_version and run.engine_version != run.vllm_version:  # older than the memory profiles: the
+        # release still decides the engine (V0 before 0.8)
+        replica = replace(replica, config=replace(replica.config, vllm_version=run.engine_version))
     sched = SchedulerConfig.from_memory(
         mem, enable_prefix_caching=flags.enable_prefix_caching is not False,
         async_scheduling=bool(flags.async_scheduling), chunked_prefill=flags.chunked_prefill is not False)
