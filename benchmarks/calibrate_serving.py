@@ -278,7 +278,7 @@ def main() -> int:
     for n, v in zip(names, np.exp(x), strict=True):
         print(f"{n}: {v:.4g}")
     if args.write:
-        write(names, x, metrics, base)
+        write(names, x, subsample(metrics), base)
     return 0
 
 
