@@ -39,20 +39,23 @@ def _simulated(s: Summary, rate: float, percentile: int | None) -> LatencyAt:
 def planned_and_capacity(c: CandidateResult, arch: ModelArchitecture, load_share: float) -> tuple[LatencyAt, LatencyAt]:
     """(latency at the planned load, latency at capacity) of one replica of candidate `c`, which the plan
     loads at `load_share` of its capacity (in the workload's demand unit)."""
-    w = c.workload
-    point = c.evaluation.point
+    return planned_latency(c, arch, load_share), capacity_latency(c, arch)
+
+
+def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: float) -> LatencyAt:
+    """One replica of `c` at `load_share` of its capacity: simulated when its capacity was (planner/
+    simcapacity.py), else the analytic steady state (over the length mix when there is one)."""
+    w, point = c.workload, c.evaluation.point
     assert point is not None
     replica = replica_of(c, arch)
-    if needs_simulation(w):  # its capacity came from the simulator (planner/simcapacity.py): so do these
-        rate, planned_rate = point.requests_per_second, point.requests_per_second * load_share
-        return (_simulated(run(replica, w, max(planned_rate, 1e-6)), planned_rate, w.slo.percentile),
-                _simulated(run(replica, w, rate), rate, w.slo.percentile))
+    if needs_simulation(w):
+        rate = point.requests_per_second * load_share
+        return _simulated(run(replica, w, max(rate, 1e-6)), rate, w.slo.percentile)
     if has_mix(w):
         model = MixModel(replica, w)
-        at_cap = model.at_rate(point.requests_per_second)
-        planned = (model.at_rate(point.requests_per_second * load_share) if w.demand_unit == "requests_per_second"
-                   else model.at_concurrency(point.concurrency * load_share))
-        return _latency_at(planned), _latency_at(at_cap)
+        return _latency_at(model.at_rate(point.requests_per_second * load_share)
+                           if w.demand_unit == "requests_per_second"
+                           else model.at_concurrency(point.concurrency * load_share))
     if w.demand_unit == "requests_per_second":
         at: LoadPoint = latency.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
                                         w.input_tokens, w.output_tokens)
@@ -60,5 +63,16 @@ def planned_and_capacity(c: CandidateResult, arch: ModelArchitecture, load_share
         at = latency.at_concurrency(replica, max(point.concurrency * load_share, 1e-9), w.input_tokens,
                                     w.output_tokens)
     # one request size: the analytic model has no spread to take a percentile of
-    return (_latency_at(MixPoint(at, w.slo.percentile, None, None)),
-            _latency_at(MixPoint(point, w.slo.percentile, None, None)))
+    return _latency_at(MixPoint(at, w.slo.percentile, None, None))
+
+
+def capacity_latency(c: CandidateResult, arch: ModelArchitecture) -> LatencyAt:
+    """One replica of `c` at its capacity (the evaluation's point; the simulated run there when simulated)."""
+    w, point = c.workload, c.evaluation.point
+    assert point is not None
+    if needs_simulation(w):
+        rate = point.requests_per_second
+        return _simulated(run(replica_of(c, arch), w, rate), rate, w.slo.percentile)
+    if has_mix(w):
+        return _latency_at(MixModel(replica_of(c, arch), w).at_rate(point.requests_per_second))
+    return _latency_at(MixPoint(point, w.slo.percentile, None, None))

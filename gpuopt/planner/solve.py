@@ -21,7 +21,7 @@ from gpuopt.planner.candidates import (
     WorkloadCandidates,
     enumerate_candidates,
 )
-from gpuopt.planner.load import planned_and_capacity
+from gpuopt.planner.load import planned_and_capacity, planned_latency
 from gpuopt.planner.plan import (
     DEFAULT_HEADROOM,
     HOURS_PER_MONTH,
@@ -306,8 +306,8 @@ def _worst_at_planned_load(solution: Solution, archs: dict[str, ModelArchitectur
     carried: dict[str, float] = defaultdict(float)
     for a in solution.assignments:
         carried[a.candidate.workload.name] += a.candidate.capacity * a.replicas
-    points = [planned_and_capacity(a.candidate, archs[a.candidate.workload.name],
-                                   a.candidate.workload.demand / max(carried[a.candidate.workload.name], 1e-9))[0]
+    points = [planned_latency(a.candidate, archs[a.candidate.workload.name],
+                              a.candidate.workload.demand / max(carried[a.candidate.workload.name], 1e-9))
               for a in solution.assignments if a.candidate.evaluation.point is not None]
     if not points:
         return None
