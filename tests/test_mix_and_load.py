@@ -140,3 +140,32 @@ def test_alternatives_are_compared_at_their_planned_load():
     tpots = [a.max_tpot_ms for a in plan.alternatives if a.max_tpot_ms is not None]
     assert len(tpots) >= 3 and len(set(tpots)) >= 3
     assert all(t < 50.0 for t in tpots)  # chat's target is 50 ms, code's 30 ms: planned below capacity
+
+
+def test_a_closed_loop_mix_is_planned_analytically_at_its_planned_concurrency(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+providers: [aws]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    concurrency: 24
+    input_tokens: 1940
+    output_tokens: 364
+    slo: {ttft_ms: 3000, tpot_ms: 40, percentile: 90}
+    lengths:
+      histogram:
+        - {input_tokens: 300, output_tokens: 80, share: 0.8}
+        - {input_tokens: 8500, output_tokens: 1500, share: 0.2}
+""")
+    plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
+                             SolveOptions(top=0, premium=False, candidate_records=False))
+    assert plan.status == "optimal"
+    planned = 0.0
+    for d in plan.deployments:
+        at, cap = d.at_planned_load, d.capacity
+        assert at is not None and cap is not None and at.source == "analytic" and at.percentile == 90
+        assert at.ttft_percentile_ms is not None  # the mix's spread
+        assert at.concurrency == pytest.approx(d.utilisation * cap.concurrency, rel=0.02)
+        planned += at.concurrency * d.replicas
+    assert planned == pytest.approx(24, rel=0.02)  # the plan's replicas carry the whole closed loop
