@@ -44,10 +44,11 @@ LINK_KINDS: tuple[LinkKind, ...] = get_args(LinkKind)
 LatencyTarget = Literal["ttft", "tpot"]
 """A latency target of a workload: time to first token, time per output token."""
 RejectionKind = Literal["residency", "provider", "price-kind", "no-price", "gpu-data", "precision", "fit", "ttft",
-                        "tpot", "capacity"]
+                        "tpot", "capacity", "simulation"]
 """Why a candidate cannot serve a workload, in the order the checks run: the policy (residency, provider,
 price kind), the offering's data (no usable price, GPU specs missing), the GPU (precision), memory (fit),
-a latency target a lone request misses (ttft, tpot), or no load at all within the targets (capacity)."""
+a latency target a lone request misses (ttft, tpot), or no load at all within the targets (capacity); or left
+out of a simulated plan because the analytic screen ranked it below the shapes that were simulated (simulation)."""
 REJECTION_KINDS: tuple[RejectionKind, ...] = get_args(RejectionKind)
 
 # ---- prices ----------------------------------------------------------------------------------------

@@ -30,18 +30,23 @@ def test_batch1_decode_of_llama8b_on_h100_is_weights_over_bandwidth_plus_overhea
     # 4,096-value final norm is negligible): (8,030,261,248 - 525,336,576 - 4,096) params x 2 B = 15,009,841,152 B
     assert r.weight_bytes_per_gpu == 15_009_841_152
     cal = latency.calibration()
+    serving = latency.serving_calibration()
     eff = cal.architectures["Hopper"].eff_bw
-    expected = 15_009_841_152 / (3.35e12 * eff) + cal.step_overhead_ms * 1e-3
+    # fixed per step: the host overhead, one sequence's host work, and the per-layer floor of 32 layers
+    fixed = cal.step_overhead_ms * 1e-3 + serving.cpu_per_seq_us * 1e-6 + 32 * serving.layer_fixed_us * 1e-6
+    expected = 15_009_841_152 / (3.35e12 * eff) + fixed
     assert latency.step_time_s(r, 1, 0) == pytest.approx(expected, rel=1e-9)
     # at 8k context the KV read adds 8192 x 131,072 B on top
-    with_kv = (15_009_841_152 + 8192 * 131_072) / (3.35e12 * eff) + cal.step_overhead_ms * 1e-3
+    with_kv = (15_009_841_152 + 8192 * 131_072) / (3.35e12 * eff) + fixed
     assert latency.step_time_s(r, 1, 8192) == pytest.approx(with_kv, rel=1e-9)
 
 
 def test_decode_is_bandwidth_bound_and_prefill_compute_bound():
     r = replica()
     t_mem, t_compute, _ = latency.step_parts_s(r, 1, 1000)
-    assert t_mem > 10 * t_compute
+    # the compute part of a batch-1 step is the GEMMs' padding to a tile of gemm_tile_tokens rows: still
+    # well below the time to read the weights
+    assert t_mem > 2 * t_compute
     t_mem, t_compute, _ = latency.step_parts_s(r, 0, 0, 4096, 2048)
     assert t_compute > t_mem
 
@@ -131,14 +136,14 @@ def test_moe_steady_step_is_the_fixed_point_of_one_step(rate, inp, out):
 
 def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     # Qwen3-30B-A3B fp8 on one A40, 1,000/300 tokens at 0.25 req/s: iterating T <- step(T) from 0 settles at
-    # 44.64 ms (the loop in this test is that iteration run to convergence, 200 steps)
+    # 53.53 ms (the loop in this test is that iteration run to convergence, 200 steps)
     r = replica(QWEN_MOE, "A40-48GB", precision="fp8")
     t = 0.0
     for _ in range(200):
         t = moe_step_at(r, 0.25, 1000, 300, t)
     point = latency.at_rate(r, 0.25, 1000, 300)
     assert point.tpot_ms == pytest.approx(t * 1e3, rel=1e-6)
-    assert point.tpot_ms == pytest.approx(44.64, abs=0.01)
+    assert point.tpot_ms == pytest.approx(53.53, abs=0.01)
 
 
 @pytest.mark.parametrize("model, gpu, precision, inp, out, ttft, tpot", [

@@ -12,6 +12,7 @@ from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -88,6 +89,9 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:
         raise InputError(f"--precision {resolved.precision}: {unsupported}")
+    too_long = max_model_len_problem(arch, resolved.max_model_len, "--max-model-len")
+    if too_long:
+        raise InputError(too_long)
     if input_tokens is not None and output_tokens is not None and input_tokens + output_tokens > resolved.max_model_len:
         raise InputError(f"--input-tokens {input_tokens} + --output-tokens {output_tokens} exceed max_model_len "
                          f"{resolved.max_model_len} by {input_tokens + output_tokens - resolved.max_model_len}")

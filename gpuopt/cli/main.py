@@ -47,6 +47,7 @@ COMMANDS: dict[str, CommandEntry] = {
     "init": CommandEntry("gpuopt.cli.init", "init", "Ask the sizing questions; write a workload file."),
     "deploy": CommandEntry("gpuopt.cli.deploy", "deploy", "Kubernetes, SkyPilot, PAI-EAS or Compose from a plan."),
     "calibrate": CommandEntry("gpuopt.cli.calibrate", "calibrate", "Fit a profile on your own vLLM runs."),
+    "simulate": CommandEntry("gpuopt.cli.simulate", "simulate", "What `vllm bench serve` would measure, simulated."),
 }
 
 DEBUG_ENV = "GPUOPT_DEBUG"

@@ -17,6 +17,10 @@
         kv_cache_dtypes: [auto, fp8]                  # default [auto, fp8]
         min_replicas: 2                               # default 1
         tags: {team: support}
+        lengths: {histogram: [{input_tokens: 500, output_tokens: 100, share: 0.7},   # optional length mix
+                              {input_tokens: 5000, output_tokens: 800, share: 0.3}]} # or {dataset: sharegpt}
+        shared_prefix_tokens: 400                     # optional: a system prompt common to every request
+        checkpoints: {int4: Qwen/Qwen3-32B-AWQ}       # optional: the checkpoint to serve per precision
     quotas: [{provider: aws, sku: p5.48xlarge, region: us-east-1, max_instances: 2}]   # optional
     budget: {max_monthly: 50000, currency: USD}                                        # optional
     discounts: {aws: 0.1}                                                              # optional
@@ -26,11 +30,21 @@ Errors are reported one per line with the field path and the YAML line, exit cod
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from gpuopt.errors import ConfigError, InputError
 from gpuopt.inputs.loader import check_input_file, load_yaml
@@ -87,9 +101,57 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
+SLO_PERCENTILES = (50, 90, 95, 99)
+HISTOGRAM_SHARE_TOLERANCE = 1e-6  # as the simulator's HistogramLengths: shares sum to 1 up to rounding
+MEAN_TOLERANCE = 0.01  # a histogram's mean may differ from input_tokens/output_tokens by 1 % (or 1 token)
+
+
 class Slo(Strict):
-    ttft_ms: float | None = Field(default=None, gt=0, description="Time to first token target, mean, ms")
-    tpot_ms: float | None = Field(default=None, gt=0, description="Time per output token target, mean, ms")
+    ttft_ms: float | None = Field(default=None, gt=0, description="Time to first token target, ms")
+    tpot_ms: float | None = Field(default=None, gt=0, description="Time per output token target, ms")
+    percentile: Literal[50, 90, 95, 99] | None = Field(
+        default=None, description="The targets hold at this percentile of requests (absent: the mean)")
+
+
+class LengthBin(Strict):
+    input_tokens: int = Field(gt=0)
+    output_tokens: int = Field(gt=0)
+    share: float = Field(ge=0, le=1, description="Fraction of requests with these lengths")
+
+
+class Lengths(Strict):
+    """The length mix of the traffic: a histogram of (input, output) bins, or a dataset shape whose means
+    are the workload's input_tokens/output_tokens. A plan at the mean alone under-buys: a mix with long
+    requests costs more per request than its mean request does (docs/optimizer.md)."""
+
+    histogram: list[LengthBin] | None = Field(default=None, min_length=1)
+    dataset: Literal["sharegpt"] | None = None
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Lengths:
+        if (self.histogram is None) == (self.dataset is None):
+            raise ValueError("give exactly one of histogram or dataset")
+        if self.histogram is not None:
+            total = sum(b.share for b in self.histogram)
+            if abs(total - 1.0) > HISTOGRAM_SHARE_TOLERANCE:
+                raise ValueError(f"histogram shares must sum to 1 (got {total:g})")
+        return self
+
+    def mean_tokens(self) -> tuple[float, float] | None:
+        """(mean input, mean output) of the histogram; None for a dataset shape (its means are the workload's)."""
+        if self.histogram is None:
+            return None
+        return (sum(b.share * b.input_tokens for b in self.histogram),
+                sum(b.share * b.output_tokens for b in self.histogram))
+
+
+def repository_id(value: str) -> str:
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*", value):
+        raise ValueError(f"'{value}' is not a Hugging Face repository id (organisation/name)")
+    return value
+
+
+CheckpointId = Annotated[str, AfterValidator(repository_id)]
 
 
 class ModelConfigRef(Strict):
@@ -112,6 +174,12 @@ class ServingTarget(Strict):
     min_replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
     tags: dict[str, str] = Field(default_factory=dict)
     providers: ProviderList | None = None
+    lengths: Lengths | None = None
+    shared_prefix_tokens: int = Field(default=0, ge=0, description="Leading prompt tokens common to every "
+                                      "request (a system prompt), served from vLLM's prefix cache")
+    checkpoints: dict[WeightFormat, CheckpointId] = Field(
+        default_factory=dict, description="Hugging Face repository to serve per weight format (e.g. "
+        "{int4: Qwen/Qwen3-32B-AWQ}); otherwise gpuopt names a known one or says none is known")
 
     @model_validator(mode="after")
     def _lengths(self) -> ServingTarget:
@@ -120,9 +188,48 @@ class ServingTarget(Strict):
                              f"max_model_len ({self.max_model_len})")
         return self
 
+    @field_validator("lengths")
+    @classmethod
+    def _mix(cls, lengths: Lengths | None, info: ValidationInfo) -> Lengths | None:
+        """Checked against the fields above it (pydantic validates in declaration order), so the error points
+        at `lengths:` in the YAML."""
+        if lengths is not None and lengths.histogram is not None and "input_tokens" in info.data:
+            problems = histogram_problems(lengths, info.data["input_tokens"], info.data.get("output_tokens"),
+                                          info.data.get("max_model_len"))
+            if problems:
+                raise ValueError("; ".join(problems))
+        return lengths
+
+    @field_validator("shared_prefix_tokens")
+    @classmethod
+    def _prefix(cls, prefix: int, info: ValidationInfo) -> int:
+        lengths = info.data.get("lengths")
+        bins = lengths.histogram if lengths is not None and lengths.histogram is not None else []
+        prompts = [b.input_tokens for b in bins] + ([info.data["input_tokens"]] if "input_tokens" in info.data else [])
+        if prompts and prefix >= min(prompts):
+            raise ValueError(f"shared_prefix_tokens ({prefix}) must be below every prompt's length "
+                             f"(shortest {min(prompts)})")
+        return prefix
+
     @property
     def model_id(self) -> str:
         return self.model if isinstance(self.model, str) else self.model.name
+
+
+def histogram_problems(lengths: Lengths, input_tokens: int, output_tokens: int | None,
+                       max_model_len: int | None) -> list[str]:
+    """What is wrong between a length histogram and the workload's means and max_model_len."""
+    assert lengths.histogram is not None
+    problems = []
+    mean_in, mean_out = lengths.mean_tokens() or (0.0, 0.0)
+    for name, declared, mean in (("input_tokens", input_tokens, mean_in), ("output_tokens", output_tokens, mean_out)):
+        if declared is not None and abs(declared - mean) > max(1.0, MEAN_TOLERANCE * mean):
+            problems.append(f"the histogram's mean {name} is {mean:.1f}, the workload says {declared}: "
+                            f"set {name}: {round(mean)}")
+    longest = max(b.input_tokens + b.output_tokens for b in lengths.histogram)
+    if max_model_len is not None and longest > max_model_len:
+        problems.append(f"a histogram bin needs {longest} tokens, above max_model_len ({max_model_len})")
+    return problems
 
 
 class Workload(ServingTarget):

@@ -29,8 +29,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from typing import Any
 
+import numpy as np
 import yaml
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from gpuopt.errors import InputError, SloUnreachableError
@@ -137,6 +140,52 @@ def borrowed_notes(gpu_names: Iterable[str]) -> list[str]:
     return sorted({b.note for name in set(gpu_names) if name and (b := borrowed_calibration(get_gpu(name)))})
 
 
+class MoePath(BaseModel):
+    """One MoE kernel path: the share of its peak the expert GEMMs reach, and of HBM bandwidth their reads."""
+
+    model_config = ConfigDict(frozen=True)
+
+    eff_compute: float  # of the path's tensor peak (16-bit for Marlin/Triton, FP8 for block-FP8)
+    eff_bw: float  # multiplies the architecture's eff_bw for expert weight reads
+    fitted_on: str
+
+
+class ServingCalibration(BaseModel):
+    """What the load data adds to the step cost (gpuopt/data/serving_calibration.yaml)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cpu_per_seq_us: float  # host work per scheduled request per step (input prep, sampling, output)
+    frontend_ms_per_request: float  # API server work per request, one request at a time (parse, tokenise)
+    layer_fixed_us: float  # GPU time floor per decoder layer per step (kernel gaps and small-kernel tails)
+    v0_host_factor: float  # host work of the V0 engine (vLLM < 0.8: synchronous Python loop) over V1's
+    gemm_tile_tokens: float  # a step's GEMMs cost as if they had this many more tokens (under-filled tiles)
+    moe_tile_tokens: float  # each touched expert's GEMM costs at least this many rows
+    moe_paths: dict[str, MoePath]
+    source: str
+    fitted_on: str
+
+
+@cache
+def serving_calibration() -> ServingCalibration:
+    text = resources.files("gpuopt").joinpath("data/serving_calibration.yaml").read_text(encoding="utf-8")
+    return ServingCalibration.model_validate(yaml.safe_load(text))
+
+
+def moe_kernel_path(gpu: GpuSpec, precision: str) -> str:
+    """The fused-MoE kernel vLLM picks for this weight format on this GPU (vllm/model_executor/layers/
+    fused_moe and quantization/*: Blackwell takes FlashInfer/CUTLASS kernels for every quantised format;
+    4-bit weights (MXFP4, AWQ/GPTQ) run Marlin W4A16 on Ampere and Hopper; FP8 runs the block-quantised
+    FP8 grouped GEMM where FP8 is native and Marlin W8A16 on Ampere; 16-bit weights run Triton fused_moe)."""
+    if gpu.architecture == "Blackwell" and precision != "bf16":
+        return "flashinfer_cutlass"
+    if precision in ("mxfp4", "int4"):
+        return "marlin_w4a16"
+    if precision == "fp8":
+        return "fp8_block" if gpu.fp8_native else "marlin_w8a16"
+    return "triton_fused_moe"
+
+
 CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation
 RATE_TOLERANCE = 5e-3  # relative precision of the searched request rates (0.5 %, well inside the model error)
 
@@ -159,6 +208,9 @@ class Replica:
     sliding_fraction: float  # share of KV layers whose context is capped at the window
     window: int | None
     kv_capacity_tokens: int
+    expert_params_per_gpu: float = 0.0  # routed-expert parameters of the largest stage on one GPU (all experts)
+    expert_parallel: bool = False  # experts placed whole on ranks (EP) instead of sliced (TP)
+    serving: ServingCalibration = field(default_factory=serving_calibration)
 
     # derived once in __post_init__ (plain attributes: step_parts_s reads them ~10^5 times per solve);
     # dataclasses.replace recomputes them, which the calibration scripts rely on
@@ -169,6 +221,10 @@ class Replica:
     link_bytes_per_s: float = field(init=False, repr=False)
     allreduce_fixed_s: float = field(init=False, repr=False)  # latency part of a step's all-reduces
     allreduce_s_per_token: float = field(init=False, repr=False)  # bandwidth part, per token in the step
+    moe: MoePath | None = field(init=False, repr=False)  # this replica's MoE kernel path (None: dense)
+    moe_peak_flops: float = field(init=False, repr=False)
+    dense_active_params_per_gpu: float = field(init=False, repr=False)  # per token, outside routed experts
+    v0_engine: bool = field(init=False, repr=False)  # vLLM < 0.8 ran the V0 engine
 
     def __post_init__(self) -> None:
         tp = self.config.tensor_parallel
@@ -186,6 +242,14 @@ class Replica:
             "allreduce_s_per_token": (0.0 if tp == 1 else 2 * self.layers_per_stage * 2 * (tp - 1) / tp
                                       * self.arch.hidden_size * act / link),
         }
+        path = moe_kernel_path(self.gpu, self.config.precision) if self.expert_params_per_gpu else None
+        k, e = self.arch.experts_per_token or 1, self.arch.num_experts or 1
+        derived["moe"] = self.serving.moe_paths[path] if path else None
+        # Marlin and Triton dequantise to 16-bit tensor math; block-FP8 and Blackwell kernels run the FP8 peak
+        derived["moe_peak_flops"] = (derived["peak_flops"] if path in ("fp8_block", "flashinfer_cutlass")
+                                     else (self.gpu.bf16_tflops or 0.0) * 1e12)
+        derived["v0_engine"] = tuple(int(p) for p in self.config.vllm_version.split(".")[:2]) < (0, 8)
+        derived["dense_active_params_per_gpu"] = self.active_params_per_gpu - self.expert_params_per_gpu * k / e
         for name, value in derived.items():
             object.__setattr__(self, name, value)
 
@@ -213,7 +277,7 @@ def missing_specs(gpu: GpuSpec) -> list[str]:
 
 
 def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
-                  interconnect: str | None = None) -> Replica:
+                  interconnect: str | None = None, *, expert_parallel: bool = False) -> Replica:
     missing = missing_specs(gpu)
     if missing:
         raise InputError(f"{gpu.gpu}: the GPU table has no {', '.join(missing)}, so latency cannot be predicted")
@@ -232,6 +296,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     p = arch.layer_sums(layers)
     weights += p.linear / tp * linear_fmt + p.bias / tp * act + p.replicated * act
     experts += p.experts / tp * expert_fmt
+    expert_params = p.experts / tp
     active += (p.active - p.replicated) / tp + p.replicated
     # the LM head is read every step on the last stage (embedding lookups read only the rows they need)
     weights += arch.lm_head_params / tp * act
@@ -245,10 +310,22 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         arch=arch, gpu=gpu, config=cfg, interconnect=link, cal=cal,
         weight_bytes_per_gpu=weights, expert_bytes_per_gpu=experts,
         kv_bytes_per_token_per_gpu=per_layer_kv * kv_layers, active_params_per_gpu=active,
-        attn_dim_per_gpu=arch.num_attention_heads * arch.attn_head_dim / tp * largest.layers,
+        attn_dim_per_gpu=arch.num_attention_heads * _attention_width(arch) / tp * largest.layers,
         layers_per_stage=largest.layers, sliding_fraction=sliding / kv_layers if kv_layers else 0.0,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
+        expert_params_per_gpu=expert_params, expert_parallel=expert_parallel,
     )
+
+
+def _attention_width(arch: ModelArchitecture) -> float:
+    """Per-head width that makes 4 x heads x width the attention FLOPs per attended token.
+
+    Standard attention: head_dim (QK^T and PV, 2 FLOPs each per dimension). MLA as vLLM runs it in decode
+    (FlashMLA / absorbed weights): scores over the kv_lora_rank + rope latent and values over the
+    kv_lora_rank latent, so 2 x (2 x kv_lora_rank + rope) FLOPs per head per attended token."""
+    if arch.is_mla and arch.kv_lora_rank:
+        return (2 * arch.kv_lora_rank + (arch.qk_rope_head_dim or 0)) / 2
+    return float(arch.attn_head_dim)
 
 
 # ---- one engine step ---------------------------------------------------------------------------------
@@ -264,22 +341,40 @@ def _experts_touched_fraction(arch: ModelArchitecture, tokens: float) -> float:
 
 def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: float = 0.0,
                  prefill_context: float = 0.0, expert_tokens: float | None = None) -> tuple[float, float, float]:
-    """(memory time, compute time, fixed + communication time) of one engine step; the step takes
-    max(memory, compute) + the rest. `expert_tokens` fixes the MoE routing batch (default: the step's)."""
+    """(memory time, compute time, fixed + communication + host time) of one engine step; the step takes
+    max(memory, compute) + the rest. `expert_tokens` fixes the MoE routing batch (default: the step's).
+
+    Compute: dense GEMMs cost 2 x active params x (tokens + gemm_tile_tokens) at the architecture's
+    efficiency (a GEMM of M rows runs at eff x M / (M + tile): under-filled tiles); routed experts cost
+    2 x expert params x (tokens x top_k + touched experts x moe_tile_tokens) / E at their kernel path's
+    efficiency (each touched expert is a small GEMM of its own tokens, at least a tile); attention
+    4 x heads x head_dim x attended tokens. Memory: weights, the touched experts (at the path's
+    bandwidth share) and the KV cache of the decoding sequences. Host: the calibrated overhead per step
+    plus cpu_per_seq_us per sequence in the step."""
     ac = r.arch_cal
+    sc = r.serving
     tokens = decode_seqs + prefill_tokens
     kv_context = context
     if r.window and r.sliding_fraction:
         kv_context = (1 - r.sliding_fraction) * context + r.sliding_fraction * min(context, r.window)
-    routed = tokens if expert_tokens is None else expert_tokens
-    expert_read = r.expert_bytes_per_gpu * _experts_touched_fraction(r.arch, routed) if r.expert_bytes_per_gpu else 0.0
-    read = r.weight_bytes_per_gpu + expert_read + decode_seqs * kv_context * r.kv_bytes_per_token_per_gpu
-    t_mem = read / (r.hbm_bytes_per_s * ac.eff_bw)
-    linear_flops = 2 * r.active_params_per_gpu * tokens
-    attn_flops = 4 * r.attn_dim_per_gpu * (decode_seqs * kv_context + prefill_tokens * prefill_context)
-    eff = ac.eff_prefill if prefill_tokens > decode_seqs else ac.eff_compute
-    t_compute = (linear_flops + attn_flops) / (r.peak_flops * eff)
-    t_rest = r.cal.step_overhead_ms * 1e-3 + r.allreduce_fixed_s + r.allreduce_s_per_token * tokens
+    kv_read = decode_seqs * kv_context * r.kv_bytes_per_token_per_gpu
+    t_mem = (r.weight_bytes_per_gpu + kv_read) / (r.hbm_bytes_per_s * ac.eff_bw)
+    # decode tokens (and the tile padding) run at the mixed-step efficiency, prompt tokens at the prefill one:
+    # a step's compute time is then affine in both, which the analytic steady state relies on
+    decode_flops = (2 * r.dense_active_params_per_gpu * (decode_seqs + sc.gemm_tile_tokens)
+                    + 4 * r.attn_dim_per_gpu * decode_seqs * kv_context)
+    prefill_flops = 2 * r.dense_active_params_per_gpu * prefill_tokens \
+        + 4 * r.attn_dim_per_gpu * prefill_tokens * prefill_context
+    t_compute = (decode_flops / ac.eff_compute + prefill_flops / ac.eff_prefill) / r.peak_flops
+    if r.moe is not None:
+        routed = tokens if expert_tokens is None else expert_tokens
+        touched = _experts_touched_fraction(r.arch, routed)
+        t_mem += r.expert_bytes_per_gpu * touched / (r.hbm_bytes_per_s * ac.eff_bw * r.moe.eff_bw)
+        e = r.arch.num_experts or 1
+        pairs = tokens * (r.arch.experts_per_token or 1) + e * touched * sc.moe_tile_tokens
+        t_compute += 2 * r.expert_params_per_gpu / e * pairs / (r.moe_peak_flops * r.moe.eff_compute)
+    t_rest = step_cpu_s(r, decode_seqs) + r.allreduce_fixed_s + r.layers_per_stage * sc.layer_fixed_us * 1e-6 \
+        + r.allreduce_s_per_token * tokens
     # pipeline stages run one after another for every token: a step takes PP stage-steps (vLLM's overlapping
     # of micro-batches across stages is not credited, and the hop between instances is not modelled)
     pp = r.config.pipeline_parallel
@@ -539,3 +634,43 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
         return at_rate(r, 1e-9, input_tokens, output_tokens)
     return at_rate(r, lo, input_tokens, output_tokens)
 
+
+
+# ---- the simulator's step (same cost model, one step at a time) -------------------------------------
+
+
+def step_cpu_s(r: Replica, seqs: float) -> float:
+    """Host time of one engine step: scheduling, launches and the sampler (step_overhead_ms) plus the
+    per-request work that grows with the batch (input preparation, output processing: cpu_per_seq_us);
+    v0_host_factor times that on the V0 engine (vLLM < 0.8)."""
+    host = r.cal.step_overhead_ms * 1e-3 + r.serving.cpu_per_seq_us * 1e-6 * seqs
+    return host * r.serving.v0_host_factor if r.v0_engine else host
+
+
+def engine_step_s(r: Replica, decode_seqs: int, context: float, prefill_tokens: int, prefill_context: float,
+                  seqs: int, async_scheduling: bool = False) -> float:
+    """One step of the simulated engine: the analytic model's step_parts_s for this step's composition.
+    With async scheduling the host part overlaps the GPU part (vLLM schedules step n+1 while n runs)."""
+    t_mem, t_compute, t_rest = step_parts_s(r, decode_seqs, context, prefill_tokens, prefill_context)
+    if not async_scheduling:
+        return max(t_mem, t_compute) + t_rest
+    del seqs  # the host part counts the decoding sequences, as step_parts_s does
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    return max(max(t_mem, t_compute) + t_rest - cpu, cpu)
+
+
+def engine_steps_s(r: Replica, decode_seqs: int, context: float, steps: int,
+                   async_scheduling: bool = False) -> NDArray[Any]:
+    """`steps` consecutive pure-decode steps of `decode_seqs` sequences whose mean context starts at `context`
+    and grows by one token per step. Every part of a step is affine in the context (KV read, attention
+    FLOPs), so two evaluations give them all (sliding-window caps are taken at the first step)."""
+    a = step_parts_s(r, decode_seqs, context)
+    b = step_parts_s(r, decode_seqs, context + 1.0)
+    k = np.arange(steps, dtype=float)
+    mem = a[0] + (b[0] - a[0]) * k
+    comp = a[1] + (b[1] - a[1]) * k
+    gpu = np.maximum(mem, comp) + a[2]
+    if not async_scheduling:
+        return np.asarray(gpu)
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    return np.asarray(np.maximum(gpu - cpu, cpu))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
+from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -545,6 +546,8 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
             break
         tp *= 2
     shorter = max_model_len_that_fits(arch, gpu, cfg, profile)
+    if arch.max_position_embeddings:  # never suggest a length vLLM would refuse (physics/context_limit.py)
+        shorter = min(shorter, model_max_len(arch) or shorter)
     if 0 < shorter < cfg.max_model_len:
         fixes.append(f"--max-model-len {shorter}")
     return fixes

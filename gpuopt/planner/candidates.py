@@ -16,11 +16,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from gpuopt.errors import GpuoptError, SloUnreachableError
+from gpuopt.errors import GpuoptError, InputError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
+from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -29,6 +30,7 @@ from gpuopt.physics.memory import (
     validate,
 )
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
+from gpuopt.planner.mix import capacity_point
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
@@ -161,7 +163,9 @@ def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
     need = 2 * (w.input_tokens + w.output_tokens)
     length = 1 << max(10, math.ceil(math.log2(need)))
     cap = arch.max_position_embeddings or length
-    return max(min(length, cap), w.input_tokens + w.output_tokens)
+    bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
+    longest = max([b.input_tokens + b.output_tokens for b in bins] + [w.input_tokens + w.output_tokens])
+    return max(min(length, cap), longest)
 
 
 def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[RejectionKind, str] | None:
@@ -214,9 +218,8 @@ class Evaluator:
             return Evaluation(False, f"does not fit: {mem.reason}", "fit", memory=mem,
                               gib_short=_gib_short(mem))
         replica = latency.build_replica(self.arch, gpu, mem, shape.interconnect)
-        slo = self.w.slo
         try:
-            point = latency.max_rate(replica, self.w.input_tokens, self.w.output_tokens, slo.ttft_ms, slo.tpot_ms)
+            point = capacity_point(replica, self.w)  # over the workload's length mix (planner/mix.py)
         except SloUnreachableError as miss:
             return Evaluation(False, miss.problems[0], miss.target, memory=mem, ms_over=miss.ms_over)
         if point.requests_per_second <= 1e-6:
@@ -251,6 +254,10 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
         missing = arch.missing_fields()
         if missing:
             raise GpuoptError(f"workload {w.name}: model {arch.hf_id} lacks {', '.join(missing)}")
+        if w.max_model_len is not None:
+            problem = max_model_len_problem(arch, w.max_model_len, f"workload {w.name}: max_model_len")
+            if problem:
+                raise InputError(problem)
         max_len = default_max_model_len(w, arch)
         wc = WorkloadCandidates(workload=w, arch=arch, max_model_len=max_len)
         evaluate = evaluators.setdefault(w.name, Evaluator(w, arch, max_len, policy.vllm_version))

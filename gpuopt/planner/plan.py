@@ -39,6 +39,21 @@ class Predicted(Frozen):
     planned_requests_per_second_per_replica: float  # what the plan actually sends to each replica
 
 
+class LatencyAt(Frozen):
+    """One replica's predicted latency at one load: means over requests and, when the workload sets
+    slo.percentile, that percentile. `source` says which model produced it: "analytic" (the steady-state
+    model; its percentile is the spread of the length mix only, None without a mix) or "simulated"."""
+
+    requests_per_second: float  # per replica
+    concurrency: float  # requests in the replica (Little's law)
+    ttft_ms: float  # mean
+    tpot_ms: float  # mean
+    percentile: int | None
+    ttft_percentile_ms: float | None
+    tpot_percentile_ms: float | None
+    source: Literal["analytic", "simulated"]
+
+
 class GpuMemory(Frozen):
     """Per-GPU memory of the most loaded GPU of a replica (GiB)."""
 
@@ -76,7 +91,7 @@ class Deployment(Frozen):
     list_price_per_hour: float | None  # the catalog's list price (differs when an overlay or discount applies)
     cost_per_hour: float
     cost_per_month: float
-    predicted: Predicted
+    predicted: Predicted  # ttft_ms/tpot_ms there are at the replica's capacity (kept for compatibility)
     memory: GpuMemory
     utilisation: float  # planned load / sustainable capacity of the deployment's replicas
     kv_utilisation: float  # share of the KV cache the planned concurrency occupies (1 - KV headroom)
@@ -85,6 +100,8 @@ class Deployment(Frozen):
     price_as_of: str
     price_origin: str
     tags: dict[str, str]
+    at_planned_load: LatencyAt | None = None  # at the load the plan sends each replica (demand / capacity share)
+    capacity: LatencyAt | None = None  # at the most a replica sustains within the SLOs (before headroom)
 
 
 class InstanceLine(Frozen):
@@ -165,6 +182,7 @@ class WorkloadSummary(Frozen):
     tpot_slo_ms: float | None
     min_replicas: int
     tags: dict[str, str]
+    slo_percentile: int | None = None  # the targets hold at this percentile (None: the mean)
 
 
 class UnitEconomics(Frozen):

@@ -1,34 +1,117 @@
-"""The exact `vllm serve` command for a planned replica."""
+"""The exact `vllm serve` command (and, across nodes, the steps) for a planned replica.
+
+What makes a command run as printed, and run the kernel the latency model assumed:
+- the repository holds the weights in the planned format. BF16/FP16/FP32 plans serve the model's own repo
+  (with `--dtype` when it differs from the checkpoint's); natively quantised models (block FP8, MXFP4) too.
+  INT4/INT8 weights are made offline: the command names a real checkpoint (the workload's `checkpoints:`,
+  else planner/checkpoints.py's table) and no `--quantization` flag, because vLLM reads the method from
+  the checkpoint and picks its fast kernel (awq_marlin, gptq_marlin, compressed-tensors), where an explicit
+  `--quantization awq` forces the slow one. With no known checkpoint the command serves "$INT4_CHECKPOINT"
+  and says what to produce. FP8 names a known FP8 checkpoint, else `--quantization fp8` (vLLM quantises the
+  BF16 weights at load: dynamic W8A8, the kernel modelled).
+- a replica larger than one instance runs across nodes in the form the release supports: from 0.17 its
+  multiprocessing backend (`--nnodes/--node-rank/--master-addr`, `--headless` on the other nodes), before
+  that a Ray cluster (`ray start` on each node, `--distributed-executor-backend ray` on the head).
+Which flags a release has is data (gpuopt/data/vllm_serve_flags.yaml, read from vLLM's own parser).
+"""
 
 from __future__ import annotations
 
+import math
 import shlex
+from collections.abc import Mapping
 
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import ResolvedConfig
+from gpuopt.planner.checkpoints import WHAT_TO_PRODUCE, known_checkpoint
+from gpuopt.planner.serve_flags import supports
+from gpuopt.vocabulary import WeightFormat
 
-# --quantization values: fp8 quantises a 16-bit checkpoint at load time; int4/int8 need a checkpoint that
-# was quantised beforehand (AWQ / W8A8), which is named in the command's comment.
-QUANTIZATION_FLAG = {"fp8": "fp8", "int4": "awq", "int8": "compressed-tensors"}
+NATIVE_FORMAT = {"mxfp4-experts": "mxfp4", "fp8-block": "fp8"}
+DTYPE_FLAG = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+RAY_PORT = 6379
 
 
-def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig) -> str:
+def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mapping[WeightFormat, str],
+                fp8_native: bool, gpus: int) -> tuple[str, list[str], str]:
+    """(the repository to serve, its flags, a comment that says where it comes from or "")."""
+    precision = cfg.precision
     model = arch.hf_id
-    parts = ["vllm", "serve", model, "--tensor-parallel-size", str(cfg.tensor_parallel)]
+    if precision in checkpoints:
+        return checkpoints[precision], [], f"# {precision} checkpoint named in the workload file"
+    if precision in DTYPE_FLAG:
+        return model, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
+    if NATIVE_FORMAT.get(arch.native_quantization or "") == precision:
+        return model, [], ""
+    known = known_checkpoint(model, precision, fp8_native, gpus)
+    if known is not None:
+        method = known.vllm_quantization
+        cited = " · ".join(known.source.split(" ; ")[0].split(" · ")[:2])  # first citation, without its commit
+        return known.checkpoint, [], (f"# {known.method.upper()} checkpoint of {model}, vLLM detects {method} "
+                                      f"(cited in {cited})")
+    if precision == "fp8":
+        return model, ["--quantization", "fp8"], ""
+    variable = f"{precision.upper()}_CHECKPOINT"
+    produce = WHAT_TO_PRODUCE.get(precision, f"a {precision} checkpoint")
+    return f"${variable}", [], (f"# no {precision} checkpoint of {model} is known to gpuopt: produce {produce} and "
+                                f"export {variable}=its repository, or name it in the workload file "
+                                f"(checkpoints: {{{precision}: organisation/repository}})")
+
+
+def _needs_dtype(precision: WeightFormat, checkpoint_dtype: str) -> bool:
+    """vLLM's `--dtype auto` serves a 16-bit checkpoint in its own dtype and a float32 one in 16 bits, so:
+    fp32 plans always say float32; fp16 plans say float16 unless the checkpoint is FP16; a bf16 plan is "16-bit"
+    (the same bytes and speed: an FP16 checkpoint runs as FP16, never cast to BF16's shorter mantissa) and says
+    bfloat16 only for a float32 checkpoint."""
+    if precision == "fp32":
+        return True
+    if precision == "fp16":
+        return checkpoint_dtype != "float16"
+    return checkpoint_dtype == "float32"
+
+
+def _join(words: list[str]) -> str:
+    """shlex.join, except that a "$VARIABLE" word stays expandable by the shell."""
+    return " ".join(f'"{w}"' if w.startswith("$") else shlex.quote(w) for w in words)
+
+
+def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node: int | None = None,
+                 checkpoints: Mapping[WeightFormat, str] | None = None, fp8_native: bool = True) -> str:
+    """The command that starts one replica: one line on one node; the steps for each node, one per line,
+    when the replica spans instances.
+
+    `gpus_per_node`: GPUs of the instance the replica runs on (None: one node holds it); `checkpoints`: the
+    workload's repositories per weight format; `fp8_native`: the GPU has FP8 tensor cores (ModelOpt FP8
+    checkpoints need them)."""
+    gpus = cfg.tensor_parallel * cfg.pipeline_parallel
+    repo, repo_flags, note = _repository(arch, cfg, checkpoints or {}, fp8_native, gpus)
+    flags = ["--tensor-parallel-size", str(cfg.tensor_parallel)]
     if cfg.pipeline_parallel > 1:
-        parts += ["--pipeline-parallel-size", str(cfg.pipeline_parallel)]
-    native = {"mxfp4-experts": "mxfp4", "fp8-block": "fp8"}.get(arch.native_quantization or "")
-    if cfg.precision in QUANTIZATION_FLAG and cfg.precision != native:
-        parts += ["--quantization", QUANTIZATION_FLAG[cfg.precision]]
-    if cfg.precision == "fp16":
-        parts += ["--dtype", "float16"]
+        flags += ["--pipeline-parallel-size", str(cfg.pipeline_parallel)]
+    flags += repo_flags
     if cfg.kv_cache_dtype == "fp8":
-        parts += ["--kv-cache-dtype", "fp8"]
-    parts += ["--max-model-len", str(cfg.max_model_len), "--max-num-seqs", str(cfg.max_num_seqs),
+        flags += ["--kv-cache-dtype", "fp8"]
+    flags += ["--max-model-len", str(cfg.max_model_len), "--max-num-seqs", str(cfg.max_num_seqs),
               "--gpu-memory-utilization", f"{cfg.gpu_memory_utilization:g}"]
-    command = shlex.join(parts)
-    if cfg.precision == "int4":
-        command += f"  # serve an AWQ 4-bit checkpoint of {model}"
-    elif cfg.precision == "int8":
-        command += f"  # serve a W8A8 checkpoint of {model}"
-    return command
+    base = ["vllm", "serve", repo, *flags]
+    nodes = 1 if not gpus_per_node else math.ceil(gpus / gpus_per_node)
+    if nodes == 1:  # one line (a CSV cell, a copy-paste), the provenance as a trailing comment
+        return _join(base) + (f"  {note}" if note else "")
+    return "\n".join(([note] if note else []) + _multi_node(base, nodes, gpus_per_node or gpus, cfg.vllm_version))
+
+
+def _multi_node(base: list[str], nodes: int, gpus_per_node: int, version: str) -> list[str]:
+    head = [f"# one replica on {nodes} nodes of {gpus_per_node} GPUs (vLLM {version}); on every node: "
+            "export HEAD_IP=<address of node 0>"]
+    if supports(version, "--nnodes") and supports(version, "--headless"):
+        lines = head + ["# node 0 (serves the API):",
+                        _join([*base, "--nnodes", str(nodes), "--node-rank", "0"]) + ' --master-addr "$HEAD_IP"']
+        for rank in range(1, nodes):
+            lines += [f"# node {rank}:", _join([*base, "--nnodes", str(nodes), "--node-rank", str(rank)])
+                      + ' --master-addr "$HEAD_IP" --headless']
+        return lines
+    lines = head + ["# node 0:", f"ray start --head --port {RAY_PORT}"]
+    for rank in range(1, nodes):
+        lines += [f"# node {rank}:", f'ray start --address "$HEAD_IP:{RAY_PORT}"']
+    return lines + ["# then on node 0, once every node has joined:",
+                    _join([*base, "--distributed-executor-backend", "ray"])]

@@ -10,7 +10,9 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import WorkloadFile
+from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import borrowed_notes
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
@@ -22,6 +24,7 @@ from gpuopt.planner.candidates import (
     WorkloadCandidates,
     enumerate_candidates,
 )
+from gpuopt.planner.load import planned_and_capacity, planned_latency
 from gpuopt.planner.plan import (
     HOURS_PER_MONTH,
     Alternative,
@@ -39,6 +42,7 @@ from gpuopt.planner.plan import (
 )
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
+from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.pricing.staleness import oldest_price_date, staleness
@@ -65,7 +69,10 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     residency, currency = policy.residency, policy.currency
     evaluators: dict[str, Evaluator] = {}
     per_workload = enumerate_candidates(wf.workloads, catalog, policy, evaluators)
-    all_candidates = [c for wc in per_workload for c in wc.results]
+    archs = {wc.workload.name: wc.arch for wc in per_workload}
+    # percentile targets and length mixes: the simulator's capacity on the shapes that can enter the plan
+    all_candidates = with_simulated_capacity(wf.workloads, [c for wc in per_workload for c in wc.results],
+                                             wf.quotas, archs)
     solution = solve(wf.workloads, all_candidates, opts.headroom, wf.quotas)
     warnings: list[str] = list(catalog.notes)
     if solution.status == "optimal" and not solution.proven_optimal:
@@ -80,7 +87,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
         warnings += pin_notes(chosen, residency)
         oldest = oldest_price_date(chosen)
-    alternatives = _alternatives(wf, all_candidates, solution, opts)
+    alternatives = _alternatives(wf, all_candidates, solution, opts, archs)
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:
         premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
@@ -107,7 +114,8 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         workloads=[WorkloadSummary(name=w.name, model=w.model_id, demand=w.demand, demand_unit=w.demand_unit,
                                    input_tokens=w.input_tokens, output_tokens=w.output_tokens,
                                    ttft_slo_ms=w.slo.ttft_ms, tpot_slo_ms=w.slo.tpot_ms,
-                                   min_replicas=w.min_replicas, tags=dict(w.tags)) for w in wf.workloads],
+                                   min_replicas=w.min_replicas, tags=dict(w.tags),
+                                   slo_percentile=w.slo.percentile) for w in wf.workloads],
         unit_economics=_unit_economics(wf, deployments),
         rejections=_rejections(all_candidates),
         as_of_date=(opts.today or dt.date.today()).isoformat(),
@@ -147,6 +155,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
         # traffic is spread in proportion to capacity, so every deployment of a workload runs equally loaded
         load_share = c.workload.demand / max(total_capacity[c.workload.name], 1e-9)
         planned_rate = point.requests_per_second * load_share
+        at_planned, at_capacity = planned_and_capacity(c, lens[c.workload.name].arch, load_share)
         out.append(Deployment(
             workload=c.workload.name, model=lens[c.workload.name].arch.hf_id, provider=o.provider,
             service=o.service, sku=o.sku, region=o.region, country=region_info(o.region).country, gpu=o.gpu,
@@ -171,8 +180,10 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
             utilisation=plain(load_share),
             kv_utilisation=plain(point.concurrency * load_share * (c.workload.input_tokens + c.workload.output_tokens)
                               / max(mem.effective_kv_tokens, 1)),
-            vllm_command=vllm_command(lens[c.workload.name].arch, mem.config),
-            price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags)))
+            vllm_command=vllm_command(lens[c.workload.name].arch, mem.config, gpus_per_node=o.gpu_count or None,
+                                      checkpoints=c.workload.checkpoints, fp8_native=get_gpu(o.gpu).fp8_native),
+            price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags),
+            at_planned_load=at_planned, capacity=at_capacity))
     return sorted(out, key=lambda d: (d.workload, d.provider, d.sku, d.region))
 
 
@@ -288,14 +299,22 @@ def _describe(solution: Solution) -> list[str]:
     return out
 
 
-def _worst(solution: Solution, field: str) -> float | None:
-    values = [getattr(a.candidate.evaluation.point, field) for a in solution.assignments
-              if a.candidate.evaluation.point is not None]
-    return plain(max(values), 2) if values else None
+def _worst_at_planned_load(solution: Solution, archs: dict[str, ModelArchitecture]) -> tuple[float, float] | None:
+    """(worst TTFT, worst TPOT) over a solution's deployments at the load it plans for each (not at capacity,
+    where every TPOT-bound deployment shows the target itself)."""
+    carried: dict[str, float] = defaultdict(float)
+    for a in solution.assignments:
+        carried[a.candidate.workload.name] += a.candidate.capacity * a.replicas
+    points = [planned_latency(a.candidate, archs[a.candidate.workload.name],
+                              a.candidate.workload.demand / max(carried[a.candidate.workload.name], 1e-9))
+              for a in solution.assignments if a.candidate.evaluation.point is not None]
+    if not points:
+        return None
+    return plain(max(p.ttft_ms for p in points), 2), plain(max(p.tpot_ms for p in points), 2)
 
 
 def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best: Solution,
-                  opts: SolveOptions) -> list[Alternative]:
+                  opts: SolveOptions, archs: dict[str, ModelArchitecture]) -> list[Alternative]:
     """The best plan restricted to each other GPU type, and to each other provider (top K each by cost)."""
     if opts.top <= 0 or best.status != "optimal":
         return []
@@ -324,11 +343,13 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
             if sol.status != "optimal" or sol.cost_per_hour is None:
                 continue
             delta = None if best.cost_per_hour is None else plain(sol.cost_per_hour - best.cost_per_hour)
+            worst = _worst_at_planned_load(sol, archs)
             found.append(Alternative(label=f"{kind} {value}", status="optimal",
                                      total_cost_per_hour=plain(sol.cost_per_hour),
                                      total_cost_per_month=plain(sol.cost_per_hour * HOURS_PER_MONTH, 2),
                                      delta_per_hour=delta, deployments=_describe(sol),
-                                     max_ttft_ms=_worst(sol, "ttft_ms"), max_tpot_ms=_worst(sol, "tpot_ms"),
+                                     max_ttft_ms=worst[0] if worst else None,
+                                     max_tpot_ms=worst[1] if worst else None,
                                      reason=None))
         found.sort(key=lambda a: (a.total_cost_per_hour or 0.0, a.label))
         out += found[: opts.top]
@@ -355,7 +376,9 @@ def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best:
     free = Policy(residency=None, providers=policy.providers, price_kinds=policy.price_kinds,
                   currency=policy.currency, vllm_version=policy.vllm_version)
     per_workload = enumerate_candidates(wf.workloads, catalog, free, evaluators)
-    sol = solve(wf.workloads, [c for wc in per_workload for c in wc.results], opts.headroom, wf.quotas)
+    archs = {wc.workload.name: wc.arch for wc in per_workload}
+    sol = solve(wf.workloads, with_simulated_capacity(wf.workloads, [c for wc in per_workload for c in wc.results],
+                                                      wf.quotas, archs), opts.headroom, wf.quotas)
     assert policy.residency is not None  # the caller only asks with a restrictive policy
     excluded = sorted((a.candidate.instance_price or 0.0, a.candidate.offering.offering_id)
                       for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region,

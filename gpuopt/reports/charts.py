@@ -78,7 +78,7 @@ def cost_vs_tpot(plan: Plan) -> str:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    worst = max((d.predicted.tpot_ms for d in plan.deployments), default=None)
+    worst = max(((d.at_planned_load or d.predicted).tpot_ms for d in plan.deployments), default=None)
     if plan.total_cost_per_hour is not None and worst is not None:
         ax.scatter([worst], [plan.total_cost_per_hour], s=80, color="#c0392b", label="plan", zorder=3)
     alts = [a for a in plan.alternatives if a.total_cost_per_hour is not None and a.max_tpot_ms is not None]

@@ -6,8 +6,33 @@ pull requests and rendered to HTML, so it must carry no live HTML, link or table
 
 from __future__ import annotations
 
-from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, Deployment, Plan
+from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, Deployment, Plan, WorkloadSummary
 from gpuopt.reports.formatting import md, md_code, md_code_fence, money
+
+
+def _latency(d: Deployment, w: WorkloadSummary) -> str:
+    """TTFT and TPOT at the planned load against the targets: means, and the SLO percentile when set."""
+    at = d.at_planned_load
+    if at is None:  # a plan saved before at_planned_load existed: its figures were at capacity
+        return (f"TTFT ms {_slo(d.predicted.ttft_ms, w.ttft_slo_ms)}; TPOT ms "
+                f"{_slo(d.predicted.tpot_ms, w.tpot_slo_ms)}")
+    if at.percentile is None:
+        return f"TTFT ms {_slo(at.ttft_ms, w.ttft_slo_ms)}; TPOT ms {_slo(at.tpot_ms, w.tpot_slo_ms)}"
+    p = f"p{at.percentile}"
+    ttft = (f"{p} {_slo(at.ttft_percentile_ms, w.ttft_slo_ms)}" if at.ttft_percentile_ms is not None
+            else f"{p} not predicted ({at.source} model)")
+    tpot = (f"{p} {_slo(at.tpot_percentile_ms, w.tpot_slo_ms)}" if at.tpot_percentile_ms is not None
+            else f"{p} not predicted ({at.source} model)")
+    return f"TTFT ms mean {at.ttft_ms:,.1f}, {ttft}; TPOT ms mean {at.tpot_ms:,.1f}, {tpot}"
+
+
+def _at_capacity(d: Deployment) -> str:
+    cap = d.capacity
+    if cap is None or cap.percentile is None or cap.ttft_percentile_ms is None or cap.tpot_percentile_ms is None:
+        return f"TTFT {d.predicted.ttft_ms:,.1f} ms, TPOT {d.predicted.tpot_ms:,.1f} ms"
+    p = f"p{cap.percentile}"
+    return (f"TTFT mean {cap.ttft_ms:,.1f} ms, {p} {cap.ttft_percentile_ms:,.1f} ms; TPOT mean {cap.tpot_ms:,.1f} ms, "
+            f"{p} {cap.tpot_percentile_ms:,.1f} ms ({cap.source})")
 
 
 def _slo(value: float, target: float | None) -> str:
@@ -108,9 +133,11 @@ def render_markdown(plan: Plan) -> str:
                 f"instance {money(d.instance_price_per_hour, c, 4)}/h; price from {md(d.price_source)}, as of "
                 f"{md(d.price_as_of)})",
                 f"- predicted at planned load ({d.predicted.planned_requests_per_second_per_replica:,.3f} requests/s "
-                f"per replica, {d.utilisation:.0%} of sustainable): TTFT ms {_slo(d.predicted.ttft_ms, w.ttft_slo_ms)}"
-                f"; TPOT ms {_slo(d.predicted.tpot_ms, w.tpot_slo_ms)}; KV cache {d.predicted.kv_cache_tokens:,} "
-                f"tokens, {d.kv_utilisation:.0%} used",
+                f"per replica, {d.utilisation:.0%} of sustainable): {_latency(d, w)}; KV cache "
+                f"{d.predicted.kv_cache_tokens:,} tokens, {d.kv_utilisation:.0%} used",
+                f"- capacity (the most one replica sustains within the targets, before headroom): "
+                f"{d.predicted.replica_requests_per_second:,.3f} requests/s, "
+                f"{d.predicted.replica_concurrency:,.1f} concurrent; there {_at_capacity(d)}",
                 "", *_memory_table(d), "", *md_code_fence(d.vllm_command, "bash"), ""]
     if plan.alternatives:
         out += ["## Alternatives", "", f"| restricted to | {c}/h | {c}/month | delta/h | plan |",

@@ -12,12 +12,17 @@ import io
 
 from rich.table import Table
 
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, LatencyAt, Plan, Predicted
 from gpuopt.reports.formatting import console, money, terminal_width
 from gpuopt.reports.markdown import budget_line, instance_count
 
 TOP_REJECTIONS = 5
 WIDE_TABLE = 140  # the deployments table needs this many columns; below, one block per deployment
+
+
+def _at_load(d: Deployment) -> LatencyAt | Predicted:
+    """Latency at the load the plan sends each replica (plans saved before it existed: at capacity)."""
+    return d.at_planned_load or d.predicted
 
 
 def _tp(d: Deployment) -> str:
@@ -36,7 +41,7 @@ def _deployments_wide(plan: Plan) -> Table:
         table.add_row(d.workload, f"{d.provider} {d.sku} ({d.region})", d.price_kind,
                       f"{d.gpu} x{d.gpus_per_instance}", instance_count(plan, d), str(d.replicas), _tp(d),
                       f"{d.weight_precision}/KV {d.kv_cache_dtype}", f"{d.cost_per_hour:,.2f}",
-                      f"{d.cost_per_month:,.0f}", f"{d.predicted.ttft_ms:,.0f}", f"{d.predicted.tpot_ms:.1f}",
+                      f"{d.cost_per_month:,.0f}", f"{_at_load(d).ttft_ms:,.0f}", f"{_at_load(d).tpot_ms:.1f}",
                       f"{d.kv_utilisation:.0%}")
     return table
 
@@ -48,7 +53,8 @@ def _deployment_block(plan: Plan, d: Deployment) -> list[str]:
             f"  {instance_count(plan, d)} instance(s) of {d.gpu} x{d.gpus_per_instance}; {d.replicas} replica(s), "
             f"TP {_tp(d)}, weights {d.weight_precision}, KV {d.kv_cache_dtype}",
             f"  {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c, 0)}/month; TTFT "
-            f"{d.predicted.ttft_ms:,.0f} ms, TPOT {d.predicted.tpot_ms:.1f} ms, KV {d.kv_utilisation:.0%} used"]
+            f"{_at_load(d).ttft_ms:,.0f} ms, TPOT {_at_load(d).tpot_ms:.1f} ms at the planned load, "
+            f"KV {d.kv_utilisation:.0%} used"]
 
 
 def render_table(plan: Plan, width: int | None = None) -> str:

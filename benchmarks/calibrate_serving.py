@@ -1,0 +1,286 @@
+"""Fit the serving factors of the step cost (gpuopt/data/serving_calibration.yaml) on the load runs.
+
+The factors (few, each with a physical meaning; see docs/simulator.md):
+  cpu_per_seq_us           host work per sequence per engine step
+  frontend_ms_per_request  API-server work per request, serialised (a burst queues there)
+  gemm_tile_tokens         a step's dense GEMMs cost as if they had this many more rows
+  moe_tile_tokens          each touched expert's GEMM costs at least this many rows
+  layer_fixed_us           GPU time floor per decoder layer per step
+  v0_host_factor           host work of the V0 engine (vLLM < 0.8) over V1's
+  <path>.eff_compute       share of the tensor peak reached by each MoE kernel path with rows to fit
+
+Objective: soft-L1 on log(predicted / observed) of every replayed metric (benchmarks/load_replay.py), each
+(metric family, protocol) cell weighted equally. Minimiser: Levenberg-Marquardt on forward-difference
+Jacobians in log-parameter space (a replay of every run takes ~30 s, so a handful of iterations).
+
+Leave-one-model-out (leave_one_model_out): at the full fit, the Jacobian of every residual is known; for
+each model the fit is redone without its rows as one damped Gauss-Newton step on that linearisation, and the
+held-out model's runs are then simulated with the refitted factors. (A full refit per model would take hours.)
+
+Usage: python benchmarks/calibrate_serving.py [--iterations N] [--write]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load_replay import Metric, load_runs, predicted, replay_with  # noqa: E402
+
+from gpuopt.errors import GpuoptError  # noqa: E402
+from gpuopt.physics import latency  # noqa: E402
+from gpuopt.physics.architecture import get_model  # noqa: E402
+from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
+
+SCALAR = ("cpu_per_seq_us", "frontend_ms_per_request", "gemm_tile_tokens", "moe_tile_tokens", "layer_fixed_us",
+          "v0_host_factor")
+BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0), "gemm_tile_tokens": (1.0, 128.0),
+          "moe_tile_tokens": (1.0, 1024.0), "layer_fixed_us": (0.5, 500.0), "v0_host_factor": (1.0, 30.0),
+          "eff_compute": (0.02, 0.9)}
+WORKERS = 2
+SOFT_L1_SCALE = 0.3  # residuals (log ratio) beyond ~35 % count linearly, not quadratically
+
+
+def moe_path_of(m: Metric) -> str | None:
+    arch = get_model(m.run.registry_model)
+    if not arch.is_moe:
+        return None
+    from gpuopt.hardware import get_gpu
+
+    return latency.moe_kernel_path(get_gpu(m.run.gpu), m.run.precision)
+
+
+def parameter_names(metrics: list[Metric]) -> list[str]:
+    paths = sorted({p for m in metrics if (p := moe_path_of(m))})
+    return list(SCALAR) + [f"{p}.eff_compute" for p in paths]
+
+
+def to_calibration(names: list[str], x: np.ndarray, base: ServingCalibration) -> ServingCalibration:
+    values = dict(zip(names, np.exp(x), strict=True))
+    paths = dict(base.moe_paths)
+    for name, value in values.items():
+        if "." in name:
+            path = name.split(".")[0]
+            paths[path] = MoePath(eff_compute=float(value), eff_bw=paths[path].eff_bw, fitted_on=paths[path].fitted_on)
+    scalars = {n: float(values[n]) for n in SCALAR if n in values}
+    return base.model_copy(update={**scalars, "moe_paths": paths})
+
+
+def start_vector(names: list[str], base: ServingCalibration) -> np.ndarray:
+    out = []
+    for name in names:
+        value = getattr(base, name) if "." not in name else base.moe_paths[name.split(".")[0]].eff_compute
+        lo, hi = BOUNDS[name.split(".")[-1]]
+        out.append(math.log(min(max(value, lo), hi)))
+    return np.array(out)
+
+
+def clip(names: list[str], x: np.ndarray) -> np.ndarray:
+    lo = np.log([BOUNDS[n.split(".")[-1]][0] for n in names])
+    hi = np.log([BOUNDS[n.split(".")[-1]][1] for n in names])
+    return np.asarray(np.clip(x, lo, hi))
+
+
+def log_errors(metrics: list[Metric], cal: ServingCalibration) -> np.ndarray:
+    """log(predicted / observed) per metric (nan where the run cannot be replayed)."""
+    cache: dict[str, dict[str, float | int]] = {}
+    out = np.full(len(metrics), np.nan)
+    for k, m in enumerate(metrics):
+        if m.run.key not in cache:
+            try:
+                cache[m.run.key] = replay_with(m.run, cal).summary()
+            except GpuoptError:
+                cache[m.run.key] = {}
+        if cache[m.run.key]:
+            pred = predicted(m, cache[m.run.key])
+            if pred > 0 and math.isfinite(pred):
+                out[k] = math.log(pred / m.observed)
+    return out
+
+
+def weights(metrics: list[Metric]) -> np.ndarray:
+    cells = Counter((m.family, m.run.protocol) for m in metrics)
+    return np.array([1.0 / math.sqrt(cells[(m.family, m.run.protocol)]) for m in metrics])
+
+
+def robust(r: np.ndarray) -> np.ndarray:
+    """Soft-L1 residuals: r' with r'^2 = 2 s^2 (sqrt(1 + (r/s)^2) - 1)."""
+    s = SOFT_L1_SCALE
+    return np.asarray(np.sign(r) * s * np.sqrt(2 * (np.sqrt(1 + (r / s) ** 2) - 1)))
+
+
+def residuals(metrics: list[Metric], names: list[str], x: np.ndarray, base: ServingCalibration,
+              w: np.ndarray) -> np.ndarray:
+    r = log_errors(metrics, to_calibration(names, x, base))
+    return np.asarray(np.nan_to_num(robust(r), nan=0.0) * w)
+
+
+_POOL: dict[str, object] = {}
+
+
+def _column(args: tuple[list[Metric], list[str], np.ndarray, ServingCalibration, np.ndarray]) -> np.ndarray:
+    return residuals(*args)
+
+
+def jacobian(metrics: list[Metric], names: list[str], x: np.ndarray, base: ServingCalibration, w: np.ndarray,
+             r0: np.ndarray, step: float = 0.15) -> np.ndarray:
+    """Forward differences, one column per factor, WORKERS processes at a time (forked after the replay
+    cache is warm, so each worker starts with every run prepared)."""
+    import multiprocessing
+
+    shifted = []
+    for j in range(len(x)):
+        xj = x.copy()
+        xj[j] += step
+        shifted.append((metrics, names, xj, base, w))
+    with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
+        cols = pool.map(_column, shifted)
+    return np.stack([(c - r0) / step for c in cols], axis=1)
+
+
+def gauss_newton_step(jac: np.ndarray, r: np.ndarray, damping: float) -> np.ndarray:
+    jtj = jac.T @ jac
+    return np.asarray(-np.linalg.solve(jtj + damping * np.diag(np.diag(jtj) + 1e-9), jac.T @ r))
+
+
+def subsample(metrics: list[Metric]) -> list[Metric]:
+    """The runs the factors are fitted on: every run of a model with few runs, every other run (in file order)
+    of a model with many (gpt-oss-120b's 150 InferenceMAX sweeps), so one model does not dominate the fit and
+    a fit iteration takes minutes, not an hour."""
+    by_model: dict[str, list[str]] = {}
+    for m in metrics:
+        keys = by_model.setdefault(m.run.registry_model, [])
+        if m.run.key not in keys:
+            keys.append(m.run.key)
+    kept = {k for keys in by_model.values() for k in (keys if len(keys) <= 40 else keys[::2])}
+    return [m for m in metrics if m.run.key in kept]
+
+
+def fit(metrics: list[Metric], base: ServingCalibration, iterations: int) -> tuple[list[str], np.ndarray]:
+    metrics = subsample(metrics)
+    names = parameter_names(metrics)
+    w = weights(metrics)
+    x = start_vector(names, base)
+    r = residuals(metrics, names, x, base, w)
+    cost = float(r @ r)
+    damping = 1.0
+    print(f"start cost {cost:.3f}", file=sys.stderr)
+    for it in range(iterations):
+        jac = jacobian(metrics, names, x, base, w, r)
+        for _ in range(4):
+            trial = clip(names, x + gauss_newton_step(jac, r, damping))
+            r_trial = residuals(metrics, names, trial, base, w)
+            c_trial = float(r_trial @ r_trial)
+            if c_trial < cost:
+                x, r, cost = trial, r_trial, c_trial
+                damping = max(damping / 3, 1e-3)
+                break
+            damping *= 4
+        print(f"iteration {it + 1}: cost {cost:.3f} " + ", ".join(
+            f"{n}={v:.4g}" for n, v in zip(names, np.exp(x), strict=True)), file=sys.stderr)
+    return names, x
+
+
+def leave_one_model_out(metrics: list[Metric]) -> list[tuple[Metric, float, float]]:
+    """(metric, predicted, abs % error) for every metric, predicted with factors fitted without its model."""
+    base = latency.serving_calibration()
+    names = parameter_names(metrics)
+    w = weights(metrics)
+    x = start_vector(names, base)
+    r = residuals(metrics, names, x, base, w)
+    jac = jacobian(metrics, names, x, base, w, r)
+    out: list[tuple[Metric, float, float]] = []
+    for model in sorted({m.run.registry_model for m in metrics}):
+        keep = np.array([m.run.registry_model != model for m in metrics])
+        held = [m for m in metrics if m.run.registry_model == model]
+        # one damped Gauss-Newton step from the full fit, on the other models' rows only; a factor only this
+        # model informs (a zero column once its rows are gone) stays where it is
+        informed = np.abs(jac[keep]).sum(axis=0) > 1e-9
+        xm = x.copy()
+        if informed.any():
+            sub = jac[keep][:, informed]
+            xm[informed] = x[informed] + gauss_newton_step(sub, r[keep], 0.1)
+        cal = to_calibration(names, clip(names, xm), base)
+        errs = log_errors(held, cal)
+        for m, e in zip(held, errs, strict=True):
+            if not math.isnan(e):
+                pred = m.observed * math.exp(e)
+                out.append((m, pred, abs(pred - m.observed) / m.observed * 100))
+    return out
+
+
+def fitted_on(metrics: list[Metric], names: list[str]) -> dict[str, str]:
+    """The perf_load / perf_observed lines each factor was fitted on."""
+    lines: dict[str, list[str]] = {}
+    for name in names:
+        path = name.split(".")[0] if "." in name else None
+        rows = [m for m in metrics if path is None or moe_path_of(m) == path]
+        lines[name] = _ranges(rows)
+    return lines
+
+
+def _ranges(rows: list[Metric]) -> str:
+    parts = []
+    for source in ("perf_load", "perf_observed"):
+        nums = sorted({m.line for m in rows if m.run.source == source})
+        if not nums:
+            continue
+        spans, start, prev = [], nums[0], nums[0]
+        for n in nums[1:] + [None]:  # type: ignore[list-item]
+            if n is not None and n == prev + 1:
+                prev = n
+                continue
+            spans.append(f"{start}-{prev}" if prev != start else f"{start}")
+            if n is not None:
+                start = prev = n
+        parts.append(f"{source}.csv lines {', '.join(spans)}")
+    return "; ".join(parts)
+
+
+def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: ServingCalibration) -> None:
+    cal = to_calibration(names, x, base)
+    where = fitted_on(metrics, names)
+    paths = {}
+    for path, mp in cal.moe_paths.items():
+        key = f"{path}.eff_compute"
+        paths[path] = {"eff_compute": round(mp.eff_compute, 4), "eff_bw": mp.eff_bw,
+                       "fitted_on": where.get(key, mp.fitted_on)}
+    doc = {
+        "source": "fitted by benchmarks/calibrate_serving.py (Levenberg-Marquardt, soft-L1 on log errors, each "
+                  "metric family x protocol weighted equally) on the replayable runs of perf_load.csv and the vLLM "
+                  "rows of perf_observed.csv",
+        "fitted_on": where[SCALAR[0]],
+        **{n: round(float(getattr(cal, n)), 4) for n in SCALAR},
+        "moe_paths": paths,
+    }
+    target = Path(__file__).resolve().parents[1] / "gpuopt" / "data" / "serving_calibration.yaml"
+    header = ("# Step-cost factors the load data adds to the latency model (gpuopt/physics/latency.py step_parts_s).\n"
+              "# Written by benchmarks/calibrate_serving.py --write; rerun it after adding rows.\n")
+    target.write_text(header + yaml.safe_dump(doc, sort_keys=False, width=1000), encoding="utf-8")
+    print(f"wrote {target}", file=sys.stderr)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--write", action="store_true", help="write gpuopt/data/serving_calibration.yaml")
+    args = parser.parse_args()
+    metrics, _ = load_runs()
+    base = latency.serving_calibration()
+    names, x = fit(metrics, base, args.iterations)
+    for n, v in zip(names, np.exp(x), strict=True):
+        print(f"{n}: {v:.4g}")
+    if args.write:
+        write(names, x, subsample(metrics), base)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

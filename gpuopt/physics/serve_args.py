@@ -1,0 +1,114 @@
+"""A `vllm serve` flag string, read into the knobs that change memory or scheduling.
+
+`gpuopt simulate --server-args "..."` and the load benchmark take the flags a real deployment passed.
+Flags that change the KV budget or the scheduler are honoured; every other valid-looking flag is named
+back as not modelled (a note, not an error: vLLM has hundreds of flags and most do not move the numbers
+this model predicts). A string that does not tokenise, or a value of the wrong type, is an error naming it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from gpuopt.errors import InputError
+
+_INT_FLAGS = {
+    "max-model-len": "max_model_len", "max-num-seqs": "max_num_seqs",
+    "max-num-batched-tokens": "max_num_batched_tokens", "block-size": "block_size",
+    "tensor-parallel-size": "tensor_parallel", "pipeline-parallel-size": "pipeline_parallel",
+    "data-parallel-size": "data_parallel",
+}
+_SHORT = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "dp": "data-parallel-size"}
+_FLOAT_FLAGS = {"gpu-memory-utilization": "gpu_memory_utilization"}
+_STR_FLAGS = {"kv-cache-dtype": "kv_cache_dtype", "dtype": "dtype", "quantization": "quantization"}
+_BOOL_FLAGS = {
+    "enable-prefix-caching": ("enable_prefix_caching", True),
+    "no-enable-prefix-caching": ("enable_prefix_caching", False),
+    "async-scheduling": ("async_scheduling", True),
+    "no-async-scheduling": ("async_scheduling", False),
+    "enable-chunked-prefill": ("chunked_prefill", True),
+    "no-enable-chunked-prefill": ("chunked_prefill", False),
+    "enable-expert-parallel": ("enable_expert_parallel", True),
+    "no-enable-expert-parallel": ("enable_expert_parallel", False),
+}
+
+
+@dataclass(frozen=True)
+class ServeArgs:
+    """The honoured flags (None: not given, vLLM's default applies) and the names of the others."""
+
+    max_model_len: int | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    block_size: int | None = None
+    tensor_parallel: int | None = None
+    pipeline_parallel: int | None = None
+    data_parallel: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    enable_prefix_caching: bool | None = None
+    async_scheduling: bool | None = None
+    chunked_prefill: bool | None = None
+    enable_expert_parallel: bool | None = None
+    not_modelled: tuple[str, ...] = field(default=())
+
+
+def parse_serve_args(text: str, flag: str = "--server-args") -> ServeArgs:
+    """Read `text` as `vllm serve` flags; raises InputError naming `flag` when it cannot be read."""
+    try:
+        tokens = shlex.split(text or "")
+    except ValueError as exc:
+        raise InputError(f"{flag}: cannot parse {text!r} ({exc})") from None
+    values: dict[str, object] = {}
+    ignored: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            raise InputError(f"{flag}: expected a --flag, got {tok!r}")
+        name, eq, inline = tok[2:].partition("=")
+        name = _SHORT.get(name.replace("_", "-"), name.replace("_", "-"))
+        takes_value = name in _INT_FLAGS or name in _FLOAT_FLAGS or name in _STR_FLAGS
+        if takes_value:
+            if eq:
+                raw = inline
+            elif i + 1 < len(tokens):
+                i += 1
+                raw = tokens[i]
+            else:
+                raise InputError(f"{flag}: --{name} needs a value")
+            values.update(_typed(flag, name, raw))
+        elif name in _BOOL_FLAGS:
+            key, on = _BOOL_FLAGS[name]
+            values[key] = on
+        else:
+            ignored.append(f"--{name}")
+            if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+                i += 1  # its value
+        i += 1
+    return ServeArgs(**values, not_modelled=tuple(ignored))  # type: ignore[arg-type]
+
+
+def _typed(flag: str, name: str, raw: str) -> dict[str, object]:
+    if name in _INT_FLAGS:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise InputError(f"{flag}: --{name} must be an integer (got {raw!r})") from None
+        if value <= 0:
+            raise InputError(f"{flag}: --{name} must be positive (got {value})")
+        return {_INT_FLAGS[name]: value}
+    if name in _FLOAT_FLAGS:
+        try:
+            number = float(raw)
+        except ValueError:
+            raise InputError(f"{flag}: --{name} must be a number (got {raw!r})") from None
+        if not 0 < number <= 1:
+            raise InputError(f"{flag}: --{name} must be in (0, 1] (got {raw})")
+        return {_FLOAT_FLAGS[name]: number}
+    if name == "kv-cache-dtype" and raw not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2"):
+        raise InputError(f"{flag}: --kv-cache-dtype must be auto or fp8 (got {raw!r})")
+    return {_STR_FLAGS[name]: "fp8" if raw.startswith("fp8") and name == "kv-cache-dtype" else raw}

@@ -1,0 +1,78 @@
+"""The latency a planned replica shows at the load the plan puts on it, and at its capacity, labelled apart.
+
+A plan sends each replica demand x (its capacity / the workload's planned capacity): with headroom 0.8 and
+integer replicas that is at most 80 % of what it sustains, often much less. Reporting the latency at the
+capacity instead (the SLO itself whenever TPOT binds) hides how much slack the plan has, and makes every
+deployment look alike. Both are reported: `at_planned_load` and `capacity`.
+"""
+
+from __future__ import annotations
+
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.latency import LoadPoint
+from gpuopt.planner.candidates import CandidateResult
+from gpuopt.planner.mix import MixModel, MixPoint, has_mix
+from gpuopt.planner.plan import LatencyAt, plain
+from gpuopt.planner.simcapacity import Summary, needs_simulation, replica_of, run
+
+
+def _latency_at(m: MixPoint, source: str = "analytic") -> LatencyAt:
+    p = m.point
+    return LatencyAt(requests_per_second=plain(p.requests_per_second), concurrency=plain(p.concurrency, 2),
+                     ttft_ms=plain(p.ttft_ms, 2), tpot_ms=plain(p.tpot_ms, 3), percentile=m.percentile,
+                     ttft_percentile_ms=None if m.ttft_percentile_ms is None else plain(m.ttft_percentile_ms, 2),
+                     tpot_percentile_ms=None if m.tpot_percentile_ms is None else plain(m.tpot_percentile_ms, 3),
+                     source="simulated" if source == "simulated" else "analytic")
+
+
+def _simulated(s: Summary, rate: float, percentile: int | None) -> LatencyAt:
+    key = None if percentile is None else ("median" if percentile == 50 else f"p{percentile}")
+    return LatencyAt(requests_per_second=plain(rate), concurrency=plain(rate * float(s["mean_e2el_ms"]) / 1e3, 2),
+                     ttft_ms=plain(float(s["mean_ttft_ms"]), 2), tpot_ms=plain(float(s["mean_tpot_ms"]), 3),
+                     percentile=percentile,
+                     ttft_percentile_ms=None if key is None else plain(float(s[f"{key}_ttft_ms"]), 2),
+                     tpot_percentile_ms=None if key is None else plain(float(s[f"{key}_tpot_ms"]), 3),
+                     source="simulated")
+
+
+def planned_and_capacity(c: CandidateResult, arch: ModelArchitecture, load_share: float) -> tuple[LatencyAt, LatencyAt]:
+    """(latency at the planned load, latency at capacity) of one replica of candidate `c`, which the plan
+    loads at `load_share` of its capacity (in the workload's demand unit)."""
+    return planned_latency(c, arch, load_share), capacity_latency(c, arch)
+
+
+def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: float) -> LatencyAt:
+    """One replica of `c` at `load_share` of its capacity: simulated when its capacity was (planner/
+    simcapacity.py), else the analytic steady state (over the length mix when there is one)."""
+    w, point = c.workload, c.evaluation.point
+    assert point is not None
+    replica = replica_of(c, arch)
+    if needs_simulation(w):
+        rate = point.requests_per_second * load_share
+        return _simulated(run(replica, w, max(rate, 1e-6)), rate, w.slo.percentile)
+    if has_mix(w):
+        model = MixModel(replica, w)
+        return _latency_at(model.at_rate(point.requests_per_second * load_share)
+                           if w.demand_unit == "requests_per_second"
+                           else model.at_concurrency(point.concurrency * load_share))
+    if w.demand_unit == "requests_per_second":
+        at: LoadPoint = latency.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
+                                        w.input_tokens, w.output_tokens)
+    else:
+        at = latency.at_concurrency(replica, max(point.concurrency * load_share, 1e-9), w.input_tokens,
+                                    w.output_tokens)
+    # one request size: the analytic model has no spread to take a percentile of
+    return _latency_at(MixPoint(at, w.slo.percentile, None, None))
+
+
+def capacity_latency(c: CandidateResult, arch: ModelArchitecture) -> LatencyAt:
+    """One replica of `c` at its capacity (the evaluation's point; the simulated run there when simulated)."""
+    w, point = c.workload, c.evaluation.point
+    assert point is not None
+    if needs_simulation(w):
+        rate = point.requests_per_second
+        return _simulated(run(replica_of(c, arch), w, rate), rate, w.slo.percentile)
+    if has_mix(w):
+        return _latency_at(MixModel(replica_of(c, arch), w).at_rate(point.requests_per_second))
+    return _latency_at(MixPoint(point, w.slo.percentile, None, None))

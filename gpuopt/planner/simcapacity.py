@@ -1,0 +1,202 @@
+"""Simulation-backed replica capacity for workloads whose targets are percentiles or whose lengths are a mix.
+
+The analytic model predicts a steady state's means; a percentile target, a heavy-tailed length mix or a
+shared prefix served from the prefix cache needs the serving simulator (physics/simulator.py): Poisson
+arrivals at the rate, `NUM_PROMPTS` requests drawn from the workload's lengths, TTFT and TPOT read at the
+workload's percentile (the mean when none is set) as `vllm bench serve` reports them.
+
+Which candidates are simulated (a simulation costs 0.1-0.4 s, a capacity search about seven of them):
+the analytic model stays the screen. Per workload, among the candidates that can enter the program (after
+the pre-solve pruning), the `SIMULATED_SHAPES` replica shapes with the lowest analytic cost per unit of load,
+plus the `SIMULATED_SMALLEST` cheapest per replica (a small workload is bound by min_replicas, not load), are
+simulated; the program chooses among those only, and every other shape of the workload is marked
+`reason_kind: simulation` ("not among the shapes simulated"). Results are cached per shape and traffic for
+the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
+`slo.percentile` nor `lengths` are planned analytically, exactly as before.
+
+The capacity search starts at the analytic capacity (times the median simulated/analytic ratio of the
+workload's shapes done so far), steps by 1.5x up or 0.6x down until the targets flip, then bisects to
+SEARCH_TOLERANCE. The simulated percentiles are monotone in the rate up to sampling noise,
+which the fixed seed freezes.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from gpuopt.hardware import get_gpu
+from gpuopt.inputs.workload import Quota, ServingTarget, Workload
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.latency import LoadPoint, Replica
+from gpuopt.physics.simulator import simulate
+from gpuopt.physics.traffic import (
+    FixedLengths,
+    HistogramLengths,
+    LengthDistribution,
+    PoissonArrivals,
+    ShareGPTLengths,
+    make_requests,
+)
+from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
+from gpuopt.planner.program import dominant_shapes, prune
+
+NUM_PROMPTS = 400  # the simulator's default for a capacity search (max_rate_at_percentile)
+SEED = 0
+SIMULATED_SHAPES = 4
+SIMULATED_SMALLEST = 1
+SEARCH_TOLERANCE = 0.04  # relative width of the final rate bracket (the model's own error is larger)
+Summary = dict[str, float | int]
+
+
+def needs_simulation(w: Workload) -> bool:
+    """Percentile targets or a length mix, on a request-rate workload (a closed loop stays analytic)."""
+    return (w.slo.percentile is not None or w.lengths is not None) and w.demand_unit == "requests_per_second"
+
+
+def replica_of(c: CandidateResult, arch: ModelArchitecture) -> Replica:
+    mem, shape = c.evaluation.memory, c.shape
+    assert mem is not None and shape is not None  # only feasible candidates are planned or simulated
+    return latency.build_replica(arch, get_gpu(shape.gpu), mem, shape.interconnect)
+
+
+def length_distribution(w: ServingTarget) -> LengthDistribution:
+    if w.lengths is not None and w.lengths.histogram is not None:
+        return HistogramLengths(tuple((b.input_tokens, b.output_tokens, b.share) for b in w.lengths.histogram))
+    if w.lengths is not None and w.lengths.dataset == "sharegpt":
+        return ShareGPTLengths(float(w.input_tokens), float(w.output_tokens))
+    return FixedLengths(w.input_tokens, w.output_tokens)
+
+
+def _key(percentile: int | None) -> str:
+    return "mean" if percentile is None else ("median" if percentile == 50 else f"p{percentile}")
+
+
+def run(replica: Replica, w: ServingTarget, rate: float) -> Summary:
+    """One simulated `vllm bench serve` run of the workload's traffic at `rate` requests/s."""
+    requests = make_requests(length_distribution(w), PoissonArrivals(rate), NUM_PROMPTS, SEED,
+                             w.shared_prefix_tokens)
+    return simulate(replica, requests, seed=SEED).summary()
+
+
+def meets(w: ServingTarget, s: Summary) -> bool:
+    key = _key(w.slo.percentile)
+    return ((w.slo.ttft_ms is None or float(s[f"{key}_ttft_ms"]) <= w.slo.ttft_ms)
+            and (w.slo.tpot_ms is None or float(s[f"{key}_tpot_ms"]) <= w.slo.tpot_ms))
+
+
+def simulated_capacity(replica: Replica, w: ServingTarget, start: float) -> tuple[float, Summary | None]:
+    """The largest Poisson rate at which the simulated replica meets the targets, and its run (0, None:
+    not even a trickle does). `start`: the analytic capacity, where the search begins."""
+    start = max(start, 1e-3)
+    first = run(replica, w, start)
+    if meets(w, first):
+        lo, lo_s, hi = start, first, start * 1.5
+        while hi < start * 64:
+            s = run(replica, w, hi)
+            if not meets(w, s):
+                break
+            lo, lo_s, hi = hi, s, hi * 1.5
+    else:
+        hi, lo = start, start * 0.6
+        while True:
+            s = run(replica, w, lo)
+            if meets(w, s):
+                lo_s = s
+                break
+            hi, lo = lo, lo * 0.6
+            if lo < start * 1e-3:
+                return 0.0, None
+    while hi - lo > SEARCH_TOLERANCE * hi:
+        mid = (lo + hi) / 2
+        s = run(replica, w, mid)
+        if meets(w, s):
+            lo, lo_s = mid, s
+        else:
+            hi = mid
+    return lo, lo_s
+
+
+def point_of(rate: float, s: Summary, w: ServingTarget) -> LoadPoint:
+    """A LoadPoint from a simulated run (means; concurrency by Little's law on the mean end-to-end time)."""
+    tpot = float(s["mean_tpot_ms"])
+    return LoadPoint(requests_per_second=rate, concurrency=rate * float(s["mean_e2el_ms"]) / 1e3,
+                     decode_batch=rate * w.output_tokens * tpot / 1e3, step_ms=float(s["mean_itl_ms"]),
+                     tpot_ms=tpot, ttft_ms=float(s["mean_ttft_ms"]),
+                     output_tokens_per_second=float(s["output_throughput"]), stable=True, limit=None)
+
+
+_CACHE: dict[tuple[Shape, str, str], Evaluation] = {}  # shape, traffic, the resolved vLLM config
+
+
+def _traffic_key(w: Workload) -> str:
+    return w.model_dump_json(include={"model", "input_tokens", "output_tokens", "slo", "lengths",
+                                      "shared_prefix_tokens", "max_model_len"})
+
+
+def _chosen(cands: list[CandidateResult]) -> set[int]:
+    """ids of the evaluations to simulate: the cheapest per unit of load and the cheapest per replica."""
+    per_load: dict[int, float] = {}
+    per_replica: dict[int, float] = {}
+    for c in cands:
+        if c.instance_price is None or c.capacity <= 0:
+            continue
+        cost = c.instance_price * (c.gpus_per_replica or 0) / (c.offering.gpu_count or 1)
+        e = id(c.evaluation)
+        per_load[e] = min(per_load.get(e, float("inf")), cost / c.capacity)
+        per_replica[e] = min(per_replica.get(e, float("inf")), cost)
+    by_load = sorted(per_load, key=lambda e: per_load[e])[:SIMULATED_SHAPES]
+    by_replica = sorted(per_replica, key=lambda e: per_replica[e])[:SIMULATED_SMALLEST]
+    return set(by_load) | set(by_replica)
+
+
+def with_simulated_capacity(workloads: Sequence[Workload], candidates: Sequence[CandidateResult],
+                            quotas: Sequence[Quota], archs: dict[str, ModelArchitecture]) -> list[CandidateResult]:
+    """`candidates` with the simulated capacity on the shapes simulated and the other shapes of those
+    workloads marked infeasible (see the module docstring). Workloads that need no simulation are
+    untouched."""
+    simulated = {w.name for w in workloads if needs_simulation(w)}
+    if not simulated:
+        return list(candidates)
+    entering = dominant_shapes(prune([c for c in candidates if c.feasible and c.instance_price is not None
+                                      and c.workload.name in simulated], quotas))
+    by_workload: dict[str, list[CandidateResult]] = defaultdict(list)
+    for c in entering:
+        by_workload[c.workload.name].append(c)
+    replaced: dict[int, Evaluation] = {}
+    for name, cands in by_workload.items():
+        chosen = _chosen(cands)
+        ratios: list[float] = []  # simulated / analytic capacity of the shapes done so far: a better start
+        for c in cands:
+            e = id(c.evaluation)
+            if e in replaced or e not in chosen or c.shape is None:
+                continue
+            mem = c.evaluation.memory
+            key = (c.shape, _traffic_key(c.workload), repr(mem.config) if mem is not None else "")
+            if key not in _CACHE:
+                _CACHE[key] = _simulate_one(c, archs[name], sorted(ratios)[len(ratios) // 2] if ratios else 1.0)
+            replaced[e] = _CACHE[key]
+            done, analytic = replaced[e].point, c.evaluation.point
+            if done is not None and analytic is not None and analytic.requests_per_second > 0:
+                ratios.append(done.requests_per_second / analytic.requests_per_second)
+    not_simulated = Evaluation(False, f"not among the {SIMULATED_SHAPES} replica shapes simulated for this "
+                                      "workload (cheapest per unit of load by the analytic screen)", "simulation")
+    out = []
+    for c in candidates:
+        if c.workload.name in simulated and c.feasible:
+            c = c._replace(evaluation=replaced.get(id(c.evaluation), not_simulated))
+        out.append(c)
+    return out
+
+
+def _simulate_one(c: CandidateResult, arch: ModelArchitecture, guess: float) -> Evaluation:
+    """`guess`: the expected simulated / analytic ratio (the median of the workload's shapes done so far)."""
+    ev, w = c.evaluation, c.workload
+    assert ev.point is not None
+    rate, summary = simulated_capacity(replica_of(c, arch), w, ev.point.requests_per_second * guess)
+    if summary is None or rate <= 0:
+        what = _key(w.slo.percentile)
+        return Evaluation(False, f"the simulated replica misses the {what} targets even at a trickle",
+                          "simulation", memory=ev.memory)
+    return Evaluation(True, None, None, memory=ev.memory, point=point_of(rate, summary, w))

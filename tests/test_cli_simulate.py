@@ -1,0 +1,111 @@
+"""`gpuopt simulate`: vllm bench serve's flags and result shape, bad input, determinism."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from tests.conftest import check_golden
+
+BASE = ("simulate", "--model", "Qwen/Qwen3-4B", "--gpu", "H100-SXM-80GB", "--max-model-len", "8192",
+        "--vllm-version", "0.11", "--num-prompts", "50")
+FIXTURE = Path(__file__).parent / "fixtures" / "vllm_bench_serve_result.json"
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, [*BASE, *args])
+
+
+def test_text_summary_reads_like_vllm_bench_serve_golden():
+    result = run("--random-input-len", "512", "--random-output-len", "64", "--request-rate", "4", "--seed", "1")
+    assert result.exit_code == 0, result.output
+    assert "Successful requests:" in result.stdout and "Mean TTFT (ms):" in result.stdout
+    check_golden("simulate_qwen3_4b_h100.txt", result.stdout)
+
+
+def test_json_has_the_save_result_summary_keys_and_a_seed_reproduces_it_byte_for_byte():
+    args = ("--dataset-name", "sharegpt", "--request-rate", "10", "--json", "--seed", "3")
+    first, second = run(*args), run(*args)
+    assert first.exit_code == 0, first.output
+    assert first.stdout == second.stdout
+    data = json.loads(first.stdout)
+    assert data["completed"] == 50
+    for key in ("duration", "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
+                "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "preemptions",
+                "kv_usage_peak", "mean_ttft_ms", "median_tpot_ms", "p99_itl_ms", "p90_e2el_ms", "p95_ttft_ms"):
+        assert key in data
+    other = run("--dataset-name", "sharegpt", "--request-rate", "10", "--json", "--seed", "4")
+    assert other.stdout != first.stdout
+
+
+def test_save_result_writes_every_key_vllm_writes(tmp_path: Path):
+    out = tmp_path / "result.json"
+    result = run("--max-concurrency", "4", "--save-result", str(out), "--random-output-len", "16")
+    assert result.exit_code == 0, result.output
+    ours = json.loads(out.read_text())
+    theirs = json.loads(FIXTURE.read_text())
+    assert set(theirs) <= set(ours)
+    assert len(ours["ttfts"]) == 50 and len(ours["itls"]) == 50
+    assert all(len(gaps) == 15 for gaps in ours["itls"])  # 16 tokens: 15 gaps each
+    assert ours["rtfx"] == 0.0  # vLLM's speech-to-text ratio, 0 for text as vLLM writes it
+
+
+def test_server_args_are_honoured_and_unknown_flags_named_on_stderr():
+    small = run("--server-args", "--max-num-seqs 2 --foo-bar 3 --enable-prefix-caching", "--json",
+                "--random-output-len", "32")
+    default = run("--json", "--random-output-len", "32")
+    assert small.exit_code == 0, small.output
+    assert "note: --server-args --foo-bar is not modelled" in small.stderr
+    assert json.loads(small.stdout)["duration"] > json.loads(default.stdout)["duration"]  # 2 at a time is slower
+
+
+def test_offline_and_dp_run():
+    offline = run("--offline", "--json")
+    assert offline.exit_code == 0, offline.output
+    dp = run("--dp", "2", "--json")
+    assert dp.exit_code == 0, dp.output
+    assert json.loads(dp.stdout)["completed"] == 50
+
+
+def test_lengths_file_histogram(tmp_path: Path):
+    hist = tmp_path / "mix.csv"
+    hist.write_text("input_tokens,output_tokens,share\n100,10,0.5\n1000,100,0.5\n")
+    result = run("--lengths-file", str(hist), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["total_input_tokens"] % 100 == 0  # every prompt is 100 or 1,000 tokens
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (("--random-input-len", "0"), "--random-input-len"),
+    (("--random-output-len", "-5"), "--random-output-len"),
+    (("--sharegpt-input-len", "0"), "--sharegpt-input-len"),
+    (("--num-prompts", "0"), "--num-prompts"),
+    (("--random-range-ratio", "1"), "--random-range-ratio"),
+    (("--random-range-ratio", "-0.2"), "--random-range-ratio"),
+    (("--request-rate", "0"), "--request-rate"),
+    (("--request-rate", "nan"), "--request-rate"),
+    (("--request-rate", "-3"), "--request-rate"),
+    (("--request-rate", "fast"), "--request-rate"),
+    (("--server-args", "--max-num-seqs 'oops"), "--server-args"),
+    (("--server-args", "--max-num-seqs many"), "--server-args"),
+    (("--max-concurrency", "0"), "--max-concurrency"),
+])
+def test_bad_input_is_one_error_line_naming_the_flag_and_exit_2(args: tuple[str, ...], flag: str):
+    result = run(*args)
+    assert result.exit_code == 2
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and flag in errors[0]
+    assert result.stdout == ""
+
+
+def test_histogram_shares_that_do_not_sum_to_one(tmp_path: Path):
+    hist = tmp_path / "bad.csv"
+    hist.write_text("input_tokens,output_tokens,share\n100,10,0.5\n1000,100,0.4\n")
+    result = run("--lengths-file", str(hist))
+    assert result.exit_code == 2
+    assert "error: --lengths-file" in result.stderr and "sum to 1" in result.stderr

@@ -1,0 +1,171 @@
+"""Capacity over a length mix, and latency at the planned load reported apart from the capacity."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuopt.cli.main import cli
+from gpuopt.hardware import get_gpu
+from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload, load_workload
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.planner.mix import MixModel, capacity_point, percentile_of
+from gpuopt.planner.solve import SolveOptions, plan_workloads
+from gpuopt.pricing.catalog import load_catalog
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def replica():
+    arch, gpu = get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("H100-SXM-80GB")
+    mem = estimate(arch, gpu, ServingConfig(max_model_len=16384))
+    return latency.build_replica(arch, gpu, mem)
+
+
+def workload(bins, ttft=None, tpot=30.0, percentile=None) -> Workload:
+    mean_in = sum(i * s for i, _, s in bins)
+    mean_out = sum(o * s for _, o, s in bins)
+    return Workload(name="w", model="meta-llama/Llama-3.1-8B-Instruct", requests_per_second=1,
+                    input_tokens=round(mean_in), output_tokens=round(mean_out),
+                    slo=Slo(ttft_ms=ttft, tpot_ms=tpot, percentile=percentile),
+                    lengths=Lengths(histogram=[LengthBin(input_tokens=i, output_tokens=o, share=s)
+                                               for i, o, s in bins]))
+
+
+def test_percentile_of_a_discrete_mix_by_hand():
+    values, shares = [30.0, 10.0, 20.0], [0.1, 0.5, 0.4]
+    assert percentile_of(values, shares, 50) == 10.0  # cumulative 0.5 at 10
+    assert percentile_of(values, shares, 90) == 20.0  # 0.9 at 20
+    assert percentile_of(values, shares, 95) == 30.0
+    assert percentile_of(values, shares, 99) == 30.0
+
+
+def test_mix_capacity_is_the_harmonic_combination_when_tpot_binds(replica):
+    bins = [(400, 100, 0.75), (6000, 600, 0.25)]
+    caps = [latency.max_rate(replica, i, o, None, 30.0).requests_per_second for i, o, _ in bins]
+    expected = 1 / (0.75 / caps[0] + 0.25 / caps[1])
+    got = capacity_point(replica, workload(bins)).requests_per_second
+    assert got == pytest.approx(expected, rel=1e-9)
+    mean_share_weighted = 0.75 * caps[0] + 0.25 * caps[1]  # the mistake the issue names
+    assert got < mean_share_weighted
+    # each bin runs at its own capacity there, so every bin's TPOT is the target and so is the mean
+    assert capacity_point(replica, workload(bins)).tpot_ms == pytest.approx(30.0, rel=1e-6)
+
+
+def test_mix_capacity_is_below_the_capacity_at_the_mean_for_a_long_tail(replica):
+    bins = [(300, 80, 0.8), (8000, 1500, 0.2)]  # mean 1840 in / 364 out
+    mix = capacity_point(replica, workload(bins)).requests_per_second
+    at_mean = latency.max_rate(replica, 1840, 364, None, 30.0).requests_per_second
+    assert mix < at_mean
+
+
+def test_one_bin_is_todays_model(replica):
+    w = workload([(1000, 200, 1.0)], ttft=800.0)
+    assert capacity_point(replica, w) == latency.max_rate(replica, 1000, 200, 800.0, 30.0)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.integers(50, 6000), st.integers(10, 1500), st.integers(1, 10)), min_size=2,
+                max_size=4))
+def test_mix_capacity_lies_between_the_bins(replica, raw):
+    total = sum(w for _, _, w in raw)
+    bins = [(i, o, w / total) for i, o, w in raw]
+    bins[-1] = (bins[-1][0], bins[-1][1], 1 - sum(s for _, _, s in bins[:-1]))
+    caps = [latency.max_rate(replica, i, o, None, 30.0).requests_per_second for i, o, _ in bins]
+    got = MixModel(replica, workload(bins)).capacity().point.requests_per_second
+    assert min(caps) * (1 - 1e-9) <= got <= max(caps) * (1 + 1e-9)
+
+
+def test_ttft_percentile_lets_a_small_slow_bin_miss(replica):
+    # 5 % of requests have a 12k-token prompt: the mean TTFT target is missed long before p90's
+    bins = [(500, 100, 0.95), (12000, 100, 0.05)]
+    alone_long = latency.zero_load(replica, 12000, 100).ttft_ms
+    target = alone_long * 0.9  # the long bin misses even alone
+    with_p90 = MixModel(replica, workload(bins, ttft=target, percentile=90)).capacity()
+    assert with_p90.ttft_percentile_ms is not None and with_p90.ttft_percentile_ms <= target
+    assert with_p90.point.ttft_ms > with_p90.ttft_percentile_ms  # the mean carries the long tail
+
+
+def test_planned_load_latency_is_what_fit_predicts_at_that_rate():
+    """examples/two-models.yaml, code: 2.5 requests/s per replica; `gpuopt fit` at 2.5 req/s says 15.65 ms."""
+    plan, _ = plan_workloads(load_workload(EXAMPLES / "two-models.yaml"), load_catalog(use_cache=False),
+                             SolveOptions(top=0, premium=False, candidate_records=False))
+    code = next(d for d in plan.deployments if d.workload == "code")
+    assert code.at_planned_load is not None and code.capacity is not None
+    assert code.at_planned_load.requests_per_second == code.predicted.planned_requests_per_second_per_replica
+    fit = CliRunner().invoke(cli, [
+        "fit", "--model", "Qwen/Qwen2.5-Coder-7B-Instruct", "--gpu", code.gpu, "--precision", code.weight_precision,
+        "--max-model-len", "8192", "--input-tokens", "2000", "--output-tokens", "200",
+        "--request-rate", str(code.at_planned_load.requests_per_second), "--json"])
+    assert fit.exit_code == 0, fit.output
+    assert code.at_planned_load.tpot_ms == pytest.approx(json.loads(fit.output)["tpot_ms"], abs=0.01)
+    assert code.at_planned_load.tpot_ms < code.capacity.tpot_ms == code.predicted.tpot_ms == 30.0
+
+
+def test_a_histogram_workload_reports_its_percentile(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+residency: us
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 4
+    input_tokens: 1940
+    output_tokens: 364
+    slo: {ttft_ms: 3000, tpot_ms: 40, percentile: 90}
+    lengths:
+      histogram:
+        - {input_tokens: 300, output_tokens: 80, share: 0.8}
+        - {input_tokens: 8500, output_tokens: 1500, share: 0.2}
+""")
+    plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
+                             SolveOptions(top=0, premium=False, candidate_records=False))
+    assert plan.status == "optimal" and plan.workloads[0].slo_percentile == 90
+    for d in plan.deployments:
+        at = d.at_planned_load
+        assert at is not None and at.percentile == 90 and at.ttft_percentile_ms is not None
+        assert at.ttft_percentile_ms <= 3000 and at.tpot_percentile_ms is not None and at.tpot_percentile_ms <= 40
+
+
+def test_alternatives_are_compared_at_their_planned_load():
+    """The cost-vs-TPOT chart collapsed to a vertical line when every alternative showed its TPOT target."""
+    plan, _ = plan_workloads(load_workload(EXAMPLES / "two-models.yaml"), load_catalog(use_cache=False),
+                             SolveOptions(top=3, premium=False, candidate_records=False))
+    tpots = [a.max_tpot_ms for a in plan.alternatives if a.max_tpot_ms is not None]
+    assert len(tpots) >= 3 and len(set(tpots)) >= 3
+    assert all(t < 50.0 for t in tpots)  # chat's target is 50 ms, code's 30 ms: planned below capacity
+
+
+def test_a_closed_loop_mix_is_planned_analytically_at_its_planned_concurrency(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+providers: [aws]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    concurrency: 24
+    input_tokens: 1940
+    output_tokens: 364
+    slo: {ttft_ms: 3000, tpot_ms: 40, percentile: 90}
+    lengths:
+      histogram:
+        - {input_tokens: 300, output_tokens: 80, share: 0.8}
+        - {input_tokens: 8500, output_tokens: 1500, share: 0.2}
+""")
+    plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
+                             SolveOptions(top=0, premium=False, candidate_records=False))
+    assert plan.status == "optimal"
+    planned = 0.0
+    for d in plan.deployments:
+        at, cap = d.at_planned_load, d.capacity
+        assert at is not None and cap is not None and at.source == "analytic" and at.percentile == 90
+        assert at.ttft_percentile_ms is not None  # the mix's spread
+        assert at.concurrency == pytest.approx(d.utilisation * cap.concurrency, rel=0.02)
+        planned += at.concurrency * d.replicas
+    assert planned == pytest.approx(24, rel=0.02)  # the plan's replicas carry the whole closed loop

@@ -1,0 +1,120 @@
+"""Simulation-backed capacity for percentile targets and length mixes."""
+
+from pathlib import Path
+
+import pytest
+
+from gpuopt.hardware import get_gpu
+from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload, load_workload
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.planner import simcapacity
+from gpuopt.planner.candidates import Policy, enumerate_candidates
+from gpuopt.planner.simcapacity import meets, needs_simulation, run, simulated_capacity, with_simulated_capacity
+from gpuopt.planner.solve import SolveOptions, plan_workloads
+from gpuopt.pricing.catalog import load_catalog
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def workload(percentile=90, lengths=None, tpot=40.0, ttft=2000.0, **load) -> Workload:
+    return Workload(name="w", model="meta-llama/Llama-3.1-8B-Instruct", input_tokens=1000, output_tokens=200,
+                    slo=Slo(ttft_ms=ttft, tpot_ms=tpot, percentile=percentile), lengths=lengths,
+                    **(load or {"requests_per_second": 2}))
+
+
+def test_which_workloads_are_simulated():
+    assert needs_simulation(workload(90))
+    assert not needs_simulation(workload(None))
+    mix = Lengths(histogram=[LengthBin(input_tokens=1000, output_tokens=200, share=1.0)])
+    assert needs_simulation(workload(None, lengths=mix))
+    assert not needs_simulation(workload(90, concurrency=8))  # closed loops stay analytic
+
+
+def test_meets_reads_the_percentile_keys():
+    summary = {"p90_ttft_ms": 1999.0, "p90_tpot_ms": 41.0, "mean_ttft_ms": 100.0, "mean_tpot_ms": 10.0,
+               "median_ttft_ms": 50.0, "median_tpot_ms": 9.0}
+    assert not meets(workload(90), summary)  # p90 TPOT 41 > 40
+    assert meets(workload(None), summary)  # the means meet
+    assert meets(workload(50), summary)  # the medians meet
+
+
+@pytest.fixture(scope="module")
+def replica():
+    arch, gpu = get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("H100-SXM-80GB")
+    return latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig(max_model_len=4096)))
+
+
+def test_the_search_brackets_the_simulated_capacity(replica):
+    w = workload(90)
+    start = latency.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
+    rate, summary = simulated_capacity(replica, w, start)
+    assert rate > 0 and summary is not None and meets(w, summary)
+    assert meets(w, run(replica, w, rate))  # deterministic: the same seed, the same run
+    # just above the bracket the targets are missed (the bracket is SEARCH_TOLERANCE wide)
+    assert not meets(w, run(replica, w, rate / (1 - simcapacity.SEARCH_TOLERANCE) * 1.02))
+
+
+def test_p99_capacity_is_at_most_the_mean_capacity(replica):
+    start = latency.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
+    p99, _ = simulated_capacity(replica, workload(99), start)
+    mean, _ = simulated_capacity(replica, workload(None, lengths=Lengths(dataset="sharegpt")), start)
+    p99_sharegpt, _ = simulated_capacity(replica, workload(99, lengths=Lengths(dataset="sharegpt")), start)
+    assert p99_sharegpt <= mean * (1 + simcapacity.SEARCH_TOLERANCE)
+    assert p99 > 0
+
+
+def test_only_the_chosen_shapes_are_simulated():
+    w = workload(90)
+    per = enumerate_candidates([w], load_catalog(use_cache=False), Policy(None, ("aws",), ("on-demand",), "USD"))
+    cands = per[0].results
+    out = with_simulated_capacity([w], cands, [], {"w": per[0].arch})
+    feasible = {id(c.evaluation) for c in out if c.feasible}
+    assert 0 < len(feasible) <= simcapacity.SIMULATED_SHAPES + simcapacity.SIMULATED_SMALLEST
+    assert any(c.evaluation.reason_kind == "simulation" for c in out)
+    assert all(c.evaluation.reason_kind in (None,) for c in out if c.feasible)
+    # workloads without percentile or mix are untouched
+    plain_w = workload(None)
+    per2 = enumerate_candidates([plain_w], load_catalog(use_cache=False),
+                                Policy(None, ("aws",), ("on-demand",), "USD"))
+    assert with_simulated_capacity([plain_w], per2[0].results, [], {"w": per2[0].arch}) == per2[0].results
+
+
+def test_the_examples_are_not_simulated():
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        if not path.name.startswith("capacity-"):
+            assert not any(needs_simulation(w) for w in load_workload(path).workloads)
+
+
+def test_a_percentile_plan_reports_simulated_latency(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+providers: [aws]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 3
+    input_tokens: 1000
+    output_tokens: 200
+    slo: {ttft_ms: 2000, tpot_ms: 40, percentile: 99}
+""")
+    plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
+                             SolveOptions(top=0, premium=False, candidate_records=False))
+    assert plan.status == "optimal"
+    for d in plan.deployments:
+        at, cap = d.at_planned_load, d.capacity
+        assert at is not None and cap is not None and at.source == cap.source == "simulated"
+        assert at.percentile == 99 and at.tpot_percentile_ms is not None and at.tpot_percentile_ms <= 40
+        assert cap.tpot_percentile_ms is not None and cap.ttft_percentile_ms is not None
+        assert at.requests_per_second <= cap.requests_per_second
+
+
+def test_sharegpt_screen_bins_keep_the_means():
+    from gpuopt.planner.mix import SHAREGPT_QUANTILES, length_bins
+
+    bins = length_bins(workload(None, lengths=Lengths(dataset="sharegpt")))
+    assert len(bins) == SHAREGPT_QUANTILES**2 and sum(s for *_, s in bins) == pytest.approx(1.0)
+    assert sum(i * s for i, _, s in bins) == pytest.approx(1000, abs=1)  # slice means keep the mean
+    assert sum(o * s for _, o, s in bins) == pytest.approx(200, abs=1)
+    assert max(i for i, _, _ in bins) > 2 * 1000  # the tail is there

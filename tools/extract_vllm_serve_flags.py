@@ -1,0 +1,84 @@
+"""Read the valid `vllm serve` flags of a vLLM release from its own argument-parser source.
+
+    pip download vllm==X --no-deps -d /tmp/v && unzip /tmp/v/*.whl 'vllm/engine/arg_utils.py' \\
+        'vllm/entrypoints/openai/cli_args.py' 'vllm/entrypoints/common/cli_args.py' -d /tmp/v/src
+    python tools/extract_vllm_serve_flags.py X /tmp/v/src "vllm-X-....whl (sha256 ...)"
+
+prints the release's YAML entry for gpuopt/data/vllm_serve_flags.yaml. Static reading (ast), no import of
+vLLM (it needs torch and a GPU build). A flag is every string starting with '-' passed to an add_argument()
+call, plus the flags FrontendArgs generates from its dataclass fields (f"--{field}"); `--no-X` is added
+where the call uses BooleanOptionalAction or its kwargs come from a bool field (vLLM's get_kwargs makes
+every bool field a BooleanOptionalAction).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py")
+
+
+def _bool_fields(tree: ast.Module) -> dict[str, set[str]]:
+    """Fields annotated with a bool type (bool, bool | None, Optional[bool]) per class."""
+    out: dict[str, set[str]] = {}
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        out[cls.name] = {s.target.id for s in cls.body if isinstance(s, ast.AnnAssign)
+                         and isinstance(s.target, ast.Name) and "bool" in ast.unparse(s.annotation)}
+    return out
+
+
+def _fields(cls: ast.ClassDef) -> list[tuple[str, bool]]:
+    return [(s.target.id, "bool" in ast.unparse(s.annotation)) for s in cls.body
+            if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and not s.target.id.startswith("_")]
+
+
+def flags_in(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bools = set().union(*_bool_fields(tree).values()) if _bool_fields(tree) else set()
+    flags: set[str] = set()
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        if not (isinstance(call.func, ast.Attribute) and call.func.attr == "add_argument"):
+            continue
+        names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)
+                 and a.value.startswith("-")]
+        text = ast.unparse(call)
+        negatable = "BooleanOptionalAction" in text or any(
+            isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Constant) and sub.slice.value in bools
+            for k in call.keywords if k.arg is None for sub in ast.walk(k.value))
+        flags.update(names)
+        if negatable:
+            flags.update("--no-" + n[2:] for n in names if n.startswith("--"))
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    for name, cls in classes.items():  # FrontendArgs: one flag per dataclass field, its bases' fields too
+        if not name.endswith("FrontendArgs"):
+            continue
+        chain = [cls] + [classes[b.id] for b in cls.bases if isinstance(b, ast.Name) and b.id in classes]
+        for c in chain:
+            for field, is_bool in _fields(c):
+                flag = "--" + field.replace("_", "-")
+                flags.add(flag)
+                if is_bool:
+                    flags.add("--no-" + flag[2:])
+    return flags
+
+
+def main(version: str, root: Path, wheel: str) -> None:
+    found: set[str] = set()
+    read = []
+    for rel in FILES:
+        path = root / rel
+        if path.exists():
+            found |= flags_in(path)
+            read.append(rel)
+    print(f'  - version: "{version}"')
+    files = ", ".join(read)
+    print(f'    source: "{wheel} from PyPI: {files} (read by tools/extract_vllm_serve_flags.py)"')
+    print("    flags:")
+    for flag in sorted(found):
+        print(f"      - \"{flag}\"")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else f"vllm=={sys.argv[1]} wheel")
