@@ -37,7 +37,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     os.environ["GPUOPT_TODAY"] = "2026-11-29"
     tmp = tmp_path_factory.mktemp("plans")
     return {"two": _solve(tmp, "two-models.yaml", "--provider", "aws"),
-            "cn": _solve(tmp, "cn-chat-70b.yaml", "--region", "cn")}
+            "cn": _solve(tmp, "cn-chat-70b.yaml", "--region", "cn", "--provider", "alibaba")}
 
 
 def _plan(path: Path) -> Plan:
@@ -56,7 +56,9 @@ def _multi_node(plan: Plan) -> Plan:
 def test_k8s_manifests_validate_and_carry_the_plan(plans: dict[str, Path]) -> None:
     plan = _plan(plans["two"])
     artifacts = render_deploy(plan, "k8s", DeployOptions())
-    assert [a.filename for a in artifacts] == [f"{d.workload}.yaml" for d in plan.deployments]
+    names = [d.workload for d in plan.deployments]
+    assert [a.filename for a in artifacts] == [
+        f"{w}.yaml" if names.count(w) == 1 else f"{w}-{names[:i + 1].count(w)}.yaml" for i, w in enumerate(names)]
     plan_id = hashlib.sha256(render_json(plan).encode()).hexdigest()[:12]
     for artifact, d in zip(artifacts, plan.deployments, strict=True):
         docs = list(yaml.safe_load_all(artifact.text))
@@ -123,9 +125,8 @@ def test_skypilot_tasks_pin_the_instance_and_validate(plans: dict[str, Path], tm
     variants = [plan, plan.model_copy(update={"deployments": [spot]}), _multi_node(plan)]
     paths = []
     for i, variant in enumerate(variants):
-        for artifact in render_deploy(variant, "skypilot", DeployOptions()):
+        for artifact, d in zip(render_deploy(variant, "skypilot", DeployOptions()), variant.deployments, strict=True):
             task = yaml.safe_load(artifact.text)
-            d = next(x for x in variant.deployments if x.workload == task["name"])
             assert task["resources"]["instance_type"] == d.sku
             assert task["resources"]["cloud"] == "aws"
             assert task["resources"].get("use_spot", False) == (d.price_kind == "spot")
@@ -147,7 +148,8 @@ def test_pai_eas_service_has_the_shape_of_alibabas_examples(plans: dict[str, Pat
         assert re.fullmatch(r"[a-z0-9_]{3,63}", service["metadata"]["name"])
         assert service["metadata"]["instance"] == d.replicas
         assert service["cloud"]["computing"]["instance_type"] == d.sku
-        assert service["containers"][0]["command"].startswith(f"vllm serve {d.model} ")
+        served = shlex.split(d.vllm_command.split("  #")[0])[2]  # the repository the plan serves
+        assert service["containers"][0]["command"].startswith(f"vllm serve {served} ")
         env = {e["name"]: e["value"] for e in service["containers"][0]["env"]}
         assert env["GPUOPT_WORKLOAD"] == d.workload
 
@@ -176,7 +178,8 @@ def test_cli_writes_files_and_refuses_bad_requests(plans: dict[str, Path], tmp_p
     out = tmp_path / "k8s"
     ok = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "k8s", "-o", str(out)])
     assert ok.exit_code == 0, ok.output
-    assert sorted(p.name for p in out.iterdir()) == ["chat.yaml", "code.yaml"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(a.filename for a in render_deploy(
+        _plan(plans["two"]), "k8s", DeployOptions()))
     again = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "k8s", "-o", str(out)])
     assert again.exit_code == 2 and "already exists" in again.stderr
     aws_to_eas = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "pai-eas", "-o", str(tmp_path / "e")])
@@ -189,7 +192,8 @@ def test_cli_writes_files_and_refuses_bad_requests(plans: dict[str, Path], tmp_p
     assert stale.exit_code == 2 and "schema_version 0 is not supported" in stale.stderr
     stream = runner.invoke(cli, ["deploy", str(plans["two"]), "--target", "k8s"])
     assert stream.exit_code == 0
-    assert [d["kind"] for d in yaml.safe_load_all(stream.stdout)] == ["Deployment", "Service"] * 2
+    assert [d["kind"] for d in yaml.safe_load_all(stream.stdout)] == ["Deployment", "Service"] * len(
+        _plan(plans["two"]).deployments)
 
 
 def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:

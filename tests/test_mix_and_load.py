@@ -104,7 +104,7 @@ def test_planned_load_latency_is_what_fit_predicts_at_that_rate():
         "--max-model-len", "8192", "--input-tokens", "2000", "--output-tokens", "200",
         "--request-rate", str(code.at_planned_load.requests_per_second), "--json"])
     assert fit.exit_code == 0, fit.output
-    assert code.at_planned_load.tpot_ms == pytest.approx(json.loads(fit.output)["tpot_ms"], abs=0.01)
+    assert code.at_planned_load.tpot_ms == pytest.approx(json.loads(fit.stdout)["tpot_ms"], abs=0.01)
     assert code.at_planned_load.tpot_ms < code.capacity.tpot_ms == code.predicted.tpot_ms == 30.0
 
 

@@ -64,7 +64,7 @@ def test_dataset_shape_takes_the_workload_means(tmp_path):
      "        - {input_tokens: 100, output_tokens: 50, share: 0.3}\n",
      9, "workloads.0.lengths: histogram shares must sum to 1 (got 0.9)"),
     ("    input_tokens: 100\n    output_tokens: 50\n    slo: {tpot_ms: 20, percentile: 80}\n",
-     8, "workloads.0.slo.percentile: Input should be 50, 90, 95 or 99"),
+     8, "workloads.0.slo.percentile: expected 50, 90, 95 or 99, got integer 80"),
     ("    input_tokens: 100\n    output_tokens: 50\n    lengths:\n      histogram:\n"
      "        - {input_tokens: 0, output_tokens: 50, share: 1}\n",
      10, "workloads.0.lengths.histogram.0.input_tokens: Input should be greater than 0"),
@@ -96,4 +96,4 @@ def test_bad_traffic_exits_2_on_the_cli(tmp_path):
     result = CliRunner().invoke(cli, ["solve", str(path)])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert [x for x in result.output.splitlines() if x.startswith("error:")] == [
-        f"error: {path}:8: workloads.0.slo.percentile: Input should be 50, 90, 95 or 99"]
+        f"error: {path}:8: workloads.0.slo.percentile: expected 50, 90, 95 or 99, got integer 42"]

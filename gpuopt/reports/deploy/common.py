@@ -83,17 +83,35 @@ def dns_name(*parts: str) -> str:
     return text or "vllm"
 
 
+NODE_FLAGS = {"--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--headless": 0,
+              "--distributed-executor-backend": 1}
+"""Flags of the plan's per-node steps (flag -> values it takes): each target starts the nodes its own way."""
+
+
 def serve_args(d: Deployment) -> list[str]:
     """The arguments after `vllm serve` (the model first), from the plan's command, with the port made
-    explicit. The command's trailing `# ...` note (e.g. which checkpoint to serve) is not an argument."""
-    command = d.vllm_command.split("  # ", 1)[0].strip()
+    explicit. A single-node command is one line (its trailing `# ...` note is not an argument); a multi-node
+    one is the steps per node, of which the node-0 `vllm serve` line is taken without its node flags."""
+    lines = [line.split("  # ", 1)[0].strip() for line in d.vllm_command.splitlines()]
+    serve = [line for line in lines if line.startswith("vllm serve ")]
+    if not serve:
+        raise InputError(f"deployment {d.workload}: its command has no `vllm serve MODEL ...` line")
     try:
-        argv = shlex.split(command)
+        argv = shlex.split(serve[0])
     except ValueError as exc:
         raise InputError(f"deployment {d.workload}: its vllm command does not parse ({exc})") from None
-    if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
-        raise InputError(f"deployment {d.workload}: its command is not `vllm serve MODEL ...`")
-    args = argv[2:]
+    args: list[str] = []
+    rest = iter(argv[2:])
+    for token in rest:
+        if token in NODE_FLAGS:
+            for _ in range(NODE_FLAGS[token]):
+                next(rest, None)
+            continue
+        args.append(token)
+    if not args:
+        raise InputError(f"deployment {d.workload}: its command names no model")
+    if nodes(d) > 1:
+        args += ["--distributed-executor-backend", "ray"]  # the targets join the nodes in a Ray cluster
     if "--port" not in args:
         args += ["--port", str(VLLM_PORT)]
     return args
