@@ -151,3 +151,32 @@ def test_sidecar_yaml_gives_the_configuration(tmp_path: Path) -> None:
     obs = read_evidence(copies[0], ServerConfig())
     assert (obs.config.gpu, obs.config.tensor_parallel) == ("A100-SXM-40GB", 8)
     assert math.isclose(obs.input_tokens, obs.input_tokens)
+
+
+def test_fit_solve_and_plan_read_the_gpu_through_the_profile_and_say_so(tmp_path: Path) -> None:
+    import json
+
+    out = tmp_path / "profile.yaml"
+    CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "-o", str(out)])
+    fit_args = ["fit", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "A100-SXM-40GB", "--tp", "8",
+                "--input-tokens", "200", "--output-tokens", "200", "--concurrency", "4", "--json"]
+    try:
+        plain = CliRunner().invoke(cli, fit_args)
+        calibrated = CliRunner().invoke(cli, [*fit_args, "--profile", str(out)])
+        assert plain.exit_code == calibrated.exit_code == 0, calibrated.stderr
+        assert f"calibration profile {out}: A100-SXM-40GB" in calibrated.stderr
+        # less bandwidth than the shipped calibration assumes: longer decode steps, and more: shorter ones
+        factor = load_profile(out).entries[0].decode_bandwidth
+        assert factor is not None and factor.value != 1.0
+        change = json.loads(calibrated.stdout)["tpot_ms"] / json.loads(plain.stdout)["tpot_ms"] - 1
+        assert change * (factor.value - 1) < 0 and abs(change) > abs(factor.value - 1) / 4
+        solved = CliRunner().invoke(cli, ["solve", "examples/two-models.yaml", "--provider", "aws", "--format", "json",
+                                          "--candidates", "none", "--profile", str(out)])
+        assert solved.exit_code == 0, solved.stderr
+        assert json.loads(solved.stdout)["profile"] == str(out)
+        capacity = CliRunner().invoke(cli, ["plan", "examples/capacity-global.yaml", "--format", "json",
+                                            "--profile", str(out)])
+        assert capacity.exit_code == 0, capacity.stderr
+        assert json.loads(capacity.stdout)["profile"] == str(out)
+    finally:
+        use_calibrated({})

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, load_architecture
+from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
@@ -52,12 +53,13 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@profile_option
 def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, precision: str | None,
         kv_cache_dtype: str, max_model_len: int | None, gpu_memory_utilization: float | None,
         max_num_seqs: int | None, max_num_batched_tokens: int | None, block_size: int,
         vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
-        tpot_slo_ms: float | None, interconnect: str | None, as_json: bool) -> None:
+        tpot_slo_ms: float | None, interconnect: str | None, as_json: bool, profile_path: Path | None) -> None:
     """Check that a model fits on a GPU under vLLM and report its KV-cache capacity; with --input-tokens and
     --output-tokens also predict TTFT, TPOT and throughput (at --concurrency or --request-rate).
 
@@ -67,6 +69,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     problems: list[str] = []
     arch = None
     spec = None
+    apply_profile(profile_path, vllm_version)  # the GPU as your own runs calibrated it (a note says so)
     try:
         arch = load_architecture(model, model_config)
     except InputError as exc:

@@ -8,6 +8,7 @@ import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import headroom_problems, output_option, overlay_problems, placement_options
+from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.solve import deliver, today
 from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.errors import InputError
@@ -22,10 +23,11 @@ from gpuopt.reports.registry import formats, render_capacity_plan
 @click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--format", "fmt", type=click.Choice(formats("capacity")), default="table", show_default=True)
 @output_option("Write the result to a file.")
+@profile_option
 @catalog_options
 def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
          headroom: float, vllm_version: str | None, sensitivity: bool, max_price_age: int | None, fmt: str,
-         output: Path | None,
+         output: Path | None, profile_path: Path | None,
          overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """What to commit to in which period and what to rent, at the lowest cost over the horizon.
 
@@ -42,12 +44,13 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
         problems.append(f"--max-price-age must be >= 0 (got {max_price_age})")
     if problems:
         raise InputError(*problems)
+    profile = apply_profile(profile_path, vllm_version)
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, max_price_age=max_price_age)
     with stdout_to_stderr():  # solvers may print to descriptor 1 (HiGHS' banner): keep stdout for results
         solved = schedule(cf, catalog, opts)
-        result = describe(solved, today().isoformat())
+        result = describe(solved, today().isoformat()).model_copy(update={"profile": profile})
         if result.price_age_errors:
             raise InputError(*result.price_age_errors)
         if sensitivity and result.status == "optimal":

@@ -11,6 +11,7 @@ import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import FINITE_FLOAT, headroom_problems, output_option, overlay_problems, placement_options
+from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.inputs.loader import write_output_file
@@ -100,10 +101,12 @@ def budget_overrun(plan: Plan) -> str | None:
               help="Considered candidates in the JSON: none, a summary (counts and the cheapest few per rejection "
                    "reason and per GPU type) or all of them.")
 @output_option("Write the result to a file.")
+@profile_option
 @catalog_options
 def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
           headroom: float, top: int, vllm_version: str | None, max_price_age: int | None,
           max_monthly: float | None, sensitivity: bool, fmt: str, candidates: str, output: Path | None,
+          profile_path: Path | None,
           overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """Find the cheapest deployment of the workloads in WORKLOAD_FILE.
 
@@ -124,6 +127,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
         problems.append(f"--max-monthly must be positive (got {max_monthly})")
     if problems:
         raise InputError(*problems)
+    profile = apply_profile(profile_path, vllm_version)
     catalog = open_catalog(overlays, discounts, fx_rates, extra_discounts=dict(wf.discounts))
     opts = SolveOptions(region=region, providers=providers, currency=currency, headroom=headroom, top=top,
                         vllm_version=vllm_version, today=today(), max_price_age=max_price_age,
@@ -137,7 +141,8 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
 
             plan = plan.model_copy(update={"sensitivity": analyse(wf, catalog, opts, plan)})
     form: CandidatesForm = "none" if not opts.candidate_records else "all" if candidates == "all" else "summary"
-    plan = with_candidates(plan, form).model_copy(update={"budget": check_budget(plan, wf, max_monthly, catalog.fx)})
+    plan = with_candidates(plan, form).model_copy(update={"budget": check_budget(plan, wf, max_monthly, catalog.fx),
+                                                          "profile": profile})
     deliver(render_plan(plan, fmt), output, plan.warnings, None if plan.status == "optimal" else plan.explanation, fmt,
             already_shown=catalog.notes)
     overrun = budget_overrun(plan)

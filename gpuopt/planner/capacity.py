@@ -266,6 +266,7 @@ class CapacityPlan(_Frozen):
     demand_units: dict[str, str] = {}  # workload -> requests_per_second | concurrency (demand and capacity)
     catalog_as_of: str = ""  # newest price date of the catalog the plan used
     price_age_errors: list[str] = []  # chosen prices older than --max-price-age (the CLI exits 2 on them)
+    profile: str | None = None  # the calibration profile the GPUs were read through (`--profile`), if any
 
     @property
     def months_per_period(self) -> int:

@@ -297,3 +297,4 @@ class Plan(Frozen):
     budget: Budget | None = None  # set when the plan was checked against a monthly budget
     candidates_form: CandidatesForm = "all"  # what `candidates` holds: every candidate, or none (see summary)
     candidate_summary: CandidateSummary | None = None
+    profile: str | None = None  # the calibration profile the GPUs were read through (`--profile`), if any

@@ -66,6 +66,7 @@ def _summary_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
                 ("commitments charged after the horizon", money(plan.committed_after_horizon, c))]
     out += [("commitment charge", f"{plan.charge}: {_charge_text(plan)}"),
             ("headroom", f"{plan.headroom:g}"), ("currency", c), ("plan date", plan.as_of_date),
+            ("calibration profile", plan.profile or "none (shipped calibration)"),
             ("oldest chosen price", plan.oldest_price_as_of or "-"),
             ("catalog date (newest price)", plan.catalog_as_of or "-"), ("FX", plan.fx or "-")]
     return out

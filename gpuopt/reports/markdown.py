@@ -95,6 +95,7 @@ def render_markdown(plan: Plan) -> str:
             f"| catalog date (newest price) | {md(plan.catalog_as_of)} |",
             f"| FX | {md(plan.fx)} |",
             f"| plan date | {md(plan.as_of_date)} |",
+            f"| calibration profile | {md(plan.profile or 'none (shipped calibration)')} |",
             "",
             "## Instances", "",
             f"| provider | SKU | region | price kind | GPU x per instance | instances | {c}/h each | {c}/h "

@@ -73,7 +73,8 @@ def render_table(plan: Plan, width: int | None = None) -> str:
     con.print(f"Plan: {money(plan.total_cost_per_hour, c)}/h, {money(plan.total_cost_per_month, c)}/month "
               f"({HOURS_PER_MONTH} h); oldest chosen price {plan.oldest_price_as_of or plan.catalog_as_of}; "
               f"FX {plan.fx}; headroom {plan.headroom:g}; "
-              f"vLLM {plan.vllm_version}; solver {plan.solver}")
+              f"vLLM {plan.vllm_version}; solver {plan.solver}"
+              + (f"; calibration profile {plan.profile}" if plan.profile else ""))
     if plan.budget is not None:
         con.print(f"Budget: {budget_line(plan.budget, c)}")
     if compact:
