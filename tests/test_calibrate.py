@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -14,7 +16,7 @@ from gpuopt.cli.main import cli
 from gpuopt.cli.profile_option import apply_profile
 from gpuopt.hardware import get_gpu, use_calibrated
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, ServerConfig, read_evidence, read_log
-from gpuopt.physics.profile import load_profile, scale
+from gpuopt.physics.profile import scale
 from gpuopt.planner.calibrate import calibrate, predict
 
 EVIDENCE = Path(__file__).parent / "fixtures" / "evidence"
@@ -87,30 +89,43 @@ def test_calibrating_on_a_known_profile_recovers_it(truth: tuple[float, float, f
     assert entry.decode_bandwidth.median_error_after_pct < 0.5 < entry.decode_bandwidth.median_error_before_pct
 
 
-def test_real_runs_fit_bandwidth_and_generalise(tmp_path: Path) -> None:
+PROFILE = """kind: gpuopt-profile
+schema_version: 1
+entries:
+- gpu: A100-SXM-40GB
+  decode_bandwidth: {value: 0.8, observations: [hand], median_error_before_pct: 20.0, median_error_after_pct: 5.0,
+                     leave_one_out_error_pct: null}
+  fitted: '2026-12-01'
+"""
+
+
+def test_real_runs_the_model_does_not_describe_are_shown_and_nothing_is_forced() -> None:
+    """Rates 1 and 4 are already within a few % (no factor lowers their error), 16 requests/s is past this
+    replica's steady state and the last run is all at once: the command fits nothing and says why."""
+    result = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS])
+    assert result.exit_code == 2
+    assert "no factor fitted" in result.stderr
+    for name in ("qps_16", "qps_inf"):
+        assert re.search(rf"llm-k8s_01_tp8_pp1_{name}\.trimmed\.json is shown but not fitted", result.stderr)
+
+
+def test_a_profile_is_scored_on_new_runs_without_refitting(tmp_path: Path) -> None:
     out = tmp_path / "profile.yaml"
-    result = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "-o", str(out)])
-    assert result.exit_code == 0, result.stderr
-    [entry] = load_profile(out).entries
-    assert entry.gpu == "A100-SXM-40GB" and entry.decode_bandwidth is not None
-    fit = entry.decode_bandwidth
-    assert fit.median_error_after_pct < fit.median_error_before_pct
-    assert fit.leave_one_out_error_pct is not None and fit.leave_one_out_error_pct < fit.median_error_before_pct
-    # the profile scores the same runs as fitted when checked
-    check = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "--check", str(out), "--json"])
+    out.write_text(PROFILE)
+    check = CliRunner().invoke(cli, ["calibrate", *map(str, K8S[:2]), *K8S_FLAGS, "--check", str(out), "--json"])
     assert check.exit_code == 0, check.stderr
-    assert '"kind": "gpuopt-calibration"' in check.stdout
+    rows = json.loads(check.stdout)["comparisons"]
+    tpot = [r for r in rows if r["metric"] == "mean_tpot_ms"]
+    assert len(tpot) == 2 and all(r["after"] > r["before"] for r in tpot)  # 80 % of the bandwidth: slower
 
 
 def test_a_profile_changes_what_every_model_reads_of_the_gpu(tmp_path: Path) -> None:
     out = tmp_path / "profile.yaml"
-    CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "-o", str(out)])
-    factor = load_profile(out).entries[0].decode_bandwidth
-    assert factor is not None
+    out.write_text(PROFILE)
     raw = get_gpu("A100-SXM-40GB").hbm_tb_s
     try:
         assert apply_profile(out, None) == str(out)
-        assert raw is not None and get_gpu("A100-SXM-40GB").hbm_tb_s == pytest.approx(raw * factor.value)
+        assert raw is not None and get_gpu("A100-SXM-40GB").hbm_tb_s == pytest.approx(raw * 0.8)
         assert get_gpu("H100-SXM-80GB").hbm_tb_s == 3.35  # other GPUs untouched
     finally:
         use_calibrated({})
@@ -120,7 +135,7 @@ def test_a_profile_changes_what_every_model_reads_of_the_gpu(tmp_path: Path) -> 
 def test_one_run_is_too_little_evidence() -> None:
     result = CliRunner().invoke(cli, ["calibrate", str(K8S[0]), *K8S_FLAGS])
     assert result.exit_code == 2
-    assert "too little evidence" in result.stderr and "1 of the 2" in result.stderr
+    assert "no factor fitted" in result.stderr and "1 of the 2" in result.stderr
 
 
 @pytest.mark.parametrize(("name", "content", "needle"), [
@@ -154,10 +169,8 @@ def test_sidecar_yaml_gives_the_configuration(tmp_path: Path) -> None:
 
 
 def test_fit_solve_and_plan_read_the_gpu_through_the_profile_and_say_so(tmp_path: Path) -> None:
-    import json
-
     out = tmp_path / "profile.yaml"
-    CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "-o", str(out)])
+    out.write_text(PROFILE)
     fit_args = ["fit", "--model", "meta-llama/Llama-3.3-70B-Instruct", "--gpu", "A100-SXM-40GB", "--tp", "8",
                 "--input-tokens", "200", "--output-tokens", "200", "--concurrency", "4", "--json"]
     try:
@@ -165,11 +178,8 @@ def test_fit_solve_and_plan_read_the_gpu_through_the_profile_and_say_so(tmp_path
         calibrated = CliRunner().invoke(cli, [*fit_args, "--profile", str(out)])
         assert plain.exit_code == calibrated.exit_code == 0, calibrated.stderr
         assert f"calibration profile {out}: A100-SXM-40GB" in calibrated.stderr
-        # less bandwidth than the shipped calibration assumes: longer decode steps, and more: shorter ones
-        factor = load_profile(out).entries[0].decode_bandwidth
-        assert factor is not None and factor.value != 1.0
-        change = json.loads(calibrated.stdout)["tpot_ms"] / json.loads(plain.stdout)["tpot_ms"] - 1
-        assert change * (factor.value - 1) < 0 and abs(change) > abs(factor.value - 1) / 4
+        # 80 % of the bandwidth: longer decode steps (not 1/0.8 exactly: fixed overheads do not scale)
+        assert json.loads(calibrated.stdout)["tpot_ms"] > json.loads(plain.stdout)["tpot_ms"] * 1.05
         solved = CliRunner().invoke(cli, ["solve", "examples/two-models.yaml", "--provider", "aws", "--format", "json",
                                           "--candidates", "none", "--profile", str(out)])
         assert solved.exit_code == 0, solved.stderr

@@ -200,11 +200,15 @@ def calibrate(observations: Sequence[Observation], today: dt.date | None = None)
         assert o.config.gpu is not None
         groups.setdefault((get_gpu(o.config.gpu).gpu, o.config.vllm_version), []).append(o)
     entries, comparisons, skipped = [], [], []
-    for (gpu_name, version), items in groups.items():
+    for (gpu_name, version), shown in groups.items():
         gpu = get_gpu(gpu_name)
+        where = f"{gpu_name}" + (f" (vLLM {version})" if version else "")
+        items = [o for o in shown if steady(o, gpu)]
+        skipped += [f"{where}: {o.id} is shown but not fitted: the steady-state model has no steady state for "
+                    "it (a finite run sent all at once or above the replica's capacity: it drains in a way only "
+                    "`gpuopt simulate` replays)" for o in shown if o not in items]
         n_bw, n_comp, n_mem = _counts(items)
         fit_bw, fit_comp, fit_mem = (n >= MIN_OBSERVATIONS for n in (n_bw, n_comp, n_mem))
-        where = f"{gpu_name}" + (f" (vLLM {version})" if version else "")
         for ok, n, name, what in ((fit_bw, n_bw, "decode_bandwidth", "runs with TPOT, ITL or throughput"),
                                   (fit_comp, n_comp, "prefill_compute", "runs with TTFT"),
                                   (fit_mem, n_mem, "memory_offset_gib", "start-up logs")):
@@ -221,7 +225,13 @@ def calibrate(observations: Sequence[Observation], today: dt.date | None = None)
                 continue
             trial = scale(gpu, factors.decode_bandwidth, factors.prefill_compute, factors.memory_offset_gib)
             error_before, error_after = _median_error(items, gpu, metrics), _median_error(items, trial, metrics)
-            if error_after >= error_before:
+            value = getattr(factors, name)
+            if not SEARCH[0] * 1.02 < value < SEARCH[1] / 1.02:  # pinned to the edge of the plausible range
+                factors = replace(factors, **{name: 1.0})
+                fit_bw, fit_comp = (False, fit_comp) if name == "decode_bandwidth" else (fit_bw, False)
+                skipped.append(f"{where}: {name} not fitted: the best value ({value:.2f}) is at the edge of the "
+                               f"plausible range {SEARCH[0]:g}-{SEARCH[1]:g}x, so the error is not the GPU's speed")
+            elif error_after >= error_before:
                 factors = replace(factors, **{name: 1.0})
                 fit_bw, fit_comp = (False, fit_comp) if name == "decode_bandwidth" else (fit_bw, False)
                 skipped.append(f"{where}: {name} not fitted: no value lowers the median error of its figures "
@@ -237,9 +247,9 @@ def calibrate(observations: Sequence[Observation], today: dt.date | None = None)
             f = fit_factors(rest, gpu, fit_bw and rb >= MIN_OBSERVATIONS, fit_comp and rc >= MIN_OBSERVATIONS,
                             fit_mem and rm >= MIN_OBSERVATIONS)
             loo[o.id] = predict(o, scale(gpu, f.decode_bandwidth, f.prefill_compute, f.memory_offset_gib))
-        for o in items:
+        for o in shown:
             before, after = predict(o, gpu), predict(o, fitted_gpu)
-            comparisons += [Comparison(o.id, m, v, before.get(m), after.get(m), loo[o.id].get(m))
+            comparisons += [Comparison(o.id, m, v, before.get(m), after.get(m), loo.get(o.id, {}).get(m))
                             for m, v in observed(o).items()]
         fit = partial(_fit_record, items=items, comparisons=list(comparisons), gpu=gpu, fitted_gpu=fitted_gpu)
         entries.append(ProfileEntry(
@@ -249,11 +259,24 @@ def calibrate(observations: Sequence[Observation], today: dt.date | None = None)
             memory_offset_gib=fit(factors.memory_offset_gib, ("kv_cache_gib",), MemoryObservation) if fit_mem else None,
             fitted=(today or dt.date.today()).isoformat()))
     if not entries:
-        raise InputError("too little evidence to fit anything: each factor needs at least "
-                         f"{MIN_OBSERVATIONS} observations on one GPU (decode_bandwidth: runs with TPOT/ITL or "
-                         "throughput; prefill_compute: runs with TTFT; memory_offset_gib: start-up logs)",
-                         *skipped)
+        raise InputError("no factor fitted (nothing written): each needs at least "
+                         f"{MIN_OBSERVATIONS} observations on one GPU that the model describes (decode_bandwidth: "
+                         "runs with TPOT/ITL or throughput; prefill_compute: runs with TTFT; memory_offset_gib: "
+                         "start-up logs) and must lower their error; why not here:", *skipped)
     return Calibration(Profile(entries=entries), comparisons, skipped)
+
+
+def steady(o: Observation, gpu: GpuSpec) -> bool:
+    """Whether the steady-state model describes this observation: a start-up always; a serving run when it is
+    not sent all at once and every figure it predicts on the uncalibrated GPU is finite."""
+    if isinstance(o, MemoryObservation):
+        return True
+    if o.protocol == "all-at-once":
+        return False
+    try:
+        return all(math.isfinite(v) for v in predict(o, gpu).values())
+    except GpuoptError:
+        return False
 
 
 def _fit_record(value: float, metrics: tuple[str, ...], kind: type, items: Sequence[Observation],
