@@ -201,16 +201,31 @@ def load_runs() -> tuple[list[Metric], list[tuple[int, str, str]]]:
     return metrics, skipped
 
 
+def _v0_defaults(run: Run, max_model_len: int) -> tuple[int, int, bool] | None:
+    """(max_num_seqs, max_num_batched_tokens, chunked prefill) of the V0 engine (vLLM < 0.8) when the run did
+    not set them, read from the vLLM 0.6.3 wheel (engine/arg_utils.py: max_num_seqs 256, chunked prefill on
+    only for max_model_len > 32K; config.py SchedulerConfig: then 512 tokens per step, else
+    max(max_model_len, 2048)); 0.7.x is assumed to keep them. None for V1 runs (the memory profiles apply)."""
+    version = run.engine_version or run.vllm_version
+    if tuple(int(p) for p in version.split(".")[:2]) >= (0, 8):
+        return None
+    chunked = max_model_len > 32768
+    return 256, 512 if chunked else max(max_model_len, 2048), chunked
+
+
 def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     """The replica and its scheduler as the run's `vllm serve` flags configure them."""
     flags = parse_serve_args(run.server_args)
     arch, gpu = get_model(run.registry_model), get_gpu(run.gpu)
+    v0 = _v0_defaults(run, flags.max_model_len or max(8192, run.input_tokens + int(run.output_tokens) * 4))
     precision = run.precision if run.precision != "fp16" or arch.torch_dtype == "float16" else "fp16"
     cfg = ServingConfig(tensor_parallel=run.tp, pipeline_parallel=run.pp, precision=precision,  # type: ignore[arg-type]
                         kv_cache_dtype="fp8" if run.kv_cache_dtype == "fp8" else "auto",
                         max_model_len=flags.max_model_len or max(8192, run.input_tokens + int(run.output_tokens) * 4),
-                        gpu_memory_utilization=flags.gpu_memory_utilization, max_num_seqs=flags.max_num_seqs,
-                        max_num_batched_tokens=flags.max_num_batched_tokens, block_size=flags.block_size or 16,
+                        gpu_memory_utilization=flags.gpu_memory_utilization,
+                        max_num_seqs=flags.max_num_seqs or (v0[0] if v0 else None),
+                        max_num_batched_tokens=flags.max_num_batched_tokens or (v0[1] if v0 else None),
+                        block_size=flags.block_size or 16,
                         vllm_version=run.vllm_version)
     mem = estimate(arch, gpu, cfg)
     if not mem.fits:
@@ -219,9 +234,10 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     if run.engine_version and run.engine_version != run.vllm_version:  # older than the memory profiles: the
         # release still decides the engine (V0 before 0.8)
         replica = replace(replica, config=replace(replica.config, vllm_version=run.engine_version))
+    chunked = flags.chunked_prefill if flags.chunked_prefill is not None else (v0[2] if v0 else True)
     sched = SchedulerConfig.from_memory(
         mem, enable_prefix_caching=flags.enable_prefix_caching is not False,
-        async_scheduling=bool(flags.async_scheduling), chunked_prefill=flags.chunked_prefill is not False)
+        async_scheduling=bool(flags.async_scheduling), chunked_prefill=chunked)
     return replica, sched
 
 

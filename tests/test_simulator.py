@@ -9,6 +9,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
@@ -166,6 +168,16 @@ def test_a_higher_rate_never_lowers_mean_ttft(rate: float):
         return float(simulate(R, reqs, sched=sched(max_num_batched_tokens=2048)).summary()["mean_ttft_ms"])
 
     # same seed: the arrival times at 1.5x the rate are the same draws compressed by 1.5
+    assert ttft(rate * 1.5) >= ttft(rate) * 0.99
+
+
+@given(rate=st.floats(0.2, 12.0), inp=st.integers(50, 3000), out=st.integers(5, 300))
+@settings(max_examples=12, deadline=None, derandomize=True)
+def test_law_a_higher_rate_never_lowers_mean_ttft(rate: float, inp: int, out: int):
+    def ttft(r: float) -> float:
+        reqs = make_requests(FixedLengths(inp, out), PoissonArrivals(r), 60, seed=11)
+        return float(simulate(R, reqs, sched=sched(max_num_batched_tokens=2048)).summary()["mean_ttft_ms"])
+
     assert ttft(rate * 1.5) >= ttft(rate) * 0.99
 
 
