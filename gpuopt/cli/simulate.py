@@ -22,6 +22,7 @@ from typing import TypeVar
 import click
 
 from gpuopt.cli.options import load_architecture
+from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
@@ -146,6 +147,7 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (vllm bench serve's result keys).")
 @click.option("--save-result", type=click.Path(path_type=Path), default=None, metavar="FILE",
               help="Write a result file of vllm bench serve's shape.")
+@profile_option
 def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | None, pp: int | None,
              dp: int | None, enable_expert_parallel: bool, precision: str | None, kv_cache_dtype: str | None,
              max_model_len: int | None, gpu_memory_utilization: float | None, max_num_seqs: int | None,
@@ -154,13 +156,14 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
              random_output_len: int, random_range_ratio: float, sharegpt_input_len: int | None,
              sharegpt_output_len: int | None, lengths_file: Path | None, num_prompts: int, request_rate: str,
              burstiness: float, arrival: str, max_concurrency: int | None, ignore_eos: bool, offline: bool,
-             seed: int, as_json: bool, save_result: Path | None) -> None:
+             seed: int, as_json: bool, save_result: Path | None, profile_path: Path | None) -> None:
     """Simulate `vllm bench serve` against one vLLM deployment, step by step, and print what it would
     measure: throughput, TTFT, TPOT, ITL and end-to-end latency (mean, median, p90/95/99).
 
     Exit code 0 on success, 1 when the model does not fit, 2 on bad input.
     """
     problems: list[str] = []
+    apply_profile(profile_path, vllm_version)  # the GPU as your own runs calibrated it (a note says so)
     args = ServeArgs()
     try:
         args = parse_serve_args(server_args)
