@@ -189,3 +189,19 @@ def test_html_renders_in_headless_chromium(saved, tmp_path):
     shot = tmp_path / "plan.png"
     subprocess.run([browser, *flags, f"--screenshot={shot}", page.as_uri()], capture_output=True, timeout=120)
     assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_a_premium_with_no_excluded_offering_never_prints_none():
+    """The unrestricted plan may choose offerings inside the region: then there is no cheapest excluded one."""
+    from gpuopt.planner.plan import Plan, ResidencyPremium
+    from gpuopt.reports.markdown import render_markdown
+    from gpuopt.reports.plan_table import render_table
+
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    result = run("solve", EXAMPLES / "cn-chat-70b.yaml", "--region", "cn", "--format", "json", "--candidates", "none")
+    plan = Plan.model_validate_json(result.stdout)
+    rp = ResidencyPremium(selector="cn", cost_per_hour_with_policy=10.0, cost_per_hour_without_policy=10.0,
+                          premium_per_hour=0.0, premium_fraction=0.0, cheapest_excluded_offering=None)
+    same = plan.model_copy(update={"residency_premium": rp})
+    for text in (render_markdown(same), render_table(same)):
+        assert "None" not in text and "premium" in text.lower()

@@ -156,8 +156,9 @@ def render_markdown(plan: Plan) -> str:
         else:
             out.append(f"Keeping data in {md_code(rp.selector)} costs {money(rp.cost_per_hour_with_policy, c)}/h "
                        f"against {money(rp.cost_per_hour_without_policy, c)}/h without the policy: a premium of "
-                       f"{money(rp.premium_per_hour, c)}/h ({(rp.premium_fraction or 0):.0%}). Cheapest excluded "
-                       f"offering: {md(rp.cheapest_excluded_offering)}.")
+                       f"{money(rp.premium_per_hour, c)}/h ({(rp.premium_fraction or 0):.0%})."
+                       + ("" if rp.cheapest_excluded_offering is None else
+                          f" Cheapest excluded offering: {md(rp.cheapest_excluded_offering)}."))
         out.append("")
     if plan.sensitivity is not None:
         s = plan.sensitivity

@@ -118,8 +118,9 @@ def render_table(plan: Plan, width: int | None = None) -> str:
         else:
             con.print(f"Residency premium for '{rp.selector}': {money(rp.premium_per_hour, c)}/h "
                       f"({(rp.premium_fraction or 0):.0%}) over the unrestricted "
-                      f"{money(rp.cost_per_hour_without_policy, c)}/h; cheapest excluded offering: "
-                      f"{rp.cheapest_excluded_offering}")
+                      f"{money(rp.cost_per_hour_without_policy, c)}/h"
+                      + ("" if rp.cheapest_excluded_offering is None else
+                         f"; cheapest excluded offering: {rp.cheapest_excluded_offering}"))
     _rejections(con, plan, compact)
     return buf.getvalue()
 
