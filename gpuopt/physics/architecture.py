@@ -27,6 +27,28 @@ from gpuopt.vocabulary import AttentionKind, LayerKind
 DTYPE_BYTES: dict[str, float] = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
+@dataclass(frozen=True)
+class AttentionLayers:
+    """How a registry `attention_kind` marks some decoder layers as another layer kind: `count_field` names the
+    architecture field that counts them (`default_all`: every layer when it is blank; `needs_window`: only with
+    a sliding_window). A new attention kind is one row of ATTENTION_LAYERS, not another branch."""
+
+    kind: LayerKind
+    count_field: str
+    default_all: bool = False
+    needs_window: bool = False
+
+
+ATTENTION_LAYERS: dict[str, AttentionLayers] = {
+    "sliding-window": AttentionLayers("sliding", "sliding_layers", default_all=True, needs_window=True),
+    "sliding-window mix": AttentionLayers("sliding", "sliding_layers"),
+    "chunked-local mix": AttentionLayers("chunked", "sliding_layers"),
+    "gqa + cross-attn": AttentionLayers("cross", "cross_attention_layers"),
+    "linear-attention hybrid": AttentionLayers("linear", "linear_attention_layers"),
+}
+"""Attention kinds whose models mix layer kinds (mha, gqa, mla: one kind throughout)."""
+
+
 class ModelArchitecture(BaseModel):
     """One decoder-only (or decoder + vision) model, with the units in the field names where they matter."""
 
@@ -158,20 +180,11 @@ class ModelArchitecture(BaseModel):
             return [_PATTERN_KINDS[c] for c in self.layer_pattern]
         if self.is_mla:
             return ["mla"] * n
-        special: tuple[LayerKind, int] | None = None
-        if self.attention_kind == "sliding-window" and self.sliding_window:
-            special = ("sliding", self.sliding_layers or n)
-        elif self.attention_kind == "sliding-window mix" and self.sliding_layers:
-            special = ("sliding", self.sliding_layers)
-        elif self.attention_kind == "chunked-local mix" and self.sliding_layers:
-            special = ("chunked", self.sliding_layers)
-        elif self.attention_kind == "gqa + cross-attn" and self.cross_attention_layers:
-            special = ("cross", self.cross_attention_layers)
-        elif self.attention_kind == "linear-attention hybrid" and self.linear_attention_layers:
-            special = ("linear", self.linear_attention_layers)
-        if special is None:
+        rule = ATTENTION_LAYERS.get(self.attention_kind)
+        count = None if rule is None else getattr(self, rule.count_field) or (n if rule.default_all else None)
+        if rule is None or not count or (rule.needs_window and not self.sliding_window):
             return ["full"] * n
-        kind, count = special
+        kind = rule.kind
         kinds: list[LayerKind] = ["full"] * n
         # place `count` special layers evenly (Bresenham), so every stage gets its fair share
         for i in range(n):
