@@ -101,6 +101,3 @@ def use_calibrated(specs: dict[str, GpuSpec]) -> None:
     _calibrated.clear()
     _calibrated.update(specs)
 
-
-def calibrated_names() -> list[str]:
-    return sorted(_calibrated)

@@ -87,10 +87,6 @@ class MemoryObservation:
 Observation = LatencyObservation | MemoryObservation
 
 
-def _read(path: Path) -> str:
-    return read_text(path, "evidence file")
-
-
 def serve_flags(text: str) -> ServerConfig:
     """The memory- and scheduling-relevant flags of a `vllm serve` command line."""
     try:
@@ -137,7 +133,7 @@ def sidecar(path: Path) -> ServerConfig:
     if not side.exists():
         return ServerConfig()
     try:
-        data = yaml.safe_load(_read(side)) or {}
+        data = yaml.safe_load(read_text(side, "sidecar file")) or {}
     except yaml.YAMLError as exc:
         raise InputError(f"{side}: invalid YAML ({exc})") from None
     if not isinstance(data, dict):
@@ -276,7 +272,7 @@ def read_metrics(path: Path, text: str) -> LatencyObservation:
 
 def read_evidence(path: Path, defaults: ServerConfig) -> Observation:
     """One file, by its content: JSON (bench result), Prometheus text (/metrics) or a vLLM log."""
-    text = _read(path)
+    text = read_text(path, "evidence file")
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{path}: empty file")

@@ -71,18 +71,9 @@ def adjust_gpu(gpu: GpuSpec, entry: ProfileEntry | None) -> GpuSpec:
     """The GPU as the profile sees it."""
     if entry is None:
         return gpu
-    update: dict[str, float] = {}
-    if entry.decode_bandwidth is not None and gpu.hbm_tb_s:
-        update["hbm_tb_s"] = gpu.hbm_tb_s * entry.decode_bandwidth.value
-    if entry.prefill_compute is not None:
-        f = entry.prefill_compute.value
-        for name in ("bf16_tflops", "fp8_tflops", "int8_tops"):
-            value = getattr(gpu, name)
-            if value:
-                update[name] = value * f
-    if entry.memory_offset_gib is not None:
-        update["memory_gib_reported"] = gpu.memory_gib_reported + entry.memory_offset_gib.value
-    return gpu.model_copy(update=update)
+    return scale(gpu, decode_bandwidth=1.0 if entry.decode_bandwidth is None else entry.decode_bandwidth.value,
+                 prefill_compute=1.0 if entry.prefill_compute is None else entry.prefill_compute.value,
+                 memory_offset_gib=0.0 if entry.memory_offset_gib is None else entry.memory_offset_gib.value)
 
 
 def scale(gpu: GpuSpec, decode_bandwidth: float = 1.0, prefill_compute: float = 1.0,

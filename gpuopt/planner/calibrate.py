@@ -171,9 +171,9 @@ def fit_factors(items: Sequence[Observation], gpu: GpuSpec, fit_bw: bool, fit_co
         gaps = []
         for o in starts:
             assert o.kv_cache_gib is not None
-            util = _serving(o, _arch(o)).gpu_memory_utilization or estimate(
-                _arch(o), gpu, _serving(o, _arch(o))).config.gpu_memory_utilization
-            gaps.append((o.kv_cache_gib - predict(o, gpu)["kv_cache_gib"]) / util)
+            arch = _arch(o)
+            mem = estimate(arch, gpu, _serving(o, arch))  # what predict() reads, and the utilisation it resolved
+            gaps.append((o.kv_cache_gib - mem.binding_rank.kv_cache_gib) / mem.config.gpu_memory_utilization)
         offset = statistics.fmean(gaps)
     return Factors(bw, comp, offset)
 
@@ -304,10 +304,6 @@ def check(profile: Profile, observations: Sequence[Observation]) -> list[Compari
         out += [Comparison(o.id, m, v, before.get(m), after.get(m) if entry else None, None)
                 for m, v in observed(o).items()]
     return out
-
-
-def with_defaults(obs: Observation, **changes: object) -> Observation:
-    return replace(obs, config=replace(obs.config, **changes))  # type: ignore[arg-type]
 
 
 __all__ = ["Calibration", "Comparison", "Factors", "calibrate", "check", "fit_factors", "predict"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -157,13 +157,13 @@ def _with_load(cell: Cell, arch: ModelArchitecture, gpu: GpuSpec, est: MemoryEst
         replica = latency.build_replica(arch, gpu, est)
         point = latency.max_rate(replica, q.input_tokens, q.output_tokens, q.ttft_ms, q.tpot_ms)
     except InfeasibleError as exc:
-        return _replace(cell, limit=exc.problems[0], limit_kind="latency")
+        return replace(cell, limit=exc.problems[0], limit_kind="latency")
     except InputError as exc:  # the GPU table lacks a figure the latency model needs
-        return _replace(cell, limit=exc.problems[0], limit_kind="gpu-data")
+        return replace(cell, limit=exc.problems[0], limit_kind="gpu-data")
     if point.requests_per_second <= 1e-6:
-        return _replace(cell, limit=f"no load meets the targets ({point.limit or 'queueing'})", limit_kind="latency")
+        return replace(cell, limit=f"no load meets the targets ({point.limit or 'queueing'})", limit_kind="latency")
     replicas = max(1, math.ceil(q.requests_per_second / (point.requests_per_second * q.headroom) - 1e-9))
-    loaded = _replace(cell, replica_requests_per_second=round(point.requests_per_second, 4), replicas=replicas)
+    loaded = replace(cell, replica_requests_per_second=round(point.requests_per_second, 4), replicas=replicas)
     if catalog is None:
         return loaded
     best: tuple[float, str] | None = None
@@ -177,16 +177,10 @@ def _with_load(cell: Cell, arch: ModelArchitecture, gpu: GpuSpec, est: MemoryEst
         if best is None or (cost, o.offering_id) < best:
             best = (cost, o.offering_id)
     if best is None:
-        return _replace(loaded, limit="no priced on-demand offering of this GPU in the region", limit_kind="no-price")
+        return replace(loaded, limit="no priced on-demand offering of this GPU in the region", limit_kind="no-price")
     tokens_per_hour = q.requests_per_second * q.output_tokens * 3600
-    return _replace(loaded, offering=best[1], cost_per_hour=round(best[0], 4), currency=currency,
+    return replace(loaded, offering=best[1], cost_per_hour=round(best[0], 4), currency=currency,
                     cost_per_million_output_tokens=round(best[0] / tokens_per_hour * 1e6, 4))
-
-
-def _replace(cell: Cell, **changes: object) -> Cell:
-    from dataclasses import replace
-
-    return replace(cell, **changes)  # type: ignore[arg-type]
 
 
 def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Residency | None = None,
