@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import click
@@ -13,8 +11,8 @@ from gpuopt.errors import InputError
 TARGET_NAMES = ("k8s", "skypilot", "pai-eas", "compose")
 
 
-def _write_dir(directory: Path, files: dict[str, str], force: bool) -> None:
-    """Write every file, or none: into a temporary sibling directory, renamed into place at the end."""
+def _check_output_dir(directory: Path, force: bool) -> None:
+    """Before any work: the directory is new (or --force), not a file, and its parent exists."""
     if directory.exists() and not force:
         raise InputError(f"-o {directory}: already exists (use --force to replace its files)")
     if directory.exists() and not directory.is_dir():
@@ -22,12 +20,15 @@ def _write_dir(directory: Path, files: dict[str, str], force: bool) -> None:
     parent = directory.resolve().parent
     if not parent.is_dir():
         raise InputError(f"-o {directory}: the parent directory {parent} does not exist")
+
+
+def _write_dir(directory: Path, files: dict[str, str]) -> None:
+    """Each file written atomically (the input boundary's writer: temp file beside it, then rename)."""
+    from gpuopt.inputs.loader import write_output_file
+
     directory.mkdir(exist_ok=True)
     for name, text in files.items():
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, directory / name)
+        write_output_file(directory / name, text)
 
 
 @click.command()
@@ -49,12 +50,12 @@ def deploy(plan_file: Path, target: str, output_dir: Path | None, force: bool, i
     from gpuopt.cli.report import read_plan
     from gpuopt.reports.deploy import DeployOptions, render_deploy
 
-    if output_dir is not None and output_dir.exists() and not force:
-        raise InputError(f"-o {output_dir}: already exists (use --force to replace its files)")
+    if output_dir is not None:
+        _check_output_dir(output_dir, force)
     plan = read_plan(plan_file)
     artifacts = render_deploy(plan, target, DeployOptions(image=image, namespace=namespace))
     if output_dir is not None:
-        _write_dir(output_dir, {a.filename: a.text for a in artifacts}, force)
+        _write_dir(output_dir, {a.filename: a.text for a in artifacts})
         for a in artifacts:
             click.echo(f"wrote {output_dir / a.filename}", err=True)
         return

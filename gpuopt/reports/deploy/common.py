@@ -126,11 +126,12 @@ def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:
     return next(w for w in plan.workloads if w.name == d.workload)
 
 
-def trace_labels(plan: Plan, d: Deployment) -> dict[str, str]:
-    """Plan id, cost and the SLO the deployment was sized for, as string labels/annotations."""
+def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
+    """Plan id (`pid`: plan_id(plan), computed once per render: it serialises the whole plan), cost and the
+    SLO the deployment was sized for, as string labels/annotations."""
     w = workload_of(plan, d)
     labels = {
-        f"{LABEL_PREFIX}/plan-id": plan_id(plan),
+        f"{LABEL_PREFIX}/plan-id": pid,
         f"{LABEL_PREFIX}/workload": d.workload,
         f"{LABEL_PREFIX}/model": d.model,
         f"{LABEL_PREFIX}/offering": f"{d.provider}/{d.service}/{d.sku}/{d.region}/{d.price_kind}",
@@ -144,6 +145,12 @@ def trace_labels(plan: Plan, d: Deployment) -> dict[str, str]:
     if w.tpot_slo_ms is not None:
         labels[f"{LABEL_PREFIX}/slo-tpot-ms"] = f"{w.tpot_slo_ms:g}"
     return labels
+
+
+def trace_env(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
+    """The same facts as GPUOPT_* environment variables, for targets without free-form labels."""
+    return {"GPUOPT_" + key.split("/", 1)[1].upper().replace("-", "_"): value
+            for key, value in trace_labels(plan, d, pid).items()}
 
 
 def deployable(plan: Plan) -> list[Deployment]:

@@ -23,6 +23,7 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     nodes,
+    plan_id,
     refuse,
     serve_args,
     to_yaml,
@@ -30,7 +31,7 @@ from gpuopt.reports.deploy.common import (
 )
 
 
-def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int) -> dict[str, Any]:
+def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: str) -> dict[str, Any]:
     """Replica `index` of one host: its own GPUs (Docker's `count` would hand every container the same
     first GPUs) and its own host port."""
     first = index * d.gpus_per_replica
@@ -43,7 +44,7 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int) -> dict
         "ipc": "host",
         "shm_size": "16gb",
         "volumes": ["hf-cache:/root/.cache/huggingface"],
-        "labels": trace_labels(plan, d),
+        "labels": trace_labels(plan, d, pid),
         "healthcheck": {"test": ["CMD", "curl", "-f", f"http://localhost:{VLLM_PORT}/health"],
                         "interval": "30s", "timeout": "5s", "retries": 5, "start_period": "30m"},
         "deploy": {"resources": {"reservations": {"devices": [
@@ -54,6 +55,7 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int) -> dict
 
 def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
+    pid = plan_id(plan)
     for d in deployable(plan):
         check_not_serverless(d, "compose")
         if nodes(d) > 1:
@@ -61,7 +63,7 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         name = artifact_name(plan, d)
         per_host = max(1, min(d.replicas, d.gpus_per_instance // d.gpus_per_replica))
         hosts = -(-d.replicas // per_host)
-        services = {f"vllm-{i + 1}": _service(plan, d, opts, i) for i in range(per_host)}
+        services = {f"vllm-{i + 1}": _service(plan, d, opts, i, pid) for i in range(per_host)}
         document = {"name": name, "services": services, "volumes": {"hf-cache": {}}}
         header = (f"# {name}: {d.replicas} replica(s), {per_host} per {json.dumps(d.sku)} host, on {hosts} host(s);\n"
                   f"# on each host: docker compose -f {shlex.quote(name + '.compose.yaml')} up -d\n")

@@ -23,6 +23,7 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     nodes,
+    plan_id,
     refuse,
     serve_args,
     to_yaml,
@@ -73,7 +74,7 @@ def _pod_spec(d: Deployment, container: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _single_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> list[dict[str, Any]]:
+def _single_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> list[dict[str, Any]]:
     labels = {"app": name}
     _, mounts = _volumes()
     container = {
@@ -87,7 +88,7 @@ def _single_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> l
         "volumeMounts": mounts,
         **_probes(),
     }
-    metadata = {"name": name, "namespace": opts.namespace, "labels": labels, "annotations": trace_labels(plan, d)}
+    metadata = {"name": name, "namespace": opts.namespace, "labels": labels, "annotations": trace_labels(plan, d, pid)}
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -95,14 +96,14 @@ def _single_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> l
         "spec": {
             "replicas": d.replicas,
             "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels, "annotations": trace_labels(plan, d)},
+            "template": {"metadata": {"labels": labels, "annotations": trace_labels(plan, d, pid)},
                          "spec": _pod_spec(d, container)},
         },
     }
     return [deployment, _service(name, labels, opts)]
 
 
-def _multi_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> list[dict[str, Any]]:
+def _multi_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> list[dict[str, Any]]:
     """One LeaderWorkerSet group per replica: the leader starts the Ray head and `vllm serve`, workers join
     it (vLLM's multi-node-serving.sh, shipped in the vllm/vllm-openai image), one pod per instance."""
     size = nodes(d)
@@ -131,12 +132,12 @@ def _multi_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> li
             container["readinessProbe"] = _probes()["readinessProbe"]
         spec = _pod_spec(d, container)
         spec["affinity"] = anti_affinity
-        return {"metadata": {"labels": {"role": role}, "annotations": trace_labels(plan, d)}, "spec": spec}
+        return {"metadata": {"labels": {"role": role}, "annotations": trace_labels(plan, d, pid)}, "spec": spec}
 
     lws = {
         "apiVersion": "leaderworkerset.x-k8s.io/v1",
         "kind": "LeaderWorkerSet",
-        "metadata": {"name": name, "namespace": opts.namespace, "annotations": trace_labels(plan, d)},
+        "metadata": {"name": name, "namespace": opts.namespace, "annotations": trace_labels(plan, d, pid)},
         "spec": {
             "replicas": d.replicas,
             "leaderWorkerTemplate": {
@@ -163,12 +164,13 @@ def _service(name: str, selector: dict[str, str], opts: DeployOptions) -> dict[s
 
 def render_k8s(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
+    pid = plan_id(plan)
     for d in deployable(plan):
         check_not_serverless(d, "k8s")
         if d.provider not in NODE_PROVIDERS:
             raise refuse(d, "k8s", f"{d.provider} machines are not Kubernetes nodes; use --target skypilot")
         name = artifact_name(plan, d)
-        docs = _multi_node(plan, d, name, opts) if nodes(d) > 1 else _single_node(plan, d, name, opts)
+        docs = _multi_node(plan, d, name, opts, pid) if nodes(d) > 1 else _single_node(plan, d, name, opts, pid)
         text = "---\n".join(to_yaml(doc) for doc in docs)
         out.append(Artifact(deployment=name, filename=f"{name}.yaml", text=text))
     return out

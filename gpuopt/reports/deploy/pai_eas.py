@@ -23,9 +23,10 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     nodes,
+    plan_id,
     refuse,
     serve_args,
-    trace_labels,
+    trace_env,
 )
 
 
@@ -37,6 +38,7 @@ def service_name(name: str) -> str:
 
 def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
+    pid = plan_id(plan)
     for d in deployable(plan):
         if d.provider != "alibaba" or d.service != "ecs":
             raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
@@ -45,8 +47,7 @@ def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
             raise refuse(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "
                                        "one machine")
         name = artifact_name(plan, d)
-        env = [{"name": "GPUOPT_" + key.split("/", 1)[1].upper().replace("-", "_"), "value": value}
-               for key, value in trace_labels(plan, d).items()]
+        env = [{"name": key, "value": value} for key, value in trace_env(plan, d, pid).items()]
         service: dict[str, Any] = {
             "metadata": {"name": service_name(name), "instance": d.replicas},
             "cloud": {"computing": {"instance_type": d.sku}},

@@ -21,10 +21,11 @@ from gpuopt.reports.deploy.common import (
     check_not_serverless,
     deployable,
     nodes,
+    plan_id,
     refuse,
     serve_args,
     to_yaml,
-    trace_labels,
+    trace_env,
     vllm_release,
 )
 
@@ -49,7 +50,7 @@ def _run(d: Deployment) -> str:
     )
 
 
-def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> dict[str, Any]:
+def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> dict[str, Any]:
     resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": d.sku,
                                  "ports": VLLM_PORT}
     if d.region not in UNNAMED_REGIONS:
@@ -59,8 +60,7 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> dict[str
     task: dict[str, Any] = {"name": name}
     if nodes(d) > 1:
         task["num_nodes"] = nodes(d)
-    task["envs"] = {"GPUOPT_" + key.split("/", 1)[1].upper().replace("-", "_"): value
-                    for key, value in trace_labels(plan, d).items()}
+    task["envs"] = trace_env(plan, d, pid)
     task["resources"] = resources
     if opts.image:  # a container image that has vLLM: nothing to install
         resources["image_id"] = f"docker:{opts.image}"
@@ -75,12 +75,13 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions) -> dict[str
 
 def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
+    pid = plan_id(plan)
     for d in deployable(plan):
         check_not_serverless(d, "skypilot")
         if d.provider not in SKYPILOT_CLOUDS:
             raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
                                         f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
         name = artifact_name(plan, d)
-        text = to_yaml(_task(plan, d, name, opts))
+        text = to_yaml(_task(plan, d, name, opts, pid))
         out.append(Artifact(deployment=name, filename=f"{name}.sky.yaml", text=text))
     return out
