@@ -54,16 +54,14 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
          currency: str | None, budget_monthly: float | None, output: Path, force: bool,
          interactive: bool | None) -> None:
     """Ask the sizing questions and write a commented workload file for `gpuopt solve`."""
+    from gpuopt.inputs.loader import check_output_path
     from gpuopt.inputs.presets import Answers, presets, render_workload
     from gpuopt.inputs.workload import load_workload
     from gpuopt.pricing.regions import Residency
 
-    if output.exists() and not force:
+    if output.exists() and not output.is_dir() and not force:
         raise InputError(f"-o {output}: already exists (use --force to overwrite it)")
-    if output.is_dir():
-        raise InputError(f"-o {output}: is a directory")
-    if not output.resolve().parent.is_dir():
-        raise InputError(f"-o {output}: the directory {output.resolve().parent} does not exist")
+    check_output_path(output)  # a directory, a missing or unwritable folder: the input boundary's messages
     p = presets()[preset]
     ask = sys.stdin.isatty() if interactive is None else interactive
     if ask:
