@@ -13,6 +13,8 @@ import re
 import sys
 from typing import IO, TYPE_CHECKING
 
+from gpuopt.pricing.identifiers import FORMULA_PREFIXES  # one list: overlays refuse them, exports neutralise them
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -20,7 +22,6 @@ if TYPE_CHECKING:
 # line (line-start syntax such as `#` or `-` cannot be reached: user text never starts a line, and line breaks
 # are removed).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
-FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
 def money(value: float | None, currency: str, digits: int = 2) -> str:

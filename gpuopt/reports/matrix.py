@@ -3,17 +3,16 @@ HTML heat map, and one row per cell for CSV and JSON."""
 
 from __future__ import annotations
 
-import html
 import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict
 
 from gpuopt.planner.matrix import Cell, MatrixQuery
+from gpuopt.reports.formatting import csv_cell, html_text, md
 
 SHORT_LIMIT = {"precision": "precision", "memory": "no fit", "kv": "KV short", "latency": "SLO missed",
                "gpu-data": "no GPU data", "no-price": "no price"}
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _tokens(n: int | None) -> str:
@@ -84,38 +83,25 @@ def render_table(q: MatrixQuery, cells: list[Cell], width: int | None = None) ->
     return out.getvalue()
 
 
-def _md(text: str) -> str:
-    """A Markdown table cell: HTML-escaped (Markdown passes raw HTML through) and with its pipes escaped."""
-    return html.escape(text, quote=False).replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(q: MatrixQuery, cells: list[Cell]) -> str:
     gpus, rows = _grid(cells)
-    lines = ["# GPU sizing matrix", "", _md(_caption(q, cells)), "",
-             "| model | weights | " + " | ".join(_md(g) for g in gpus) + " |",
+    lines = ["# GPU sizing matrix", "", md(_caption(q, cells)), "",
+             "| model | weights | " + " | ".join(md(g) for g in gpus) + " |",
              "|---|---|" + "---|" * len(gpus)]
     for label, precision, row in rows:
-        lines.append(f"| {_md(label)} | {_md(precision)} | " + " | ".join(_md(cell_text(c)) for c in row) + " |")
+        lines.append(f"| {md(label)} | {md(precision)} | " + " | ".join(md(cell_text(c)) for c in row) + " |")
     models, limits = _models(cells), _limits(cells)
     if models:
-        lines += ["", "Sizes stand for: " + "; ".join(_md(m) for m in models) + "."]
+        lines += ["", "Sizes stand for: " + "; ".join(md(m) for m in models) + "."]
     if limits:
-        lines += ["", "## Limits", ""] + [f"- {_md(line)}" for line in limits]
+        lines += ["", "## Limits", ""] + [f"- {md(line)}" for line in limits]
     return "\n".join(lines) + "\n"
-
-
-def _safe(value: object) -> object:
-    """A CSV cell a spreadsheet will not evaluate (OWASP CSV injection): text starting with = + - @ tab CR
-    gets a leading apostrophe; numbers stay numbers."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
-    return value
 
 
 def render_csv(q: MatrixQuery, cells: list[Cell]) -> str:
     import pandas as pd
 
-    frame = pd.DataFrame([{k: _safe(v) for k, v in asdict(c).items()} for c in cells], dtype=object)
+    frame = pd.DataFrame([{k: csv_cell(v) for k, v in asdict(c).items()} for c in cells], dtype=object)
     return str(frame.to_csv(index=False, lineterminator="\n"))
 
 
@@ -146,7 +132,7 @@ def render_html(q: MatrixQuery, cells: list[Cell]) -> str:
 
     values = [v for c in cells if (v := key(c)) is not None]
     lo, hi = (min(values), max(values)) if values else (0.0, 0.0)
-    e = html.escape
+    e = html_text
     head = "".join(f"<th>{e(g)}</th>" for g in gpus)
     body = []
     for label, precision, row in rows:
