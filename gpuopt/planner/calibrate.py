@@ -31,7 +31,7 @@ from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, Observ
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.memory import ServingConfig, estimate
-from gpuopt.physics.profile import Fit, Profile, ProfileEntry, scale
+from gpuopt.physics.profile import Fit, Profile, ProfileEntry, adjust_gpu, scale
 from gpuopt.vocabulary import KV_CACHE_DTYPES, WEIGHT_FORMATS
 
 MIN_OBSERVATIONS = 2
@@ -298,8 +298,6 @@ def check(profile: Profile, observations: Sequence[Observation]) -> list[Compari
         assert o.config.gpu is not None
         gpu = get_gpu(o.config.gpu)
         entry = profile.entry_for(gpu.gpu, o.config.vllm_version)
-        from gpuopt.physics.profile import adjust_gpu
-
         before, after = predict(o, gpu), predict(o, adjust_gpu(gpu, entry))
         out += [Comparison(o.id, m, v, before.get(m), after.get(m) if entry else None, None)
                 for m, v in observed(o).items()]
