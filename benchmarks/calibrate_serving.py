@@ -1,6 +1,13 @@
-"""Fit the serving factors of the step cost (gpuopt/data/serving_calibration.yaml) on the load runs.
+"""Fit the step cost's factors on the load runs and the light-load rows, jointly.
 
-The factors (few, each with a physical meaning; see docs/simulator.md):
+Writes gpuopt/data/serving_calibration.yaml and the fitted values of gpuopt/data/latency_calibration.yaml.
+Both files describe ONE step cost (latency.step_parts_s), used by the analytic model and by the simulator,
+so they are fitted together: fitting the serving factors alone after the latency factors (as before)
+moved the light-load TPOT of the analytic model from 6 % to 19 % median error.
+
+The latency factors (per GPU architecture): eff_bw (share of HBM bandwidth a decode step reaches),
+eff_compute / eff_prefill (share of the tensor peak in decode and prompt tokens), the fixed step and server
+overheads and the all-reduce latency per link. The serving factors (see docs/simulator.md):
   cpu_per_seq_us           host work per sequence per engine step
   frontend_ms_per_request  API-server work per request, serialised (a burst queues there)
   gemm_tile_tokens         a step's dense GEMMs cost as if they had this many more rows
@@ -9,15 +16,17 @@ The factors (few, each with a physical meaning; see docs/simulator.md):
   v0_host_factor           host work of the V0 engine (vLLM < 0.8) over V1's
   <path>.eff_compute       share of the tensor peak reached by each MoE kernel path with rows to fit
 
-Objective: soft-L1 on log(predicted / observed) of every replayed metric (benchmarks/load_replay.py), each
-(metric family, protocol) cell weighted equally. Minimiser: Levenberg-Marquardt on forward-difference
+Objective: soft-L1 on log(predicted / observed) of every replayed metric (benchmarks/load_replay.py) and of
+every analytic-model row of benchmarks/latency_accuracy.py (perf_observed.csv, predicted by the analytic
+steady state, which the planner screens with), each (metric family, protocol) cell weighted equally.
+Minimiser: Levenberg-Marquardt on forward-difference
 Jacobians in log-parameter space (a replay of every run takes ~30 s, so a handful of iterations).
 
 Leave-one-model-out (leave_one_model_out): at the full fit, the Jacobian of every residual is known; for
 each model the fit is redone without its rows as one damped Gauss-Newton step on that linearisation, and the
 held-out model's runs are then simulated with the refitted factors. (A full refit per model would take hours.)
 
-Usage: python benchmarks/calibrate_serving.py [--iterations N] [--write]
+Usage: python benchmarks/calibrate_serving.py [--iterations N] [--write]   (needs the `bench` extra: scipy)
 """
 
 from __future__ import annotations
@@ -26,13 +35,19 @@ import argparse
 import math
 import sys
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from calibrate_latency import LOWER as LAT_LOWER  # noqa: E402
+from calibrate_latency import NAMES as LAT_NAMES  # noqa: E402
+from calibrate_latency import UPPER as LAT_UPPER  # noqa: E402
+from calibrate_latency import to_calibration as latency_from  # noqa: E402
 from load_replay import Metric, load_runs, predicted, replay_with  # noqa: E402
+from observed_latency import Scenario, load_scenarios, predict, replica_for  # noqa: E402
 
 from gpuopt.errors import GpuoptError  # noqa: E402
 from gpuopt.physics import latency  # noqa: E402
@@ -44,6 +59,8 @@ SCALAR = ("cpu_per_seq_us", "frontend_ms_per_request", "gemm_tile_tokens", "moe_
 BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0), "gemm_tile_tokens": (1.0, 128.0),
           "moe_tile_tokens": (1.0, 1024.0), "layer_fixed_us": (0.5, 500.0), "v0_host_factor": (1.0, 30.0),
           "eff_compute": (0.02, 0.9)}
+# latency factors, log-space: a factor bounded below by 0 gets a small positive floor
+BOUNDS.update({f"lat.{n}": (max(lo, 0.05), hi) for n, lo, hi in zip(LAT_NAMES, LAT_LOWER, LAT_UPPER, strict=True)})
 WORKERS = 2
 SOFT_L1_SCALE = 0.3  # residuals (log ratio) beyond ~35 % count linearly, not quadratically
 
@@ -54,48 +71,91 @@ def moe_path_of(m: Metric) -> str | None:
         return None
     from gpuopt.hardware import get_gpu
 
-    return latency.moe_kernel_path(get_gpu(m.run.gpu), m.run.precision)
+    return latency.moe_kernel_path(get_gpu(m.run.gpu), m.run.precision, m.run.engine_version or m.run.vllm_version)
 
 
 def parameter_names(metrics: list[Metric]) -> list[str]:
     paths = sorted({p for m in metrics if (p := moe_path_of(m))})
-    return list(SCALAR) + [f"{p}.eff_compute" for p in paths]
+    return list(SCALAR) + [f"{p}.eff_compute" for p in paths] + [f"lat.{n}" for n in LAT_NAMES]
 
 
-def to_calibration(names: list[str], x: np.ndarray, base: ServingCalibration) -> ServingCalibration:
+Calibrations = tuple[ServingCalibration, latency.LatencyCalibration]
+
+
+def _bounds(name: str) -> tuple[float, float]:
+    return BOUNDS[name] if name.startswith("lat.") else BOUNDS[name.split(".")[-1]]
+
+
+def latency_vector(cal: latency.LatencyCalibration) -> list[float]:
+    """The latency calibration as calibrate_latency.NAMES values."""
+    arch = cal.architectures
+    return [arch["Hopper"].eff_bw, arch["Hopper"].eff_compute, arch["Hopper"].eff_prefill, arch["Ampere"].eff_bw,
+            arch["Ampere"].eff_compute, arch["Ampere"].eff_prefill, arch["H200-141GB"].eff_bw, cal.step_overhead_ms,
+            cal.server_overhead_ms, cal.allreduce_latency_us["nvlink"], cal.allreduce_latency_us["pcie"]]
+
+
+def to_calibration(names: list[str], x: np.ndarray, base: Calibrations) -> Calibrations:
     values = dict(zip(names, np.exp(x), strict=True))
-    paths = dict(base.moe_paths)
+    paths = dict(base[0].moe_paths)
     for name, value in values.items():
-        if "." in name:
+        if "." in name and not name.startswith("lat."):
             path = name.split(".")[0]
             paths[path] = MoePath(eff_compute=float(value), eff_bw=paths[path].eff_bw, fitted_on=paths[path].fitted_on)
     scalars = {n: float(values[n]) for n in SCALAR if n in values}
-    return base.model_copy(update={**scalars, "moe_paths": paths})
+    lat = dict(zip(LAT_NAMES, latency_vector(base[1]), strict=True))
+    lat.update({n[4:]: float(v) for n, v in values.items() if n.startswith("lat.")})
+    return (base[0].model_copy(update={**scalars, "moe_paths": paths}),
+            latency_from(np.array([lat[n] for n in LAT_NAMES]), base[1]))
 
 
-def start_vector(names: list[str], base: ServingCalibration) -> np.ndarray:
+def start_vector(names: list[str], base: Calibrations) -> np.ndarray:
+    lat = dict(zip(LAT_NAMES, latency_vector(base[1]), strict=True))
     out = []
     for name in names:
-        value = getattr(base, name) if "." not in name else base.moe_paths[name.split(".")[0]].eff_compute
-        lo, hi = BOUNDS[name.split(".")[-1]]
+        if name.startswith("lat."):
+            value = lat[name[4:]]
+        else:
+            value = getattr(base[0], name) if "." not in name else base[0].moe_paths[name.split(".")[0]].eff_compute
+        lo, hi = _bounds(name)
         out.append(math.log(min(max(value, lo), hi)))
     return np.array(out)
 
 
 def clip(names: list[str], x: np.ndarray) -> np.ndarray:
-    lo = np.log([BOUNDS[n.split(".")[-1]][0] for n in names])
-    hi = np.log([BOUNDS[n.split(".")[-1]][1] for n in names])
+    lo = np.log([_bounds(n)[0] for n in names])
+    hi = np.log([_bounds(n)[1] for n in names])
     return np.asarray(np.clip(x, lo, hi))
 
 
-def log_errors(metrics: list[Metric], cal: ServingCalibration) -> np.ndarray:
+Rows = list[tuple[Scenario, latency.Replica]]
+
+
+def analytic_rows() -> Rows:
+    """The rows benchmarks/latency_accuracy.py predicts with the analytic model."""
+    scenarios, _ = load_scenarios()
+    return [(s, replica_for(s)) for s in scenarios if s.engine == "vLLM"]
+
+
+def analytic_log_errors(rows: Rows, cal: Calibrations) -> np.ndarray:
+    out = np.full(len(rows), np.nan)
+    for k, (s, r) in enumerate(rows):
+        try:
+            pred = predict(s, replace(r, serving=cal[0], cal=cal[1]))
+        except GpuoptError:
+            continue
+        if pred > 0 and math.isfinite(pred):
+            out[k] = math.log(pred / s.observed)
+    return out
+
+
+def log_errors(metrics: list[Metric], cal: Calibrations) -> np.ndarray:
     """log(predicted / observed) per metric (nan where the run cannot be replayed)."""
     cache: dict[str, dict[str, float | int]] = {}
     out = np.full(len(metrics), np.nan)
     for k, m in enumerate(metrics):
         if m.run.key not in cache:
             try:
-                cache[m.run.key] = replay_with(m.run, cal).summary()
+                cache[m.run.key] = replay_with(m.run, cal[0], latency_cal=cal[1]).summary()
             except GpuoptError:
                 cache[m.run.key] = {}
         if cache[m.run.key]:
@@ -105,9 +165,13 @@ def log_errors(metrics: list[Metric], cal: ServingCalibration) -> np.ndarray:
     return out
 
 
-def weights(metrics: list[Metric]) -> np.ndarray:
+def weights(metrics: list[Metric], rows: Rows) -> np.ndarray:
+    """1 / sqrt(rows in its cell): every (metric family, protocol) cell weighs the same, the analytic rows
+    forming cells of their own (metric class, "analytic")."""
     cells = Counter((m.family, m.run.protocol) for m in metrics)
-    return np.array([1.0 / math.sqrt(cells[(m.family, m.run.protocol)]) for m in metrics])
+    lat_cells = Counter(s.metric_class for s, _ in rows)
+    return np.array([1.0 / math.sqrt(cells[(m.family, m.run.protocol)]) for m in metrics]
+                    + [1.0 / math.sqrt(lat_cells[s.metric_class]) for s, _ in rows])
 
 
 def robust(r: np.ndarray) -> np.ndarray:
@@ -116,21 +180,22 @@ def robust(r: np.ndarray) -> np.ndarray:
     return np.asarray(np.sign(r) * s * np.sqrt(2 * (np.sqrt(1 + (r / s) ** 2) - 1)))
 
 
-def residuals(metrics: list[Metric], names: list[str], x: np.ndarray, base: ServingCalibration,
+def residuals(metrics: list[Metric], rows: Rows, names: list[str], x: np.ndarray, base: Calibrations,
               w: np.ndarray) -> np.ndarray:
-    r = log_errors(metrics, to_calibration(names, x, base))
+    cal = to_calibration(names, x, base)
+    r = np.concatenate([log_errors(metrics, cal), analytic_log_errors(rows, cal)])
     return np.asarray(np.nan_to_num(robust(r), nan=0.0) * w)
 
 
 _POOL: dict[str, object] = {}
 
 
-def _column(args: tuple[list[Metric], list[str], np.ndarray, ServingCalibration, np.ndarray]) -> np.ndarray:
+def _column(args: tuple[list[Metric], Rows, list[str], np.ndarray, Calibrations, np.ndarray]) -> np.ndarray:
     return residuals(*args)
 
 
-def jacobian(metrics: list[Metric], names: list[str], x: np.ndarray, base: ServingCalibration, w: np.ndarray,
-             r0: np.ndarray, step: float = 0.15) -> np.ndarray:
+def jacobian(metrics: list[Metric], rows: Rows, names: list[str], x: np.ndarray, base: Calibrations,
+             w: np.ndarray, r0: np.ndarray, step: float = 0.15) -> np.ndarray:
     """Forward differences, one column per factor, WORKERS processes at a time (forked after the replay
     cache is warm, so each worker starts with every run prepared)."""
     import multiprocessing
@@ -139,7 +204,7 @@ def jacobian(metrics: list[Metric], names: list[str], x: np.ndarray, base: Servi
     for j in range(len(x)):
         xj = x.copy()
         xj[j] += step
-        shifted.append((metrics, names, xj, base, w))
+        shifted.append((metrics, rows, names, xj, base, w))
     with multiprocessing.get_context("fork").Pool(WORKERS) as pool:
         cols = pool.map(_column, shifted)
     return np.stack([(c - r0) / step for c in cols], axis=1)
@@ -163,20 +228,20 @@ def subsample(metrics: list[Metric]) -> list[Metric]:
     return [m for m in metrics if m.run.key in kept]
 
 
-def fit(metrics: list[Metric], base: ServingCalibration, iterations: int) -> tuple[list[str], np.ndarray]:
+def fit(metrics: list[Metric], rows: Rows, base: Calibrations, iterations: int) -> tuple[list[str], np.ndarray]:
     metrics = subsample(metrics)
     names = parameter_names(metrics)
-    w = weights(metrics)
+    w = weights(metrics, rows)
     x = start_vector(names, base)
-    r = residuals(metrics, names, x, base, w)
+    r = residuals(metrics, rows, names, x, base, w)
     cost = float(r @ r)
     damping = 1.0
     print(f"start cost {cost:.3f}", file=sys.stderr)
     for it in range(iterations):
-        jac = jacobian(metrics, names, x, base, w, r)
+        jac = jacobian(metrics, rows, names, x, base, w, r)
         for _ in range(4):
             trial = clip(names, x + gauss_newton_step(jac, r, damping))
-            r_trial = residuals(metrics, names, trial, base, w)
+            r_trial = residuals(metrics, rows, names, trial, base, w)
             c_trial = float(r_trial @ r_trial)
             if c_trial < cost:
                 x, r, cost = trial, r_trial, c_trial
@@ -190,15 +255,16 @@ def fit(metrics: list[Metric], base: ServingCalibration, iterations: int) -> tup
 
 def leave_one_model_out(metrics: list[Metric]) -> list[tuple[Metric, float, float]]:
     """(metric, predicted, abs % error) for every metric, predicted with factors fitted without its model."""
-    base = latency.serving_calibration()
+    base = (latency.serving_calibration(), latency.calibration())
+    rows = analytic_rows()
     names = parameter_names(metrics)
-    w = weights(metrics)
+    w = weights(metrics, rows)
     x = start_vector(names, base)
-    r = residuals(metrics, names, x, base, w)
-    jac = jacobian(metrics, names, x, base, w, r)
+    r = residuals(metrics, rows, names, x, base, w)
+    jac = jacobian(metrics, rows, names, x, base, w, r)
     out: list[tuple[Metric, float, float]] = []
     for model in sorted({m.run.registry_model for m in metrics}):
-        keep = np.array([m.run.registry_model != model for m in metrics])
+        keep = np.array([m.run.registry_model != model for m in metrics] + [s.model != model for s, _ in rows])
         held = [m for m in metrics if m.run.registry_model == model]
         # one damped Gauss-Newton step from the full fit, on the other models' rows only; a factor only this
         # model informs (a zero column once its rows are gone) stays where it is
@@ -220,9 +286,9 @@ def fitted_on(metrics: list[Metric], names: list[str]) -> dict[str, str]:
     """The perf_load / perf_observed lines each factor was fitted on."""
     lines: dict[str, list[str]] = {}
     for name in names:
-        path = name.split(".")[0] if "." in name else None
-        rows = [m for m in metrics if path is None or moe_path_of(m) == path]
-        lines[name] = _ranges(rows)
+        path = name.split(".")[0] if "." in name and not name.startswith("lat.") else None
+        used = [m for m in metrics if path is None or moe_path_of(m) == path]
+        lines[name] = _ranges(used)
     return lines
 
 
@@ -244,8 +310,9 @@ def _ranges(rows: list[Metric]) -> str:
     return "; ".join(parts)
 
 
-def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: ServingCalibration) -> None:
-    cal = to_calibration(names, x, base)
+def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: Calibrations) -> None:
+    cal, lat = to_calibration(names, x, base)
+    write_latency(lat)
     where = fitted_on(metrics, names)
     paths = {}
     for path, mp in cal.moe_paths.items():
@@ -255,7 +322,7 @@ def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: ServingC
     doc = {
         "source": "fitted by benchmarks/calibrate_serving.py (Levenberg-Marquardt, soft-L1 on log errors, each "
                   "metric family x protocol weighted equally) on the replayable runs of perf_load.csv and the vLLM "
-                  "rows of perf_observed.csv",
+                  "rows of perf_observed.csv, jointly with the factors of latency_calibration.yaml",
         "fitted_on": where[SCALAR[0]],
         **{n: round(float(getattr(cal, n)), 4) for n in SCALAR},
         "moe_paths": paths,
@@ -267,14 +334,43 @@ def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: ServingC
     print(f"wrote {target}", file=sys.stderr)
 
 
+def write_latency(lat: latency.LatencyCalibration) -> None:
+    """Put the fitted values into latency_calibration.yaml in place (its comments and borrowing table stay)."""
+    import re
+
+    target = Path(__file__).resolve().parents[1] / "gpuopt" / "data" / "latency_calibration.yaml"
+    text = target.read_text(encoding="utf-8")
+    a = lat.architectures
+
+    def arch(name: str) -> str:
+        c = a[name]
+        return f"{{eff_bw: {c.eff_bw:.4f}, eff_compute: {c.eff_compute:.4f}, eff_prefill: {c.eff_prefill:.4f}}}"
+
+    subs = {
+        r"^step_overhead_ms: .*$": f"step_overhead_ms: {lat.step_overhead_ms:.4f}",
+        r"^server_overhead_ms: .*$": f"server_overhead_ms: {lat.server_overhead_ms:.4f}",
+        r"^allreduce_latency_us: .*$": (f"allreduce_latency_us: {{nvlink: {lat.allreduce_latency_us['nvlink']:.4f}, "
+                                        f"pcie: {lat.allreduce_latency_us['pcie']:.4f}}}"),
+        r"^  Hopper: .*$": f"  Hopper: {arch('Hopper')}",
+        r"^  H200-141GB: .*$": f"  H200-141GB: {arch('H200-141GB')}",
+        r"^  Ampere: .*$": f"  Ampere: {arch('Ampere')}",
+    }
+    for pattern, line in subs.items():
+        text, n = re.subn(pattern, line, text, count=1, flags=re.MULTILINE)
+        if n != 1:
+            raise SystemExit(f"latency_calibration.yaml: no line matches {pattern}")
+    target.write_text(text, encoding="utf-8")
+    print(f"wrote {target}", file=sys.stderr)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--write", action="store_true", help="write gpuopt/data/serving_calibration.yaml")
     args = parser.parse_args()
     metrics, _ = load_runs()
-    base = latency.serving_calibration()
-    names, x = fit(metrics, base, args.iterations)
+    base = (latency.serving_calibration(), latency.calibration())
+    names, x = fit(metrics, analytic_rows(), base, args.iterations)
     for n, v in zip(names, np.exp(x), strict=True):
         print(f"{n}: {v:.4g}")
     if args.write:

@@ -17,6 +17,7 @@ them. Assumptions made to replay a row are the row's own (replay_note) plus thes
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass, replace
 from functools import cache
@@ -162,6 +163,12 @@ def load_runs() -> tuple[list[Metric], list[tuple[int, str, str]]]:
         note = str(row["replay_note"])
         rr = None if pd.isna(row["range_ratio"]) else float(row["range_ratio"])
         mc = None if pd.isna(row["max_concurrency"]) else int(row["max_concurrency"])
+        # GPUStack's guidellm runs report the peak number of requests the client held in flight; a "constant
+        # 1000 req/s" run of 200 long requests peaked at 18. The client, not the server, set that cap, so the
+        # replay sends no more than that at once (otherwise it would queue requests the client never sent)
+        peak = re.search(r"peak concurrent requests reported (\d+)", str(row["load"]))
+        if peak:
+            mc = min(mc or int(peak.group(1)), int(peak.group(1)))
         rate = float(row["request_rate"]) if not pd.isna(row["request_rate"]) else math.inf
         args = "" if pd.isna(row["server_args"]) else str(row["server_args"])
         run = Run(
@@ -267,10 +274,14 @@ def prepared(run: Run, seed: int = 0) -> tuple[latency.Replica, SchedulerConfig,
     return replica, sched, tuple(make_requests(lengths, arrival, run.num_prompts, seed))
 
 
-def replay_with(run: Run, serving: latency.ServingCalibration | None = None, seed: int = 0) -> SimResult:
+def replay_with(run: Run, serving: latency.ServingCalibration | None = None, seed: int = 0,
+                latency_cal: latency.LatencyCalibration | None = None) -> SimResult:
+    """Replay the run with other calibrations (the fits try many)."""
     replica, sched, reqs = prepared(run, seed)
     if serving is not None:
         replica = replace(replica, serving=serving)
+    if latency_cal is not None:
+        replica = replace(replica, cal=latency_cal)
     return simulate_dp(replica, list(reqs), run.dp, sched=sched, max_concurrency=run.max_concurrency,
                        offline=run.dataset == "offline", seed=seed)
 

@@ -223,3 +223,38 @@ def test_moe_step_cost_grows_with_the_experts_a_batch_touches():
     many = latency.engine_step_s(moe, 64, 1000.0, 0, 0.0, 64)
     # batch 1 reads 4 of 32 experts; batch 64 touches nearly all of them
     assert many > one * 1.5
+
+
+def test_a_hybrid_model_pages_attention_in_large_blocks_and_its_state_once_per_request():
+    """Qwen3.5-9B: 8 full-attention and 24 Gated DeltaNet layers. vLLM groups them in 8s: one attention group
+    and three state groups, all drawing on one pool. A state page holds one layer's state: conv 3 x (2 x 16 x
+    128 + 32 x 128) x 2 B = 49,152 B plus the float32 recurrent state 32 x 128 x 128 x 4 B = 2,097,152 B; an
+    attention token is 2 x 4 heads x 256 x 2 B = 4,096 B per layer, so attention blocks hold 16 x
+    ceil(2,146,304 / 4,096 / 16) = 528 tokens."""
+    arch, spec = get_model("Qwen/Qwen3.5-9B"), get_gpu("H100-SXM-80GB")
+    mem = estimate(arch, spec, ServingConfig(max_model_len=32768, vllm_version="0.11"))
+    s = SchedulerConfig.from_memory(mem)
+    assert (s.block_size, s.full_groups, s.window_groups, s.state_groups) == (528, 1, 0, 3)
+    r = latency.build_replica(arch, spec, mem)
+    res = simulate(r, [Request(arrival_s=0.0, input_tokens=1000, output_tokens=10)], sched=s)
+    # 1,010 tokens: ceil(1010 / 528) = 2 attention blocks, plus one page in each of the 3 state groups
+    assert res.summary()["kv_usage_peak"] == pytest.approx(5 / s.num_gpu_blocks, abs=1e-6)
+
+
+def test_a_decode_step_reads_and_writes_each_sequences_recurrent_state():
+    """24 Gated DeltaNet layers x 2,146,304 B of state per sequence, read and written back every step: ten
+    more sequences cost 10 x 2 x 51,511,296 B more memory traffic, whatever their context."""
+    arch, spec = get_model("Qwen/Qwen3.5-9B"), get_gpu("H100-SXM-80GB")
+    r = latency.build_replica(arch, spec, estimate(arch, spec, ServingConfig(max_model_len=8192)))
+    assert r.state_bytes_per_seq_per_gpu == 24 * 2_146_304
+    t0 = latency.step_parts_s(r, 0, 0.0)[0]  # context 0: no KV read, only the state
+    t10 = latency.step_parts_s(r, 10, 0.0)[0]
+    assert t10 - t0 == pytest.approx(10 * 2 * 24 * 2_146_304 / (3.35e12 * r.arch_cal.eff_bw), rel=1e-9)
+
+
+def test_block_fp8_experts_before_vllm_0_8_take_their_own_kernel_path():
+    h200 = get_gpu("H200-141GB")
+    assert latency.moe_kernel_path(h200, "fp8", "0.7.4") == "fp8_block_v0"
+    assert latency.moe_kernel_path(h200, "fp8", "v0.7") == "fp8_block_v0"
+    assert latency.moe_kernel_path(h200, "fp8", "0.11") == "fp8_block"
+    assert latency.moe_kernel_path(get_gpu("A100-SXM-80GB"), "fp8", "0.7.4") == "marlin_w8a16"

@@ -46,7 +46,7 @@ from gpuopt.physics.memory import (
     activation_dtype_bytes,
     kv_dtype_bytes,
 )
-from gpuopt.vocabulary import KV_LAYER_KINDS, WINDOWED_LAYER_KINDS
+from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS, WINDOWED_LAYER_KINDS
 
 
 class ArchCalibration(BaseModel):
@@ -172,18 +172,30 @@ def serving_calibration() -> ServingCalibration:
     return ServingCalibration.model_validate(yaml.safe_load(text))
 
 
-def moe_kernel_path(gpu: GpuSpec, precision: str) -> str:
+def moe_kernel_path(gpu: GpuSpec, precision: str, vllm_version: str = "0.11") -> str:
     """The fused-MoE kernel vLLM picks for this weight format on this GPU (vllm/model_executor/layers/
     fused_moe and quantization/*: Blackwell takes FlashInfer/CUTLASS kernels for every quantised format;
     4-bit weights (MXFP4, AWQ/GPTQ) run Marlin W4A16 on Ampere and Hopper; FP8 runs the block-quantised
-    FP8 grouped GEMM where FP8 is native and Marlin W8A16 on Ampere; 16-bit weights run Triton fused_moe)."""
+    FP8 grouped GEMM where FP8 is native and Marlin W8A16 on Ampere; 16-bit weights run Triton fused_moe).
+
+    Block-FP8 experts before vLLM 0.8 (`fp8_block_v0`) are a path of their own: those releases ran them
+    through Triton's fused_moe kernel with block scales, mostly on untuned default configurations (vLLM 0.7
+    logs "Using default MoE config. Performance might be sub-optimal!" for H200), before the grouped
+    block-FP8 GEMMs later releases use. The load data has block-FP8 MoE runs on 0.7.4 and on 0.11-0.13 only,
+    so the cut sits at the V1 engine's release; releases in between are not observed."""
     if gpu.architecture == "Blackwell" and precision != "bf16":
         return "flashinfer_cutlass"
     if precision in ("mxfp4", "int4"):
         return "marlin_w4a16"
     if precision == "fp8":
-        return "fp8_block" if gpu.fp8_native else "marlin_w8a16"
+        if not gpu.fp8_native:
+            return "marlin_w8a16"
+        return "fp8_block_v0" if _release(vllm_version) < (0, 8) else "fp8_block"
     return "triton_fused_moe"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.removeprefix("v").split(".")[:2])
 
 
 CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation
@@ -210,6 +222,9 @@ class Replica:
     kv_capacity_tokens: int
     expert_params_per_gpu: float = 0.0  # routed-expert parameters of the largest stage on one GPU (all experts)
     expert_parallel: bool = False  # experts placed whole on ranks (EP) instead of sliced (TP)
+    # linear-attention / Mamba layers of the largest stage: the recurrent state one sequence keeps on one GPU,
+    # read and written back by every decode step (its size does not grow with the context)
+    state_bytes_per_seq_per_gpu: float = 0.0
     serving: ServingCalibration = field(default_factory=serving_calibration)
 
     # derived once in __post_init__ (plain attributes: step_parts_s reads them ~10^5 times per solve);
@@ -242,13 +257,15 @@ class Replica:
             "allreduce_s_per_token": (0.0 if tp == 1 else 2 * self.layers_per_stage * 2 * (tp - 1) / tp
                                       * self.arch.hidden_size * act / link),
         }
-        path = moe_kernel_path(self.gpu, self.config.precision) if self.expert_params_per_gpu else None
+        path = (moe_kernel_path(self.gpu, self.config.precision, self.config.vllm_version)
+                if self.expert_params_per_gpu else None)
         k, e = self.arch.experts_per_token or 1, self.arch.num_experts or 1
         derived["moe"] = self.serving.moe_paths[path] if path else None
         # Marlin and Triton dequantise to 16-bit tensor math; block-FP8 and Blackwell kernels run the FP8 peak
-        derived["moe_peak_flops"] = (derived["peak_flops"] if path in ("fp8_block", "flashinfer_cutlass")
+        fp8_paths = ("fp8_block", "fp8_block_v0", "flashinfer_cutlass")
+        derived["moe_peak_flops"] = (derived["peak_flops"] if path in fp8_paths
                                      else (self.gpu.bf16_tflops or 0.0) * 1e12)
-        derived["v0_engine"] = tuple(int(p) for p in self.config.vllm_version.split(".")[:2]) < (0, 8)
+        derived["v0_engine"] = _release(self.config.vllm_version) < (0, 8)
         derived["dense_active_params_per_gpu"] = self.active_params_per_gpu - self.expert_params_per_gpu * k / e
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -305,6 +322,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     kv_layers = sum(counts.get(k, 0) for k in KV_LAYER_KINDS)
     sliding = sum(counts.get(k, 0) for k in WINDOWED_LAYER_KINDS)
     per_layer_kv = arch.kv_values_per_token_per_layer(tp) * kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
+    state = sum(counts.get(k, 0) * arch.state_bytes_per_layer(k, tp, act) for k in STATE_LAYER_KINDS)
     link = interconnect or ("nvlink" if gpu.nvlink_gb_s else "pcie")
     return Replica(
         arch=arch, gpu=gpu, config=cfg, interconnect=link, cal=cal,
@@ -313,7 +331,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         attn_dim_per_gpu=arch.num_attention_heads * _attention_width(arch) / tp * largest.layers,
         layers_per_stage=largest.layers, sliding_fraction=sliding / kv_layers if kv_layers else 0.0,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
-        expert_params_per_gpu=expert_params, expert_parallel=expert_parallel,
+        expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
     )
 
 
@@ -357,7 +375,7 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
     kv_context = context
     if r.window and r.sliding_fraction:
         kv_context = (1 - r.sliding_fraction) * context + r.sliding_fraction * min(context, r.window)
-    kv_read = decode_seqs * kv_context * r.kv_bytes_per_token_per_gpu
+    kv_read = decode_seqs * (kv_context * r.kv_bytes_per_token_per_gpu + 2 * r.state_bytes_per_seq_per_gpu)
     t_mem = (r.weight_bytes_per_gpu + kv_read) / (r.hbm_bytes_per_s * ac.eff_bw)
     # decode tokens (and the tile padding) run at the mixed-step efficiency, prompt tokens at the prefill one:
     # a step's compute time is then affine in both, which the analytic steady state relies on

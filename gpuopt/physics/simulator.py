@@ -40,8 +40,9 @@ from numpy.typing import NDArray
 from gpuopt.errors import InputError
 from gpuopt.physics import latency
 from gpuopt.physics.latency import Replica
-from gpuopt.physics.memory import MemoryEstimate, ResolvedConfig, kv_layout
+from gpuopt.physics.memory import MemoryEstimate, ResolvedConfig, hybrid_block_size, kv_layout
 from gpuopt.physics.traffic import LengthDistribution, PoissonArrivals, Request, make_requests
+from gpuopt.vocabulary import STATE_LAYER_KINDS
 
 MAX_JUMP_STEPS = 4096  # longest vectorised jump (bounds the arrays it builds)
 
@@ -58,10 +59,12 @@ class SchedulerConfig:
     async_scheduling: bool = False  # off by default in the modelled releases (v0.11-v0.13): opt-in flag
     chunked_prefill: bool = True  # always on in V1
     # vLLM's hybrid allocator: every request takes blocks in each KV group from one pool; a full-attention
-    # group needs ceil(tokens / block_size) blocks, a sliding-window group at most window_blocks
+    # group needs ceil(tokens / block_size) blocks, a sliding-window group at most window_blocks, a
+    # linear-attention / Mamba group one page for the request's state, whatever its length
     full_groups: int = 1
     window_groups: int = 0
     window_blocks: int = 0
+    state_groups: int = 0
 
     def __post_init__(self) -> None:
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size", "num_gpu_blocks"):
@@ -85,15 +88,17 @@ class SchedulerConfig:
         whose sliding-window layers hold only the window of a request."""
         rank = memory.binding_rank
         _, layout = kv_layout(rank.kv_groups)
-        bs = memory.config.block_size
-        full = sum(n for g, n in layout if not g.window)
+        # attention + state hybrids page attention in larger blocks (memory.hybrid_block_size)
+        bs = hybrid_block_size(rank.kv_groups, memory.config.block_size)
+        state = sum(n for g, n in layout if g.kind in STATE_LAYER_KINDS)
+        full = sum(n for g, n in layout if not g.window and g.kind not in STATE_LAYER_KINDS)
         windowed = [(g, n) for g, n in layout if g.window]
         window = max((g.window or 0 for g, _ in windowed), default=0)
         base = cls.from_config(memory.config, memory.effective_kv_tokens, **flags)
         if not layout or rank.num_blocks <= 0:
             return base
-        return replace(base, num_gpu_blocks=rank.num_blocks, full_groups=full,
-                       window_groups=sum(n for _, n in windowed),
+        return replace(base, block_size=bs, num_gpu_blocks=rank.num_blocks, full_groups=full,
+                       window_groups=sum(n for _, n in windowed), state_groups=state,
                        window_blocks=math.ceil(max(window - 1, 0) / bs) + 2 if windowed else 0)
 
     @classmethod
@@ -281,7 +286,8 @@ class _Engine:
         full = per_group
         if self.prefix_ready and self.prefix_blocks:
             full = np.where(self.shared[idx], np.maximum(per_group - self.prefix_blocks, 0), per_group)
-        return np.asarray(s.full_groups * full + s.window_groups * np.minimum(per_group, s.window_blocks))
+        return np.asarray(s.full_groups * full + s.window_groups * np.minimum(per_group, s.window_blocks)
+                          + s.state_groups * (tokens > 0))
 
     def _blocks_one(self, i: int, tokens: int) -> int:
         """_blocks for one request, in plain integers (the in-order loops call it once per request)."""
@@ -290,7 +296,8 @@ class _Engine:
         full = per_group
         if self.prefix_ready and self.prefix_blocks and self.shared[i]:
             full = max(per_group - self.prefix_blocks, 0)
-        return s.full_groups * full + s.window_groups * min(per_group, s.window_blocks)
+        return s.full_groups * full + s.window_groups * min(per_group, s.window_blocks) \
+            + (s.state_groups if tokens > 0 else 0)
 
     def _preempt_last(self) -> int:
         """Preempt the last running request (recompute). With prefix caching its full blocks stay in the
