@@ -208,3 +208,31 @@ def test_the_period_is_a_typed_field_and_sets_the_focus_charge_periods(tmp_path,
     # one on-demand purchase per month, each charged for that calendar month (December crosses the year)
     assert sorted({(r["ChargePeriodStart"], r["ChargePeriodEnd"]) for r in rows}) == [
         ("2027-11-01T00:00:00Z", "2027-12-01T00:00:00Z"), ("2027-12-01T00:00:00Z", "2028-01-01T00:00:00Z")]
+
+
+def test_a_percentile_target_is_planned_on_the_simulated_capacity():
+    """As in solve: the shapes that can enter the plan get the simulator's capacity at the p90 targets
+    (met at that rate, missed 10 % above it, the search's 4 % tolerance aside); the others are marked."""
+    from gpuopt.physics.architecture import get_model
+    from gpuopt.planner.capacity import build_problem
+    from gpuopt.planner.simcapacity import meets, replica_of, run
+
+    cf = CapacityFile.model_validate({
+        "schema_version": 1, "horizon": {"periods": 2, "period": "quarter"}, "providers": ["aws"],
+        "workloads": [{"name": "w", "model": "meta-llama/Llama-3.1-8B-Instruct", "input_tokens": 1000,
+                       "output_tokens": 250, "max_model_len": 8192, "demand": {"requests_per_second": [4, 6]},
+                       "slo": {"ttft_ms": 1500, "tpot_ms": 40, "percentile": 90}}]})
+    from gpuopt.planner.capacity import CapacityOptions
+
+    p = build_problem(cf, load_catalog(use_cache=False), CapacityOptions())
+    assert any(c.evaluation.reason_kind == "simulation" for c in p.all_candidates)
+    arch = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    shapes = {c.shape: c for c in p.candidates}
+    assert shapes
+    w = p.workloads["w"]
+    for c in shapes.values():
+        assert c.evaluation.point is not None
+        rate = c.evaluation.point.requests_per_second
+        replica = replica_of(c, arch)
+        assert meets(w, run(replica, w, rate))
+        assert not meets(w, run(replica, w, rate * 1.1))

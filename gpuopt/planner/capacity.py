@@ -40,6 +40,7 @@ from gpuopt.planner.commitments import CommitmentSpan, CommitmentSummary, kept_i
 from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
+from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
 
@@ -125,6 +126,9 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
     by_name = {w.name: w for w in cf.workloads}
     allowed = [c for wc in per_workload for c in wc.results
                if c.offering.price_kind in by_name[c.workload.name].price_kinds]
+    # percentile targets and length mixes: the simulator's capacity, as in solve (planner/simcapacity.py);
+    # a replica's capacity does not depend on the demand, so the peak-demand proxy serves every period
+    allowed = with_simulated_capacity(proxies, allowed, (), {wc.workload.name: wc.arch for wc in per_workload})
     problems = []
     for w in cf.workloads:
         for kind in w.price_kinds:
