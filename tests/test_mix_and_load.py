@@ -106,6 +106,10 @@ def test_planned_load_latency_is_what_fit_predicts_at_that_rate():
     assert fit.exit_code == 0, fit.output
     assert code.at_planned_load.tpot_ms == pytest.approx(json.loads(fit.stdout)["tpot_ms"], abs=0.01)
     assert code.at_planned_load.tpot_ms < code.capacity.tpot_ms == code.predicted.tpot_ms == 30.0
+    # the KV cache the planned load holds: the requests in the replica at that load x 2,200 tokens each
+    assert code.kv_utilisation == pytest.approx(
+        code.at_planned_load.concurrency * 2200 / code.predicted.kv_cache_tokens, rel=1e-3)
+    assert code.kv_utilisation < code.predicted.replica_concurrency * 2200 / code.predicted.kv_cache_tokens
 
 
 def test_a_histogram_workload_reports_its_percentile(tmp_path):
