@@ -203,3 +203,34 @@ def test_fit_latency_bad_input_and_infeasible_targets(args, code, needle):
     assert result.exit_code == code
     assert needle in result.output
     assert "Traceback" not in result.output
+
+
+def _qwen3_30b_tp4(expert_parallel: bool) -> latency.Replica:
+    arch, gpu = get_model("Qwen/Qwen3-30B-A3B"), get_gpu("H100-SXM-80GB")
+    mem = estimate(arch, gpu, ServingConfig(tensor_parallel=4, max_model_len=8192))
+    return latency.build_replica(arch, gpu, mem, expert_parallel=expert_parallel)
+
+
+def test_expert_parallel_waits_for_the_busiest_rank():
+    """Qwen3-30B-A3B (128 experts, top 8) at TP=EP=4: one token routes 8 pairs, Binomial(8, 1/4) per rank;
+    the busiest of 4 ranks is z_4 = 1.0491 (Blom) standard deviations above the mean 2: 1 + 1.0491 x
+    sqrt(3 / 8) = 1.6425. It touches 8 / 128 of the experts, Binomial(32, 1/16) of each rank's 32:
+    1 + 1.0491 x sqrt((15/16) / 2) = 1.7183. Tensor parallelism slices each expert: no imbalance."""
+    ep, tp = _qwen3_30b_tp4(True), _qwen3_30b_tp4(False)
+    touched = latency._experts_touched_fraction(ep.arch, 1)
+    assert touched == pytest.approx(8 / 128)
+    pairs, experts = latency._expert_parallel_imbalance(ep, 1, touched)
+    assert pairs == pytest.approx(1.6425, abs=1e-4)
+    assert experts == pytest.approx(1.7183, abs=1e-4)
+    assert latency._expert_parallel_imbalance(tp, 1, touched) == (1.0, 1.0)
+    # 256 tokens route 2,048 pairs: 1 + 1.0491 x sqrt(3 / 2048) = 1.0402; all experts touched: no imbalance
+    pairs, experts = latency._expert_parallel_imbalance(ep, 256, latency._experts_touched_fraction(ep.arch, 256))
+    assert pairs == pytest.approx(1.0402, abs=1e-4)
+    assert experts == pytest.approx(1.0, abs=1e-6)
+
+
+@given(st.integers(1, 512), st.integers(0, 8000))
+@settings(max_examples=40, deadline=None)
+def test_expert_parallel_is_never_faster_than_sliced_experts(seqs, context):
+    ep, tp = _qwen3_30b_tp4(True), _qwen3_30b_tp4(False)
+    assert latency.step_time_s(ep, seqs, context) >= latency.step_time_s(tp, seqs, context)

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -357,6 +358,27 @@ def _experts_touched_fraction(arch: ModelArchitecture, tokens: float) -> float:
     return float(1.0 - (1.0 - k / e) ** max(tokens, 0.0))
 
 
+def _expert_parallel_imbalance(r: Replica, routed_tokens: float, touched: float) -> tuple[float, float]:
+    """(routed pairs, touched experts) on the busiest rank over the mean rank, with expert parallelism.
+
+    Tensor parallelism slices every expert across the ranks, so each rank does 1/tp of every touched
+    expert: no imbalance (1, 1). Expert parallelism places E/ep whole experts on each rank (ep = tp here; DP
+    ranks are separate replicas), and a step waits for the busiest rank. With uniform routing a rank receives
+    Binomial(n, 1/ep) of the n = tokens x top_k routed pairs and touches Binomial(E/ep, f) of its experts
+    (f: the touched share); the expected maximum of ep such ranks is the mean plus z_ep standard deviations,
+    z_ep = Blom's approximation of the expected maximum of ep standard normals. Real routing is skewed, so
+    this is the least imbalance EP can have."""
+    ep = r.config.tensor_parallel
+    if not r.expert_parallel or ep <= 1:
+        return 1.0, 1.0
+    z = NormalDist().inv_cdf((ep - 0.375) / (ep + 0.25))
+    pairs = max(routed_tokens * (r.arch.experts_per_token or 1), 1.0)
+    per_rank = (r.arch.num_experts or 1) / ep
+    f = min(max(touched, 1e-9), 1.0)
+    return (1 + z * math.sqrt((ep - 1) / pairs),
+            min(1 + z * math.sqrt((1 - f) / (per_rank * f)), 1 / f))
+
+
 def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: float = 0.0,
                  prefill_context: float = 0.0, expert_tokens: float | None = None) -> tuple[float, float, float]:
     """(memory time, compute time, fixed + communication + host time) of one engine step; the step takes
@@ -387,9 +409,10 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
     if r.moe is not None:
         routed = tokens if expert_tokens is None else expert_tokens
         touched = _experts_touched_fraction(r.arch, routed)
-        t_mem += r.expert_bytes_per_gpu * touched / (r.hbm_bytes_per_s * ac.eff_bw * r.moe.eff_bw)
         e = r.arch.num_experts or 1
-        pairs = tokens * (r.arch.experts_per_token or 1) + e * touched * sc.moe_tile_tokens
+        pair_load, expert_load = _expert_parallel_imbalance(r, routed, touched)
+        t_mem += r.expert_bytes_per_gpu * touched * expert_load / (r.hbm_bytes_per_s * ac.eff_bw * r.moe.eff_bw)
+        pairs = tokens * (r.arch.experts_per_token or 1) * pair_load + e * touched * expert_load * sc.moe_tile_tokens
         t_compute += 2 * r.expert_params_per_gpu / e * pairs / (r.moe_peak_flops * r.moe.eff_compute)
     t_rest = step_cpu_s(r, decode_seqs) + r.allreduce_fixed_s + r.layers_per_stage * sc.layer_fixed_us * 1e-6 \
         + r.allreduce_s_per_token * tokens
