@@ -1,5 +1,6 @@
-"""Refreshers replay real provider answers (tests/fixtures, copied from ../shared/data/fixtures) through the same
-code the live path uses; SDK clients are replaced at their method boundary (botocore Stubber for AWS, the
+"""Refreshers replay real provider answers (tests/fixtures, copied from ../shared/data/fixtures; TI-ONE and PAI-EAS
+answers are CONSTRUCTED from the SDK models' field names, none being captured) through the same code the live
+path uses; SDK clients are replaced at their method boundary (botocore Stubber for AWS, the
 Tencent/Alibaba SDK client methods returning the SDK's own response models) and nothing touches the network."""
 
 import copy
@@ -379,6 +380,20 @@ def test_tione_a_refused_region_is_skipped_unless_every_region_is():
         tione.fetch({}, ["ap-beijing"], client_for=lambda region: bad)
     assert failed.value.problems == ("Tencent Cloud refused TI-ONE DescribeBillingSpecs in ap-beijing "
                                      "(UnsupportedRegion)",)
+
+
+def test_tione_live_without_credentials_is_one_line(monkeypatch):
+    from tencentcloud.common import credential
+    from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+
+    def nothing(self):
+        raise TencentCloudSDKException("ClientSideError", "no credential found in the chain")
+
+    monkeypatch.setattr(credential.DefaultCredentialProvider, "get_credentials", nothing)
+    result = run("catalog", "refresh", "ti-one", "--region", "ap-guangzhou")
+    assert result.exit_code == 2
+    assert result.output == ("error: refresh ti-one: Tencent Cloud credentials not found (TENCENTCLOUD_SECRET_ID/KEY "
+                             "or a profile); replay a saved answer with --file\n")
 
 
 # ---- PAI-EAS spot discounts (Alibaba) ----------------------------------------------------------------------
