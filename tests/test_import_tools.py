@@ -138,6 +138,16 @@ def test_catalog_import_keeps_hand_rows_newer_prices_and_moves_replaced_prices_t
     assert [r["region"] for r in regions] == ["my-dc", "us-east-1"]
 
 
+def test_a_row_without_region_is_not_imported_where_the_package_states_the_region() -> None:
+    placed = _catalog_row(provider="digitalocean", service="droplet", sku="gpu-mi300x8-1536gb", region="nyc1")
+    unknown = dict(placed, region="unknown")
+    other = dict(unknown, sku="gpu-l40sx1-48gb")
+    assert import_catalog.without_resolved_regions([unknown, other], [placed]) == [other]
+    assert import_catalog.without_resolved_regions([unknown], [unknown]) == [unknown]
+    # the package still has its own unknown row next to a stated one: the import keeps updating it
+    assert import_catalog.without_resolved_regions([unknown], [placed, unknown]) == [unknown]
+
+
 def test_read_then_write_of_every_package_file_is_byte_identical(tmp_path: Path) -> None:
     """So an import that changes nothing leaves the package files as they are."""
     import gpuopt

@@ -1,5 +1,6 @@
-"""Refreshers replay real provider answers (tests/fixtures, copied from ../shared/data/fixtures) through the same
-code the live path uses; SDK clients are replaced at their method boundary (botocore Stubber for AWS, the
+"""Refreshers replay real provider answers (tests/fixtures, copied from ../shared/data/fixtures; TI-ONE and PAI-EAS
+answers are CONSTRUCTED from the SDK models' field names, none being captured) through the same code the live
+path uses; SDK clients are replaced at their method boundary (botocore Stubber for AWS, the
 Tencent/Alibaba SDK client methods returning the SDK's own response models) and nothing touches the network."""
 
 import copy
@@ -255,6 +256,238 @@ def test_tencent_replay_needs_type_and_zone_then_writes_the_row(cache):
     assert "tencent: 1 rows against the shipped snapshot" in result.stdout
 
 
+# ---- TI-ONE (Tencent) --------------------------------------------------------------------------------------
+# No real TI-ONE price answer exists: the fixtures are CONSTRUCTED from the SDK's response model fields
+# (tests/fixtures/README.md); their costs are made up, so the expected rows are computed from them by hand.
+
+TIONE_PRICE = FIXTURES / "tione_describe_billing_specs_price_constructed.json"
+TIONE_SPECS = FIXTURES / "tione_describe_billing_specs_constructed.json"
+
+
+def test_tione_replay_turns_fen_per_spec_count_into_cny_per_hour(cache):
+    result = run("catalog", "refresh", "ti-one", "--file", TIONE_PRICE, "--region", "ap-guangzhou",
+                 "--as-of", "2026-12-01")
+    assert result.exit_code == 0, result.output
+    rows = {r.values["sku"]: r.values for r in read_csv_rows((cache / "catalog-ti-one.csv").read_text())[1]}
+    # TotalCost fen / SpecCount / 100: 1000/1/100 = 10, 3000/2/100 = 15, 2500/1/100 = 25; TotalCost 0 not written
+    assert {k: (v["price_per_hour"], v["currency"], v["region"], v["price_kind"], v["as_of"])
+            for k, v in rows.items()} == {
+        "TI.GN7.8XLARGE128.POST": ("10", "CNY", "ap-guangzhou", "on-demand", "2026-12-01"),
+        "TI.GN10.2XLARGE40.POST": ("15", "CNY", "ap-guangzhou", "on-demand", "2026-12-01"),
+        "TI.CONSTRUCTED.1A800.POST": ("25", "CNY", "ap-guangzhou", "on-demand", "2026-12-01")}
+    # hardware from the shipped row of the same spec; the unknown spec has none
+    assert [rows["TI.GN7.8XLARGE128.POST"][c] for c in ("gpu", "gpu_count", "vcpus", "ram_gib")] == \
+        ["T4-16GB", "1", "32", "128"]
+    assert rows["TI.CONSTRUCTED.1A800.POST"]["gpu"] == ""
+    assert "account price RealTotalCost 900 fen" in rows["TI.GN7.8XLARGE128.POST"]["notes"]
+    assert "note: ti-one: TI.GN7.2XLARGE32.POST in ap-guangzhou: TotalCost 0" in result.output
+    # compared with the shipped TI-ONE rows only (not Tencent's CVM rows): all three are new keys
+    assert result.stdout.startswith("ti-one: 3 rows against the shipped snapshot (rows not in the answer keep "
+                                    "their shipped price): 3 new, ")
+    assert "removed tencent/cvm" not in result.stdout
+    chosen = [o for o in load_catalog().offerings if o.sku == "TI.GN7.8XLARGE128.POST" and o.region == "ap-guangzhou"]
+    assert [(o.price_per_hour, o.origin) for o in chosen] == [(10.0, "cache")]
+
+
+def test_tione_replay_needs_a_region_and_is_china_site_only():
+    missing = run("catalog", "refresh", "ti-one", "--file", TIONE_PRICE)
+    assert missing.exit_code == 2 and "does not name its region: give --region R" in missing.output
+    usd = run("catalog", "refresh", "ti-one", "--file", TIONE_PRICE, "--region", "ap-singapore", "--currency", "USD")
+    assert usd.exit_code == 2 and "--currency USD is not offered for ti-one" in usd.output
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("TotalCost", -1000, "price -1000 is not a finite positive number"),
+    ("TotalCost", "NaN", "price 'NaN' is not a finite positive number"),
+    ("TotalCost", "ten", "price 'ten' is not a finite positive number"),
+    ("TotalCost", None, "price None is not a number"),
+    ("RealTotalCost", "Infinity", "price 'Infinity' is not a finite positive number"),
+    ("SpecCount", 0, "expected a positive whole number, got 0"),
+    ("SpecName", 7, "expected a spec name, got 7")])
+def test_tione_bad_entry_fails_naming_file_and_entry_and_keeps_the_cache(tmp_path, cache, field, value, why):
+    assert run("catalog", "refresh", "ti-one", "--file", TIONE_PRICE, "--region", "ap-guangzhou").exit_code == 0
+    before = (cache / "catalog-ti-one.csv").read_bytes()
+    data = json.loads(TIONE_PRICE.read_text())
+    data["Response"]["SpecsPrice"][1][field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = run("catalog", "refresh", "ti-one", "--file", path, "--region", "ap-guangzhou")
+    name = "?" if field == "SpecName" else "TI.GN10.2XLARGE40.POST"
+    assert result.exit_code == 2
+    assert result.output == (f"error: refresh ti-one: {path}: Response.SpecsPrice[1] ({name}).{field}: {why}\n")
+    assert (cache / "catalog-ti-one.csv").read_bytes() == before
+
+
+def _tione_client(fail: bool = False):
+    """A TI-ONE client replaced at its method boundary: it answers with the SDK's own response models built from
+    the constructed answers, and records each request as the SDK serialises it."""
+    from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+    from tencentcloud.tione.v20211111 import models
+
+    class Client:
+        requests: list = []
+
+        def _answer(self, action, request, fixture):
+            if fail:
+                raise TencentCloudSDKException("UnsupportedRegion", "constructed refusal")
+            sent = json.loads(request.to_json_string())
+            self.requests.append((action, {k: v for k, v in sent.items() if v is not None}))
+            response = getattr(models, f"{action}Response")()
+            response._deserialize(json.loads(fixture.read_text())["Response"])
+            return response
+
+        def DescribeBillingSpecs(self, request):  # noqa: N802 - the SDK's method name
+            return self._answer("DescribeBillingSpecs", request, TIONE_SPECS)
+
+        def DescribeBillingSpecsPrice(self, request):  # noqa: N802 - the SDK's method name
+            return self._answer("DescribeBillingSpecsPrice", request, TIONE_PRICE)
+
+    return Client()
+
+
+def test_tione_live_path_asks_for_gpu_specs_then_prices_them():
+    from gpuopt.pricing.refresh import tione
+
+    client = _tione_client()
+    result = tione.fetch(tione.specs_by_name(shipped_rows()), ["ap-shanghai"], client_for=lambda region: client,
+                         now=dt.datetime(2026, 12, 1, 8, 30, tzinfo=dt.UTC))
+    assert client.requests == [
+        ("DescribeBillingSpecs", {"ChargeType": "POSTPAID_BY_HOUR", "TaskType": "INFERENCE", "ResourceType": "GPU"}),
+        ("DescribeBillingSpecsPrice", {"SpecsParam": [
+            {"SpecName": n, "SpecCount": 1} for n in ("TI.CONSTRUCTED.1A800.POST", "TI.GN10.2XLARGE40.POST",
+                                                       "TI.GN7.2XLARGE32.POST", "TI.GN7.8XLARGE128.POST")]})]
+    rows = {r["sku"]: r for r in result.rows}
+    assert {k: float(r["price_per_hour"]) for k, r in rows.items()} == {
+        "TI.GN7.8XLARGE128.POST": 10.0, "TI.GN10.2XLARGE40.POST": 15.0, "TI.CONSTRUCTED.1A800.POST": 25.0}
+    # a spec the catalog does not know keeps the spec list's GpuType: unplannable, and named as such
+    assert rows["TI.CONSTRUCTED.1A800.POST"]["gpu"] == "A800"
+    from gpuopt.pricing.refresh import check_rows, unknown_gpus
+    assert check_rows("live", result.rows) == [] and unknown_gpus(result.rows) == ["A800"]
+    assert {r["as_of"] for r in result.rows} == {"2026-12-01"}
+    assert all("live answer fetched 2026-12-01T08:30:00+00:00" in r["source"] for r in result.rows)
+
+
+def test_tione_a_refused_region_is_skipped_unless_every_region_is():
+    from gpuopt.pricing.refresh import tione
+
+    good, bad = _tione_client(), _tione_client(fail=True)
+    result = tione.fetch({}, ["ap-guangzhou", "ap-beijing"],
+                         client_for=lambda region: good if region == "ap-guangzhou" else bad)
+    assert {r["region"] for r in result.rows} == {"ap-guangzhou"}
+    assert "Tencent Cloud refused TI-ONE DescribeBillingSpecs in ap-beijing (UnsupportedRegion); that region is " \
+           "skipped" in result.notes
+    with pytest.raises(RefreshError) as failed:
+        tione.fetch({}, ["ap-beijing"], client_for=lambda region: bad)
+    assert failed.value.problems == ("Tencent Cloud refused TI-ONE DescribeBillingSpecs in ap-beijing "
+                                     "(UnsupportedRegion)",)
+
+
+def test_tione_live_without_credentials_is_one_line(monkeypatch):
+    from tencentcloud.common import credential
+    from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
+
+    def nothing(self):
+        raise TencentCloudSDKException("ClientSideError", "no credential found in the chain")
+
+    monkeypatch.setattr(credential.DefaultCredentialProvider, "get_credentials", nothing)
+    result = run("catalog", "refresh", "ti-one", "--region", "ap-guangzhou")
+    assert result.exit_code == 2
+    assert result.output == ("error: refresh ti-one: Tencent Cloud credentials not found (TENCENTCLOUD_SECRET_ID/KEY "
+                             "or a profile); replay a saved answer with --file\n")
+
+
+# ---- PAI-EAS spot discounts (Alibaba) ----------------------------------------------------------------------
+# CONSTRUCTED answer (tests/fixtures/README.md): the SDK's body fields, made-up discounts.
+
+EAS_DISCOUNTS = FIXTURES / "pai_eas_describe_spot_discount_history_constructed.json"
+
+
+def test_pai_eas_replay_writes_unpriced_spot_rows_with_the_latest_lowest_zone_discount(cache):
+    result = run("catalog", "refresh", "pai-eas", "--file", EAS_DISCOUNTS, "--region", "cn-hangzhou")
+    assert result.exit_code == 0, result.output
+    rows = {r.values["sku"]: r.values for r in read_csv_rows((cache / "catalog-pai-eas.csv").read_text())[1]}
+    # gn7i: zone h's latest is 0.15 (06:00 beats 00:00's 0.2), zone i 0.3 -> 0.15 in h; gn6i: 0.1 in j (the
+    # cn-shanghai-a zone is not cn-hangzhou's and is skipped)
+    assert {k: (v["price_per_hour"], v["price_kind"], v["region"], v["as_of"], v["gpu"]) for k, v in rows.items()} \
+        == {"ecs.gn7i-c16g1.4xlarge": ("", "spot", "cn-hangzhou", "2026-11-30", "A10-24GB"),
+            "ecs.gn6i-c4g1.xlarge": ("", "spot", "cn-hangzhou", "2026-11-29", "T4-16GB")}
+    assert rows["ecs.gn7i-c16g1.4xlarge"]["notes"].startswith(
+        "unpriced: SpotDiscount 0.15 (x0.15 of the pay-as-you-go price) in zone cn-hangzhou-h at 2026-11-30T06:00:00Z")
+    assert "note: pai-eas: cn-hangzhou: zones of other regions skipped: cn-shanghai-a" in result.output
+    assert result.stdout.startswith("pai-eas: 2 rows against the shipped snapshot")
+    assert "removed alibaba/ecs" not in result.stdout  # compared with the shipped PAI-EAS rows only
+
+
+def test_pai_eas_discount_prices_a_row_only_from_a_pai_eas_base_price():
+    from gpuopt.pricing.refresh import pai_eas
+
+    data = json.loads(EAS_DISCOUNTS.read_text())
+    base = {"provider": "alibaba", "service": "pai-eas", "sku": "ecs.gn7i-c16g1.4xlarge", "region": "cn-hangzhou",
+            "price_kind": "on-demand", "price_per_hour": "10", "currency": "CNY", "as_of": "2026-11-01"}
+    ecs = dict(base, service="ecs", sku="ecs.gn6i-c4g1.xlarge", price_per_hour="8")  # an ECS price is no base
+    result = pai_eas.parse(data, "answer", "cn-hangzhou", {}, pai_eas.base_prices([base, ecs]))
+    rows = {r["sku"]: r for r in result.rows}
+    assert (rows["ecs.gn7i-c16g1.4xlarge"]["price_per_hour"], rows["ecs.gn7i-c16g1.4xlarge"]["currency"]) == \
+        ("1.5", "CNY")  # 0.15 x 10
+    assert "DERIVED: 0.15 x the PAI-EAS pay-as-you-go price 10 CNY (2026-11-01)" in \
+        rows["ecs.gn7i-c16g1.4xlarge"]["notes"]
+    assert rows["ecs.gn6i-c4g1.xlarge"]["price_per_hour"] == ""
+
+
+@pytest.mark.parametrize(("field", "value", "why"), [
+    ("SpotDiscount", "1.5", "'1.5' is not a fraction of the price (0 < discount <= 1; 0.1 means 90 % off)"),
+    ("SpotDiscount", "-0.1", "price '-0.1' is not a finite positive number"),
+    ("SpotDiscount", "NaN", "price 'NaN' is not a finite positive number"),
+    ("SpotDiscount", "cheap", "price 'cheap' is not a finite positive number"),
+    ("SpotDiscount", None, "price None is not a number"),
+    ("Timestamp", "yesterday", "'yesterday' is not a date"),
+    ("InstanceType", None, "expected an instance type, got None")])
+def test_pai_eas_bad_entry_fails_naming_file_and_entry_and_keeps_the_cache(tmp_path, cache, field, value, why):
+    assert run("catalog", "refresh", "pai-eas", "--file", EAS_DISCOUNTS, "--region", "cn-hangzhou").exit_code == 0
+    before = (cache / "catalog-pai-eas.csv").read_bytes()
+    data = json.loads(EAS_DISCOUNTS.read_text())
+    data["SpotDiscounts"][2][field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = run("catalog", "refresh", "pai-eas", "--file", path, "--region", "cn-hangzhou")
+    assert result.exit_code == 2
+    assert result.output == f"error: refresh pai-eas: {path}: SpotDiscounts[2].{field}: {why}\n"
+    assert (cache / "catalog-pai-eas.csv").read_bytes() == before
+
+
+def test_pai_eas_live_path_asks_per_spec_through_the_sdk_models():
+    from alibabacloud_eas20210701 import models
+
+    from gpuopt.pricing.refresh import pai_eas
+
+    body = json.loads(EAS_DISCOUNTS.read_text())
+    asked = []
+
+    class Client:
+        def describe_spot_discount_history(self, request):
+            asked.append(request.instance_type)
+            mine = [d for d in body["SpotDiscounts"] if d["InstanceType"] == request.instance_type]
+            return models.DescribeSpotDiscountHistoryResponse().from_map(
+                {"statusCode": 200, "body": {"RequestId": body["RequestId"], "SpotDiscounts": mine}})
+
+    specs = pai_eas.specs_by_name(shipped_rows())
+    result = pai_eas.fetch(specs, {}, ["cn-hangzhou"], client_for=lambda region: Client())
+    assert asked == sorted(specs) and len(asked) == 5  # the five PAI-EAS specs the catalog ships
+    assert sorted((r["sku"], r["as_of"]) for r in result.rows) == [
+        ("ecs.gn6i-c4g1.xlarge", "2026-11-29"), ("ecs.gn7i-c16g1.4xlarge", "2026-11-30")]
+
+
+def test_pai_eas_live_without_credentials_is_one_line(monkeypatch, tmp_path):
+    from gpuopt.pricing.refresh import alibaba
+
+    monkeypatch.setattr(alibaba, "credentials_configured", lambda: False)
+    result = run("catalog", "refresh", "pai-eas", "--region", "cn-hangzhou")
+    assert result.exit_code == 2
+    assert result.output == ("error: refresh pai-eas: Alibaba Cloud credentials not configured "
+                             "(ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET or a profile): PAI-EAS spot discounts need "
+                             "DescribeSpotDiscountHistory\n")
+
+
 # ---- RunPod ------------------------------------------------------------------------------------------------
 
 
@@ -262,7 +495,9 @@ def test_runpod_replay_writes_per_gpu_prices_and_names_the_unknown_gpu(cache):
     result = run("catalog", "refresh", "runpod", "--file", FIXTURES / "runpod_gpu_types.json", "--as-of", "2025-10-10")
     assert result.exit_code == 0, result.output
     assert "unplannable (GPU not in the GPU table; add its datasheet row): RTX A4000" in result.stdout
-    assert "oneMonthPrice 200 is not a per-GPU-hour rate" in result.output
+    # the commitment prices are reported, never written: their unit is documented nowhere (docs/catalog.md)
+    assert ("note: runpod: RTX A4000: oneWeekPrice 60, oneMonthPrice 200, threeMonthPrice 500, sixMonthPrice 900 "
+            "not written (RunPod documents no unit for its commitment prices; docs/catalog.md)") in result.output
     rows = {(r.values["service"], r.values["sku"], r.values["price_kind"]): r.values
             for r in read_csv_rows((cache / "catalog-runpod.csv").read_text())[1]}
     # availableGpuCounts [1, 2, 4]: secure 0.35, community 0.2, secure spot 0.18 per GPU
@@ -282,9 +517,39 @@ def test_runpod_low_stock_commitment_prices_are_reported_not_invented():
 
     data = json.loads((FIXTURES / "runpod_gpu_types_low_stock.json").read_text())
     result = runpod.parse(data, "low", "2025-10-10", "example", {})
-    assert {r["price_kind"] for r in result.rows} == {"on-demand", "community", "spot"}
-    assert {r["gpu_count"] for r in result.rows} == {"1", "2", "4"}
-    assert any("threeMonthPrice 0.204 not written" in n for n in result.notes)
+    # availableGpuCounts [1..7] -> the 1/2/4 pods; secure 0.24, community 0.17, secure spot 0.16 per GPU
+    assert {(r["service"], r["sku"], r["price_kind"]): float(r["price_per_hour"]) for r in result.rows} == \
+        pytest.approx({
+            ("pod-secure", "1x RTX A4000", "on-demand"): 0.24, ("pod-secure", "2x RTX A4000", "on-demand"): 0.48,
+            ("pod-secure", "4x RTX A4000", "on-demand"): 0.96, ("pod-community", "1x RTX A4000", "community"): 0.17,
+            ("pod-community", "2x RTX A4000", "community"): 0.34,
+            ("pod-community", "4x RTX A4000", "community"): 0.68, ("pod-secure", "1x RTX A4000", "spot"): 0.16,
+            ("pod-secure", "2x RTX A4000", "spot"): 0.32, ("pod-secure", "4x RTX A4000", "spot"): 0.64})
+    assert len(result.rows) == 9
+    # oneWeekPrice and oneMonthPrice are null (not offered): not mentioned; the two others are reported
+    assert result.notes == ["RTX A4000: threeMonthPrice 0.204, sixMonthPrice 0.192 not written (RunPod documents "
+                            "no unit for its commitment prices; docs/catalog.md)"]
+
+
+@pytest.mark.parametrize("field", ["oneWeekPrice", "oneMonthPrice", "threeMonthPrice", "sixMonthPrice"])
+@pytest.mark.parametrize(("value", "why"), [
+    (-200, "price -200 is not a finite positive number"), ("NaN", "price 'NaN' is not a finite positive number"),
+    ("Infinity", "price 'Infinity' is not a finite positive number"),
+    ("two hundred", "price 'two hundred' is not a finite positive number"),
+    ([200], "price [200] is not a number"), (True, "price True is not a number")])
+def test_runpod_bad_commitment_price_fails_naming_file_and_entry_and_keeps_the_cache(tmp_path, cache, field, value,
+                                                                                    why):
+    first = run("catalog", "refresh", "runpod", "--file", FIXTURES / "runpod_gpu_types.json", "--as-of", "2025-10-10")
+    assert first.exit_code == 0, first.output
+    before = (cache / "catalog-runpod.csv").read_bytes()
+    data = json.loads((FIXTURES / "runpod_gpu_types.json").read_text())
+    data["data"]["gpuTypes"][0][field] = value
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    result = run("catalog", "refresh", "runpod", "--file", path, "--as-of", "2025-10-11")
+    assert result.exit_code == 2
+    assert result.output == f"error: refresh runpod: {path}: data.gpuTypes[0] (RTX A4000).{field}: {why}\n"
+    assert (cache / "catalog-runpod.csv").read_bytes() == before
 
 
 def test_runpod_live_without_a_key_is_one_line(monkeypatch):
@@ -421,14 +686,15 @@ JSON = st.recursive(
                          "availableGpuCounts", "sizes", "gpu_info", "count", "price_hourly", "regions", "slug",
                          "pricingInfo", "hours", "price", "currency", "publicationDate", "Response", "Price",
                          "InstancePrice", "UnitPrice", "ChargeUnit", "InstanceTypeQuotaSet", "GpuCount",
-                         "PriceList", "oneMonthPrice"]), inner, max_size=5),
+                         "PriceList", "oneMonthPrice", "SpecsPrice", "SpecName", "TotalCost", "SpecCount",
+                         "SpotDiscounts", "SpotDiscount", "ZoneId", "Timestamp"]), inner, max_size=5),
     max_leaves=20)
 
 
 def _mutations():
     """Real fixtures with one value replaced by an arbitrary JSON value (wrong types, non-finite numbers ...)."""
     names = ["runpod_gpu_types.json", "digitalocean_sizes.json", "alibaba_instance_price_excerpt.json",
-             "tencent_inquiry_price_run_instances.json"]
+             "tencent_inquiry_price_run_instances.json", TIONE_PRICE.name, EAS_DISCOUNTS.name]
     return st.tuples(st.sampled_from(names), st.integers(min_value=0, max_value=200), JSON)
 
 
@@ -451,7 +717,7 @@ def _replace_nth(node, n, value):
 
 
 def _parse_any(name, data):
-    from gpuopt.pricing.refresh import alibaba, check_rows, digitalocean, runpod, tencent
+    from gpuopt.pricing.refresh import alibaba, check_rows, digitalocean, pai_eas, runpod, tencent, tione
 
     if name.startswith("runpod"):
         rows = runpod.parse(data, name, "2025-10-10", "s", {}).rows
@@ -459,6 +725,12 @@ def _parse_any(name, data):
         rows = digitalocean.parse(data, name, "2025-08-29", "s", {}).rows
     elif name.startswith("alibaba"):
         rows = alibaba.parse(data, {}, name).rows if isinstance(data, dict) else []
+    elif name.startswith("tione"):
+        rows = tione.parse_specs_price(data, name, "ap-guangzhou", "2026-12-01", "s", {}).rows
+    elif name.startswith("pai_eas"):  # the two specs have a base price; a row of another spec is unpriced
+        bases = {(sku, "cn-hangzhou"): {"price_per_hour": "10", "currency": "CNY", "as_of": "2026-11-01"}
+                 for sku in ("ecs.gn7i-c16g1.4xlarge", "ecs.gn6i-c4g1.xlarge")}
+        rows = [r for r in pai_eas.parse(data, name, "cn-hangzhou", {}, bases).rows if r["price_per_hour"]]
     else:
         rows = tencent.parse_inquiry(data, name, "GN7.2XLARGE32", "ap-guangzhou-3", "POSTPAID_BY_HOUR", "CNY",
                                      "2026-08-04", "s", {}).rows

@@ -19,6 +19,9 @@ Every row keeps its source and as_of. What this script decides (and the notes co
 - RunPod and Modal bill per GPU and scale linearly (catalog_notes.md s1d; Modal: "metered per GPU", up to 8):
   2-, 4- and 8-GPU rows are derived from the 1-GPU price and marked DERIVED;
 - where one offering has several dated prices, the newest is the price and the others are history;
+- a researched row without a region (`unknown`) is not imported when the package moved that offering
+  (provider, service, SKU, price kind) to a stated region and keeps no `unknown` row of it: the package learned
+  the region later (e.g. from a /v2/sizes answer), and an `unknown` twin would be a second row of one offering;
 - GPU names not in the GPU table (ambiguous "H100-80GB", P4/P40) are left blank, with the original in notes.
 Rows that are rules rather than prices (discount ladders, savings-plan discounts, unspecified commitments)
 and marketplace offers from providers outside the seven are not shipped.
@@ -263,6 +266,18 @@ def shared_tables(shared: Path, gpus: set[str]) -> tuple[list[Row], list[Row], l
             [{c: r[c] for c in HISTORY_COLUMNS} for r in history], region_rows)
 
 
+def without_resolved_regions(imported: list[Row], package: list[Row]) -> list[Row]:
+    """The imported rows less those of region `unknown` that the package moved to a stated region (it sells the
+    offering in a stated region and has no `unknown` row of it left)."""
+    def offering(r: Row) -> tuple[str, str, str, str]:
+        return r["provider"], r["service"], r["sku"], r["price_kind"]
+
+    placed = {offering(r) for r in package if r.get("region") not in ("", "unknown")} - \
+        {offering(r) for r in package if r.get("region") == "unknown"}
+    return [r for r in imported
+            if r["region"] != "unknown" or offering(r) not in placed]
+
+
 def _package_is_newer(package: Row, imported: Row) -> bool:
     """An offering's package price dated after the imported one (a hand edit or a refresh) is kept."""
     return date_key(package.get("as_of", "")) > date_key(imported.get("as_of", ""))
@@ -275,6 +290,7 @@ def merge_catalog(package: Path, shared: Path) -> list[Merge]:
     _, gpu_rows = read_csv(package / "data" / "gpus.csv")
     catalog, history, regions = shared_tables(shared, {r["gpu"] for r in gpu_rows})
     columns, rows = read_csv(data / "catalog.csv")
+    catalog = without_resolved_regions(catalog, rows)
     offerings = merge_rows("gpuopt/pricing/data/catalog.csv", columns or CATALOG_COLUMNS, rows, catalog, OFFERING_KEY,
                            keep_package=_package_is_newer)
     by_key = {tuple(r[c] for c in OFFERING_KEY): r for r in offerings.rows}

@@ -177,7 +177,10 @@ def validate(file: Path, overlay: bool) -> None:
     click.echo(f"{file}: {len(rows)} rows, valid")
 
 
-REFRESHABLE = ("aws", "alibaba", "tencent", "runpod", "digitalocean")
+REFRESHABLE = ("aws", "alibaba", "pai-eas", "tencent", "ti-one", "runpod", "digitalocean")
+# a refresh target that is one service of a provider: its own cache file, so refreshing it never drops the
+# provider's other rows (catalog-pai-eas.csv next to catalog-alibaba.csv)
+SERVICE_TARGETS = {"pai-eas": ("alibaba", "pai-eas"), "ti-one": ("tencent", "ti-one")}
 NO_PRICE_API = {
     "modal": "Modal publishes no price API or versioned price document (modal.com/pricing is a web page)",
     "replicate": "Replicate publishes no price API or versioned price document (replicate.com/pricing is a web page)",
@@ -190,9 +193,10 @@ NO_PRICE_API = {
               help="Replay a saved answer instead of asking the provider (one provider at a time).")
 @click.option("--url", help="alibaba: URL of the price file (default: found on the price page).")
 @click.option("--region", "regions", multiple=True, metavar="R",
-              help="aws/tencent: region to price (repeatable); for a replayed spot history, its region.")
+              help="aws/tencent/ti-one/pai-eas: region to price (repeatable); for a replayed spot history, "
+                   "TI-ONE price or PAI-EAS discount answer, its region.")
 @click.option("--as-of", "as_of", metavar="YYYY-MM-DD",
-              help="Date of a replayed answer that carries none (RunPod, DigitalOcean, Tencent).")
+              help="Date of a replayed answer that carries none (RunPod, DigitalOcean, Tencent, TI-ONE).")
 @click.option("--service", type=click.Choice(["ec2", "sagemaker"]), default="ec2", show_default=True,
               help="aws --file: which service the saved get_products page is from.")
 @click.option("--sku", help="tencent --file: the instance type an InquiryPriceRunInstances answer prices.")
@@ -286,6 +290,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     )
 
     shipped = _shipped_rows()
+    owner, service_scope = SERVICE_TARGETS.get(provider, (provider, None))
     specs = {r["sku"]: r for r in shipped if r["provider"] == provider}
     result: Refreshed
     if provider == "aws":
@@ -302,6 +307,14 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         result = alibaba.parse(data, specs, label)
         if file is None:
             result.rows += _alibaba_spot(result.rows, specs, result.notes)
+    elif provider == "pai-eas":
+        from gpuopt.pricing.refresh import pai_eas
+
+        especs, bases = pai_eas.specs_by_name(shipped), pai_eas.base_prices(shipped)
+        if file is not None:
+            result = pai_eas.replay(file, regions[0] if regions else None, especs, bases)
+        else:
+            result = pai_eas.fetch(especs, bases, list(regions or pai_eas.REGIONS))
     elif provider == "tencent":
         from gpuopt.pricing.refresh import tencent
 
@@ -309,9 +322,19 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         if file is not None:
             result = tencent.replay(file, tspecs, currency or "CNY", as_of, sku, zone, charge)
         else:
-            mainland = sorted({r["region"] for r in shipped if r["provider"] == "tencent"
-                               and r["region"].startswith("ap-") and r["region"].count("-") == 1})
-            result = tencent.fetch(tspecs, list(regions) or mainland, international=currency == "USD")
+            result = tencent.fetch(tspecs, list(regions) or _tencent_regions(shipped),
+                                   international=currency == "USD")
+    elif provider == "ti-one":
+        from gpuopt.pricing.refresh import tione
+
+        if currency == "USD":
+            raise RefreshError("TI-ONE prices are read in fen (CNY) as the SDK documents them; the international "
+                               "site's unit is not documented, so --currency USD is not offered for ti-one")
+        tispecs = tione.specs_by_name(shipped)
+        if file is not None:
+            result = tione.replay(file, regions[0] if regions else None, tispecs, as_of)
+        else:
+            result = tione.fetch(tispecs, list(regions) or _tencent_regions(shipped))
     elif provider == "runpod":
         from gpuopt.pricing.refresh import runpod
 
@@ -332,7 +355,9 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     if target.is_file():
         previous, against = read_rows(target), f"the previous cache {target.name}"
     else:
-        previous = [r for r in shipped if r["provider"] == provider]
+        others = {svc for o, svc in SERVICE_TARGETS.values() if o == owner}
+        previous = [r for r in shipped if r["provider"] == owner and (
+            r["service"] == service_scope if service_scope else r["service"] not in others)]
         against = "the shipped snapshot (rows not in the answer keep their shipped price)"
     path = write_cache(provider, result.rows)
     for line in summary_lines(provider, previous, result.rows, against):
@@ -343,6 +368,12 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     for note in result.notes:
         click.echo(f"note: {provider}: {note}", err=True)
     click.echo(f"wrote {len(result.rows)} {provider} rows to {path}", err=True)
+
+
+def _tencent_regions(shipped: list[dict[str, str]]) -> list[str]:
+    """The Tencent regions the shipped rows price (ap-guangzhou, ap-singapore, ...; not zones)."""
+    return sorted({r["region"] for r in shipped if r["provider"] == "tencent"
+                   and r["region"].startswith("ap-") and r["region"].count("-") == 1})
 
 
 def _alibaba_spot(rows: list[dict[str, str]], specs: dict[str, dict[str, str]], notes: list[str]

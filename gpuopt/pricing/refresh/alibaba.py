@@ -10,9 +10,8 @@ Rows are dated by the file's publicationDate; a file in a currency the catalog d
 (never written for the loader to ignore).
 
 With credentials (the alibabacloud credentials chain: ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET, profile, RAM role),
-`describe_price` asks ECS DescribePrice for one type in one region (TradePrice, PriceUnit Hour). Not done
-here: DescribeSpotPriceHistory and the PAI-EAS spot-discount endpoint (no response copy exists to test
-against; catalog_notes.md says they were not exercised).
+`describe_price` asks ECS DescribePrice for one type in one region (TradePrice, PriceUnit Hour) and
+`spot_history` DescribeSpotPriceHistory. The PAI-EAS spot discounts are refresh/pai_eas.py.
 """
 
 from __future__ import annotations
@@ -205,15 +204,14 @@ def credentials_configured() -> bool:
         or (home / ".aliyun" / "config.json").is_file()
 
 
-def sdk_client_for(region: str) -> Any:
-    """An ECS client with credentials from the alibabacloud chain (env, profile, RAM role); RefreshError if none."""
+def credential_chain(purpose: str) -> Any:
+    """The alibabacloud credentials chain (env, profile, RAM role), checked to hold something; RefreshError naming
+    `purpose` if not. Shared by the ECS and PAI-EAS clients; the credentials are never printed."""
     if not credentials_configured():
         raise RefreshError("Alibaba Cloud credentials not configured (ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET or a "
-                           "profile): spot prices need DescribeSpotPriceHistory")
+                           f"profile): {purpose}")
     try:
         from alibabacloud_credentials.client import Client as Credentials
-        from alibabacloud_ecs20140526.client import Client
-        from alibabacloud_tea_openapi import models as openapi
     except ImportError:
         raise RefreshError("the Alibaba Cloud SDK is not installed: pip install 'gpuopt[alibaba]'") from None
     try:
@@ -222,4 +220,15 @@ def sdk_client_for(region: str) -> Any:
     except Exception:  # the chain raises its own CredentialException, or OSError/ValueError from a provider
         raise RefreshError("Alibaba Cloud credentials not found (ALIBABA_CLOUD_ACCESS_KEY_ID/SECRET, a profile or "
                            "a RAM role)") from None
+    return credentials
+
+
+def sdk_client_for(region: str) -> Any:
+    """An ECS client with credentials from the alibabacloud chain; RefreshError if there are none."""
+    credentials = credential_chain("spot prices need DescribeSpotPriceHistory")
+    try:
+        from alibabacloud_ecs20140526.client import Client
+        from alibabacloud_tea_openapi import models as openapi
+    except ImportError:
+        raise RefreshError("the Alibaba Cloud SDK is not installed: pip install 'gpuopt[alibaba]'") from None
     return Client(openapi.Config(credential=credentials, region_id=region, endpoint=f"ecs.{region}.aliyuncs.com"))

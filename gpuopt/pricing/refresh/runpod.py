@@ -7,11 +7,13 @@ scale linearly, so an N-GPU pod row is N x the 1-GPU price (marked DERIVED, as i
 
 What is written:
 - securePrice -> pod-secure on-demand; communityPrice -> pod-community community;
-  secureSpotPrice / communitySpotPrice -> spot of the same service;
-- oneMonthPrice -> pod-secure subscription-monthly, but only when it reads as a per-GPU-hour rate no higher
-  than securePrice (RunPod's own documentation example shows oneMonthPrice 200 next to securePrice 0.35, a
-  figure that cannot be an hourly rate); oneWeek/threeMonth/sixMonth have no catalog price kind yet and are
-  reported in the summary, not written.
+  secureSpotPrice / communitySpotPrice -> spot of the same service.
+What is not: the commitment prices oneWeekPrice, oneMonthPrice, threeMonthPrice, sixMonthPrice. No source says
+their unit (per GPU-hour, or the whole term per GPU): the SDK (runpod 1.12 `api/queries/gpus.py`) and the
+third-party clients only name the fields, and RunPod's own two documentation examples disagree (high stock:
+oneMonthPrice 200 next to securePrice 0.35, a figure per term; low stock: threeMonthPrice 0.204 next to 0.24,
+a figure per hour). A price of an unknown unit is not a price, so they are checked (a value that is not a
+finite positive number is an error naming the entry; null means "not offered") and reported, never written.
 RunPod's answer carries no date: a live answer is dated by the fetch (and `source` says so); a replayed file
 by --as-of, else by the file's modification time (and `source` says so).
 """
@@ -44,6 +46,7 @@ QUERY = ("query { gpuTypes { id displayName memoryInGb securePrice communityPric
 COUNTS = (1, 2, 4, 8)
 DC_COUNTRIES = "US;CA;NL;SE;NO;IS;CZ;DK;FR;RO;IN;JP;SG;AU"
 SXM_LIKE = ("SXM", "H200", "B200", "MI300X")
+COMMITMENT_FIELDS = ("oneWeekPrice", "oneMonthPrice", "threeMonthPrice", "sixMonthPrice")
 
 
 def gpu_names(shipped: list[Row]) -> dict[str, str]:
@@ -72,7 +75,6 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str])
         lowest = entry.get("lowestPrice")
         available = (expect_object(lowest, f"{where}.lowestPrice").get("availableGpuCounts") or [1]) if lowest else [1]
         counts = [n for n in COUNTS if n in expect_list(available, f"{where}.lowestPrice.availableGpuCounts")] or [1]
-        secure = entry.get("securePrice")
         prices: list[tuple[str, str, str, str]] = []  # service, kind, field, value
         for field, service, kind in (("securePrice", "pod-secure", "on-demand"),
                                      ("communityPrice", "pod-community", "community"),
@@ -80,18 +82,14 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str])
                                      ("communitySpotPrice", "pod-community", "spot")):
             if entry.get(field) not in (None, 0):
                 prices.append((service, kind, field, price_text(entry[field], f"{where}.{field}")))
-        month = entry.get("oneMonthPrice")
-        if month is not None:
-            value = price_text(month, f"{where}.oneMonthPrice")
-            if secure is not None and float(value) <= float(price_text(secure, f"{where}.securePrice")):
-                prices.append(("pod-secure", "subscription-monthly", "oneMonthPrice", value))
-            else:
-                notes.append(f"{name}: oneMonthPrice {month} is not a per-GPU-hour rate at or below securePrice "
-                             f"{secure}; not written")
-        for field in ("oneWeekPrice", "threeMonthPrice", "sixMonthPrice"):
-            if entry.get(field) is not None:
-                price_text(entry[field], f"{where}.{field}")  # still validated
-                notes.append(f"{name}: {field} {entry[field]} not written (no catalog price kind for that term)")
+        offered: list[str] = []
+        for field in COMMITMENT_FIELDS:
+            if entry.get(field) not in (None, 0):
+                price_text(entry[field], f"{where}.{field}")  # still validated: a bad value is a bad answer
+                offered.append(f"{field} {entry[field]}")
+        if offered:
+            notes.append(f"{name}: {', '.join(offered)} not written (RunPod documents no unit for its commitment "
+                         "prices; docs/catalog.md)")
         board = any(s in gpu for s in SXM_LIKE)
         link, basis = ("nvlink", "inferred: SXM/OAM board (NVLink / Infinity Fabric); RunPod states no interconnect") \
             if board else ("pcie", "inferred: PCIe card; RunPod states no interconnect")
@@ -103,8 +101,7 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str])
                     gpu_count=str(n), gpu_mem_gib=str(entry.get("memoryInGb") or ""),
                     interconnect=link if derived else "", interconnect_basis=basis if derived else "",
                     price_per_hour=f"{float(value) * n:.10g}", currency="USD", price_kind=kind, source=source,
-                    as_of=as_of, term_months="1" if kind == "subscription-monthly" else "",
-                    countries=DC_COUNTRIES,
+                    as_of=as_of, countries=DC_COUNTRIES,
                     notes=(f"{field}; per-GPU price" + (f"; DERIVED: {n} x the 1-GPU price {value} (RunPod bills per "
                                                         "GPU and pods scale linearly)" if derived else ""))))
     return Refreshed("runpod", rows, notes)

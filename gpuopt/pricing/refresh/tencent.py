@@ -8,7 +8,7 @@
   become on-demand rows. This is the bulk call the live refresher uses.
 The answers state no currency and no date: the China-site endpoint prices in CNY, the international one in USD
 (--currency for replays), and rows are dated by the fetch (live) or --as-of / file time (replay).
-TI-ONE's DescribeBillingSpecsPrice is not used: the only example answer is a placeholder (catalog_notes.md).
+TI-ONE's online-service prices (DescribeBillingSpecsPrice) are refresh/tione.py, a target of its own.
 """
 
 from __future__ import annotations
