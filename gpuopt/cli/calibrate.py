@@ -33,7 +33,7 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
 
     from gpuopt.errors import GpuoptError
     from gpuopt.hardware import get_gpu
-    from gpuopt.inputs.evidence import ServerConfig, read_evidence, serve_flags
+    from gpuopt.inputs.evidence import ServerConfig, read_evidence, server_flags
     from gpuopt.physics.profile import dump_profile, load_profile
     from gpuopt.planner.calibrate import calibrate as fit
     from gpuopt.planner.calibrate import check
@@ -42,7 +42,7 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
     for value, flag in ((tensor_parallel, "--tp"), (pipeline_parallel, "--pp")):
         if value is not None and value < 1:
             raise InputError(f"{flag} must be at least 1 (got {value})")
-    defaults = serve_flags(server_args) if server_args else ServerConfig()
+    defaults = server_flags(server_args, "--server-args", vllm_version) if server_args else ServerConfig()
     defaults = replace(defaults, model=model or defaults.model, gpu=get_gpu(gpu).gpu if gpu else None,
                        tensor_parallel=tensor_parallel or defaults.tensor_parallel,
                        pipeline_parallel=pipeline_parallel or defaults.pipeline_parallel,
