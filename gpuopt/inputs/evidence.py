@@ -71,6 +71,8 @@ class LatencyObservation:
     mean_tpot_ms: float | None
     mean_itl_ms: float | None
     output_throughput: float | None  # output tokens/s
+    burstiness: float = 1.0  # gamma shape of the open loop's inter-arrival times (vllm bench serve --burstiness)
+    lengths: tuple[tuple[int, int], ...] = ()  # per request (prompt, output) tokens, when the file lists them all
 
 
 @dataclass(frozen=True)
@@ -149,13 +151,19 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
     cap = _finite(data.get("max_concurrency"))
     protocol: Protocol = "closed-loop" if cap else ("poisson" if rate_f else "all-at-once")
     config = ServerConfig(model=data.get("model_id"))
+    ins, outs = data.get("input_lens") or [], data.get("output_lens") or []
+    whole = (isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) == completed
+             and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ins + outs))
+    burstiness = _finite(data.get("burstiness"))
     return LatencyObservation(
         id=path.name, source=str(path), config=config, protocol=protocol,
         input_tokens=float(data["total_input_tokens"]) / completed,
         output_tokens=float(data["total_output_tokens"]) / completed,
         num_prompts=int(data.get("num_prompts") or completed), concurrency=cap, request_rate=rate_f,
         mean_ttft_ms=_finite(data.get("mean_ttft_ms")), mean_tpot_ms=_finite(data.get("mean_tpot_ms")),
-        mean_itl_ms=_finite(data.get("mean_itl_ms")), output_throughput=_finite(data.get("output_throughput")))
+        mean_itl_ms=_finite(data.get("mean_itl_ms")), output_throughput=_finite(data.get("output_throughput")),
+        burstiness=burstiness if burstiness and burstiness > 0 else 1.0,
+        lengths=tuple(zip(ins, outs, strict=True)) if whole else ())
 
 
 LOG_PATTERNS = {
