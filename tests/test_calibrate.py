@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -152,8 +153,8 @@ def test_real_runs_past_capacity_are_replayed_and_a_fit_that_does_not_generalise
     result = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "--json"])
     assert result.exit_code == 2
     assert "no factor fitted" in result.stderr
-    assert ("decode_bandwidth not fitted: it does not generalise (median error 21.3 % -> 17.1 % fitted, but "
-            "21.4 % on each observation left out of the fit)") in result.stderr
+    assert ("decode_bandwidth not fitted: it does not generalise (best value 1.29: median error 21.3 % -> 17.1 % "
+            "fitted, but 21.4 % on each observation left out of the fit)") in result.stderr
     assert "prefill_compute not fitted: the best value (5.00) is at the edge" in result.stderr
     rows = {(r["observation"][:26], r["metric"]): r for r in json.loads(result.stdout)["comparisons"]}
     assert {r["method"] for (name, _), r in rows.items() if "qps_16" in name or "qps_inf" in name} == {"replayed"}
@@ -246,3 +247,42 @@ def test_fit_solve_and_plan_read_the_gpu_through_the_profile_and_say_so(tmp_path
         assert json.loads(capacity.stdout)["profile"] == str(out)
     finally:
         use_calibrated({})
+
+
+def test_the_real_runs_resent_the_same_prompts_in_order() -> None:
+    """What docs/calibrate.md says of the llm-k8s files: the same 200 ShareGPT prompts (same prompt-token
+    total, same first lengths) sent at 1, 4, 16 and inf requests/s, in that order, to one server."""
+    runs = [json.loads(p.read_text()) for p in K8S]
+    assert [r["request_rate"] for r in runs] == [1.0, 4.0, 16.0, "inf"]
+    assert {r["total_input_tokens"] for r in runs} == {42659}
+    assert {tuple(r["input_lens"][:3]) for r in runs} == {(13, 25, 27)}
+    assert [r["date"] for r in runs] == sorted(r["date"] for r in runs)
+
+
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "fixtures" / "bench"
+HIKARIOYAMA = sorted(BENCH.glob("hikarioyama_*_random-*-run1.json"))
+
+
+@pytest.mark.skipif(not HIKARIOYAMA, reason="shared/data/fixtures/bench is not next to the repository")
+@pytest.mark.parametrize("path", HIKARIOYAMA, ids=lambda p: p.name)
+def test_hikarioyama_runs_read_as_closed_loops_of_their_cap(path: Path) -> None:
+    """`vllm bench serve --request-rate inf --max-concurrency C --num-prompts max(16, 4C)` (recipes/bench.sh),
+    random lengths with --ignore-eos: a closed loop of C at the exact requested lengths."""
+    cap = int(re.search(r"-c(\d+)-", path.name).group(1))  # type: ignore[union-attr]
+    inp, outp = (int(v) for v in re.search(r"in(\d+)-out(\d+)", path.name).groups())  # type: ignore[union-attr]
+    obs = read_evidence(path, ServerConfig(model="Qwen/Qwen3-8B", gpu="RTX-PRO-6000-MaxQ-96GB"))
+    assert isinstance(obs, LatencyObservation)
+    assert (obs.protocol, obs.concurrency, obs.request_rate, obs.num_prompts) == ("closed-loop", cap, None,
+                                                                                 max(16, 4 * cap))
+    assert (obs.input_tokens, obs.output_tokens) == (inp, outp)
+    assert obs.mean_tpot_ms is not None and obs.mean_ttft_ms is not None
+
+
+@pytest.mark.skipif(not HIKARIOYAMA, reason="shared/data/fixtures/bench is not next to the repository")
+def test_a_model_gpuopt_does_not_know_is_exit_2_naming_the_file_and_the_model() -> None:
+    """The hikarioyama server ran unsloth/Qwen3.8-27B-NVFP4, whose config is not in gpuopt's registry: the
+    command says so (it used to call the runs 'shown but not fitted: no steady state')."""
+    result = CliRunner().invoke(cli, ["calibrate", *map(str, HIKARIOYAMA[:2]), "--model", "unsloth/Qwen3.8-27B-NVFP4",
+                                      "--gpu", "RTX-PRO-6000-MaxQ-96GB", "--vllm-version", "0.27.1"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {HIKARIOYAMA[0]}: unknown model 'unsloth/Qwen3.8-27B-NVFP4'")

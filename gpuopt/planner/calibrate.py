@@ -401,35 +401,45 @@ def _fit_and_guard(items: Sequence[Observation], predictor: Predictor, fitted: d
     would not generalise to the next run). `fitted` is updated in place."""
     factors = _fit(items, predictor, fitted, _start(items, predictor))
     while True:
-        loo = _leave_one_out(items, predictor, fitted, factors)
-        dropped = False
-        for name, metrics in METRICS.items():
-            if not fitted[name]:
-                continue
-            used = sum(1 for o in items if any(m in observed(o) for m in metrics))
-            value = getattr(factors, name)
-            before = _median_error(items, predictor, Factors(), metrics)
-            after = _median_error(items, predictor, factors, metrics)
-            left_out = _loo_error(items, loo, metrics)
-            if name != "memory_offset_gib" and not SEARCH[0] * 1.02 < value < SEARCH[1] / 1.02:
-                skipped.append(f"{where}: {name} not fitted: the best value ({value:.2f}) is at the edge of the "
-                               f"plausible range {SEARCH[0]:g}-{SEARCH[1]:g}x, so the error is not the GPU's speed")
-            elif after >= before:
-                skipped.append(f"{where}: {name} not fitted: no value lowers the median error of its figures "
-                               f"({before:.1f} % at {getattr(Factors(), name):g}, {after:.1f} % at the best overall "
-                               "fit)")
-            elif used > MIN_OBSERVATIONS and left_out >= before:
-                skipped.append(f"{where}: {name} not fitted: it does not generalise (median error {before:.1f} % "
-                               f"-> {after:.1f} % fitted, but {left_out:.1f} % on each observation left out of "
-                               "the fit)")
-            else:
-                continue
-            dropped = True
-            fitted[name] = False
-            factors = replace(factors, **{name: getattr(Factors(), name)})
+        # the in-sample checks first: a leave-one-out pass costs a replay per run, so only for survivors
+        dropped = _drop(items, predictor, fitted, factors, None, where, skipped)
+        loo: dict[str, dict[str, float]] = {}
+        if not dropped and any(fitted.values()):
+            loo = _leave_one_out(items, predictor, fitted, factors)
+            dropped = _drop(items, predictor, fitted, factors, loo, where, skipped)
+        factors = replace(factors, **{name: getattr(Factors(), name) for name in dropped})
         if not dropped or not any(fitted.values()):
             return factors, loo
         factors = _fit(items, predictor, fitted, factors)  # the kept factors alone
+
+
+def _drop(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, bool], factors: Factors,
+          loo: dict[str, dict[str, float]] | None, where: str, skipped: list[str]) -> list[str]:
+    """The fitted factors that fail a check (in-sample without `loo`, generalisation with it), unmarked in
+    `fitted`, each with its reason appended to `skipped`."""
+    dropped = []
+    for name, metrics in METRICS.items():
+        if not fitted[name]:
+            continue
+        value = getattr(factors, name)
+        before = _median_error(items, predictor, Factors(), metrics)
+        after = _median_error(items, predictor, factors, metrics)
+        if loo is None and name != "memory_offset_gib" and not SEARCH[0] * 1.02 < value < SEARCH[1] / 1.02:
+            skipped.append(f"{where}: {name} not fitted: the best value ({value:.2f}) is at the edge of the "
+                           f"plausible range {SEARCH[0]:g}-{SEARCH[1]:g}x, so the error is not the GPU's speed")
+        elif loo is None and after >= before:
+            skipped.append(f"{where}: {name} not fitted: no value lowers the median error of its figures "
+                           f"({before:.1f} % at {getattr(Factors(), name):g}, {after:.1f} % at the best overall fit)")
+        elif (loo is not None and sum(1 for o in items if any(m in observed(o) for m in metrics)) > MIN_OBSERVATIONS
+              and (left_out := _loo_error(items, loo, metrics)) >= before):
+            skipped.append(f"{where}: {name} not fitted: it does not generalise (best value {value:.2f}: median "
+                           f"error {before:.1f} % -> {after:.1f} % fitted, but {left_out:.1f} % on each "
+                           "observation left out of the fit)")
+        else:
+            continue
+        fitted[name] = False
+        dropped.append(name)
+    return dropped
 
 
 def calibrate(observations: Sequence[Observation], today: dt.date | None = None) -> Calibration:
