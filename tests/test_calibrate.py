@@ -286,3 +286,16 @@ def test_a_model_gpuopt_does_not_know_is_exit_2_naming_the_file_and_the_model() 
                                       "--gpu", "RTX-PRO-6000-MaxQ-96GB", "--vllm-version", "0.27.1"])
     assert result.exit_code == 2
     assert result.stderr.startswith(f"error: {HIKARIOYAMA[0]}: unknown model 'unsloth/Qwen3.8-27B-NVFP4'")
+
+
+def test_check_replays_the_runs_without_a_steady_state_too(tmp_path: Path) -> None:
+    """--check scores a profile on every run, the all-at-once one through the simulator: 80 % of the
+    bandwidth makes its replayed TPOT longer and its throughput lower."""
+    out = tmp_path / "profile.yaml"
+    out.write_text(PROFILE)
+    check = CliRunner().invoke(cli, ["calibrate", str(K8S[-1]), *K8S_FLAGS, "--check", str(out), "--json"])
+    assert check.exit_code == 0, check.stderr
+    rows = {r["metric"]: r for r in json.loads(check.stdout)["comparisons"]}
+    assert {r["method"] for r in rows.values()} == {"replayed"}
+    assert rows["mean_tpot_ms"]["after"] > rows["mean_tpot_ms"]["before"] == pytest.approx(67.91, abs=0.01)
+    assert rows["output_throughput"]["after"] < rows["output_throughput"]["before"]
