@@ -1,14 +1,17 @@
 """Read the valid `vllm serve` flags of a vLLM release from its own argument-parser source.
 
     pip download vllm==X --no-deps -d /tmp/v && unzip /tmp/v/*.whl 'vllm/engine/arg_utils.py' \\
-        'vllm/entrypoints/openai/cli_args.py' 'vllm/entrypoints/common/cli_args.py' -d /tmp/v/src
+        'vllm/entrypoints/openai/cli_args.py' 'vllm/entrypoints/common/cli_args.py' 'vllm/config/cache.py' \\
+        -d /tmp/v/src
     python tools/extract_vllm_serve_flags.py X /tmp/v/src "vllm-X-....whl (sha256 ...)"
 
 prints the release's YAML entry for gpuopt/data/vllm_serve_flags.yaml. Static reading (ast), no import of
 vLLM (it needs torch and a GPU build). A flag is every string starting with '-' passed to an add_argument()
 call, plus the flags FrontendArgs generates from its dataclass fields (f"--{field}"); `--no-X` is added
 where the call uses BooleanOptionalAction or its kwargs come from a bool field (vLLM's get_kwargs makes
-every bool field a BooleanOptionalAction).
+every bool field a BooleanOptionalAction). The values `--kv-cache-dtype` accepts are the members of the
+`CacheDType = Literal[...]` alias in vllm/config/cache.py (the type of CacheConfig.cache_dtype, which
+EngineArgs.kv_cache_dtype takes; get_kwargs turns a Literal into argparse choices).
 """
 
 from __future__ import annotations
@@ -18,6 +21,18 @@ import sys
 from pathlib import Path
 
 FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py")
+CACHE_CONFIG = "vllm/config/cache.py"
+
+
+def kv_cache_dtypes(path: Path) -> list[str]:
+    """The members of `CacheDType = Literal[...]` (in source order)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CacheDType" for t in node.targets)
+                and isinstance(node.value, ast.Subscript)):
+            members = node.value.slice.elts if isinstance(node.value.slice, ast.Tuple) else [node.value.slice]
+            return [m.value for m in members if isinstance(m, ast.Constant) and isinstance(m.value, str)]
+    raise SystemExit(f"{path}: no CacheDType = Literal[...]")
 
 
 def _bool_fields(tree: ast.Module) -> dict[str, set[str]]:
@@ -74,7 +89,11 @@ def main(version: str, root: Path, wheel: str) -> None:
             read.append(rel)
     print(f'  - version: "{version}"')
     files = ", ".join(read)
+    if (root / CACHE_CONFIG).exists():
+        files += ", " + CACHE_CONFIG
     print(f'    source: "{wheel} from PyPI: {files} (read by tools/extract_vllm_serve_flags.py)"')
+    if (root / CACHE_CONFIG).exists():
+        print(f"    kv_cache_dtypes: [{', '.join(kv_cache_dtypes(root / CACHE_CONFIG))}]")
     print("    flags:")
     for flag in sorted(found):
         print(f"      - \"{flag}\"")

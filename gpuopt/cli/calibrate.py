@@ -33,16 +33,16 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
 
     from gpuopt.errors import GpuoptError
     from gpuopt.hardware import get_gpu
-    from gpuopt.inputs.evidence import ServerConfig, read_evidence, serve_flags
+    from gpuopt.inputs.evidence import ServerConfig, read_evidence, server_flags
     from gpuopt.physics.profile import dump_profile, load_profile
     from gpuopt.planner.calibrate import calibrate as fit
-    from gpuopt.planner.calibrate import check
+    from gpuopt.planner.calibrate import check, refusal
     from gpuopt.reports.calibrate import render_comparisons, render_json, render_profile_summary
 
     for value, flag in ((tensor_parallel, "--tp"), (pipeline_parallel, "--pp")):
         if value is not None and value < 1:
             raise InputError(f"{flag} must be at least 1 (got {value})")
-    defaults = serve_flags(server_args) if server_args else ServerConfig()
+    defaults = server_flags(server_args, "--server-args", vllm_version) if server_args else ServerConfig()
     defaults = replace(defaults, model=model or defaults.model, gpu=get_gpu(gpu).gpu if gpu else None,
                        tensor_parallel=tensor_parallel or defaults.tensor_parallel,
                        pipeline_parallel=pipeline_parallel or defaults.pipeline_parallel,
@@ -63,13 +63,18 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
                    render_comparisons(rows, f"profile {check_profile} on {len(files)} file(s)", "profile"), nl=False)
         return
     result = fit(observations)
-    for line in result.skipped:
-        click.echo(f"note: {line}", err=True)
+    refused = refusal(result)
+    if refused is None:
+        for line in result.skipped:
+            click.echo(f"note: {line}", err=True)
     if as_json:
-        click.echo(render_json(result.profile, result.comparisons, result.skipped), nl=False)
-    else:
+        click.echo(render_json(result.profile if refused is None else None, result.comparisons, result.skipped),
+                   nl=False)
+    else:  # the comparisons are shown even when nothing is kept: they are the evidence of why
         click.echo(render_comparisons(result.comparisons, f"calibration on {len(files)} file(s)"), nl=False)
         click.echo(render_profile_summary(result.profile), nl=False)
+    if refused is not None:
+        raise refused
     if output is None:
         click.echo("note: give -o PROFILE.yaml to save the profile", err=True)
         return

@@ -166,7 +166,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     apply_profile(profile_path, vllm_version)  # the GPU as your own runs calibrated it (a note says so)
     args = ServeArgs()
     try:
-        args = parse_serve_args(server_args)
+        args = parse_serve_args(server_args, vllm_version=vllm_version)
     except InputError as exc:
         problems.extend(exc.problems)
     for name, value in (("--random-input-len", random_input_len), ("--random-output-len", random_output_len),

@@ -13,7 +13,6 @@ import ast
 import json
 import math
 import re
-import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -22,6 +21,7 @@ import yaml
 
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
+from gpuopt.physics.serve_args import modelled_kv_cache_dtype, parse_serve_args
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
 
@@ -40,7 +40,10 @@ class ServerConfig:
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     gpu_memory_utilization: float | None = None
-    kv_cache_dtype: str | None = None
+    kv_cache_dtype: str | None = None  # as modelled: auto (2-byte) or fp8
+    enable_prefix_caching: bool | None = None  # None: vLLM's default (on)
+    async_scheduling: bool | None = None
+    chunked_prefill: bool | None = None
 
     def merged(self, other: ServerConfig) -> ServerConfig:
         """This configuration with its gaps filled from `other`."""
@@ -68,6 +71,8 @@ class LatencyObservation:
     mean_tpot_ms: float | None
     mean_itl_ms: float | None
     output_throughput: float | None  # output tokens/s
+    burstiness: float = 1.0  # gamma shape of the open loop's inter-arrival times (vllm bench serve --burstiness)
+    lengths: tuple[tuple[int, int], ...] = ()  # per request (prompt, output) tokens, when the file lists them all
 
 
 @dataclass(frozen=True)
@@ -87,44 +92,16 @@ class MemoryObservation:
 Observation = LatencyObservation | MemoryObservation
 
 
-def serve_flags(text: str) -> ServerConfig:
-    """The memory- and scheduling-relevant flags of a `vllm serve` command line."""
-    try:
-        argv = shlex.split(text)
-    except ValueError as exc:
-        raise InputError(f"--server-args: does not parse ({exc})") from None
-    values: dict[str, str] = {}
-    model = None
-    i = 0
-    while i < len(argv):
-        token = argv[i]
-        if token in ("vllm", "serve") and i < 2:
-            i += 1
-            continue
-        if token.startswith("--"):
-            name, eq, value = token[2:].partition("=")
-            if not eq and i + 1 < len(argv) and not argv[i + 1].startswith("--"):
-                value, i = argv[i + 1], i + 1
-            values[name.replace("_", "-")] = value
-        elif model is None:
-            model = token
-        i += 1
-
-    def num(name: str, kind: type[int] | type[float]) -> Any:
-        raw = values.get(name)
-        if raw is None:
-            return None
-        try:
-            return kind(raw)
-        except ValueError:
-            raise InputError(f"--server-args: --{name} {raw!r} is not a number") from None
-
-    return ServerConfig(model=values.get("model", model), tensor_parallel=num("tensor-parallel-size", int),
-                        pipeline_parallel=num("pipeline-parallel-size", int),
-                        max_model_len=num("max-model-len", int), max_num_seqs=num("max-num-seqs", int),
-                        max_num_batched_tokens=num("max-num-batched-tokens", int),
-                        gpu_memory_utilization=num("gpu-memory-utilization", float),
-                        kv_cache_dtype=values.get("kv-cache-dtype"))
+def server_flags(text: str, flag: str, vllm_version: str | None = None) -> ServerConfig:
+    """The memory- and scheduling-relevant flags of a `vllm serve` line (physics.serve_args reads them, as
+    for `gpuopt simulate --server-args`; a whole `vllm serve MODEL ...` line is accepted)."""
+    args = parse_serve_args(text, flag, vllm_version, command=True)
+    return ServerConfig(model=args.model, tensor_parallel=args.tensor_parallel,
+                        pipeline_parallel=args.pipeline_parallel, max_model_len=args.max_model_len,
+                        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
+                        gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_dtype=args.kv_cache_dtype,
+                        enable_prefix_caching=args.enable_prefix_caching, async_scheduling=args.async_scheduling,
+                        chunked_prefill=args.chunked_prefill)
 
 
 def sidecar(path: Path) -> ServerConfig:
@@ -142,12 +119,14 @@ def sidecar(path: Path) -> ServerConfig:
     unknown = sorted(set(data) - known)
     if unknown:
         raise InputError(f"{side}: unknown key {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    base = serve_flags(str(data["server_args"])) if data.get("server_args") else ServerConfig()
+    version = str(data["vllm_version"]) if data.get("vllm_version") else None
+    base = server_flags(str(data["server_args"]), f"{side}: server_args", version) if data.get("server_args") \
+        else ServerConfig()
     tp, pp = data.get("tensor_parallel", base.tensor_parallel), data.get("pipeline_parallel", base.pipeline_parallel)
     if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0) for v in (tp, pp)):
         raise InputError(f"{side}: tensor_parallel and pipeline_parallel must be positive integers")
     return replace(base, model=data.get("model", base.model), gpu=data.get("gpu"), tensor_parallel=tp,
-                   pipeline_parallel=pp, vllm_version=str(data["vllm_version"]) if data.get("vllm_version") else None)
+                   pipeline_parallel=pp, vllm_version=version)
 
 
 def _finite(value: Any) -> float | None:
@@ -172,13 +151,19 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
     cap = _finite(data.get("max_concurrency"))
     protocol: Protocol = "closed-loop" if cap else ("poisson" if rate_f else "all-at-once")
     config = ServerConfig(model=data.get("model_id"))
+    ins, outs = data.get("input_lens") or [], data.get("output_lens") or []
+    whole = (isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) == completed
+             and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ins + outs))
+    burstiness = _finite(data.get("burstiness"))
     return LatencyObservation(
         id=path.name, source=str(path), config=config, protocol=protocol,
         input_tokens=float(data["total_input_tokens"]) / completed,
         output_tokens=float(data["total_output_tokens"]) / completed,
         num_prompts=int(data.get("num_prompts") or completed), concurrency=cap, request_rate=rate_f,
         mean_ttft_ms=_finite(data.get("mean_ttft_ms")), mean_tpot_ms=_finite(data.get("mean_tpot_ms")),
-        mean_itl_ms=_finite(data.get("mean_itl_ms")), output_throughput=_finite(data.get("output_throughput")))
+        mean_itl_ms=_finite(data.get("mean_itl_ms")), output_throughput=_finite(data.get("output_throughput")),
+        burstiness=burstiness if burstiness and burstiness > 0 else 1.0,
+        lengths=tuple(zip(ins, outs, strict=True)) if whole else ())
 
 
 LOG_PATTERNS = {
@@ -219,7 +204,8 @@ def read_log(path: Path, text: str) -> MemoryObservation:
                 max_model_len=parsed.get("max_model_len"), max_num_seqs=parsed.get("max_num_seqs"),
                 max_num_batched_tokens=parsed.get("max_num_batched_tokens"),
                 gpu_memory_utilization=parsed.get("gpu_memory_utilization"),
-                kv_cache_dtype=parsed.get("kv_cache_dtype"))
+                kv_cache_dtype=modelled_kv_cache_dtype(str(dtype)) if (dtype := parsed.get("kv_cache_dtype")) else None,
+                enable_prefix_caching=parsed.get("enable_prefix_caching"))
     version = _last(VERSION, text)
     weights = _last(LOG_PATTERNS["weights_gib"], text)
     graphs = _last(LOG_PATTERNS["cuda_graph_gib"], text)

@@ -51,6 +51,12 @@ class ProfileEntry(BaseModel):
     memory_offset_gib: Fit | None = None
     fitted: str  # ISO date
 
+    def factors(self) -> tuple[float, float, float]:
+        """(decode_bandwidth, prefill_compute, memory_offset_gib), neutral (1, 1, 0) where not fitted."""
+        return (1.0 if self.decode_bandwidth is None else self.decode_bandwidth.value,
+                1.0 if self.prefill_compute is None else self.prefill_compute.value,
+                0.0 if self.memory_offset_gib is None else self.memory_offset_gib.value)
+
 
 class Profile(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -69,11 +75,7 @@ class Profile(BaseModel):
 
 def adjust_gpu(gpu: GpuSpec, entry: ProfileEntry | None) -> GpuSpec:
     """The GPU as the profile sees it."""
-    if entry is None:
-        return gpu
-    return scale(gpu, decode_bandwidth=1.0 if entry.decode_bandwidth is None else entry.decode_bandwidth.value,
-                 prefill_compute=1.0 if entry.prefill_compute is None else entry.prefill_compute.value,
-                 memory_offset_gib=0.0 if entry.memory_offset_gib is None else entry.memory_offset_gib.value)
+    return gpu if entry is None else scale(gpu, *entry.factors())
 
 
 def scale(gpu: GpuSpec, decode_bandwidth: float = 1.0, prefill_compute: float = 1.0,

@@ -4,6 +4,12 @@
 Flags that change the KV budget or the scheduler are honoured; every other valid-looking flag is named
 back as not modelled (a note, not an error: vLLM has hundreds of flags and most do not move the numbers
 this model predicts). A string that does not tokenise, or a value of the wrong type, is an error naming it.
+`--kv-cache-dtype` takes what the release's vLLM accepts (physics/serve_flags.py, read from vLLM's own
+source): the fp8 variants are modelled as 1-byte KV, auto/bfloat16/float16 as the 2-byte KV of the model's
+activations; the rest (4-bit and per-token-head formats) are valid but not modelled, and named so.
+
+The same reader serves `gpuopt simulate --server-args`, the load benchmark and the server configuration of
+`gpuopt calibrate`'s evidence (flags and sidecars; there a whole `vllm serve MODEL ...` line is accepted).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuopt.errors import InputError
+from gpuopt.physics.serve_flags import kv_cache_dtypes
 
 _INT_FLAGS = {
     "max-model-len": "max_model_len", "max-num-seqs": "max_num_seqs",
@@ -38,6 +45,7 @@ _BOOL_FLAGS = {
 class ServeArgs:
     """The honoured flags (None: not given, vLLM's default applies) and the names of the others."""
 
+    model: str | None = None  # `vllm serve MODEL` or --model (read only in command form)
     max_model_len: int | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
@@ -56,14 +64,23 @@ class ServeArgs:
     not_modelled: tuple[str, ...] = field(default=())
 
 
-def parse_serve_args(text: str, flag: str = "--server-args") -> ServeArgs:
-    """Read `text` as `vllm serve` flags; raises InputError naming `flag` when it cannot be read."""
+def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str | None = None,
+                     command: bool = False) -> ServeArgs:
+    """Read `text` as `vllm serve` flags; raises InputError naming `flag` when it cannot be read.
+
+    `vllm_version` checks --kv-cache-dtype against that release (None: any listed release). `command` also
+    accepts a whole command line, `vllm serve MODEL --flags` (the model is returned, and --model read)."""
     try:
         tokens = shlex.split(text or "")
     except ValueError as exc:
         raise InputError(f"{flag}: cannot parse {text!r} ({exc})") from None
     values: dict[str, object] = {}
     ignored: list[str] = []
+    if command:
+        if tokens[:2] == ["vllm", "serve"]:
+            tokens = tokens[2:]
+        if tokens and not tokens[0].startswith("--"):
+            values["model"], tokens = tokens[0], tokens[1:]
     i = 0
     while i < len(tokens):
         tok = tokens[i]
@@ -71,7 +88,7 @@ def parse_serve_args(text: str, flag: str = "--server-args") -> ServeArgs:
             raise InputError(f"{flag}: expected a --flag, got {tok!r}")
         name, eq, inline = tok[2:].partition("=")
         name = _SHORT.get(name.replace("_", "-"), name.replace("_", "-"))
-        takes_value = name in _INT_FLAGS or name in _FLOAT_FLAGS or name in _STR_FLAGS
+        takes_value = name in _INT_FLAGS or name in _FLOAT_FLAGS or name in _STR_FLAGS or (command and name == "model")
         if takes_value:
             if eq:
                 raw = inline
@@ -80,7 +97,10 @@ def parse_serve_args(text: str, flag: str = "--server-args") -> ServeArgs:
                 raw = tokens[i]
             else:
                 raise InputError(f"{flag}: --{name} needs a value")
-            values.update(_typed(flag, name, raw))
+            typed = {"model": raw} if name == "model" else _typed(flag, name, raw, vllm_version)
+            if not typed:
+                ignored.append(f"--{name} {raw}")
+            values.update(typed)
         elif name in _BOOL_FLAGS:
             key, on = _BOOL_FLAGS[name]
             values[key] = on
@@ -92,7 +112,12 @@ def parse_serve_args(text: str, flag: str = "--server-args") -> ServeArgs:
     return ServeArgs(**values, not_modelled=tuple(ignored))  # type: ignore[arg-type]
 
 
-def _typed(flag: str, name: str, raw: str) -> dict[str, object]:
+_FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")  # 1 byte per element
+_TWO_BYTE_KV = ("auto", "bfloat16", "float16")  # the 2-byte KV gpuopt's `auto` models
+
+
+def _typed(flag: str, name: str, raw: str, vllm_version: str | None) -> dict[str, object]:
+    """The value of an honoured flag; empty for a valid value the models do not describe."""
     if name in _INT_FLAGS:
         try:
             value = int(raw)
@@ -109,6 +134,20 @@ def _typed(flag: str, name: str, raw: str) -> dict[str, object]:
         if not 0 < number <= 1:
             raise InputError(f"{flag}: --{name} must be in (0, 1] (got {raw})")
         return {_FLOAT_FLAGS[name]: number}
-    if name == "kv-cache-dtype" and raw not in ("auto", "fp8", "fp8_e4m3", "fp8_e5m2"):
-        raise InputError(f"{flag}: --kv-cache-dtype must be auto or fp8 (got {raw!r})")
-    return {_STR_FLAGS[name]: "fp8" if raw.startswith("fp8") and name == "kv-cache-dtype" else raw}
+    if name == "kv-cache-dtype":
+        valid = kv_cache_dtypes(vllm_version)
+        if raw not in valid:
+            release = f"vLLM {vllm_version}" if vllm_version else "any listed vLLM release"
+            raise InputError(f"{flag}: --kv-cache-dtype {raw!r} is not a value of {release} "
+                             f"(valid: {', '.join(valid)})")
+        modelled = modelled_kv_cache_dtype(raw)
+        return {} if modelled is None else {"kv_cache_dtype": modelled}
+    return {_STR_FLAGS[name]: raw}
+
+
+def modelled_kv_cache_dtype(value: str) -> str | None:
+    """A vLLM --kv-cache-dtype value as the memory model describes it: fp8 (1 byte), auto (2 bytes), or None
+    (a format the models do not describe)."""
+    if value in _FP8_KV:
+        return "fp8"
+    return "auto" if value in _TWO_BYTE_KV else None

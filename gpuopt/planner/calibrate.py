@@ -1,19 +1,28 @@
 """Fit a calibration profile on the user's own evidence, and score a profile on new evidence.
 
 Per GPU (and vLLM release), three factors (physics/profile.py): `decode_bandwidth` and `prefill_compute`
-minimise the squared log error of the latency model over every serving observation (TPOT, ITL, TTFT,
-output throughput), by golden-section search, one coordinate at a time (the errors are smooth and close to
-separable: decode time scales with bandwidth, prefill with FLOP/s); `memory_offset_gib` is the mean gap
-between the KV-cache memory vLLM logged and the memory model's, in closed form.
+minimise the squared log error of the predicted figures (TPOT, ITL, TTFT, output throughput) over every
+serving observation, by a bounded Gauss-Newton search on the log of the factors (the errors are smooth and
+close to power laws of the factors, so it converges in a few evaluations); `memory_offset_gib` is the mean
+gap between the KV-cache memory vLLM logged and the memory model's, in closed form.
+
+Each serving observation is predicted by the model that describes it, chosen once on the uncalibrated GPU:
+- the analytic steady-state model (physics/latency.py) when the run has a steady state it describes (a
+  closed loop at its concurrency, an open loop at a rate the replica keeps up with);
+- otherwise a replay of the run through the step-level simulator (physics/simulator.py), as
+  `gpuopt simulate` reproduces a `vllm bench serve` run: the same number of prompts, lengths (the file's
+  own per-request lengths when it lists them all; equal lengths when the totals divide evenly, as a random
+  dataset with range ratio 0 gives; otherwise ShareGPT-shaped lengths with the file's means), request rate,
+  burstiness, concurrency cap and server flags. A finite run sent all at once, or faster than the replica
+  serves, queues and drains: only a replay says what its means were.
+The factors scale the GPU (physics/profile.scale), which both models read. Replays are cached per
+observation and factor value, so the error medians, the factor checks and the leave-one-out refits reuse them.
 
 A factor is fitted only from at least MIN_OBSERVATIONS observations that inform it (TPOT/ITL/throughput
 for bandwidth, TTFT for compute, start-ups for memory): one run is matched exactly and says nothing about
 the next. With fewer, the factor is left out and the reason reported; with none fittable, the command
 refuses (exit 2) and says what evidence is missing. Leave-one-out errors (refit without an observation,
 predict it) show whether a fit generalises.
-
-Serving runs are predicted with the analytic steady-state model (closed loops at their concurrency, open
-loops at their rate, all-at-once runs as a closed loop of min(prompts, max_num_seqs)).
 """
 
 from __future__ import annotations
@@ -23,21 +32,41 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import cache, partial
+from typing import Literal
 
-from gpuopt.errors import GpuoptError, InputError
+import numpy as np
+from numpy.typing import NDArray
+
+from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, Observation
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
-from gpuopt.physics.memory import ServingConfig, estimate
-from gpuopt.physics.profile import Fit, Profile, ProfileEntry, adjust_gpu, scale
+from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate
+from gpuopt.physics.profile import Fit, Profile, ProfileEntry, scale
+from gpuopt.physics.simulator import SchedulerConfig, simulate
+from gpuopt.physics.traffic import (
+    AllAtOnce,
+    ArrivalProcess,
+    FixedLengths,
+    LengthDistribution,
+    PoissonArrivals,
+    Request,
+    ShareGPTLengths,
+    make_requests,
+)
 from gpuopt.vocabulary import KV_CACHE_DTYPES, WEIGHT_FORMATS
 
 MIN_OBSERVATIONS = 2
 SEARCH = (0.2, 5.0)  # factor range searched (log scale): beyond it the model, not the GPU, is wrong
 LATENCY_METRICS = ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms", "output_throughput")
 BANDWIDTH_METRICS = ("mean_tpot_ms", "mean_itl_ms", "output_throughput")
+STEP = 0.05  # finite-difference step on the log of a factor (5 %: a replay's step timing moves its means ~1 %)
+TOLERANCE = 0.002  # stop when the factors move less than 0.2 %
+ITERATIONS = 8
+REPLAY_SEED = 0  # vllm bench serve's default seed
+Method = Literal["steady state", "replayed"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +86,7 @@ class Comparison:
     before: float | None
     after: float | None
     leave_one_out: float | None
+    method: Method = "steady state"  # how the run was predicted
 
     @staticmethod
     def error(predicted: float | None, observed: float) -> float | None:
@@ -68,48 +98,143 @@ class Calibration:
     profile: Profile
     comparisons: list[Comparison]
     skipped: list[str]  # factors not fitted, and why
+    replays: int = 0  # simulator replays it took
 
 
 def _arch(obs: Observation) -> ModelArchitecture:
     assert obs.config.model is not None
-    return get_model(obs.config.model)
+    try:
+        return get_model(obs.config.model)
+    except InputError as exc:
+        raise InputError(*(f"{obs.source}: {p}" for p in exc.problems)) from None
 
 
-def _serving(obs: Observation, arch: ModelArchitecture) -> ServingConfig:
+def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) -> ServingConfig:
     c = obs.config
     precision = c.precision if c.precision in WEIGHT_FORMATS else None
     kv = c.kv_cache_dtype if c.kv_cache_dtype in KV_CACHE_DTYPES else "auto"
     max_len = c.max_model_len
     if max_len is None and isinstance(obs, LatencyObservation):
         need = int(obs.input_tokens + obs.output_tokens)
-        max_len = min(2 ** math.ceil(math.log2(max(need, 16))), arch.max_position_embeddings or 2 ** 31)
+        # a replay's requests vary around the mean: vLLM's own default (the model's maximum) then
+        max_len = (arch.max_position_embeddings if replay and arch.max_position_embeddings else
+                   min(2 ** math.ceil(math.log2(max(need, 16))), arch.max_position_embeddings or 2 ** 31))
     return ServingConfig(tensor_parallel=c.tensor_parallel or 1, pipeline_parallel=c.pipeline_parallel or 1,
                          precision=precision, kv_cache_dtype=kv, max_model_len=max_len,
                          gpu_memory_utilization=c.gpu_memory_utilization, max_num_seqs=c.max_num_seqs,
                          max_num_batched_tokens=c.max_num_batched_tokens, vllm_version=c.vllm_version)
 
 
-def predict(obs: Observation, gpu: GpuSpec) -> dict[str, float]:
-    """The figures of `obs` as the models predict them on `gpu` (a calibrated copy, when fitting)."""
+def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
     arch = _arch(obs)
-    mem = estimate(arch, gpu, _serving(obs, arch))
+    mem = estimate(arch, gpu, _serving(obs, arch, replay))
+    if isinstance(obs, LatencyObservation) and not mem.fits:
+        raise InputError(f"{obs.source}: the memory model says this run does not fit ({mem.reason}); check "
+                         "--gpu, --tp and --server-args")
+    return arch, mem
+
+
+def _steady_point(obs: LatencyObservation, gpu: GpuSpec) -> latency.LoadPoint:
+    arch, mem = _memory(obs, gpu)
+    replica = latency.build_replica(arch, gpu, mem)
+    lengths = (max(1, round(obs.input_tokens)), max(1, round(obs.output_tokens)))
+    if obs.protocol == "poisson" and obs.request_rate:
+        return latency.at_rate(replica, obs.request_rate, *lengths)
+    clients = obs.concurrency or min(obs.num_prompts, mem.config.max_num_seqs)
+    return latency.at_concurrency(replica, clients, *lengths)
+
+
+def predict(obs: Observation, gpu: GpuSpec) -> dict[str, float]:
+    """The figures of `obs` as the steady-state models predict them on `gpu` (a calibrated copy, when
+    fitting). Runs without a steady state go through `replay` instead (see `method`)."""
     if isinstance(obs, MemoryObservation):
+        _, mem = _memory(obs, gpu)
         out = {"kv_cache_gib": mem.binding_rank.kv_cache_gib}
         if obs.kv_cache_tokens is not None:
             out["kv_cache_tokens"] = float(mem.kv_cache_tokens)
         return out
-    if not mem.fits:
-        raise InputError(f"{obs.source}: the memory model says this run does not fit ({mem.reason}); check "
-                         "--gpu, --tp and --server-args")
-    replica = latency.build_replica(arch, gpu, mem)
-    lengths = (max(1, round(obs.input_tokens)), max(1, round(obs.output_tokens)))
-    if obs.protocol == "poisson" and obs.request_rate:
-        point = latency.at_rate(replica, obs.request_rate, *lengths)
+    point = _steady_point(obs, gpu)
+    out = {"mean_ttft_ms": point.ttft_ms, "mean_tpot_ms": point.tpot_ms, "mean_itl_ms": point.tpot_ms}
+    if obs.protocol != "poisson":
+        # an open loop the replica keeps up with delivers its arrival rate x output length whatever the GPU,
+        # and a finite run's figure adds its drain: the steady state says nothing of it (a replay does)
+        out["output_throughput"] = point.output_tokens_per_second
+    return out
+
+
+def method(obs: Observation, gpu: GpuSpec) -> Method:
+    """How `obs` is predicted: steady state when the analytic model describes the run on `gpu` (a stable
+    steady state), else a replay through the simulator (sent all at once, or past the replica's capacity)."""
+    if isinstance(obs, MemoryObservation):
+        return "steady state"
+    if obs.protocol == "all-at-once":
+        return "replayed"
+    point = _steady_point(obs, gpu)
+    finite = all(math.isfinite(v) for v in (point.ttft_ms, point.tpot_ms, point.output_tokens_per_second))
+    return "steady state" if finite and point.stable else "replayed"
+
+
+@cache
+def _requests(obs: LatencyObservation, max_model_len: int) -> tuple[Request, ...]:
+    """The run's requests, as `vllm bench serve` sent them (deterministic: one seed)."""
+    process: ArrivalProcess = (PoissonArrivals(obs.request_rate, obs.burstiness)
+                               if obs.protocol == "poisson" and obs.request_rate else AllAtOnce())
+    lengths: LengthDistribution
+    if float(obs.input_tokens).is_integer() and float(obs.output_tokens).is_integer():
+        lengths = FixedLengths(int(obs.input_tokens), int(obs.output_tokens))  # random dataset, range ratio 0
     else:
-        clients = obs.concurrency or min(obs.num_prompts, mem.config.max_num_seqs)
-        point = latency.at_concurrency(replica, clients, *lengths)
-    return {"mean_ttft_ms": point.ttft_ms, "mean_tpot_ms": point.tpot_ms, "mean_itl_ms": point.tpot_ms,
-            "output_throughput": point.output_tokens_per_second}
+        lengths = ShareGPTLengths(obs.input_tokens, obs.output_tokens)
+    sent = make_requests(lengths, process, len(obs.lengths) or obs.num_prompts, REPLAY_SEED)
+    if obs.lengths:
+        sent = [replace(r, input_tokens=i, output_tokens=o) for r, (i, o) in zip(sent, obs.lengths, strict=True)]
+    # vllm bench serve drops prompts that do not fit the server's context; a drawn length past it is cut
+    return tuple(replace(r, input_tokens=max(1, min(r.input_tokens, max_model_len - r.output_tokens)))
+                 if r.input_tokens + r.output_tokens > max_model_len else r for r in sent)
+
+
+def replay(obs: LatencyObservation, gpu: GpuSpec) -> dict[str, float]:
+    """The run's mean figures, replayed request by request through the step-level simulator on `gpu`."""
+    arch, mem = _memory(obs, gpu, replay=True)
+    replica = latency.build_replica(arch, gpu, mem)
+    c = obs.config
+    sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=c.enable_prefix_caching is not False,
+                                        async_scheduling=bool(c.async_scheduling),
+                                        chunked_prefill=c.chunked_prefill is not False)
+    cap = int(obs.concurrency) if obs.protocol == "closed-loop" and obs.concurrency else None
+    result = simulate(replica, list(_requests(obs, mem.config.max_model_len)), sched=sched, max_concurrency=cap,
+                      seed=REPLAY_SEED).summary()
+    return {m: float(result[m]) for m in LATENCY_METRICS}
+
+
+class Predictor:
+    """Every observation of one GPU predicted at given factors, each by its method (chosen once, on the
+    uncalibrated GPU), memoised: a fit, its checks and its leave-one-out refits ask for the same points."""
+
+    def __init__(self, gpu: GpuSpec, observations: Sequence[Observation]) -> None:
+        self.gpu = gpu
+        self.methods = {self._key(o): method(o, gpu) for o in observations}
+        self._cache: dict[tuple[str, str, float, float, float], dict[str, float]] = {}
+        self.replays = 0
+
+    @staticmethod
+    def _key(o: Observation) -> tuple[str, str]:
+        return o.source, o.id
+
+    def method_of(self, o: Observation) -> Method:
+        return self.methods[self._key(o)]
+
+    def __call__(self, o: Observation, f: Factors = Factors()) -> dict[str, float]:
+        key = (*self._key(o), round(f.decode_bandwidth, 6), round(f.prefill_compute, 6),
+               round(f.memory_offset_gib, 4))
+        if key not in self._cache:
+            spec = scale(self.gpu, f.decode_bandwidth, f.prefill_compute, f.memory_offset_gib)
+            if self.method_of(o) == "replayed":
+                assert isinstance(o, LatencyObservation)
+                self.replays += 1
+                self._cache[key] = replay(o, spec)
+            else:
+                self._cache[key] = predict(o, spec)
+        return self._cache[key]
 
 
 def observed(obs: Observation) -> dict[str, float]:
@@ -123,59 +248,102 @@ def observed(obs: Observation) -> dict[str, float]:
     return {m: v for m in LATENCY_METRICS if (v := getattr(obs, m)) is not None}
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float, iterations: int = 40) -> float:
-    """Minimum of a unimodal f on [lo, hi] (searched on the log of the factor)."""
-    a, b = math.log(lo), math.log(hi)
-    ratio = (math.sqrt(5) - 1) / 2
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = f(math.exp(c)), f(math.exp(d))
+Residuals = Callable[[NDArray[np.float64]], NDArray[np.float64]]
+MISS = 10.0  # log error of a figure the model calls unbounded (the factor is far off): large, finite
+
+
+def _residuals(predictor: Predictor, items: Sequence[LatencyObservation], names: tuple[str, ...],
+               base: Factors, x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """log(predicted / observed) of every figure, with the named factors at exp(x)."""
+    f = replace(base, **{n: float(math.exp(v)) for n, v in zip(names, x, strict=True)})
+    out = []
+    for o in items:
+        pred = predictor(o, f)
+        for metric, value in observed(o).items():
+            if metric in pred:
+                p = pred[metric]
+                out.append(math.log(p / value) if math.isfinite(p) and p > 0 else MISS)
+    return np.asarray(out, dtype=float)
+
+
+def _jacobian(residuals: Residuals, x: NDArray[np.float64], r: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Forward differences of STEP (backward at the upper bound)."""
+    jac = np.empty((r.size, x.size))
+    for j in range(x.size):
+        h = STEP if x[j] + STEP <= math.log(SEARCH[1]) else -STEP
+        probe = x.copy()
+        probe[j] += h
+        jac[:, j] = (residuals(probe) - r) / h
+    return jac
+
+
+def _step(jac: NDArray[np.float64], r: NDArray[np.float64], damping: float) -> NDArray[np.float64]:
+    gram = jac.T @ jac
+    return np.asarray(np.linalg.solve(gram + damping * np.diag(np.diag(gram) + 1e-9), -(jac.T @ r)))
+
+
+def _gauss_newton(residuals: Residuals, x0: NDArray[np.float64], iterations: int = ITERATIONS) -> NDArray[np.float64]:
+    """Minimise |residuals(x)|^2 within log(SEARCH): Gauss-Newton steps with a Levenberg damping that grows
+    when a step does not lower the loss, clipped to the bounds."""
+    lo, hi = math.log(SEARCH[0]), math.log(SEARCH[1])
+    x = np.clip(x0, lo, hi)
+    r = residuals(x)
+    loss = float(r @ r)
+    damping = 1e-3
     for _ in range(iterations):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - ratio * (b - a)
-            fc = f(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + ratio * (b - a)
-            fd = f(math.exp(d))
-    return math.exp((a + b) / 2)
+        jac = _jacobian(residuals, x, r)
+        moved = False
+        for _ in range(4):
+            trial = np.clip(x + _step(jac, r, damping), lo, hi)
+            r_trial = residuals(trial)
+            if float(r_trial @ r_trial) < loss:
+                moved = float(np.max(np.abs(trial - x))) >= TOLERANCE
+                x, r, loss = trial, r_trial, float(r_trial @ r_trial)
+                damping = max(damping / 10, 1e-6)
+                break
+            damping *= 10
+        if not moved:
+            break
+    return x
 
 
-def _latency_loss(items: Sequence[LatencyObservation], gpu: GpuSpec, bandwidth: float = 1.0,
-                  prefill: float = 1.0) -> float:
-    spec = scale(gpu, bandwidth, prefill)
-    total = 0.0
-    for obs in items:
-        try:
-            pred = predict(obs, spec)
-        except GpuoptError:
-            return math.inf
-        for metric, value in observed(obs).items():
-            total += math.log(max(pred[metric], 1e-12) / value) ** 2
-    return total
+def _one_step(residuals: Residuals, x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """One undamped Gauss-Newton step from x (the one-step leave-one-out refit: exact where the log errors
+    are linear in the log factors; a replay's step timing adds noise that a loss test would mistake)."""
+    r = residuals(x)
+    return np.clip(x + _step(_jacobian(residuals, x, r), r, 0.0), math.log(SEARCH[0]), math.log(SEARCH[1]))
 
 
-def fit_factors(items: Sequence[Observation], gpu: GpuSpec, fit_bw: bool, fit_comp: bool,
-                fit_mem: bool) -> Factors:
+def _start(items: Sequence[Observation], predictor: Predictor) -> Factors:
+    """Where the search starts: the fit on the steady-state runs alone when they suffice (cheap, and close to
+    the joint fit), else the uncalibrated GPU."""
+    steady = [o for o in items if predictor.method_of(o) == "steady state"]
+    if len(steady) == len(items):
+        return Factors()
+    n_bw, n_comp, _ = _counts(steady)
+    return fit_factors(steady, predictor, n_bw >= MIN_OBSERVATIONS, n_comp >= MIN_OBSERVATIONS, False)
+
+
+def fit_factors(items: Sequence[Observation], predictor: Predictor, fit_bw: bool, fit_comp: bool,
+                fit_mem: bool, start: Factors = Factors(), one_step: bool = False) -> Factors:
     serving = [o for o in items if isinstance(o, LatencyObservation)]
-    bw = comp = 1.0
-    for _ in range(4 if fit_bw and fit_comp else 1):
-        if fit_bw:
-            bw = _golden(partial(_latency_loss, serving, gpu, prefill=comp), *SEARCH)
-        if fit_comp:
-            comp = _golden(partial(_latency_loss, serving, gpu, bw), *SEARCH)
-    offset = 0.0
+    names = tuple(n for n, ok in (("decode_bandwidth", fit_bw), ("prefill_compute", fit_comp)) if ok)
+    factors = Factors()
+    if names:
+        x0 = np.log([getattr(start, n) for n in names])
+        residuals = partial(_residuals, predictor, serving, names, Factors())
+        x = _one_step(residuals, x0) if one_step else _gauss_newton(residuals, x0)
+        factors = replace(factors, **{n: float(math.exp(v)) for n, v in zip(names, x, strict=True)})
     starts = [o for o in items if isinstance(o, MemoryObservation) and o.kv_cache_gib is not None]
     if fit_mem and starts:
         # KV GiB moves one for one with the memory CUDA reports, scaled by gpu_memory_utilization
         gaps = []
         for o in starts:
             assert o.kv_cache_gib is not None
-            arch = _arch(o)
-            mem = estimate(arch, gpu, _serving(o, arch))  # what predict() reads, and the utilisation it resolved
+            _, mem = _memory(o, predictor.gpu)  # what predict() reads, and the utilisation it resolved
             gaps.append((o.kv_cache_gib - mem.binding_rank.kv_cache_gib) / mem.config.gpu_memory_utilization)
-        offset = statistics.fmean(gaps)
-    return Factors(bw, comp, offset)
+        factors = replace(factors, memory_offset_gib=statistics.fmean(gaps))
+    return factors
 
 
 def _counts(items: Sequence[Observation]) -> tuple[int, int, int]:
@@ -185,12 +353,93 @@ def _counts(items: Sequence[Observation]) -> tuple[int, int, int]:
     return bw, comp, mem
 
 
-def _median_error(items: Sequence[Observation], gpu: GpuSpec, metrics: tuple[str, ...]) -> float:
+def _median_error(items: Sequence[Observation], predictor: Predictor, f: Factors, metrics: tuple[str, ...]) -> float:
     errors = []
     for o in items:
-        pred = predict(o, gpu)
-        errors += [abs(pred[m] - v) / v * 100 for m, v in observed(o).items() if m in metrics and v]
+        pred = predictor(o, f)
+        errors += [abs(pred[m] - v) / v * 100 for m, v in observed(o).items() if m in metrics and m in pred and v]
     return round(statistics.median(errors), 2) if errors else 0.0
+
+
+METRICS = {"decode_bandwidth": BANDWIDTH_METRICS, "prefill_compute": ("mean_ttft_ms",),
+           "memory_offset_gib": ("kv_cache_gib",)}
+
+
+def _fit(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, bool], start: Factors,
+         one_step: bool = False) -> Factors:
+    return fit_factors(items, predictor, fitted["decode_bandwidth"], fitted["prefill_compute"],
+                       fitted["memory_offset_gib"], start, one_step)
+
+
+def _leave_one_out(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, bool],
+                   factors: Factors) -> dict[str, dict[str, float]]:
+    """Each observation predicted by a fit without it (a factor with too few observations left is not
+    refitted). The refit is one Gauss-Newton step from the full fit (its Jacobian there is cached): one
+    replay per left-out run instead of a whole refit."""
+    loo: dict[str, dict[str, float]] = {}
+    for o in items:
+        rest = [x for x in items if x is not o]
+        counts = dict(zip(METRICS, _counts(rest), strict=True))
+        f = _fit(rest, predictor, {n: ok and counts[n] >= MIN_OBSERVATIONS for n, ok in fitted.items()}, factors,
+                 one_step=True)
+        loo[o.id] = predictor(o, f)
+    return loo
+
+
+def _loo_error(items: Sequence[Observation], loo: dict[str, dict[str, float]], metrics: tuple[str, ...]) -> float:
+    errors = [abs(loo[o.id][m] - v) / v * 100 for o in items for m, v in observed(o).items()
+              if m in metrics and m in loo[o.id] and v]
+    return round(statistics.median(errors), 2) if errors else 0.0
+
+
+def _fit_and_guard(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, bool], where: str,
+                   skipped: list[str]) -> tuple[Factors, dict[str, dict[str, float]]]:
+    """Fit, then drop (and say why) every factor that is not evidence of a GPU difference, refitting the
+    others without it until all kept ones pass: pinned to the edge of the plausible range; not lowering the
+    median error of its own figures (e.g. TTFT dominated by queueing the model does not capture); or, from
+    MIN_OBSERVATIONS + 1 observations, not lowering it when each observation is left out of the fit (it
+    would not generalise to the next run). `fitted` is updated in place."""
+    factors = _fit(items, predictor, fitted, _start(items, predictor))
+    while True:
+        # the in-sample checks first: a leave-one-out pass costs a replay per run, so only for survivors
+        dropped = _drop(items, predictor, fitted, factors, None, where, skipped)
+        loo: dict[str, dict[str, float]] = {}
+        if not dropped and any(fitted.values()):
+            loo = _leave_one_out(items, predictor, fitted, factors)
+            dropped = _drop(items, predictor, fitted, factors, loo, where, skipped)
+        factors = replace(factors, **{name: getattr(Factors(), name) for name in dropped})
+        if not dropped or not any(fitted.values()):
+            return factors, loo
+        factors = _fit(items, predictor, fitted, factors)  # the kept factors alone
+
+
+def _drop(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, bool], factors: Factors,
+          loo: dict[str, dict[str, float]] | None, where: str, skipped: list[str]) -> list[str]:
+    """The fitted factors that fail a check (in-sample without `loo`, generalisation with it), unmarked in
+    `fitted`, each with its reason appended to `skipped`."""
+    dropped = []
+    for name, metrics in METRICS.items():
+        if not fitted[name]:
+            continue
+        value = getattr(factors, name)
+        before = _median_error(items, predictor, Factors(), metrics)
+        after = _median_error(items, predictor, factors, metrics)
+        if loo is None and name != "memory_offset_gib" and not SEARCH[0] * 1.02 < value < SEARCH[1] / 1.02:
+            skipped.append(f"{where}: {name} not fitted: the best value ({value:.2f}) is at the edge of the "
+                           f"plausible range {SEARCH[0]:g}-{SEARCH[1]:g}x, so the error is not the GPU's speed")
+        elif loo is None and after >= before:
+            skipped.append(f"{where}: {name} not fitted: no value lowers the median error of its figures "
+                           f"({before:.1f} % at {getattr(Factors(), name):g}, {after:.1f} % at the best overall fit)")
+        elif (loo is not None and sum(1 for o in items if any(m in observed(o) for m in metrics)) > MIN_OBSERVATIONS
+              and (left_out := _loo_error(items, loo, metrics)) >= before):
+            skipped.append(f"{where}: {name} not fitted: it does not generalise (best value {value:.2f}: median "
+                           f"error {before:.1f} % -> {after:.1f} % fitted, but {left_out:.1f} % on each "
+                           "observation left out of the fit)")
+        else:
+            continue
+        fitted[name] = False
+        dropped.append(name)
+    return dropped
 
 
 def calibrate(observations: Sequence[Observation], today: dt.date | None = None) -> Calibration:
@@ -200,13 +449,11 @@ def calibrate(observations: Sequence[Observation], today: dt.date | None = None)
         assert o.config.gpu is not None
         groups.setdefault((get_gpu(o.config.gpu).gpu, o.config.vllm_version), []).append(o)
     entries, comparisons, skipped = [], [], []
-    for (gpu_name, version), shown in groups.items():
+    replays = 0
+    for (gpu_name, version), items in groups.items():
         gpu = get_gpu(gpu_name)
+        predictor = Predictor(gpu, items)
         where = f"{gpu_name}" + (f" (vLLM {version})" if version else "")
-        items = [o for o in shown if steady(o, gpu)]
-        skipped += [f"{where}: {o.id} is shown but not fitted: the steady-state model has no steady state for "
-                    "it (a finite run sent all at once or above the replica's capacity: it drains in a way only "
-                    "`gpuopt simulate` replays)" for o in shown if o not in items]
         n_bw, n_comp, n_mem = _counts(items)
         fit_bw, fit_comp, fit_mem = (n >= MIN_OBSERVATIONS for n in (n_bw, n_comp, n_mem))
         for ok, n, name, what in ((fit_bw, n_bw, "decode_bandwidth", "runs with TPOT, ITL or throughput"),
@@ -214,79 +461,50 @@ def calibrate(observations: Sequence[Observation], today: dt.date | None = None)
                                   (fit_mem, n_mem, "memory_offset_gib", "start-up logs")):
             if not ok and n:
                 skipped.append(f"{where}: {name} not fitted: {n} of the {MIN_OBSERVATIONS} {what} it needs")
-        if not (fit_bw or fit_comp or fit_mem):
+        fitted = {"decode_bandwidth": fit_bw, "prefill_compute": fit_comp, "memory_offset_gib": fit_mem}
+        factors, loo = _fit_and_guard(items, predictor, fitted, where, skipped) if any(fitted.values()) \
+            else (Factors(), {})
+        fit_bw, fit_comp, fit_mem = fitted.values()
+        kept = fit_bw or fit_comp or fit_mem
+        mine = []
+        for o in items:  # shown whether or not a factor is kept: the evidence of why not
+            before, after = predictor(o), predictor(o, factors) if kept else {}
+            mine += [Comparison(o.id, m, v, before.get(m), after.get(m), loo.get(o.id, {}).get(m) if kept else None,
+                                predictor.method_of(o)) for m, v in observed(o).items()]
+        comparisons += mine
+        if not kept:
+            replays += predictor.replays
             continue
-        factors = fit_factors(items, gpu, fit_bw, fit_comp, fit_mem)
-        # a factor that does not lower the median error of its own figures is not evidence of a GPU
-        # difference (e.g. TTFT dominated by queueing the model does not capture): leave it out, say so
-        for name, ok, metrics in (("decode_bandwidth", fit_bw, BANDWIDTH_METRICS),
-                                  ("prefill_compute", fit_comp, ("mean_ttft_ms",))):
-            if not ok:
-                continue
-            trial = scale(gpu, factors.decode_bandwidth, factors.prefill_compute, factors.memory_offset_gib)
-            error_before, error_after = _median_error(items, gpu, metrics), _median_error(items, trial, metrics)
-            value = getattr(factors, name)
-            if not SEARCH[0] * 1.02 < value < SEARCH[1] / 1.02:  # pinned to the edge of the plausible range
-                factors = replace(factors, **{name: 1.0})
-                fit_bw, fit_comp = (False, fit_comp) if name == "decode_bandwidth" else (fit_bw, False)
-                skipped.append(f"{where}: {name} not fitted: the best value ({value:.2f}) is at the edge of the "
-                               f"plausible range {SEARCH[0]:g}-{SEARCH[1]:g}x, so the error is not the GPU's speed")
-            elif error_after >= error_before:
-                factors = replace(factors, **{name: 1.0})
-                fit_bw, fit_comp = (False, fit_comp) if name == "decode_bandwidth" else (fit_bw, False)
-                skipped.append(f"{where}: {name} not fitted: no value lowers the median error of its figures "
-                               f"({error_before:.1f} % at 1.0, {error_after:.1f} % at the best overall fit)")
-        if not (fit_bw or fit_comp or fit_mem):
-            continue
-        factors = fit_factors(items, gpu, fit_bw, fit_comp, fit_mem)  # the kept factors alone
-        fitted_gpu = scale(gpu, factors.decode_bandwidth, factors.prefill_compute, factors.memory_offset_gib)
-        loo: dict[str, dict[str, float]] = {}
-        for o in items:
-            rest = [x for x in items if x is not o]
-            rb, rc, rm = _counts(rest)
-            f = fit_factors(rest, gpu, fit_bw and rb >= MIN_OBSERVATIONS, fit_comp and rc >= MIN_OBSERVATIONS,
-                            fit_mem and rm >= MIN_OBSERVATIONS)
-            loo[o.id] = predict(o, scale(gpu, f.decode_bandwidth, f.prefill_compute, f.memory_offset_gib))
-        for o in shown:
-            before, after = predict(o, gpu), predict(o, fitted_gpu)
-            comparisons += [Comparison(o.id, m, v, before.get(m), after.get(m), loo.get(o.id, {}).get(m))
-                            for m, v in observed(o).items()]
-        fit = partial(_fit_record, items=items, comparisons=list(comparisons), gpu=gpu, fitted_gpu=fitted_gpu)
+        fit = partial(_fit_record, items=items, comparisons=mine, predictor=predictor, factors=factors)
         entries.append(ProfileEntry(
             gpu=gpu_name, vllm_version=version, models=sorted({o.config.model or "" for o in items}),
             decode_bandwidth=fit(factors.decode_bandwidth, BANDWIDTH_METRICS, LatencyObservation) if fit_bw else None,
             prefill_compute=fit(factors.prefill_compute, ("mean_ttft_ms",), LatencyObservation) if fit_comp else None,
             memory_offset_gib=fit(factors.memory_offset_gib, ("kv_cache_gib",), MemoryObservation) if fit_mem else None,
             fitted=(today or dt.date.today()).isoformat()))
-    if not entries:
-        raise InputError("no factor fitted (nothing written): each needs at least "
-                         f"{MIN_OBSERVATIONS} observations on one GPU that the model describes (decode_bandwidth: "
-                         "runs with TPOT/ITL or throughput; prefill_compute: runs with TTFT; memory_offset_gib: "
-                         "start-up logs) and must lower their error; why not here:", *skipped)
-    return Calibration(Profile(entries=entries), comparisons, skipped)
+        replays += predictor.replays
+    return Calibration(Profile(entries=entries), comparisons, skipped, replays)
 
 
-def steady(o: Observation, gpu: GpuSpec) -> bool:
-    """Whether the steady-state model describes this observation: a start-up always; a serving run when it is
-    not sent all at once and every figure it predicts on the uncalibrated GPU is finite."""
-    if isinstance(o, MemoryObservation):
-        return True
-    if o.protocol == "all-at-once":
-        return False
-    try:
-        return all(math.isfinite(v) for v in predict(o, gpu).values())
-    except GpuoptError:
-        return False
+def refusal(result: Calibration) -> InputError | None:
+    """The error to exit with when no factor was kept (nothing to write), naming every reason."""
+    if result.profile.entries:
+        return None
+    return InputError("no factor fitted (nothing written): each needs at least "
+                      f"{MIN_OBSERVATIONS} observations on one GPU that the model describes (decode_bandwidth: "
+                      "runs with TPOT/ITL or throughput; prefill_compute: runs with TTFT; memory_offset_gib: "
+                      "start-up logs) and must lower their error, also on runs left out of the fit; why not here:",
+                      *result.skipped)
 
 
 def _fit_record(value: float, metrics: tuple[str, ...], kind: type, items: Sequence[Observation],
-                comparisons: Sequence[Comparison], gpu: GpuSpec, fitted_gpu: GpuSpec) -> Fit:
+                comparisons: Sequence[Comparison], predictor: Predictor, factors: Factors) -> Fit:
     used = [o.id for o in items if isinstance(o, kind) and any(m in observed(o) for m in metrics)]
     mine = [c for c in comparisons if c.observation in used and c.metric in metrics]
     loo_errors = [e for c in mine if (e := Comparison.error(c.leave_one_out, c.observed)) is not None]
     return Fit(value=round(value, 4), observations=used,
-               median_error_before_pct=_median_error(items, gpu, metrics),
-               median_error_after_pct=_median_error(items, fitted_gpu, metrics),
+               median_error_before_pct=_median_error(items, predictor, Factors(), metrics),
+               median_error_after_pct=_median_error(items, predictor, factors, metrics),
                leave_one_out_error_pct=(round(statistics.median(loo_errors), 2)
                                         if len(used) > MIN_OBSERVATIONS and loo_errors else None))
 
@@ -298,10 +516,12 @@ def check(profile: Profile, observations: Sequence[Observation]) -> list[Compari
         assert o.config.gpu is not None
         gpu = get_gpu(o.config.gpu)
         entry = profile.entry_for(gpu.gpu, o.config.vllm_version)
-        before, after = predict(o, gpu), predict(o, adjust_gpu(gpu, entry))
-        out += [Comparison(o.id, m, v, before.get(m), after.get(m) if entry else None, None)
+        predictor = Predictor(gpu, [o])
+        before, after = predictor(o), predictor(o, Factors(*entry.factors()) if entry else Factors())
+        out += [Comparison(o.id, m, v, before.get(m), after.get(m) if entry else None, None, predictor.method_of(o))
                 for m, v in observed(o).items()]
     return out
 
 
-__all__ = ["Calibration", "Comparison", "Factors", "calibrate", "check", "fit_factors", "predict"]
+__all__ = ["Calibration", "Comparison", "Factors", "Predictor", "calibrate", "check", "fit_factors", "method",
+           "predict", "refusal", "replay"]

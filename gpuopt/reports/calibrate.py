@@ -9,8 +9,9 @@ from dataclasses import asdict
 from gpuopt.physics.profile import Profile
 from gpuopt.planner.calibrate import Comparison
 
-UNITS = {"mean_ttft_ms": "ms", "mean_tpot_ms": "ms", "mean_itl_ms": "ms", "output_throughput": "tok/s",
-         "kv_cache_gib": "GiB", "kv_cache_tokens": "tokens"}
+LABELS = {"mean_ttft_ms": "TTFT ms", "mean_tpot_ms": "TPOT ms", "mean_itl_ms": "ITL ms",
+          "output_throughput": "out tok/s", "kv_cache_gib": "KV GiB", "kv_cache_tokens": "KV tokens"}
+BY = {"steady state": "steady", "replayed": "replay"}  # how the run was predicted
 
 
 def _pct(value: float | None) -> str:
@@ -23,14 +24,16 @@ def _num(value: float | None) -> str:
 
 def render_comparisons(rows: list[Comparison], title: str, after_label: str = "after",
                        width: int | None = None) -> str:
+    """The table: each observed figure, predicted before and after (or by the profile, for --check), and
+    left out of the fit; `by` says whether the run was predicted at steady state or replayed step by step."""
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for name in ("observation", "metric", "observed", "before", "error", after_label, "error", "left out"):
-        table.add_column(name, justify="left" if name in ("observation", "metric") else "right")
+    for name in ("observation", "by", "metric", "observed", "before", "error", after_label, "error", "left out"):
+        table.add_column(name, justify="left" if name in ("observation", "by", "metric") else "right")
     for r in rows:
-        table.add_row(r.observation, f"{r.metric} ({UNITS.get(r.metric, '')})", _num(r.observed), _num(r.before),
+        table.add_row(r.observation, BY[r.method], LABELS.get(r.metric, r.metric), _num(r.observed), _num(r.before),
                       _pct(Comparison.error(r.before, r.observed)), _num(r.after),
                       _pct(Comparison.error(r.after, r.observed)), _pct(Comparison.error(r.leave_one_out, r.observed)))
     out = io.StringIO()

@@ -1,0 +1,48 @@
+"""The valid `vllm serve` flags and `--kv-cache-dtype` values per vLLM release (gpuopt/data/vllm_serve_flags.yaml,
+read from each release's own source by tools/extract_vllm_serve_flags.py).
+
+It lives in physics because the serve-flag reader (physics/serve_args.py) checks values against it; the
+planner's uses (which multi-node form a release supports, which flags a printed command may use) import it
+from here (planner/serve_flags.py)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+def _key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+@cache
+def _releases() -> tuple[dict[str, Any], ...]:
+    text = resources.files("gpuopt").joinpath("data/vllm_serve_flags.yaml").read_text(encoding="utf-8")
+    return tuple(yaml.safe_load(text)["releases"])
+
+
+def releases() -> dict[str, frozenset[str]]:
+    return {str(r["version"]): frozenset(r["flags"]) for r in _releases()}
+
+
+def release_for(version: str) -> str:
+    """The newest listed release not newer than `version` (0.20 -> 0.20.0); the oldest when all are newer."""
+    known = sorted(releases(), key=_key)
+    eligible = [v for v in known if _key(v)[: len(_key(version))] <= _key(version)]
+    return eligible[-1] if eligible else known[0]
+
+
+def flags(version: str) -> frozenset[str]:
+    return releases()[release_for(version)]
+
+
+def kv_cache_dtypes(version: str | None = None) -> tuple[str, ...]:
+    """What `--kv-cache-dtype` accepts in `version` (its release's list), or in any listed release (None)."""
+    rows = [r for r in _releases() if version is None or str(r["version"]) == release_for(version)]
+    seen: dict[str, None] = {}
+    for r in rows:
+        seen.update(dict.fromkeys(str(v) for v in r.get("kv_cache_dtypes", ())))
+    return tuple(seen)

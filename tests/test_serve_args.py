@@ -1,0 +1,84 @@
+"""One reader of `vllm serve` flags (physics/serve_args.py) for `gpuopt simulate --server-args` and for the
+server configuration of `gpuopt calibrate`'s evidence; --kv-cache-dtype values from vLLM's own source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.errors import InputError
+from gpuopt.inputs.evidence import ServerConfig, read_evidence, sidecar
+from gpuopt.physics.serve_args import parse_serve_args
+from gpuopt.physics.serve_flags import kv_cache_dtypes
+
+BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "fixtures" / "bench"
+# the real server of the hikarioyama runs (recipes/serve.sh; vLLM 0.27.1), $MODEL as the repository wrote it
+HIKARIOYAMA_SERVE = ("vllm serve $MODEL --host 127.0.0.1 --port 8040 --dtype bfloat16 --trust-remote-code "
+                     "--language-model-only --max-model-len 8192 --max-num-seqs 8 --gpu-memory-utilization 0.85 "
+                     "--mamba-cache-dtype float32 --mamba-ssm-cache-dtype float32 --attention-backend flash_attn "
+                     "--kv-cache-dtype bfloat16 --served-model-name qwen38-nvfp4 --chat-template "
+                     "$MODEL/chat_template.jinja --default-chat-template-kwargs '{\"enable_thinking\": false}'")
+
+
+def test_kv_cache_dtypes_are_each_releases_own():
+    # CacheDType in vllm/config/cache.py: 0.11.0 has no float16, 0.18.0 added it; 0.27 reads the 0.20.0 list
+    assert kv_cache_dtypes("0.11") == ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc")
+    assert "float16" in kv_cache_dtypes("0.18") and "bfloat16" in kv_cache_dtypes("0.27.1")
+    assert set(kv_cache_dtypes("0.11")) < set(kv_cache_dtypes(None))
+
+
+@pytest.mark.parametrize(("value", "modelled"), [
+    ("auto", "auto"), ("bfloat16", "auto"), ("float16", "auto"),  # 2-byte KV, what gpuopt's auto models
+    ("fp8", "fp8"), ("fp8_e4m3", "fp8"), ("fp8_e5m2", "fp8"), ("fp8_inc", "fp8"),
+])
+def test_kv_cache_dtype_values_vllm_accepts_are_read(value: str, modelled: str):
+    assert parse_serve_args(f"--kv-cache-dtype {value}", vllm_version="0.20").kv_cache_dtype == modelled
+
+
+def test_a_valid_kv_format_the_models_do_not_describe_is_named_not_guessed():
+    args = parse_serve_args("--kv-cache-dtype turboquant_k8v4", vllm_version="0.20")
+    assert args.kv_cache_dtype is None and args.not_modelled == ("--kv-cache-dtype turboquant_k8v4",)
+
+
+def test_a_value_the_release_does_not_have_is_an_error_listing_its_values():
+    with pytest.raises(InputError, match=r"'float16' is not a value of vLLM 0.11 \(valid: auto, bfloat16, fp8"):
+        parse_serve_args("--kv-cache-dtype float16", vllm_version="0.11")
+    with pytest.raises(InputError, match="--server-args: --kv-cache-dtype 'int3'"):
+        parse_serve_args("--kv-cache-dtype int3")
+
+
+def test_a_real_serve_command_line_reads_in_command_form():
+    args = parse_serve_args(HIKARIOYAMA_SERVE, vllm_version="0.27.1", command=True)
+    assert (args.model, args.max_model_len, args.max_num_seqs, args.gpu_memory_utilization, args.kv_cache_dtype,
+            args.dtype) == ("$MODEL", 8192, 8, 0.85, "auto", "bfloat16")
+    assert "--attention-backend" in args.not_modelled and "--mamba-cache-dtype" in args.not_modelled
+    with pytest.raises(InputError, match="expected a --flag"):  # the flag form takes no positional model
+        parse_serve_args(HIKARIOYAMA_SERVE)
+
+
+def test_simulate_takes_the_real_servers_kv_cache_dtype_and_rejects_a_wrong_one():
+    base = ["simulate", "--model", "Qwen/Qwen3-4B", "--gpu", "H100-SXM-80GB", "--num-prompts", "20",
+            "--vllm-version", "0.20", "--json"]
+    ok = CliRunner().invoke(cli, [*base, "--server-args", "--kv-cache-dtype bfloat16 --attention-backend flash_attn"])
+    assert ok.exit_code == 0, ok.output
+    assert "note: --server-args --attention-backend is not modelled" in ok.stderr
+    bad = CliRunner().invoke(cli, [*base, "--server-args", "--kv-cache-dtype bf16"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: --server-args: --kv-cache-dtype 'bf16'")
+
+
+def test_evidence_reads_the_server_through_the_same_reader(tmp_path: Path):
+    run = tmp_path / "c8.json"
+    run.write_bytes((BENCH / "hikarioyama_maxq_random-in256-out1024-c8-run1.json").read_bytes())
+    (tmp_path / "c8.json.yaml").write_text(f"gpu: RTX-PRO-6000-MaxQ-96GB\nvllm_version: '0.27.1'\n"
+                                           f"server_args: {HIKARIOYAMA_SERVE!r}\n".replace("\\'", "''"))
+    config = sidecar(run)
+    assert (config.max_model_len, config.max_num_seqs, config.kv_cache_dtype) == (8192, 8, "auto")
+    obs = read_evidence(run, ServerConfig(model="Qwen/Qwen3-8B"))
+    # the sidecar's model ($MODEL, a path the author sanitised) wins over the flags: what the user wrote
+    assert obs.config.model == "$MODEL" and obs.config.gpu == "RTX-PRO-6000-MaxQ-96GB"
+    (tmp_path / "c8.json.yaml").write_text("gpu: H100\nserver_args: '--max-num-seqs many'\n")
+    with pytest.raises(InputError, match=r"c8.json.yaml: server_args: --max-num-seqs must be an integer"):
+        sidecar(run)
