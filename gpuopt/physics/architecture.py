@@ -64,6 +64,10 @@ class ModelArchitecture(BaseModel):
     head_dim: int | None = None
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
+    # rope scaling as vLLM applies it to the context limit (physics/context_limit.py); None: unscaled
+    rope_type: str | None = None
+    rope_factor: float | None = None
+    rope_original_max_position_embeddings: int | None = None
     tie_word_embeddings: bool = False
     num_experts: int | None = None
     experts_per_token: int | None = None
@@ -467,12 +471,23 @@ def _layer_rows() -> dict[str, dict[str, str]]:
             for r in csv.DictReader(text.splitlines())}
 
 
+def _rope_rows() -> dict[str, dict[str, str]]:
+    """gpuopt/data/model_rope.csv: rope scaling (type, factor, original length) of the registry models whose
+    config gives one, each with the config it was read from. Gemma 3 is left out on purpose: vLLM ignores its
+    rope_scaling because its max_position_embeddings is already the scaled length."""
+    text = resources.files("gpuopt").joinpath("data/model_rope.csv").read_text(encoding="utf-8")
+    return {r["hf_id"]: {k: v for k, v in r.items() if k not in ("hf_id", "source")}
+            for r in csv.DictReader(text.splitlines())}
+
+
 @cache
 def registry() -> dict[str, ModelArchitecture]:
-    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv)."""
+    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv
+    + model_rope.csv)."""
     text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
-    layers = _layer_rows()
-    models = [_parse_row({**r, **layers.get(r["hf_id"], {})}) for r in csv.DictReader(text.splitlines())]
+    layers, rope = _layer_rows(), _rope_rows()
+    models = [_parse_row({**r, **layers.get(r["hf_id"], {}), **rope.get(r["hf_id"], {})})
+              for r in csv.DictReader(text.splitlines())]
     return {m.hf_id: m for m in models}
 
 
@@ -584,6 +599,37 @@ def _hybrid_fields(cfg: dict[str, Any], n_layers: int) -> dict[str, Any]:
     return data
 
 
+def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The rope scaling vLLM applies to the length limit, from `rope_scaling` or Transformers v5's
+    `rope_parameters` (one dict, or one per layer type).
+
+    What vLLM makes of them is physics/context_limit.py; here only Gemma 3 is dropped, as vLLM
+    (config/model.py `_get_and_verify_max_len`) skips it: its max_position_embeddings is already scaled.
+    Of several entries (one per layer type) the last one wins, as "all layer types should have the same
+    scaling" in vLLM.
+    """
+    if "gemma3" in str(cfg.get("model_type", "")):
+        return {}
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if not isinstance(rope, dict):
+        return {}
+    entries = [v for v in rope.values() if isinstance(v, dict)] if all(
+        isinstance(v, dict) for v in rope.values()) else [rope]
+    data: dict[str, Any] = {}
+    for entry in entries:
+        rope_type = entry.get("rope_type", entry.get("type"))
+        if not isinstance(rope_type, str) or rope_type == "default":
+            continue
+        data["rope_type"] = rope_type
+        factor = entry.get("factor")
+        if isinstance(factor, int | float) and not isinstance(factor, bool):
+            data["rope_factor"] = float(factor)
+        original = entry.get("original_max_position_embeddings")
+        if isinstance(original, int) and not isinstance(original, bool):
+            data["rope_original_max_position_embeddings"] = original
+    return data
+
+
 def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
                  hf_quant_config: dict[str, Any] | None = None, quantize_config: dict[str, Any] | None = None,
                  checkpoint_bytes: int | None = None, checkpoint_params: int | None = None) -> ModelArchitecture:
@@ -637,6 +683,7 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     if data.get("num_experts") and data.get("n_shared_experts") and not data.get("shared_expert_intermediate_size"):
         data["shared_expert_intermediate_size"] = int(data["n_shared_experts"]) * int(data["moe_intermediate_size"])
     data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"])).items() if v is not None})
+    data.update(_rope_fields(cfg))
     if cfg.get("mlp_hidden_act") == "relu2" or cfg.get("hidden_act") == "relu2":
         data["mlp_kind"] = "plain"  # squared-ReLU MLPs have no gate projection
     if isinstance(cfg.get("vision_config"), dict):

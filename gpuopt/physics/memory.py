@@ -222,7 +222,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         raise InputError(*problems)
     profile = get_profile(cfg.vllm_version)
     seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
-    max_len = cfg.max_model_len or arch.max_position_embeddings
+    max_len = cfg.max_model_len or model_max_len(arch)  # vLLM's default: the model's (rope-scaled) limit
     if not max_len:
         raise InputError(f"{arch.hf_id} does not state max_position_embeddings: pass --max-model-len")
     resolved = ResolvedConfig(
@@ -546,8 +546,7 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
             break
         tp *= 2
     shorter = max_model_len_that_fits(arch, gpu, cfg, profile)
-    if arch.max_position_embeddings:  # never suggest a length vLLM would refuse (physics/context_limit.py)
-        shorter = min(shorter, model_max_len(arch) or shorter)
+    shorter = min(shorter, model_max_len(arch) or shorter)  # never a length vLLM refuses (context_limit.py)
     if 0 < shorter < cfg.max_model_len:
         fixes.append(f"--max-model-len {shorter}")
     return fixes

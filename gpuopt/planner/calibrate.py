@@ -30,6 +30,7 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, Observation
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
+from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.physics.profile import Fit, Profile, ProfileEntry, adjust_gpu, scale
 from gpuopt.vocabulary import KV_CACHE_DTYPES, WEIGHT_FORMATS
@@ -82,7 +83,7 @@ def _serving(obs: Observation, arch: ModelArchitecture) -> ServingConfig:
     max_len = c.max_model_len
     if max_len is None and isinstance(obs, LatencyObservation):
         need = int(obs.input_tokens + obs.output_tokens)
-        max_len = min(2 ** math.ceil(math.log2(max(need, 16))), arch.max_position_embeddings or 2 ** 31)
+        max_len = min(2 ** math.ceil(math.log2(max(need, 16))), model_max_len(arch) or 2 ** 31)
     return ServingConfig(tensor_parallel=c.tensor_parallel or 1, pipeline_parallel=c.pipeline_parallel or 1,
                          precision=precision, kv_cache_dtype=kv, max_model_len=max_len,
                          gpu_memory_utilization=c.gpu_memory_utilization, max_num_seqs=c.max_num_seqs,

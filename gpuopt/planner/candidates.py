@@ -21,7 +21,7 @@ from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
-from gpuopt.physics.context_limit import max_model_len_problem
+from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -162,7 +162,7 @@ def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
         return w.max_model_len
     need = 2 * (w.input_tokens + w.output_tokens)
     length = 1 << max(10, math.ceil(math.log2(need)))
-    cap = arch.max_position_embeddings or length
+    cap = model_max_len(arch) or length
     bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
     longest = max([b.input_tokens + b.output_tokens for b in bins] + [w.input_tokens + w.output_tokens])
     return max(min(length, cap), longest)
