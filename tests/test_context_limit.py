@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from gpuopt.cli.main import cli
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model, registry
-from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
-from gpuopt.physics.memory import ServingConfig, resolve, suggest_fixes
+from gpuopt.physics.context_limit import max_model_len_problem, model_max_len, rope_cache_positions
+from gpuopt.physics.memory import ServingConfig, resolve, suggest_fixes, weights_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
 
@@ -43,9 +43,10 @@ def test_registry_limits_follow_vllm() -> None:
     assert model_max_len(get_model("internlm/internlm2_5-7b-chat")) == 65536
     # llama3 already counts the extension in max_position_embeddings
     assert model_max_len(get_model("meta-llama/Llama-3.1-8B-Instruct")) == 131072
-    # gemma-3's linear x8 is already in its 131,072 (vLLM skips gemma3): no row, no scaling
-    assert get_model("google/gemma-3-4b-it").rope_type is None
-    assert model_max_len(get_model("google/gemma-3-4b-it")) == 131072
+    # gemma-3's linear x8 is already in its 131,072 (vLLM skips gemma3 models)
+    gemma = get_model("google/gemma-3-4b-it")
+    assert (gemma.model_type, gemma.rope_type, gemma.rope_factor) == ("gemma3", "linear", 8.0)
+    assert model_max_len(gemma) == 131072
 
 
 def test_yarn_config_is_read_and_scales_the_limit(tmp_path: Path) -> None:
@@ -66,7 +67,7 @@ def test_gemma3_and_transformers_v5_rope_parameters() -> None:
             "intermediate_size": 512, "max_position_embeddings": 8192}
     gemma = from_hf_dict({**base, "model_type": "gemma3_text",
                           "rope_scaling": {"rope_type": "linear", "factor": 8.0}}, name="g")
-    assert gemma.rope_type is None and model_max_len(gemma) == 8192
+    assert gemma.rope_type == "linear" and model_max_len(gemma) == 8192
     nested = from_hf_dict({**base, "rope_parameters": {
         "full_attention": {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 4096},
         "sliding_attention": {"rope_type": "default", "rope_theta": 10000}}}, name="n")
@@ -119,3 +120,18 @@ def test_fit_suggestions_may_use_the_scaled_length_but_never_exceed_it(tmp_path:
     lengths = [int(f.split()[1]) for f in suggest_fixes(arch, gpu, resolved, profile)
                if f.startswith("--max-model-len")]
     assert len(lengths) == 1 and 40960 < lengths[0] <= 131072
+
+
+def test_rope_caches_count_in_the_weights_as_vllm_builds_them() -> None:
+    gemma = get_model("google/gemma-3-4b-it")
+    # global rope linear x8: 131,072 x 8 positions; the sliding layers' own rope: 131,072 more
+    assert rope_cache_positions(gemma) == 131072 * 8 + 131072
+    plain = gemma.model_copy(update={"rope_type": None, "rope_factor": None, "rope_local_base_freq": None})
+    assert rope_cache_positions(plain) == 131072
+    layers = range(gemma.num_hidden_layers)
+    extra = weights_bytes(gemma, "bf16", 1, layers, True, True) - weights_bytes(plain, "bf16", 1, layers, True, True)
+    assert extra == (131072 * 8 + 131072 - 131072) * 256 * 2  # x rotary_dim 256 x 2 B = 0.5 GiB
+    # yarn caches original x factor (= max_position_embeddings for DeepSeek-R1), longrope short + long
+    assert rope_cache_positions(get_model("deepseek-ai/DeepSeek-R1")) == 4096 * 40
+    assert rope_cache_positions(get_model("microsoft/Phi-3.5-mini-instruct")) == 131072 + 4096
+    assert rope_cache_positions(get_model("internlm/internlm2_5-7b-chat")) == 32768  # dynamic: unscaled cache

@@ -64,10 +64,12 @@ class ModelArchitecture(BaseModel):
     head_dim: int | None = None
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
-    # rope scaling as vLLM applies it to the context limit (physics/context_limit.py); None: unscaled
+    # rope scaling (physics/context_limit.py: the length limit and vLLM's cos/sin caches); None: unscaled
+    model_type: str | None = None  # config.json model_type, where a vLLM rule depends on it (gemma3)
     rope_type: str | None = None
     rope_factor: float | None = None
     rope_original_max_position_embeddings: int | None = None
+    rope_local_base_freq: float | None = None  # sliding layers' own unscaled rope (Gemma 3): a second cache
     tie_word_embeddings: bool = False
     num_experts: int | None = None
     experts_per_token: int | None = None
@@ -603,19 +605,21 @@ def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
     """The rope scaling vLLM applies to the length limit, from `rope_scaling` or Transformers v5's
     `rope_parameters` (one dict, or one per layer type).
 
-    What vLLM makes of them is physics/context_limit.py; here only Gemma 3 is dropped, as vLLM
-    (config/model.py `_get_and_verify_max_len`) skips it: its max_position_embeddings is already scaled.
-    Of several entries (one per layer type) the last one wins, as "all layer types should have the same
-    scaling" in vLLM.
+    What vLLM makes of them is physics/context_limit.py. Of several entries (one per layer type) the last
+    one wins, as "all layer types should have the same scaling" in vLLM. Gemma 3's `rope_local_base_freq`
+    (the sliding layers' own rope) is kept too: vLLM builds a second cos/sin cache for it.
     """
-    if "gemma3" in str(cfg.get("model_type", "")):
-        return {}
+    data: dict[str, Any] = {}
+    if isinstance(cfg.get("model_type"), str):
+        data["model_type"] = cfg["model_type"]
+    local = cfg.get("rope_local_base_freq")
+    if isinstance(local, int | float) and not isinstance(local, bool):
+        data["rope_local_base_freq"] = float(local)
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
     if not isinstance(rope, dict):
-        return {}
+        return data
     entries = [v for v in rope.values() if isinstance(v, dict)] if all(
         isinstance(v, dict) for v in rope.values()) else [rope]
-    data: dict[str, Any] = {}
     for entry in entries:
         rope_type = entry.get("rope_type", entry.get("type"))
         if not isinstance(rope_type, str) or rope_type == "default":

@@ -3,7 +3,8 @@
 vLLM derives it from the config (vllm/config/model.py `_get_and_verify_max_len`, same in v0.19 and v0.28):
 max_position_embeddings, times rope scaling's factor unless the rope type already counts the extension in
 max_position_embeddings (llama3, longrope, su); a yarn entry scales original_max_position_embeddings instead
-(DeepSeek-R1: 4096 x 40 = 163,840); Gemma 3 is never scaled (architecture._rope_fields drops it). A larger
+(DeepSeek-R1: 4096 x 40 = 163,840); a gemma3 model is never scaled (its max_position_embeddings already is).
+A larger
 `--max-model-len` is refused at start-up (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which vLLM warns gives
 wrong outputs), so gpuopt refuses it too.
 
@@ -36,13 +37,42 @@ def scaled_limit(max_position_embeddings: int, rope_scaling: Mapping[str, Any] |
     return int(base * factor)
 
 
+def _rope(arch: ModelArchitecture) -> dict[str, Any] | None:
+    if not arch.rope_type:
+        return None
+    return {"rope_type": arch.rope_type, "factor": arch.rope_factor,
+            "original_max_position_embeddings": arch.rope_original_max_position_embeddings}
+
+
 def model_max_len(arch: ModelArchitecture) -> int | None:
     """The model's context ceiling, None when the registry does not know max_position_embeddings."""
     if not arch.max_position_embeddings:
         return None
-    rope = {"rope_type": arch.rope_type, "factor": arch.rope_factor,
-            "original_max_position_embeddings": arch.rope_original_max_position_embeddings}
-    return scaled_limit(arch.max_position_embeddings, rope if arch.rope_type else None)
+    if "gemma3" in (arch.model_type or ""):  # vLLM: "Gemma3's max_model_len (128K) is already scaled"
+        return arch.max_position_embeddings
+    return scaled_limit(arch.max_position_embeddings, _rope(arch))
+
+
+def rope_cache_positions(arch: ModelArchitecture) -> int:
+    """Positions of the cos/sin caches vLLM builds for the model (vllm/model_executor/layers/rotary_embedding,
+    v0.28; each cache is positions x rotary_dim in the model dtype, counted in "Model loading took").
+
+    linear scaling caches max_position x factor (Gemma 3's global rope: 131,072 x 8 = 1,048,576 positions,
+    0.5 GiB at head_dim 256), yarn original x factor, longrope a short (original) and a long (max) cache,
+    llama3 / dynamic / unscaled max_position; Gemma 3's sliding layers keep a second, unscaled cache.
+    """
+    max_pos = arch.max_position_embeddings or 0
+    rope, factor = arch.rope_type, arch.rope_factor or 1.0
+    original = arch.rope_original_max_position_embeddings or max_pos
+    if rope == "linear":
+        positions = int(max_pos * factor)
+    elif rope == "yarn":
+        positions = int(original * factor)
+    elif rope in ("longrope", "su"):
+        positions = max_pos + (arch.rope_original_max_position_embeddings or 0)
+    else:
+        positions = max_pos
+    return positions + (max_pos if arch.rope_local_base_freq else 0)
 
 
 def max_model_len_problem(arch: ModelArchitecture, max_model_len: int, field: str) -> str | None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
-from gpuopt.physics.context_limit import model_max_len
+from gpuopt.physics.context_limit import model_max_len, rope_cache_positions
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -284,8 +284,8 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
 
     Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
     embedding and LM head are sharded by TP but stay in 16-bit; norms, routers and MLA down-projections
-    are replicated. The rotary cos/sin cache (max_position x rotary_dim in the model dtype) is counted too:
-    vLLM's "Model loading took" includes it.
+    are replicated. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions from
+    context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
     """
     act = activation_dtype_bytes(arch, precision)
     linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
@@ -309,7 +309,7 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
         if not arch.tie_word_embeddings or not first:
             total += arch.lm_head_params / tp * act
         total += arch.final_norm_params * act
-    total += (arch.max_position_embeddings or 0) * arch.rotary_dim * act
+    total += rope_cache_positions(arch) * arch.rotary_dim * act
     return total
 
 
