@@ -69,6 +69,19 @@ def test_v020_counts_cuda_graphs_inside_a_092_budget():
         rank.budget_gib - rank.weights_gib - rank.activation_gib - rank.non_torch_gib - rank.cuda_graph_gib)
 
 
+def test_from_v021_the_logged_token_count_is_concurrency_times_max_model_len():
+    # gemma-3-4b (5 global + 29 sliding layers: 1 full + 6 sliding groups of 5): v0.20 logs
+    # num_blocks // 7 x 16, v0.21 max_concurrency x max_model_len (kv_cache_utils.py of each wheel)
+    gemma, l4 = get_model("google/gemma-3-4b-it"), get_gpu("L4-24GB")
+    old = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.20"))
+    new = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.21"))
+    assert old.kv_cache_tokens == old.binding_rank.num_blocks // 7 * 16
+    assert new.kv_cache_tokens == int(new.max_concurrency * 8192)
+    # a request needs only window-many sliding blocks, so the v0.21 figure is the larger one (row 98 of
+    # vllm_memory_observed.csv logs 176,721 tokens on an L4, 2.5 x the blocks formula)
+    assert new.kv_cache_tokens > 2 * old.kv_cache_tokens
+
+
 def test_fp8_weights_keep_embeddings_in_16_bit():
     # linear params 32 x 218,103,808 = 6,979,321,856 x 1 B + embed & lm_head 2 x 525,336,576 x 2 B
     # + norms (32 x 8192 + 4096) x 2 B + rotary cache 131072 x 128 x 2 B
