@@ -183,3 +183,16 @@ def test_more_gpu_memory_utilization_never_lowers_kv_tokens(model, lo, delta):
     a = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=lo, max_model_len=4096, tensor_parallel=2))
     b = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=hi, max_model_len=4096, tensor_parallel=2))
     assert b.kv_cache_tokens >= a.kv_cache_tokens
+
+
+def test_enforce_eager_and_language_model_only():
+    # vllm_memory_observed.csv line 98: gemma-3-4b, L4, v0.21, --enforce-eager --language-model-only
+    gemma, l4 = get_model("google/gemma-3-4b-it"), get_gpu("L4-24GB")
+    full = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.21"))
+    text = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.21", enforce_eager=True,
+                                             language_model_only=True))
+    a, b = full.ranks[0], text.ranks[0]
+    assert b.cuda_graph_gib == 0.0 and a.cuda_graph_gib > 0  # no graphs captured, none budgeted
+    assert a.weights_gib - b.weights_gib == pytest.approx(0.42e9 * 2 / 2**30)  # the SigLIP tower + projector
+    assert b.kv_cache_gib - a.kv_cache_gib == pytest.approx(a.weights_gib - b.weights_gib + a.cuda_graph_gib)
+    assert b.weights_gib == pytest.approx(7.82, rel=0.01)  # "Model loading took 7.82 GiB"

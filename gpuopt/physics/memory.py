@@ -64,6 +64,8 @@ class ServingConfig:
     block_size: int = 16
     vllm_version: str | None = None
     interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
+    enforce_eager: bool = False  # `--enforce-eager`: no CUDA graphs captured, none budgeted
+    language_model_only: bool = False  # `--language-model-only`: the vision tower is not loaded
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class ResolvedConfig:
     block_size: int
     vllm_version: str
     interconnect: LinkKind = "pcie"
+    enforce_eager: bool = False
+    language_model_only: bool = False
 
     @property
     def gpus(self) -> int:
@@ -237,6 +241,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         block_size=cfg.block_size,
         vllm_version=cfg.vllm_version or profile.version,
         interconnect=cfg.interconnect or default_link(gpu),
+        enforce_eager=cfg.enforce_eager,
+        language_model_only=cfg.language_model_only,
     )
     return resolved, profile
 
@@ -279,13 +285,15 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 
 
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
-                  first: bool, last: bool) -> float:
+                  first: bool, last: bool, vision: bool = True) -> float:
     """Bytes of weights on one GPU of a stage.
 
     Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
     embedding and LM head are sharded by TP but stay in 16-bit; norms, routers and MLA down-projections
     are replicated. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions from
     context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
+    The vision tower sits on the first stage unless `vision` is off (`--language-model-only`: vLLM v0.21+
+    skips the modules a model marks as its towers when every modality limit is 0).
     """
     act = activation_dtype_bytes(arch, precision)
     linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
@@ -304,7 +312,7 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
               + p.experts / tp * expert_bytes + p.bias / tp * act)
     total += p.replicated * act
     if first:
-        total += arch.embedding_params / tp * act + arch.vision_params() * act
+        total += arch.embedding_params / tp * act + (arch.vision_params() * act if vision else 0.0)
     if last:
         if not arch.tie_word_embeddings or not first:
             total += arch.lm_head_params / tp * act
@@ -454,17 +462,17 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")
-    if arch.multimodal and not arch.vision_params_b:
+    if arch.multimodal and not arch.vision_params_b and not cfg.language_model_only:
         warnings.append("vision encoder size unknown in the registry: its weights and profiling activation "
                         "are not counted")
     ranks = []
     stages = stage_layers(arch.num_hidden_layers, pp)
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
-        w = weights_bytes(arch, cfg.precision, tp, layers, first, last) / GIB
+        w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only) / GIB
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg)
-        cg = cuda_graph_gib(profile, len(layers))
+        cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
         kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
         groups = kv_groups(arch, layers, tp, kv_b, activation_dtype_bytes(arch, cfg.precision))
         size, layout = kv_layout(groups)
