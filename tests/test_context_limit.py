@@ -122,6 +122,14 @@ def test_fit_suggestions_may_use_the_scaled_length_but_never_exceed_it(tmp_path:
     assert len(lengths) == 1 and 40960 < lengths[0] <= 131072
 
 
+def test_longrope_models_start_at_their_original_length() -> None:
+    phi = get_model("microsoft/Phi-3.5-mini-instruct")
+    resolved, _ = resolve(phi, get_gpu("L4-24GB"), ServingConfig())
+    assert resolved.max_model_len == 4096  # vLLM's default for LongRoPE
+    assert model_max_len(phi) == 131072  # but it accepts up to max_position_embeddings
+    assert max_model_len_problem(phi, 131072, "--max-model-len") is None
+
+
 def test_rope_caches_count_in_the_weights_as_vllm_builds_them() -> None:
     gemma = get_model("google/gemma-3-4b-it")
     # global rope linear x8: 131,072 x 8 positions; the sliding layers' own rope: 131,072 more

@@ -53,6 +53,15 @@ def model_max_len(arch: ModelArchitecture) -> int | None:
     return scaled_limit(arch.max_position_embeddings, _rope(arch))
 
 
+def default_max_len(arch: ModelArchitecture) -> int | None:
+    """The max_model_len vLLM starts with when none is given: the model's limit, except that LongRoPE models
+    start at original_max_position_embeddings "to avoid performance degradation for shorter sequences"
+    (same function, v0.19 and v0.28): Phi-3.5-mini serves 4,096 tokens unless asked for more."""
+    if arch.rope_type in ("longrope", "su") and arch.rope_original_max_position_embeddings:
+        return arch.rope_original_max_position_embeddings
+    return model_max_len(arch)
+
+
 def rope_cache_positions(arch: ModelArchitecture) -> int:
     """Positions of the cos/sin caches vLLM builds for the model (vllm/model_executor/layers/rotary_embedding,
     v0.28; each cache is positions x rotary_dim in the model dtype, counted in "Model loading took").

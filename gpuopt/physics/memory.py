@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
-from gpuopt.physics.context_limit import model_max_len, rope_cache_positions
+from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -226,7 +226,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         raise InputError(*problems)
     profile = get_profile(cfg.vllm_version)
     seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
-    max_len = cfg.max_model_len or model_max_len(arch)  # vLLM's default: the model's (rope-scaled) limit
+    max_len = cfg.max_model_len or default_max_len(arch)  # vLLM's default (context_limit.py)
     if not max_len:
         raise InputError(f"{arch.hf_id} does not state max_position_embeddings: pass --max-model-len")
     resolved = ResolvedConfig(
