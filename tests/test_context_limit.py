@@ -9,6 +9,8 @@ from importlib import resources
 from pathlib import Path
 
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gpuopt.cli.main import cli
 from gpuopt.hardware import get_gpu
@@ -143,3 +145,19 @@ def test_rope_caches_count_in_the_weights_as_vllm_builds_them() -> None:
     assert rope_cache_positions(get_model("deepseek-ai/DeepSeek-R1")) == 4096 * 40
     assert rope_cache_positions(get_model("microsoft/Phi-3.5-mini-instruct")) == 131072 + 4096
     assert rope_cache_positions(get_model("internlm/internlm2_5-7b-chat")) == 32768  # dynamic: unscaled cache
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(max_pos=st.integers(1024, 1 << 20), factor=st.sampled_from([1.0, 2.0, 4.0, 8.0, 32.0]),
+       rope_type=st.sampled_from([None, "linear", "dynamic", "yarn", "llama3", "longrope"]),
+       asked=st.integers(1, 1 << 24))
+def test_a_length_is_refused_exactly_above_the_limit(max_pos: int, factor: float, rope_type: str | None,
+                                                      asked: int) -> None:
+    arch = get_model("Qwen/Qwen2.5-7B-Instruct").model_copy(update={
+        "max_position_embeddings": max_pos, "rope_type": rope_type, "rope_factor": factor if rope_type else None,
+        "rope_original_max_position_embeddings": max_pos // 4 if rope_type == "yarn" else None})
+    limit = model_max_len(arch)
+    expected = {None: max_pos, "llama3": max_pos, "longrope": max_pos, "yarn": int(max_pos // 4 * factor)}.get(
+        rope_type, int(max_pos * factor))
+    assert limit == expected
+    assert (max_model_len_problem(arch, asked, "--max-model-len") is None) == (asked <= expected)
