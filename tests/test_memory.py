@@ -196,3 +196,15 @@ def test_enforce_eager_and_language_model_only():
     assert a.weights_gib - b.weights_gib == pytest.approx(0.42e9 * 2 / 2**30)  # the SigLIP tower + projector
     assert b.kv_cache_gib - a.kv_cache_gib == pytest.approx(a.weights_gib - b.weights_gib + a.cuda_graph_gib)
     assert b.weights_gib == pytest.approx(7.82, rel=0.01)  # "Model loading took 7.82 GiB"
+
+
+def test_marlin_pads_mxfp4_experts_on_ampere():
+    # gpt-oss-20b: 24 layers x 32 experts x (gate_up 2 x 2880 x 2880 + down 2880 x 2880) MXFP4 weights;
+    # Marlin (A100) pads hidden 2880 -> 3072 and intermediate 2880 -> 2944; Triton (H100) keeps 2880 (64 | 2880)
+    oss = get_model("openai/gpt-oss-20b")
+    a100 = estimate(oss, get_gpu("A100-SXM-80GB"), ServingConfig(max_model_len=8192))
+    h100 = estimate(oss, H100, ServingConfig(max_model_len=8192))
+    extra = 24 * 32 * 3 * (3072 * 2944 - 2880 * 2880) * (0.5 + 1 / 32)
+    # (the registry counts the experts' biases, 3 x 2880 each, with the experts: 0.03 % more)
+    assert (a100.ranks[0].weights_gib - h100.ranks[0].weights_gib) * GIB == pytest.approx(extra, rel=5e-4)
+    assert a100.ranks[0].weights_gib == pytest.approx(13.72, rel=0.01)  # vLLM v0.19 log on an A100: 13.72 GiB

@@ -271,6 +271,32 @@ def kv_dtype_bytes(arch: ModelArchitecture, precision: WeightFormat, kv_cache_dt
     return activation_dtype_bytes(arch, precision)
 
 
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def mxfp4_expert_scale(arch: ModelArchitecture, gpu: GpuSpec, tp: int) -> float:
+    """How much larger vLLM makes MXFP4 expert weights than the checkpoint's shapes, on this GPU.
+
+    vllm/model_executor/layers/fused_moe/oracle/mxfp4.py (`mxfp4_round_up_hidden_size_and_intermediate_size`,
+    the same for these backends in v0.19 and v0.28) pads the experts to the tile of the kernel it selects:
+    Marlin (the only CUDA backend below sm90: triton_kernels needs sm90-sm10x) rounds the hidden size up to 256
+    and each rank's intermediate size to 128 -- gpt-oss's 2880 x 2880 experts become 3072 x 2944, 9 % more
+    (A100 log: 13.72 GiB loaded, 0.90 GiB above the unpadded weights); the Triton backend of sm90 rounds the
+    intermediate size to 64 only. Blackwell's FlashInfer TRT-LLM tiles changed between releases and are not
+    applied here.
+    """
+    cc = gpu.compute_capability or 0
+    hidden, inter = arch.hidden_size, (arch.moe_intermediate_size or 0) // tp
+    if not hidden or not inter:
+        return 1.0
+    if 80 <= cc < 90:
+        return _round_up(hidden, 256) * _round_up(inter, 128) / (hidden * inter)
+    if cc == 90:
+        return _round_up(inter, 64) / inter
+    return 1.0
+
+
 def stage_layers(num_layers: int, pp: int) -> list[range]:
     """Decoder layers of each PP stage: an even split, remainder layers on the stages before the last
     (the last stage also carries the LM head and the sampler)."""
@@ -285,13 +311,14 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 
 
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
-                  first: bool, last: bool, vision: bool = True) -> float:
+                  first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0) -> float:
     """Bytes of weights on one GPU of a stage.
 
     Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
     embedding and LM head are sharded by TP but stay in 16-bit; norms, routers and MLA down-projections
     are replicated. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions from
     context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
+    `expert_scale` is the kernel's padding of routed experts (mxfp4_expert_scale).
     The vision tower sits on the first stage unless `vision` is off (`--language-model-only`: vLLM v0.21+
     skips the modules a model marks as its towers when every modality limit is 0).
     """
@@ -309,7 +336,7 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     total = 0.0
     p = arch.layer_sums(layers)
     total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
-              + p.experts / tp * expert_bytes + p.bias / tp * act)
+              + p.experts / tp * expert_bytes * expert_scale + p.bias / tp * act)
     total += p.replicated * act
     if first:
         total += arch.embedding_params / tp * act + (arch.vision_params() * act if vision else 0.0)
@@ -469,7 +496,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     stages = stage_layers(arch.num_hidden_layers, pp)
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
-        w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only) / GIB
+        w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
+                          expert_scale=mxfp4_expert_scale(arch, gpu, tp) if cfg.precision == "mxfp4" else 1.0) / GIB
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg)
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
