@@ -78,6 +78,10 @@ def test_gemma3_and_transformers_v5_rope_parameters() -> None:
     assert flat_default.rope_type is None and model_max_len(flat_default) == 8192
     linear = from_hf_dict({**base, "rope_scaling": {"type": "linear", "factor": 2.0}}, name="l")
     assert model_max_len(linear) == 16384
+    # Phi-3.5's config keeps original_max_position_embeddings at the top level, next to a longrope block
+    phi = from_hf_dict({**base, "original_max_position_embeddings": 4096,
+                        "rope_scaling": {"type": "longrope", "long_factor": [1.0], "short_factor": [1.0]}}, name="p")
+    assert (phi.rope_type, phi.rope_original_max_position_embeddings, model_max_len(phi)) == ("longrope", 4096, 8192)
 
 
 def test_fit_accepts_the_scaled_length_and_refuses_above_it(tmp_path: Path) -> None:

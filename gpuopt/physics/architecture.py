@@ -474,9 +474,8 @@ def _layer_rows() -> dict[str, dict[str, str]]:
 
 
 def _rope_rows() -> dict[str, dict[str, str]]:
-    """gpuopt/data/model_rope.csv: rope scaling (type, factor, original length) of the registry models whose
-    config gives one, each with the config it was read from. Gemma 3 is left out on purpose: vLLM ignores its
-    rope_scaling because its max_position_embeddings is already the scaled length."""
+    """gpuopt/data/model_rope.csv: rope scaling (type, factor, original length, Gemma 3's local rope and
+    model_type) of the registry models whose config gives one, each with the config it was read from."""
     text = resources.files("gpuopt").joinpath("data/model_rope.csv").read_text(encoding="utf-8")
     return {r["hf_id"]: {k: v for k, v in r.items() if k not in ("hf_id", "source")}
             for r in csv.DictReader(text.splitlines())}
@@ -602,8 +601,9 @@ def _hybrid_fields(cfg: dict[str, Any], n_layers: int) -> dict[str, Any]:
 
 
 def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
-    """The rope scaling vLLM applies to the length limit, from `rope_scaling` or Transformers v5's
-    `rope_parameters` (one dict, or one per layer type).
+    """Rope scaling as the config states it, from `rope_scaling` or Transformers v5's `rope_parameters` (one
+    dict, or one per layer type); original_max_position_embeddings inside the entry or at the top level
+    (Phi-3.5's LongRoPE keeps it there).
 
     What vLLM makes of them is physics/context_limit.py. Of several entries (one per layer type) the last
     one wins, as "all layer types should have the same scaling" in vLLM. Gemma 3's `rope_local_base_freq`
@@ -628,7 +628,7 @@ def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
         factor = entry.get("factor")
         if isinstance(factor, int | float) and not isinstance(factor, bool):
             data["rope_factor"] = float(factor)
-        original = entry.get("original_max_position_embeddings")
+        original = entry.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
         if isinstance(original, int) and not isinstance(original, bool):
             data["rope_original_max_position_embeddings"] = original
     return data
