@@ -29,6 +29,9 @@ CHECKPOINTS: dict[str, tuple[str, WeightFormat]] = {
     "Qwen3-32B AWQ (exact HF id not quoted; '32B-AWQ', 18.00 GiB on disk, 64 layers)": ("Qwen/Qwen3-32B", "int4"),
     "Qwen3-32B AWQ (exact HF id not quoted)": ("Qwen/Qwen3-32B", "int4"),
     "Qwen/Qwen3-14B-AWQ": ("Qwen/Qwen3-14B", "int4"),
+    # the pre-trained checkpoint of the -it row: same Gemma3ForConditionalGeneration architecture (the log's
+    # 8.01 GiB checkpoint is the -it row's 4.30 B text + vision parameters x 2 B)
+    "google/gemma-3-4b-pt (--language-model-only)": ("google/gemma-3-4b-it", "bf16"),
 }
 
 
@@ -107,11 +110,16 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
             version = raw["vllm_version"].strip()
             digits = version.split(" ")[0]
             if not digits or not digits[0].isdigit():
-                skipped.append((line, raw["model"], "vLLM release not stated"))
+                v0 = raw["notes"].startswith("V0") or " V0 " in raw["notes"][:40]
+                skipped.append((line, raw["model"], "V0-engine log (release not stated; V0 is not modelled)" if v0
+                                else "vLLM release not stated"))
                 continue
             major_minor = tuple(int(p) for p in digits.split(".")[:2])
             if major_minor < (0, 11):
                 skipped.append((line, raw["model"], f"release {version} is older than the oldest modelled (0.11)"))
+                continue
+            if "--runner pooling" in raw["model"]:
+                skipped.append((line, raw["model"], "pooling (embedding) runner: no sampler, not modelled"))
                 continue
             gpu = _gpu(raw["gpu"], raw)
             if gpu is None:
@@ -134,7 +142,9 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 precision=precision, kv_cache_dtype=kv_dtype,  # type: ignore[arg-type]
                 max_model_len=int(mml) if mml else None, gpu_memory_utilization=gmu,
                 max_num_seqs=int(mns) if mns else None, block_size=int(bs) if bs else 16,
-                vllm_version=".".join(digits.split(".")[:2]))
+                vllm_version=".".join(digits.split(".")[:2]),
+                enforce_eager="--enforce-eager" in raw["notes"],
+                language_model_only="--language-model-only" in raw["model"] + raw["notes"])
             tokens = _f(raw["logged_kv_tokens"])
             rows.append(ObservedRow(
                 line=line, model=model, gpu=gpu, config=cfg, weights_gib=_f(raw["logged_weights_gib"]),

@@ -1,5 +1,6 @@
 import json
 
+import pytest
 from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
@@ -94,3 +95,13 @@ def test_models_list_and_show():
     unknown = run("models", "show", "llama-3.1-70b")
     assert unknown.exit_code == 2
     assert "meta-llama/Llama-3.1-70B-Instruct" in unknown.output
+
+
+def test_enforce_eager_and_language_model_only_flags():
+    args = ["fit", "--model", "google/gemma-3-4b-it", "--gpu", "L4-24GB", "--max-model-len", "8192",
+            "--vllm-version", "0.21", "--json"]
+    full = json.loads(CliRunner().invoke(cli, args).output)
+    text = json.loads(CliRunner().invoke(cli, [*args, "--enforce-eager", "--language-model-only"]).output)
+    assert full["cuda_graph_gib"] > 0 and text["cuda_graph_gib"] == 0
+    # the SigLIP tower and projector: 0.42 B parameters x 2 B = 0.78 GiB not loaded
+    assert full["weights_gib"] - text["weights_gib"] == pytest.approx(0.78, abs=0.01)

@@ -69,6 +69,19 @@ def test_v020_counts_cuda_graphs_inside_a_092_budget():
         rank.budget_gib - rank.weights_gib - rank.activation_gib - rank.non_torch_gib - rank.cuda_graph_gib)
 
 
+def test_from_v021_the_logged_token_count_is_concurrency_times_max_model_len():
+    # gemma-3-4b (5 global + 29 sliding layers: 1 full + 6 sliding groups of 5): v0.20 logs
+    # num_blocks // 7 x 16, v0.21 max_concurrency x max_model_len (kv_cache_utils.py of each wheel)
+    gemma, l4 = get_model("google/gemma-3-4b-it"), get_gpu("L4-24GB")
+    old = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.20"))
+    new = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.21"))
+    assert old.kv_cache_tokens == old.binding_rank.num_blocks // 7 * 16
+    assert new.kv_cache_tokens == int(new.max_concurrency * 8192)
+    # a request needs only window-many sliding blocks, so the v0.21 figure is the larger one (row 98 of
+    # vllm_memory_observed.csv logs 176,721 tokens on an L4, 2.5 x the blocks formula)
+    assert new.kv_cache_tokens > 2 * old.kv_cache_tokens
+
+
 def test_fp8_weights_keep_embeddings_in_16_bit():
     # linear params 32 x 218,103,808 = 6,979,321,856 x 1 B + embed & lm_head 2 x 525,336,576 x 2 B
     # + norms (32 x 8192 + 4096) x 2 B + rotary cache 131072 x 128 x 2 B
@@ -170,3 +183,28 @@ def test_more_gpu_memory_utilization_never_lowers_kv_tokens(model, lo, delta):
     a = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=lo, max_model_len=4096, tensor_parallel=2))
     b = estimate(arch, gpu, ServingConfig(gpu_memory_utilization=hi, max_model_len=4096, tensor_parallel=2))
     assert b.kv_cache_tokens >= a.kv_cache_tokens
+
+
+def test_enforce_eager_and_language_model_only():
+    # vllm_memory_observed.csv line 98: gemma-3-4b, L4, v0.21, --enforce-eager --language-model-only
+    gemma, l4 = get_model("google/gemma-3-4b-it"), get_gpu("L4-24GB")
+    full = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.21"))
+    text = estimate(gemma, l4, ServingConfig(max_model_len=8192, vllm_version="0.21", enforce_eager=True,
+                                             language_model_only=True))
+    a, b = full.ranks[0], text.ranks[0]
+    assert b.cuda_graph_gib == 0.0 and a.cuda_graph_gib > 0  # no graphs captured, none budgeted
+    assert a.weights_gib - b.weights_gib == pytest.approx(0.42e9 * 2 / 2**30)  # the SigLIP tower + projector
+    assert b.kv_cache_gib - a.kv_cache_gib == pytest.approx(a.weights_gib - b.weights_gib + a.cuda_graph_gib)
+    assert b.weights_gib == pytest.approx(7.82, rel=0.01)  # "Model loading took 7.82 GiB"
+
+
+def test_marlin_pads_mxfp4_experts_on_ampere():
+    # gpt-oss-20b: 24 layers x 32 experts x (gate_up 2 x 2880 x 2880 + down 2880 x 2880) MXFP4 weights;
+    # Marlin (A100) pads hidden 2880 -> 3072 and intermediate 2880 -> 2944; Triton (H100) keeps 2880 (64 | 2880)
+    oss = get_model("openai/gpt-oss-20b")
+    a100 = estimate(oss, get_gpu("A100-SXM-80GB"), ServingConfig(max_model_len=8192))
+    h100 = estimate(oss, H100, ServingConfig(max_model_len=8192))
+    extra = 24 * 32 * 3 * (3072 * 2944 - 2880 * 2880) * (0.5 + 1 / 32)
+    # (the registry counts the experts' biases, 3 x 2880 each, with the experts: 0.03 % more)
+    assert (a100.ranks[0].weights_gib - h100.ranks[0].weights_gib) * GIB == pytest.approx(extra, rel=5e-4)
+    assert a100.ranks[0].weights_gib == pytest.approx(13.72, rel=0.01)  # vLLM v0.19 log on an A100: 13.72 GiB

@@ -52,6 +52,10 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--tpot-slo-ms", type=FINITE_FLOAT, help="TPOT target: also report the largest rate that meets it.")
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
+@click.option("--enforce-eager", is_flag=True,
+              help="vLLM's --enforce-eager: no CUDA graphs in memory (latency is still predicted with graphs).")
+@click.option("--language-model-only", is_flag=True,
+              help="vLLM's --language-model-only: a multimodal model's vision tower is not loaded.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @profile_option
 def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, precision: str | None,
@@ -59,7 +63,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         max_num_seqs: int | None, max_num_batched_tokens: int | None, block_size: int,
         vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
-        tpot_slo_ms: float | None, interconnect: str | None, as_json: bool, profile_path: Path | None) -> None:
+        tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, language_model_only: bool,
+        as_json: bool, profile_path: Path | None) -> None:
     """Check that a model fits on a GPU under vLLM and report its KV-cache capacity; with --input-tokens and
     --output-tokens also predict TTFT, TPOT and throughput (at --concurrency or --request-rate).
 
@@ -87,7 +92,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         block_size=block_size, vllm_version=vllm_version,
-                        interconnect=interconnect)  # type: ignore[arg-type]
+                        interconnect=interconnect,  # type: ignore[arg-type]
+                        enforce_eager=enforce_eager, language_model_only=language_model_only)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:
@@ -103,6 +109,9 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     perf: dict[str, float | None] = {}
     infeasible_slo: str | None = None
     if est.fits and input_tokens is not None and output_tokens is not None:
+        if enforce_eager:
+            click.echo("note: --enforce-eager changes memory only; latency is predicted as with CUDA graphs",
+                       err=True)
         perf, infeasible_slo = _predict(arch, spec, est, interconnect, input_tokens, output_tokens, concurrency,
                                         request_rate, ttft_slo_ms, tpot_slo_ms)
     if as_json:

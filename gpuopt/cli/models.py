@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
+from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import default_precision, indexer_bytes_per_token
 from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import resolve_model
@@ -53,6 +54,10 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "kv_bytes_per_token": {"auto": kv_bytes_per_token(arch, native), "fp8": kv_bytes_per_token(arch, 1)},
         "default_precision": default_precision(arch),
         "max_position_embeddings": arch.max_position_embeddings,
+        "rope_scaling": None if not arch.rope_type else {
+            "rope_type": arch.rope_type, "factor": arch.rope_factor,
+            "original_max_position_embeddings": arch.rope_original_max_position_embeddings},
+        "max_model_len_limit": model_max_len(arch),
         "layer_kinds": {k: arch.layer_kinds().count(k) for k in dict.fromkeys(arch.layer_kinds())},
         "state_bytes_per_sequence": state_bytes_per_sequence(arch),
         "quantization": None if arch.quantization is None else arch.quantization.model_dump(mode="json"),
@@ -112,7 +117,11 @@ def show_model(model_id: str, as_json: bool) -> None:
         + (f", native {arch.native_quantization}" if arch.native_quantization else ""),
         f"default precision: {summary['default_precision']}"
         + (f" (the checkpoint's {arch.quantization.scheme})" if arch.quantization else ""),
-        f"max_position_embeddings: {arch.max_position_embeddings or 'not stated'}",
+        f"max_position_embeddings: {arch.max_position_embeddings or 'not stated'}"
+        + (f" (rope {arch.rope_type}" + (f" x{arch.rope_factor:g}" if arch.rope_factor else "") + ")"
+           if arch.rope_type else ""),
+        "longest --max-model-len vLLM accepts: "
+        + (f"{summary['max_model_len_limit']:,}" if summary["max_model_len_limit"] else "not stated"),
     ]
     if arch.is_moe:
         lines.append(f"experts: {arch.num_experts}, active per token {arch.experts_per_token}, "

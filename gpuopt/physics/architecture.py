@@ -64,6 +64,12 @@ class ModelArchitecture(BaseModel):
     head_dim: int | None = None
     vocab_size: int | None = None
     max_position_embeddings: int | None = None
+    # rope scaling (physics/context_limit.py: the length limit and vLLM's cos/sin caches); None: unscaled
+    model_type: str | None = None  # config.json model_type, where a vLLM rule depends on it (gemma3)
+    rope_type: str | None = None
+    rope_factor: float | None = None
+    rope_original_max_position_embeddings: int | None = None
+    rope_local_base_freq: float | None = None  # sliding layers' own unscaled rope (Gemma 3): a second cache
     tie_word_embeddings: bool = False
     num_experts: int | None = None
     experts_per_token: int | None = None
@@ -467,12 +473,22 @@ def _layer_rows() -> dict[str, dict[str, str]]:
             for r in csv.DictReader(text.splitlines())}
 
 
+def _rope_rows() -> dict[str, dict[str, str]]:
+    """gpuopt/data/model_rope.csv: rope scaling (type, factor, original length, Gemma 3's local rope and
+    model_type) of the registry models whose config gives one, each with the config it was read from."""
+    text = resources.files("gpuopt").joinpath("data/model_rope.csv").read_text(encoding="utf-8")
+    return {r["hf_id"]: {k: v for k, v in r.items() if k not in ("hf_id", "source")}
+            for r in csv.DictReader(text.splitlines())}
+
+
 @cache
 def registry() -> dict[str, ModelArchitecture]:
-    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv)."""
+    """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv
+    + model_rope.csv)."""
     text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
-    layers = _layer_rows()
-    models = [_parse_row({**r, **layers.get(r["hf_id"], {})}) for r in csv.DictReader(text.splitlines())]
+    layers, rope = _layer_rows(), _rope_rows()
+    models = [_parse_row({**r, **layers.get(r["hf_id"], {}), **rope.get(r["hf_id"], {})})
+              for r in csv.DictReader(text.splitlines())]
     return {m.hf_id: m for m in models}
 
 
@@ -584,6 +600,40 @@ def _hybrid_fields(cfg: dict[str, Any], n_layers: int) -> dict[str, Any]:
     return data
 
 
+def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Rope scaling as the config states it, from `rope_scaling` or Transformers v5's `rope_parameters` (one
+    dict, or one per layer type); original_max_position_embeddings inside the entry or at the top level
+    (Phi-3.5's LongRoPE keeps it there).
+
+    What vLLM makes of them is physics/context_limit.py. Of several entries (one per layer type) the last
+    one wins, as "all layer types should have the same scaling" in vLLM. Gemma 3's `rope_local_base_freq`
+    (the sliding layers' own rope) is kept too: vLLM builds a second cos/sin cache for it.
+    """
+    data: dict[str, Any] = {}
+    if isinstance(cfg.get("model_type"), str):
+        data["model_type"] = cfg["model_type"]
+    local = cfg.get("rope_local_base_freq")
+    if isinstance(local, int | float) and not isinstance(local, bool):
+        data["rope_local_base_freq"] = float(local)
+    rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
+    if not isinstance(rope, dict):
+        return data
+    entries = [v for v in rope.values() if isinstance(v, dict)] if all(
+        isinstance(v, dict) for v in rope.values()) else [rope]
+    for entry in entries:
+        rope_type = entry.get("rope_type", entry.get("type"))
+        if not isinstance(rope_type, str) or rope_type == "default":
+            continue
+        data["rope_type"] = rope_type
+        factor = entry.get("factor")
+        if isinstance(factor, int | float) and not isinstance(factor, bool):
+            data["rope_factor"] = float(factor)
+        original = entry.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
+        if isinstance(original, int) and not isinstance(original, bool):
+            data["rope_original_max_position_embeddings"] = original
+    return data
+
+
 def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
                  hf_quant_config: dict[str, Any] | None = None, quantize_config: dict[str, Any] | None = None,
                  checkpoint_bytes: int | None = None, checkpoint_params: int | None = None) -> ModelArchitecture:
@@ -637,6 +687,7 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     if data.get("num_experts") and data.get("n_shared_experts") and not data.get("shared_expert_intermediate_size"):
         data["shared_expert_intermediate_size"] = int(data["n_shared_experts"]) * int(data["moe_intermediate_size"])
     data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"])).items() if v is not None})
+    data.update(_rope_fields(cfg))
     if cfg.get("mlp_hidden_act") == "relu2" or cfg.get("hidden_act") == "relu2":
         data["mlp_kind"] = "plain"  # squared-ReLU MLPs have no gate projection
     if isinstance(cfg.get("vision_config"), dict):

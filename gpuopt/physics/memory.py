@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
-from gpuopt.physics.context_limit import model_max_len
+from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -64,6 +64,8 @@ class ServingConfig:
     block_size: int = 16
     vllm_version: str | None = None
     interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
+    enforce_eager: bool = False  # `--enforce-eager`: no CUDA graphs captured, none budgeted
+    language_model_only: bool = False  # `--language-model-only`: the vision tower is not loaded
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,8 @@ class ResolvedConfig:
     block_size: int
     vllm_version: str
     interconnect: LinkKind = "pcie"
+    enforce_eager: bool = False
+    language_model_only: bool = False
 
     @property
     def gpus(self) -> int:
@@ -222,7 +226,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         raise InputError(*problems)
     profile = get_profile(cfg.vllm_version)
     seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
-    max_len = cfg.max_model_len or arch.max_position_embeddings
+    max_len = cfg.max_model_len or default_max_len(arch)  # vLLM's default (context_limit.py)
     if not max_len:
         raise InputError(f"{arch.hf_id} does not state max_position_embeddings: pass --max-model-len")
     resolved = ResolvedConfig(
@@ -237,6 +241,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         block_size=cfg.block_size,
         vllm_version=cfg.vllm_version or profile.version,
         interconnect=cfg.interconnect or default_link(gpu),
+        enforce_eager=cfg.enforce_eager,
+        language_model_only=cfg.language_model_only,
     )
     return resolved, profile
 
@@ -265,6 +271,32 @@ def kv_dtype_bytes(arch: ModelArchitecture, precision: WeightFormat, kv_cache_dt
     return activation_dtype_bytes(arch, precision)
 
 
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def mxfp4_expert_scale(arch: ModelArchitecture, gpu: GpuSpec, tp: int) -> float:
+    """How much larger vLLM makes MXFP4 expert weights than the checkpoint's shapes, on this GPU.
+
+    vllm/model_executor/layers/fused_moe/oracle/mxfp4.py (`mxfp4_round_up_hidden_size_and_intermediate_size`,
+    the same for these backends in v0.19 and v0.28) pads the experts to the tile of the kernel it selects:
+    Marlin (the only CUDA backend below sm90: triton_kernels needs sm90-sm10x) rounds the hidden size up to 256
+    and each rank's intermediate size to 128 -- gpt-oss's 2880 x 2880 experts become 3072 x 2944, 9 % more
+    (A100 log: 13.72 GiB loaded, 0.90 GiB above the unpadded weights); the Triton backend of sm90 rounds the
+    intermediate size to 64 only. Blackwell's FlashInfer TRT-LLM tiles changed between releases and are not
+    applied here.
+    """
+    cc = gpu.compute_capability or 0
+    hidden, inter = arch.hidden_size, (arch.moe_intermediate_size or 0) // tp
+    if not hidden or not inter:
+        return 1.0
+    if 80 <= cc < 90:
+        return _round_up(hidden, 256) * _round_up(inter, 128) / (hidden * inter)
+    if cc == 90:
+        return _round_up(inter, 64) / inter
+    return 1.0
+
+
 def stage_layers(num_layers: int, pp: int) -> list[range]:
     """Decoder layers of each PP stage: an even split, remainder layers on the stages before the last
     (the last stage also carries the LM head and the sampler)."""
@@ -279,13 +311,16 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 
 
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
-                  first: bool, last: bool) -> float:
+                  first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0) -> float:
     """Bytes of weights on one GPU of a stage.
 
     Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
     embedding and LM head are sharded by TP but stay in 16-bit; norms, routers and MLA down-projections
-    are replicated. The rotary cos/sin cache (max_position x rotary_dim in the model dtype) is counted too:
-    vLLM's "Model loading took" includes it.
+    are replicated. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions from
+    context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
+    `expert_scale` is the kernel's padding of routed experts (mxfp4_expert_scale).
+    The vision tower sits on the first stage unless `vision` is off (`--language-model-only`: vLLM v0.21+
+    skips the modules a model marks as its towers when every modality limit is 0).
     """
     act = activation_dtype_bytes(arch, precision)
     linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
@@ -301,15 +336,15 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     total = 0.0
     p = arch.layer_sums(layers)
     total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
-              + p.experts / tp * expert_bytes + p.bias / tp * act)
+              + p.experts / tp * expert_bytes * expert_scale + p.bias / tp * act)
     total += p.replicated * act
     if first:
-        total += arch.embedding_params / tp * act + arch.vision_params() * act
+        total += arch.embedding_params / tp * act + (arch.vision_params() * act if vision else 0.0)
     if last:
         if not arch.tie_word_embeddings or not first:
             total += arch.lm_head_params / tp * act
         total += arch.final_norm_params * act
-    total += (arch.max_position_embeddings or 0) * arch.rotary_dim * act
+    total += rope_cache_positions(arch) * arch.rotary_dim * act
     return total
 
 
@@ -454,17 +489,18 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")
-    if arch.multimodal and not arch.vision_params_b:
+    if arch.multimodal and not arch.vision_params_b and not cfg.language_model_only:
         warnings.append("vision encoder size unknown in the registry: its weights and profiling activation "
                         "are not counted")
     ranks = []
     stages = stage_layers(arch.num_hidden_layers, pp)
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
-        w = weights_bytes(arch, cfg.precision, tp, layers, first, last) / GIB
+        w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
+                          expert_scale=mxfp4_expert_scale(arch, gpu, tp) if cfg.precision == "mxfp4" else 1.0) / GIB
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg)
-        cg = cuda_graph_gib(profile, len(layers))
+        cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
         kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
         groups = kv_groups(arch, layers, tp, kv_b, activation_dtype_bytes(arch, cfg.precision))
         size, layout = kv_layout(groups)
@@ -546,8 +582,7 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
             break
         tp *= 2
     shorter = max_model_len_that_fits(arch, gpu, cfg, profile)
-    if arch.max_position_embeddings:  # never suggest a length vLLM would refuse (physics/context_limit.py)
-        shorter = min(shorter, model_max_len(arch) or shorter)
+    shorter = min(shorter, model_max_len(arch) or shorter)  # never a length vLLM refuses (context_limit.py)
     if 0 < shorter < cfg.max_model_len:
         fixes.append(f"--max-model-len {shorter}")
     return fixes

@@ -65,7 +65,7 @@ class VllmProfile(BaseModel):
     version: str
     gpu_memory_utilization: float
     cudagraph_in_budget: bool
-    kv_tokens_report: str  # "blocks" (<= v0.19) or "concurrency" (v0.33: max_concurrency x max_model_len)
+    kv_tokens_report: str  # "blocks" (<= v0.20) or "concurrency" (v0.21+: max_concurrency x max_model_len)
     large_gpu_gib: float  # scheduler defaults switch at this reported memory (non-A100)
     large_max_num_seqs: int
     large_max_num_batched_tokens: int

@@ -43,6 +43,7 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, Observation
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
+from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate
 from gpuopt.physics.profile import Fit, Profile, ProfileEntry, scale
 from gpuopt.physics.simulator import SchedulerConfig, simulate
@@ -117,8 +118,8 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
     if max_len is None and isinstance(obs, LatencyObservation):
         need = int(obs.input_tokens + obs.output_tokens)
         # a replay's requests vary around the mean: vLLM's own default (the model's maximum) then
-        max_len = (arch.max_position_embeddings if replay and arch.max_position_embeddings else
-                   min(2 ** math.ceil(math.log2(max(need, 16))), arch.max_position_embeddings or 2 ** 31))
+        limit = model_max_len(arch)
+        max_len = (limit if replay and limit else min(2 ** math.ceil(math.log2(max(need, 16))), limit or 2 ** 31))
     return ServingConfig(tensor_parallel=c.tensor_parallel or 1, pipeline_parallel=c.pipeline_parallel or 1,
                          precision=precision, kv_cache_dtype=kv, max_model_len=max_len,
                          gpu_memory_utilization=c.gpu_memory_utilization, max_num_seqs=c.max_num_seqs,

@@ -21,7 +21,7 @@ from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
-from gpuopt.physics.context_limit import max_model_len_problem
+from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -34,7 +34,7 @@ from gpuopt.planner.mix import capacity_point
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
-from gpuopt.vocabulary import KvCacheDtype, RejectionKind, WeightFormat
+from gpuopt.vocabulary import KvCacheDtype, LinkKind, RejectionKind, WeightFormat
 
 TP_SIZES = (1, 2, 4, 8, 16)
 NO_BF16 = ("Volta", "Turing")
@@ -77,7 +77,7 @@ class Shape:
     """A replica shape on one GPU type: what the memory and latency models are evaluated for."""
 
     gpu: str
-    interconnect: str
+    interconnect: LinkKind  # the link between the replica's GPUs: memory (custom all-reduce) and latency use it
     tensor_parallel: int
     pipeline_parallel: int
     precision: WeightFormat
@@ -162,7 +162,7 @@ def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
         return w.max_model_len
     need = 2 * (w.input_tokens + w.output_tokens)
     length = 1 << max(10, math.ceil(math.log2(need)))
-    cap = arch.max_position_embeddings or length
+    cap = model_max_len(arch) or length
     bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
     longest = max([b.input_tokens + b.output_tokens for b in bins] + [w.input_tokens + w.output_tokens])
     return max(min(length, cap), longest)
@@ -196,7 +196,7 @@ class Evaluator:
         self.cache: dict[Shape, Evaluation] = {}
         self.shape_lists: dict[tuple[str, int, str], tuple[tuple[Shape, Evaluation], ...]] = {}
 
-    def shapes(self, gpu: GpuSpec, gpus: int, link: str) -> tuple[tuple[Shape, Evaluation], ...]:
+    def shapes(self, gpu: GpuSpec, gpus: int, link: LinkKind) -> tuple[tuple[Shape, Evaluation], ...]:
         """All shapes on one kind of instance, computed once: many offerings share a GPU, count and link."""
         key = (gpu.gpu, gpus, link)
         if key not in self.shape_lists:
@@ -212,7 +212,8 @@ class Evaluator:
         gpu = get_gpu(shape.gpu)
         cfg = ServingConfig(tensor_parallel=shape.tensor_parallel, pipeline_parallel=shape.pipeline_parallel,
                             precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,
-                            max_model_len=self.max_model_len, vllm_version=self.vllm_version)
+                            max_model_len=self.max_model_len, vllm_version=self.vllm_version,
+                            interconnect=shape.interconnect)
         mem = estimate(self.arch, gpu, cfg)
         if not mem.fits:
             return Evaluation(False, f"does not fit: {mem.reason}", "fit", memory=mem,
@@ -284,7 +285,7 @@ class _Screened(NamedTuple):
     rejected: Evaluation | None
     gpu: GpuSpec | None
     gpus: int
-    link: str  # nvlink | pcie (pcie for one GPU: no peer to talk to)
+    link: LinkKind  # pcie for one GPU (no peer to talk to) and when the offering does not say NVLink
 
 
 def _screen(catalog: Catalog, policy: Policy) -> list[_Screened]:
@@ -300,7 +301,7 @@ def _screen(catalog: Catalog, policy: Policy) -> list[_Screened]:
             if missing_specs:
                 rejected = ("gpu-data", f"the GPU table has no {', '.join(missing_specs)} for {o.gpu}")
         gpus = o.gpu_count or 0
-        link = o.interconnect if o.interconnect in ("nvlink", "pcie") and gpus > 1 else "pcie"
+        link: LinkKind = "nvlink" if o.interconnect == "nvlink" and gpus > 1 else "pcie"
         out.append(_Screened(o, price, None if rejected is None else Evaluation(False, rejected[1], rejected[0]),
                              table.get(o.gpu), gpus, link))
     return out
@@ -311,7 +312,7 @@ def _provider_rejection(o: Offering, w: Workload, policy: Policy) -> Evaluation 
     return None if why is None else Evaluation(False, why[1], why[0])
 
 
-def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link: str,
+def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link: LinkKind,
             evaluate: Evaluator) -> tuple[tuple[Shape, Evaluation], ...]:
     """Every replica shape of this workload on an instance of `gpus` x `gpu` joined by `link`, evaluated."""
     results: list[tuple[Shape, Evaluation]] = []
