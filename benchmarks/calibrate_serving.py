@@ -61,6 +61,9 @@ BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0
           "eff_compute": (0.02, 0.9)}
 # latency factors, log-space: a factor bounded below by 0 gets a small positive floor
 BOUNDS.update({f"lat.{n}": (max(lo, 0.05), hi) for n, lo, hi in zip(LAT_NAMES, LAT_LOWER, LAT_UPPER, strict=True)})
+# Turing has rows in the load data only (T4), so its factors are fitted here, not by calibrate_latency.py
+TURING = ("turing_bw", "turing_compute", "turing_prefill")
+BOUNDS.update({"lat.turing_bw": (0.45, 0.85), "lat.turing_compute": (0.2, 0.8), "lat.turing_prefill": (0.2, 0.8)})
 WORKERS = 2
 SOFT_L1_SCALE = 0.3  # residuals (log ratio) beyond ~35 % count linearly, not quadratically
 
@@ -75,8 +78,12 @@ def moe_path_of(m: Metric) -> str | None:
 
 
 def parameter_names(metrics: list[Metric]) -> list[str]:
+    from gpuopt.hardware import get_gpu
+
     paths = sorted({p for m in metrics if (p := moe_path_of(m))})
-    return list(SCALAR) + [f"{p}.eff_compute" for p in paths] + [f"lat.{n}" for n in LAT_NAMES]
+    turing = any(get_gpu(m.run.gpu).architecture == "Turing" for m in metrics)
+    return (list(SCALAR) + [f"{p}.eff_compute" for p in paths] + [f"lat.{n}" for n in LAT_NAMES]
+            + ([f"lat.{n}" for n in TURING] if turing else []))
 
 
 Calibrations = tuple[ServingCalibration, latency.LatencyCalibration]
@@ -84,6 +91,11 @@ Calibrations = tuple[ServingCalibration, latency.LatencyCalibration]
 
 def _bounds(name: str) -> tuple[float, float]:
     return BOUNDS[name] if name.startswith("lat.") else BOUNDS[name.split(".")[-1]]
+
+
+def turing_vector(cal: latency.LatencyCalibration) -> list[float]:
+    t = cal.architectures.get("Turing") or latency.ArchCalibration(eff_bw=0.7, eff_compute=0.4, eff_prefill=0.4)
+    return [t.eff_bw, t.eff_compute, t.eff_prefill]
 
 
 def latency_vector(cal: latency.LatencyCalibration) -> list[float]:
@@ -102,14 +114,17 @@ def to_calibration(names: list[str], x: np.ndarray, base: Calibrations) -> Calib
             path = name.split(".")[0]
             paths[path] = MoePath(eff_compute=float(value), eff_bw=paths[path].eff_bw, fitted_on=paths[path].fitted_on)
     scalars = {n: float(values[n]) for n in SCALAR if n in values}
-    lat = dict(zip(LAT_NAMES, latency_vector(base[1]), strict=True))
+    lat = dict(zip(LAT_NAMES + list(TURING), latency_vector(base[1]) + turing_vector(base[1]), strict=True))
     lat.update({n[4:]: float(v) for n, v in values.items() if n.startswith("lat.")})
-    return (base[0].model_copy(update={**scalars, "moe_paths": paths}),
-            latency_from(np.array([lat[n] for n in LAT_NAMES]), base[1]))
+    fitted = latency_from(np.array([lat[n] for n in LAT_NAMES]), base[1])
+    turing = latency.ArchCalibration(eff_bw=lat["turing_bw"], eff_compute=lat["turing_compute"],
+                                     eff_prefill=lat["turing_prefill"])
+    fitted = fitted.model_copy(update={"architectures": {**fitted.architectures, "Turing": turing}})
+    return base[0].model_copy(update={**scalars, "moe_paths": paths}), fitted
 
 
 def start_vector(names: list[str], base: Calibrations) -> np.ndarray:
-    lat = dict(zip(LAT_NAMES, latency_vector(base[1]), strict=True))
+    lat = dict(zip(LAT_NAMES + list(TURING), latency_vector(base[1]) + turing_vector(base[1]), strict=True))
     out = []
     for name in names:
         if name.startswith("lat."):
@@ -354,6 +369,7 @@ def write_latency(lat: latency.LatencyCalibration) -> None:
         r"^  Hopper: .*$": f"  Hopper: {arch('Hopper')}",
         r"^  H200-141GB: .*$": f"  H200-141GB: {arch('H200-141GB')}",
         r"^  Ampere: .*$": f"  Ampere: {arch('Ampere')}",
+        r"^  Turing: .*$": f"  Turing: {arch('Turing')}",
     }
     for pattern, line in subs.items():
         text, n = re.subn(pattern, line, text, count=1, flags=re.MULTILINE)
