@@ -28,7 +28,7 @@ def test_every_borrowing_names_a_fitted_entry_and_gives_a_reason() -> None:
 
 @pytest.mark.parametrize(("gpu", "entry"), [("H100-SXM-80GB", "Hopper"), ("H800-80GB", "Hopper"),
                                             ("H200-141GB", "H200-141GB"), ("A100-SXM-40GB", "Ampere"),
-                                            ("A10-24GB", "Ampere")])
+                                            ("A10-24GB", "Ampere"), ("T4-16GB", "Turing")])
 def test_fitted_gpus_use_their_own_entry_and_report_no_borrowing(gpu: str, entry: str) -> None:
     cal = latency.calibration()
     factors, borrowed = cal.lookup(get_gpu(gpu))
@@ -37,7 +37,7 @@ def test_fitted_gpus_use_their_own_entry_and_report_no_borrowing(gpu: str, entry
     assert latency.borrowed_calibration(get_gpu(gpu)) is None
 
 
-@pytest.mark.parametrize("gpu", ["L40S-48GB", "T4-16GB", "B200-180GB", "MI300X-192GB", "GH200-96GB"])
+@pytest.mark.parametrize("gpu", ["L40S-48GB", "V100-32GB", "B200-180GB", "MI300X-192GB", "GH200-96GB"])
 def test_unfitted_architectures_borrow_what_the_data_names(gpu: str) -> None:
     cal = latency.calibration()
     spec = get_gpu(gpu)
@@ -61,14 +61,14 @@ def test_an_architecture_without_a_rule_falls_back_to_the_default_and_says_so() 
 
 def test_a_borrowing_from_an_unfitted_architecture_is_rejected() -> None:
     data = latency.calibration().model_dump()
-    data["borrowed"] = {"Turing": {"uses": "Volta", "why": "older"}}
+    data["borrowed"] = {"Blackwell": {"uses": "Volta", "why": "older"}}
     with pytest.raises(ValidationError, match="borrows from unfitted \\['Volta'\\]"):
         LatencyCalibration.model_validate(data)
 
 
 def test_borrowed_notes_are_one_per_distinct_gpu_sorted_and_skip_fitted_ones() -> None:
-    notes = latency.borrowed_notes(["T4-16GB", "H100-SXM-80GB", "L4-24GB", "T4-16GB", ""])
-    assert [n.split(" ")[0] for n in notes] == ["L4-24GB", "T4-16GB"]
+    notes = latency.borrowed_notes(["L40S-48GB", "H100-SXM-80GB", "L4-24GB", "L40S-48GB", "T4-16GB", ""])
+    assert [n.split(" ")[0] for n in notes] == ["L4-24GB", "L40S-48GB"]
 
 
 def test_fit_notes_a_borrowed_calibration_on_stderr_only() -> None:
