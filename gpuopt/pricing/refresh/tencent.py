@@ -136,12 +136,23 @@ def inquire(client: Any, sku: str, zone: str, charge: str) -> dict[str, Any]:
     return {"Response": json.loads(answer.to_json_string())}
 
 
+def credentials() -> Any:
+    """Tencent Cloud's default credential chain (TENCENTCLOUD_SECRET_ID/KEY, profile file, CVM/TKE role), for
+    every Tencent refresher; the values are never echoed. Call it after the SDK imported."""
+    from tencentcloud.common import credential
+
+    try:
+        return credential.DefaultCredentialProvider().get_credentials()
+    except Exception:  # the chain raises TencentCloudSDKException, or OSError from its last (TKE) provider
+        raise RefreshError("Tencent Cloud credentials not found (TENCENTCLOUD_SECRET_ID/KEY or a profile); "
+                           "replay a saved answer with --file") from None
+
+
 def fetch(specs: dict[str, Row], regions: list[str], international: bool = False, client_for: Any = None,
           now: dt.datetime | None = None) -> Refreshed:
     """DescribeZoneInstanceConfigInfos (pay-as-you-go) per region, credentials from the SDK's default chain
     (TENCENTCLOUD_SECRET_ID/KEY, profile file, CVM role)."""
     try:
-        from tencentcloud.common import credential
         from tencentcloud.common.exception.tencent_cloud_sdk_exception import TencentCloudSDKException
         from tencentcloud.common.profile.client_profile import ClientProfile
         from tencentcloud.common.profile.http_profile import HttpProfile
@@ -149,11 +160,7 @@ def fetch(specs: dict[str, Row], regions: list[str], international: bool = False
     except ImportError:
         raise RefreshError("tencentcloud-sdk-python is not installed: pip install 'gpuopt[tencent]'") from None
     if client_for is None:
-        try:
-            cred = credential.DefaultCredentialProvider().get_credentials()
-        except Exception:  # the chain raises TencentCloudSDKException, or OSError from its last (TKE) provider
-            raise RefreshError("Tencent Cloud credentials not found (TENCENTCLOUD_SECRET_ID/KEY or a profile); "
-                               "replay a saved answer with --file") from None
+        cred = credentials()
         http = HttpProfile(endpoint="cvm.intl.tencentcloudapi.com" if international else "cvm.tencentcloudapi.com")
 
         def client_for(region: str) -> Any:

@@ -35,6 +35,7 @@ from gpuopt.pricing.refresh import (
     load_json,
     price_text,
 )
+from gpuopt.pricing.refresh.tencent import credentials
 
 SERVICE = "ti-one"
 FEN_PER_CNY = 100
@@ -142,16 +143,11 @@ def fetch(specs: dict[str, Row], regions: list[str], client_for: Any = None,
     DescribeBillingSpecsPrice call. Credentials come from the SDK's default chain (TENCENTCLOUD_SECRET_ID/KEY,
     profile file, role) and are never echoed."""
     try:
-        from tencentcloud.common import credential
         from tencentcloud.tione.v20211111 import tione_client
     except ImportError:
         raise RefreshError("the TI-ONE SDK is not installed: pip install 'gpuopt[tencent]'") from None
     if client_for is None:
-        try:
-            cred = credential.DefaultCredentialProvider().get_credentials()
-        except Exception:  # the chain raises TencentCloudSDKException, or OSError from its last (TKE) provider
-            raise RefreshError("Tencent Cloud credentials not found (TENCENTCLOUD_SECRET_ID/KEY or a profile); "
-                               "replay a saved answer with --file") from None
+        cred = credentials()
 
         def client_for(region: str) -> Any:
             return tione_client.TioneClient(cred, region)
