@@ -259,11 +259,10 @@ def test_the_real_runs_resent_the_same_prompts_in_order() -> None:
     assert [r["date"] for r in runs] == sorted(r["date"] for r in runs)
 
 
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "fixtures" / "bench"
+BENCH = Path(__file__).resolve().parent / "fixtures" / "evidence"  # copies of shared/data/fixtures/bench
 HIKARIOYAMA = sorted(BENCH.glob("hikarioyama_*_random-*-run1.json"))
 
 
-@pytest.mark.skipif(not HIKARIOYAMA, reason="shared/data/fixtures/bench is not next to the repository")
 @pytest.mark.parametrize("path", HIKARIOYAMA, ids=lambda p: p.name)
 def test_hikarioyama_runs_read_as_closed_loops_of_their_cap(path: Path) -> None:
     """`vllm bench serve --request-rate inf --max-concurrency C --num-prompts max(16, 4C)` (recipes/bench.sh),
@@ -278,7 +277,6 @@ def test_hikarioyama_runs_read_as_closed_loops_of_their_cap(path: Path) -> None:
     assert obs.mean_tpot_ms is not None and obs.mean_ttft_ms is not None
 
 
-@pytest.mark.skipif(not HIKARIOYAMA, reason="shared/data/fixtures/bench is not next to the repository")
 def test_a_model_gpuopt_does_not_know_is_exit_2_naming_the_file_and_the_model() -> None:
     """The hikarioyama server ran unsloth/Qwen3.8-27B-NVFP4, whose config is not in gpuopt's registry: the
     command says so (it used to call the runs 'shown but not fitted: no steady state')."""

@@ -14,7 +14,7 @@ from gpuopt.inputs.evidence import ServerConfig, read_evidence, sidecar
 from gpuopt.physics.serve_args import parse_serve_args
 from gpuopt.physics.serve_flags import kv_cache_dtypes
 
-BENCH = Path(__file__).resolve().parents[2] / "shared" / "data" / "fixtures" / "bench"
+BENCH = Path(__file__).resolve().parent / "fixtures" / "evidence"  # copies of shared/data/fixtures/bench
 # the real server of the hikarioyama runs (recipes/serve.sh; vLLM 0.27.1), $MODEL as the repository wrote it
 HIKARIOYAMA_SERVE = ("vllm serve $MODEL --host 127.0.0.1 --port 8040 --dtype bfloat16 --trust-remote-code "
                      "--language-model-only --max-model-len 8192 --max-num-seqs 8 --gpu-memory-utilization 0.85 "
