@@ -122,10 +122,15 @@ def write_cache(provider: str, rows: Iterable[Row], folder: Path | None = None) 
     """Write rows atomically to <cache>/catalog-<provider>.csv (never into the package): the text goes to a temp
     file in the same folder, is flushed to disk, then renamed over the target, so readers see the old file or
     the new one, never half of either."""
-    target = cache_path(provider, folder)
+    return write_atomic(cache_path(provider, folder), rows_text(rows))
+
+
+def write_atomic(target: Path, text: str) -> Path:
+    """Write `text` to `target` atomically, for every file a refresh writes into the cache (catalog rows, FX
+    rates): a temp file in the same folder, flushed to disk, then renamed over the target; on any failure
+    the temp file is removed and the target is left exactly as it was."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    text = rows_text(rows)
-    fd, tmp = tempfile.mkstemp(prefix=f".catalog-{provider}-", suffix=".csv", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.stem}-", suffix=target.suffix, dir=target.parent)
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
             fh.write(text)

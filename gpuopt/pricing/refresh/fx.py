@@ -12,8 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import tempfile
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -22,7 +20,7 @@ from pathlib import Path
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.catalog import read_text_file
 from gpuopt.pricing.fx import FxRate
-from gpuopt.pricing.refresh import RefreshError
+from gpuopt.pricing.refresh import RefreshError, write_atomic
 
 ECB_DAILY = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"
 
@@ -73,20 +71,8 @@ def replay(path: Path) -> FxRate:
 
 def write_fx(rate: FxRate, folder: Path | None = None) -> Path:
     """<cache>/fx.csv, atomically (temp file + rename), in the shipped fx.csv's columns."""
-    target = (folder or cache_dir()) / "fx.csv"
-    target.parent.mkdir(parents=True, exist_ok=True)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["base", "quote", "rate", "source", "as_of"])
     writer.writerow([rate.base, rate.quote, f"{rate.rate:.10g}", rate.source, rate.as_of])
-    fd, tmp = tempfile.mkstemp(prefix=".fx-", suffix=".csv", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
-            fh.write(out.getvalue())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_atomic((folder or cache_dir()) / "fx.csv", out.getvalue())
