@@ -358,6 +358,13 @@ def _experts_touched_fraction(arch: ModelArchitecture, tokens: float) -> float:
     return float(1.0 - (1.0 - k / e) ** max(tokens, 0.0))
 
 
+@cache
+def _expected_max_of_normals(n: int) -> float:
+    """Blom's approximation of the expected maximum of n standard normals (cached: the simulator asks once per
+    engine step of an expert-parallel replica, always for the same n)."""
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
+
+
 def _expert_parallel_imbalance(r: Replica, routed_tokens: float, touched: float) -> tuple[float, float]:
     """(routed pairs, touched experts) on the busiest rank over the mean rank, with expert parallelism.
 
@@ -371,7 +378,7 @@ def _expert_parallel_imbalance(r: Replica, routed_tokens: float, touched: float)
     ep = r.config.tensor_parallel
     if not r.expert_parallel or ep <= 1:
         return 1.0, 1.0
-    z = NormalDist().inv_cdf((ep - 0.375) / (ep + 0.25))
+    z = _expected_max_of_normals(ep)
     pairs = max(routed_tokens * (r.arch.experts_per_token or 1), 1.0)
     per_rank = (r.arch.num_experts or 1) / ep
     f = min(max(touched, 1e-9), 1.0)
