@@ -50,6 +50,7 @@ from load_replay import Metric, load_runs, predicted, replay_with  # noqa: E402
 from observed_latency import Scenario, load_scenarios, predict, replica_for  # noqa: E402
 
 from gpuopt.errors import GpuoptError  # noqa: E402
+from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.physics import latency  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
@@ -72,14 +73,10 @@ def moe_path_of(m: Metric) -> str | None:
     arch = get_model(m.run.registry_model)
     if not arch.is_moe:
         return None
-    from gpuopt.hardware import get_gpu
-
     return latency.moe_kernel_path(get_gpu(m.run.gpu), m.run.precision, m.run.engine_version or m.run.vllm_version)
 
 
 def parameter_names(metrics: list[Metric]) -> list[str]:
-    from gpuopt.hardware import get_gpu
-
     paths = sorted({p for m in metrics if (p := moe_path_of(m))})
     turing = any(get_gpu(m.run.gpu).architecture == "Turing" for m in metrics)
     return (list(SCALAR) + [f"{p}.eff_compute" for p in paths] + [f"lat.{n}" for n in LAT_NAMES]
