@@ -7,6 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner, Result
+
+from gpuopt.cli.main import cli
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -38,3 +41,17 @@ def check_golden(name: str, actual: str) -> None:
     if not path.exists():
         pytest.fail(f"golden file {path} missing: run GPUOPT_UPDATE_GOLDEN=1 pytest and review it")
     assert actual == path.read_text(encoding="utf-8")
+
+
+def run(*args: object) -> Result:
+    """Invoke the CLI in-process with `args` (paths and numbers as text)."""
+    return CliRunner().invoke(cli, [str(a) for a in args])
+
+
+@pytest.fixture
+def fixed_day(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Today pinned (price ages and plan dates in goldens) and an empty price cache (no refreshed rows of the
+    developer's own leak into a plan). Modules that compare plans use it with
+    `pytestmark = pytest.mark.usefixtures("fixed_day")`."""
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))

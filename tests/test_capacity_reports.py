@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
 from gpuopt.planner.commitments import CHARGE_MODES, kept_in_scenarios
+from tests.conftest import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 EIGHT_QUARTERS = """schema_version: 1
@@ -30,14 +31,7 @@ workloads:
 """
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-@pytest.fixture(autouse=True)
-def fixed_day(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
-    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fixed_day")
 
 
 def plan_json(tmp_path, charge):

@@ -10,25 +10,17 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from gpuopt.cli.main import cli
 from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
 from gpuopt.planner.commitments import spans
 from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.reports.capacity import render_capacity_focus
+from tests.conftest import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-@pytest.fixture(autouse=True)
-def fixed_day(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
-    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fixed_day")
 
 
 def focus_failures(path: Path, monkeypatch) -> list[str]:

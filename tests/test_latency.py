@@ -1,16 +1,15 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuopt.cli.main import cli
 from gpuopt.errors import InfeasibleError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
+from tests.conftest import run
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
@@ -174,10 +173,6 @@ def test_concurrency_and_rate_agree_by_littles_law():
     assert point.concurrency == pytest.approx(32, rel=0.01)
     again = latency.at_rate(r, point.requests_per_second, 1000, 200)
     assert again.tpot_ms == pytest.approx(point.tpot_ms)
-
-
-def run(*args):
-    return CliRunner().invoke(cli, list(args))
 
 
 def test_fit_json_has_latency_keys():

@@ -10,11 +10,10 @@ import shutil
 import subprocess
 
 import pytest
-from click.testing import CliRunner
 
-from gpuopt.cli.main import cli
 from gpuopt.pricing.identifiers import formula_problems, looks_like_formula
 from gpuopt.reports.formatting import csv_cell, md, md_code_fence
+from tests.conftest import run
 
 LLAMA_8B_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
@@ -29,14 +28,7 @@ DOLLAR = "$x^{2}$ | cell"
 HOSTILE = (SCRIPT, IMG, LINK, TICKS, DOLLAR)
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-@pytest.fixture(autouse=True)
-def fixed_day(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
-    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fixed_day")
 
 
 @pytest.fixture

@@ -12,19 +12,13 @@ from click.testing import CliRunner
 from gpuopt.cli.main import cli
 from gpuopt.planner.candidate_summary import summarise
 from gpuopt.planner.plan import Budget
+from tests.conftest import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 TWO = EXAMPLES / "two-models.yaml"
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-@pytest.fixture(autouse=True)
-def fixed_day(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
-    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fixed_day")
 
 
 @pytest.fixture(scope="module")

@@ -9,20 +9,13 @@ import pytest
 from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
-from tests.conftest import check_golden
+from tests.conftest import check_golden, run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 PLANS = {"cn": (EXAMPLES / "cn-chat-70b.yaml", ["--region", "cn"]), "two": (EXAMPLES / "two-models.yaml", [])}
 
 
-def run(*args):
-    return CliRunner().invoke(cli, [str(a) for a in args])
-
-
-@pytest.fixture(autouse=True)
-def fixed_day(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
-    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("fixed_day")
 
 
 @pytest.fixture(scope="module")

@@ -5,20 +5,13 @@ import pytest
 from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
-from tests.conftest import check_golden
+from tests.conftest import check_golden, run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 CN = str(EXAMPLES / "cn-chat-70b.yaml")
 
 
-@pytest.fixture(autouse=True)
-def fixed_day(monkeypatch, tmp_path):
-    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
-    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def run(*args):
-    return CliRunner().invoke(cli, list(args))
+pytestmark = pytest.mark.usefixtures("fixed_day")
 
 
 @pytest.fixture(scope="module")
