@@ -93,8 +93,10 @@ def test_bitsandbytes_and_mxfp4() -> None:
     assert q({"quant_method": "bitsandbytes", "load_in_8bit": True}).weight_format == "int8"
     mx = q({"quant_method": "mxfp4"})
     assert mx.bytes_per_weight == 0.5 + 1 / 32 and mx.experts_only
-    assert [mx.kernel_path(cc).moe for cc in (80, 89, 90, 100)] == ["marlin-mxfp4", "marlin-mxfp4", "triton-mxfp4",
-                                                                    "flashinfer-mxfp4"]
+    # get_mxfp4_backend (v0.11/v0.13): Marlin below sm90, triton_kernels on sm90, FlashInfer on sm100, and
+    # Marlin on GeForce/RTX PRO Blackwell (sm120: triton_kernels is limited to sm90-sm10x from v0.13)
+    assert [mx.kernel_path(cc).moe for cc in (80, 89, 90, 100, 120)] == [
+        "marlin-mxfp4", "marlin-mxfp4", "triton-mxfp4", "flashinfer-mxfp4", "marlin-mxfp4"]
 
 
 def test_modelopt_nvfp4_from_hf_quant_config() -> None:

@@ -47,6 +47,7 @@ from gpuopt.physics.memory import (
     activation_dtype_bytes,
     kv_dtype_bytes,
 )
+from gpuopt.physics.quantization import Quantization, representative
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS, WINDOWED_LAYER_KINDS
 
 
@@ -173,26 +174,52 @@ def serving_calibration() -> ServingCalibration:
     return ServingCalibration.model_validate(yaml.safe_load(text))
 
 
-def moe_kernel_path(gpu: GpuSpec, precision: str, vllm_version: str = "0.11") -> str:
-    """The fused-MoE kernel vLLM picks for this weight format on this GPU (vllm/model_executor/layers/
-    fused_moe and quantization/*: Blackwell takes FlashInfer/CUTLASS kernels for every quantised format;
-    4-bit weights (MXFP4, AWQ/GPTQ) run Marlin W4A16 on Ampere and Hopper; FP8 runs the block-quantised
-    FP8 grouped GEMM where FP8 is native and Marlin W8A16 on Ampere; 16-bit weights run Triton fused_moe).
+# quantization.select_kernel's MoE kernels -> the calibrated path whose factors they run at (serving_calibration
+# moe_paths). Kernels with no load rows of their own share the nearest measured path: AWQ's pre-Marlin
+# moe-wna16 and bitsandbytes the W4A16 Marlin one, INT8 W8A8 the Triton fused_moe one.
+MOE_PATH_OF_KERNEL = {
+    "marlin-moe": "marlin_w4a16", "marlin-mxfp4": "marlin_w4a16", "marlin-fp4-moe": "marlin_w4a16",
+    "moe-wna16": "marlin_w4a16", "bitsandbytes": "marlin_w4a16",
+    "marlin-fp8-moe": "marlin_w8a16",
+    "triton-fp8-moe": "fp8_block",
+    "triton-mxfp4": "triton_mxfp4",
+    "triton-int8-moe": "triton_fused_moe",
+    "flashinfer-mxfp4": "flashinfer_cutlass", "flashinfer-cutlass-fp4-moe": "flashinfer_cutlass",
+    "cutlass-fp4-moe": "flashinfer_cutlass",
+}
+
+
+def moe_kernel_path(gpu: GpuSpec, precision: str, vllm_version: str = "0.11",
+                    checkpoint: Quantization | None = None) -> str:
+    """The calibrated fused-MoE path this replica's experts run on: the kernel vLLM picks for the checkpoint on
+    this GPU (quantization.select_kernel, one rule set for memory, commands and speed) -- the served
+    checkpoint's own quantization when it is in that format, else the representative checkpoint of the plan's
+    weight format -- mapped by MOE_PATH_OF_KERNEL; 16-bit experts run Triton fused_moe. 8-bit Marlin
+    experts take the W8A16 path (marlin-moe serves AWQ/GPTQ 8-bit too).
+
+    Blackwell (sm100 and consumer sm120) is one path for every quantised format: the load data has no
+    Blackwell MoE rows, so its kernels cannot be told apart and keep one starting value.
 
     Block-FP8 experts before vLLM 0.8 (`fp8_block_v0`) are a path of their own: those releases ran them
     through Triton's fused_moe kernel with block scales, mostly on untuned default configurations (vLLM 0.7
     logs "Using default MoE config. Performance might be sub-optimal!" for H200), before the grouped
     block-FP8 GEMMs later releases use. The load data has block-FP8 MoE runs on 0.7.4 and on 0.11-0.13 only,
     so the cut sits at the V1 engine's release; releases in between are not observed."""
-    if gpu.architecture == "Blackwell" and precision != "bf16":
+    if precision in ("bf16", "fp16", "fp32"):
+        return "triton_fused_moe"
+    if gpu.architecture == "Blackwell":
         return "flashinfer_cutlass"
-    if precision in ("mxfp4", "int4"):
-        return "marlin_w4a16"
-    if precision == "fp8":
-        if not gpu.fp8_native:
-            return "marlin_w8a16"
-        return "fp8_block_v0" if _release(vllm_version) < (0, 8) else "fp8_block"
-    return "triton_fused_moe"
+    quant = checkpoint if checkpoint is not None and checkpoint.weight_format == precision \
+        else representative(precision)
+    kernel = quant.kernel_path(gpu.compute_capability) if quant is not None else None
+    if kernel is None or kernel.moe is None or not kernel.supported:
+        return "triton_fused_moe"
+    path = MOE_PATH_OF_KERNEL.get(kernel.moe, "triton_fused_moe")
+    if path == "marlin_w4a16" and kernel.weight_bits == 8:
+        return "marlin_w8a16"
+    if path == "fp8_block" and _release(vllm_version) < (0, 8):
+        return "fp8_block_v0"
+    return path
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -258,7 +285,7 @@ class Replica:
             "allreduce_s_per_token": (0.0 if tp == 1 else 2 * self.layers_per_stage * 2 * (tp - 1) / tp
                                       * self.arch.hidden_size * act / link),
         }
-        path = (moe_kernel_path(self.gpu, self.config.precision, self.config.vllm_version)
+        path = (moe_kernel_path(self.gpu, self.config.precision, self.config.vllm_version, self.arch.quantization)
                 if self.expert_params_per_gpu else None)
         k, e = self.arch.experts_per_token or 1, self.arch.num_experts or 1
         derived["moe"] = self.serving.moe_paths[path] if path else None

@@ -265,6 +265,24 @@ def kernel_on(quantization: Quantization | None, gpu: GpuSpec) -> KernelPath | N
     return None if quantization is None else quantization.kernel_path(gpu.compute_capability)
 
 
+def representative(weight_format: str) -> Quantization | None:
+    """The checkpoint a plan's weight format stands for when the model's own files do not say how it is
+    quantized (a registry model planned at fp8 or int4): what the known quantized checkpoints of that format
+    mostly are (../shared/data/quantized_checkpoints.csv): block FP8 (Qwen3/DeepSeek/GLM FP8 releases), AWQ
+    W4 group 128, MXFP4 experts, INT8 W8A8. None for 16/32-bit weights."""
+    if weight_format == "fp8":
+        return _fp8({"weight_block_size": [128, 128]})
+    if weight_format == "int4":
+        return _awq({"bits": 4, "group_size": 128})
+    if weight_format == "mxfp4":
+        return _mxfp4({})
+    if weight_format == "int8":
+        return _compressed_tensors({"config_groups": {"group_0": {
+            "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
+            "input_activations": {"num_bits": 8, "type": "int", "dynamic": True}}}})
+    return None
+
+
 def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
     """vLLM v0.11's choice of kernels for this checkpoint on a GPU of `capability` (e.g. 89 for Ada).
 
@@ -308,7 +326,9 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
                               weight_bits=wb, activation_bits=16, note="dequantizes on the fly: slow")
         return unsupported("bitsandbytes needs compute capability 7.0 or newer")
     if q.method == "mxfp4":
-        if cc >= 100:
+        # mxfp4.py get_mxfp4_backend: FlashInfer on sm100; OpenAI's triton_kernels (matmul_ogs) on sm90 (0.11
+        # and 0.13 alike); Marlin below sm90 and, from 0.13 (triton_kernels limited to sm90-sm10x), on sm120
+        if 100 <= cc < 110:
             moe = "flashinfer-mxfp4"
         elif cc == 90:
             moe = "triton-mxfp4"
