@@ -1,7 +1,7 @@
 """Replayable rows of ../shared/data/vllm_memory_observed.csv, shared by the accuracy and calibration scripts.
 
-A row is replayable when it names a V1-engine release we model (>= 0.11), a GPU we can identify, and a
-model in the registry. Everything else is listed with the reason it is skipped.
+A row is replayable when it names a V1-engine release we model (the oldest profile of
+gpuopt/data/vllm_versions.yaml or newer), a GPU we can identify, and a model in the registry. Everything else is listed with the reason it is skipped.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuopt.physics.memory import ServingConfig
+from gpuopt.physics.vllm_profile import _key, profiles
 from gpuopt.vocabulary import WeightFormat
 
 DATA = Path(os.environ.get("GPUOPT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -32,6 +33,11 @@ CHECKPOINTS: dict[str, tuple[str, WeightFormat]] = {
     # the pre-trained checkpoint of the -it row: same Gemma3ForConditionalGeneration architecture (the log's
     # 8.01 GiB checkpoint is the -it row's 4.30 B text + vision parameters x 2 B)
     "google/gemma-3-4b-pt (--language-model-only)": ("google/gemma-3-4b-it", "bf16"),
+    # Qwen2-7B-Instruct is not in the registry; its logs match Qwen2.5-7B-Instruct's dimensions exactly: 14.2488
+    # GiB of weights (the Qwen2.5-7B H100 logs: 14.25) and 57,355 B of KV per token (24.83 GiB / 464,848
+    # tokens) = 28 layers x 4 KV heads x 128 x 2 x 2 B
+    "Qwen/Qwen2-7B-Instruct (local dir Qwen2-7B-Instruct)": ("Qwen/Qwen2.5-7B-Instruct", "bf16"),
+    "openai/gpt-oss-120b (local dir gpt-oss-120b)": ("openai/gpt-oss-120b", "mxfp4"),
 }
 
 
@@ -114,9 +120,10 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 skipped.append((line, raw["model"], "V0-engine log (release not stated; V0 is not modelled)" if v0
                                 else "vLLM release not stated"))
                 continue
-            major_minor = tuple(int(p) for p in digits.split(".")[:2])
-            if major_minor < (0, 11):
-                skipped.append((line, raw["model"], f"release {version} is older than the oldest modelled (0.11)"))
+            release = ".".join(p for p in digits.split(".")[:3] if p.isdigit())
+            oldest = profiles()[0].version
+            if _key(release) < _key(oldest):
+                skipped.append((line, raw["model"], f"release {version} is older than the oldest modelled ({oldest})"))
                 continue
             if "--runner pooling" in raw["model"]:
                 skipped.append((line, raw["model"], "pooling (embedding) runner: no sampler, not modelled"))
@@ -142,7 +149,9 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 precision=precision, kv_cache_dtype=kv_dtype,  # type: ignore[arg-type]
                 max_model_len=int(mml) if mml else None, gpu_memory_utilization=gmu,
                 max_num_seqs=int(mns) if mns else None, block_size=int(bs) if bs else 16,
-                vllm_version=".".join(digits.split(".")[:2]),
+                vllm_version=release,
+                # tensor parallelism across nodes (Ray) has no custom all-reduce buffers, as over PCIe
+                interconnect="pcie" if "across" in raw["notes"] and "nodes" in raw["notes"] else None,
                 enforce_eager="--enforce-eager" in raw["notes"],
                 language_model_only="--language-model-only" in raw["model"] + raw["notes"])
             tokens = _f(raw["logged_kv_tokens"])

@@ -206,7 +206,7 @@ def test_capacity_growth_demand_still_loads(tmp_path):
      "error: Invalid value for '--vllm-version': 99.0 is newer than the newest modelled release 0.33 "
      f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
     (["solve", "W", "--vllm-version", "0.9"],
-     "error: Invalid value for '--vllm-version': 0.9 is older than the oldest modelled release 0.11 "
+     "error: Invalid value for '--vllm-version': 0.9 is older than the oldest modelled release 0.10.1 "
      f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
     (["solve", "W", "--vllm-version", "latest"],
      "error: Invalid value for '--vllm-version': 'latest' is not a version like 0.19 or 0.11.0 "
