@@ -234,5 +234,5 @@ def test_a_percentile_target_is_planned_on_the_simulated_capacity():
         assert c.evaluation.point is not None
         rate = c.evaluation.point.requests_per_second
         replica = replica_of(c, arch)
-        assert meets(w, run(replica, w, rate))
-        assert not meets(w, run(replica, w, rate * 1.1))
+        assert meets(w, *run(replica, w, rate))
+        assert not meets(w, *run(replica, w, rate * 1.1))

@@ -41,7 +41,7 @@ from gpuopt.errors import InputError
 from gpuopt.physics import latency
 from gpuopt.physics.latency import Replica
 from gpuopt.physics.memory import MemoryEstimate, ResolvedConfig, hybrid_block_size, kv_layout
-from gpuopt.physics.traffic import LengthDistribution, PoissonArrivals, Request, make_requests
+from gpuopt.physics.traffic import Request
 from gpuopt.vocabulary import STATE_LAYER_KINDS
 
 MAX_JUMP_STEPS = 4096  # longest vectorised jump (bounds the arrays it builds)
@@ -148,6 +148,25 @@ class SimResult:
         """Per request, the gaps between its tokens (vllm bench serve's `itls`)."""
         return [[float(v) for v in np.diff(np.concatenate(parts))] if parts else []
                 for parts in self.request_token_parts]
+
+    def window(self, start: int, stop: int) -> SimResult:
+        """Requests start..stop-1 (in send order) as if only they had been measured: their latencies and
+        inter-token gaps, a duration from the first one's send to the last one's finish. The engine-wide figures
+        (preemptions, KV peak, the per-second token series) stay those of the whole run."""
+        idx = slice(start, stop)
+        parts = self.request_token_parts[idx]
+        gaps = [np.diff(np.concatenate(p)) for p in parts if p]
+        itl = np.concatenate(gaps) if gaps else np.zeros(0)
+        send, end = self.send_s[idx], (self.send_s + self.e2el_s)[idx]
+        return replace(self, input_tokens=self.input_tokens[idx], output_tokens=self.output_tokens[idx],
+                       send_s=send, ttft_s=self.ttft_s[idx], e2el_s=self.e2el_s[idx], itl_values_s=itl,
+                       itl_counts=np.ones(itl.size, dtype=np.int64),
+                       duration_s=float(end.max() - send.min()) if send.size else 0.0,
+                       request_token_parts=parts)
+
+    def backlog(self, t: float) -> int:
+        """Requests sent by time t whose first token had not come yet (queued or in prefill)."""
+        return int(np.count_nonzero((self.send_s <= t) & (self.send_s + self.ttft_s > t)))
 
     @property
     def tpot_s(self) -> NDArray[Any]:
@@ -591,40 +610,3 @@ def merge(parts: list[SimResult]) -> SimResult:
         token_times_s=cat([p.token_times_s for p in parts]), token_counts=cat([p.token_counts for p in parts]),
         offline=parts[0].offline,
         request_token_parts=tuple(t for p in parts for t in p.request_token_parts))
-
-
-def max_rate_at_percentile(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: float | None,
-                           tpot_slo_ms: float | None, percentile: int | None, *, num_prompts: int = 400,
-                           seed: int = 0, sched: SchedulerConfig | None = None) -> float:
-    """The largest Poisson request rate at which the simulated replica's TTFT and TPOT (at `percentile`,
-    None = mean) meet the targets; 0.0 when even a trickle misses them.
-
-    Bisection on the rate between 0 and the analytic model's saturation bound (x 1.5), to 2 % relative: the
-    simulated percentiles are monotone in the rate up to sampling noise, which the fixed seed freezes."""
-    key = "mean" if percentile is None else ("median" if percentile == 50 else f"p{percentile}")
-    if percentile not in (None, 50, 90, 95, 99):
-        raise InputError(f"slo.percentile must be 50, 90, 95 or 99 (got {percentile})")
-
-    def ok(rate: float) -> bool:
-        reqs = make_requests(lengths, PoissonArrivals(rate), num_prompts, seed)
-        summary = simulate(replica, reqs, sched=sched, seed=seed).summary()
-        return ((ttft_slo_ms is None or float(summary[f"{key}_ttft_ms"]) <= ttft_slo_ms)
-                and (tpot_slo_ms is None or float(summary[f"{key}_tpot_ms"]) <= tpot_slo_ms))
-
-    inp = max(1, round(lengths.mean_input_tokens))
-    outp = max(1, round(lengths.mean_output_tokens))
-    hi = max(latency.max_rate(replica, inp, outp).requests_per_second * 1.5, 1e-3)
-    while ok(hi):  # the analytic bound can be low for a skewed mix: widen until the simulation fails
-        if hi > 1e6:
-            return hi
-        hi *= 2
-    lo = hi / 1024
-    if not ok(lo):
-        return 0.0
-    while hi - lo > 0.02 * hi:
-        mid = (lo + hi) / 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo

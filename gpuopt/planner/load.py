@@ -11,6 +11,7 @@ from __future__ import annotations
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import LoadPoint
+from gpuopt.physics.steady_state import percentile_key
 from gpuopt.planner.candidates import CandidateResult
 from gpuopt.planner.mix import MixModel, MixPoint, has_mix
 from gpuopt.planner.plan import LatencyAt, plain
@@ -27,7 +28,7 @@ def _latency_at(m: MixPoint, source: str = "analytic") -> LatencyAt:
 
 
 def _simulated(s: Summary, rate: float, percentile: int | None) -> LatencyAt:
-    key = None if percentile is None else ("median" if percentile == 50 else f"p{percentile}")
+    key = None if percentile is None else percentile_key(percentile)
     return LatencyAt(requests_per_second=plain(rate), concurrency=plain(rate * float(s["mean_e2el_ms"]) / 1e3, 2),
                      ttft_ms=plain(float(s["mean_ttft_ms"]), 2), tpot_ms=plain(float(s["mean_tpot_ms"]), 3),
                      percentile=percentile,
@@ -50,7 +51,7 @@ def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: flo
     replica = replica_of(c, arch)
     if needs_simulation(w):
         rate = point.requests_per_second * load_share
-        return _simulated(run(replica, w, max(rate, 1e-6)), rate, w.slo.percentile)
+        return _simulated(run(replica, w, max(rate, 1e-6))[0], rate, w.slo.percentile)
     if has_mix(w):
         model = MixModel(replica, w)
         return _latency_at(model.at_rate(point.requests_per_second * load_share)
@@ -72,7 +73,7 @@ def capacity_latency(c: CandidateResult, arch: ModelArchitecture) -> LatencyAt:
     assert point is not None
     if needs_simulation(w):
         rate = point.requests_per_second
-        return _simulated(run(replica_of(c, arch), w, rate), rate, w.slo.percentile)
+        return _simulated(run(replica_of(c, arch), w, rate)[0], rate, w.slo.percentile)
     if has_mix(w):
         return _latency_at(MixModel(replica_of(c, arch), w).at_rate(point.requests_per_second))
     return _latency_at(MixPoint(point, w.slo.percentile, None, None))

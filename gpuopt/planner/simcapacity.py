@@ -2,8 +2,8 @@
 
 The analytic model predicts a steady state's means; a percentile target, a heavy-tailed length mix or a
 shared prefix served from the prefix cache needs the serving simulator (physics/simulator.py): Poisson
-arrivals at the rate, `NUM_PROMPTS` requests drawn from the workload's lengths, TTFT and TPOT read at the
-workload's percentile (the mean when none is set) as `vllm bench serve` reports them.
+arrivals at the rate, `NUM_PROMPTS` measured requests drawn from the workload's lengths in a steady state, TTFT
+and TPOT read at the workload's percentile (the mean when none is set) as `vllm bench serve` reports them.
 
 Which candidates are simulated (a simulation costs 0.1-0.4 s, a capacity search about seven of them):
 the analytic model stays the screen. Per workload, among the candidates that can enter the program (after
@@ -12,12 +12,13 @@ plus the `SIMULATED_SMALLEST` cheapest per replica (a small workload is bound by
 simulated; the program chooses among those only, and every other shape of the workload is marked
 `reason_kind: simulation` ("not among the shapes simulated"). Results are cached per shape and traffic for
 the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
-`slo.percentile` nor `lengths` are planned analytically, exactly as before.
+`slo.percentile` nor `lengths` are planned on the analytic steady state, the simulator's measured surrogate:
+on 72 mean-target workloads its capacity is 0.84-1.05x the simulated steady-state capacity (p10-p90, median
+0.955; benchmarks/surrogate_capacity.py, docs/simulator.md), at microseconds instead of seconds a shape.
 
-The capacity search starts at the analytic capacity (times the median simulated/analytic ratio of the
-workload's shapes done so far), steps by 1.5x up or 0.6x down until the targets flip, then bisects to
-SEARCH_TOLERANCE. The simulated percentiles are monotone in the rate up to sampling noise,
-which the fixed seed freezes.
+The capacity is physics/steady_state.py's: the largest rate at which the replica in steady state (a warm-up
+and a tail around the measured requests, the queue bounded) meets the targets; the search starts at the
+analytic capacity times the median simulated/analytic ratio of the workload's shapes done so far.
 """
 
 from __future__ import annotations
@@ -30,23 +31,16 @@ from gpuopt.inputs.workload import Quota, ServingTarget, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import LoadPoint, Replica
-from gpuopt.physics.simulator import simulate
-from gpuopt.physics.traffic import (
-    FixedLengths,
-    HistogramLengths,
-    LengthDistribution,
-    PoissonArrivals,
-    ShareGPTLengths,
-    make_requests,
-)
+from gpuopt.physics.steady_state import meets as steady_meets
+from gpuopt.physics.steady_state import percentile_key, steady_capacity, steady_run
+from gpuopt.physics.traffic import FixedLengths, HistogramLengths, LengthDistribution, ShareGPTLengths
 from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
 from gpuopt.planner.program import dominant_shapes, prune
 
-NUM_PROMPTS = 400  # the simulator's default for a capacity search (max_rate_at_percentile)
+NUM_PROMPTS = 400  # measured requests per steady-state run (physics/steady_state.py adds warm-up and tail)
 SEED = 0
 SIMULATED_SHAPES = 4
 SIMULATED_SMALLEST = 1
-SEARCH_TOLERANCE = 0.04  # relative width of the final rate bracket (the model's own error is larger)
 Summary = dict[str, float | int]
 
 
@@ -69,53 +63,23 @@ def length_distribution(w: ServingTarget) -> LengthDistribution:
     return FixedLengths(w.input_tokens, w.output_tokens)
 
 
-def _key(percentile: int | None) -> str:
-    return "mean" if percentile is None else ("median" if percentile == 50 else f"p{percentile}")
+def run(replica: Replica, w: ServingTarget, rate: float) -> tuple[Summary, bool]:
+    """One simulated steady-state run of the workload's traffic at `rate` requests/s: the measured requests'
+    summary and whether the queue stayed bounded (physics/steady_state.py)."""
+    res, stable = steady_run(replica, length_distribution(w), rate, w.slo.ttft_ms, w.slo.tpot_ms,
+                             measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens)
+    return res.summary(), stable
 
 
-def run(replica: Replica, w: ServingTarget, rate: float) -> Summary:
-    """One simulated `vllm bench serve` run of the workload's traffic at `rate` requests/s."""
-    requests = make_requests(length_distribution(w), PoissonArrivals(rate), NUM_PROMPTS, SEED,
-                             w.shared_prefix_tokens)
-    return simulate(replica, requests, seed=SEED).summary()
-
-
-def meets(w: ServingTarget, s: Summary) -> bool:
-    key = _key(w.slo.percentile)
-    return ((w.slo.ttft_ms is None or float(s[f"{key}_ttft_ms"]) <= w.slo.ttft_ms)
-            and (w.slo.tpot_ms is None or float(s[f"{key}_tpot_ms"]) <= w.slo.tpot_ms))
+def meets(w: ServingTarget, s: Summary, stable: bool = True) -> bool:
+    return steady_meets(s, stable, w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile)
 
 
 def simulated_capacity(replica: Replica, w: ServingTarget, start: float) -> tuple[float, Summary | None]:
-    """The largest Poisson rate at which the simulated replica meets the targets, and its run (0, None:
-    not even a trickle does). `start`: the analytic capacity, where the search begins."""
-    start = max(start, 1e-3)
-    first = run(replica, w, start)
-    if meets(w, first):
-        lo, lo_s, hi = start, first, start * 1.5
-        while hi < start * 64:
-            s = run(replica, w, hi)
-            if not meets(w, s):
-                break
-            lo, lo_s, hi = hi, s, hi * 1.5
-    else:
-        hi, lo = start, start * 0.6
-        while True:
-            s = run(replica, w, lo)
-            if meets(w, s):
-                lo_s = s
-                break
-            hi, lo = lo, lo * 0.6
-            if lo < start * 1e-3:
-                return 0.0, None
-    while hi - lo > SEARCH_TOLERANCE * hi:
-        mid = (lo + hi) / 2
-        s = run(replica, w, mid)
-        if meets(w, s):
-            lo, lo_s = mid, s
-        else:
-            hi = mid
-    return lo, lo_s
+    """The largest Poisson rate at which the simulated replica, in steady state, meets the targets, and its
+    run (0, None: not even a trickle does). `start`: the analytic capacity, where the search begins."""
+    return steady_capacity(replica, length_distribution(w), w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile, start,
+                           measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens)
 
 
 def point_of(rate: float, s: Summary, w: ServingTarget) -> LoadPoint:
@@ -196,7 +160,7 @@ def _simulate_one(c: CandidateResult, arch: ModelArchitecture, guess: float) -> 
     assert ev.point is not None
     rate, summary = simulated_capacity(replica_of(c, arch), w, ev.point.requests_per_second * guess)
     if summary is None or rate <= 0:
-        what = _key(w.slo.percentile)
+        what = percentile_key(w.slo.percentile)
         return Evaluation(False, f"the simulated replica misses the {what} targets even at a trickle",
                           "simulation", memory=ev.memory)
     return Evaluation(True, None, None, memory=ev.memory, point=point_of(rate, summary, w))
