@@ -1,7 +1,8 @@
 """Replayable rows of ../shared/data/vllm_memory_observed.csv, shared by the accuracy and calibration scripts.
 
 A row is replayable when it names a V1-engine release we model (the oldest profile of
-gpuopt/data/vllm_versions.yaml or newer), a GPU we can identify, and a model in the registry. Everything else is listed with the reason it is skipped.
+gpuopt/data/vllm_versions.yaml or newer), a GPU we can identify, and a model in the registry. Everything else
+is listed with the reason it is skipped.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                                 else "vLLM release not stated"))
                 continue
             release = ".".join(p for p in digits.split(".")[:3] if p.isdigit())
+            minor = ".".join(release.split(".")[:2])
             oldest = profiles()[0].version
             if _key(release) < _key(oldest):
                 skipped.append((line, raw["model"], f"release {version} is older than the oldest modelled ({oldest})"))
@@ -149,7 +151,8 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 precision=precision, kv_cache_dtype=kv_dtype,  # type: ignore[arg-type]
                 max_model_len=int(mml) if mml else None, gpu_memory_utilization=gmu,
                 max_num_seqs=int(mns) if mns else None, block_size=int(bs) if bs else 16,
-                vllm_version=release,
+                # major.minor (the eras calibrate_memory.py fits by), unless that predates the oldest profile
+                vllm_version=minor if _key(minor) >= _key(oldest) else release,
                 # tensor parallelism across nodes (Ray) has no custom all-reduce buffers, as over PCIe
                 interconnect="pcie" if "across" in raw["notes"] and "nodes" in raw["notes"] else None,
                 enforce_eager="--enforce-eager" in raw["notes"],

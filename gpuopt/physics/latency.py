@@ -11,11 +11,12 @@ Prefill is compute-bound: 2 x active params x L plus causal attention 2 x L^2 x 
 over peak x eff_prefill. FP8 uses FP8 tensor throughput only where the GPU has it (W8A16 otherwise);
 INT4 W4A16 cuts bytes, not FLOPs.
 
-Under load vLLM's scheduler mixes decode tokens and chunks of prefill in every step (chunked prefill, up
-to max_num_batched_tokens per step). In steady state at request rate lambda with mean prompt L and output
-O tokens, each step of length T carries b = lambda x O x T decode tokens and p = lambda x L x T prefill
-tokens, so T is the fixed point of T = step(b, p); TPOT = T, and TTFT = server overhead + the steps that
-prefill one prompt, stretched by queueing as the prefill share of the step fills up. A closed loop of n
+Under load vLLM's scheduler mixes decode tokens and prompts in a step (chunked prefill, up to
+max_num_batched_tokens per step). In steady state at request rate lambda with mean prompt L and output O
+tokens, y = lambda x T prompts arrive per step of mean length T: every step decodes b = O y sequences, and a
+Poisson share of the steps also carries the prompts that arrived during the last one (_StepMix), so T is
+the fixed point T = E(step); TPOT = T, and TTFT = server overhead + the steps that prefill one prompt,
+stretched by queueing as the prefill share of the step fills up. A closed loop of n
 clients is the same with lambda = n / (TTFT + (O - 1) x TPOT) (Little's law).
 
 Calibration factors are data (gpuopt/data/latency_calibration.yaml), each with the rows it was fitted on.
@@ -501,15 +502,81 @@ def prefill_time_s(r: Replica, prompt_tokens: int) -> float:
     return _prefill_steps_s(r, 0, 0, prompt_tokens, r.config.max_num_batched_tokens)
 
 
-def _affine_parts(r: Replica, input_tokens: int, output_tokens: int,
-                  expert_tokens: float | None) -> tuple[tuple[float, float], ...]:
-    """(alpha, beta) of the memory and compute parts of a steady step at rate R: each part is
-    alpha + beta R T (see _steady_step_s), so T(R) = max over parts of alpha / (1 - beta R)."""
-    context = input_tokens + output_tokens / 2
-    zero = step_parts_s(r, 0.0, context, 0.0, input_tokens / 2, expert_tokens)
-    one = step_parts_s(r, float(output_tokens), context, float(input_tokens), input_tokens / 2,
-                       expert_tokens)  # rate 1/s, T = 1 s
-    return tuple((zero[i] + zero[2], (one[i] + one[2]) - (zero[i] + zero[2])) for i in (0, 1))
+class _StepMix:
+    """The mean engine step in steady state as a function of y, the prompts arriving per step (y = rate x T).
+
+    Prompts arrive at random, so in a steady state most steps carry no prefill at all and some carry a whole
+    prompt: vLLM runs a prompt of L tokens in the first step after it arrives, whole when it fits the step's
+    budget (chunked at max_num_batched_tokens otherwise). With k ~ Poisson(y) prompts per step, a step carries
+    no prompt with probability e^-y, and k1 = y / (1 - e^-y) prompts (x1 = k1 L tokens, at most the budget
+    left by the decodes) otherwise; every step also decodes b = O y sequences (Little's law on the decode
+    phase). The mean step is then
+
+        E(y) = (1 - q) step(b, 0) + q step(b, x1),   q = y L / x1 (the share of steps carrying prompt tokens)
+
+    Spreading y L prompt tokens evenly over every step instead (the model before 2026-12) lets each step's
+    share of prefill hide under its memory-bound decode (max(memory, compute)) and charges every step of an
+    MoE model the experts a prompt touches: mean TPOT was 1.5-3.5x optimistic for long prompts on dense
+    models and 3-6x pessimistic for MoE models against the simulator (benchmarks/surrogate_capacity.py).
+    (Jensen's gap inside the k >= 1 steps, one mean step for k1 prompts, is left: a few % where y ~ 1.)
+
+    Dense models: every part of step_parts_s is affine in the decode batch and the prompt tokens at a fixed
+    context, so three evaluations give all steps; MoE models evaluate each step (the experts a step touches
+    depend on its own tokens)."""
+
+    def __init__(self, r: Replica, input_tokens: int, output_tokens: int) -> None:
+        self.r, self.L, self.O = r, input_tokens, output_tokens
+        self.context = input_tokens + output_tokens / 2
+        self.budget = r.config.max_num_batched_tokens
+        self.affine: tuple[tuple[float, float, float], ...] | None = None
+        if not r.expert_bytes_per_gpu:
+            zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
+            one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
+            one_x = step_parts_s(r, 0.0, self.context, 1.0, input_tokens / 2)
+            self.affine = tuple((zero[i], one_b[i] - zero[i], one_x[i] - zero[i]) for i in range(3))
+
+    def step(self, b: float, x: float) -> float:
+        if self.affine is None:
+            mem, comp, rest = step_parts_s(self.r, b, self.context, x, self.L / 2)
+            return max(mem, comp) + rest
+        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
+        return max(m0 + mb * b + mx * x, c0 + cb * b + cx * x) + r0 + rb * b + rx * x
+
+    def mean_step(self, y: float) -> float:
+        b = self.O * y
+        p = self.L * y
+        if p <= 0.0:
+            return self.step(b, 0.0)
+        k1 = y / -math.expm1(-y) if y > 1e-12 else 1.0
+        x1 = min(max(k1 * self.L, p), max(self.budget - b, 1.0))
+        q = min(p / x1, 1.0)
+        return (1.0 - q) * self.step(b, 0.0) + q * self.step(b, x1)
+
+    def y_at_rate(self, rate: float) -> float:
+        """The steady state's y at `rate`: the root of rate E(y) = y (inf when steps outgrow arrivals)."""
+        if rate <= 0.0:
+            return 0.0
+
+        def f(y: float) -> float:  # positive at 0, negative past the root
+            return rate * self.mean_step(y) - y
+
+        hi = max(rate * self.mean_step(0.0) * 2, 1e-9)
+        while f(hi) > 0.0:
+            hi *= 4
+            if hi > 1e9:
+                return math.inf
+        return _crossing(f, 0.0, hi, 1e-10)[1]
+
+    def y_at_step(self, target_s: float) -> float:
+        """The y whose mean step is `target_s` (E is increasing): 0 when even an empty step is longer."""
+        if self.mean_step(0.0) >= target_s:
+            return 0.0
+        hi = 1.0
+        while self.mean_step(hi) < target_s:
+            hi *= 4
+            if hi > 1e9:
+                return math.inf
+        return _crossing(lambda y: target_s - self.mean_step(y), 0.0, hi, 1e-10)[0]
 
 
 def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float) -> tuple[float, float]:
@@ -545,28 +612,11 @@ def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float)
 
 
 def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> float:
-    """The fixed point T = step(b = rate O T, p = rate L T); infinite when the replica cannot keep up.
-
-    With the MoE routing batch fixed, every part of a step is affine in T, so T = max over {memory, compute}
-    of alpha / (1 - beta rate) (_affine_parts; a slope of 1 or more: no finite T). Dense models need nothing
-    more. MoE: a step of length T routes rate (L + O) T tokens, and the share of experts they touch grows with
-    T, so the answer is the fixed point T = G(T) of that affine solution G. G is increasing and G(T) - T
-    crosses zero once (G is a max of a concave and a constant part), between G(0) (no expert read) and G(inf)
-    (every expert read); _crossing finds it in a few steps. Iterating T <- G(T) instead creeps up on it and
-    stops far short when few tokens share many experts.
-    """
-
-    def affine(expert_tokens: float | None) -> float:
-        parts = _affine_parts(r, input_tokens, output_tokens, expert_tokens)
-        return max(alpha / (1 - beta * rate) if beta * rate < 1 else math.inf for alpha, beta in parts)
-
-    if not r.expert_bytes_per_gpu:
-        return affine(None)
-    tokens_per_s = rate * (input_tokens + output_tokens)
-    lo, hi = affine(0.0), affine(math.inf)
-    if not math.isfinite(hi):
-        return math.inf  # the slopes do not depend on routing: unstable at any step length
-    return _crossing(lambda t: affine(tokens_per_s * t) - t, lo, hi, 1e-12)[1]
+    """The mean engine step T at `rate` requests/s: T = E(y) at the y with y = rate E(y) (_StepMix); infinite
+    when the replica cannot keep up."""
+    mix = _StepMix(r, input_tokens, output_tokens)
+    y = mix.y_at_rate(rate)
+    return math.inf if not math.isfinite(y) else mix.mean_step(y)
 
 
 def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> LoadPoint:
@@ -622,50 +672,24 @@ def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
                      ttft_ms=ttft, output_tokens_per_second=output_tokens * rate, stable=True, limit=None)
 
 
-def _tpot_bound(parts: tuple[tuple[float, float], ...], target_s: float) -> float:
-    """Largest R with T(R) <= target: alpha / (1 - beta R) <= target for every part."""
-    bound = math.inf
-    for alpha, beta in parts:
-        if alpha >= target_s:
-            return 0.0
-        if beta > 0:
-            bound = min(bound, (1 - alpha / target_s) / beta)
-    return bound
-
-
-def _batch_bound(parts: tuple[tuple[float, float], ...], x: float) -> float:
-    """Largest R with R T(R) <= x (the requests in one step's worth of time): R alpha <= x (1 - beta R)."""
-    return min(x / (alpha + x * beta) for alpha, beta in parts) if x > 0 else 0.0
-
-
 def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_s: float | None) -> float | None:
     """The largest rate that meets the TPOT target and keeps the steady state within the scheduler's limits
-    (max_num_batched_tokens, max_num_seqs, the KV cache), in closed form; None when nothing bounds it.
-    TTFT is left to the caller: its queueing term is not affine.
+    (max_num_batched_tokens, max_num_seqs, the KV cache); None when nothing bounds it. TTFT is left to the
+    caller: its queueing term is not monotone in the same way.
 
-    The limits bound R T(R) by x = min(budget / (L + O), max_num_seqs / O, KV tokens / (O (L + O))).
-    MoE: a step's routing batch is R (L + O) T. At the limits' boundary that is (L + O) x, a constant, so the
-    affine form is exact there. At the TPOT boundary it is R (L + O) target, and the affine bound g(R) with
-    that batch falls as R grows (more tokens touch more experts): the answer is the fixed point R = g(R),
-    found on cheap closed forms instead of on whole steady-state solutions."""
+    Both bounds are bounds on y = rate x T (_StepMix), where the step is known: the limits bound the decode
+    batch O y and the tokens per step (L + O) y by x = min(budget / (L + O), max_num_seqs / O, KV tokens /
+    (O (L + O))), so rate <= x / E(x); the target bounds the mean step, E(y_t) = target, so rate <= y_t /
+    target."""
     cfg = r.config
     total = input_tokens + output_tokens
     x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
             r.kv_capacity_tokens / (max(output_tokens, 1) * total))
-    if not r.expert_bytes_per_gpu:
-        parts = _affine_parts(r, input_tokens, output_tokens, None)
-        bound = _batch_bound(parts, x)
-        if target_s is not None:
-            bound = min(bound, _tpot_bound(parts, target_s))
-    else:
-        bound = _batch_bound(_affine_parts(r, input_tokens, output_tokens, total * x), x)
-        if target_s is not None:
-            def g(rate: float) -> float:
-                return _tpot_bound(_affine_parts(r, input_tokens, output_tokens, rate * total * target_s), target_s)
-
-            lo, hi = g(math.inf), g(0.0)  # every expert read .. none read
-            if math.isfinite(hi):
-                bound = min(bound, _crossing(lambda rate: g(rate) - rate, lo, hi, 1e-9)[0])  # g(R) >= R side
+    mix = _StepMix(r, input_tokens, output_tokens)
+    bound = x / mix.mean_step(x) if x > 0 else 0.0
+    if target_s is not None:
+        y_t = mix.y_at_step(target_s)
+        bound = min(bound, y_t / target_s)
     return None if not math.isfinite(bound) else bound * (1 - 1e-9)
 
 
