@@ -216,3 +216,13 @@ def test_fit_suggestions_never_exceed_the_model_limit():
     for fix in suggest_fixes(arch, gpu, resolved, profile):
         if fix.startswith("--max-model-len"):
             assert int(fix.split()[1]) <= 131072
+
+
+def test_v0_29_has_its_own_flag_list_with_the_front_end_flags_that_moved():
+    """vLLM 0.29 moved the API server's flags (FrontendArgs) to vllm/entrypoints/launchers/cli_args.py; the
+    list is read from that release's wheel, so 0.29.x commands are checked against 0.29's parser, not 0.27's."""
+    from gpuopt.physics.serve_flags import flags
+
+    assert release_for("0.29.1") == "0.29.0"
+    assert {"--enable-auto-tool-choice", "--api-key", "--port", "--max-model-len", "--nnodes"} <= flags("0.29")
+    assert unknown_flags("vllm serve m --max-model-len 8192 --port 8000", "0.29") == []

@@ -1,8 +1,7 @@
 """Read the valid `vllm serve` flags of a vLLM release from its own argument-parser source.
 
     pip download vllm==X --no-deps -d /tmp/v && unzip /tmp/v/*.whl 'vllm/engine/arg_utils.py' \\
-        'vllm/entrypoints/openai/cli_args.py' 'vllm/entrypoints/common/cli_args.py' 'vllm/config/cache.py' \\
-        -d /tmp/v/src
+        'vllm/entrypoints/*/cli_args.py' 'vllm/config/cache.py' -d /tmp/v/src
     python tools/extract_vllm_serve_flags.py X /tmp/v/src "vllm-X-....whl (sha256 ...)"
 
 prints the release's YAML entry for gpuopt/data/vllm_serve_flags.yaml. Static reading (ast), no import of
@@ -20,7 +19,9 @@ import ast
 import sys
 from pathlib import Path
 
-FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py")
+# the front end's flags moved: openai/cli_args.py (<= 0.27), launchers/cli_args.py (0.29), common/cli_args.py (0.33)
+FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py",
+         "vllm/entrypoints/launchers/cli_args.py")
 CACHE_CONFIG = "vllm/config/cache.py"
 
 
