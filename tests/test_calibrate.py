@@ -145,16 +145,19 @@ entries:
 """
 
 
-def test_real_runs_past_capacity_are_replayed_and_a_fit_that_does_not_generalise_is_refused() -> None:
-    """Rates 1 and 4 have a steady state (within 7.3-9.5 % on TPOT and ITL); 16 requests/s is past this
+def test_real_runs_past_capacity_are_replayed_and_a_fit_that_trades_them_is_refused() -> None:
+    """Rates 1 and 4 have a steady state (within 4.2-7.1 % on TPOT and ITL); 16 requests/s is past this
     replica's capacity and the last run is sent all at once: both are replayed through the simulator and
-    fitted. The best bandwidth lowers the median error (18.6 -> 15.8 %) but not on runs left out of the fit
-    (30.1 %), and the best compute factor is pinned at 5x: nothing is kept, and the table still shows why."""
+    fitted. The best bandwidth (1.16) lowers the median error overall (19.2 -> 15.4 %) and even left out
+    (17.7 %), but only by trading the steady-state runs (5.5 % -> 14.3 % left out) for the replays, which
+    these warm-prefix-cache runs make slow in the model: a GPU's speed would move both the same way, so
+    nothing is kept; the compute factor is pinned at 5x."""
     result = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "--json"])
     assert result.exit_code == 2
     assert "no factor fitted" in result.stderr
-    assert ("decode_bandwidth not fitted: it does not generalise (best value 1.10: median error 18.6 % -> 15.8 % "
-            "fitted, but 30.1 % on each observation left out of the fit)") in result.stderr
+    assert ("decode_bandwidth not fitted: it trades one kind of run against the other (best value 1.16: median "
+            "error 19.2 % -> 15.4 % overall, but the steady-state runs go from 5.5 % to 14.3 % left out of the "
+            "fit)") in result.stderr
     assert "prefill_compute not fitted: the best value (5.00) is at the edge" in result.stderr
     rows = {(r["observation"][:26], r["metric"]): r for r in json.loads(result.stdout)["comparisons"]}
     assert {r["method"] for (name, _), r in rows.items() if "qps_16" in name or "qps_inf" in name} == {"replayed"}
@@ -163,7 +166,7 @@ def test_real_runs_past_capacity_are_replayed_and_a_fit_that_does_not_generalise
     assert rows[("llm-k8s_01_tp8_pp1_qps_04.", "output_throughput")]["before"] is None
     inf_tpot = rows[("llm-k8s_01_tp8_pp1_qps_inf", "mean_tpot_ms")]
     assert inf_tpot["observed"] == pytest.approx(39.06, abs=0.01)
-    assert inf_tpot["before"] == pytest.approx(70.37, abs=0.01)
+    assert inf_tpot["before"] == pytest.approx(71.12, abs=0.01)
 
 
 def test_a_profile_is_scored_on_new_runs_without_refitting(tmp_path: Path) -> None:
@@ -295,5 +298,5 @@ def test_check_replays_the_runs_without_a_steady_state_too(tmp_path: Path) -> No
     assert check.exit_code == 0, check.stderr
     rows = {r["metric"]: r for r in json.loads(check.stdout)["comparisons"]}
     assert {r["method"] for r in rows.values()} == {"replayed"}
-    assert rows["mean_tpot_ms"]["after"] > rows["mean_tpot_ms"]["before"] == pytest.approx(70.37, abs=0.01)
+    assert rows["mean_tpot_ms"]["after"] > rows["mean_tpot_ms"]["before"] == pytest.approx(71.12, abs=0.01)
     assert rows["output_throughput"]["after"] < rows["output_throughput"]["before"]
