@@ -102,7 +102,8 @@ def test_planned_load_latency_is_what_fit_predicts_at_that_rate():
     assert code.at_planned_load.requests_per_second == code.predicted.planned_requests_per_second_per_replica
     fit = CliRunner().invoke(cli, [
         "fit", "--model", "Qwen/Qwen2.5-Coder-7B-Instruct", "--gpu", code.gpu, "--precision", code.weight_precision,
-        "--kv-cache-dtype", code.kv_cache_dtype, "--max-model-len", "8192", "--input-tokens", "2000", "--output-tokens", "200",
+        "--kv-cache-dtype", code.kv_cache_dtype, "--max-model-len", "8192", "--input-tokens", "2000",
+        "--output-tokens", "200",
         "--request-rate", str(code.at_planned_load.requests_per_second), "--json"])
     assert fit.exit_code == 0, fit.output
     assert code.at_planned_load.tpot_ms == pytest.approx(json.loads(fit.stdout)["tpot_ms"], abs=0.01)

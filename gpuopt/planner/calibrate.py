@@ -463,8 +463,9 @@ def _drop(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, 
                            "observation left out of the fit)")
         elif loo is not None and (traded := _traded_group(items, predictor, loo, metrics)) is not None:
             group, group_before, group_left = traded
+            kind = group.replace(" ", "-")
             skipped.append(f"{where}: {name} not fitted: it trades one kind of run against the other (best value "
-                           f"{value:.2f}: median error {before:.1f} % -> {after:.1f} % overall, but the {group.replace(' ', '-')} runs "
+                           f"{value:.2f}: median error {before:.1f} % -> {after:.1f} % overall, but the {kind} runs "
                            f"go from {group_before:.1f} % to {group_left:.1f} % left out of the fit)")
         else:
             continue
