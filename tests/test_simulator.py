@@ -306,3 +306,21 @@ def test_moe_speed_path_is_the_kernel_vllm_picks_for_the_checkpoint():
     assert awq8 is not None and awq8.weight_format == "int8"
     assert latency.moe_kernel_path(a100, "int8", checkpoint=awq8) == "marlin_w8a16"
     assert latency.moe_kernel_path(a100, "int8") == "triton_fused_moe"  # the representative INT8 is W8A8
+
+
+def test_a_window_summarises_only_its_requests_and_the_backlog_counts_the_waiting():
+    """Three requests sent at 0, 0 and 10 s: the window of the second is that request alone (its TTFT, its
+    output, its own inter-token gaps), and at 0 s, before any prefill ends, both requests sent so far are
+    waiting for their first token, at 10 s only the third is."""
+    reqs = [Request(arrival_s=0.0, input_tokens=500, output_tokens=5),
+            Request(arrival_s=0.0, input_tokens=800, output_tokens=3),
+            Request(arrival_s=10.0, input_tokens=500, output_tokens=5)]
+    whole = simulate(R, reqs, sched=sched())
+    second = whole.window(1, 2)
+    assert second.output_tokens.tolist() == [3]
+    assert second.ttft_s.tolist() == [whole.ttft_s[1]]
+    assert second.itl_counts.sum() == 2  # 3 tokens, 2 gaps
+    assert second.summary()["completed"] == 1
+    assert second.duration_s == pytest.approx(whole.e2el_s[1])
+    assert whole.backlog(0.0) == 2
+    assert whole.backlog(10.0) == 1
