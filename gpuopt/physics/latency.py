@@ -415,9 +415,9 @@ def _expert_parallel_imbalance(r: Replica, routed_tokens: float, touched: float)
 
 
 def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: float = 0.0,
-                 prefill_context: float = 0.0, expert_tokens: float | None = None) -> tuple[float, float, float]:
+                 prefill_context: float = 0.0) -> tuple[float, float, float]:
     """(memory time, compute time, fixed + communication + host time) of one engine step; the step takes
-    max(memory, compute) + the rest. `expert_tokens` fixes the MoE routing batch (default: the step's).
+    max(memory, compute) + the rest.
 
     Compute: dense GEMMs cost 2 x active params x (tokens + gemm_tile_tokens) at the architecture's
     efficiency (a GEMM of M rows runs at eff x M / (M + tile): under-filled tiles); routed experts cost
@@ -442,10 +442,9 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
         + 4 * r.attn_dim_per_gpu * prefill_tokens * prefill_context
     t_compute = (decode_flops / ac.eff_compute + prefill_flops / ac.eff_prefill) / r.peak_flops
     if r.moe is not None:
-        routed = tokens if expert_tokens is None else expert_tokens
-        touched = _experts_touched_fraction(r.arch, routed)
+        touched = _experts_touched_fraction(r.arch, tokens)
         e = r.arch.num_experts or 1
-        pair_load, expert_load = _expert_parallel_imbalance(r, routed, touched)
+        pair_load, expert_load = _expert_parallel_imbalance(r, tokens, touched)
         t_mem += r.expert_bytes_per_gpu * touched * expert_load / (r.hbm_bytes_per_s * ac.eff_bw * r.moe.eff_bw)
         pairs = tokens * (r.arch.experts_per_token or 1) * pair_load + e * touched * expert_load * sc.moe_tile_tokens
         t_compute += 2 * r.expert_params_per_gpu / e * pairs / (r.moe_peak_flops * r.moe.eff_compute)
@@ -611,20 +610,23 @@ def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float)
     return lo, hi
 
 
-def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> float:
-    """The mean engine step T at `rate` requests/s: T = E(y) at the y with y = rate E(y) (_StepMix); infinite
-    when the replica cannot keep up."""
-    mix = _StepMix(r, input_tokens, output_tokens)
+def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int,
+                   mix: _StepMix | None = None) -> float:
+    """The mean engine step T at `rate` requests/s: T = E(y) at the y with y = rate E(y) (_StepMix, built once
+    per replica and request shape by callers that ask for many rates); infinite when the replica cannot keep
+    up."""
+    mix = mix or _StepMix(r, input_tokens, output_tokens)
     y = mix.y_at_rate(rate)
     return math.inf if not math.isfinite(y) else mix.mean_step(y)
 
 
-def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int) -> LoadPoint:
-    """Steady state at `rate` requests/s (open loop)."""
+def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
+            mix: _StepMix | None = None) -> LoadPoint:
+    """Steady state at `rate` requests/s (open loop). `mix`: the shape's _StepMix when the caller has one."""
     cfg = r.config
     context = input_tokens + output_tokens / 2
     budget = cfg.max_num_batched_tokens
-    t = _steady_step_s(r, rate, input_tokens, output_tokens)
+    t = _steady_step_s(r, rate, input_tokens, output_tokens, mix)
     if not math.isfinite(t):
         return LoadPoint(requests_per_second=rate, concurrency=math.inf, decode_batch=math.inf, step_ms=math.inf,
                          tpot_ms=math.inf, ttft_ms=math.inf, output_tokens_per_second=rate * output_tokens,
@@ -672,7 +674,8 @@ def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
                      ttft_ms=ttft, output_tokens_per_second=output_tokens * rate, stable=True, limit=None)
 
 
-def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_s: float | None) -> float | None:
+def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_s: float | None,
+                      mix: _StepMix) -> float | None:
     """The largest rate that meets the TPOT target and keeps the steady state within the scheduler's limits
     (max_num_batched_tokens, max_num_seqs, the KV cache); None when nothing bounds it. TTFT is left to the
     caller: its queueing term is not monotone in the same way.
@@ -685,7 +688,6 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     total = input_tokens + output_tokens
     x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
             r.kv_capacity_tokens / (max(output_tokens, 1) * total))
-    mix = _StepMix(r, input_tokens, output_tokens)
     bound = x / mix.mean_step(x) if x > 0 else 0.0
     if target_s is not None:
         y_t = mix.y_at_step(target_s)
@@ -712,26 +714,32 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
         return (point.stable and (ttft_slo_ms is None or point.ttft_ms <= ttft_slo_ms)
                 and (tpot_slo_ms is None or point.tpot_ms <= tpot_slo_ms))
 
+    mix = _StepMix(r, input_tokens, output_tokens)  # one per shape: every rate below reuses its step terms
+
+    def point(rate: float) -> LoadPoint:
+        return at_rate(r, rate, input_tokens, output_tokens, mix)
+
     lo = 0.0
     hi = max(r.config.max_num_batched_tokens / ((input_tokens + output_tokens) * alone.tpot_ms * 1e-3),
              alone.requests_per_second)
-    bound = _closed_form_rate(r, input_tokens, output_tokens, None if tpot_slo_ms is None else tpot_slo_ms * 1e-3)
+    bound = _closed_form_rate(r, input_tokens, output_tokens, None if tpot_slo_ms is None else tpot_slo_ms * 1e-3,
+                              mix)
     if bound is not None:
-        first = at_rate(r, bound, input_tokens, output_tokens)
+        first = point(bound)
         if ok(first):  # TPOT or a scheduler limit binds: the closed form is the answer
             return first
         hi = bound  # TTFT binds first: search below
-    while ok(at_rate(r, hi, input_tokens, output_tokens)) and hi < 1e6:
+    while ok(point(hi)) and hi < 1e6:
         lo, hi = hi, hi * 2
     while hi - lo > RATE_TOLERANCE * hi:
         mid = (lo + hi) / 2
-        if ok(at_rate(r, mid, input_tokens, output_tokens)):
+        if ok(point(mid)):
             lo = mid
         else:
             hi = mid
     if lo == 0.0:
-        return at_rate(r, 1e-9, input_tokens, output_tokens)
-    return at_rate(r, lo, input_tokens, output_tokens)
+        return point(1e-9)
+    return point(lo)
 
 
 

@@ -15,6 +15,7 @@ utils/marlin_utils.py `MARLIN_SUPPORTED_GROUP_SIZES`). Nothing is vendored; the 
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -265,11 +266,13 @@ def kernel_on(quantization: Quantization | None, gpu: GpuSpec) -> KernelPath | N
     return None if quantization is None else quantization.kernel_path(gpu.compute_capability)
 
 
+@cache
 def representative(weight_format: str) -> Quantization | None:
     """The checkpoint a plan's weight format stands for when the model's own files do not say how it is
     quantized (a registry model planned at fp8 or int4): what the known quantized checkpoints of that format
     mostly are (../shared/data/quantized_checkpoints.csv): block FP8 (Qwen3/DeepSeek/GLM FP8 releases), AWQ
-    W4 group 128, MXFP4 experts, INT8 W8A8. None for 16/32-bit weights."""
+    W4 group 128, MXFP4 experts, INT8 W8A8. None for 16/32-bit weights. Cached (frozen models): every replica
+    the planner builds asks for its format's."""
     if weight_format == "fp8":
         return _fp8({"weight_block_size": [128, 128]})
     if weight_format == "int4":
