@@ -13,8 +13,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gpuopt.errors import InputError
 from gpuopt.physics.memory import ServingConfig
-from gpuopt.physics.vllm_profile import _key, profiles
+from gpuopt.physics.vllm_profile import get_profile, profiles
 from gpuopt.vocabulary import WeightFormat
 
 DATA = Path(os.environ.get("GPUOPT_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
@@ -107,6 +108,15 @@ def _precision(row: dict[str, str], model: str) -> tuple[str, WeightFormat | Non
     return model, None  # checkpoint default
 
 
+def _modelled(release: str) -> bool:
+    """Whether a vLLM profile covers `release` (get_profile refuses releases older than the oldest one)."""
+    try:
+        get_profile(release)
+    except InputError:
+        return False
+    return True
+
+
 def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
     from gpuopt.physics.architecture import registry
 
@@ -123,9 +133,9 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 continue
             release = ".".join(p for p in digits.split(".")[:3] if p.isdigit())
             minor = ".".join(release.split(".")[:2])
-            oldest = profiles()[0].version
-            if _key(release) < _key(oldest):
-                skipped.append((line, raw["model"], f"release {version} is older than the oldest modelled ({oldest})"))
+            if not _modelled(release):
+                skipped.append((line, raw["model"],
+                                f"release {version} is older than the oldest modelled ({profiles()[0].version})"))
                 continue
             if "--runner pooling" in raw["model"]:
                 skipped.append((line, raw["model"], "pooling (embedding) runner: no sampler, not modelled"))
@@ -152,7 +162,7 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 max_model_len=int(mml) if mml else None, gpu_memory_utilization=gmu,
                 max_num_seqs=int(mns) if mns else None, block_size=int(bs) if bs else 16,
                 # major.minor (the eras calibrate_memory.py fits by), unless that predates the oldest profile
-                vllm_version=minor if _key(minor) >= _key(oldest) else release,
+                vllm_version=minor if _modelled(minor) else release,
                 # tensor parallelism across nodes (Ray) has no custom all-reduce buffers, as over PCIe
                 interconnect="pcie" if "across" in raw["notes"] and "nodes" in raw["notes"] else None,
                 enforce_eager="--enforce-eager" in raw["notes"],
