@@ -99,6 +99,7 @@ class Run:
     max_concurrency: int | None
     interconnect: str | None = None
     engine_version: str = ""  # the release the run used (decides the V0 / V1 engine)
+    chat: bool = False  # the client read /v1/chat/completions (vllm bench serve --backend openai-chat)
 
     @property
     def protocol(self) -> str:
@@ -171,6 +172,9 @@ def load_runs() -> tuple[list[Metric], list[tuple[int, str, str]]]:
             mc = min(mc or int(peak.group(1)), int(peak.group(1)))
         rate = float(row["request_rate"]) if not pd.isna(row["request_rate"]) else math.inf
         args = "" if pd.isna(row["server_args"]) else str(row["server_args"])
+        # the client's endpoint, as the row's notes quote its command (the chat stream adds a role chunk)
+        said = f"{row['notes']} {note}"
+        chat = "--backend openai-chat" in said or "/v1/chat/completions" in said
         run = Run(
             key="", source="perf_load", model_id=model_id, registry_model=registry, gpu=str(row["gpu_id"]),
             tp=int(row["tp_size"]), pp=int(row["pp"]), dp=int(row["dp"]),
@@ -181,7 +185,7 @@ def load_runs() -> tuple[list[Metric], list[tuple[int, str, str]]]:
             output_tokens=out, range_ratio=rr,
             range_semantics="inferencemax" if "bench_serving semantics" in note else "vllm",
             num_prompts=int(row["num_prompts"]), arrival=str(row["arrival"]), request_rate=rate,
-            max_concurrency=mc)
+            max_concurrency=mc, chat=chat)
         run = Run(**{**run.__dict__, "key": repr(sorted(run.__dict__.items()))})
         metrics.append(Metric(run=run, line=line, bench_metric=metric, observed=float(row["value"])))
     scenarios, obs_skipped = load_scenarios()
@@ -283,7 +287,7 @@ def replay_with(run: Run, serving: latency.ServingCalibration | None = None, see
     if latency_cal is not None:
         replica = replace(replica, cal=latency_cal)
     return simulate_dp(replica, list(reqs), run.dp, sched=sched, max_concurrency=run.max_concurrency,
-                       offline=run.dataset == "offline", seed=seed)
+                       offline=run.dataset == "offline", seed=seed, chat=run.chat)
 
 
 def replay(run: Run, seed: int = 0) -> SimResult:

@@ -94,6 +94,7 @@ def test_lengths_file_histogram(tmp_path: Path):
     (("--server-args", "--max-num-seqs 'oops"), "--server-args"),
     (("--server-args", "--max-num-seqs many"), "--server-args"),
     (("--max-concurrency", "0"), "--max-concurrency"),
+    (("--backend", "grpc"), "--backend"),
 ])
 def test_bad_input_is_one_error_line_naming_the_flag_and_exit_2(args: tuple[str, ...], flag: str):
     result = run(*args)
@@ -109,3 +110,13 @@ def test_histogram_shares_that_do_not_sum_to_one(tmp_path: Path):
     result = run("--lengths-file", str(hist))
     assert result.exit_code == 2
     assert "error: --lengths-file" in result.stderr and "sum to 1" in result.stderr
+
+
+def test_the_chat_backend_counts_its_role_chunks_and_changes_nothing_the_engine_did():
+    args = ("--random-input-len", "128", "--random-output-len", "4", "--json")
+    plain, chat = json.loads(run(*args).stdout), json.loads(run(*args, "--backend", "openai-chat").stdout)
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput", "duration", "completed"):
+        assert chat[key] == plain[key]
+    # 4 tokens a request: each request's 3 gaps become 4 with the role chunk's 0, the mean ITL 3/4 of it
+    assert chat["mean_itl_ms"] == pytest.approx(plain["mean_itl_ms"] * 3 / 4, rel=1e-6)
+    assert chat["max_output_tokens_per_s"] > plain["max_output_tokens_per_s"]

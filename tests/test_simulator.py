@@ -324,3 +324,30 @@ def test_a_window_summarises_only_its_requests_and_the_backlog_counts_the_waitin
     assert second.duration_s == pytest.approx(whole.e2el_s[1])
     assert whole.backlog(0.0) == 2
     assert whole.backlog(10.0) == 1
+
+
+def test_the_chat_endpoints_role_chunk_is_a_zero_gap_and_one_more_chunk_in_the_peak():
+    # one request of 4 tokens, alone: the completions stream has 4 chunks (3 gaps g1..g3); the chat stream
+    # sends a role chunk with the first token, so vllm bench serve records 5 chunks and the gaps 0, g1, g2, g3
+    reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=4)]
+    plain = simulate(R, reqs, sched=sched())
+    chat = simulate(R, reqs, sched=sched(), chat=True)
+    gaps = plain.request_itls_s()[0]
+    assert len(gaps) == 3
+    assert chat.request_itls_s()[0] == [0.0, *gaps]
+    p, c = plain.summary(), chat.summary()
+    assert c["mean_itl_ms"] == pytest.approx(sum(gaps) / 4 * 1e3, rel=1e-6)
+    assert p["mean_itl_ms"] == pytest.approx(sum(gaps) / 3 * 1e3, rel=1e-6)
+    assert c["median_itl_ms"] == pytest.approx(float(np.median([0.0, *gaps])) * 1e3, rel=1e-6)
+    # the four tokens come within a second of each other (a few ms apart): one bucket of 4, or 5 with the role
+    assert p["max_output_tokens_per_s"] == 4
+    assert c["max_output_tokens_per_s"] == 5
+    # what the engine did is the same: TTFT, TPOT (over the usage's completion tokens) and throughput
+    for key in ("mean_ttft_ms", "mean_tpot_ms", "output_throughput", "duration"):
+        assert c[key] == p[key]
+
+
+def test_offline_runs_have_no_stream_and_no_role_chunk():
+    reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=4)]
+    assert simulate(R, reqs, sched=sched(), offline=True, chat=True).summary() == \
+        simulate(R, reqs, sched=sched(), offline=True).summary()

@@ -143,6 +143,9 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 @click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
               help="Force every output to its requested length.")
 @click.option("--offline", is_flag=True, default=False, help="LLM.generate batch: no API server.")
+@click.option("--backend", type=click.Choice(["openai", "vllm", "openai-chat"]), default="openai", show_default=True,
+              help="vllm bench serve's client: the completions endpoint, or the chat one (its stream's role chunk "
+                   "counts as a chunk in the ITLs and the peak output rate).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (vllm bench serve's result keys).")
 @click.option("--save-result", type=click.Path(path_type=Path), default=None, metavar="FILE",
@@ -156,7 +159,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
              random_output_len: int, random_range_ratio: float, sharegpt_input_len: int | None,
              sharegpt_output_len: int | None, lengths_file: Path | None, num_prompts: int, request_rate: str,
              burstiness: float, arrival: str, max_concurrency: int | None, ignore_eos: bool, offline: bool,
-             seed: int, as_json: bool, save_result: Path | None, profile_path: Path | None) -> None:
+             backend: str, seed: int, as_json: bool, save_result: Path | None, profile_path: Path | None) -> None:
     """Simulate `vllm bench serve` against one vLLM deployment, step by step, and print what it would
     measure: throughput, TTFT, TPOT, ITL and end-to-end latency (mean, median, p90/95/99).
 
@@ -252,7 +255,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     as_given = ignore_eos or dataset_name == "sharegpt" or lengths_file is not None
     result = simulate_dp(replica, requests, dp_v or 1, sched=sched,
                          max_concurrency=None if offline else max_concurrency, offline=offline,
-                         ignore_eos=as_given, seed=seed)
+                         ignore_eos=as_given, seed=seed, chat=backend == "openai-chat")
     summary = result.summary()
     if save_result is not None:
         record = result_file(result, summary, model=arch.hf_id, num_prompts=num_prompts, rate=rate,

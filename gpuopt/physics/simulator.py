@@ -20,7 +20,11 @@ possible) are advanced in one vectorised jump to the next finish or arrival: sam
 The client is `vllm bench serve`: send times from gpuopt.physics.traffic, a semaphore of max_concurrency
 (a closed loop). Between a send and the scheduler sit the API server, which handles requests one at a time
 (frontend_ms_per_request each, so a burst of 1,000 queues there), and the fixed latency of the serving path
-(server_overhead_ms). Offline (`LLM.generate`) has neither.
+(server_overhead_ms). Offline (`LLM.generate`) has neither. On the chat endpoint (`--backend openai-chat`)
+vLLM streams a role chunk (`delta: {role: assistant, content: ""}`) just before a request's first token, and
+vllm bench serve counts every chunk with choices: one more "token" per request in max_output_tokens_per_s and
+one ~0 inter-token gap per request in the ITLs (TTFT and TPOT are unchanged: TPOT divides by the usage's
+completion tokens). See SimResult.role_chunk.
 
 Not simulated: speculative decoding, LoRA, multimodal encoders, disaggregated prefill, structured output,
 the scheduler's priority policy, the hybrid allocator's per-group pools (a hybrid model's KV capacity is
@@ -143,11 +147,26 @@ class SimResult:
     offline: bool = False
     # per request, when each token came (arrays, joined on demand)
     request_token_parts: tuple[list[NDArray[Any]], ...] = field(default=(), repr=False)
+    # the client read the chat endpoint's stream: a role chunk at each request's first token, which vllm bench
+    # serve (v0.11 lib/endpoint_request_func.py async_request_openai_chat_completions; serve.py
+    # calculate_metrics) counts as a chunk -- a zero gap in `itls` and one more count in the per-second buckets
+    role_chunk: bool = False
 
     def request_itls_s(self) -> list[list[float]]:
-        """Per request, the gaps between its tokens (vllm bench serve's `itls`)."""
-        return [[float(v) for v in np.diff(np.concatenate(parts))] if parts else []
+        """Per request, the gaps between its stream chunks (vllm bench serve's `itls`): between its tokens,
+        after a 0.0 for the role chunk on the chat endpoint."""
+        lead = [0.0] if self.role_chunk else []
+        return [lead + [float(v) for v in np.diff(np.concatenate(parts))] if parts else []
                 for parts in self.request_token_parts]
+
+    def _itl_sample(self) -> tuple[NDArray[Any], NDArray[Any]]:
+        """The ITLs as (value, count) pairs, with the chat endpoint's role-chunk gaps (0 s, one per request
+        that produced a token)."""
+        if not self.role_chunk:
+            return self.itl_values_s, self.itl_counts
+        n = int(np.count_nonzero(self.output_tokens > 0))
+        return (np.concatenate([self.itl_values_s, [0.0]]),
+                np.concatenate([self.itl_counts, np.asarray([n], dtype=np.int64)]))
 
     def window(self, start: int, stop: int) -> SimResult:
         """Requests start..stop-1 (in send order) as if only they had been measured: their latencies and
@@ -176,7 +195,7 @@ class SimResult:
 
     @property
     def itl_s(self) -> NDArray[Any]:
-        return np.repeat(self.itl_values_s, self.itl_counts)
+        return np.repeat(*self._itl_sample())
 
     def _peaks(self) -> tuple[float, int]:
         """vllm bench serve's max_output_tokens_per_s and max_concurrent_requests (1-second buckets)."""
@@ -187,6 +206,9 @@ class SimResult:
         buckets = int(math.ceil(float(end.max()) - t0)) + 1
         idx = np.clip((self.token_times_s - t0).astype(np.int64), 0, buckets - 1)
         tokens = np.bincount(idx, weights=self.token_counts, minlength=buckets)
+        if self.role_chunk:  # each request's role chunk lands in the bucket of its first token
+            first_token = ((self.send_s + self.ttft_s)[self.output_tokens > 0] - t0).astype(np.int64)
+            tokens += np.bincount(np.clip(first_token, 0, buckets - 1), minlength=buckets)
         first = (self.send_s - t0).astype(np.int64)
         last = (end - t0).astype(np.int64)
         diff = np.zeros(buckets + 1)
@@ -214,7 +236,8 @@ class SimResult:
             out[f"std_{name}"] = float(values.std()) if values.size else 0.0
             for q in (50, 90, 95, 99):
                 out[f"p{q}_{name}"] = _pct(values, q)
-        iv, ic = self.itl_values_s * 1e3, self.itl_counts
+        iv, ic = self._itl_sample()
+        iv = iv * 1e3
         total = ic.sum()
         out["mean_itl_ms"] = float((iv * ic).sum() / total) if total else 0.0
         out["median_itl_ms"] = _weighted_pct(iv, ic, 50)
@@ -546,12 +569,13 @@ class _Engine:
 
 def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfig | None = None,
              max_concurrency: int | None = None, offline: bool = False, ignore_eos: bool = True,
-             seed: int = 0) -> SimResult:
+             seed: int = 0, chat: bool = False) -> SimResult:
     """Play `requests` through one simulated vLLM engine.
 
     `max_concurrency` caps the requests in flight (vllm bench serve's semaphore: a closed loop with rate inf).
     `offline` is `LLM.generate`: no server overhead. `ignore_eos=False` lets each output end at EOS
-    (see _natural_lengths); `seed` only drives that draw. Deterministic."""
+    (see _natural_lengths); `seed` only drives that draw. `chat`: the client reads the chat endpoint's stream
+    (SimResult.role_chunk). Deterministic."""
     if not requests:
         raise InputError("--num-prompts must be at least 1")
     if max_concurrency is not None and max_concurrency <= 0:
@@ -575,12 +599,12 @@ def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfi
         duration_s=float(engine.finish.max()) - float(send.min()), preemptions=engine.preemptions,
         kv_usage_peak=engine.peak_used / sched.num_gpu_blocks,
         token_times_s=token_times, token_counts=token_counts, offline=offline,
-        request_token_parts=tuple([t] for t in engine.token_times()))
+        request_token_parts=tuple([t] for t in engine.token_times()), role_chunk=chat and not offline)
 
 
 def simulate_dp(replica: Replica, requests: list[Request], dp: int, *, sched: SchedulerConfig | None = None,
                 max_concurrency: int | None = None, offline: bool = False, ignore_eos: bool = True,
-                seed: int = 0) -> SimResult:
+                seed: int = 0, chat: bool = False) -> SimResult:
     """`--data-parallel-size dp`: dp engines, requests dealt round-robin (vLLM's DP coordinator balances by
     queue length; with statistically equal requests round-robin is the same), a concurrency cap split evenly."""
     if dp < 1:
@@ -592,7 +616,7 @@ def simulate_dp(replica: Replica, requests: list[Request], dp: int, *, sched: Sc
             continue
         cap = None if max_concurrency is None else max(1, max_concurrency // dp + (d < max_concurrency % dp))
         parts.append(simulate(replica, share, sched=sched, max_concurrency=cap, offline=offline,
-                              ignore_eos=ignore_eos, seed=seed + d))
+                              ignore_eos=ignore_eos, seed=seed + d, chat=chat))
     return parts[0] if len(parts) == 1 else merge(parts)
 
 
@@ -609,4 +633,4 @@ def merge(parts: list[SimResult]) -> SimResult:
         kv_usage_peak=max(p.kv_usage_peak for p in parts),
         token_times_s=cat([p.token_times_s for p in parts]), token_counts=cat([p.token_counts for p in parts]),
         offline=parts[0].offline,
-        request_token_parts=tuple(t for p in parts for t in p.request_token_parts))
+        request_token_parts=tuple(t for p in parts for t in p.request_token_parts), role_chunk=parts[0].role_chunk)
