@@ -46,7 +46,7 @@ def _modules_after(code: str) -> set[str]:
 def test_help_lists_every_command_without_importing_one():
     loaded = _modules_after("from gpuopt.cli.main import cli\ntry:\n    cli(['--help'])\nexcept SystemExit:\n    pass")
     assert not {m for m in loaded if m.startswith("gpuopt.") and m not in
-                ("gpuopt.cli", "gpuopt.cli.main", "gpuopt.errors", "gpuopt.vocabulary")}
+                ("gpuopt.cli", "gpuopt.cli.main", "gpuopt.cli.terminal", "gpuopt.errors", "gpuopt.vocabulary")}
     assert not {"pandas", "pulp", "pydantic", "matplotlib", "rich", "yaml"} & loaded
     result = run("--help")
     for name, entry in COMMANDS.items():
@@ -132,3 +132,23 @@ def test_messages_escape_control_characters(tmp_path):
     lines = result.stderr.splitlines()
     assert all(line.startswith("error: ") for line in lines), lines
     assert "a\\x1b[2Jb\\x0ac\\u202e" in result.stderr and "\x1b" not in result.stderr
+
+
+def test_a_unicode_line_separator_in_a_value_does_not_split_its_error_line(tmp_path):
+    # found by benchmarks/fuzz.py: a checkpoint id of U+2028 + spaces (str.splitlines() breaks at U+2028/9)
+    path = tmp_path / "w.yaml"
+    path.write_text('schema_version: 1\nworkloads:\n- name: a\n  model: meta-llama/Llama-3.1-8B-Instruct\n'
+                    '  input_tokens: 1\n  output_tokens: 1\n  requests_per_second: 1.0\n'
+                    '  checkpoints:\n    int4: "\\u2028 x\\u2029"\n', encoding="utf-8")
+    result = run("solve", path)
+    assert result.exit_code == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "\\u2028 x\\u2029" in lines[0], lines
+
+
+def test_notes_name_what_the_user_wrote_on_one_line():
+    result = run("simulate", "--model", "Qwen/Qwen3-4B", "--gpu", "H100-SXM-80GB", "--max-model-len", "8192",
+                 "--num-prompts", "5", "--server-args", "'--made-up\u2028flag'")
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "made-up" in line]
+    assert notes == ["note: --server-args --made-up\\u2028flag is not modelled (no effect on the simulation)"]

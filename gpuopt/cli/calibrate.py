@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.options import VLLM_VERSION, output_option
+from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 
 
@@ -66,7 +67,7 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
     refused = refusal(result)
     if refused is None:
         for line in result.skipped:
-            click.echo(f"note: {line}", err=True)
+            say("note", line)
     if as_json:
         click.echo(render_json(result.profile if refused is None else None, result.comparisons, result.skipped),
                    nl=False)

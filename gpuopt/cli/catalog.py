@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuopt.cli.options import F
+from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.pricing.catalog import (
     Catalog,
@@ -59,7 +60,7 @@ def open_catalog(overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rate
     merged = {**(extra_discounts or {}), **parse_discounts(discounts)}
     catalog = load_catalog(overlays=overlays, discounts=merged, fx_overrides=fx)
     for note in catalog.notes:
-        click.echo(f"note: {note}", err=True)
+        say("note", note)
     return catalog
 
 
@@ -232,7 +233,7 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
         if target in NO_PRICE_API:
             message = f"{target}: {NO_PRICE_API[target]}; overlay its prices with --catalog (docs/catalog.md)"
             if "all" in targets:
-                click.echo(f"note: {message}", err=True)
+                say("note", message)
                 continue
             raise InputError(message)
         try:
@@ -366,7 +367,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     if strange:
         click.echo(f"  unplannable (GPU not in the GPU table; add its datasheet row): {', '.join(strange)}")
     for note in result.notes:
-        click.echo(f"note: {provider}: {note}", err=True)
+        say("note", f"{provider}: {note}")
     click.echo(f"wrote {len(result.rows)} {provider} rows to {path}", err=True)
 
 

@@ -9,6 +9,7 @@ import click
 
 from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
+from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
@@ -151,7 +152,7 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     replica = latency.build_replica(arch, spec, est, interconnect)
     borrowed = latency.borrowed_calibration(spec)
     if borrowed is not None:
-        click.echo(f"note: {borrowed.note}", err=True)
+        say("note", borrowed.note)
     if request_rate is not None:
         point = latency.at_rate(replica, request_rate, input_tokens, output_tokens)
     elif concurrency is not None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.options import FINITE_FLOAT
+from gpuopt.cli.terminal import say
 from gpuopt.errors import ConfigError, InputError
 
 PRESET_NAMES = ("chat", "rag", "batch", "code", "agent")
@@ -131,4 +132,4 @@ def _note_unknown_model(model: str) -> None:
     try:
         get_model(model)
     except UnknownNameError as exc:
-        click.echo(f"note: {exc.problems[0]}; solve will need it resolvable", err=True)
+        say("note", f"{exc.problems[0]}; solve will need it resolvable")

@@ -23,6 +23,7 @@ from typing import IO, Any, NamedTuple
 import click
 
 from gpuopt import __version__
+from gpuopt.cli.terminal import printable
 from gpuopt.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, GpuoptError
 
 
@@ -52,16 +53,6 @@ COMMANDS: dict[str, CommandEntry] = {
 
 DEBUG_ENV = "GPUOPT_DEBUG"
 REPORT_HINT = "please report it with the command line and input files (run with --debug for the traceback)"
-
-
-_UNSAFE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))} | {
-    c: f"\\u{c:04x}" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}
-
-
-def printable(text: str) -> str:
-    """A message as one terminal line: control characters (newlines, ANSI escapes) and bidi overrides that a
-    file or flag can smuggle into it are shown escaped, so a message is one line and cannot rewrite the screen."""
-    return text.translate(_UNSAFE)
 
 
 class ProblemsError(click.ClickException):

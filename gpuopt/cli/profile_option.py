@@ -13,6 +13,8 @@ from typing import TypeVar
 
 import click
 
+from gpuopt.cli.terminal import say
+
 F = TypeVar("F", bound=Callable[..., object])
 
 
@@ -47,5 +49,5 @@ def apply_profile(path: Path | None, vllm_version: str | None) -> str | None:
             specs[name] = adjust_gpu(spec, entry)
     use_calibrated(specs)
     if specs:
-        click.echo(f"note: calibration profile {chosen}: {', '.join(sorted(specs))}", err=True)
+        say("note", f"calibration profile {chosen}: {', '.join(sorted(specs))}")
     return str(chosen)

@@ -23,6 +23,7 @@ import click
 
 from gpuopt.cli.options import load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
+from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
@@ -212,7 +213,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     if problems or arch is None or spec is None:
         raise InputError(*problems)
     for flag in args.not_modelled:
-        click.echo(f"note: --server-args {flag} is not modelled (no effect on the simulation)", err=True)
+        say("note", f"--server-args {flag} is not modelled (no effect on the simulation)")
     if lengths is None:
         if dataset_name == "sharegpt":
             lengths = ShareGPTLengths(sharegpt_input_len or SHAREGPT_DEFAULT_MEANS[0],

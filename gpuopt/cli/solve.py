@@ -13,6 +13,7 @@ from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import FINITE_FLOAT, headroom_problems, output_option, overlay_problems, placement_options
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.streams import stdout_to_stderr
+from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.inputs.loader import write_output_file
 from gpuopt.inputs.workload import WorkloadFile, load_workload
@@ -57,7 +58,7 @@ def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation
     shown = set(already_shown)
     for warning in dict.fromkeys(warnings):
         if warning not in shown:
-            click.echo(f"warning: {warning}", err=True)
+            say("warning", warning)
     write_output(text, output)
     if explanation is not None:
         if output is not None or fmt not in HUMAN_FORMATS:
