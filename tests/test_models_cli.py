@@ -46,3 +46,15 @@ def test_show_registry_hybrid() -> None:
     data = json.loads(run("models", "show", "Qwen/Qwen3.5-35B-A3B", "--json").output)
     assert data["kv_bytes_per_token"]["auto"] == 10 * 2 * 2 * 256 * 2
     assert data["state_bytes_per_sequence"] == 30 * (3 * 8192 * 2 + 32 * 128 * 128 * 4)
+
+
+def test_show_says_when_a_checkpoint_was_described_by_the_known_checkpoint_table():
+    text = CliRunner().invoke(cli, ["models", "show", "Qwen/Qwen3-14B-AWQ"])
+    assert text.exit_code == 0, text.output
+    assert "model: Qwen/Qwen3-14B-AWQ" in text.stdout
+    said = "resolved: resolved offline from gpuopt's table of known quantized checkpoints: Qwen/Qwen3-14B's"
+    assert said in text.stdout
+    data = json.loads(CliRunner().invoke(cli, ["models", "show", "Qwen/Qwen3-14B-AWQ", "--json"]).stdout)
+    assert data["quantization"]["method"] == "awq" and data["resolved_offline"].startswith("resolved offline")
+    assert json.loads(CliRunner().invoke(cli, ["models", "show", "Qwen/Qwen3-14B", "--json"]).stdout)[
+        "resolved_offline"] is None

@@ -96,9 +96,9 @@ def test_safetensors_index_gives_the_checkpoint_size(tmp_path: Path) -> None:
 def test_offline_and_not_cached_is_one_actionable_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(InputError) as err:
-        resolve_model("Qwen/Qwen3-32B-AWQ")
+        resolve_model("Qwen/Qwen3-32B-EXL2")  # in neither the registry, the table nor the cache
     (line,) = err.value.problems
-    assert "HF_HUB_OFFLINE" in line and "Qwen/Qwen3-32B-AWQ" in line
+    assert "HF_HUB_OFFLINE" in line and "Qwen/Qwen3-32B-EXL2" in line
     assert "did you mean Qwen/Qwen3-32B" in line
 
 
@@ -254,3 +254,58 @@ def test_hybrid_pattern_of_the_wrong_length_names_the_field(tmp_path: Path) -> N
     assert result.exit_code == 2
     (line,) = error_lines(result.output)
     assert "'hybrid_override_pattern' has 51 entries but num_hidden_layers is 52" in line
+
+
+# ---- step 5: known quantized checkpoints, offline ----------------------------------------------------------
+
+
+def test_a_known_quantized_checkpoint_resolves_offline_from_the_table() -> None:
+    # conftest: HF_HUB_OFFLINE=1 and an empty cache; the table row says awq, 4-bit, awq_marlin
+    arch = resolve_model("Qwen/Qwen3-32B-AWQ")
+    base = resolve_model("Qwen/Qwen3-32B")
+    assert arch.hf_id == "Qwen/Qwen3-32B-AWQ"
+    assert (arch.num_hidden_layers, arch.hidden_size, arch.num_key_value_heads) == (64, 5120, 8)
+    assert arch.total_params() == base.total_params()
+    q = arch.quantization
+    assert q is not None and (q.method, q.weight_bits, q.group_size) == ("awq", 4, 128)
+    # 4-bit values + per group of 128 an fp16 scale and a packed 4-bit zero point: 0.5 + 2.5 / 128 B
+    assert q.bytes_per_weight == pytest.approx(0.5 + 2.5 / 128)
+    note = resolution.offline_description(arch)
+    assert note is not None and "group size 128" in note and "hf download Qwen/Qwen3-32B-AWQ config.json" in note
+    assert resolution.offline_description(base) is None
+    assert resolve_model("qwen/qwen3-32b-awq").hf_id == "Qwen/Qwen3-32B-AWQ"  # Hub ids ignore case
+
+
+@pytest.mark.parametrize(("repo_id", "files"), [
+    ("Qwen/Qwen3-32B-FP8", {"config.json": "Qwen__Qwen3-32B-FP8.json"}),
+    ("nvidia/Llama-3.1-70B-Instruct-FP8", {
+        "config.json": "nvidia__Llama-3.1-70B-Instruct-FP8.json",
+        "hf_quant_config.json": "nvidia__Llama-3.1-70B-Instruct-FP8.hf_quant_config.json"}),
+])
+def test_the_tables_description_weighs_what_the_real_config_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 repo_id: str, files: dict[str, str]) -> None:
+    from gpuopt.hardware import get_gpu
+    from gpuopt.physics.memory import ServingConfig, estimate
+
+    described = resolve_model(repo_id)  # offline, empty cache: the table
+    assert resolution.offline_description(described) is not None
+    hf_cache(tmp_path, repo_id, {name: FIXTURES / f for name, f in files.items()})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    real = resolve_model(repo_id)  # the cache comes first
+    assert resolution.offline_description(real) is None
+    cfg = ServingConfig(tensor_parallel=4, max_model_len=8192, vllm_version="0.19")
+    gpu = get_gpu("H100-SXM-80GB")
+    w_table, w_real = (estimate(a, gpu, cfg).ranks[0].weights_gib for a in (described, real))
+    assert w_table == pytest.approx(w_real, rel=0.01)
+
+
+@pytest.mark.parametrize("repo_id", [
+    "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8",  # the row does not confirm the vLLM method
+    "meta-llama/Llama-3.1-405B-Instruct-FP8",  # FBGEMM FP8: a format gpuopt does not read
+    "cognitivecomputations/DeepSeek-V3-0324-AWQ",  # its base model is not in the registry
+])
+def test_a_row_that_cannot_describe_its_checkpoint_is_not_guessed(repo_id: str) -> None:
+    with pytest.raises(InputError) as err:
+        resolve_model(repo_id)
+    (line,) = err.value.problems
+    assert repo_id in line and "HF_HUB_OFFLINE" in line

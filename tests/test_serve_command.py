@@ -226,3 +226,24 @@ def test_v0_29_has_its_own_flag_list_with_the_front_end_flags_that_moved():
     assert release_for("0.29.1") == "0.29.0"
     assert {"--enable-auto-tool-choice", "--api-key", "--port", "--max-model-len", "--nnodes"} <= flags("0.29")
     assert unknown_flags("vllm serve m --max-model-len 8192 --port 8000", "0.29") == []
+
+
+def test_a_quantized_checkpoint_is_planned_in_its_own_format_and_served_as_itself(tmp_path):
+    # offline (conftest): Qwen/Qwen3-32B-AWQ comes from the known-checkpoint table
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nworkloads:\n- name: chat\n  model: Qwen/Qwen3-32B-AWQ\n  input_tokens: 1000\n"
+                    "  output_tokens: 250\n  requests_per_second: 2\n  slo: {ttft_ms: 2000, tpot_ms: 50}\n"
+                    "  providers: [runpod]\n")
+    plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
+                             SolveOptions(top=0, premium=False, candidate_records=False))
+    assert plan.status == "optimal" and plan.deployments
+    for d in plan.deployments:
+        assert d.weight_precision == "int4"  # no precisions given: the checkpoint's own, not the default [bf16, fp8]
+        [line] = serve_lines(d.vllm_command)
+        assert line.startswith("vllm serve Qwen/Qwen3-32B-AWQ ") and "--quantization" not in line
+    assert any("resolved offline from gpuopt's table of known quantized checkpoints" in w for w in plan.warnings)
+    # precisions the user names are kept: bf16 of an AWQ checkpoint is refused, with the reason
+    path.write_text(path.read_text().replace("  providers:", "  precisions: [bf16]\n  providers:"))
+    plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
+                             SolveOptions(top=0, premium=False, candidate_records=False))
+    assert plan.status != "optimal"

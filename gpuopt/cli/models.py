@@ -13,7 +13,7 @@ from gpuopt.physics.architecture import ModelArchitecture, iter_models
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import default_precision, indexer_bytes_per_token
 from gpuopt.physics.quantization import KernelPath
-from gpuopt.physics.resolution import resolve_model
+from gpuopt.physics.resolution import offline_description, resolve_model
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS
 
 # One representative CUDA capability per GPU generation, for the kernel table of `models show`.
@@ -66,6 +66,7 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "complete": not arch.missing_fields(),
         "missing_fields": arch.missing_fields(),
         "source": arch.source,
+        "resolved_offline": offline_description(arch),
     }
 
 
@@ -153,4 +154,6 @@ def show_model(model_id: str, as_json: bool) -> None:
     if arch.missing_fields():
         lines.append("incomplete: missing " + ", ".join(arch.missing_fields()))
     lines.append(f"source: {arch.source}")
+    if (offline := offline_description(arch)) is not None:
+        lines.append(f"resolved: {offline}")
     click.echo("\n".join(lines))

@@ -134,4 +134,10 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
         return from_local_path(model_config, name=model)  # with the quantization files beside it
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")
-    return resolve_model(model)
+    from gpuopt.cli.terminal import say
+    from gpuopt.physics.resolution import offline_description
+
+    arch = resolve_model(model)
+    if (offline := offline_description(arch)) is not None:
+        say("note", offline)
+    return arch

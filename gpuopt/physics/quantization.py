@@ -254,6 +254,57 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
                                      "experts_only": result.experts_only or (attention_excluded and dense_excluded)})
 
 
+def described(method: str, weight_bits: int | None, vllm_quantization: str, group_size: str = "",
+              ) -> tuple[Quantization, list[str]] | None:
+    """The quantization of a known checkpoint that only a table row describes (physics/checkpoint_table.py):
+    the `quantization_config` such a checkpoint carries, rebuilt from the row's format, bits and the method
+    vLLM detects, and read by `read_quantization` like a real one; with the assumptions it took for what
+    the row does not state. None when the row cannot say it (the vLLM method unconfirmed, mixed bits, a
+    format gpuopt does not read: FBGEMM FP8, Quark)."""
+    vq = vllm_quantization.strip()
+    if not vq or weight_bits is None:
+        return None
+    assumed: list[str] = []
+    config: dict[str, Any]
+    if method == "awq" and vq == "awq_marlin":
+        config = {"quant_method": "awq", "bits": weight_bits, "group_size": 128, "zero_point": True}
+        assumed.append("group size 128 with zero points (AutoAWQ's default; the table does not state it)")
+    elif method == "gptq" and vq == "gptq_marlin":
+        config = {"quant_method": "gptq", "bits": weight_bits, "group_size": 128, "sym": True, "desc_act": False}
+        assumed.append("group size 128, symmetric, no act-order (the table does not state them)")
+    elif method == "bnb" and vq == "bitsandbytes" and weight_bits == 4:
+        config = {"quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}
+        assumed.append("NF4 without double quantization")
+    elif method == "fp8" and vq == "fp8":
+        config = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+        if "128x128" not in group_size:
+            assumed.append("blocks of 128 x 128 (the table says block-wise)")
+    elif method == "fp8" and vq == "modelopt":
+        config = {"quant_method": "modelopt", "quant_algo": "FP8"}
+    elif method == "nvfp4" and vq == "modelopt_fp4":
+        config = {"quant_method": "modelopt", "quant_algo": "NVFP4", "group_size": 16}
+    elif vq == "compressed-tensors" and method in ("fp8", "int8-w8a8", "w4a16", "nvfp4"):
+        kind = "float" if method in ("fp8", "nvfp4") else "int"
+        weights: dict[str, Any] = {"num_bits": weight_bits, "type": kind, "symmetric": True,
+                                   "strategy": "channel"}
+        group: dict[str, Any] = {"weights": weights}
+        if method == "w4a16":
+            weights.update(strategy="group", group_size=128)
+            assumed.append("group size 128 (llm-compressor's W4A16 default; the table does not state it)")
+        elif method == "nvfp4":
+            weights.update(strategy="tensor_group", group_size=16)
+            group["input_activations"] = {"num_bits": 4, "type": "float", "dynamic": "local"}
+        else:
+            group["input_activations"] = {"num_bits": 8, "type": kind, "dynamic": True, "strategy": "token"}
+        config = {"quant_method": "compressed-tensors", "config_groups": {"group_0": group}, "ignore": ["lm_head"]}
+    elif method == "mxfp4" and vq == "mxfp4":
+        config = {"quant_method": "mxfp4"}
+    else:
+        return None
+    quant = read_quantization({"quantization_config": config}, where="quantized_checkpoints.csv")
+    return (quant, assumed) if quant is not None else None
+
+
 # ---- kernel selection ------------------------------------------------------------------------------
 
 

@@ -8,7 +8,11 @@ resort:
 3. the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub): a model
    downloaded once is found again without the network and without the registry;
 4. the Hugging Face Hub through `huggingface_hub` (HF_TOKEN for gated/private repos), unless
-   HF_HUB_OFFLINE is set; what is fetched lands in the cache, so step 3 finds it next time.
+   HF_HUB_OFFLINE is set; what is fetched lands in the cache, so step 3 finds it next time;
+5. offline (HF_HUB_OFFLINE, or the Hub's host does not resolve): a checkpoint of gpuopt's table of known
+   quantized checkpoints (physics/checkpoint_table.py) whose base model is in the registry -- the base's
+   architecture with the quantization the table states (`from_known_checkpoint`), said in its notes. The
+   Hub's own config.json is preferred whenever it can be read: it is exact where the table assumes.
 
 Next to config.json the checkpoint's quantization files are read where the format keeps them
 (hf_quant_config.json for ModelOpt, quantize_config.json for AutoGPTQ), and the safetensors index for the
@@ -25,6 +29,10 @@ from typing import Any
 
 from gpuopt.errors import ConfigError, InputError, UnknownNameError
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model, registry
+from gpuopt.physics.checkpoint_table import find
+from gpuopt.physics.quantization import described
+
+KNOWN_CHECKPOINT_SOURCE = "gpuopt's table of known quantized checkpoints"
 
 CONFIG = "config.json"
 SIDE_FILES = ("hf_quant_config.json", "quantize_config.json", "model.safetensors.index.json")
@@ -135,9 +143,7 @@ def _from_hub(repo_id: str) -> ModelArchitecture:
     from huggingface_hub.utils import logging as hub_logging
 
     token = os.environ.get("HF_TOKEN") or None
-    cache = hub_cache_dir()
-    if not hub_reachable():
-        raise _unreachable(repo_id, cache, "no DNS answer for the Hub")
+    cache = hub_cache_dir()  # (resolve_model asked hub_reachable first)
     # huggingface_hub's retry warnings are not ours to print: one error line is
     hub_logging.set_verbosity_error()  # type: ignore[no-untyped-call]
     try:
@@ -189,9 +195,52 @@ def resolve_model(name: str) -> ModelArchitecture:
     cached = _from_cache(name)
     if cached is not None:
         return cached
-    if hub_offline():
+    offline = hub_offline()
+    if not offline and hub_reachable():
+        return _from_hub(name)
+    known = from_known_checkpoint(name)
+    if known is not None:
+        return known
+    if offline:
         hint = f"; did you mean {', '.join(registry_miss.suggestions)}?" if registry_miss.suggestions else ""
-        raise InputError(f"model '{name}' is not in the registry ({len(registry())} models) or the Hugging Face "
-                         f"cache ({hub_cache_dir()}) and HF_HUB_OFFLINE is set: download its config.json or pass "
-                         f"a local path{hint}")
-    return _from_hub(name)
+        raise InputError(f"model '{name}' is not in the registry ({len(registry())} models), the table of known "
+                         f"quantized checkpoints or the Hugging Face cache ({hub_cache_dir()}) and HF_HUB_OFFLINE "
+                         f"is set: download its config.json or pass a local path{hint}")
+    raise _unreachable(name, hub_cache_dir(), "no DNS answer for the Hub")
+
+
+def offline_description(arch: ModelArchitecture) -> str | None:
+    """What a plan or command should say about a model resolved from the known-checkpoint table (its
+    assumptions and how to get the exact config), else None."""
+    q = arch.quantization
+    return arch.notes if q is not None and q.source.startswith(KNOWN_CHECKPOINT_SOURCE) else None
+
+
+def from_known_checkpoint(name: str) -> ModelArchitecture | None:
+    """A known quantized checkpoint described by its table row (step 5 of the module docstring): the base
+    model's registry architecture -- a quantized export keeps its base's config.json -- with the row's
+    quantization (quantization.described), under the checkpoint's own id, so plans and commands name it.
+    None when the row is missing, its base is not in the registry, or the row cannot state the
+    quantization (the vLLM method unconfirmed, mixed bits, FBGEMM FP8, Quark)."""
+    row = find(name)
+    if row is None:
+        return None
+    try:
+        base = get_model(row.base_model)
+    except UnknownNameError:
+        return None
+    found = described(row.method, row.weight_bits, row.vllm_quantization, row.group_size)
+    if found is None:
+        return None
+    quant, assumed = found
+    quant = quant.model_copy(update={"source": f"{KNOWN_CHECKPOINT_SOURCE} (offline)"})
+    native = "mxfp4-experts" if quant.method == "mxfp4" else "fp8-block" if quant.scheme == "fp8-block" else None
+    notes = (f"resolved offline from {KNOWN_CHECKPOINT_SOURCE}: {base.hf_id}'s architecture with "
+             f"{row.method} {row.weight_bits}-bit weights as vLLM's {row.vllm_quantization} reads them"
+             + (f"; assumed: {'; '.join(assumed)}" if assumed else "")
+             + f"; for the checkpoint's exact config: hf download {row.checkpoint} config.json")
+    return base.model_copy(update={
+        "hf_id": row.checkpoint, "quantization": quant, "native_quantization": native or base.native_quantization,
+        "checkpoint_bytes": None, "checkpoint_params": None,
+        "source": f"{KNOWN_CHECKPOINT_SOURCE} (gpuopt/data/quantized_checkpoints.csv; cited: {row.source})",
+        "notes": notes})

@@ -312,11 +312,20 @@ def _provider_rejection(o: Offering, w: Workload, policy: Policy) -> Evaluation 
     return None if why is None else Evaluation(False, why[1], why[0])
 
 
+def planned_precisions(w: Workload, arch: ModelArchitecture) -> list[WeightFormat]:
+    """The weight formats to plan: the workload's `precisions`; when it names none and its model is a quantized
+    checkpoint, the checkpoint's own format -- vLLM serves a quantized checkpoint only in it, so the default
+    [bf16, fp8] would make every candidate infeasible."""
+    if arch.quantization is not None and "precisions" not in w.model_fields_set:
+        return [arch.quantization.weight_format]
+    return list(w.precisions)
+
+
 def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link: LinkKind,
             evaluate: Evaluator) -> tuple[tuple[Shape, Evaluation], ...]:
     """Every replica shape of this workload on an instance of `gpus` x `gpu` joined by `link`, evaluated."""
     results: list[tuple[Shape, Evaluation]] = []
-    for wanted in dict.fromkeys(w.precisions):
+    for wanted in dict.fromkeys(planned_precisions(w, arch)):
         # Volta and Turing have no BF16: vLLM runs such checkpoints in FP16 (same bytes)
         precision: WeightFormat = "fp16" if wanted == "bf16" and gpu.architecture in NO_BF16 else wanted
         why = precision_unsupported(gpu, precision, arch)

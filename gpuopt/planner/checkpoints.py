@@ -2,8 +2,9 @@
 
 A plan that picks INT4 or INT8 for a model published in BF16 cannot serve the BF16 repository with a
 `--quantization` flag: AWQ/GPTQ/W8A8 weights are produced offline. The command must name a checkpoint that
-exists. The table holds 173 cited checkpoints (copied from ../shared/data with its notes); gpuopt's column
-`gpuopt_use` marks the ones not to offer (known-bad, test artifacts, unconfirmed vLLM method).
+exists. The table (physics/checkpoint_table.py) holds 173 cited checkpoints (copied from ../shared/data with
+its notes); gpuopt's column `gpuopt_use` marks the ones not to offer (known-bad, test artifacts, unconfirmed
+vLLM method).
 
 Which checkpoint serves a plan's weight format, and why (the kernel must be the one the latency model
 assumes, so no flag is ever added: vLLM detects the method from the checkpoint's config and picks its fast
@@ -17,49 +18,16 @@ kernel; an explicit `--quantization awq` forces the slow non-Marlin kernel):
 
 from __future__ import annotations
 
-import csv
-from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-
+from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, Checkpoint, table
 from gpuopt.vocabulary import WeightFormat
+
+__all__ = ["METHODS", "NEEDS_NATIVE_FP8", "TRUSTED_PUBLISHERS", "WHAT_TO_PRODUCE", "Checkpoint", "known_checkpoint",
+           "table"]
 
 # the table's `method` values that serve each weight format, in order of preference
 METHODS: dict[str, tuple[str, ...]] = {"int4": ("awq", "gptq", "w4a16"), "int8": ("int8-w8a8",), "fp8": ("fp8",)}
 TRUSTED_PUBLISHERS = ("RedHatAI", "neuralmagic", "nvidia", "hugging-quants", "Qwen", "meta-llama", "mistralai",
                       "google", "deepseek-ai", "openai", "zai-org", "moonshotai", "microsoft")
-# vLLM methods whose kernels need native FP8 tensor cores (ModelOpt FP8 is static W8A8 only: no W8A16
-# fallback on Ampere, unlike compressed-tensors FP8, block FP8 and vLLM's own --quantization fp8)
-NEEDS_NATIVE_FP8 = ("modelopt",)
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    base_model: str
-    checkpoint: str
-    method: str
-    weight_bits: int | None
-    vllm_quantization: str
-    use: str
-    source: str
-
-    def usable(self, fp8_native: bool, gpus: int) -> bool:
-        if self.use == "ok":
-            ok = True
-        elif self.use.startswith("avoid-multi-gpu"):
-            ok = gpus == 1
-        else:
-            return False
-        return ok and (self.vllm_quantization not in NEEDS_NATIVE_FP8 or fp8_native)
-
-
-@cache
-def table() -> tuple[Checkpoint, ...]:
-    text = resources.files("gpuopt").joinpath("data/quantized_checkpoints.csv").read_text(encoding="utf-8")
-    return tuple(Checkpoint(base_model=r["base_model"], checkpoint=r["checkpoint"], method=r["method"],
-                            weight_bits=int(r["weight_bits"]) if r["weight_bits"].isdigit() else None,
-                            vllm_quantization=r["vllm_quantization"], use=r["gpuopt_use"], source=r["source"])
-                 for r in csv.DictReader(text.splitlines()))
 
 
 def known_checkpoint(base_model: str, precision: WeightFormat, fp8_native: bool, gpus: int) -> Checkpoint | None:

@@ -43,6 +43,9 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         return model, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
     if NATIVE_FORMAT.get(arch.native_quantization or "") == precision:
         return model, [], ""
+    if arch.quantization is not None and arch.quantization.weight_format == precision:
+        # the model is itself a quantized checkpoint in this format: vLLM detects its method from its config
+        return model, [], ""
     known = known_checkpoint(model, precision, fp8_native, gpus)
     if known is not None:
         method = known.vllm_quantization

@@ -14,6 +14,7 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import borrowed_notes
+from gpuopt.physics.resolution import offline_description
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
     POLICY_REJECTIONS,
@@ -75,6 +76,8 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                                              wf.quotas, archs)
     solution = solve(wf.workloads, all_candidates, opts.headroom, wf.quotas)
     warnings: list[str] = list(catalog.notes)
+    warnings += sorted({f"model {arch.hf_id}: {note}" for arch in archs.values()
+                        if (note := offline_description(arch)) is not None})
     if solution.status == "optimal" and not solution.proven_optimal:
         warnings.append(f"the solver stopped at its time limit: the plan is feasible but not proven optimal "
                         f"({solution.variables} variables)")

@@ -1,0 +1,62 @@
+"""The known quantized checkpoints (gpuopt/data/quantized_checkpoints.csv): one table, two users.
+
+The planner names one in a `vllm serve` command when a plan picks a precision the model does not ship in
+(planner/checkpoints.py). Model resolution uses a row as the description of a checkpoint whose config.json
+cannot be read -- offline, not in the Hugging Face cache -- so that `--model Qwen/Qwen3-32B-AWQ` works
+without the network: the base model's architecture (a quantized checkpoint keeps its base's config) and the
+quantization the row states, parsed by the same reader as a real `quantization_config`
+(quantization.described). What the row does not state is the reader's default for that format (AWQ and
+GPTQ group size 128, block FP8 128 x 128) and is said in the architecture's notes.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+# vLLM methods whose kernels need native FP8 tensor cores (ModelOpt FP8 is static W8A8 only: no W8A16
+# fallback on Ampere, unlike compressed-tensors FP8, block FP8 and vLLM's own --quantization fp8)
+NEEDS_NATIVE_FP8 = ("modelopt",)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One row: a real checkpoint, its base model, how it is quantized and the vLLM method it triggers."""
+
+    base_model: str
+    checkpoint: str
+    method: str  # the table's format: awq, gptq, fp8, int8-w8a8, w4a16, nvfp4, mxfp4, bnb
+    weight_bits: int | None  # None where the row says "4/8 mixed"
+    group_size: str  # as the row states it ("", "128x128 block", "16 (NVFP4 block)", ...)
+    activation: str
+    vllm_quantization: str  # the method vLLM detects ("" where unconfirmed)
+    use: str  # gpuopt_use: ok, avoid: ..., avoid-multi-gpu: ..., native: ...
+    source: str
+
+    def usable(self, fp8_native: bool, gpus: int) -> bool:
+        """Whether a plan may name it (on a GPU with native FP8 or not, with this many GPUs)."""
+        if self.use == "ok":
+            ok = True
+        elif self.use.startswith("avoid-multi-gpu"):
+            ok = gpus == 1
+        else:
+            return False
+        return ok and (self.vllm_quantization not in NEEDS_NATIVE_FP8 or fp8_native)
+
+
+@cache
+def table() -> tuple[Checkpoint, ...]:
+    text = resources.files("gpuopt").joinpath("data/quantized_checkpoints.csv").read_text(encoding="utf-8")
+    return tuple(Checkpoint(base_model=r["base_model"], checkpoint=r["checkpoint"], method=r["method"],
+                            weight_bits=int(r["weight_bits"]) if r["weight_bits"].isdigit() else None,
+                            group_size=r["group_size"], activation=r["activation"],
+                            vllm_quantization=r["vllm_quantization"], use=r["gpuopt_use"], source=r["source"])
+                 for r in csv.DictReader(text.splitlines()))
+
+
+def find(checkpoint_id: str) -> Checkpoint | None:
+    """The row of this checkpoint id (Hugging Face ids are case-insensitive), or None."""
+    wanted = checkpoint_id.lower()
+    return next((c for c in table() if c.checkpoint.lower() == wanted), None)
