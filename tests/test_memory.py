@@ -208,3 +208,14 @@ def test_marlin_pads_mxfp4_experts_on_ampere():
     # (the registry counts the experts' biases, 3 x 2880 each, with the experts: 0.03 % more)
     assert (a100.ranks[0].weights_gib - h100.ranks[0].weights_gib) * GIB == pytest.approx(extra, rel=5e-4)
     assert a100.ranks[0].weights_gib == pytest.approx(13.72, rel=0.01)  # vLLM v0.19 log on an A100: 13.72 GiB
+
+
+@pytest.mark.parametrize(("version", "key"), [
+    ("0.11", (0, 11)), ("v0.11.0", (0, 11, 0)), ("0.10.1.1", (0, 10, 1, 1)),
+    ("0.28.1rc1.dev580+g385dce36b", (0, 28, 1)),  # a pre-release of 0.28.1, not "0.28.11"
+    ("0.6.3.post2.dev308+gb489fc3c", (0, 6, 3)),
+])
+def test_one_release_key_for_every_per_release_rule(version: str, key: tuple[int, ...]):
+    from gpuopt.physics.vllm_profile import release_key
+
+    assert release_key(version) == key

@@ -49,6 +49,7 @@ from gpuopt.physics.memory import (
     kv_dtype_bytes,
 )
 from gpuopt.physics.quantization import Quantization, representative
+from gpuopt.physics.vllm_profile import release_key
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS, WINDOWED_LAYER_KINDS
 
 
@@ -218,13 +219,9 @@ def moe_kernel_path(gpu: GpuSpec, precision: str, vllm_version: str = "0.11",
     path = MOE_PATH_OF_KERNEL.get(kernel.moe, "triton_fused_moe")
     if path == "marlin_w4a16" and kernel.weight_bits == 8:
         return "marlin_w8a16"
-    if path == "fp8_block" and _release(vllm_version) < (0, 8):
+    if path == "fp8_block" and release_key(vllm_version) < (0, 8):
         return "fp8_block_v0"
     return path
-
-
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.removeprefix("v").split(".")[:2])
 
 
 CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation
@@ -294,7 +291,7 @@ class Replica:
         fp8_paths = ("fp8_block", "fp8_block_v0", "flashinfer_cutlass")
         derived["moe_peak_flops"] = (derived["peak_flops"] if path in fp8_paths
                                      else (self.gpu.bf16_tflops or 0.0) * 1e12)
-        derived["v0_engine"] = _release(self.config.vllm_version) < (0, 8)
+        derived["v0_engine"] = release_key(self.config.vllm_version) < (0, 8)
         derived["dense_active_params_per_gpu"] = self.active_params_per_gpu - self.expert_params_per_gpu * k / e
         for name, value in derived.items():
             object.__setattr__(self, name, value)

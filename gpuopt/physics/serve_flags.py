@@ -13,9 +13,7 @@ from typing import Any
 
 import yaml
 
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
+from gpuopt.physics.vllm_profile import release_key
 
 
 @cache
@@ -30,8 +28,8 @@ def releases() -> dict[str, frozenset[str]]:
 
 def release_for(version: str) -> str:
     """The newest listed release not newer than `version` (0.20 -> 0.20.0); the oldest when all are newer."""
-    known = sorted(releases(), key=_key)
-    eligible = [v for v in known if _key(v)[: len(_key(version))] <= _key(version)]
+    known = sorted(releases(), key=release_key)
+    eligible = [v for v in known if release_key(v)[: len(release_key(version))] <= release_key(version)]
     return eligible[-1] if eligible else known[0]
 
 

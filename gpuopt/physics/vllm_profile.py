@@ -7,6 +7,7 @@ each with the release notes or logs it came from, so a new release is a new YAML
 
 from __future__ import annotations
 
+import re
 from functools import cache
 from importlib import resources
 
@@ -87,12 +88,17 @@ class VllmProfile(BaseModel):
         return self.small_max_num_seqs, self.small_max_num_batched_tokens
 
 
-def _key(version: str) -> tuple[int, ...]:
-    parts = []
-    for p in version.split("."):
-        digits = "".join(ch for ch in p if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+def release_key(version: str) -> tuple[int, ...]:
+    """A vLLM version as comparable numbers: the leading digits of each dot-separated part, up to the first
+    part that has none ("v0.28.1rc1.dev580+g385dce36b" -> (0, 28, 1); "0.6.3.post2" -> (0, 6, 3)). One
+    parser for every per-release rule (memory profiles, serve flags, kernel paths, the V0 engine)."""
+    key: list[int] = []
+    for part in version.strip().removeprefix("v").split("."):
+        digits = re.match(r"\d+", part)
+        if digits is None:
+            break
+        key.append(int(digits.group()))
+    return tuple(key)
 
 
 @cache
@@ -100,7 +106,7 @@ def profiles() -> tuple[VllmProfile, ...]:
     text = resources.files("gpuopt").joinpath("data/vllm_versions.yaml").read_text(encoding="utf-8")
     raw = yaml.safe_load(text)
     items = [VllmProfile.model_validate(p) for p in raw["profiles"]]
-    return tuple(sorted(items, key=lambda p: _key(p.version)))
+    return tuple(sorted(items, key=lambda p: release_key(p.version)))
 
 
 def get_profile(version: str | None) -> VllmProfile:
@@ -108,10 +114,10 @@ def get_profile(version: str | None) -> VllmProfile:
     known = profiles()
     if version is None:
         return known[-1]
-    wanted = _key(version)
+    wanted = release_key(version)
     if not version.replace(".", "").isdigit():
         raise InputError(f"--vllm-version: '{version}' is not a version like 0.19 or 0.11.0")
-    eligible = [p for p in known if _key(p.version) <= wanted]
+    eligible = [p for p in known if release_key(p.version) <= wanted]
     if not eligible:
         raise InputError(f"--vllm-version: {version} is older than the oldest modelled release "
                          f"({known[0].version}); known: {', '.join(p.version for p in known)}")
