@@ -254,8 +254,8 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
                                      "experts_only": result.experts_only or (attention_excluded and dense_excluded)})
 
 
-def described(method: str, weight_bits: int | None, vllm_quantization: str, group_size: str = "",
-              ) -> tuple[Quantization, list[str]] | None:
+def described(method: str, weight_bits: int | None, vllm_quantization: str,
+              group_size: str = "") -> tuple[Quantization, list[str]] | None:
     """The quantization of a known checkpoint that only a table row describes (physics/checkpoint_table.py):
     the `quantization_config` such a checkpoint carries, rebuilt from the row's format, bits and the method
     vLLM detects, and read by `read_quantization` like a real one; with the assumptions it took for what
