@@ -112,3 +112,15 @@ def test_formats_carry_the_same_cells() -> None:
 def test_bad_flags_are_exit_2(args: list[str], needle: str) -> None:
     result = CliRunner().invoke(cli, ["matrix", "8B", *args])
     assert result.exit_code == 2 and needle in result.stderr, result.stderr
+
+
+def test_a_quantized_checkpoint_is_sized_in_its_own_format_only() -> None:
+    # offline (conftest): Qwen/Qwen3-32B-AWQ is described by the known-checkpoint table
+    cells = build_matrix(MatrixQuery(models=["Qwen/Qwen3-32B-AWQ", "Qwen/Qwen3-32B"], gpus=["H100-SXM-80GB"],
+                                     precisions=["bf16", "int4"]))
+    assert [(c.model, c.precision) for c in cells] == [
+        ("Qwen/Qwen3-32B-AWQ", "int4"), ("Qwen/Qwen3-32B", "bf16"), ("Qwen/Qwen3-32B", "int4")]
+    awq, _, base_int4 = cells
+    # the same 4-bit AWQ weights either way: the checkpoint's own, or the representative AWQ of the base
+    assert awq.fits
+    assert (awq.tensor_parallel, awq.kv_cache_tokens) == (base_int4.tensor_parallel, base_int4.kv_cache_tokens)

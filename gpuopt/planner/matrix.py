@@ -25,6 +25,7 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate, precision_unsupported
+from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency
@@ -43,12 +44,19 @@ def model_sizes() -> dict[str, str]:
 
 
 def resolve_model(name: str) -> tuple[str, ModelArchitecture]:
-    """A size such as `70B` (the registry model that stands for it) or a model id."""
+    """A size such as `70B` (the registry model that stands for it) or anything `--model` accepts (registry
+    id, local checkpoint, Hugging Face cache or Hub, a known quantized checkpoint: physics/resolution.py)."""
     size = name.strip().upper()
     if size in model_sizes():
         return name.strip().upper(), get_model(model_sizes()[size])
-    arch = get_model(name)
+    arch = resolve_model_id(name)
     return arch.hf_id, arch
+
+
+def model_precisions(arch: ModelArchitecture, wanted: Sequence[WeightFormat]) -> tuple[WeightFormat, ...]:
+    """The precisions a model's rows are sized in: those asked, except that a quantized checkpoint is sized in
+    its own format only (vLLM serves it in no other)."""
+    return (arch.quantization.weight_format,) if arch.quantization is not None else tuple(wanted)
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,7 @@ def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Resi
     if problems:
         raise InputError(*problems)
     return [_cell(label, arch, gpu, precision, q, catalog, residency, currency)
-            for label, arch in models for precision in q.precisions for gpu in gpus]
+            for label, arch in models for precision in model_precisions(arch, q.precisions) for gpu in gpus]
 
 
 __all__ = ["DEFAULT_GPUS", "HOURS_PER_MONTH", "Cell", "MatrixQuery", "build_matrix", "model_sizes", "resolve_model"]
