@@ -309,3 +309,16 @@ def test_a_row_that_cannot_describe_its_checkpoint_is_not_guessed(repo_id: str) 
         resolve_model(repo_id)
     (line,) = err.value.problems
     assert repo_id in line and "HF_HUB_OFFLINE" in line
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("x" * 300, "unknown model"),  # too long a path for the OS: not a path, not a repository id
+    ("a/" + "x" * 300, "is not a valid Hugging Face repository id"),  # huggingface_hub's rule: at most 96
+    ("a/b c", "is not a valid Hugging Face repository id"),
+])
+def test_names_no_path_or_repository_can_have_are_one_input_error(name: str, expected: str) -> None:
+    # found by benchmarks/fuzz.py: both were tracebacks (OSError ENAMETOOLONG, HFValidationError)
+    with pytest.raises(InputError) as err:
+        resolve_model(name)
+    (line,) = err.value.problems
+    assert expected in line

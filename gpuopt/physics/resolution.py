@@ -176,6 +176,26 @@ def _unreachable(repo_id: str, cache: Path, why: str) -> InputError:
                       "config.json` or pass a local config.json")
 
 
+def _is_local(path: Path) -> bool:
+    """Whether `path` names something on this machine; a name the OS refuses as a path (too long, a NUL byte)
+    names nothing here."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
+def _check_repo_id(name: str) -> None:
+    """huggingface_hub's own rule for repository ids (characters, length), as one input error."""
+    from huggingface_hub.errors import HFValidationError
+    from huggingface_hub.utils._validators import validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError as exc:
+        raise InputError(f"model '{name}' is not a valid Hugging Face repository id: {exc}") from None
+
+
 def looks_like_repo_id(name: str) -> bool:
     parts = name.split("/")
     return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
@@ -188,10 +208,11 @@ def resolve_model(name: str) -> ModelArchitecture:
     except UnknownNameError as unknown:
         registry_miss = unknown
     path = Path(name).expanduser()
-    if path.exists():
+    if _is_local(path):
         return from_local_path(path)
     if not looks_like_repo_id(name):
         raise registry_miss
+    _check_repo_id(name)
     cached = _from_cache(name)
     if cached is not None:
         return cached
