@@ -559,12 +559,17 @@ class _Engine:
             self._release(self.t)
 
     def token_times(self) -> list[NDArray[Any]]:
-        """Per request, the times of its tokens in order."""
-        parts: list[list[NDArray[Any]]] = [[] for _ in range(self.prompt.size)]
-        for times, members in self.emissions:
-            for i in members.tolist():
-                parts[i].append(times)
-        return [np.concatenate(p) if p else np.zeros(0) for p in parts]
+        """Per request, the times of its tokens in order. Every emission gave each of its members a token at
+        each of its times; the (request, time) pairs are grouped by request with a stable sort, so each
+        request's times stay in emission (chronological) order."""
+        n = self.prompt.size
+        if not self.emissions:
+            return [np.zeros(0) for _ in range(n)]
+        who = np.concatenate([np.repeat(m, t.size) for t, m in self.emissions])
+        when = np.concatenate([np.tile(t, m.size) for t, m in self.emissions])
+        order = np.argsort(who, kind="stable")
+        counts = np.bincount(who, minlength=n)
+        return np.split(when[order], np.cumsum(counts)[:-1])
 
 
 def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfig | None = None,
