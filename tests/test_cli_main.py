@@ -152,3 +152,16 @@ def test_notes_name_what_the_user_wrote_on_one_line():
     assert result.exit_code == 0, result.output
     notes = [line for line in result.stderr.splitlines() if "made-up" in line]
     assert notes == ["note: --server-args --made-up\\u2028flag is not modelled (no effect on the simulation)"]
+
+
+@pytest.mark.parametrize("args", [
+    ["init", "-o", "y" * 300],
+    ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--profile", "y" * 300],
+    ["fit", "--gpu", "H100-SXM-80GB", "--model-config", "y" * 300],
+])
+def test_a_file_name_too_long_for_the_system_is_bad_input(args):
+    # found by benchmarks/fuzz.py: Path.is_dir/exists raise ENAMETOOLONG instead of answering False
+    result = run(*args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "internal error" not in lines[0], lines

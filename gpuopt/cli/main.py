@@ -24,7 +24,7 @@ import click
 
 from gpuopt import __version__
 from gpuopt.cli.terminal import printable
-from gpuopt.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, GpuoptError
+from gpuopt.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, GpuoptError, InputError
 
 
 class CommandEntry(NamedTuple):
@@ -83,6 +83,12 @@ class OneLineUsageError(click.ClickException):
         click.echo(f"error: {printable(self.format_message())}{self.help_hint}", err=True)
 
 
+def _shown_name(name: object) -> str:
+    """A file name for a one-line message: in full up to 80 characters, else its start and its length."""
+    text = os.fsdecode(name) if isinstance(name, str | bytes) else str(name)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
+
+
 class InternalError(click.ClickException):
     """An exception gpuopt did not expect: a bug, shown as one line with a request to report it."""
 
@@ -139,6 +145,8 @@ class GpuoptGroup(click.Group):
         except OSError as exc:
             if exc.errno == errno.EPIPE:
                 raise  # click ends quietly when the reader of stdout went away (| head)
+            if exc.errno == errno.ENAMETOOLONG:  # a name the user gave cannot be a path on this system: input
+                raise ProblemsError(InputError(f"{_shown_name(exc.filename)}: {exc.strerror}")) from None
             if debug_enabled(ctx):
                 raise
             raise InternalError(exc) from exc

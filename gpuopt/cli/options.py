@@ -118,6 +118,15 @@ def headroom_problems(headroom: float) -> list[str]:
     return [] if 0 < headroom <= 1 else [f"--headroom must be in (0, 1] (got {headroom})"]
 
 
+def _is_dir(path: Path) -> bool:
+    """Path.is_dir, except that a path the OS refuses (too long, a NUL byte) is not a directory: the file
+    check that follows says what is wrong with it."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def load_architecture(model: str | None, model_config: Path | None) -> ModelArchitecture:
     """--model ID or --model-config PATH (exactly one). An ID is a registry id, a local checkpoint path, or a
     Hugging Face repo id (cache, then Hub: see physics/resolution.py)."""
@@ -126,7 +135,7 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
     if model_config:
-        if not model_config.is_dir():
+        if not _is_dir(model_config):
             try:
                 check_input_file(model_config, "model config.json")
             except InputError as exc:
