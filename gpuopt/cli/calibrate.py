@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import VLLM_VERSION, output_option
+from gpuopt.cli.options import VLLM_VERSION, SafePath, output_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 
 
 @click.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=SafePath(path_type=Path))
 @click.option("--model", help="Model the runs served (overrides what the files say).")
 @click.option("--gpu", help="GPU the runs used (bench results and metrics do not say).")
 @click.option("--tp", "tensor_parallel", type=int, help="Tensor-parallel size of the server.")
@@ -21,7 +21,7 @@ from gpuopt.errors import InputError
 @click.option("--server-args", help='The `vllm serve` flags of the runs, e.g. "--max-model-len 8192".')
 @click.option("--vllm-version", type=VLLM_VERSION, help="vLLM release of the runs (logs say it; bench files do not).")
 @output_option("Write the fitted profile (YAML) here.")
-@click.option("--check", "check_profile", type=click.Path(path_type=Path),
+@click.option("--check", "check_profile", type=SafePath(path_type=Path),
               help="Score this profile on the files instead of fitting one.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparisons (and profile) as JSON.")
 def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tensor_parallel: int | None,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuopt.cli.options import F
+from gpuopt.cli.options import F, SafePath
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.pricing.catalog import (
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def catalog_options(func: F) -> F:
     """Options every command that reads prices shares."""
-    func = click.option("--catalog", "overlays", multiple=True, type=click.Path(path_type=Path), metavar="CSV",
+    func = click.option("--catalog", "overlays", multiple=True, type=SafePath(path_type=Path), metavar="CSV",
                         help="Overlay CSV of negotiated prices (repeatable).")(func)
     func = click.option("--discount", "discounts", multiple=True, metavar="PROVIDER=FRACTION",
                         help="Per-provider discount on list prices, e.g. aws=0.1 (repeatable).")(func)
@@ -167,7 +167,7 @@ def show(sku: str, currency: str | None, overlays: tuple[Path, ...], discounts: 
 
 
 @catalog.command("validate")
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=SafePath(path_type=Path))
 @click.option("--overlay", is_flag=True, help="Validate as an overlay (a subset of the columns is enough).")
 def validate(file: Path, overlay: bool) -> None:
     """Check a catalog or overlay CSV: schema, duplicates, positive prices, known GPUs and regions."""
@@ -190,7 +190,7 @@ NO_PRICE_API = {
 
 @catalog.command("refresh")
 @click.argument("targets", nargs=-1, required=True, metavar="all|fx|PROVIDER...")
-@click.option("--file", "file", type=click.Path(path_type=Path),
+@click.option("--file", "file", type=SafePath(path_type=Path),
               help="Replay a saved answer instead of asking the provider (one provider at a time).")
 @click.option("--url", help="alibaba: URL of the price file (default: found on the price page).")
 @click.option("--region", "regions", multiple=True, metavar="R",
@@ -413,8 +413,8 @@ def _refresh_fx(file: Path | None) -> None:
 
 
 @catalog.command("diff")
-@click.argument("old", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
+@click.argument("old", type=SafePath(path_type=Path))
+@click.argument("new", type=SafePath(path_type=Path))
 def diff_catalogs(old: Path, new: Path) -> None:
     """Compare two catalog CSVs (a cache file, the shipped catalog, an export): new, removed, changed offerings
     with the % change of each price."""

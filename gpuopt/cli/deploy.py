@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from gpuopt.cli.options import SafePath
 from gpuopt.errors import InputError
 
 TARGET_NAMES = ("k8s", "skypilot", "pai-eas", "compose")
@@ -32,11 +33,11 @@ def _write_dir(directory: Path, files: dict[str, str]) -> None:
 
 
 @click.command()
-@click.argument("plan_file", type=click.Path(path_type=Path))
+@click.argument("plan_file", type=SafePath(path_type=Path))
 @click.option("--target", type=click.Choice(TARGET_NAMES), required=True,
               help="k8s (Deployment/LeaderWorkerSet + Service), skypilot (task / SkyServe YAML), "
                    "pai-eas (Alibaba service JSON), compose (Docker Compose, single-node plans).")
-@click.option("-o", "--output", "output_dir", type=click.Path(path_type=Path),
+@click.option("-o", "--output", "output_dir", type=SafePath(path_type=Path),
               help="Directory to write one file per deployment into (must not exist unless --force).")
 @click.option("--force", is_flag=True, help="Write into an existing directory, replacing files of the same name.")
 @click.option("--image", help="Container image with vLLM (default: vllm/vllm-openai:v<the plan's vLLM release>).")

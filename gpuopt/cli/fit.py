@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, load_architecture
+from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, SafePath, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
@@ -31,7 +31,7 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--model", "model", metavar="ID",
               help="Registry id (`gpuopt models list`), local checkpoint directory or config.json, or Hugging Face "
                    "id (cache, then Hub; HF_HUB_OFFLINE=1 keeps it offline).")
-@click.option("--model-config", type=click.Path(path_type=Path), metavar="PATH",
+@click.option("--model-config", type=SafePath(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")
 @click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size.")

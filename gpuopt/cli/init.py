@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT
+from gpuopt.cli.options import FINITE_FLOAT, SafePath
 from gpuopt.cli.terminal import say
 from gpuopt.errors import ConfigError, InputError
 
@@ -44,7 +44,7 @@ def _positive(value: float | None, flag: str) -> None:
 @click.option("--residency", default=None, help="Where the data may live: global, us, eu, apac, cn or region ids.")
 @click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency of the plan (default: CNY for cn).")
 @click.option("--budget-monthly", type=FINITE_FLOAT, help="Monthly budget; plans above it are refused (exit 3).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("workload.yaml"), show_default=True)
+@click.option("-o", "--output", type=SafePath(path_type=Path), default=Path("workload.yaml"), show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.option("--interactive/--non-interactive", default=None,
               help="Ask the questions (default: when stdin is a terminal), or never ask: flags and the preset "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -38,6 +39,16 @@ class FiniteFloat(_FloatParam):
 
 
 FINITE_FLOAT = FiniteFloat()
+
+
+class SafePath(click.Path):
+    """click.Path that refuses a NUL byte as a usage error: click stats every path it converts and catches
+    only OSError, while os.stat raises ValueError on an embedded NUL (a traceback otherwise)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if "\x00" in (value if isinstance(value, str) else os.fsdecode(value) if isinstance(value, bytes) else ""):
+            self.fail("a path cannot contain a NUL byte", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 class VllmVersion(_StrParam):
@@ -81,7 +92,7 @@ def output_option(help_text: str) -> Callable[[F], F]:
                 raise click.BadParameter(exc.problems[0].removeprefix(f"-o {value}: "), ctx, param) from None
         return value
 
-    return click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False), callback=check,
+    return click.option("-o", "--output", type=SafePath(path_type=Path, dir_okay=False), callback=check,
                         metavar="FILE", help=help_text)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
-from gpuopt.cli.options import headroom_problems, output_option, overlay_problems, placement_options
+from gpuopt.cli.options import SafePath, headroom_problems, output_option, overlay_problems, placement_options
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.solve import deliver, today
 from gpuopt.cli.streams import stdout_to_stderr
@@ -16,7 +16,7 @@ from gpuopt.reports.registry import formats, render_capacity_plan
 
 
 @click.command("plan")
-@click.argument("capacity_file", type=click.Path(path_type=Path))
+@click.argument("capacity_file", type=SafePath(path_type=Path))
 @placement_options
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")

@@ -13,13 +13,14 @@ from typing import TypeVar
 
 import click
 
+from gpuopt.cli.options import SafePath
 from gpuopt.cli.terminal import say
 
 F = TypeVar("F", bound=Callable[..., object])
 
 
 def profile_option(f: F) -> F:
-    return click.option("--profile", "profile_path", type=click.Path(path_type=Path),
+    return click.option("--profile", "profile_path", type=SafePath(path_type=Path),
                         help="Calibration profile from `gpuopt calibrate` (default: $GPUOPT_PROFILE or "
                              "profile.yaml in the user config directory, when present).")(f)
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuopt.cli.options import output_option
+from gpuopt.cli.options import SafePath, output_option
 from gpuopt.cli.solve import write_output
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
@@ -38,7 +38,7 @@ def read_plan(path: Path) -> Plan:
 
 
 @click.command()
-@click.argument("plan_file", type=click.Path(path_type=Path))
+@click.argument("plan_file", type=SafePath(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(REPORT_FORMATS), default="markdown", show_default=True)
 @output_option("Write the report to a file.")
 def report(plan_file: Path, fmt: str, output: Path | None) -> None:
@@ -56,8 +56,8 @@ def report(plan_file: Path, fmt: str, output: Path | None) -> None:
 
 
 @click.command()
-@click.argument("old", type=click.Path(path_type=Path))
-@click.argument("new", type=click.Path(path_type=Path))
+@click.argument("old", type=SafePath(path_type=Path))
+@click.argument("new", type=SafePath(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(formats("diff")), default="table", show_default=True)
 @output_option("Write the diff to a file.")
 def diff(old: Path, new: Path, fmt: str, output: Path | None) -> None:

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import click
 
-from gpuopt.cli.options import load_architecture
+from gpuopt.cli.options import SafePath, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
@@ -109,7 +109,7 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 
 @click.command()
 @click.option("--model", "model", metavar="ID", help="Registry model id (see `gpuopt models list`).")
-@click.option("--model-config", type=click.Path(path_type=Path), metavar="PATH",
+@click.option("--model-config", type=SafePath(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")
 @click.option("--tp", "tp", type=int, default=None, help="Tensor-parallel size (default 1).")
@@ -134,7 +134,7 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
               help="Lengths uniform in [L(1-r), L(1+r)].")
 @click.option("--sharegpt-input-len", type=int, default=None, help="Mean prompt tokens of a ShareGPT-shaped run.")
 @click.option("--sharegpt-output-len", type=int, default=None, help="Mean output tokens of a ShareGPT-shaped run.")
-@click.option("--lengths-file", type=click.Path(path_type=Path), default=None, metavar="FILE",
+@click.option("--lengths-file", type=SafePath(path_type=Path), default=None, metavar="FILE",
               help="CSV histogram input_tokens,output_tokens,share (overrides the dataset lengths).")
 @click.option("--num-prompts", type=int, default=1000, show_default=True)
 @click.option("--request-rate", default="inf", show_default=True, metavar="R|inf", help="Requests per second.")
@@ -149,7 +149,7 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
                    "counts as a chunk in the ITLs and the peak output rate).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (vllm bench serve's result keys).")
-@click.option("--save-result", type=click.Path(path_type=Path), default=None, metavar="FILE",
+@click.option("--save-result", type=SafePath(path_type=Path), default=None, metavar="FILE",
               help="Write a result file of vllm bench serve's shape.")
 @profile_option
 def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | None, pp: int | None,

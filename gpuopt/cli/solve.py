@@ -10,7 +10,14 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
-from gpuopt.cli.options import FINITE_FLOAT, headroom_problems, output_option, overlay_problems, placement_options
+from gpuopt.cli.options import (
+    FINITE_FLOAT,
+    SafePath,
+    headroom_problems,
+    output_option,
+    overlay_problems,
+    placement_options,
+)
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.cli.terminal import say
@@ -89,7 +96,7 @@ def budget_overrun(plan: Plan) -> str | None:
 
 
 @click.command()
-@click.argument("workload_file", type=click.Path(path_type=Path))
+@click.argument("workload_file", type=SafePath(path_type=Path))
 @placement_options
 @click.option("--top", type=int, default=3, show_default=True, help="Alternatives per GPU type and per provider.")
 @click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
