@@ -130,6 +130,14 @@ def test_budget_gate_exits_3_with_the_overrun():
     assert "over budget" in result.output and "exceeds 1,000.00 CNY/month" in result.output
 
 
+def test_a_budget_that_rounds_to_nothing_is_an_overrun_without_a_share():
+    # found by benchmarks/fuzz.py: --max-monthly 0.0039 is 0.00 in the plan's currency; the share divided by it
+    result = run("solve", CN, "--region", "cn", "--max-monthly", "0.00390625")
+    assert result.exit_code == 3, result.output
+    [line] = [x for x in result.stderr.splitlines() if "over budget" in x]
+    assert line.endswith("CNY") and "%" not in line and "internal error" not in result.stderr
+
+
 def test_provider_and_currency_overrides():
     result = run("solve", CN, "--region", "cn", "--provider", "tencent", "--currency", "USD", "--format", "json")
     assert result.exit_code == 0, result.output

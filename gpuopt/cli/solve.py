@@ -90,9 +90,10 @@ def budget_overrun(plan: Plan) -> str | None:
     if b is None or not b.over or b.monthly_cost is None or b.margin is None:
         return None
     over = -b.margin
+    # the share of the limit is undefined when the limit rounds to 0.00 in the plan's currency
+    share = f" ({-b.margin_fraction:.1%})" if b.margin_fraction is not None else ""
     return (f"over budget: {b.monthly_cost:,.2f} {plan.currency}/month ({HOURS_PER_MONTH} h) exceeds "
-            f"{b.max_monthly:,.2f} {b.currency}/month by {over:,.2f} {plan.currency} "
-            f"({over / b.max_monthly_in_plan_currency:.1%})")
+            f"{b.max_monthly:,.2f} {b.currency}/month by {over:,.2f} {plan.currency}{share}")
 
 
 @click.command()
