@@ -58,3 +58,17 @@ def test_show_says_when_a_checkpoint_was_described_by_the_known_checkpoint_table
     assert data["quantization"]["method"] == "awq" and data["resolved_offline"].startswith("resolved offline")
     assert json.loads(CliRunner().invoke(cli, ["models", "show", "Qwen/Qwen3-14B", "--json"]).stdout)[
         "resolved_offline"] is None
+
+
+def test_checkpoints_lists_the_known_ones_and_which_resolve_offline():
+    data = json.loads(run("models", "checkpoints", "Qwen/Qwen3-32B", "--json").stdout)
+    by_id = {r["checkpoint"]: r for r in data}
+    assert by_id["Qwen/Qwen3-32B-AWQ"]["resolves_offline"] and by_id["Qwen/Qwen3-32B-AWQ"]["plans_may_name_it"]
+    assert all(r["base_model"] == "Qwen/Qwen3-32B" for r in data)
+    everything = json.loads(run("models", "checkpoints", "--json").stdout)
+    assert len(everything) == 173
+    # a row whose vLLM method is not confirmed is listed but does not resolve offline
+    unconfirmed = [r for r in everything if r["vllm_quantization"] is None]
+    assert unconfirmed and not any(r["resolves_offline"] for r in unconfirmed)
+    missing = run("models", "checkpoints", "acme/nothing")
+    assert missing.exit_code == 2 and missing.stderr.startswith("error: no known quantized checkpoint")

@@ -9,11 +9,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from gpuopt.errors import InputError
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import default_precision, indexer_bytes_per_token
 from gpuopt.physics.quantization import KernelPath
-from gpuopt.physics.resolution import offline_description, resolve_model
+from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS
 
 # One representative CUDA capability per GPU generation, for the kernel table of `models show`.
@@ -157,3 +158,31 @@ def show_model(model_id: str, as_json: bool) -> None:
     if (offline := offline_description(arch)) is not None:
         lines.append(f"resolved: {offline}")
     click.echo("\n".join(lines))
+
+
+@models.command("checkpoints")
+@click.argument("base_model", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+def list_checkpoints(base_model: str | None, as_json: bool) -> None:
+    """The known quantized checkpoints (of BASE_MODEL, or all): format, bits, the method vLLM detects, whether a
+    plan may name it, and whether `--model` resolves it without the network (its row states the quantization
+    and its base is in the registry)."""
+    from gpuopt.physics.checkpoint_table import table as checkpoint_table
+
+    rows = [{"checkpoint": c.checkpoint, "base_model": c.base_model, "method": c.method, "weight_bits": c.weight_bits,
+             "vllm_quantization": c.vllm_quantization or None, "plans_may_name_it": c.use == "ok",
+             "use": c.use, "resolves_offline": from_known_checkpoint(c.checkpoint) is not None}
+            for c in checkpoint_table() if base_model is None or c.base_model.lower() == base_model.lower()]
+    if base_model is not None and not rows:
+        raise InputError(f"no known quantized checkpoint of '{base_model}' (`gpuopt models checkpoints` lists them)")
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    table = Table()
+    for col in ("checkpoint", "base model", "format", "bits", "vLLM method", "plans", "offline"):
+        table.add_column(col, no_wrap=col in ("checkpoint", "base model"))
+    for r in rows:
+        table.add_row(str(r["checkpoint"]), str(r["base_model"]), str(r["method"]), str(r["weight_bits"] or "mixed"),
+                      str(r["vllm_quantization"] or "unconfirmed"), "yes" if r["plans_may_name_it"] else "no",
+                      "yes" if r["resolves_offline"] else "no")
+    Console(width=220).print(table)
