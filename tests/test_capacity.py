@@ -236,3 +236,20 @@ def test_a_percentile_target_is_planned_on_the_simulated_capacity():
         replica = replica_of(c, arch)
         assert meets(w, *run(replica, w, rate))
         assert not meets(w, *run(replica, w, rate * 1.1))
+
+
+def test_a_quantized_checkpoint_without_precisions_is_planned_in_its_own_format(tmp_path, monkeypatch):
+    import json
+
+    # offline (conftest): the known-checkpoint table describes Qwen/Qwen3-32B-AWQ (INT4)
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "c.yaml"
+    path.write_text("schema_version: 1\nhorizon: {periods: 2, period: quarter}\nproviders: [runpod]\nworkloads:\n"
+                    "  - name: a\n    model: Qwen/Qwen3-32B-AWQ\n    demand: {requests_per_second: [1, 2]}\n"
+                    "    input_tokens: 500\n    output_tokens: 100\n")
+    result = CliRunner().invoke(cli, ["plan", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    running = [r for p in json.loads(result.stdout)["periods"] for r in p["running"]]
+    assert running and all(r["weight_precision"] == "int4" for r in running)
+    assert all(r["vllm_command"].startswith("vllm serve Qwen/Qwen3-32B-AWQ ") for r in running)
