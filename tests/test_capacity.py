@@ -188,20 +188,28 @@ def test_plan_sensitivity_reports_the_limit_and_a_tpot_sweep(tmp_path, monkeypat
     assert all(costs[a] >= costs[b] - 1e-6 for a, b in zip(factors, factors[1:], strict=False))
 
 
-def test_the_period_is_a_typed_field_and_sets_the_focus_charge_periods(tmp_path, monkeypatch):
-    import csv
-    import io
+def plan_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> tuple[Path, dict[str, object]]:
+    """`gpuopt plan FILE --format json` on a capacity file of `text`, on a fixed day with an empty price cache:
+    (the file, the plan)."""
     import json
 
     monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
     monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
-    path = tmp_path / "monthly.yaml"
-    path.write_text("schema_version: 1\nresidency: us\nhorizon: {periods: 2, period: month, start: 2027-11}\n"
-                    "workloads:\n  - name: w\n    model: meta-llama/Llama-3.1-8B-Instruct\n    input_tokens: 500\n"
-                    "    output_tokens: 100\n    demand: {requests_per_second: [1, 2]}\n")
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
     result = CliRunner().invoke(cli, ["plan", str(path), "--format", "json"])
     assert result.exit_code == 0, result.output
-    plan = json.loads(result.stdout)
+    return path, json.loads(result.stdout)
+
+
+def test_the_period_is_a_typed_field_and_sets_the_focus_charge_periods(tmp_path, monkeypatch):
+    import csv
+    import io
+
+    path, plan = plan_json(tmp_path, monkeypatch, (
+        "schema_version: 1\nresidency: us\nhorizon: {periods: 2, period: month, start: 2027-11}\n"
+        "workloads:\n  - name: w\n    model: meta-llama/Llama-3.1-8B-Instruct\n    input_tokens: 500\n"
+        "    output_tokens: 100\n    demand: {requests_per_second: [1, 2]}\n"))
     assert (plan["horizon"], plan["period"]) == ("2 months from 2027-11", "month")
     result = CliRunner().invoke(cli, ["plan", str(path), "--format", "focus"])
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
@@ -239,17 +247,11 @@ def test_a_percentile_target_is_planned_on_the_simulated_capacity():
 
 
 def test_a_quantized_checkpoint_without_precisions_is_planned_in_its_own_format(tmp_path, monkeypatch):
-    import json
-
     # offline (conftest): the known-checkpoint table describes Qwen/Qwen3-32B-AWQ (INT4)
-    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
-    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
-    path = tmp_path / "c.yaml"
-    path.write_text("schema_version: 1\nhorizon: {periods: 2, period: quarter}\nproviders: [runpod]\nworkloads:\n"
-                    "  - name: a\n    model: Qwen/Qwen3-32B-AWQ\n    demand: {requests_per_second: [1, 2]}\n"
-                    "    input_tokens: 500\n    output_tokens: 100\n")
-    result = CliRunner().invoke(cli, ["plan", str(path), "--format", "json"])
-    assert result.exit_code == 0, result.output
-    running = [r for p in json.loads(result.stdout)["periods"] for r in p["running"]]
+    _, plan = plan_json(tmp_path, monkeypatch, (
+        "schema_version: 1\nhorizon: {periods: 2, period: quarter}\nproviders: [runpod]\nworkloads:\n"
+        "  - name: a\n    model: Qwen/Qwen3-32B-AWQ\n    demand: {requests_per_second: [1, 2]}\n"
+        "    input_tokens: 500\n    output_tokens: 100\n"))
+    running = [r for p in plan["periods"] for r in p["running"]]
     assert running and all(r["weight_precision"] == "int4" for r in running)
     assert all(r["vllm_command"].startswith("vllm serve Qwen/Qwen3-32B-AWQ ") for r in running)
