@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import check_input_file, check_output_path
 from gpuopt.planner.plan import DEFAULT_HEADROOM
@@ -46,7 +47,7 @@ class SafePath(click.Path):
     only OSError, while os.stat raises ValueError on an embedded NUL (a traceback otherwise)."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        if "\x00" in (value if isinstance(value, str) else os.fsdecode(value) if isinstance(value, bytes) else ""):
+        if isinstance(value, str | bytes) and "\x00" in os.fsdecode(value):
             self.fail("a path cannot contain a NUL byte", param, ctx)
         return super().convert(value, param, ctx)
 
@@ -130,18 +131,22 @@ def headroom_problems(headroom: float) -> list[str]:
 
 
 def _is_dir(path: Path) -> bool:
-    """Path.is_dir, except that a path the OS refuses (too long, a NUL byte) is not a directory: the file
-    check that follows says what is wrong with it."""
+    """Path.is_dir, except that a path the OS refuses (too long) is not a directory: the file check that
+    follows says what is wrong with it, naming the flag."""
     try:
         return path.is_dir()
-    except (OSError, ValueError):
+    except OSError:
         return False
 
 
 def load_architecture(model: str | None, model_config: Path | None) -> ModelArchitecture:
     """--model ID or --model-config PATH (exactly one). An ID is a registry id, a local checkpoint path, or a
     Hugging Face repo id (cache, then Hub: see physics/resolution.py)."""
-    from gpuopt.physics.resolution import from_local_path, resolve_model  # the registry loads only when needed
+    from gpuopt.physics.resolution import (  # the registry loads only when needed
+        from_local_path,
+        offline_description,
+        resolve_model,
+    )
 
     if model and model_config:
         raise InputError("give either --model or --model-config, not both")
@@ -154,9 +159,6 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
         return from_local_path(model_config, name=model)  # with the quantization files beside it
     if not model:
         raise InputError("missing --model ID (or --model-config PATH)")
-    from gpuopt.cli.terminal import say
-    from gpuopt.physics.resolution import offline_description
-
     arch = resolve_model(model)
     if (offline := offline_description(arch)) is not None:
         say("note", offline)
