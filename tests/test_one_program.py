@@ -31,9 +31,8 @@ def one_month(wf: WorkloadFile) -> CapacityFile:
     assert all(kind in UNCOMMITTED for kind in wf.price_kinds)
     workloads = []
     for w in wf.workloads:
-        fields = w.model_dump(exclude={"requests_per_second", "concurrency"}, exclude_none=True)
-        if "precisions" not in w.model_fields_set:  # unset stays unset (a quantized checkpoint's own format)
-            del fields["precisions"]
+        # unset stays unset (an unset precisions list means a quantized checkpoint's own format)
+        fields = w.model_dump(exclude={"requests_per_second", "concurrency"}, exclude_none=True, exclude_unset=True)
         unit = w.demand_unit
         workloads.append({**fields, "demand": {unit: [w.demand]}, "price_kinds": list(wf.price_kinds),
                           "interruptible": "spot" in wf.price_kinds})

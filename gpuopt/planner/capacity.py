@@ -120,10 +120,9 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
         peak = max(max(demand[w.name]), 1e-6)
         load = {"requests_per_second": peak} if w.demand.unit == "requests_per_second" else \
             {"concurrency": max(1, math.ceil(peak))}
-        # fields the file left unset stay unset: `precisions` unset means "the checkpoint's own format" for a
-        # quantized checkpoint (candidates.planned_precisions), not the default list
-        fields = {k: v for k, v in w.model_dump().items()
-                  if k in Workload.model_fields and (k != "precisions" or k in w.model_fields_set)}
+        # the serving fields as the file set them; the others take the same defaults (one ServingTarget) and stay
+        # unset, which matters where unset means something (precisions: a quantized checkpoint's own format)
+        fields = {k: v for k, v in w.model_dump(exclude_unset=True).items() if k in Workload.model_fields}
         proxies.append(Workload.model_validate({**fields, **load, "model": w.model}))
     per_workload = enumerate_candidates(proxies, catalog, policy)
     by_name = {w.name: w for w in cf.workloads}
