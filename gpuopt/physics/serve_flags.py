@@ -29,7 +29,8 @@ def releases() -> dict[str, frozenset[str]]:
 def release_for(version: str) -> str:
     """The newest listed release not newer than `version` (0.20 -> 0.20.0); the oldest when all are newer."""
     known = sorted(releases(), key=release_key)
-    eligible = [v for v in known if release_key(v)[: len(release_key(version))] <= release_key(version)]
+    wanted = release_key(version)
+    eligible = [v for v in known if release_key(v)[: len(wanted)] <= wanted]
     return eligible[-1] if eligible else known[0]
 
 
