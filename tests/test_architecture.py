@@ -139,3 +139,14 @@ def test_hf_config_reads_mla_and_nested_text_config(tmp_path):
     assert arch.is_mla
     assert arch.kv_values_per_token_per_layer(4) == 576
     assert arch.total_params() == ref.total_params()
+
+
+def test_hf_config_reads_the_dsa_indexer_and_its_top_k():
+    config = Path(__file__).parent / "fixtures" / "model_configs" / "deepseek-ai__DeepSeek-V3.2.json"
+    arch = from_hf_config(config, name="dsv32")
+    assert (arch.index_n_heads, arch.index_head_dim, arch.index_topk) == (64, 128, 2048)
+    # the registry row carries the same three facts (model_layers.csv)
+    ref = get_model("deepseek-ai/DeepSeek-V3.2")
+    assert (ref.index_n_heads, ref.index_head_dim, ref.index_topk) == (64, 128, 2048)
+    assert get_model("zai-org/GLM-5").index_topk == 2048
+    assert get_model("deepseek-ai/DeepSeek-V3").index_topk is None

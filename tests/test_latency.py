@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import math
 
@@ -242,3 +243,57 @@ def test_expert_parallel_waits_for_the_busiest_rank():
 def test_expert_parallel_is_never_faster_than_sliced_experts(seqs, context):
     ep, tp = _qwen3_30b_tp4(True), _qwen3_30b_tp4(False)
     assert latency.step_time_s(ep, seqs, context) >= latency.step_time_s(tp, seqs, context)
+
+
+DSV32 = "deepseek-ai/DeepSeek-V3.2"
+
+
+def _dense_attention_twin(r):
+    """The same replica with the DSA indexer taken out: every query attends to its whole context."""
+    return dataclasses.replace(r, attend_cap=None, index_flops_per_context_token=0.0,
+                               index_bytes_per_context_token=0.0)
+
+
+def test_dsa_decode_reads_the_top_k_latents_and_every_index_key():
+    r = replica(DSV32, gpu="H200-141GB", tp=8, precision="fp8", max_len=131072)
+    assert r.attend_cap == 2048
+    # 61 MLA layers: a 576-value bf16 latent per token (1,152 B) and an fp8 index key of 128 values plus
+    # one fp32 scale (132 B)
+    assert r.kv_bytes_per_token_per_gpu == 61 * 1152
+    assert r.index_bytes_per_context_token == 61 * 132
+    bw = r.hbm_bytes_per_s * r.arch_cal.eff_bw
+    m0 = latency.step_parts_s(r, 1, 0)[0]
+    # at 100,000 tokens of context one sequence reads 2,048 latents per layer and all 100,000 index keys
+    expected = (2048 * 61 * 1152 + 100_000 * 61 * 132) / bw
+    assert latency.step_parts_s(r, 1, 100_000)[0] - m0 == pytest.approx(expected, rel=1e-9)
+    # the twin that attends to everything reads 100,000 latents: 8.7x more at this context
+    twin = _dense_attention_twin(r)
+    assert latency.step_parts_s(twin, 1, 100_000)[0] - m0 == pytest.approx(100_000 * 61 * 1152 / bw, rel=1e-9)
+
+
+def test_dsa_prefill_pays_the_indexer_on_every_pair_and_attention_on_top_k():
+    r = replica(DSV32, gpu="H200-141GB", tp=8, precision="fp8", max_len=131072)
+    twin = _dense_attention_twin(r)
+    ac = r.arch_cal
+    # 1,000 prompt tokens attending to 50,000 tokens on average: the indexer scores every pair with
+    # 2 x 64 heads x 128 FLOPs per layer, 61 layers, at the FP8 peak (1,979 TFLOP/s on H200); the MLA
+    # attention covers 2,048 tokens instead of 50,000
+    index = 2 * 64 * 128 * 61 * 1000 * 50_000 / (ac.eff_prefill * 1979e12)
+    saved = 4 * r.attn_dim_per_gpu * 1000 * (50_000 - 2048) / (ac.eff_prefill * r.peak_flops)
+    dsa = latency.step_parts_s(r, 0, 0, 1000, 50_000)[1]
+    full = latency.step_parts_s(twin, 0, 0, 1000, 50_000)[1]
+    assert dsa - full == pytest.approx(index - saved, rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seqs=st.integers(1, 64), context=st.floats(0, 120_000))
+def test_dsa_step_grows_past_top_k_only_by_the_indexer(seqs, context):
+    r = replica(DSV32, gpu="H200-141GB", tp=8, precision="fp8", max_len=131072)
+    twin = _dense_attention_twin(r)
+    a = latency.step_parts_s(r, seqs, context)
+    b = latency.step_parts_s(r, seqs, context + 1000)
+    if context >= r.attend_cap:
+        growth = seqs * 1000 * r.index_bytes_per_context_token / (r.hbm_bytes_per_s * r.arch_cal.eff_bw)
+        assert b[0] - a[0] == pytest.approx(growth, rel=1e-6)
+        # and never more memory than attending to everything
+        assert a[0] <= latency.step_parts_s(twin, seqs, context)[0] + 1e-12

@@ -48,6 +48,13 @@ def test_show_registry_hybrid() -> None:
     assert data["state_bytes_per_sequence"] == 30 * (3 * 8192 * 2 + 32 * 128 * 128 * 4)
 
 
+def test_show_names_sparse_attention() -> None:
+    data = json.loads(run("models", "show", "deepseek-ai/DeepSeek-V3.2", "--json").output)
+    assert data["sparse_attention"] == {"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
+    assert json.loads(run("models", "show", "deepseek-ai/DeepSeek-V3", "--json").output)["sparse_attention"] is None
+    assert "attention to the top 2,048 tokens" in run("models", "show", "zai-org/GLM-5").output
+
+
 def test_show_says_when_a_checkpoint_was_described_by_the_known_checkpoint_table():
     text = CliRunner().invoke(cli, ["models", "show", "Qwen/Qwen3-14B-AWQ"])
     assert text.exit_code == 0, text.output

@@ -52,6 +52,8 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "layers": arch.num_hidden_layers,
         "attention_kind": arch.attention_kind,
         "sliding_window": arch.sliding_window,
+        "sparse_attention": ({"index_n_heads": arch.index_n_heads, "index_head_dim": arch.index_head_dim,
+                              "index_topk": arch.index_topk} if arch.index_head_dim else None),
         "kv_bytes_per_token": {"auto": kv_bytes_per_token(arch, native), "fp8": kv_bytes_per_token(arch, 1)},
         "default_precision": default_precision(arch),
         "max_position_embeddings": arch.max_position_embeddings,
@@ -136,7 +138,8 @@ def show_model(model_id: str, as_json: bool) -> None:
                      "(linear-attention / Mamba conv + recurrent state, independent of length)")
     if arch.index_head_dim:
         lines.append(f"DSA indexer: {arch.index_n_heads} heads x {arch.index_head_dim}, keys "
-                     f"{indexer_bytes_per_token(arch):.0f} B per token per layer (fp8 + scale)")
+                     f"{indexer_bytes_per_token(arch):.0f} B per token per layer (fp8 + scale)"
+                     + (f"; attention to the top {arch.index_topk:,} tokens" if arch.index_topk else ""))
     q = arch.quantization
     if q is not None:
         lines.append(f"quantization: {q.method} {q.scheme}, {q.weight_bits}-bit weights"

@@ -122,6 +122,7 @@ class ModelArchitecture(BaseModel):
     # DeepSeek sparse attention (DSA) lightning indexer (DeepSeek-V3.2, GLM-5)
     index_n_heads: int | None = None
     index_head_dim: int | None = None
+    index_topk: int | None = None  # tokens each query attends to, chosen by the indexer (config `index_topk`)
     quantization: Quantization | None = None  # read from the checkpoint (None: unquantized or registry base)
     checkpoint_bytes: int | None = None  # safetensors index total_size, when read
     checkpoint_params: int | None = None  # safetensors metadata total_parameters, when given
@@ -660,6 +661,8 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         data.pop("head_dim", None)
         if cfg.get("index_n_heads") and cfg.get("index_head_dim"):
             data["index_n_heads"], data["index_head_dim"] = cfg["index_n_heads"], cfg["index_head_dim"]
+            if cfg.get("index_topk"):
+                data["index_topk"] = cfg["index_topk"]
     elif data.get("num_key_value_heads") == data["num_attention_heads"]:
         data["attention_kind"] = "mha"
     else:

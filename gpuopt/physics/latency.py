@@ -46,6 +46,7 @@ from gpuopt.physics.memory import (
     MemoryEstimate,
     ResolvedConfig,
     activation_dtype_bytes,
+    indexer_bytes_per_token,
     kv_dtype_bytes,
 )
 from gpuopt.physics.quantization import Quantization, representative
@@ -251,6 +252,12 @@ class Replica:
     # linear-attention / Mamba layers of the largest stage: the recurrent state one sequence keeps on one GPU,
     # read and written back by every decode step (its size does not grow with the context)
     state_bytes_per_seq_per_gpu: float = 0.0
+    # DeepSeek sparse attention (DeepSeek-V3.2, GLM-5): each query attends to the index_topk tokens its
+    # lightning indexer picks, so the attention (and a decode step's KV read) stops growing past that many
+    # tokens; the indexer itself scores every context token, on every rank (vLLM replicates it)
+    attend_cap: int | None = None
+    index_flops_per_context_token: float = 0.0  # per query token and context token, all layers of the stage
+    index_bytes_per_context_token: float = 0.0  # indexer keys a decode step reads per context token, all layers
     serving: ServingCalibration = field(default_factory=serving_calibration)
 
     # derived once in __post_init__ (plain attributes: step_parts_s reads them ~10^5 times per solve);
@@ -266,6 +273,7 @@ class Replica:
     moe_peak_flops: float = field(init=False, repr=False)
     dense_active_params_per_gpu: float = field(init=False, repr=False)  # per token, outside routed experts
     v0_engine: bool = field(init=False, repr=False)  # vLLM < 0.8 ran the V0 engine
+    index_peak_flops: float = field(init=False, repr=False)  # the DSA indexer's FP8 logits GEMM peak
 
     def __post_init__(self) -> None:
         tp = self.config.tensor_parallel
@@ -292,6 +300,9 @@ class Replica:
         derived["moe_peak_flops"] = (derived["peak_flops"] if path in fp8_paths
                                      else (self.gpu.bf16_tflops or 0.0) * 1e12)
         derived["v0_engine"] = release_key(self.config.vllm_version) < (0, 8)
+        # the indexer quantises its queries and keys to FP8 (DeepGEMM fp8_mqa_logits) whatever the weights
+        derived["index_peak_flops"] = ((self.gpu.fp8_tflops if self.gpu.fp8_native else None)
+                                       or self.gpu.bf16_tflops or 0.0) * 1e12
         derived["dense_active_params_per_gpu"] = self.active_params_per_gpu - self.expert_params_per_gpu * k / e
         for name, value in derived.items():
             object.__setattr__(self, name, value)
@@ -358,7 +369,22 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         layers_per_stage=largest.layers, sliding_fraction=sliding / kv_layers if kv_layers else 0.0,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
         expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
+        **_sparse_attention(arch, kv_layers),
     )
+
+
+def _sparse_attention(arch: ModelArchitecture, kv_layers: int) -> dict[str, Any]:
+    """The DSA fields of a Replica: the attended-token cap and the indexer's work per context token.
+
+    The lightning indexer (vLLM's Indexer, read in the v0.11.0 wheel: ReplicatedLinear projections) scores
+    each query against every earlier token's index key: 2 x index_n_heads x index_head_dim FLOPs per
+    (query, context token) pair per layer, and a decode step reads each context token's fp8 key and scale.
+    A model without an indexer, or whose config gives no index_topk, attends to its whole context."""
+    if not (arch.is_mla and arch.index_n_heads and arch.index_head_dim and arch.index_topk):
+        return {}
+    return {"attend_cap": arch.index_topk,
+            "index_flops_per_context_token": 2.0 * arch.index_n_heads * arch.index_head_dim * kv_layers,
+            "index_bytes_per_context_token": float(indexer_bytes_per_token(arch) * kv_layers)}
 
 
 def _attention_width(arch: ModelArchitecture) -> float:
@@ -427,17 +453,26 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
     sc = r.serving
     tokens = decode_seqs + prefill_tokens
     kv_context = context
+    attended_prefill = prefill_context
     if r.window and r.sliding_fraction:
         kv_context = (1 - r.sliding_fraction) * context + r.sliding_fraction * min(context, r.window)
-    kv_read = decode_seqs * (kv_context * r.kv_bytes_per_token_per_gpu + 2 * r.state_bytes_per_seq_per_gpu)
+    if r.attend_cap:
+        kv_context = min(context, r.attend_cap)
+        attended_prefill = min(prefill_context, r.attend_cap)
+    kv_read = decode_seqs * (kv_context * r.kv_bytes_per_token_per_gpu + 2 * r.state_bytes_per_seq_per_gpu
+                             + context * r.index_bytes_per_context_token)
     t_mem = (r.weight_bytes_per_gpu + kv_read) / (r.hbm_bytes_per_s * ac.eff_bw)
     # decode tokens (and the tile padding) run at the mixed-step efficiency, prompt tokens at the prefill one:
     # a step's compute time is then affine in both, which the analytic steady state relies on
     decode_flops = (2 * r.dense_active_params_per_gpu * (decode_seqs + sc.gemm_tile_tokens)
                     + 4 * r.attn_dim_per_gpu * decode_seqs * kv_context)
     prefill_flops = 2 * r.dense_active_params_per_gpu * prefill_tokens \
-        + 4 * r.attn_dim_per_gpu * prefill_tokens * prefill_context
+        + 4 * r.attn_dim_per_gpu * prefill_tokens * attended_prefill
     t_compute = (decode_flops / ac.eff_compute + prefill_flops / ac.eff_prefill) / r.peak_flops
+    if r.index_flops_per_context_token:
+        t_compute += r.index_flops_per_context_token * (
+            decode_seqs * context / ac.eff_compute + prefill_tokens * prefill_context / ac.eff_prefill
+        ) / r.index_peak_flops
     if r.moe is not None:
         touched = _experts_touched_fraction(r.arch, tokens)
         e = r.arch.num_experts or 1
