@@ -56,9 +56,10 @@ from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
 
 SCALAR = ("cpu_per_seq_us", "frontend_ms_per_request", "gemm_tile_tokens", "moe_tile_tokens", "layer_fixed_us",
-          "v0_host_factor")
+          "v0_host_factor", "dsa_token_layer_us")
 BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0), "gemm_tile_tokens": (1.0, 128.0),
           "moe_tile_tokens": (1.0, 1024.0), "layer_fixed_us": (0.5, 500.0), "v0_host_factor": (1.0, 30.0),
+          "dsa_token_layer_us": (0.01, 20.0),
           "eff_compute": (0.02, 0.9)}
 # latency factors, log-space: a factor bounded below by 0 gets a small positive floor
 BOUNDS.update({f"lat.{n}": (max(lo, 0.05), hi) for n, lo, hi in zip(LAT_NAMES, LAT_LOWER, LAT_UPPER, strict=True)})
@@ -279,12 +280,16 @@ def leave_one_model_out(metrics: list[Metric]) -> list[tuple[Metric, float, floa
         keep = np.array([m.run.registry_model != model for m in metrics] + [s.model != model for s, _ in rows])
         held = [m for m in metrics if m.run.registry_model == model]
         # one damped Gauss-Newton step from the full fit, on the other models' rows only; a factor only this
-        # model informs (a zero column once its rows are gone) stays where it is
+        # model informs (a zero column once its rows are gone) stays where it is -- except the DSA pipeline
+        # cost, which a model of its kind without rows of its own would not have: it goes to its floor
         informed = np.abs(jac[keep]).sum(axis=0) > 1e-9
         xm = x.copy()
         if informed.any():
             sub = jac[keep][:, informed]
             xm[informed] = x[informed] + gauss_newton_step(sub, r[keep], 0.1)
+        for j, name in enumerate(names):
+            if name == "dsa_token_layer_us" and not informed[j]:
+                xm[j] = math.log(BOUNDS[name][0])
         cal = to_calibration(names, clip(names, xm), base)
         errs = log_errors(held, cal)
         for m, e in zip(held, errs, strict=True):
@@ -337,6 +342,7 @@ def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: Calibrat
                   "rows of perf_observed.csv, jointly with the factors of latency_calibration.yaml",
         "fitted_on": where[SCALAR[0]],
         **{n: round(float(getattr(cal, n)), 4) for n in SCALAR},
+        "dsa_fitted_on": _ranges([m for m in metrics if get_model(m.run.registry_model).index_topk]),
         "moe_paths": paths,
     }
     target = Path(__file__).resolve().parents[1] / "gpuopt" / "data" / "serving_calibration.yaml"

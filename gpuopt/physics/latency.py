@@ -169,6 +169,11 @@ class ServingCalibration(BaseModel):
     moe_paths: dict[str, MoePath]
     source: str
     fitted_on: str
+    # DeepSeek sparse attention's per-token pipeline around the FLOPs step_parts_s prices: the indexer's
+    # projections, FP8 quantisation of its queries, key insertion, top-k selection and the sparse gather run
+    # as a chain of small kernels in every layer, a GPU time per token per layer (0: no DSA rows to fit)
+    dsa_token_layer_us: float = 0.0
+    dsa_fitted_on: str = ""
 
 
 @cache
@@ -482,6 +487,8 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
         t_compute += 2 * r.expert_params_per_gpu / e * pairs / (r.moe_peak_flops * r.moe.eff_compute)
     t_rest = step_cpu_s(r, decode_seqs) + r.allreduce_fixed_s + r.layers_per_stage * sc.layer_fixed_us * 1e-6 \
         + r.allreduce_s_per_token * tokens
+    if r.attend_cap:
+        t_rest += sc.dsa_token_layer_us * 1e-6 * tokens * r.layers_per_stage
     # pipeline stages run one after another for every token: a step takes PP stage-steps (vLLM's overlapping
     # of micro-batches across stages is not credited, and the hop between instances is not modelled)
     pp = r.config.pipeline_parallel
