@@ -287,7 +287,7 @@ class Replica:
         derived = {
             "arch_cal": self.cal.for_gpu(self.gpu),
             "act_bytes": act,
-            "peak_flops": self._peak_flops(),
+            "peak_flops": tensor_peak_flops(self.gpu, self.config.precision),
             "hbm_bytes_per_s": (self.gpu.hbm_tb_s or 0.0) * 1e12,
             "link_bytes_per_s": link,
             # 2 all-reduces per layer (0 without TP); ring all-reduce moves 2 (tp - 1) / tp of the hidden state
@@ -303,31 +303,32 @@ class Replica:
         # Marlin and Triton dequantise to 16-bit tensor math; block-FP8 and Blackwell kernels run the FP8 peak
         fp8_paths = ("fp8_block", "fp8_block_v0", "flashinfer_cutlass")
         derived["moe_peak_flops"] = (derived["peak_flops"] if path in fp8_paths
-                                     else (self.gpu.bf16_tflops or 0.0) * 1e12)
+                                     else tensor_peak_flops(self.gpu, "bf16"))
         derived["v0_engine"] = release_key(self.config.vllm_version) < (0, 8)
         # the indexer quantises its queries and keys to FP8 (DeepGEMM fp8_mqa_logits) whatever the weights
-        derived["index_peak_flops"] = ((self.gpu.fp8_tflops if self.gpu.fp8_native else None)
-                                       or self.gpu.bf16_tflops or 0.0) * 1e12
+        derived["index_peak_flops"] = tensor_peak_flops(self.gpu, "fp8")
         derived["dense_active_params_per_gpu"] = self.active_params_per_gpu - self.expert_params_per_gpu * k / e
         for name, value in derived.items():
             object.__setattr__(self, name, value)
-
-    def _peak_flops(self) -> float:
-        """FP8 only with native FP8, otherwise 16-bit."""
-        bf16 = (self.gpu.bf16_tflops or 0.0) * 1e12
-        if self.config.precision in ("fp8",) and self.gpu.fp8_native and self.gpu.fp8_tflops:
-            return self.gpu.fp8_tflops * 1e12
-        if self.config.precision == "int8" and self.gpu.int8_tops:
-            return self.gpu.int8_tops * 1e12
-        if self.config.precision == "fp32":
-            return bf16 / 2  # TF32-class tensor math: half the 16-bit rate on every listed GPU
-        return bf16
 
     def _link_bytes_per_s(self) -> float:
         if self.interconnect == "nvlink" and self.gpu.nvlink_gb_s:
             return self.gpu.nvlink_gb_s * 1e9 / 2  # datasheet NVLink figure is bidirectional
         gen = str(self.gpu.pcie_gen or 4)
         return self.cal.pcie_gb_s.get(gen, min(self.cal.pcie_gb_s.values())) * 1e9
+
+
+def tensor_peak_flops(gpu: GpuSpec, precision: str) -> float:
+    """Tensor FLOP/s of one GPU for a math format: FP8 only with native FP8, INT8 where listed, TF32-class
+    for fp32, otherwise 16-bit."""
+    bf16 = (gpu.bf16_tflops or 0.0) * 1e12
+    if precision == "fp8" and gpu.fp8_native and gpu.fp8_tflops:
+        return gpu.fp8_tflops * 1e12
+    if precision == "int8" and gpu.int8_tops:
+        return gpu.int8_tops * 1e12
+    if precision == "fp32":
+        return bf16 / 2  # TF32-class tensor math: half the 16-bit rate on every listed GPU
+    return bf16
 
 
 def missing_specs(gpu: GpuSpec) -> list[str]:
