@@ -290,13 +290,18 @@ def test_dsa_prefill_pays_the_indexer_on_every_pair_and_attention_on_top_k():
 def test_dsa_step_grows_past_top_k_only_by_the_indexer(seqs, context):
     r = replica(DSV32, gpu="H200-141GB", tp=8, precision="fp8", max_len=131072)
     twin = _dense_attention_twin(r)
+    bw = r.hbm_bytes_per_s * r.arch_cal.eff_bw
     a = latency.step_parts_s(r, seqs, context)
-    b = latency.step_parts_s(r, seqs, context + 1000)
-    if context >= r.attend_cap:
-        growth = seqs * 1000 * r.index_bytes_per_context_token / (r.hbm_bytes_per_s * r.arch_cal.eff_bw)
-        assert b[0] - a[0] == pytest.approx(growth, rel=1e-6)
-        # and never more memory than attending to everything
+    # against attending to everything: every index key read, the latents past top-k not read
+    saved = (context - min(context, r.attend_cap)) * r.kv_bytes_per_token_per_gpu
+    extra = seqs * (context * r.index_bytes_per_context_token - saved) / bw
+    assert a[0] - latency.step_parts_s(twin, seqs, context)[0] == pytest.approx(extra, rel=1e-6, abs=1e-12)
+    # so DSA reads less once the latents it skips outweigh the keys: past 2,048 x 1,152 / (1,152 - 132) tokens
+    if context >= r.attend_cap * 1152 / (1152 - 132):
         assert a[0] <= latency.step_parts_s(twin, seqs, context)[0] + 1e-12
+    if context >= r.attend_cap:
+        b = latency.step_parts_s(r, seqs, context + 1000)
+        assert b[0] - a[0] == pytest.approx(seqs * 1000 * r.index_bytes_per_context_token / bw, rel=1e-6)
 
 
 def test_dsa_pipeline_costs_a_fixed_time_per_token_and_layer():
