@@ -311,3 +311,23 @@ def test_dsa_pipeline_costs_a_fixed_time_per_token_and_layer():
     # 10 decoding sequences and 500 prompt tokens: 510 tokens through 61 layers at 2 us each
     extra = latency.step_parts_s(r, 10, 1000, 500, 250)[2] - latency.step_parts_s(twin, 10, 1000, 500, 250)[2]
     assert extra == pytest.approx(2e-6 * 510 * 61, rel=1e-9)
+
+
+@pytest.mark.parametrize("model, gpu, tp, precision, attention_layers, heads, head_dim", [
+    # Qwen3-Next: 12 of 48 layers are full attention (the other 36 Gated DeltaNet), 16 query heads of 256
+    ("Qwen/Qwen3-Next-80B-A3B-Instruct", "H100-SXM-80GB", 4, "bf16", 12, 16, 256),
+    # Nemotron-3-Nano: 6 attention layers among 23 Mamba-2 and 23 MoE-only blocks, 32 heads of 128
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "H100-SXM-80GB", 1, "bf16", 6, 32, 128),
+    # Llama-3.2-11B-Vision: the 8 cross-attention layers attend to the image, not the text context
+    ("meta-llama/Llama-3.2-11B-Vision-Instruct", "H100-SXM-80GB", 1, "bf16", 32, 32, 128),
+])
+def test_only_self_attention_layers_attend_over_the_context(model, gpu, tp, precision, attention_layers,
+                                                            heads, head_dim):
+    r = replica(model, gpu=gpu, tp=tp, precision=precision)
+    assert r.attn_dim_per_gpu == heads * head_dim * attention_layers / tp
+    # a decode step's attention FLOPs at 10,000 tokens of context: 4 x that width x the context per sequence
+    _, with_context, _ = latency.step_parts_s(r, 1, 10_000)
+    _, without, _ = latency.step_parts_s(r, 1, 0)
+    ac = r.arch_cal
+    assert with_context - without == pytest.approx(
+        4 * heads * head_dim * attention_layers / tp * 10_000 / (ac.eff_compute * r.peak_flops), rel=1e-9)

@@ -247,7 +247,9 @@ class Replica:
     expert_bytes_per_gpu: float  # routed experts of the largest stage (all of them)
     kv_bytes_per_token_per_gpu: float
     active_params_per_gpu: float  # per token, largest stage
-    attn_dim_per_gpu: float  # heads x head_dim per rank (for attention FLOPs)
+    # heads x head_dim per rank, summed over the stage's self-attention layers (for attention FLOPs): linear-
+    # attention, Mamba, FFN-only and cross-attention layers do not attend over the context
+    attn_dim_per_gpu: float
     layers_per_stage: int
     sliding_fraction: float  # share of KV layers whose context is capped at the window
     window: int | None
@@ -371,7 +373,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         arch=arch, gpu=gpu, config=cfg, interconnect=link, cal=cal,
         weight_bytes_per_gpu=weights, expert_bytes_per_gpu=experts,
         kv_bytes_per_token_per_gpu=per_layer_kv * kv_layers, active_params_per_gpu=active,
-        attn_dim_per_gpu=arch.num_attention_heads * _attention_width(arch) / tp * largest.layers,
+        attn_dim_per_gpu=arch.num_attention_heads * _attention_width(arch) / tp * kv_layers,
         layers_per_stage=largest.layers, sliding_fraction=sliding / kv_layers if kv_layers else 0.0,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
         expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
