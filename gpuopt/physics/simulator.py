@@ -328,8 +328,14 @@ class _Engine:
         full = per_group
         if self.prefix_ready and self.prefix_blocks:
             full = np.where(self.shared[idx], np.maximum(per_group - self.prefix_blocks, 0), per_group)
-        return np.asarray(s.full_groups * full + s.window_groups * np.minimum(per_group, s.window_blocks)
-                          + s.state_groups * (tokens > 0))
+        # the terms of the kinds of group this model has (this runs a few times per engine step: skipping the
+        # absent kinds' array operations is a quarter of a replay's time)
+        blocks = full * s.full_groups if s.full_groups != 1 else full
+        if s.window_groups:
+            blocks = blocks + s.window_groups * np.minimum(per_group, s.window_blocks)
+        if s.state_groups:
+            blocks = blocks + s.state_groups * (tokens > 0)
+        return np.asarray(blocks)
 
     def _blocks_one(self, i: int, tokens: int) -> int:
         """_blocks for one request, in plain integers (the in-order loops call it once per request)."""
@@ -502,6 +508,14 @@ class _Engine:
                 return 0  # the head can come in at the next step (free blocks only shrink until a finish)
         k = min(int((self.out[run] - gen).min()), MAX_JUMP_STEPS)
         comp, held = self.computed[run], self.held[run]
+        if self.inbound and n < s.max_num_seqs:
+            # _jump stops at the first step that starts after the next arrival; steps only lengthen as the
+            # context grows, so no more than (arrival - now) / first step + 1 of them start before it. Capping
+            # k here changes no result and spares the block search and the step arrays of a long jump that an
+            # arrival would cut (a Poisson replay's usual case)
+            first = latency.engine_step_s(self.r, n, float((comp + 1).mean()), 0, 0.0, n, s.async_scheduling)
+            if first > 0:
+                k = min(k, int((self.inbound[0][0] - self.t) / first) + 2)
         if int(np.maximum(self._blocks(run, comp + k) - held, 0).sum()) <= self.free:
             return k
         lo, hi = 0, k  # the blocks k steps need grow with k: the longest jump without a shortage
