@@ -56,10 +56,13 @@ from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
 
 SCALAR = ("cpu_per_seq_us", "frontend_ms_per_request", "gemm_tile_tokens", "moe_tile_tokens", "layer_fixed_us",
-          "v0_host_factor", "dsa_token_layer_us")
+          "v0_host_factor", "dsa_token_layer_us", "triton_attention_factor")
+# factors a kind of replica has only when its rows are in the fit; without them (leave-one-model-out holding
+# the last such model out) they go to their floor, the value a replica of that kind with no evidence gets
+FLOORED_WHEN_UNINFORMED = ("dsa_token_layer_us", "triton_attention_factor")
 BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0), "gemm_tile_tokens": (1.0, 128.0),
           "moe_tile_tokens": (1.0, 1024.0), "layer_fixed_us": (0.5, 500.0), "v0_host_factor": (1.0, 30.0),
-          "dsa_token_layer_us": (0.01, 20.0),
+          "dsa_token_layer_us": (0.01, 20.0), "triton_attention_factor": (1.0, 8.0),
           "eff_compute": (0.02, 0.9)}
 # latency factors, log-space: a factor bounded below by 0 gets a small positive floor
 BOUNDS.update({f"lat.{n}": (max(lo, 0.05), hi) for n, lo, hi in zip(LAT_NAMES, LAT_LOWER, LAT_UPPER, strict=True)})
@@ -75,6 +78,11 @@ def moe_path_of(m: Metric) -> str | None:
     if not arch.is_moe:
         return None
     return latency.moe_kernel_path(get_gpu(m.run.gpu), m.run.precision, m.run.engine_version or m.run.vllm_version)
+
+
+def attention_backend_of(m: Metric) -> str:
+    kv = m.run.kv_cache_dtype if m.run.kv_cache_dtype and m.run.kv_cache_dtype != "nan" else "auto"
+    return latency.attention_backend(get_gpu(m.run.gpu), get_model(m.run.registry_model), kv)
 
 
 def parameter_names(metrics: list[Metric]) -> list[str]:
@@ -280,15 +288,16 @@ def leave_one_model_out(metrics: list[Metric]) -> list[tuple[Metric, float, floa
         keep = np.array([m.run.registry_model != model for m in metrics] + [s.model != model for s, _ in rows])
         held = [m for m in metrics if m.run.registry_model == model]
         # one damped Gauss-Newton step from the full fit, on the other models' rows only; a factor only this
-        # model informs (a zero column once its rows are gone) stays where it is -- except the DSA pipeline
-        # cost, which a model of its kind without rows of its own would not have: it goes to its floor
+        # model informs (a zero column once its rows are gone) stays where it is -- except the factors of
+        # FLOORED_WHEN_UNINFORMED (the DSA pipeline cost, Triton attention), which a replica of its kind
+        # without rows of its own would not have: they go to their floor
         informed = np.abs(jac[keep]).sum(axis=0) > 1e-9
         xm = x.copy()
         if informed.any():
             sub = jac[keep][:, informed]
             xm[informed] = x[informed] + gauss_newton_step(sub, r[keep], 0.1)
         for j, name in enumerate(names):
-            if name == "dsa_token_layer_us" and not informed[j]:
+            if name in FLOORED_WHEN_UNINFORMED and not informed[j]:
                 xm[j] = math.log(BOUNDS[name][0])
         cal = to_calibration(names, clip(names, xm), base)
         errs = log_errors(held, cal)
@@ -343,6 +352,7 @@ def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: Calibrat
         "fitted_on": where[SCALAR[0]],
         **{n: round(float(getattr(cal, n)), 4) for n in SCALAR},
         "dsa_fitted_on": _ranges([m for m in metrics if get_model(m.run.registry_model).index_topk]),
+        "triton_attention_fitted_on": _ranges([m for m in metrics if attention_backend_of(m) == "triton"]),
         "moe_paths": paths,
     }
     target = Path(__file__).resolve().parents[1] / "gpuopt" / "data" / "serving_calibration.yaml"

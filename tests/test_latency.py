@@ -331,3 +331,42 @@ def test_only_self_attention_layers_attend_over_the_context(model, gpu, tp, prec
     ac = r.arch_cal
     assert with_context - without == pytest.approx(
         4 * heads * head_dim * attention_layers / tp * 10_000 / (ac.eff_compute * r.peak_flops), rel=1e-9)
+
+
+@pytest.mark.parametrize("gpu, model, kv, backend", [
+    ("A100-SXM-80GB", "openai/gpt-oss-120b", "auto", "triton"),  # attention sinks: FlashAttention 2 lacks them
+    ("A100-SXM-80GB", LLAMA8, "auto", "flash_attn_2"),
+    ("A100-SXM-80GB", LLAMA8, "fp8", "triton"),  # FP8 KV below sm90
+    ("L4-24GB", LLAMA8, "fp8", "triton"),  # Ada: native FP8 math, but still FlashAttention 2
+    ("RTX5090-32GB", "openai/gpt-oss-20b", "auto", "triton"),  # consumer Blackwell sm120 is not sm100
+    ("RTX5090-32GB", LLAMA8, "auto", "flash_attn_2"),
+    ("H100-SXM-80GB", "openai/gpt-oss-120b", "fp8", "flash_attn_3"),  # FA3 has sinks and FP8 KV
+    ("B200-180GB", LLAMA8, "auto", "flashinfer"),
+    ("A100-SXM-80GB", "deepseek-ai/DeepSeek-R1", "auto", "mla"),
+    ("T4-16GB", LLAMA8, "auto", "flex_attention"),
+    ("MI300X-192GB", LLAMA8, "auto", "rocm"),
+])
+def test_attention_backend_is_the_one_vllm_picks(gpu, model, kv, backend):
+    assert latency.attention_backend(get_gpu(gpu), get_model(model), kv) == backend
+
+
+def test_triton_attention_scales_only_the_attention_flops():
+    """The gpt-oss-20b replica on an A100 runs Triton attention: a step's attention FLOPs cost
+    triton_attention_factor times what they would under FlashAttention, its GEMMs the same; a FlashAttention
+    replica ignores the factor."""
+    r = replica("openai/gpt-oss-20b", gpu="A100-SXM-80GB", precision="mxfp4")
+    assert r.attention_backend == "triton"
+    assert r.attn_time_scale == latency.serving_calibration().triton_attention_factor
+
+    def with_factor(rep, factor):
+        return dataclasses.replace(rep, serving=rep.serving.model_copy(update={"triton_attention_factor": factor}))
+
+    triton, flash = with_factor(r, 2.5), with_factor(r, 1.0)
+    assert (triton.attn_time_scale, flash.attn_time_scale) == (2.5, 1.0)
+    # 2,000 prompt tokens attending to 1,000 tokens each on average: 4 x attn_dim x 2,000 x 1,000 FLOPs
+    _, c_triton, _ = latency.step_parts_s(triton, 0, 0, 2000, 1000)
+    _, c_flash, _ = latency.step_parts_s(flash, 0, 0, 2000, 1000)
+    attention = 4 * r.attn_dim_per_gpu * 2000 * 1000 / (r.arch_cal.eff_prefill * r.peak_flops)
+    assert c_triton - c_flash == pytest.approx(1.5 * attention, rel=1e-9)
+    llama = replica(LLAMA8, gpu="A100-SXM-80GB")
+    assert with_factor(llama, 2.5).attn_time_scale == 1.0

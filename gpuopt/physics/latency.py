@@ -174,12 +174,42 @@ class ServingCalibration(BaseModel):
     # as a chain of small kernels in every layer, a GPU time per token per layer (0: no DSA rows to fit)
     dsa_token_layer_us: float = 0.0
     dsa_fitted_on: str = ""
+    # Triton attention (attention_backend): its attention FLOPs take this many times as long as the
+    # FlashAttention kernels the architectures' efficiencies were fitted on (1: no rows to fit)
+    triton_attention_factor: float = 1.0
+    triton_attention_fitted_on: str = ""
 
 
 @cache
 def serving_calibration() -> ServingCalibration:
     text = resources.files("gpuopt").joinpath("data/serving_calibration.yaml").read_text(encoding="utf-8")
     return ServingCalibration.model_validate(yaml.safe_load(text))
+
+
+def attention_backend(gpu: GpuSpec, arch: ModelArchitecture, kv_cache_dtype: str) -> str:
+    """The attention kernel family vLLM's V1 engine runs this model with on this GPU.
+
+    vllm/platforms/cuda.py (read in the 0.11.0 wheel): MLA models take their own kernels; Hopper (sm90) runs
+    FlashAttention 3, which has attention sinks and FP8 KV; sm100 Blackwell defaults to FlashInfer; other
+    GPUs from sm80 (Ampere, Ada, consumer Blackwell sm120) run FlashAttention 2 unless the model has
+    attention sinks (gpt-oss) or the KV cache is FP8, which FlashAttention 2 lacks -- then Triton attention
+    ("Using Triton backend on V1 engine"). 0.16-0.29 reach the same outcome through a priority list
+    (FLASH_ATTN, FLASHINFER, TRITON_ATTN) and `flash_attn_supports_sinks` (FA3+ only); there an FP8 KV cache
+    below sm90 may take FlashInfer when it is installed, which is counted as Triton here (no rows tell the
+    two apart). Before sm80: FlexAttention (the Turing factors were fitted on it). AMD GPUs: ROCm's own
+    backends, priced at their borrowed factors."""
+    cc = gpu.compute_capability
+    if arch.is_mla:
+        return "mla"
+    if cc is None:
+        return "rocm"
+    if cc == 90:
+        return "flash_attn_3"
+    if 100 <= cc < 120:
+        return "flashinfer"
+    if cc >= 80:
+        return "triton" if arch.attention_sinks or kv_cache_dtype.startswith("fp8") else "flash_attn_2"
+    return "flex_attention"
 
 
 # quantization.select_kernel's MoE kernels -> the calibrated path whose factors they run at (serving_calibration
@@ -281,6 +311,8 @@ class Replica:
     dense_active_params_per_gpu: float = field(init=False, repr=False)  # per token, outside routed experts
     v0_engine: bool = field(init=False, repr=False)  # vLLM < 0.8 ran the V0 engine
     index_peak_flops: float = field(init=False, repr=False)  # the DSA indexer's FP8 logits GEMM peak
+    attention_backend: str = field(init=False, repr=False)  # attention_backend(): the kernel family
+    attn_time_scale: float = field(init=False, repr=False)  # its attention FLOPs' time over FlashAttention's
 
     def __post_init__(self) -> None:
         tp = self.config.tensor_parallel
@@ -310,6 +342,9 @@ class Replica:
         # the indexer quantises its queries and keys to FP8 (DeepGEMM fp8_mqa_logits) whatever the weights
         derived["index_peak_flops"] = tensor_peak_flops(self.gpu, "fp8")
         derived["dense_active_params_per_gpu"] = self.active_params_per_gpu - self.expert_params_per_gpu * k / e
+        backend = attention_backend(self.gpu, self.arch, self.config.kv_cache_dtype)
+        derived["attention_backend"] = backend
+        derived["attn_time_scale"] = self.serving.triton_attention_factor if backend == "triton" else 1.0
         for name, value in derived.items():
             object.__setattr__(self, name, value)
 
@@ -472,10 +507,10 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
     t_mem = (r.weight_bytes_per_gpu + kv_read) / (r.hbm_bytes_per_s * ac.eff_bw)
     # decode tokens (and the tile padding) run at the mixed-step efficiency, prompt tokens at the prefill one:
     # a step's compute time is then affine in both, which the analytic steady state relies on
+    attn = 4 * r.attn_dim_per_gpu * r.attn_time_scale  # attention FLOPs per (query, context token) pair, priced
     decode_flops = (2 * r.dense_active_params_per_gpu * (decode_seqs + sc.gemm_tile_tokens)
-                    + 4 * r.attn_dim_per_gpu * decode_seqs * kv_context)
-    prefill_flops = 2 * r.dense_active_params_per_gpu * prefill_tokens \
-        + 4 * r.attn_dim_per_gpu * prefill_tokens * attended_prefill
+                    + attn * decode_seqs * kv_context)
+    prefill_flops = 2 * r.dense_active_params_per_gpu * prefill_tokens + attn * prefill_tokens * attended_prefill
     t_compute = (decode_flops / ac.eff_compute + prefill_flops / ac.eff_prefill) / r.peak_flops
     if r.index_flops_per_context_token:
         t_compute += r.index_flops_per_context_token * (
