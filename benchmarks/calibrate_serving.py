@@ -46,7 +46,7 @@ from calibrate_latency import LOWER as LAT_LOWER  # noqa: E402
 from calibrate_latency import NAMES as LAT_NAMES  # noqa: E402
 from calibrate_latency import UPPER as LAT_UPPER  # noqa: E402
 from calibrate_latency import to_calibration as latency_from  # noqa: E402
-from load_replay import Metric, load_runs, predicted, replay_with  # noqa: E402
+from load_replay import NOT_FITTED, Metric, load_runs, predicted, replay_with  # noqa: E402
 from observed_latency import Scenario, load_scenarios, predict, replica_for  # noqa: E402
 
 from gpuopt.errors import GpuoptError  # noqa: E402
@@ -397,7 +397,7 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--write", action="store_true", help="write gpuopt/data/serving_calibration.yaml")
     args = parser.parse_args()
-    metrics, _ = load_runs()
+    metrics = [m for m in load_runs()[0] if m.run.model_id not in NOT_FITTED]
     base = (latency.serving_calibration(), latency.calibration())
     names, x = fit(metrics, analytic_rows(), base, args.iterations)
     for n, v in zip(names, np.exp(x), strict=True):

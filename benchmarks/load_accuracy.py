@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load_replay import Metric, Run, load_runs, predicted, replay  # noqa: E402
+from load_replay import NOT_FITTED, Metric, Run, load_runs, predicted, replay  # noqa: E402
 
 from gpuopt.errors import GpuoptError  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
@@ -99,11 +99,19 @@ def main() -> int:
     parser.add_argument("--worst", type=int, default=15, help="print the N largest errors")
     args = parser.parse_args()
     metrics, skipped = load_runs()
+    checks = [m for m in metrics if m.run.model_id in NOT_FITTED]
+    metrics = [m for m in metrics if m.run.model_id not in NOT_FITTED]
     start = time.perf_counter()
     rows = errors(metrics, skipped)
     elapsed = time.perf_counter() - start
     report(rows, "in sample")
     print(f"\nreplayed {len({m.run.key for m, _, _ in rows})} runs in {elapsed:.1f} s")
+    print("\nruns the factors are not fitted on (out of sample):")
+    for m, pred, _ in errors(checks, skipped):
+        print(f"  {m.run.source} line {m.line}: {m.run.model_id} {m.run.gpu} {m.bench_metric}: observed "
+              f"{m.observed:,.1f} predicted {pred:,.1f} ({(pred / m.observed - 1) * 100:+.0f} %)")
+    for model, why in NOT_FITTED.items():
+        print(f"  {model}: {why}")
     print("\nlargest errors (in sample):")
     for m, pred, err in sorted(rows, key=lambda x: -x[2])[:args.worst]:
         r = m.run
