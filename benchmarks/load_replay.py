@@ -253,14 +253,15 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     mem = estimate(arch, gpu, cfg)
     if not mem.fits:
         raise GpuoptError(f"does not fit: {mem.reason}")
-    replica = latency.build_replica(arch, gpu, mem, run.interconnect, expert_parallel=run.expert_parallel)
+    replica = latency.build_replica(arch, gpu, mem, run.interconnect, expert_parallel=run.expert_parallel,
+                                    async_scheduling=flags.async_scheduling)
     if run.engine_version and run.engine_version != run.vllm_version:  # older than the memory profiles: the
         # release still decides the engine (V0 before 0.8)
         replica = replace(replica, config=replace(replica.config, vllm_version=run.engine_version))
     chunked = flags.chunked_prefill if flags.chunked_prefill is not None else (v0[2] if v0 else True)
     sched = SchedulerConfig.from_memory(
         mem, enable_prefix_caching=flags.enable_prefix_caching is not False,
-        async_scheduling=bool(flags.async_scheduling), chunked_prefill=chunked)
+        async_scheduling=replica.async_scheduling, chunked_prefill=chunked)
     return replica, sched
 
 

@@ -17,12 +17,15 @@ LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 LLAMA70 = "meta-llama/Llama-3.1-70B-Instruct"
 
 
-def replica(model=LLAMA8, gpu="H100-SXM-80GB", tp=1, precision="bf16", kv="auto", max_len=8192, link=None):
+def replica(model=LLAMA8, gpu="H100-SXM-80GB", tp=1, precision="bf16", kv="auto", max_len=8192, link=None,
+            async_scheduling=False):
+    """A replica on the newest modelled release; serial host work unless `async_scheduling` (the hand
+    computations below add the host part to the GPU part)."""
     arch, spec = get_model(model), get_gpu(gpu)
     mem = estimate(arch, spec, ServingConfig(tensor_parallel=tp, precision=precision, kv_cache_dtype=kv,
                                              max_model_len=max_len))
     assert mem.fits
-    return latency.build_replica(arch, spec, mem, link)
+    return latency.build_replica(arch, spec, mem, link, async_scheduling=async_scheduling)
 
 
 def test_batch1_decode_of_llama8b_on_h100_is_weights_over_bandwidth_plus_overhead():
@@ -370,3 +373,37 @@ def test_triton_attention_scales_only_the_attention_flops():
     assert c_triton - c_flash == pytest.approx(1.5 * attention, rel=1e-9)
     llama = replica(LLAMA8, gpu="A100-SXM-80GB")
     assert with_factor(llama, 2.5).attn_time_scale == 1.0
+
+
+@pytest.mark.parametrize("version, default", [("0.11", False), ("0.13.0", False), ("0.14.0", True),
+                                              ("0.16.0", True), ("0.29", True)])
+def test_async_scheduling_follows_the_release_default_unless_set(version, default):
+    """vLLM turned async scheduling on by default in 0.14 (SchedulerConfig.async_scheduling False -> None,
+    resolved to True); the replica's analytic step and the simulated scheduler take the same default."""
+    from gpuopt.physics.simulator import SchedulerConfig
+
+    arch, spec = get_model(LLAMA8), get_gpu("H100-SXM-80GB")
+    mem = estimate(arch, spec, ServingConfig(max_model_len=8192, vllm_version=version))
+    assert latency.build_replica(arch, spec, mem).async_scheduling is default
+    assert SchedulerConfig.from_memory(mem).async_scheduling is default
+    assert latency.build_replica(arch, spec, mem, async_scheduling=not default).async_scheduling is (not default)
+    forced = latency.build_replica(arch, spec, mem, async_scheduling=not default)
+    assert SchedulerConfig.from_replica(forced).async_scheduling is (not default)
+
+
+def test_async_scheduling_hides_the_host_part_under_the_gpu_part():
+    serial, overlapped = replica(), replica(async_scheduling=True)
+    cal, serving = latency.calibration(), latency.serving_calibration()
+    eff = cal.architectures["Hopper"].eff_bw
+    gpu = 15_009_841_152 / (3.35e12 * eff) + 32 * serving.layer_fixed_us * 1e-6
+    host = cal.step_overhead_ms * 1e-3 + serving.cpu_per_seq_us * 1e-6
+    # batch 1: the host work (~0.65 ms) is shorter than the GPU's (~6.9 ms): it disappears
+    assert latency.step_time_s(serial, 1, 0) == pytest.approx(gpu + host, rel=1e-9)
+    assert latency.step_time_s(overlapped, 1, 0) == pytest.approx(gpu, rel=1e-9)
+    # 4,000 sequences: the host work grows by cpu_per_seq_us each and outlasts the GPU: the step is the host's
+    t_mem, t_compute, t_rest = latency.step_parts_s(overlapped, 4000, 0)
+    host_4000 = cal.step_overhead_ms * 1e-3 + serving.cpu_per_seq_us * 1e-6 * 4000
+    gpu_4000 = max(t_mem, t_compute) + t_rest - host_4000
+    assert host_4000 > gpu_4000
+    assert latency.step_time_s(overlapped, 4000, 0) == pytest.approx(host_4000, rel=1e-9)
+    assert latency.step_time_s(serial, 4000, 0) == pytest.approx(gpu_4000 + host_4000, rel=1e-9)

@@ -48,13 +48,13 @@ def ingress(r: latency.Replica) -> float:
 
 
 def decode_steps(r: latency.Replica, seqs: int, first_context: int, steps: int) -> float:
-    return sum(latency.engine_step_s(r, seqs, first_context + k, 0, 0.0, seqs) for k in range(steps))
+    return sum(latency.engine_step_s(r, seqs, first_context + k, 0, 0.0, False) for k in range(steps))
 
 
 def test_one_request_alone_is_one_prefill_then_decode_steps():
     reqs = [Request(arrival_s=0.0, input_tokens=1000, output_tokens=10)]
     res = simulate(R, reqs, sched=sched())
-    prefill = latency.engine_step_s(R, 0, 0.0, 1000, 500.0, 1)
+    prefill = latency.engine_step_s(R, 0, 0.0, 1000, 500.0, False)
     assert res.ttft_s[0] == pytest.approx(ingress(R) + prefill, rel=1e-9)
     # 9 more tokens, each one decode step; the context of the k-th is 1000 + k + 1 tokens (its new token included)
     assert res.e2el_s[0] == pytest.approx(ingress(R) + prefill + decode_steps(R, 1, 1001, 9), rel=1e-9)
@@ -65,7 +65,7 @@ def test_a_long_prompt_is_chunked_at_the_token_budget():
     reqs = [Request(arrival_s=0.0, input_tokens=5000, output_tokens=1)]
     res = simulate(R, reqs, sched=sched(max_num_batched_tokens=2048))
     chunks = [(2048, 1024.0), (2048, 2048 + 1024.0), (904, 4096 + 452.0)]
-    expected = sum(latency.engine_step_s(R, 0, 0.0, n, c, 1) for n, c in chunks)
+    expected = sum(latency.engine_step_s(R, 0, 0.0, n, c, False) for n, c in chunks)
     assert res.ttft_s[0] == pytest.approx(ingress(R) + expected, rel=1e-9)
 
 
@@ -75,7 +75,7 @@ def test_requests_beyond_max_num_seqs_come_in_countable_waves():
     res = simulate(R, reqs, sched=sched(max_num_seqs=4), offline=True)
     finishes = np.unique(np.round(res.e2el_s, 9))
     assert len(finishes) == 3
-    wave = latency.engine_step_s(R, 0, 0.0, 400, 50.0, 4) + decode_steps(R, 4, 101, 7)
+    wave = latency.engine_step_s(R, 0, 0.0, 400, 50.0, False) + decode_steps(R, 4, 101, 7)
     assert finishes.tolist() == pytest.approx([wave, 2 * wave, 3 * wave], rel=1e-6)
     assert res.summary()["max_concurrent_requests"] == 12  # the client sent them all; 4 ran at a time
 
@@ -249,8 +249,8 @@ def test_a_finite_run_that_fits_one_batch_is_not_a_capacity():
 
 def test_moe_step_cost_grows_with_the_experts_a_batch_touches():
     moe = replica("openai/gpt-oss-20b", "H100-SXM-80GB")
-    one = latency.engine_step_s(moe, 1, 1000.0, 0, 0.0, 1)
-    many = latency.engine_step_s(moe, 64, 1000.0, 0, 0.0, 64)
+    one = latency.engine_step_s(moe, 1, 1000.0, 0, 0.0, False)
+    many = latency.engine_step_s(moe, 64, 1000.0, 0, 0.0, False)
     # batch 1 reads 4 of 32 experts; batch 64 touches nearly all of them
     assert many > one * 1.5
 

@@ -236,9 +236,10 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     if not mem.fits:
         click.echo(f"infeasible: {mem.reason}", err=True)
         raise SystemExit(1)
-    replica = latency.build_replica(arch, spec, mem, interconnect, expert_parallel=ep)
+    replica = latency.build_replica(arch, spec, mem, interconnect, expert_parallel=ep,
+                                    async_scheduling=args.async_scheduling)
     sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=args.enable_prefix_caching is not False,
-                                        async_scheduling=bool(args.async_scheduling),
+                                        async_scheduling=replica.async_scheduling,
                                         chunked_prefill=args.chunked_prefill is not False)
     process: ArrivalProcess
     if offline or not math.isfinite(rate):

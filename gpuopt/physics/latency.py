@@ -50,7 +50,7 @@ from gpuopt.physics.memory import (
     kv_dtype_bytes,
 )
 from gpuopt.physics.quantization import Quantization, representative
-from gpuopt.physics.vllm_profile import release_key
+from gpuopt.physics.vllm_profile import get_profile, release_key
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS, WINDOWED_LAYER_KINDS
 
 
@@ -296,6 +296,9 @@ class Replica:
     index_flops_per_context_token: float = 0.0  # per query token and context token, all layers of the stage
     index_bytes_per_context_token: float = 0.0  # indexer keys a decode step reads per context token, all layers
     serving: ServingCalibration = field(default_factory=serving_calibration)
+    # vLLM's async scheduling: the engine schedules step n+1 while step n runs on the GPU, so a step's host
+    # work hides under its GPU work (combined_step_s). The release's default unless `vllm serve` says otherwise
+    async_scheduling: bool = False
 
     # derived once in __post_init__ (plain attributes: step_parts_s reads them ~10^5 times per solve);
     # dataclasses.replace recomputes them, which the calibration scripts rely on
@@ -374,7 +377,10 @@ def missing_specs(gpu: GpuSpec) -> list[str]:
 
 
 def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
-                  interconnect: str | None = None, *, expert_parallel: bool = False) -> Replica:
+                  interconnect: str | None = None, *, expert_parallel: bool = False,
+                  async_scheduling: bool | None = None) -> Replica:
+    """The replica's precomputed step terms. `async_scheduling` None: the release's default
+    (vllm_profile.VllmProfile.async_scheduling_default)."""
     missing = missing_specs(gpu)
     if missing:
         raise InputError(f"{gpu.gpu}: the GPU table has no {', '.join(missing)}, so latency cannot be predicted")
@@ -413,6 +419,8 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
         expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
         **_sparse_attention(arch, kv_layers),
+        async_scheduling=(get_profile(cfg.vllm_version).async_scheduling_default if async_scheduling is None
+                          else async_scheduling),
     )
 
 
@@ -538,7 +546,18 @@ def step_time_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: 
     """One engine step: `decode_seqs` sequences at mean context `context` plus `prefill_tokens` of prompt
     (attending to `prefill_context` tokens on average)."""
     t_mem, t_compute, t_rest = step_parts_s(r, decode_seqs, context, prefill_tokens, prefill_context)
-    return max(t_mem, t_compute) + t_rest
+    return combined_step_s(r, t_mem, t_compute, t_rest, decode_seqs, r.async_scheduling)
+
+
+def combined_step_s(r: Replica, t_mem: float, t_compute: float, t_rest: float, decode_seqs: float,
+                    async_scheduling: bool) -> float:
+    """A step from its parts: max(memory, compute) + the rest; with async scheduling the host part
+    (step_cpu_s, inside the rest) runs beside the GPU part instead of after it, so the step is the longer of
+    the two (vLLM schedules step n+1 while step n runs)."""
+    if not async_scheduling:
+        return max(t_mem, t_compute) + t_rest
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    return max(max(t_mem, t_compute) + t_rest - cpu, cpu)
 
 
 # ---- under load -----------------------------------------------------------------------------------
@@ -614,9 +633,10 @@ class _StepMix:
     def step(self, b: float, x: float) -> float:
         if self.affine is None:
             mem, comp, rest = step_parts_s(self.r, b, self.context, x, self.L / 2)
-            return max(mem, comp) + rest
-        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
-        return max(m0 + mb * b + mx * x, c0 + cb * b + cx * x) + r0 + rb * b + rx * x
+        else:
+            (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
+            mem, comp, rest = m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x
+        return combined_step_s(self.r, mem, comp, rest, b, self.r.async_scheduling)
 
     def mean_step(self, y: float) -> float:
         b = self.O * y
@@ -832,19 +852,15 @@ def step_cpu_s(r: Replica, seqs: float) -> float:
 
 
 def engine_step_s(r: Replica, decode_seqs: int, context: float, prefill_tokens: int, prefill_context: float,
-                  seqs: int, async_scheduling: bool = False) -> float:
-    """One step of the simulated engine: the analytic model's step_parts_s for this step's composition.
-    With async scheduling the host part overlaps the GPU part (vLLM schedules step n+1 while n runs)."""
+                  async_scheduling: bool) -> float:
+    """One step of the simulated engine: the analytic model's step_parts_s and combined_step_s for this
+    step's composition (`async_scheduling`: the simulated scheduler's setting)."""
     t_mem, t_compute, t_rest = step_parts_s(r, decode_seqs, context, prefill_tokens, prefill_context)
-    if not async_scheduling:
-        return max(t_mem, t_compute) + t_rest
-    del seqs  # the host part counts the decoding sequences, as step_parts_s does
-    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
-    return max(max(t_mem, t_compute) + t_rest - cpu, cpu)
+    return combined_step_s(r, t_mem, t_compute, t_rest, decode_seqs, async_scheduling)
 
 
 def engine_steps_s(r: Replica, decode_seqs: int, context: float, steps: int,
-                   async_scheduling: bool = False) -> NDArray[Any]:
+                   async_scheduling: bool) -> NDArray[Any]:
     """`steps` consecutive pure-decode steps of `decode_seqs` sequences whose mean context starts at `context`
     and grows by one token per step. Every part of a step is affine in the context (KV read, attention
     FLOPs), so two evaluations give them all (sliding-window caps are taken at the first step)."""
@@ -856,5 +872,5 @@ def engine_steps_s(r: Replica, decode_seqs: int, context: float, steps: int,
     gpu = np.maximum(mem, comp) + a[2]
     if not async_scheduling:
         return np.asarray(gpu)
-    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel  # as combined_step_s, vectorised
     return np.asarray(np.maximum(gpu - cpu, cpu))

@@ -46,6 +46,7 @@ from gpuopt.physics import latency
 from gpuopt.physics.latency import Replica
 from gpuopt.physics.memory import MemoryEstimate, ResolvedConfig, hybrid_block_size, kv_layout
 from gpuopt.physics.traffic import Request
+from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.vocabulary import STATE_LAYER_KINDS
 
 MAX_JUMP_STEPS = 4096  # longest vectorised jump (bounds the arrays it builds)
@@ -60,7 +61,7 @@ class SchedulerConfig:
     block_size: int
     num_gpu_blocks: int
     enable_prefix_caching: bool = True  # V1 default
-    async_scheduling: bool = False  # off by default in the modelled releases (v0.11-v0.13): opt-in flag
+    async_scheduling: bool = False  # the constructors below default it to the release's (on from v0.14)
     chunked_prefill: bool = True  # always on in V1
     # vLLM's hybrid allocator: every request takes blocks in each KV group from one pool; a full-attention
     # group needs ceil(tokens / block_size) blocks, a sliding-window group at most window_blocks, a
@@ -78,16 +79,20 @@ class SchedulerConfig:
 
     @classmethod
     def from_config(cls, config: ResolvedConfig, kv_capacity_tokens: int, *, enable_prefix_caching: bool = True,
-                    async_scheduling: bool = False, chunked_prefill: bool = True) -> SchedulerConfig:
+                    async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
         """From a resolved `vllm serve` configuration (release defaults already filled in by
-        physics.memory.resolve from gpuopt/data/vllm_versions.yaml) and the KV tokens the memory model finds."""
+        physics.memory.resolve from gpuopt/data/vllm_versions.yaml) and the KV tokens the memory model finds;
+        `async_scheduling` None: the release's default."""
+        if async_scheduling is None:
+            async_scheduling = get_profile(config.vllm_version).async_scheduling_default
         return cls(max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
                    block_size=config.block_size, num_gpu_blocks=max(1, kv_capacity_tokens // config.block_size),
                    enable_prefix_caching=enable_prefix_caching, async_scheduling=async_scheduling,
                    chunked_prefill=chunked_prefill)
 
     @classmethod
-    def from_memory(cls, memory: MemoryEstimate, **flags: bool) -> SchedulerConfig:
+    def from_memory(cls, memory: MemoryEstimate, *, enable_prefix_caching: bool = True,
+                    async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
         """From the memory model's block pool and KV groups (the binding rank's): exact for hybrid models,
         whose sliding-window layers hold only the window of a request."""
         rank = memory.binding_rank
@@ -98,7 +103,8 @@ class SchedulerConfig:
         full = sum(n for g, n in layout if not g.window and g.kind not in STATE_LAYER_KINDS)
         windowed = [(g, n) for g, n in layout if g.window]
         window = max((g.window or 0 for g, _ in windowed), default=0)
-        base = cls.from_config(memory.config, memory.effective_kv_tokens, **flags)
+        base = cls.from_config(memory.config, memory.effective_kv_tokens, enable_prefix_caching=enable_prefix_caching,
+                               async_scheduling=async_scheduling, chunked_prefill=chunked_prefill)
         if not layout or rank.num_blocks <= 0:
             return base
         return replace(base, block_size=bs, num_gpu_blocks=rank.num_blocks, full_groups=full,
@@ -106,8 +112,12 @@ class SchedulerConfig:
                        window_blocks=math.ceil(max(window - 1, 0) / bs) + 2 if windowed else 0)
 
     @classmethod
-    def from_replica(cls, replica: Replica, **flags: bool) -> SchedulerConfig:
-        return cls.from_config(replica.config, replica.kv_capacity_tokens, **flags)
+    def from_replica(cls, replica: Replica, *, enable_prefix_caching: bool = True,
+                     async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
+        """The replica's scheduler, async scheduling as the replica's analytic step has it unless given."""
+        return cls.from_config(replica.config, replica.kv_capacity_tokens, enable_prefix_caching=enable_prefix_caching,
+                               async_scheduling=replica.async_scheduling if async_scheduling is None
+                               else async_scheduling, chunked_prefill=chunked_prefill)
 
 
 def _pct(values: NDArray[Any], q: float) -> float:
@@ -455,7 +465,7 @@ class _Engine:
         pre_new = new[~decode]
         pre_tok = int(pre_new.sum())
         pre_ctx = float((pre_new * (comp[~decode] + pre_new / 2)).sum()) / pre_tok if pre_tok else 0.0
-        self.t += latency.engine_step_s(self.r, dec_n, dec_ctx, pre_tok, pre_ctx, len(ids), s.async_scheduling)
+        self.t += latency.engine_step_s(self.r, dec_n, dec_ctx, pre_tok, pre_ctx, s.async_scheduling)
         t = self.t
         self.computed[idx] = comp + new
         if self.prefix_hit_tokens and not self.prefix_ready:
@@ -513,7 +523,7 @@ class _Engine:
             # context grows, so no more than (arrival - now) / first step + 1 of them start before it. Capping
             # k here changes no result and spares the block search and the step arrays of a long jump that an
             # arrival would cut (a Poisson replay's usual case)
-            first = latency.engine_step_s(self.r, n, float((comp + 1).mean()), 0, 0.0, n, s.async_scheduling)
+            first = latency.engine_step_s(self.r, n, float((comp + 1).mean()), 0, 0.0, s.async_scheduling)
             if first > 0:
                 k = min(k, int((self.inbound[0][0] - self.t) / first) + 2)
         if int(np.maximum(self._blocks(run, comp + k) - held, 0).sum()) <= self.free:

@@ -67,6 +67,9 @@ class VllmProfile(BaseModel):
     gpu_memory_utilization: float
     cudagraph_in_budget: bool
     kv_tokens_report: str  # "blocks" (<= v0.20) or "concurrency" (v0.21+: max_concurrency x max_model_len)
+    # `--async-scheduling` unset: off before v0.14 (SchedulerConfig.async_scheduling = False), on from v0.14
+    # (None, resolved to True in VllmConfig unless the executor or speculative method cannot)
+    async_scheduling_default: bool = False
     large_gpu_gib: float  # scheduler defaults switch at this reported memory (non-A100)
     large_max_num_seqs: int
     large_max_num_batched_tokens: int

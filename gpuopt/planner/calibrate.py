@@ -137,7 +137,7 @@ def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[Model
 
 def _steady_point(obs: LatencyObservation, gpu: GpuSpec) -> latency.LoadPoint:
     arch, mem = _memory(obs, gpu)
-    replica = latency.build_replica(arch, gpu, mem)
+    replica = latency.build_replica(arch, gpu, mem, async_scheduling=obs.config.async_scheduling)
     lengths = (max(1, round(obs.input_tokens)), max(1, round(obs.output_tokens)))
     if obs.protocol == "poisson" and obs.request_rate:
         return latency.at_rate(replica, obs.request_rate, *lengths)
@@ -196,10 +196,10 @@ def _requests(obs: LatencyObservation, max_model_len: int) -> tuple[Request, ...
 def replay(obs: LatencyObservation, gpu: GpuSpec) -> dict[str, float]:
     """The run's mean figures, replayed request by request through the step-level simulator on `gpu`."""
     arch, mem = _memory(obs, gpu, replay=True)
-    replica = latency.build_replica(arch, gpu, mem)
     c = obs.config
+    replica = latency.build_replica(arch, gpu, mem, async_scheduling=c.async_scheduling)
     sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=c.enable_prefix_caching is not False,
-                                        async_scheduling=bool(c.async_scheduling),
+                                        async_scheduling=replica.async_scheduling,
                                         chunked_prefill=c.chunked_prefill is not False)
     cap = int(obs.concurrency) if obs.protocol == "closed-loop" and obs.concurrency else None
     result = simulate(replica, list(_requests(obs, mem.config.max_model_len)), sched=sched, max_concurrency=cap,
