@@ -210,6 +210,8 @@ def load_runs() -> tuple[list[Metric], list[tuple[int, str, str]]]:
         arrival = {"concurrency": "closed-loop", "rate": "poisson", "saturation": "all-at-once"}[s.load_kind]
         args = " ".join(f"--{k} {v}" for k, v in (("max-model-len", s.max_model_len), ("max-num-seqs", s.max_num_seqs),
                                                    ("gpu-memory-utilization", s.gmu)) if v)
+        # the release is mostly not stated: async scheduling off, as observed_latency.replica_for has it
+        args += " --no-async-scheduling"
         conc = int(s.load) if s.load_kind == "concurrency" else None
         run = Run(key="", source="perf_observed", model_id=s.model, registry_model=s.model, gpu=s.gpu, tp=s.tp, pp=1,
                   dp=1, expert_parallel=False, precision=s.precision, kv_cache_dtype="auto",
