@@ -105,3 +105,22 @@ def test_enforce_eager_and_language_model_only_flags():
     assert full["cuda_graph_gib"] > 0 and text["cuda_graph_gib"] == 0
     # the SigLIP tower and projector: 0.42 B parameters x 2 B = 0.78 GiB not loaded
     assert full["weights_gib"] - text["weights_gib"] == pytest.approx(0.78, abs=0.01)
+
+
+@pytest.mark.parametrize("args, note", [
+    (["--model", "openai/gpt-oss-20b", "--gpu", "A100-SXM-80GB"], "Triton attention for attention sinks"),
+    (["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4-24GB", "--kv-cache-dtype", "fp8"],
+     "Triton attention for an FP8 KV cache"),
+    (["--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4-24GB"], None),
+    (["--model", "openai/gpt-oss-20b", "--gpu", "H100-SXM-80GB"], None),  # FlashAttention 3 has sinks
+])
+def test_fit_names_the_triton_attention_it_prices(args, note):
+    result = CliRunner().invoke(cli, ["fit", *args, "--max-model-len", "8192", "--input-tokens", "4000",
+                                      "--output-tokens", "200"])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.stderr.splitlines() if "Triton attention" in line]
+    if note is None:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and note in notes[0] and notes[0].startswith("note: ")
+        assert "note" not in result.stdout

@@ -153,6 +153,10 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     borrowed = latency.borrowed_calibration(spec)
     if borrowed is not None:
         say("note", borrowed.note)
+    if replica.attention_backend == "triton":
+        why = "attention sinks" if arch.attention_sinks else "an FP8 KV cache"
+        say("note", f"vLLM runs Triton attention for {why} on {spec.gpu} (FlashAttention 2 has neither below "
+                    f"sm90): attention FLOPs priced at {replica.attn_time_scale:.2f}x FlashAttention's")
     if request_rate is not None:
         point = latency.at_rate(replica, request_rate, input_tokens, output_tokens)
     elif concurrency is not None:
