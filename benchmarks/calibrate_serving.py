@@ -46,7 +46,7 @@ from calibrate_latency import LOWER as LAT_LOWER  # noqa: E402
 from calibrate_latency import NAMES as LAT_NAMES  # noqa: E402
 from calibrate_latency import UPPER as LAT_UPPER  # noqa: E402
 from calibrate_latency import to_calibration as latency_from  # noqa: E402
-from load_replay import NOT_FITTED, Metric, load_runs, predicted, replay_with  # noqa: E402
+from load_replay import NOT_FITTED, Metric, kv_cache_dtype_of, load_runs, predicted, replay_with  # noqa: E402
 from observed_latency import Scenario, load_scenarios, predict, replica_for  # noqa: E402
 
 from gpuopt.errors import GpuoptError  # noqa: E402
@@ -81,8 +81,7 @@ def moe_path_of(m: Metric) -> str | None:
 
 
 def attention_backend_of(m: Metric) -> str:
-    kv = m.run.kv_cache_dtype if m.run.kv_cache_dtype and m.run.kv_cache_dtype != "nan" else "auto"
-    return latency.attention_backend(get_gpu(m.run.gpu), get_model(m.run.registry_model), kv)
+    return latency.attention_backend(get_gpu(m.run.gpu), get_model(m.run.registry_model), kv_cache_dtype_of(m.run))
 
 
 def parameter_names(metrics: list[Metric]) -> list[str]:

@@ -49,6 +49,7 @@ from gpuopt.physics.traffic import (  # noqa: E402
     make_requests,
 )
 from gpuopt.physics.vllm_profile import profiles  # noqa: E402
+from gpuopt.vocabulary import KvCacheDtype  # noqa: E402
 
 ALIASES = {
     "Qwen/Qwen3-235B-A22B-Instruct-2507-FP8": "Qwen/Qwen3-235B-A22B",
@@ -238,6 +239,11 @@ def _v0_defaults(run: Run, max_model_len: int) -> tuple[int, int, bool] | None:
     return 256, 512 if chunked else max(max_model_len, 2048), chunked
 
 
+def kv_cache_dtype_of(run: Run) -> KvCacheDtype:
+    """The `--kv-cache-dtype` a run's server used, as gpuopt names it (the CSV leaves it empty for auto)."""
+    return "fp8" if run.kv_cache_dtype == "fp8" else "auto"
+
+
 def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     """The replica and its scheduler as the run's `vllm serve` flags configure them."""
     flags = parse_serve_args(run.server_args)
@@ -245,7 +251,7 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     v0 = _v0_defaults(run, flags.max_model_len or max(8192, run.input_tokens + int(run.output_tokens) * 4))
     precision = run.precision if run.precision != "fp16" or arch.torch_dtype == "float16" else "fp16"
     cfg = ServingConfig(tensor_parallel=run.tp, pipeline_parallel=run.pp, precision=precision,  # type: ignore[arg-type]
-                        kv_cache_dtype="fp8" if run.kv_cache_dtype == "fp8" else "auto",
+                        kv_cache_dtype=kv_cache_dtype_of(run),
                         max_model_len=flags.max_model_len or max(8192, run.input_tokens + int(run.output_tokens) * 4),
                         gpu_memory_utilization=flags.gpu_memory_utilization,
                         max_num_seqs=flags.max_num_seqs or (v0[0] if v0 else None),
