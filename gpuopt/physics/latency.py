@@ -741,11 +741,21 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
     rho = min(p / room, 0.999)
-    ttft = r.cal.server_overhead_ms * 1e-3 + service * (1 + rho / (2 * (1 - rho)))
+    ttft = r.cal.server_overhead_ms * 1e-3 + step_wait_s(r, b, t) + service * (1 + rho / (2 * (1 - rho)))
     concurrency = rate * (ttft + max(output_tokens - 1, 0) * t)
     return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
                      tpot_ms=t * 1e3, ttft_ms=ttft * 1e3, output_tokens_per_second=rate * output_tokens,
                      stable=limit is None, limit=limit)
+
+
+def step_wait_s(r: Replica, decode_batch: float, step_s: float) -> float:
+    """Mean wait of an arriving request for the engine step it cannot join. The engine is in a step when at
+    least one sequence runs (the running count taken as Poisson with mean `decode_batch`); the request then
+    waits for the rest of that step (half a step on average) and, with async scheduling, for one step more:
+    vLLM schedules step n+1 as soon as step n is launched (EngineCore.step_with_batch_queue), so an arrival
+    during step n joins step n+2. The simulator does the same step by step (simulator._Engine._arrive)."""
+    busy = 1.0 - math.exp(-decode_batch)
+    return busy * step_s * (1.5 if r.async_scheduling else 0.5)
 
 
 def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens: int) -> LoadPoint:

@@ -313,6 +313,7 @@ class _Engine:
         self.itl_c: list[NDArray[Any]] = []
         self.emissions: list[tuple[NDArray[Any], NDArray[Any]]] = []  # (step end times, requests emitting at each)
         self.t = 0.0
+        self.step_start = 0.0  # when the step that ended at self.t began
 
     # ---- the client -------------------------------------------------------------------------------
     def _release(self, now: float) -> None:
@@ -327,7 +328,13 @@ class _Engine:
             self.inbound.append((self.frontend_free + self.ingress, i))
 
     def _arrive(self) -> None:
-        while self.inbound and self.inbound[0][0] <= self.t:
+        """Move the requests the scheduler can see into the waiting queue. With async scheduling the engine
+        schedules step n+1 as soon as step n is launched (EngineCore.step_with_batch_queue, a queue of two
+        batches), so the step that starts now was scheduled when the previous one started: a request that
+        reached the engine during that step waits for the next schedule, one step more than without async
+        scheduling. An idle engine schedules an arrival at once."""
+        seen = self.step_start if self.s.async_scheduling and self.running else self.t
+        while self.inbound and self.inbound[0][0] <= seen:
             self.waiting.append(self.inbound.popleft()[1])
 
     # ---- KV blocks --------------------------------------------------------------------------------
@@ -465,6 +472,7 @@ class _Engine:
         pre_new = new[~decode]
         pre_tok = int(pre_new.sum())
         pre_ctx = float((pre_new * (comp[~decode] + pre_new / 2)).sum()) / pre_tok if pre_tok else 0.0
+        self.step_start = self.t
         self.t += latency.engine_step_s(self.r, dec_n, dec_ctx, pre_tok, pre_ctx, s.async_scheduling)
         t = self.t
         self.computed[idx] = comp + new
@@ -525,7 +533,7 @@ class _Engine:
             # arrival would cut (a Poisson replay's usual case)
             first = latency.engine_step_s(self.r, n, float((comp + 1).mean()), 0, 0.0, s.async_scheduling)
             if first > 0:
-                k = min(k, int((self.inbound[0][0] - self.t) / first) + 2)
+                k = min(k, int((self.inbound[0][0] - self.t) / first) + 2 + int(s.async_scheduling))
         if int(np.maximum(self._blocks(run, comp + k) - held, 0).sum()) <= self.free:
             return k
         lo, hi = 0, k  # the blocks k steps need grow with k: the longest jump without a shortage
@@ -546,12 +554,15 @@ class _Engine:
         ends = self.t + np.cumsum(steps)
         if self.inbound and n < s.max_num_seqs:  # stop at the first step that starts after an arrival
             starts = ends - steps
-            k = max(1, int(np.searchsorted(starts, self.inbound[0][0], side="left")))
+            k = int(np.searchsorted(starts, self.inbound[0][0], side="left"))
+            # with async scheduling the arrival joins the step after the first one that starts after it
+            k = min(max(1, k + 1 if s.async_scheduling else k), steps.size)
             steps, ends = steps[:k], ends[:k]
         # every running request emitted at self.t: its next k gaps are the k steps
         self.itl_v.append(steps)
         self.itl_c.append(np.full(k, n, dtype=np.int64))
         self.emissions.append((ends, run))
+        self.step_start = float(ends[-1] - steps[-1])
         self.t = float(ends[-1])
         self.computed[run] += k
         self.generated[run] += k
