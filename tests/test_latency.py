@@ -148,6 +148,20 @@ def test_moe_steady_step_is_the_fixed_point_of_one_step(rate, inp, out):
     assert t == pytest.approx(moe_step_at(r, rate, inp, out, t), rel=1e-6)
 
 
+def test_an_arrival_waits_for_the_step_in_flight_and_with_async_scheduling_for_one_more(monkeypatch):
+    sync, overlapped = replica(), replica(async_scheduling=True)
+    # two sequences decode on average: the engine is in a step 1 - e^-2 = 86.466 % of the time; an arrival waits
+    # for half of it, and with async scheduling for the next one too (scheduled when the current one began)
+    assert latency.step_wait_s(sync, 2.0, 0.010) == pytest.approx(0.864665 * 0.005, rel=1e-5)
+    assert latency.step_wait_s(overlapped, 2.0, 0.010) == pytest.approx(0.864665 * 0.015, rel=1e-5)
+    assert latency.step_wait_s(overlapped, 0.0, 0.010) == 0.0  # an idle engine schedules it at once
+    point = latency.at_rate(overlapped, 2.0, 1000, 200)
+    monkeypatch.setattr(latency, "step_wait_s", lambda r, b, t: 0.0)
+    without = latency.at_rate(overlapped, 2.0, 1000, 200)
+    wait_ms = 1.5 * (1 - math.exp(-point.decode_batch)) * point.step_ms
+    assert point.ttft_ms - without.ttft_ms == pytest.approx(wait_ms, rel=1e-9)
+
+
 def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     # Qwen3-30B-A3B fp8 on one A40, 1,000/300 tokens at 0.25 req/s: iterating T <- E(step at T) from 0
     # settles at 8.73 ms: 0.2 % of the steps run a prompt (touching every expert: ~0.2 s each), the rest decode

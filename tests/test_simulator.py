@@ -116,6 +116,56 @@ def test_async_scheduling_hides_the_host_part_of_a_step():
     assert overlapped["mean_tpot_ms"] < sync["mean_tpot_ms"]
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_an_arrival_joins_the_next_schedule_one_step_later_with_async_scheduling(async_scheduling: bool):
+    # A (100 + 20 tokens) runs alone; B reaches the engine halfway through A's third decode step. Without async
+    # scheduling the next step is scheduled when that step ends, so B's prompt is in it; with async scheduling
+    # it was scheduled when the third step began (vLLM's batch queue of two), so B waits one decode step more.
+    def step(decodes: int, context: float, prefill: int = 0) -> float:
+        return latency.engine_step_s(R, decodes, context, prefill, prefill / 2, async_scheduling)
+
+    prefill_a = step(0, 0.0, 100)
+    d = [step(1, 101 + k) for k in range(4)]
+    arrival = prefill_a + d[0] + d[1] + d[2] / 2
+    reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=20),
+            Request(arrival_s=arrival, input_tokens=100, output_tokens=5)]
+    res = simulate(R, reqs, sched=sched(async_scheduling=async_scheduling), offline=True)
+    if async_scheduling:
+        expected = prefill_a + sum(d[:4]) + step(1, 105, 100) - arrival
+    else:
+        expected = prefill_a + sum(d[:3]) + step(1, 104, 100) - arrival
+    assert res.ttft_s[1] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_an_arrival_during_a_chunked_prefill_waits_one_chunk_more_with_async_scheduling(async_scheduling: bool):
+    # A's 5,000-token prompt takes three steps at 2,048 tokens; B (100 tokens) reaches the engine halfway through
+    # the second. Without async scheduling B shares the third step with A's last 904 tokens; with it the third
+    # step was scheduled when the second began, so B comes in beside A's first decode.
+    def step(decodes: int, context: float, prefill: int, prefill_context: float) -> float:
+        return latency.engine_step_s(R, decodes, context, prefill, prefill_context, async_scheduling)
+
+    c1, c2 = step(0, 0.0, 2048, 1024.0), step(0, 0.0, 2048, 2048 + 1024.0)
+    arrival = c1 + c2 / 2
+    reqs = [Request(arrival_s=0.0, input_tokens=5000, output_tokens=4),
+            Request(arrival_s=arrival, input_tokens=100, output_tokens=4)]
+    res = simulate(R, reqs, sched=sched(max_num_batched_tokens=2048, async_scheduling=async_scheduling),
+                   offline=True)
+    if async_scheduling:
+        expected = c1 + c2 + step(0, 0.0, 904, 4096 + 452.0) + step(1, 5001.0, 100, 50.0) - arrival
+    else:
+        shared = (904 * (4096 + 452.0) + 100 * 50.0) / 1004
+        expected = c1 + c2 + step(0, 0.0, 1004, shared) - arrival
+    assert res.ttft_s[1] == pytest.approx(expected, rel=1e-9)
+
+
+def test_an_arrival_at_an_idle_engine_is_scheduled_at_once_even_with_async_scheduling():
+    reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=2),
+            Request(arrival_s=5.0, input_tokens=100, output_tokens=2)]
+    res = simulate(R, reqs, sched=sched(async_scheduling=True), offline=True)
+    assert res.ttft_s[1] == pytest.approx(latency.engine_step_s(R, 0, 0.0, 100, 50.0, True), rel=1e-9)
+
+
 def test_offline_has_no_server_overhead():
     reqs = [Request(arrival_s=0.0, input_tokens=1000, output_tokens=2)]
     served = simulate(R, reqs, sched=sched())
