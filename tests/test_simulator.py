@@ -159,6 +159,24 @@ def test_an_arrival_during_a_chunked_prefill_waits_one_chunk_more_with_async_sch
     assert res.ttft_s[1] == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.parametrize("async_scheduling", [False, True])
+def test_a_finished_requests_slot_returns_one_step_later_with_async_scheduling(async_scheduling: bool):
+    # max_num_seqs 2: A (3 tokens) and C (20) run, B waits. A ends with the third step. Without async
+    # scheduling B's prompt shares the fourth step with C; with it the fourth step was scheduled before A's
+    # output was processed (A still held its slot), so C decodes alone once more and B comes in with the fifth.
+    def step(decodes: int, context: float, prefill: int = 0) -> float:
+        return latency.engine_step_s(R, decodes, context, prefill, 50.0 if prefill else 0.0, async_scheduling)
+
+    reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=3),
+            Request(arrival_s=0.0, input_tokens=100, output_tokens=20),
+            Request(arrival_s=0.0, input_tokens=100, output_tokens=5)]
+    res = simulate(R, reqs, sched=sched(max_num_seqs=2, async_scheduling=async_scheduling), offline=True)
+    before_b = step(0, 0.0, 200) + step(2, 101) + step(2, 102)
+    assert res.e2el_s[0] == pytest.approx(before_b, rel=1e-9)
+    expected = before_b + (step(1, 103) + step(1, 104, 100) if async_scheduling else step(1, 103, 100))
+    assert res.ttft_s[2] == pytest.approx(expected, rel=1e-9)
+
+
 def test_an_arrival_at_an_idle_engine_is_scheduled_at_once_even_with_async_scheduling():
     reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=2),
             Request(arrival_s=5.0, input_tokens=100, output_tokens=2)]

@@ -308,6 +308,10 @@ class _Engine:
         self.frontend_s = 0.0 if offline else replica.serving.frontend_ms_per_request * 1e-3
         self.frontend_free = 0.0  # when the API server has handled every request sent so far
         self.preemptions = 0
+        # with async scheduling, the blocks and max_num_seqs slots of the requests that finished in the last
+        # step: step n+1 was scheduled before step n's outputs were processed, so they return after it
+        self.deferred_blocks = 0
+        self.deferred_slots = 0
         self.peak_used = 0
         self.itl_v: list[NDArray[Any]] = []
         self.itl_c: list[NDArray[Any]] = []
@@ -426,7 +430,7 @@ class _Engine:
     def _admit(self, budget: int, ids: list[int], news: list[int]) -> None:
         """vLLM's second loop: the FCFS waiting queue while budget, max_num_seqs and free blocks allow."""
         s = self.s
-        while self.waiting and budget > 0 and len(self.running) < s.max_num_seqs:
+        while self.waiting and budget > 0 and len(self.running) + self.deferred_slots < s.max_num_seqs:
             i = self.waiting[0]
             total = int(self.prompt[i] + self.generated[i])
             start = int(self.computed[i])
@@ -459,6 +463,7 @@ class _Engine:
         ids, news, preempted = self._schedule_running()
         if not preempted:
             self._admit(s.max_num_batched_tokens - sum(news), ids, news)
+        self._release_deferred()  # this step is scheduled: what the previous one freed is back for the next
         if not ids:  # nothing fits (a lone prompt larger than the cache)
             raise InputError("a request does not fit in the KV cache even alone (raise --max-model-len or "
                              "--gpu-memory-utilization, or shorten the prompts)")
@@ -497,14 +502,28 @@ class _Engine:
             self._finish(emit[self.generated[emit] >= self.out[emit]])
 
     def _finish(self, done: NDArray[Any]) -> None:
+        """End requests at this step's end. Their blocks and slots come back at once, or with async scheduling
+        after the next step is scheduled (vLLM frees them in update_from_output of this step, which runs after
+        step n+1 was scheduled; v1/engine/core.py step_with_batch_queue) unless nothing else runs (then the
+        engine idles and schedules again after the update)."""
         if not done.size:
             return
         self.finish[done] = self.t
         gone = set(done.tolist())
         self.running = [i for i in self.running if i not in gone]
-        self.free += int(self.held[done].sum())
+        freed = int(self.held[done].sum())
         self.held[done] = 0
         self.in_flight -= int(done.size)
+        if self.s.async_scheduling and self.running:
+            self.deferred_blocks += freed
+            self.deferred_slots += int(done.size)
+        else:
+            self.free += freed
+            self._release_deferred()
+
+    def _release_deferred(self) -> None:
+        self.free += self.deferred_blocks
+        self.deferred_blocks = self.deferred_slots = 0
 
     # ---- a run of pure decode steps in one jump ------------------------------------------------------
     def _jump_steps(self) -> int:
@@ -517,6 +536,8 @@ class _Engine:
         gen = self.generated[run]
         if (gen == 0).any() or (self.computed[run] != self.prompt[run] + gen - 1).any():
             return 0  # a prefill (or a resumed request) is in flight
+        if self.deferred_slots and self.waiting:
+            return 0  # a detailed step: after it is scheduled the finished requests' room returns to the queue
         if self.waiting and n < s.max_num_seqs:
             head = self.waiting[0]
             room = s.max_num_batched_tokens - n
@@ -547,6 +568,7 @@ class _Engine:
 
     def _jump(self, k: int) -> None:
         s = self.s
+        self._release_deferred()  # the jump's first step is scheduled (decodes only: nobody is admitted)
         run = np.array(self.running, dtype=np.int64)
         n = run.size
         ctx0 = float((self.computed[run] + 1).mean())
