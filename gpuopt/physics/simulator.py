@@ -331,13 +331,18 @@ class _Engine:
             self.frontend_free = max(sent, self.frontend_free) + self.frontend_s
             self.inbound.append((self.frontend_free + self.ingress, i))
 
+    @property
+    def _schedule_lags(self) -> bool:
+        """Whether the step that starts now was scheduled a step ago. With async scheduling, while requests run,
+        the engine schedules step n+1 as soon as it launches step n (EngineCore.step_with_batch_queue, a queue
+        of two batches), so what step n brings -- an arrival, the room of a request it finished -- reaches the
+        schedule of step n+2. An idle engine schedules at once."""
+        return self.s.async_scheduling and bool(self.running)
+
     def _arrive(self) -> None:
-        """Move the requests the scheduler can see into the waiting queue. With async scheduling the engine
-        schedules step n+1 as soon as step n is launched (EngineCore.step_with_batch_queue, a queue of two
-        batches), so the step that starts now was scheduled when the previous one started: a request that
-        reached the engine during that step waits for the next schedule, one step more than without async
-        scheduling. An idle engine schedules an arrival at once."""
-        seen = self.step_start if self.s.async_scheduling and self.running else self.t
+        """Move the requests the scheduler can see into the waiting queue: those that reached the engine before
+        the next step was scheduled (_schedule_lags)."""
+        seen = self.step_start if self._schedule_lags else self.t
         while self.inbound and self.inbound[0][0] <= seen:
             self.waiting.append(self.inbound.popleft()[1])
 
@@ -502,10 +507,9 @@ class _Engine:
             self._finish(emit[self.generated[emit] >= self.out[emit]])
 
     def _finish(self, done: NDArray[Any]) -> None:
-        """End requests at this step's end. Their blocks and slots come back at once, or with async scheduling
-        after the next step is scheduled (vLLM frees them in update_from_output of this step, which runs after
-        step n+1 was scheduled; v1/engine/core.py step_with_batch_queue) unless nothing else runs (then the
-        engine idles and schedules again after the update)."""
+        """End requests at this step's end. Their blocks and slots come back at once, or after the next step is
+        scheduled when it was scheduled before this step's outputs were processed (_schedule_lags: vLLM frees
+        them in update_from_output of this step)."""
         if not done.size:
             return
         self.finish[done] = self.t
@@ -514,7 +518,7 @@ class _Engine:
         freed = int(self.held[done].sum())
         self.held[done] = 0
         self.in_flight -= int(done.size)
-        if self.s.async_scheduling and self.running:
+        if self._schedule_lags:
             self.deferred_blocks += freed
             self.deferred_slots += int(done.size)
         else:
