@@ -116,6 +116,12 @@ def test_unknown_and_unmodelled_methods_are_config_errors() -> None:
         q({"quant_method": "exl3"})
     with pytest.raises(ConfigError, match="quant_algo 'W4A8_AWQ'"):
         read_quantization({}, hf_quant_config={"quantization": {"quant_algo": "W4A8_AWQ"}})
+    # FastDeploy's test config for ERNIE-4.5-21B-A3B (../shared/data/model_configs) describes Paddle's mix_quant
+    # without the quant_method key vLLM reads: the error names the missing key and the keys that are there
+    fastdeploy = {"dense_quant_type": "wint8", "moe_quant_type": "w4a8", "quantization": "mix_quant"}
+    keys = r"\(keys: dense_quant_type, moe_quant_type, quantization;"
+    with pytest.raises(ConfigError, match=r"no quant_method, .*" + keys):
+        q(fastdeploy)
 
 
 @given(bits=st.sampled_from([4, 8]), group=st.sampled_from([32, 64, 128, 256]), zero=st.booleans())

@@ -244,6 +244,12 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
         result = _mxfp4(q)
     elif method in ("modelopt", "modelopt_fp4"):
         result = _modelopt(q, source)
+    elif "quant_method" not in q:
+        # vLLM reads the method from this key alone (ModelConfig._parse_quant_hf_config) and refuses a
+        # quantization_config without it, e.g. Paddle/FastDeploy's {"quantization": "mix_quant", ...}
+        raise ConfigError(f"{source}: no quant_method, so vLLM cannot tell how the "
+                          f"checkpoint is quantized (keys: {', '.join(sorted(q)) or 'none'}; known methods: "
+                          f"{', '.join(QUANT_METHODS)})")
     else:
         raise ConfigError(f"{source}: unknown quant_method '{q.get('quant_method')}' "
                           f"(known: {', '.join(QUANT_METHODS)})")
