@@ -71,6 +71,18 @@ def test_offline_and_dp_run():
     assert json.loads(dp.stdout)["completed"] == 50
 
 
+def test_deepseek_r1_as_eight_data_parallel_engines_with_expert_parallelism_fits_eight_h200s():
+    """DeepSeek's usual deployment: each engine TP=1, the experts dealt over the 8 GPUs. It used to be
+    'infeasible: weights need 627.65 GiB per GPU' (every engine was given all the experts)."""
+    args = ["simulate", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "H200-141GB", "--max-model-len", "8192",
+            "--random-input-len", "1000", "--random-output-len", "100", "--num-prompts", "64", "--json"]
+    alone = CliRunner().invoke(cli, args)
+    assert alone.exit_code == 1 and "infeasible: weights need" in alone.stderr
+    dp = CliRunner().invoke(cli, [*args, "--server-args", "--data-parallel-size 8 --enable-expert-parallel"])
+    assert dp.exit_code == 0, dp.output
+    assert json.loads(dp.stdout)["completed"] == 64
+
+
 def test_lengths_file_histogram(tmp_path: Path):
     hist = tmp_path / "mix.csv"
     hist.write_text("input_tokens,output_tokens,share\n100,10,0.5\n1000,100,0.5\n")

@@ -421,3 +421,29 @@ def test_async_scheduling_hides_the_host_part_under_the_gpu_part():
     assert host_4000 > gpu_4000
     assert latency.step_time_s(overlapped, 4000, 0) == pytest.approx(host_4000, rel=1e-9)
     assert latency.step_time_s(serial, 4000, 0) == pytest.approx(gpu_4000 + host_4000, rel=1e-9)
+
+
+def test_data_parallel_moe_steps_route_every_engines_tokens_through_half_the_experts():
+    """Mixtral-8x7B on H200s, one engine (TP=1) against two data-parallel engines: each GPU of the pair holds
+    half the routed experts, and its expert layers see both engines' tokens (lockstep, balanced engines).
+    Hand numbers: with top-2 of 8 experts, one token touches 1 - (6/8)^1 = 25 % of the experts, the two
+    engines' two tokens 1 - (6/8)^2 = 43.75 %; every MoE layer all-gathers and reduce-scatters the hidden
+    state (4096 x 2 B) from the other engine over NVLink (450 GB/s a direction): 2 x 32 x 8,192 B / 450e9 =
+    1.165 us per token, plus two collectives' latency per MoE layer."""
+    mixtral, h200 = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1"), get_gpu("H200-141GB")
+    one, two = (latency.build_replica(mixtral, h200, estimate(mixtral, h200, ServingConfig(
+        max_model_len=8192, data_parallel=dp)), async_scheduling=False) for dp in (1, 2))
+    assert two.expert_params_per_gpu == one.expert_params_per_gpu / 2 == 32 * 8 * 3 * 4096 * 14336 / 2
+    assert two.dense_active_params_per_gpu == one.dense_active_params_per_gpu
+    assert (one.moe_token_scale, one.dp_fixed_s, one.dp_s_per_token) == (1.0, 0.0, 0.0)
+    assert two.dp_s_per_token == pytest.approx(2 * 32 * 4096 * 2 / 450e9, rel=1e-12)
+    assert two.dp_s_per_token == pytest.approx(1.165e-6, rel=1e-3)
+    assert two.dp_fixed_s == pytest.approx(2 * 32 * latency.calibration().allreduce_latency_us["nvlink"] * 1e-6)
+    bw = h200.hbm_tb_s * 1e12 * two.arch_cal.eff_bw
+    for r, touched in ((one, 0.25), (two, 0.4375)):
+        t_mem, _, _ = latency.step_parts_s(r, 1, 0)
+        assert t_mem == pytest.approx(r.weight_bytes_per_gpu / bw + r.expert_bytes_per_gpu * touched
+                                      / (bw * r.moe.eff_bw), rel=1e-12)
+    # the rest of the step carries the gathers: exactly dp_fixed_s + dp_s_per_token per token more
+    rest_one, rest_two = latency.step_parts_s(one, 64, 0)[2], latency.step_parts_s(two, 64, 0)[2]
+    assert rest_two - rest_one == pytest.approx(two.dp_fixed_s + 64 * two.dp_s_per_token, rel=1e-9)

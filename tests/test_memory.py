@@ -137,6 +137,7 @@ def test_does_not_fit_says_why():
     (ServingConfig(pipeline_parallel=40), "exceeds the 32 layers"),
     (ServingConfig(max_model_len=0), "--max-model-len must be positive"),
     (ServingConfig(gpu_memory_utilization=1.5), "--gpu-memory-utilization"),
+    (ServingConfig(data_parallel=0), "--dp must be >= 1"),
 ])
 def test_invalid_configurations_are_input_errors(cfg, needle):
     with pytest.raises(InputError) as info:
@@ -219,3 +220,44 @@ def test_one_release_key_for_every_per_release_rule(version: str, key: tuple[int
     from gpuopt.physics.vllm_profile import release_key
 
     assert release_key(version) == key
+
+
+def test_data_parallel_splits_a_moe_models_experts_across_every_engine():
+    """vLLM flattens TP across DP for MoE layers (FusedMoEParallelConfig.make): with --data-parallel-size 2
+    each GPU of Mixtral-8x7B holds half of the routed experts, 32 layers x 8 experts x 3 x 4096 x 14336
+    bf16 parameters / 2 = 45,097,156,608 B = 42.00 GiB fewer; attention, the KV cache per token and the
+    other per-engine figures do not change, and the KV cache gains exactly what the weights lose."""
+    mixtral, h200 = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1"), get_gpu("H200-141GB")
+    one = estimate(mixtral, h200, ServingConfig(max_model_len=8192))
+    two = estimate(mixtral, h200, ServingConfig(max_model_len=8192, data_parallel=2))
+    half_experts = 32 * 8 * 3 * 4096 * 14336 * 2 / 2 / GIB
+    assert half_experts == pytest.approx(42.0, abs=0.01)
+    a, b = one.ranks[0], two.ranks[0]
+    assert a.weights_gib - b.weights_gib == pytest.approx(half_experts, rel=1e-12)
+    assert a.kv_bytes_per_token == b.kv_bytes_per_token
+    # the expert layers now communicate across the two engines' GPUs over NVLink: the multi-GPU NCCL / custom
+    # all-reduce figure of the release replaces the single-GPU one (the only other change to the budget)
+    profile_nt = two.config  # same release for both
+    assert profile_nt.vllm_version == one.config.vllm_version
+    assert b.kv_cache_gib - a.kv_cache_gib == pytest.approx(half_experts - (b.non_torch_gib - a.non_torch_gib),
+                                                            rel=1e-12)
+    assert b.non_torch_gib > a.non_torch_gib
+    # a dense model's DP ranks are independent replicas: nothing changes per GPU
+    dense = [estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, data_parallel=dp)).ranks[0] for dp in (1, 4)]
+    assert dense[0] == dense[1]
+
+
+def test_deepseek_r1_fits_eight_h200s_as_eight_data_parallel_engines():
+    """`vllm serve deepseek-ai/DeepSeek-R1 --data-parallel-size 8 --enable-expert-parallel`: each H200 holds
+    the dense part whole (TP=1) and 1/8 of the routed experts; as one TP=1 engine it needs all 671B."""
+    r1, h200 = get_model("deepseek-ai/DeepSeek-R1"), get_gpu("H200-141GB")
+    alone = estimate(r1, h200, ServingConfig(max_model_len=8192))
+    dp8 = estimate(r1, h200, ServingConfig(max_model_len=8192, data_parallel=8))
+    assert not alone.fits and dp8.fits
+    experts = r1.layer_sums(range(r1.num_hidden_layers)).experts
+    per_gpu_fp8 = alone.ranks[0].weights_gib - dp8.ranks[0].weights_gib
+    # 58 MoE layers x 256 experts x 3 x 7168 x 2048 = 653.9 B routed parameters at 1 B each (the registry's
+    # fp8; a checkpoint read from the Hub adds its block scales), 7/8 of them leave each GPU: 532.88 GiB
+    assert experts == 58 * 256 * 3 * 7168 * 2048
+    assert per_gpu_fp8 == pytest.approx(experts * 7 / 8 / GIB, rel=1e-12)
+    assert per_gpu_fp8 == pytest.approx(532.88, abs=0.005)

@@ -114,7 +114,8 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")
 @click.option("--tp", "tp", type=int, default=None, help="Tensor-parallel size (default 1).")
 @click.option("--pp", "pp", type=int, default=None, help="Pipeline-parallel size (default 1).")
-@click.option("--dp", "dp", type=int, default=None, help="Data-parallel engines (default 1).")
+@click.option("--dp", "dp", type=int, default=None,
+              help="Data-parallel engines (default 1); a MoE model's experts are split over all of their GPUs.")
 @click.option("--enable-expert-parallel", is_flag=True, default=False, help="Experts placed whole on ranks (EP).")
 @click.option("--precision", type=click.Choice(WEIGHT_FORMATS), help="Weight format (default: the checkpoint's).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default=None, help="KV cache dtype (auto).")
@@ -226,7 +227,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         precision=precision,  # type: ignore[arg-type]
                         kv_cache_dtype="fp8" if kv_dtype == "fp8" else "auto", max_model_len=mml,
                         gpu_memory_utilization=gmu, max_num_seqs=seqs, max_num_batched_tokens=batched,
-                        block_size=bsize or 16, vllm_version=vllm_version,
+                        block_size=bsize or 16, vllm_version=vllm_version, data_parallel=dp_v or 1,
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)

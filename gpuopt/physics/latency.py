@@ -286,6 +286,7 @@ class Replica:
     kv_capacity_tokens: int
     expert_params_per_gpu: float = 0.0  # routed-expert parameters of the largest stage on one GPU (all experts)
     expert_parallel: bool = False  # experts placed whole on ranks (EP) instead of sliced (TP)
+    moe_layers_per_stage: int = 0  # decoder layers of the largest stage with routed experts
     # linear-attention / Mamba layers of the largest stage: the recurrent state one sequence keeps on one GPU,
     # read and written back by every decode step (its size does not grow with the context)
     state_bytes_per_seq_per_gpu: float = 0.0
@@ -309,6 +310,12 @@ class Replica:
     link_bytes_per_s: float = field(init=False, repr=False)
     allreduce_fixed_s: float = field(init=False, repr=False)  # latency part of a step's all-reduces
     allreduce_s_per_token: float = field(init=False, repr=False)  # bandwidth part, per token in the step
+    # data parallelism of a MoE model (ResolvedConfig.moe_shards): the expert layers run in lockstep over the
+    # dp engines, each on the tokens of all of them (dp x its own: the coordinator balances the engines),
+    # gathered and scattered back over the link in every MoE layer
+    moe_token_scale: float = field(init=False, repr=False)
+    dp_fixed_s: float = field(init=False, repr=False)  # latency part of a step's MoE gathers and scatters
+    dp_s_per_token: float = field(init=False, repr=False)  # bandwidth part, per token of this engine's step
     moe: MoePath | None = field(init=False, repr=False)  # this replica's MoE kernel path (None: dense)
     moe_peak_flops: float = field(init=False, repr=False)
     dense_active_params_per_gpu: float = field(init=False, repr=False)  # per token, outside routed experts
@@ -333,6 +340,16 @@ class Replica:
             "allreduce_s_per_token": (0.0 if tp == 1 else 2 * self.layers_per_stage * 2 * (tp - 1) / tp
                                       * self.arch.hidden_size * act / link),
         }
+        # vLLM's default MoE communication with data parallelism (all2all_backend allgather_reducescatter in
+        # the 0.16.0 wheel): every MoE layer all-gathers the dp engines' hidden states before the experts and
+        # reduce-scatters the result after them; each GPU receives (dp - 1) of its peers' shares per collective.
+        # Each collective costs the link's all-reduce latency (no data-parallel load rows to fit one of its own)
+        dp = self.config.data_parallel if self.expert_params_per_gpu else 1
+        moe_layers = self.moe_layers_per_stage
+        derived["moe_token_scale"] = float(dp)
+        derived["dp_fixed_s"] = (0.0 if dp == 1 else
+                                 2 * moe_layers * self.cal.allreduce_latency_us[self.interconnect] * 1e-6)
+        derived["dp_s_per_token"] = 0.0 if dp == 1 else 2 * moe_layers * (dp - 1) * self.arch.hidden_size * act / link
         path = (moe_kernel_path(self.gpu, self.config.precision, self.config.vllm_version, self.arch.quantization)
                 if self.expert_params_per_gpu else None)
         k, e = self.arch.experts_per_token or 1, self.arch.num_experts or 1
@@ -397,10 +414,12 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     experts = 0.0
     active = 0.0
     p = arch.layer_sums(layers)
+    shards = cfg.moe_shards(arch)  # data parallelism splits a MoE model's experts further (memory.py)
     weights += p.linear / tp * linear_fmt + p.bias / tp * act + p.replicated * act
-    experts += p.experts / tp * expert_fmt
-    expert_params = p.experts / tp
-    active += (p.active - p.replicated) / tp + p.replicated
+    experts += p.experts / shards * expert_fmt
+    expert_params = p.experts / shards
+    routed_active = p.experts * (arch.experts_per_token or 1) / (arch.num_experts or 1)
+    active += (p.active - p.replicated - routed_active) / tp + p.replicated + routed_active / shards
     # the LM head is read every step on the last stage (embedding lookups read only the rows they need)
     weights += arch.lm_head_params / tp * act
     active += arch.lm_head_params / tp
@@ -418,6 +437,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         layers_per_stage=largest.layers, sliding_fraction=sliding / kv_layers if kv_layers else 0.0,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
         expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
+        moe_layers_per_stage=sum(1 for i in layers if not arch.is_dense_layer(i)) if arch.is_moe else 0,
         **_sparse_attention(arch, kv_layers),
         async_scheduling=(get_profile(cfg.vllm_version).async_scheduling_default if async_scheduling is None
                           else async_scheduling),
@@ -471,13 +491,13 @@ def _expert_parallel_imbalance(r: Replica, routed_tokens: float, touched: float)
     """(routed pairs, touched experts) on the busiest rank over the mean rank, with expert parallelism.
 
     Tensor parallelism slices every expert across the ranks, so each rank does 1/tp of every touched
-    expert: no imbalance (1, 1). Expert parallelism places E/ep whole experts on each rank (ep = tp here; DP
-    ranks are separate replicas), and a step waits for the busiest rank. With uniform routing a rank receives
-    Binomial(n, 1/ep) of the n = tokens x top_k routed pairs and touches Binomial(E/ep, f) of its experts
-    (f: the touched share); the expected maximum of ep such ranks is the mean plus z_ep standard deviations,
-    z_ep = Blom's approximation of the expected maximum of ep standard normals. Real routing is skewed, so
-    this is the least imbalance EP can have."""
-    ep = r.config.tensor_parallel
+    expert: no imbalance (1, 1). Expert parallelism places E/ep whole experts on each rank (ep = tp x dp, the
+    GPUs the experts are split across: ResolvedConfig.moe_shards), and a step waits for the busiest rank.
+    With uniform routing a rank receives Binomial(n, 1/ep) of the n = tokens x top_k routed pairs and
+    touches Binomial(E/ep, f) of its experts (f: the touched share); the expected maximum of ep such ranks is
+    the mean plus z_ep standard deviations, z_ep = Blom's approximation of the expected maximum of ep
+    standard normals. Real routing is skewed, so this is the least imbalance EP can have."""
+    ep = r.config.moe_shards(r.arch)
     if not r.expert_parallel or ep <= 1:
         return 1.0, 1.0
     z = _expected_max_of_normals(ep)
@@ -525,14 +545,18 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
             decode_seqs * context / ac.eff_compute + prefill_tokens * prefill_context / ac.eff_prefill
         ) / r.index_peak_flops
     if r.moe is not None:
-        touched = _experts_touched_fraction(r.arch, tokens)
+        moe_tokens = tokens * r.moe_token_scale  # data parallelism: the experts see every engine's tokens
+        touched = _experts_touched_fraction(r.arch, moe_tokens)
         e = r.arch.num_experts or 1
-        pair_load, expert_load = _expert_parallel_imbalance(r, tokens, touched)
+        pair_load, expert_load = _expert_parallel_imbalance(r, moe_tokens, touched)
         t_mem += r.expert_bytes_per_gpu * touched * expert_load / (r.hbm_bytes_per_s * ac.eff_bw * r.moe.eff_bw)
-        pairs = tokens * (r.arch.experts_per_token or 1) * pair_load + e * touched * expert_load * sc.moe_tile_tokens
+        pairs = (moe_tokens * (r.arch.experts_per_token or 1) * pair_load
+                 + e * touched * expert_load * sc.moe_tile_tokens)
         t_compute += 2 * r.expert_params_per_gpu / e * pairs / (r.moe_peak_flops * r.moe.eff_compute)
     t_rest = step_cpu_s(r, decode_seqs) + r.allreduce_fixed_s + r.layers_per_stage * sc.layer_fixed_us * 1e-6 \
         + r.allreduce_s_per_token * tokens
+    if r.dp_fixed_s:
+        t_rest += r.dp_fixed_s + r.dp_s_per_token * tokens
     if r.attend_cap:
         t_rest += sc.dsa_token_layer_us * 1e-6 * tokens * r.layers_per_stage
     # pipeline stages run one after another for every token: a step takes PP stage-steps (vLLM's overlapping

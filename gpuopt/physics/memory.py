@@ -66,6 +66,9 @@ class ServingConfig:
     interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
     enforce_eager: bool = False  # `--enforce-eager`: no CUDA graphs captured, none budgeted
     language_model_only: bool = False  # `--language-model-only`: the vision tower is not loaded
+    # `--data-parallel-size`: engines of tensor_parallel x pipeline_parallel GPUs each; a MoE model's expert
+    # layers are split across all data_parallel x tensor_parallel GPUs (moe_shards)
+    data_parallel: int = 1
 
 
 @dataclass(frozen=True)
@@ -85,10 +88,19 @@ class ResolvedConfig:
     interconnect: LinkKind = "pcie"
     enforce_eager: bool = False
     language_model_only: bool = False
+    data_parallel: int = 1
 
     @property
     def gpus(self) -> int:
+        """GPUs of one engine (one data-parallel rank)."""
         return self.tensor_parallel * self.pipeline_parallel
+
+    def moe_shards(self, arch: ModelArchitecture) -> int:
+        """GPUs a routed-expert layer is split across. vLLM's FusedMoEParallelConfig.make (read in the 0.16.0
+        wheel) flattens TP across DP for MoE layers: without expert parallelism each expert is tensor-sliced
+        over data_parallel x tensor_parallel GPUs, with it whole experts are dealt over the same GPUs; either
+        way one GPU holds 1/(dp x tp) of the routed experts. Dense layers and attention stay per engine."""
+        return self.tensor_parallel * (self.data_parallel if arch.is_moe else 1)
 
 
 @dataclass(frozen=True)
@@ -205,6 +217,8 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
         problems.append(f"--tp {tp} does not divide the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
     elif not arch.is_mla and arch.num_key_value_heads < tp and tp % arch.num_key_value_heads:
         problems.append(f"--tp {tp} is not a multiple of the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
+    if cfg.data_parallel < 1:
+        problems.append(f"--dp must be >= 1 (got {cfg.data_parallel})")
     if pp < 1:
         problems.append(f"--pp must be >= 1 (got {pp})")
     elif pp > arch.num_hidden_layers:
@@ -243,6 +257,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         interconnect=cfg.interconnect or default_link(gpu),
         enforce_eager=cfg.enforce_eager,
         language_model_only=cfg.language_model_only,
+        data_parallel=cfg.data_parallel,
     )
     return resolved, profile
 
@@ -311,14 +326,16 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 
 
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
-                  first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0) -> float:
+                  first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0,
+                  expert_shards: int | None = None) -> float:
     """Bytes of weights on one GPU of a stage.
 
     Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
     embedding and LM head are sharded by TP but stay in 16-bit; norms, routers and MLA down-projections
     are replicated. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions from
     context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
-    `expert_scale` is the kernel's padding of routed experts (mxfp4_expert_scale).
+    `expert_scale` is the kernel's padding of routed experts (mxfp4_expert_scale); `expert_shards` the GPUs
+    routed experts are split across (ResolvedConfig.moe_shards; default tp).
     The vision tower sits on the first stage unless `vision` is off (`--language-model-only`: vLLM v0.21+
     skips the modules a model marks as its towers when every modality limit is 0).
     """
@@ -336,7 +353,7 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     total = 0.0
     p = arch.layer_sums(layers)
     total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
-              + p.experts / tp * expert_bytes * expert_scale + p.bias / tp * act)
+              + p.experts / (expert_shards or tp) * expert_bytes * expert_scale + p.bias / tp * act)
     total += p.replicated * act
     if first:
         total += arch.embedding_params / tp * act + (arch.vision_params() * act if vision else 0.0)
@@ -377,7 +394,7 @@ def custom_allreduce_enabled(cfg: ResolvedConfig) -> bool:
     return (cfg.tensor_parallel in CUSTOM_ALLREDUCE_WORLD_SIZES and cfg.interconnect == "nvlink")
 
 
-def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig) -> float:
+def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig, moe_shards: int = 1) -> float:
     """Non-torch memory that appears during the profiling run (outside PyTorch's allocator).
 
     What drives it: the CUDA/cuBLAS workspaces of one GPU (`tp1_gib`); with TP over NVLink, the custom
@@ -385,10 +402,14 @@ def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig) -> float:
     is the jump from 0.25 to 2.1 GiB in v0.19 H100 logs (`tp_multi_gib`); over PCIe NCCL rings use a few
     small channels and custom all-reduce is off, so the figure stays near the single-GPU one
     (`tp_pcie_gib`). PP-only replicas have just the point-to-point send/recv buffers (`pp_only_gib`).
+    A MoE model's expert layers split over `moe_shards` GPUs (data parallel) communicate across all of
+    them (all-gather / reduce-scatter or all-to-all): counted as a TP group of that size (no start-up
+    with data parallelism is logged in ../shared/data).
     """
     nt = profile.non_torch
-    if cfg.tensor_parallel > 1:
-        if custom_allreduce_enabled(cfg):
+    group = replace(cfg, tensor_parallel=max(cfg.tensor_parallel, moe_shards))
+    if group.tensor_parallel > 1:
+        if custom_allreduce_enabled(group):
             return nt.tp_multi_gib
         return nt.tp_pcie_gib if nt.tp_pcie_gib is not None else nt.tp1_gib
     if cfg.pipeline_parallel > 1:
@@ -496,10 +517,12 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     stages = stage_layers(arch.num_hidden_layers, pp)
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
+        shards = cfg.moe_shards(arch)
         w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
-                          expert_scale=mxfp4_expert_scale(arch, gpu, tp) if cfg.precision == "mxfp4" else 1.0) / GIB
+                          expert_scale=mxfp4_expert_scale(arch, gpu, shards) if cfg.precision == "mxfp4" else 1.0,
+                          expert_shards=shards) / GIB
         a = activation_gib(arch, profile, cfg, last)
-        nt = non_torch_gib(profile, cfg)
+        nt = non_torch_gib(profile, cfg, shards)
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
         kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
         groups = kv_groups(arch, layers, tp, kv_b, activation_dtype_bytes(arch, cfg.precision))
