@@ -36,6 +36,23 @@ def test_fit_json_has_the_contract_keys_and_is_deterministic():
     check_golden("fit_llama70b_h100_tp4.json", first.output)
 
 
+def test_fit_with_data_parallel_engines_shares_the_load_and_sums_the_rates():
+    """--dp 2 on a dense model: two independent engines, each at half the clients; so the latency of one engine
+    at 32 clients, twice its rates, and the same memory per GPU as one engine."""
+    base = ("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--max-model-len",
+            "8192", "--input-tokens", "1000", "--output-tokens", "200", "--json")
+    one = json.loads(run(*base, "--concurrency", "32").stdout)
+    two = json.loads(run(*base, "--concurrency", "64", "--dp", "2").stdout)
+    assert (one["data_parallel"], two["data_parallel"]) == (1, 2)
+    assert two["ttft_ms"] == one["ttft_ms"] and two["tpot_ms"] == one["tpot_ms"]
+    for key in ("output_tokens_per_second", "requests_per_second", "concurrency"):
+        assert two[key] == pytest.approx(2 * one[key], abs=2e-3)
+    assert two["kv_cache_tokens"] == one["kv_cache_tokens"] and two["weights_gib"] == one["weights_gib"]
+    text = run(*base[:-1], "--dp", "2")
+    assert text.stdout.splitlines()[0].startswith("meta-llama/Llama-3.1-8B-Instruct on 2 x H100-SXM-80GB")
+    assert "TP=1 PP=1 DP=2" in text.stdout and "(each of the 2 engines)" in text.stdout
+
+
 def test_fit_that_does_not_fit_exits_1_with_the_smallest_changes():
     result = run("fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM-80GB", "--tp", "2",
                  "--max-model-len", "32768", "--json")

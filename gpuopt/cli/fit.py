@@ -36,6 +36,10 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")
 @click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size.")
 @click.option("--pp", "pp", type=int, default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--dp", "dp", type=int, default=1, show_default=True,
+              help="Data-parallel engines (vLLM --data-parallel-size): a MoE model's experts are split over all "
+                   "their GPUs; memory is per GPU, a load is shared evenly and throughput is the engines' sum.")
+@click.option("--enable-expert-parallel", is_flag=True, default=False, help="Experts placed whole on ranks (EP).")
 @click.option("--precision", type=click.Choice(WEIGHT_FORMATS), help="Weight format (default: the checkpoint's).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True)
 @click.option("--max-model-len", type=int, help="Context length (default: the model's maximum).")
@@ -59,7 +63,8 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
               help="vLLM's --language-model-only: a multimodal model's vision tower is not loaded.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @profile_option
-def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, precision: str | None,
+def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, dp: int,
+        enable_expert_parallel: bool, precision: str | None,
         kv_cache_dtype: str, max_model_len: int | None, gpu_memory_utilization: float | None,
         max_num_seqs: int | None, max_num_batched_tokens: int | None, block_size: int,
         vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
@@ -94,7 +99,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         block_size=block_size, vllm_version=vllm_version,
                         interconnect=interconnect,  # type: ignore[arg-type]
-                        enforce_eager=enforce_eager, language_model_only=language_model_only)
+                        enforce_eager=enforce_eager, language_model_only=language_model_only, data_parallel=dp)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:
@@ -114,7 +119,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
             click.echo("note: --enforce-eager changes memory only; latency is predicted as with CUDA graphs",
                        err=True)
         perf, infeasible_slo = _predict(arch, spec, est, interconnect, input_tokens, output_tokens, concurrency,
-                                        request_rate, ttft_slo_ms, tpot_slo_ms)
+                                        request_rate, ttft_slo_ms, tpot_slo_ms, enable_expert_parallel)
     if as_json:
         click.echo(json.dumps({**fit_json(est, suggestions), **perf}, indent=2, sort_keys=True))
     else:
@@ -148,8 +153,12 @@ def _latency_problems(input_tokens: int | None, output_tokens: int | None, concu
 
 def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interconnect: str | None,
              input_tokens: int, output_tokens: int, concurrency: float | None, request_rate: float | None,
-             ttft_slo_ms: float | None, tpot_slo_ms: float | None) -> tuple[dict[str, float | None], str | None]:
-    replica = latency.build_replica(arch, spec, est, interconnect)
+             ttft_slo_ms: float | None, tpot_slo_ms: float | None,
+             expert_parallel: bool = False) -> tuple[dict[str, float | None], str | None]:
+    """Latency at the load asked for. With data parallelism the load is shared evenly by the engines (vLLM's
+    DP coordinator balances them), each predicted as one replica, and the rates are the engines' sum."""
+    replica = latency.build_replica(arch, spec, est, interconnect, expert_parallel=expert_parallel)
+    dp = est.config.data_parallel
     borrowed = latency.borrowed_calibration(spec)
     if borrowed is not None:
         say("note", borrowed.note)
@@ -158,15 +167,15 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
         say("note", f"vLLM runs Triton attention for {why} on {spec.gpu} (FlashAttention 2 has neither below "
                     f"sm90): attention FLOPs priced at {replica.attn_time_scale:.2f}x FlashAttention's")
     if request_rate is not None:
-        point = latency.at_rate(replica, request_rate, input_tokens, output_tokens)
+        point = latency.at_rate(replica, request_rate / dp, input_tokens, output_tokens)
     elif concurrency is not None:
-        point = latency.at_concurrency(replica, concurrency, input_tokens, output_tokens)
+        point = latency.at_concurrency(replica, concurrency / dp, input_tokens, output_tokens)
     else:
         point = latency.zero_load(replica, input_tokens, output_tokens)
     out: dict[str, float | None] = {
         "ttft_ms": _round(point.ttft_ms), "tpot_ms": _round(point.tpot_ms),
-        "output_tokens_per_second": _round(point.output_tokens_per_second),
-        "requests_per_second": _round(point.requests_per_second), "concurrency": _round(point.concurrency),
+        "output_tokens_per_second": _round(point.output_tokens_per_second * dp),
+        "requests_per_second": _round(point.requests_per_second * dp), "concurrency": _round(point.concurrency * dp),
     }
     if not point.stable:
         out["overloaded"] = 1.0
@@ -174,7 +183,7 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     if ttft_slo_ms is not None or tpot_slo_ms is not None:
         try:
             best = latency.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms)
-            out["max_requests_per_second_within_slo"] = _round(best.requests_per_second)
+            out["max_requests_per_second_within_slo"] = _round(best.requests_per_second * dp)
         except InfeasibleError as exc:
             out["max_requests_per_second_within_slo"] = 0.0
             problem = exc.problems[0]

@@ -22,6 +22,7 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "vllm_version": cfg.vllm_version,
         "tensor_parallel": cfg.tensor_parallel,
         "pipeline_parallel": cfg.pipeline_parallel,
+        "data_parallel": cfg.data_parallel,
         "precision": cfg.precision,
         "kv_cache_dtype": cfg.kv_cache_dtype,
         "max_model_len": cfg.max_model_len,
@@ -64,8 +65,10 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
     rank = est.binding_rank
     cfg = est.config
     lines = [
-        f"{est.model} on {cfg.gpus} x {est.gpu} ({rank.total_gib:.2f} GiB reported), TP={cfg.tensor_parallel} "
-        f"PP={cfg.pipeline_parallel}, weights {cfg.precision}, KV cache {cfg.kv_cache_dtype}, vLLM {cfg.vllm_version}",
+        f"{est.model} on {cfg.gpus * cfg.data_parallel} x {est.gpu} ({rank.total_gib:.2f} GiB reported), "
+        f"TP={cfg.tensor_parallel} PP={cfg.pipeline_parallel}"
+        + (f" DP={cfg.data_parallel}" if cfg.data_parallel > 1 else "")
+        + f", weights {cfg.precision}, KV cache {cfg.kv_cache_dtype}, vLLM {cfg.vllm_version}",
         f"requested memory: {rank.total_gib:.2f} GiB x gpu_memory_utilization {cfg.gpu_memory_utilization} "
         f"= {rank.budget_gib:.2f} GiB",
         f"Model loading took {rank.weights_gib:.2f} GiB memory",
@@ -75,7 +78,8 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         f"CUDA graph memory: {rank.cuda_graph_gib:.2f} GiB "
         + ("(inside the budget)" if rank.cuda_graph_in_budget else "(outside the budget, in the headroom)"),
         f"Available KV cache memory: {rank.kv_cache_gib:.2f} GiB",
-        f"GPU KV cache size: {est.kv_cache_tokens:,} tokens",
+        f"GPU KV cache size: {est.kv_cache_tokens:,} tokens"
+        + (f" (each of the {cfg.data_parallel} engines)" if cfg.data_parallel > 1 else ""),
         f"Maximum concurrency for {cfg.max_model_len:,} tokens per request: {est.max_concurrency:.2f}x",
     ]
     table = Table(title="per GPU (every TP rank of a stage is identical)", title_justify="left")
