@@ -497,8 +497,10 @@ def _expert_parallel_imbalance(r: Replica, routed_tokens: float, touched: float)
     touches Binomial(E/ep, f) of its experts (f: the touched share); the expected maximum of ep such ranks is
     the mean plus z_ep standard deviations, z_ep = Blom's approximation of the expected maximum of ep
     standard normals. Real routing is skewed, so this is the least imbalance EP can have."""
+    if not r.expert_parallel:
+        return 1.0, 1.0
     ep = r.config.moe_shards(r.arch)
-    if not r.expert_parallel or ep <= 1:
+    if ep <= 1:
         return 1.0, 1.0
     z = _expected_max_of_normals(ep)
     pairs = max(routed_tokens * (r.arch.experts_per_token or 1), 1.0)
