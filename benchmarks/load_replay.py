@@ -231,12 +231,15 @@ def _v0_defaults(run: Run, max_model_len: int) -> tuple[int, int, bool] | None:
     """(max_num_seqs, max_num_batched_tokens, chunked prefill) of the V0 engine (vLLM < 0.8) when the run did
     not set them, read from the vLLM 0.6.3 wheel (engine/arg_utils.py: max_num_seqs 256, chunked prefill on
     only for max_model_len > 32K; config.py SchedulerConfig: then 512 tokens per step, else
-    max(max_model_len, 2048)); 0.7.x is assumed to keep them. None for V1 runs (the memory profiles apply)."""
+    max(max_model_len, 2048)); the 0.7.3 wheel has the same rule with 2,048 tokens per chunked step, used for
+    0.7.x (releases between 0.6.3 and 0.7.3 were not read). None for V1 runs (the memory profiles apply)."""
     version = run.engine_version or run.vllm_version
-    if tuple(int(p) for p in version.split(".")[:2]) >= (0, 8):
+    key = tuple(int(p) for p in version.split(".")[:2])
+    if key >= (0, 8):
         return None
     chunked = max_model_len > 32768
-    return 256, 512 if chunked else max(max_model_len, 2048), chunked
+    chunk = 2048 if key >= (0, 7) else 512
+    return 256, chunk if chunked else max(max_model_len, 2048), chunked
 
 
 def kv_cache_dtype_of(run: Run) -> KvCacheDtype:
