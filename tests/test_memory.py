@@ -261,3 +261,20 @@ def test_deepseek_r1_fits_eight_h200s_as_eight_data_parallel_engines():
     assert experts == 58 * 256 * 3 * 7168 * 2048
     assert per_gpu_fp8 == pytest.approx(experts * 7 / 8 / GIB, rel=1e-12)
     assert per_gpu_fp8 == pytest.approx(532.88, abs=0.005)
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(MODELS + ["mistralai/Mixtral-8x7B-Instruct-v0.1", "openai/gpt-oss-120b"]),
+       dp_exp=st.integers(0, 3), kv=st.sampled_from(["auto", "fp8"]))
+def test_more_data_parallel_engines_never_add_weights_and_only_moe_models_lose_any(model, dp_exp, kv):
+    """Doubling --data-parallel-size halves what a GPU holds of the routed experts and nothing else: per-GPU
+    weights never rise, fall for every MoE model and stay for a dense one (whose engines are plain replicas)."""
+    arch, h200 = get_model(model), get_gpu("H200-141GB")
+    dp = 2**dp_exp
+    a, b = (estimate(arch, h200, ServingConfig(max_model_len=4096, kv_cache_dtype=kv, data_parallel=n)).ranks[0]
+            for n in (dp, 2 * dp))
+    assert b.weights_gib <= a.weights_gib
+    assert (b.weights_gib < a.weights_gib) == arch.is_moe
+    assert a.kv_bytes_per_token == b.kv_bytes_per_token
+    if not arch.is_moe:
+        assert a == b
