@@ -278,3 +278,18 @@ def test_more_data_parallel_engines_never_add_weights_and_only_moe_models_lose_a
     assert a.kv_bytes_per_token == b.kv_bytes_per_token
     if not arch.is_moe:
         assert a == b
+
+
+def test_expert_slices_must_divide_the_intermediate_size_unless_experts_are_whole():
+    """vLLM's FusedMoE asserts intermediate_size % tp_size == 0, tp_size being tp x dp for the expert layers
+    without expert parallelism (1 with it). Qwen3-30B-A3B's experts have 768 intermediate channels: TP=2 x DP=3
+    slices them into 6 x 128; DP=5 cannot (768 / 5 = 153.6)."""
+    qwen = get_model("Qwen/Qwen3-30B-A3B")
+    assert estimate(qwen, H100, ServingConfig(max_model_len=4096, tensor_parallel=2, data_parallel=3)).fits
+    with pytest.raises(InputError) as info:
+        estimate(qwen, H100, ServingConfig(max_model_len=4096, data_parallel=5))
+    assert str(info.value).startswith("--tp 1 x --dp 5: vLLM slices each expert's 768 intermediate channels")
+    # whole experts per GPU: nothing to slice, 128 experts dealt over 5 GPUs (26 on some)
+    assert estimate(qwen, H100, ServingConfig(max_model_len=4096, data_parallel=5, expert_parallel=True)).fits
+    # a dense model's data-parallel engines slice nothing
+    assert estimate(LLAMA8, H100, ServingConfig(max_model_len=4096, data_parallel=5)).fits

@@ -99,7 +99,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         block_size=block_size, vllm_version=vllm_version,
                         interconnect=interconnect,  # type: ignore[arg-type]
-                        enforce_eager=enforce_eager, language_model_only=language_model_only, data_parallel=dp)
+                        enforce_eager=enforce_eager, language_model_only=language_model_only, data_parallel=dp,
+                        expert_parallel=enable_expert_parallel)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

@@ -69,6 +69,7 @@ class ServingConfig:
     # `--data-parallel-size`: engines of tensor_parallel x pipeline_parallel GPUs each; a MoE model's expert
     # layers are split across all data_parallel x tensor_parallel GPUs (moe_shards)
     data_parallel: int = 1
+    expert_parallel: bool = False  # `--enable-expert-parallel`: whole experts per GPU instead of slices
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ class ResolvedConfig:
     enforce_eager: bool = False
     language_model_only: bool = False
     data_parallel: int = 1
+    expert_parallel: bool = False
 
     @property
     def gpus(self) -> int:
@@ -219,6 +221,15 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
         problems.append(f"--tp {tp} is not a multiple of the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
     if cfg.data_parallel < 1:
         problems.append(f"--dp must be >= 1 (got {cfg.data_parallel})")
+    elif arch.is_moe and arch.moe_intermediate_size and tp >= 1 and not cfg.expert_parallel:
+        # FusedMoE (vllm/model_executor/layers/fused_moe/layer.py, 0.16.0 wheel) asserts that the expert
+        # intermediate size divides over the GPUs it is sliced across: tp x dp without expert parallelism
+        shards = tp * cfg.data_parallel
+        if arch.moe_intermediate_size % shards:
+            problems.append(f"--tp {tp} x --dp {cfg.data_parallel}: vLLM slices each expert's "
+                            f"{arch.moe_intermediate_size} intermediate channels of {arch.hf_id} over {shards} GPUs, "
+                            f"which does not divide them; pass --enable-expert-parallel (whole experts per GPU) "
+                            f"or sizes whose product divides {arch.moe_intermediate_size}")
     if pp < 1:
         problems.append(f"--pp must be >= 1 (got {pp})")
     elif pp > arch.num_hidden_layers:
@@ -258,6 +269,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         enforce_eager=cfg.enforce_eager,
         language_model_only=cfg.language_model_only,
         data_parallel=cfg.data_parallel,
+        expert_parallel=cfg.expert_parallel,
     )
     return resolved, profile
 
@@ -518,8 +530,10 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
         shards = cfg.moe_shards(arch)
+        # the MXFP4 kernels pad each GPU's slice of an expert: whole experts with expert parallelism
+        sliced = 1 if cfg.expert_parallel else shards
         w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
-                          expert_scale=mxfp4_expert_scale(arch, gpu, shards) if cfg.precision == "mxfp4" else 1.0,
+                          expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
                           expert_shards=shards) / GIB
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
