@@ -293,3 +293,15 @@ def test_expert_slices_must_divide_the_intermediate_size_unless_experts_are_whol
     assert estimate(qwen, H100, ServingConfig(max_model_len=4096, data_parallel=5, expert_parallel=True)).fits
     # a dense model's data-parallel engines slice nothing
     assert estimate(LLAMA8, H100, ServingConfig(max_model_len=4096, data_parallel=5)).fits
+
+
+def test_expert_parallel_deals_whole_experts_and_the_first_gpu_holds_the_remainder():
+    """vLLM's determine_expert_map gives each of ep GPUs E // ep experts and the first E % ep one more. Mixtral's
+    8 experts over 3 GPUs (TP=3 is not a head split of 32, so DP=3): 3, 3, 2 -- the first GPU holds 3/8 of the
+    routed experts where slicing (not allowed here: 14336 / 3) would give 1/3. Over 4 GPUs: 2 each, 1/4."""
+    mixtral, h200 = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1"), get_gpu("H200-141GB")
+    experts = 32 * 8 * 3 * 4096 * 14336 * 2 / GIB  # bf16 routed experts: 84.0 GiB
+    one = estimate(mixtral, h200, ServingConfig(max_model_len=4096)).ranks[0].weights_gib
+    for dp, share in ((3, 3 / 8), (4, 2 / 8)):
+        ep = estimate(mixtral, h200, ServingConfig(max_model_len=4096, data_parallel=dp, expert_parallel=True))
+        assert one - ep.ranks[0].weights_gib == pytest.approx(experts * (1 - share), rel=1e-12)

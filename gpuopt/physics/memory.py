@@ -339,7 +339,7 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
                   first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0,
-                  expert_shards: int | None = None) -> float:
+                  expert_shards: float | None = None) -> float:
     """Bytes of weights on one GPU of a stage.
 
     Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
@@ -530,11 +530,16 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
         shards = cfg.moe_shards(arch)
-        # the MXFP4 kernels pad each GPU's slice of an expert: whole experts with expert parallelism
+        # the MXFP4 kernels pad each GPU's slice of an expert: whole experts with expert parallelism, dealt as
+        # vLLM's determine_expert_map does (E // ep each, the remainder one more on the first ranks: the first
+        # GPU, the one reported, holds ceil(E / ep))
         sliced = 1 if cfg.expert_parallel else shards
+        held: float = shards
+        if cfg.expert_parallel and arch.num_experts and shards > 1:
+            held = arch.num_experts / math.ceil(arch.num_experts / shards)
         w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
                           expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
-                          expert_shards=shards) / GIB
+                          expert_shards=held) / GIB
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
