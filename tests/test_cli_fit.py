@@ -53,6 +53,17 @@ def test_fit_with_data_parallel_engines_shares_the_load_and_sums_the_rates():
     assert "TP=1 PP=1 DP=2" in text.stdout and "(each of the 2 engines)" in text.stdout
 
 
+def test_a_moe_model_that_does_not_fit_is_also_offered_data_parallel_engines_with_expert_parallelism():
+    """DeepSeek-R1 (627.65 GiB of FP8 weights) on one H200: TP=8 fits, and so do 8 data-parallel engines that
+    deal the experts over their GPUs; a dense model is never offered --dp (its engines would be replicas)."""
+    moe = run("fit", "--model", "deepseek-ai/DeepSeek-R1", "--gpu", "H200-141GB", "--max-model-len", "32768", "--json")
+    assert moe.exit_code == 1
+    assert json.loads(moe.stdout)["suggestions"] == ["--tp 8", "--dp 8 --enable-expert-parallel"]
+    dense = run("fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM-80GB", "--max-model-len",
+                "32768", "--json")
+    assert not any(s.startswith("--dp") for s in json.loads(dense.stdout)["suggestions"])
+
+
 def test_fit_that_does_not_fit_exits_1_with_the_smallest_changes():
     result = run("fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-SXM-80GB", "--tp", "2",
                  "--max-model-len", "32768", "--json")

@@ -604,7 +604,8 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
 
     def fits(**changes: object) -> bool:
         new = replace(cfg, **changes)  # type: ignore[arg-type]
-        if validate(arch, ServingConfig(tensor_parallel=new.tensor_parallel, pipeline_parallel=new.pipeline_parallel)):
+        if validate(arch, ServingConfig(tensor_parallel=new.tensor_parallel, pipeline_parallel=new.pipeline_parallel,
+                                        data_parallel=new.data_parallel, expert_parallel=new.expert_parallel)):
             return False
         return estimate_resolved(arch, gpu, new, profile).fits
 
@@ -623,6 +624,14 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
             fixes.append(f"--tp {tp}")
             break
         tp *= 2
+    # a MoE model's experts also split over data-parallel engines, each with its own KV cache (DeepSeek's
+    # usual deployment: --data-parallel-size 8 --enable-expert-parallel)
+    dp = cfg.data_parallel * 2
+    while arch.is_moe and dp <= 16:
+        if fits(data_parallel=dp, expert_parallel=True):
+            fixes.append(f"--dp {dp} --enable-expert-parallel")
+            break
+        dp *= 2
     shorter = max_model_len_that_fits(arch, gpu, cfg, profile)
     shorter = min(shorter, model_max_len(arch) or shorter)  # never a length vLLM refuses (context_limit.py)
     if 0 < shorter < cfg.max_model_len:

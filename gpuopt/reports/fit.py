@@ -101,5 +101,6 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         if suggestions:
             lines.append("smallest changes that fit: " + "; ".join(suggestions))
         else:
-            lines.append("no single change (fp8 KV, fp8/int4 weights, higher TP, shorter max_model_len) makes it fit")
+            lines.append("no single change (fp8 KV, fp8/int4 weights, higher TP, data-parallel engines with expert "
+                         "parallelism for a MoE model, shorter max_model_len) makes it fit")
     return "\n".join(line.rstrip() for line in lines)
