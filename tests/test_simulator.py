@@ -262,6 +262,24 @@ def test_more_replicas_are_never_slower_at_the_same_total_rate():
     assert float(two["mean_tpot_ms"]) <= float(one["mean_tpot_ms"])
 
 
+def test_a_concurrency_cap_below_the_engine_count_keeps_only_that_many_engines_busy():
+    """4 clients against 8 data-parallel engines: vLLM's coordinator sends each request to a least-loaded engine,
+    so 4 engines work and 4 idle -- exactly the 4-engine run (the caps used to be 1 per engine, 8 in flight)."""
+    reqs = make_requests(FixedLengths(500, 50), AllAtOnce(), 40, seed=3)
+    eight = simulate_dp(R, reqs, 8, sched=sched(), max_concurrency=4).summary()
+    four = simulate_dp(R, reqs, 4, sched=sched(), max_concurrency=4).summary()
+    assert eight == four
+    # a MoE model's shared expert layers then see the 4 busy engines' tokens, not 8 engines' worth
+    arch, spec = get_model("Qwen/Qwen3-30B-A3B"), get_gpu("H100-SXM-80GB")
+    mem = estimate(arch, spec, ServingConfig(max_model_len=8192, vllm_version="0.11", data_parallel=8))
+    moe = latency.build_replica(arch, spec, mem)
+    assert (moe.moe_token_scale, dataclasses.replace(moe, moe_peer_engines=4).moe_token_scale) == (8.0, 4.0)
+    assert dataclasses.replace(moe, moe_peer_engines=4).dp_s_per_token == pytest.approx(moe.dp_s_per_token * 3 / 7)
+    capped = simulate_dp(moe, reqs, 8, sched=sched(), max_concurrency=4).summary()
+    assert capped == simulate_dp(dataclasses.replace(moe, moe_peer_engines=4), reqs, 4, sched=sched(),
+                                 max_concurrency=4).summary()
+
+
 def test_a_wider_range_ratio_never_raises_capacity_at_a_fixed_mean():
     def capacity(ratio: float) -> float:
         lengths = RangeLengths(1000, 200, ratio) if ratio else FixedLengths(1000, 200)

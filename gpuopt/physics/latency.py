@@ -287,6 +287,9 @@ class Replica:
     expert_params_per_gpu: float = 0.0  # routed-expert parameters of the largest stage on one GPU (all experts)
     expert_parallel: bool = False  # experts placed whole on ranks (EP) instead of sliced (TP)
     moe_layers_per_stage: int = 0  # decoder layers of the largest stage with routed experts
+    # data-parallel engines whose tokens a MoE layer sees (0: all config.data_parallel; fewer when the load
+    # keeps only some busy -- simulator.simulate_dp)
+    moe_peer_engines: int = 0
     # linear-attention / Mamba layers of the largest stage: the recurrent state one sequence keeps on one GPU,
     # read and written back by every decode step (its size does not grow with the context)
     state_bytes_per_seq_per_gpu: float = 0.0
@@ -345,11 +348,13 @@ class Replica:
         # reduce-scatters the result after them; each GPU receives (dp - 1) of its peers' shares per collective.
         # Each collective costs the link's all-reduce latency (no data-parallel load rows to fit one of its own)
         dp = self.config.data_parallel if self.expert_params_per_gpu else 1
+        peers = min(self.moe_peer_engines or dp, dp)  # engines that bring tokens (idle ones bring none)
         moe_layers = self.moe_layers_per_stage
-        derived["moe_token_scale"] = float(dp)
+        derived["moe_token_scale"] = float(peers)
         derived["dp_fixed_s"] = (0.0 if dp == 1 else
                                  2 * moe_layers * self.cal.allreduce_latency_us[self.interconnect] * 1e-6)
-        derived["dp_s_per_token"] = 0.0 if dp == 1 else 2 * moe_layers * (dp - 1) * self.arch.hidden_size * act / link
+        derived["dp_s_per_token"] = (0.0 if dp == 1 else
+                                     2 * moe_layers * (peers - 1) * self.arch.hidden_size * act / link)
         path = (moe_kernel_path(self.gpu, self.config.precision, self.config.vllm_version, self.arch.quantization)
                 if self.expert_params_per_gpu else None)
         k, e = self.arch.experts_per_token or 1, self.arch.num_experts or 1

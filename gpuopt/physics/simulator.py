@@ -672,15 +672,20 @@ def simulate_dp(replica: Replica, requests: list[Request], dp: int, *, sched: Sc
                 max_concurrency: int | None = None, offline: bool = False, ignore_eos: bool = True,
                 seed: int = 0, chat: bool = False) -> SimResult:
     """`--data-parallel-size dp`: dp engines, requests dealt round-robin (vLLM's DP coordinator balances by
-    queue length; with statistically equal requests round-robin is the same), a concurrency cap split evenly."""
+    queue length; with statistically equal requests round-robin is the same), a concurrency cap split evenly.
+    A cap below dp keeps only that many engines busy (the coordinator sends each request to a least-loaded
+    engine); the others idle, and for a MoE model contribute no tokens to the shared expert layers."""
     if dp < 1:
         raise InputError(f"--dp must be >= 1 (got {dp})")
+    busy = dp if max_concurrency is None else max(1, min(dp, max_concurrency))
+    if busy < dp and replica.moe_token_scale > busy:
+        replica = replace(replica, moe_peer_engines=busy)
     parts = []
-    for d in range(dp):
-        share = requests[d::dp]
+    for d in range(busy):
+        share = requests[d::busy]
         if not share:
             continue
-        cap = None if max_concurrency is None else max(1, max_concurrency // dp + (d < max_concurrency % dp))
+        cap = None if max_concurrency is None else max_concurrency // busy + (d < max_concurrency % busy)
         parts.append(simulate(replica, share, sched=sched, max_concurrency=cap, offline=offline,
                               ignore_eos=ignore_eos, seed=seed + d, chat=chat))
     return parts[0] if len(parts) == 1 else merge(parts)
