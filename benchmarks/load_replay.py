@@ -48,7 +48,7 @@ from gpuopt.physics.traffic import (  # noqa: E402
     ShareGPTLengths,
     make_requests,
 )
-from gpuopt.physics.vllm_profile import profiles  # noqa: E402
+from gpuopt.physics.vllm_profile import profiles, release_key  # noqa: E402
 from gpuopt.vocabulary import KvCacheDtype  # noqa: E402
 
 ALIASES = {
@@ -234,7 +234,7 @@ def _v0_defaults(run: Run, max_model_len: int) -> tuple[int, int, bool] | None:
     max(max_model_len, 2048)); the 0.7.3 wheel has the same rule with 2,048 tokens per chunked step, used for
     0.7.x (releases between 0.6.3 and 0.7.3 were not read). None for V1 runs (the memory profiles apply)."""
     version = run.engine_version or run.vllm_version
-    key = tuple(int(p) for p in version.split(".")[:2])
+    key = release_key(version)
     if key >= (0, 8):
         return None
     chunked = max_model_len > 32768

@@ -527,16 +527,16 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                         "are not counted")
     ranks = []
     stages = stage_layers(arch.num_hidden_layers, pp)
+    shards = cfg.moe_shards(arch)
+    # the MXFP4 kernels pad each GPU's slice of an expert: whole experts with expert parallelism, dealt as
+    # vLLM's determine_expert_map does (E // ep each, the remainder one more on the first ranks: the first
+    # GPU, the one reported, holds ceil(E / ep))
+    sliced = 1 if cfg.expert_parallel else shards
+    held: float = shards
+    if cfg.expert_parallel and arch.num_experts and shards > 1:
+        held = arch.num_experts / math.ceil(arch.num_experts / shards)
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
-        shards = cfg.moe_shards(arch)
-        # the MXFP4 kernels pad each GPU's slice of an expert: whole experts with expert parallelism, dealt as
-        # vLLM's determine_expert_map does (E // ep each, the remainder one more on the first ranks: the first
-        # GPU, the one reported, holds ceil(E / ep))
-        sliced = 1 if cfg.expert_parallel else shards
-        held: float = shards
-        if cfg.expert_parallel and arch.num_experts and shards > 1:
-            held = arch.num_experts / math.ceil(arch.num_experts / shards)
         w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
                           expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
                           expert_shards=held) / GIB
