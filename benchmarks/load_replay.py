@@ -34,7 +34,7 @@ from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.physics import latency  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.memory import ServingConfig, estimate  # noqa: E402
-from gpuopt.physics.serve_args import parse_serve_args  # noqa: E402
+from gpuopt.physics.serve_args import parse_serve_args, performance_mode  # noqa: E402
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp  # noqa: E402
 from gpuopt.physics.traffic import (  # noqa: E402
     AllAtOnce,
@@ -260,7 +260,7 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
                         max_num_seqs=flags.max_num_seqs or (v0[0] if v0 else None),
                         max_num_batched_tokens=flags.max_num_batched_tokens or (v0[1] if v0 else None),
                         block_size=flags.block_size or 16, data_parallel=run.dp, expert_parallel=run.expert_parallel,
-                        vllm_version=run.vllm_version)
+                        vllm_version=run.vllm_version, performance_mode=performance_mode(flags.performance_mode))
     mem = estimate(arch, gpu, cfg)
     if not mem.fits:
         raise GpuoptError(f"does not fit: {mem.reason}")

@@ -40,6 +40,10 @@ WINDOWED_LAYER_KINDS: tuple[LayerKind, ...] = ("sliding", "chunked")
 LinkKind = Literal["nvlink", "pcie"]
 LINK_KINDS: tuple[LinkKind, ...] = get_args(LinkKind)
 
+# vLLM's `--performance-mode` (vllm/config/vllm.py PerformanceMode, v0.17.0 wheel onwards)
+PerformanceMode = Literal["balanced", "interactivity", "throughput"]
+PERFORMANCE_MODES: tuple[PerformanceMode, ...] = get_args(PerformanceMode)
+
 # ---- why a candidate is rejected ---------------------------------------------------------------------
 LatencyTarget = Literal["ttft", "tpot"]
 """A latency target of a workload: time to first token, time per output token."""

@@ -305,3 +305,35 @@ def test_expert_parallel_deals_whole_experts_and_the_first_gpu_holds_the_remaind
     for dp, share in ((3, 3 / 8), (4, 2 / 8)):
         ep = estimate(mixtral, h200, ServingConfig(max_model_len=4096, data_parallel=dp, expert_parallel=True))
         assert one - ep.ranks[0].weights_gib == pytest.approx(experts * (1 - share), rel=1e-12)
+
+
+@pytest.mark.parametrize(("gpu", "version", "expected"), [
+    ("B200-180GB", "0.27", (1024, 8192)),  # 177.25 GiB: the 0.27.1 wheel has two tiers only
+    ("B200-180GB", "0.28", (1024, 16384)),  # the 0.28.0 wheel adds >= 160 GiB: 16384 for the API server
+    ("MI300X-192GB", "0.29", (1024, 16384)),
+    ("H200-141GB", "0.28", (1024, 8192)),  # 139.8 GiB: below the new tier
+    ("L4-24GB", "0.28", (256, 2048)),
+    ("A100-SXM-80GB", "0.28", (256, 2048)),  # vLLM keeps A100 on the small defaults by name
+])
+def test_scheduler_defaults_follow_the_release_and_the_gpu(gpu, version, expected):
+    est = estimate(LLAMA8, get_gpu(gpu), ServingConfig(max_model_len=8192, vllm_version=version))
+    assert (est.config.max_num_seqs, est.config.max_num_batched_tokens) == expected
+
+
+def test_throughput_performance_mode_doubles_only_the_defaults():
+    base = estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.19"))
+    fast = estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.19", performance_mode="throughput"))
+    assert (base.config.max_num_seqs, base.config.max_num_batched_tokens) == (1024, 8192)
+    assert (fast.config.max_num_seqs, fast.config.max_num_batched_tokens) == (2048, 16384)
+    # a value the user set stays as set (EngineArgs doubles only what it defaulted)
+    mixed = estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.19", max_num_seqs=64,
+                                                 performance_mode="throughput"))
+    assert (mixed.config.max_num_seqs, mixed.config.max_num_batched_tokens) == (64, 16384)
+    # a larger profiling batch: more activation memory, so fewer KV tokens
+    assert fast.ranks[0].activation_gib > base.ranks[0].activation_gib
+    assert fast.kv_cache_tokens < base.kv_cache_tokens
+    interactive = estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.19",
+                                                       performance_mode="interactivity"))
+    assert interactive.config.max_num_batched_tokens == 8192
+    with pytest.raises(InputError, match="--performance-mode is not a flag of vLLM 0.16"):
+        estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.16", performance_mode="throughput"))

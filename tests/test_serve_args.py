@@ -3,6 +3,7 @@ server configuration of `gpuopt calibrate`'s evidence; --kv-cache-dtype values f
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,19 @@ def test_evidence_reads_the_server_through_the_same_reader(tmp_path: Path):
     (tmp_path / "c8.json.yaml").write_text("gpu: H100\nserver_args: '--max-num-seqs many'\n")
     with pytest.raises(InputError, match=r"c8.json.yaml: server_args: --max-num-seqs must be an integer"):
         sidecar(run)
+
+
+def test_performance_mode_is_read_and_checked_against_the_release():
+    assert parse_serve_args("--performance-mode throughput", vllm_version="0.17").performance_mode == "throughput"
+    assert parse_serve_args("--performance-mode=interactivity").performance_mode == "interactivity"
+    with pytest.raises(InputError, match="must be one of balanced, interactivity, throughput"):
+        parse_serve_args("--performance-mode fast")
+    with pytest.raises(InputError, match="not a flag of vLLM 0.16"):
+        parse_serve_args("--performance-mode throughput", vllm_version="0.16")
+    base = ["simulate", "--model", "Qwen/Qwen3-4B", "--gpu", "H100-SXM-80GB", "--num-prompts", "3000",
+            "--random-input-len", "32", "--random-output-len", "100", "--vllm-version", "0.19", "--json"]
+    # 3,000 short prompts at once: the 1,024-sequence default holds back more of them than throughput mode's 2,048
+    one = json.loads(CliRunner().invoke(cli, base).stdout)
+    two = json.loads(CliRunner().invoke(cli, [*base, "--server-args", "--performance-mode throughput"]).stdout)
+    assert one["completed"] == two["completed"] == 3000
+    assert two["mean_ttft_ms"] < one["mean_ttft_ms"]

@@ -28,7 +28,7 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.memory import ServingConfig, estimate_resolved, precision_unsupported, resolve
-from gpuopt.physics.serve_args import ServeArgs, parse_serve_args
+from gpuopt.physics.serve_args import ServeArgs, parse_serve_args, performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
 from gpuopt.physics.traffic import (
     AllAtOnce,
@@ -228,7 +228,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         kv_cache_dtype="fp8" if kv_dtype == "fp8" else "auto", max_model_len=mml,
                         gpu_memory_utilization=gmu, max_num_seqs=seqs, max_num_batched_tokens=batched,
                         block_size=bsize or 16, vllm_version=vllm_version, data_parallel=dp_v or 1,
-                        expert_parallel=ep,
+                        expert_parallel=ep, performance_mode=performance_mode(args.performance_mode),
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)

@@ -44,6 +44,7 @@ class ServerConfig:
     enable_prefix_caching: bool | None = None  # None: vLLM's default (on)
     async_scheduling: bool | None = None
     chunked_prefill: bool | None = None
+    performance_mode: str | None = None  # `--performance-mode` (None: balanced)
 
     def merged(self, other: ServerConfig) -> ServerConfig:
         """This configuration with its gaps filled from `other`."""
@@ -101,7 +102,7 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_dtype=args.kv_cache_dtype,
                         enable_prefix_caching=args.enable_prefix_caching, async_scheduling=args.async_scheduling,
-                        chunked_prefill=args.chunked_prefill)
+                        chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode)
 
 
 def sidecar(path: Path) -> ServerConfig:

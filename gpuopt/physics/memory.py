@@ -22,6 +22,7 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
+from gpuopt.physics.serve_flags import flags
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -30,6 +31,7 @@ from gpuopt.vocabulary import (
     KvCacheDtype,
     LayerKind,
     LinkKind,
+    PerformanceMode,
     WeightFormat,
 )
 
@@ -70,6 +72,9 @@ class ServingConfig:
     # layers are split across all data_parallel x tensor_parallel GPUs (moe_shards)
     data_parallel: int = 1
     expert_parallel: bool = False  # `--enable-expert-parallel`: whole experts per GPU instead of slices
+    # `--performance-mode` (v0.17+): "throughput" doubles the default max_num_seqs and max_num_batched_tokens
+    # (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args); values the user set stay as set
+    performance_mode: PerformanceMode = "balanced"
 
 
 @dataclass(frozen=True)
@@ -251,6 +256,11 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         raise InputError(*problems)
     profile = get_profile(cfg.vllm_version)
     seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
+    if cfg.performance_mode != "balanced" and "--performance-mode" not in flags(cfg.vllm_version or profile.version):
+        raise InputError(f"--performance-mode is not a flag of vLLM {cfg.vllm_version or profile.version} "
+                         f"(it came in 0.17)")
+    if cfg.performance_mode == "throughput":
+        seqs, batched = 2 * seqs, 2 * batched
     max_len = cfg.max_model_len or default_max_len(arch)  # vLLM's default (context_limit.py)
     if not max_len:
         raise InputError(f"{arch.hf_id} does not state max_position_embeddings: pass --max-model-len")

@@ -18,7 +18,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuopt.errors import InputError
-from gpuopt.physics.serve_flags import kv_cache_dtypes
+from gpuopt.physics.serve_flags import flags, kv_cache_dtypes
+from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
 
 _INT_FLAGS = {
     "max-model-len": "max_model_len", "max-num-seqs": "max_num_seqs",
@@ -28,7 +29,8 @@ _INT_FLAGS = {
 }
 _SHORT = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "dp": "data-parallel-size"}
 _FLOAT_FLAGS = {"gpu-memory-utilization": "gpu_memory_utilization"}
-_STR_FLAGS = {"kv-cache-dtype": "kv_cache_dtype", "dtype": "dtype", "quantization": "quantization"}
+_STR_FLAGS = {"kv-cache-dtype": "kv_cache_dtype", "dtype": "dtype", "quantization": "quantization",
+              "performance-mode": "performance_mode"}
 _BOOL_FLAGS = {
     "enable-prefix-caching": ("enable_prefix_caching", True),
     "no-enable-prefix-caching": ("enable_prefix_caching", False),
@@ -61,6 +63,7 @@ class ServeArgs:
     async_scheduling: bool | None = None
     chunked_prefill: bool | None = None
     enable_expert_parallel: bool | None = None
+    performance_mode: str | None = None  # `--performance-mode` (v0.17+): throughput doubles the scheduler defaults
     not_modelled: tuple[str, ...] = field(default=())
 
 
@@ -142,7 +145,17 @@ def _typed(flag: str, name: str, raw: str, vllm_version: str | None) -> dict[str
                              f"(valid: {', '.join(valid)})")
         modelled = modelled_kv_cache_dtype(raw)
         return {} if modelled is None else {"kv_cache_dtype": modelled}
+    if name == "performance-mode":
+        if raw not in PERFORMANCE_MODES:
+            raise InputError(f"{flag}: --performance-mode must be one of {', '.join(PERFORMANCE_MODES)} (got {raw!r})")
+        if vllm_version is not None and "--performance-mode" not in flags(vllm_version):
+            raise InputError(f"{flag}: --performance-mode is not a flag of vLLM {vllm_version} (it came in 0.17)")
     return {_STR_FLAGS[name]: raw}
+
+
+def performance_mode(value: str | None) -> PerformanceMode:
+    """A parsed `--performance-mode` as the memory model takes it (not given: vLLM's default, balanced)."""
+    return next((m for m in PERFORMANCE_MODES if m == value), "balanced")
 
 
 def modelled_kv_cache_dtype(value: str) -> str | None:

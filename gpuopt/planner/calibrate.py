@@ -46,6 +46,7 @@ from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate
 from gpuopt.physics.profile import Fit, Profile, ProfileEntry, scale
+from gpuopt.physics.serve_args import performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, simulate
 from gpuopt.physics.traffic import (
     AllAtOnce,
@@ -123,7 +124,8 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
     return ServingConfig(tensor_parallel=c.tensor_parallel or 1, pipeline_parallel=c.pipeline_parallel or 1,
                          precision=precision, kv_cache_dtype=kv, max_model_len=max_len,
                          gpu_memory_utilization=c.gpu_memory_utilization, max_num_seqs=c.max_num_seqs,
-                         max_num_batched_tokens=c.max_num_batched_tokens, vllm_version=c.vllm_version)
+                         max_num_batched_tokens=c.max_num_batched_tokens, vllm_version=c.vllm_version,
+                         performance_mode=performance_mode(c.performance_mode))
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
