@@ -22,7 +22,7 @@ import pytest
 import gpuopt
 
 LAYERS: dict[str, int] = {
-    "__init__": 0, "errors": 0, "hardware": 0, "vocabulary": 0,
+    "__init__": 0, "errors": 0, "hardware": 0, "vocabulary": 0, "datafiles": 0,
     "physics": 1, "pricing": 1,
     "inputs": 2,
     "planner": 3,

@@ -11,11 +11,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from gpuopt.datafiles import data_yaml
 from gpuopt.errors import InputError
 
 QUALITY_PRECISIONS: dict[str, tuple[str, ...]] = {
@@ -28,8 +26,7 @@ QUALITY_PRECISIONS: dict[str, tuple[str, ...]] = {
 
 @cache
 def presets() -> dict[str, dict[str, Any]]:
-    text = resources.files("gpuopt").joinpath("data/presets.yaml").read_text(encoding="utf-8")
-    data: dict[str, dict[str, Any]] = yaml.safe_load(text)
+    data: dict[str, dict[str, Any]] = data_yaml("presets.yaml")
     return data
 
 

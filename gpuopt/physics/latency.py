@@ -29,15 +29,14 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-import yaml
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, model_validator
 
+from gpuopt.datafiles import data_yaml
 from gpuopt.errors import InputError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics.architecture import ModelArchitecture
@@ -130,8 +129,7 @@ class LatencyCalibration(BaseModel):
 
 @cache
 def calibration() -> LatencyCalibration:
-    text = resources.files("gpuopt").joinpath("data/latency_calibration.yaml").read_text(encoding="utf-8")
-    return LatencyCalibration.model_validate(yaml.safe_load(text))
+    return LatencyCalibration.model_validate(data_yaml("latency_calibration.yaml"))
 
 
 def borrowed_calibration(gpu: GpuSpec) -> BorrowedCalibration | None:
@@ -182,8 +180,7 @@ class ServingCalibration(BaseModel):
 
 @cache
 def serving_calibration() -> ServingCalibration:
-    text = resources.files("gpuopt").joinpath("data/serving_calibration.yaml").read_text(encoding="utf-8")
-    return ServingCalibration.model_validate(yaml.safe_load(text))
+    return ServingCalibration.model_validate(data_yaml("serving_calibration.yaml"))
 
 
 def attention_backend(gpu: GpuSpec, arch: ModelArchitecture, kv_cache_dtype: str) -> str:

@@ -8,18 +8,15 @@ from here (planner/serve_flags.py)."""
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from gpuopt.datafiles import data_yaml
 from gpuopt.physics.vllm_profile import release_key
 
 
 @cache
 def _releases() -> tuple[dict[str, Any], ...]:
-    text = resources.files("gpuopt").joinpath("data/vllm_serve_flags.yaml").read_text(encoding="utf-8")
-    return tuple(yaml.safe_load(text)["releases"])
+    return tuple(data_yaml("vllm_serve_flags.yaml")["releases"])
 
 
 def releases() -> dict[str, frozenset[str]]:

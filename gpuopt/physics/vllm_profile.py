@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import re
 from functools import cache
-from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict
 
+from gpuopt.datafiles import data_yaml
 from gpuopt.errors import InputError
 
 
@@ -91,6 +90,7 @@ class VllmProfile(BaseModel):
         return self.small_max_num_seqs, self.small_max_num_batched_tokens
 
 
+@cache  # a handful of distinct strings, asked for by every candidate the planner screens
 def release_key(version: str) -> tuple[int, ...]:
     """A vLLM version as comparable numbers: the leading digits of each dot-separated part, up to the first
     part that has none ("v0.28.1rc1.dev580+g385dce36b" -> (0, 28, 1); "0.6.3.post2" -> (0, 6, 3)). One
@@ -106,12 +106,12 @@ def release_key(version: str) -> tuple[int, ...]:
 
 @cache
 def profiles() -> tuple[VllmProfile, ...]:
-    text = resources.files("gpuopt").joinpath("data/vllm_versions.yaml").read_text(encoding="utf-8")
-    raw = yaml.safe_load(text)
+    raw = data_yaml("vllm_versions.yaml")
     items = [VllmProfile.model_validate(p) for p in raw["profiles"]]
     return tuple(sorted(items, key=lambda p: release_key(p.version)))
 
 
+@cache  # pure in its argument (the profiles are read once); a bad version raises, which is never cached
 def get_profile(version: str | None) -> VllmProfile:
     """The newest profile whose version is <= the requested one (None: the newest known)."""
     known = profiles()

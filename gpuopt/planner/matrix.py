@@ -15,11 +15,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from importlib import resources
 from typing import Any
 
-import yaml
-
+from gpuopt.datafiles import data_yaml
 from gpuopt.errors import GpuoptError, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
@@ -38,8 +36,7 @@ DEFAULT_GPUS = ("L4-24GB", "A10G-24GB", "L40S-48GB", "A100-SXM-80GB", "H100-SXM-
 
 @cache
 def model_sizes() -> dict[str, str]:
-    text = resources.files("gpuopt").joinpath("data/model_sizes.yaml").read_text(encoding="utf-8")
-    data: dict[str, str] = yaml.safe_load(text)
+    data: dict[str, str] = data_yaml("model_sizes.yaml")
     return {str(k).upper(): v for k, v in data.items()}
 
 

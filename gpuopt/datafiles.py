@@ -1,0 +1,26 @@
+"""The package's own data files (gpuopt/data/), read once by the module that owns each.
+
+Ground floor, like `errors` and `hardware`: every layer may import it. Shipped YAML is trusted and large (the
+serve-flag table is 2,700 lines), so it is parsed with libyaml's C loader when PyYAML was built with it (the
+manylinux wheels are): 8-10x faster than the pure-Python SafeLoader, same safe subset of YAML. User files go
+through gpuopt.inputs.loader instead (duplicate keys and deep nesting rejected, line numbers in errors).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+import yaml
+
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def data_text(name: str) -> str:
+    """The text of gpuopt/data/`name`."""
+    return resources.files("gpuopt").joinpath("data", name).read_text(encoding="utf-8")
+
+
+def data_yaml(name: str) -> Any:
+    """gpuopt/data/`name` parsed as YAML (safe subset)."""
+    return yaml.load(data_text(name), Loader=_SafeLoader)  # noqa: S506 -- a safe loader, C or Python
