@@ -252,6 +252,7 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     flags = parse_serve_args(run.server_args)
     arch, gpu = get_model(run.registry_model), get_gpu(run.gpu)
     v0 = _v0_defaults(run, flags.max_model_len or max(8192, run.input_tokens + int(run.output_tokens) * 4))
+    chunked = flags.chunked_prefill if flags.chunked_prefill is not None else (v0[2] if v0 else True)
     precision = run.precision if run.precision != "fp16" or arch.torch_dtype == "float16" else "fp16"
     cfg = ServingConfig(tensor_parallel=run.tp, pipeline_parallel=run.pp, precision=precision,  # type: ignore[arg-type]
                         kv_cache_dtype=kv_cache_dtype_of(run),
@@ -260,7 +261,8 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
                         max_num_seqs=flags.max_num_seqs or (v0[0] if v0 else None),
                         max_num_batched_tokens=flags.max_num_batched_tokens or (v0[1] if v0 else None),
                         block_size=flags.block_size or 16, data_parallel=run.dp, expert_parallel=run.expert_parallel,
-                        vllm_version=run.vllm_version, performance_mode=performance_mode(flags.performance_mode))
+                        vllm_version=run.vllm_version, performance_mode=performance_mode(flags.performance_mode),
+                        chunked_prefill=chunked)
     mem = estimate(arch, gpu, cfg)
     if not mem.fits:
         raise GpuoptError(f"does not fit: {mem.reason}")
@@ -269,7 +271,6 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
     if run.engine_version and run.engine_version != run.vllm_version:  # older than the memory profiles: the
         # release still decides the engine (V0 before 0.8)
         replica = replace(replica, config=replace(replica.config, vllm_version=run.engine_version))
-    chunked = flags.chunked_prefill if flags.chunked_prefill is not None else (v0[2] if v0 else True)
     sched = SchedulerConfig.from_memory(
         mem, enable_prefix_caching=flags.enable_prefix_caching is not False,
         async_scheduling=replica.async_scheduling, chunked_prefill=chunked)

@@ -103,6 +103,9 @@ def test_lengths_file_histogram(tmp_path: Path):
     (("--request-rate", "nan"), "--request-rate"),
     (("--request-rate", "-3"), "--request-rate"),
     (("--request-rate", "fast"), "--request-rate"),
+    (("--request-rate", "1e-300"), "--request-rate"),  # positive, but the clock cannot resolve such a run
+    (("--server-args", "--no-enable-chunked-prefill --max-num-batched-tokens 4096"), "--max-num-batched-tokens"),
+    (("--server-args", "--block-size 7"), "--block-size"),
     (("--server-args", "--max-num-seqs 'oops"), "--server-args"),
     (("--server-args", "--max-num-seqs many"), "--server-args"),
     (("--max-concurrency", "0"), "--max-concurrency"),

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -337,3 +338,33 @@ def test_throughput_performance_mode_doubles_only_the_defaults():
     assert interactive.config.max_num_batched_tokens == 8192
     with pytest.raises(InputError, match="--performance-mode is not a flag of vLLM 0.16"):
         estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.16", performance_mode="throughput"))
+
+
+def test_vllms_config_checks_refuse_what_it_refuses():
+    cfg = ServingConfig(max_model_len=8192, vllm_version="0.16")
+    # --block-size choices: BlockSize in vllm/config/cache.py (0.11: up to 128; 0.12-0.17: 256 too; 0.18: any int)
+    for version, size, ok in (("0.11", 256, False), ("0.12", 256, True), ("0.16", 7, False), ("0.19", 7, True)):
+        c = dataclasses.replace(cfg, vllm_version=version, block_size=size)
+        if ok:
+            assert estimate(LLAMA8, H100, c).config.block_size == size
+        else:
+            with pytest.raises(InputError, match=f"--block-size {size} is not a value of vLLM {version}"):
+                estimate(LLAMA8, H100, c)
+    # max_num_batched_tokens >= max_num_seqs, naming the default when the user set only one
+    with pytest.raises(InputError, match=r"--max-num-batched-tokens 512 is below max_num_seqs 1024 \(vLLM's default "
+                                         r"on H100-SXM-80GB\)"):
+        estimate(LLAMA8, H100, dataclasses.replace(cfg, max_num_batched_tokens=512))
+    ok = estimate(LLAMA8, H100, dataclasses.replace(cfg, max_num_batched_tokens=512, max_num_seqs=512))
+    assert (ok.config.max_num_seqs, ok.config.max_num_batched_tokens) == (512, 512)
+
+
+def test_without_chunked_prefill_a_prompt_must_fit_one_step():
+    off = ServingConfig(max_model_len=16384, vllm_version="0.16", chunked_prefill=False)
+    # 0.12 on: max(max_model_len, the default); 0.10-0.11: max_model_len itself
+    assert estimate(LLAMA8, H100, off).config.max_num_batched_tokens == 16384
+    assert estimate(LLAMA8, H100, dataclasses.replace(off, max_model_len=4096)).config.max_num_batched_tokens == 8192
+    old = dataclasses.replace(off, max_model_len=4096, vllm_version="0.11")
+    assert estimate(LLAMA8, H100, dataclasses.replace(old, max_num_seqs=256)).config.max_num_batched_tokens == 4096
+    with pytest.raises(InputError, match="--max-num-batched-tokens 8192 is below --max-model-len 16384 with chunked "
+                                         "prefill off"):
+        estimate(LLAMA8, H100, dataclasses.replace(off, max_num_batched_tokens=8192))

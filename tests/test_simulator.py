@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import get_model
@@ -440,3 +441,36 @@ def test_offline_runs_have_no_stream_and_no_role_chunk():
     reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=4)]
     assert simulate(R, reqs, sched=sched(), offline=True, chat=True).summary() == \
         simulate(R, reqs, sched=sched(), offline=True).summary()
+
+
+def _dense_peaks(res) -> tuple[float, int]:
+    """vllm bench serve's own way (serve.py calculate_metrics): a dense array of 1-second buckets."""
+    t0 = float(res.send_s.min())
+    end = res.send_s + res.e2el_s
+    n = int(np.ceil(float(end.max()) - t0)) + 1
+    tokens = np.zeros(n)
+    np.add.at(tokens, (res.token_times_s - t0).astype(np.int64), res.token_counts)
+    if res.role_chunk:
+        np.add.at(tokens, ((res.send_s + res.ttft_s)[res.output_tokens > 0] - t0).astype(np.int64), 1)
+    active = np.zeros(n)
+    for s, e in zip((res.send_s - t0).astype(np.int64), (end - t0).astype(np.int64)):
+        active[s:e + 1] += 1
+    return float(tokens.max()), int(active.max())
+
+
+@pytest.mark.parametrize("chat", [False, True])
+def test_peaks_over_occupied_seconds_equal_vllms_dense_buckets(chat: bool):
+    reqs = make_requests(RangeLengths(300, 120, 0.5), PoissonArrivals(8.0, 0.5), 200, seed=3)
+    res = simulate(R, reqs, sched=sched(), chat=chat)
+    s = res.summary()
+    assert (s["max_output_tokens_per_s"], s["max_concurrent_requests"]) == _dense_peaks(res)
+
+
+def test_a_trickle_of_requests_is_measured_without_a_bucket_per_empty_second():
+    # two requests 10^8 s apart (a dense per-second array would hold 10^8 entries): each alone
+    reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=4), Request(1e8, 100, 4)]
+    s = simulate(R, reqs, sched=sched()).summary()
+    assert (s["max_output_tokens_per_s"], s["max_concurrent_requests"]) == (4, 1)
+    assert s["mean_ttft_ms"] == pytest.approx(simulate(R, reqs[:1], sched=sched()).summary()["mean_ttft_ms"], rel=1e-6)
+    with pytest.raises(InputError, match="beyond the 1e\\+10 s"):
+        simulate(R, [Request(arrival_s=2e10, input_tokens=100, output_tokens=4)], sched=sched())

@@ -10,7 +10,10 @@ call, plus the flags FrontendArgs generates from its dataclass fields (f"--{fiel
 where the call uses BooleanOptionalAction or its kwargs come from a bool field (vLLM's get_kwargs makes
 every bool field a BooleanOptionalAction). The values `--kv-cache-dtype` accepts are the members of the
 `CacheDType = Literal[...]` alias in vllm/config/cache.py (the type of CacheConfig.cache_dtype, which
-EngineArgs.kv_cache_dtype takes; get_kwargs turns a Literal into argparse choices).
+EngineArgs.kv_cache_dtype takes; get_kwargs turns a Literal into argparse choices). The values `--block-size`
+accepts likewise: the members of `BlockSize = Literal[...]` in the same file (0.10-0.17); from 0.18
+CacheConfig.block_size is a plain int and the entry has no `block_sizes` (any positive integer passes the
+parser; the attention backend then decides).
 """
 
 from __future__ import annotations
@@ -25,15 +28,29 @@ FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py", "vll
 CACHE_CONFIG = "vllm/config/cache.py"
 
 
-def kv_cache_dtypes(path: Path) -> list[str]:
-    """The members of `CacheDType = Literal[...]` (in source order)."""
+def literal_members(path: Path, alias: str) -> list[object] | None:
+    """The members of `alias = Literal[...]` at the top of the file (in source order); None without one."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CacheDType" for t in node.targets)
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == alias for t in node.targets)
                 and isinstance(node.value, ast.Subscript)):
             members = node.value.slice.elts if isinstance(node.value.slice, ast.Tuple) else [node.value.slice]
-            return [m.value for m in members if isinstance(m, ast.Constant) and isinstance(m.value, str)]
-    raise SystemExit(f"{path}: no CacheDType = Literal[...]")
+            return [m.value for m in members if isinstance(m, ast.Constant)]
+    return None
+
+
+def kv_cache_dtypes(path: Path) -> list[str]:
+    """The members of `CacheDType = Literal[...]` (in source order)."""
+    members = literal_members(path, "CacheDType")
+    if members is None:
+        raise SystemExit(f"{path}: no CacheDType = Literal[...]")
+    return [m for m in members if isinstance(m, str)]
+
+
+def block_sizes(path: Path) -> list[int] | None:
+    """The members of `BlockSize = Literal[...]`; None where the block size is a plain int (0.18 on)."""
+    members = literal_members(path, "BlockSize")
+    return None if members is None else [m for m in members if isinstance(m, int)]
 
 
 def _bool_fields(tree: ast.Module) -> dict[str, set[str]]:
@@ -95,6 +112,9 @@ def main(version: str, root: Path, wheel: str) -> None:
     print(f'    source: "{wheel} from PyPI: {files} (read by tools/extract_vllm_serve_flags.py)"')
     if (root / CACHE_CONFIG).exists():
         print(f"    kv_cache_dtypes: [{', '.join(kv_cache_dtypes(root / CACHE_CONFIG))}]")
+        sizes = block_sizes(root / CACHE_CONFIG)
+        if sizes is not None:
+            print(f"    block_sizes: [{', '.join(map(str, sizes))}]")
     print("    flags:")
     for flag in sorted(found):
         print(f"      - \"{flag}\"")

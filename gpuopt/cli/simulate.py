@@ -229,6 +229,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         gpu_memory_utilization=gmu, max_num_seqs=seqs, max_num_batched_tokens=batched,
                         block_size=bsize or 16, vllm_version=vllm_version, data_parallel=dp_v or 1,
                         expert_parallel=ep, performance_mode=performance_mode(args.performance_mode),
+                        chunked_prefill=args.chunked_prefill is not False,
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)

@@ -22,8 +22,8 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
-from gpuopt.physics.serve_flags import flags
-from gpuopt.physics.vllm_profile import VllmProfile, get_profile
+from gpuopt.physics.serve_flags import block_sizes, flags
+from gpuopt.physics.vllm_profile import VllmProfile, get_profile, release_key
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
     STATE_LAYER_KINDS,
@@ -75,6 +75,10 @@ class ServingConfig:
     # `--performance-mode` (v0.17+): "throughput" doubles the default max_num_seqs and max_num_batched_tokens
     # (EngineArgs._set_default_max_num_seqs_and_batched_tokens_args); values the user set stay as set
     performance_mode: PerformanceMode = "balanced"
+    # `--no-enable-chunked-prefill`: a prompt runs whole in one step, so vLLM raises the default step budget to
+    # max_model_len (0.10-0.11: exactly that; 0.12 on: max(max_model_len, the default)) and refuses a smaller
+    # --max-num-batched-tokens
+    chunked_prefill: bool = True
 
 
 @dataclass(frozen=True)
@@ -255,15 +259,10 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
     if problems:
         raise InputError(*problems)
     profile = get_profile(cfg.vllm_version)
-    seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
-    if cfg.performance_mode != "balanced" and "--performance-mode" not in flags(cfg.vllm_version or profile.version):
-        raise InputError(f"--performance-mode is not a flag of vLLM {cfg.vllm_version or profile.version} "
-                         f"(it came in 0.17)")
-    if cfg.performance_mode == "throughput":
-        seqs, batched = 2 * seqs, 2 * batched
     max_len = cfg.max_model_len or default_max_len(arch)  # vLLM's default (context_limit.py)
     if not max_len:
         raise InputError(f"{arch.hf_id} does not state max_position_embeddings: pass --max-model-len")
+    seqs, batched = scheduler_limits(gpu, cfg, profile, max_len)
     resolved = ResolvedConfig(
         tensor_parallel=cfg.tensor_parallel,
         pipeline_parallel=cfg.pipeline_parallel,
@@ -271,8 +270,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         kv_cache_dtype=cfg.kv_cache_dtype,
         max_model_len=max_len,
         gpu_memory_utilization=cfg.gpu_memory_utilization or profile.gpu_memory_utilization,
-        max_num_seqs=cfg.max_num_seqs or seqs,
-        max_num_batched_tokens=cfg.max_num_batched_tokens or batched,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=batched,
         block_size=cfg.block_size,
         vllm_version=cfg.vllm_version or profile.version,
         interconnect=cfg.interconnect or default_link(gpu),
@@ -282,6 +281,41 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         expert_parallel=cfg.expert_parallel,
     )
     return resolved, profile
+
+
+def scheduler_limits(gpu: GpuSpec, cfg: ServingConfig, profile: VllmProfile, max_len: int) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) as `vllm serve` sets them (EngineArgs' defaults for this GPU and
+    release, `--performance-mode`, chunked prefill off), and the settings its config checks refuse
+    (SchedulerConfig.verify_max_model_len and the --block-size choices, read in the 0.10.1-0.33 wheels)."""
+    seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
+    release = cfg.vllm_version or profile.version
+    if cfg.performance_mode != "balanced" and "--performance-mode" not in flags(release):
+        raise InputError(f"--performance-mode is not a flag of vLLM {release} (it came in 0.17)")
+    if cfg.performance_mode == "throughput":
+        seqs, batched = 2 * seqs, 2 * batched
+    if not cfg.chunked_prefill:  # a prompt runs whole: the default step budget grows to hold one
+        batched = max_len if release_key(release) < (0, 12) else max(max_len, batched)
+    problems = []
+    sizes = block_sizes(release)
+    if sizes is not None and cfg.block_size not in sizes:
+        problems.append(f"--block-size {cfg.block_size} is not a value of vLLM {release} "
+                        f"(valid: {', '.join(map(str, sizes))})")
+    defaults = seqs, batched
+    seqs, batched = cfg.max_num_seqs or seqs, cfg.max_num_batched_tokens or batched
+    if not cfg.chunked_prefill and batched < max_len:
+        problems.append(f"--max-num-batched-tokens {batched} is below --max-model-len {max_len} with chunked "
+                        f"prefill off: vLLM {release} refuses to start (a prompt must fit one step); raise it, "
+                        f"lower --max-model-len or leave chunked prefill on")
+    if batched < seqs:
+        said = (("--max-num-batched-tokens", cfg.max_num_batched_tokens, defaults[1]),
+                ("--max-num-seqs", cfg.max_num_seqs, defaults[0]))
+        named = [f"{flag} {value}" if value else f"{flag[2:].replace('-', '_')} {default} (vLLM's default on "
+                 f"{gpu.gpu})" for flag, value, default in said]
+        problems.append(f"{named[0]} is below {named[1]}: vLLM {release} refuses to start (max_num_batched_tokens "
+                        f"must be >= max_num_seqs); lower --max-num-seqs or raise --max-num-batched-tokens")
+    if problems:
+        raise InputError(*problems)
+    return seqs, batched
 
 
 def default_link(gpu: GpuSpec) -> LinkKind:

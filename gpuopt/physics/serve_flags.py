@@ -42,3 +42,11 @@ def kv_cache_dtypes(version: str | None = None) -> tuple[str, ...]:
     for r in rows:
         seen.update(dict.fromkeys(str(v) for v in r.get("kv_cache_dtypes", ())))
     return tuple(seen)
+
+
+def block_sizes(version: str) -> tuple[int, ...] | None:
+    """What `--block-size` accepts in `version` (its release's BlockSize choices); None from 0.18, where the
+    parser takes any positive integer."""
+    row = next(r for r in _releases() if str(r["version"]) == release_for(version))
+    sizes = row.get("block_sizes")
+    return None if sizes is None else tuple(int(v) for v in sizes)

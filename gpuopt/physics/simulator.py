@@ -208,23 +208,28 @@ class SimResult:
         return np.repeat(*self._itl_sample())
 
     def _peaks(self) -> tuple[float, int]:
-        """vllm bench serve's max_output_tokens_per_s and max_concurrent_requests (1-second buckets)."""
+        """vllm bench serve's max_output_tokens_per_s and max_concurrent_requests: per 1-second bucket from the
+        first send, the tokens that arrived in it and the requests active in any part of it (serve.py
+        calculate_metrics). Only the occupied buckets are counted: a run at 1e-6 requests/s spans 10^6 empty
+        seconds, which vLLM's dense array would allocate (and a far slower rate could not)."""
         if not self.send_s.size:
             return 0.0, 0
         t0 = float(self.send_s.min())
         end = self.send_s + self.e2el_s
-        buckets = int(math.ceil(float(end.max()) - t0)) + 1
-        idx = np.clip((self.token_times_s - t0).astype(np.int64), 0, buckets - 1)
-        tokens = np.bincount(idx, weights=self.token_counts, minlength=buckets)
+        second = np.floor(self.token_times_s - t0)
         if self.role_chunk:  # each request's role chunk lands in the bucket of its first token
-            first_token = ((self.send_s + self.ttft_s)[self.output_tokens > 0] - t0).astype(np.int64)
-            tokens += np.bincount(np.clip(first_token, 0, buckets - 1), minlength=buckets)
-        first = (self.send_s - t0).astype(np.int64)
-        last = (end - t0).astype(np.int64)
-        diff = np.zeros(buckets + 1)
-        np.add.at(diff, first, 1)
-        np.add.at(diff, last + 1, -1)
-        return float(tokens.max()), int(np.cumsum(diff)[:-1].max())
+            first_token = np.floor((self.send_s + self.ttft_s)[self.output_tokens > 0] - t0)
+            second = np.concatenate([second, first_token])
+            weights = np.concatenate([self.token_counts, np.ones(first_token.size)])
+        else:
+            weights = np.asarray(self.token_counts, dtype=float)
+        buckets, where = np.unique(second, return_inverse=True)
+        max_tok = float(np.bincount(where, weights=weights).max()) if buckets.size else 0.0
+        # requests active in bucket k: +1 at the bucket of its send, -1 after the bucket of its end
+        edges = np.concatenate([np.floor(self.send_s - t0), np.floor(end - t0) + 1])
+        steps = np.concatenate([np.ones(self.send_s.size), -np.ones(self.send_s.size)])
+        at, idx = np.unique(edges, return_inverse=True)
+        return max_tok, int(np.cumsum(np.bincount(idx, weights=steps, minlength=at.size)).max())
 
     def summary(self) -> dict[str, float | int]:
         """The keys of `vllm bench serve --save-result` (milliseconds as vLLM writes them), plus p90/p95 and
@@ -633,6 +638,12 @@ class _Engine:
         return np.split(when[order], np.cumsum(counts)[:-1])
 
 
+CLOCK_LIMIT_S = 1e10
+"""The simulated clock is a float64 in seconds: at 1e10 s (317 years) it still resolves 2 us, far below a step
+(the planner's slowest search, 1,000 requests at 6e-7 requests/s, ends near 1.7e9 s); sends later than that (a
+rate of 1e-300 requests/s) would round every latency to zero."""
+
+
 def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfig | None = None,
              max_concurrency: int | None = None, offline: bool = False, ignore_eos: bool = True,
              seed: int = 0, chat: bool = False) -> SimResult:
@@ -646,6 +657,10 @@ def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfi
         raise InputError("--num-prompts must be at least 1")
     if max_concurrency is not None and max_concurrency <= 0:
         raise InputError(f"--max-concurrency must be positive (got {max_concurrency})")
+    last = max(q.arrival_s for q in requests)
+    if not last <= CLOCK_LIMIT_S:
+        raise InputError(f"--request-rate: the last of {len(requests):,} requests is sent after {last:.3g} s, beyond "
+                         f"the {CLOCK_LIMIT_S:.0e} s within which the simulated clock resolves latencies; raise the rate")
     sched = sched or SchedulerConfig.from_replica(replica)
     outputs = [q.output_tokens for q in requests] if ignore_eos else _natural_lengths(requests, seed)
     engine = _Engine(replica, sched, requests, outputs, max_concurrency, offline)

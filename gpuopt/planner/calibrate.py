@@ -125,7 +125,8 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
                          precision=precision, kv_cache_dtype=kv, max_model_len=max_len,
                          gpu_memory_utilization=c.gpu_memory_utilization, max_num_seqs=c.max_num_seqs,
                          max_num_batched_tokens=c.max_num_batched_tokens, vllm_version=c.vllm_version,
-                         performance_mode=performance_mode(c.performance_mode))
+                         performance_mode=performance_mode(c.performance_mode),
+                         chunked_prefill=c.chunked_prefill is not False)
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
