@@ -453,7 +453,7 @@ def _dense_peaks(res) -> tuple[float, int]:
     if res.role_chunk:
         np.add.at(tokens, ((res.send_s + res.ttft_s)[res.output_tokens > 0] - t0).astype(np.int64), 1)
     active = np.zeros(n)
-    for s, e in zip((res.send_s - t0).astype(np.int64), (end - t0).astype(np.int64)):
+    for s, e in zip((res.send_s - t0).astype(np.int64), (end - t0).astype(np.int64), strict=True):
         active[s:e + 1] += 1
     return float(tokens.max()), int(active.max())
 

@@ -19,20 +19,27 @@ def _releases() -> tuple[dict[str, Any], ...]:
     return tuple(data_yaml("vllm_serve_flags.yaml")["releases"])
 
 
-def releases() -> dict[str, frozenset[str]]:
+@cache
+def _flag_sets() -> dict[str, frozenset[str]]:
     return {str(r["version"]): frozenset(r["flags"]) for r in _releases()}
 
 
+def releases() -> dict[str, frozenset[str]]:
+    """Each listed release's flags (a copy: callers may not change the cached table)."""
+    return dict(_flag_sets())
+
+
+@cache  # every configuration the planner resolves asks for its release's block sizes: once per version string
 def release_for(version: str) -> str:
     """The newest listed release not newer than `version` (0.20 -> 0.20.0); the oldest when all are newer."""
-    known = sorted(releases(), key=release_key)
+    known = sorted(_flag_sets(), key=release_key)
     wanted = release_key(version)
     eligible = [v for v in known if release_key(v)[: len(wanted)] <= wanted]
     return eligible[-1] if eligible else known[0]
 
 
 def flags(version: str) -> frozenset[str]:
-    return releases()[release_for(version)]
+    return _flag_sets()[release_for(version)]
 
 
 def kv_cache_dtypes(version: str | None = None) -> tuple[str, ...]:
@@ -44,6 +51,7 @@ def kv_cache_dtypes(version: str | None = None) -> tuple[str, ...]:
     return tuple(seen)
 
 
+@cache
 def block_sizes(version: str) -> tuple[int, ...] | None:
     """What `--block-size` accepts in `version` (its release's BlockSize choices); None from 0.18, where the
     parser takes any positive integer."""

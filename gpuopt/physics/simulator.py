@@ -659,8 +659,9 @@ def simulate(replica: Replica, requests: list[Request], *, sched: SchedulerConfi
         raise InputError(f"--max-concurrency must be positive (got {max_concurrency})")
     last = max(q.arrival_s for q in requests)
     if not last <= CLOCK_LIMIT_S:
-        raise InputError(f"--request-rate: the last of {len(requests):,} requests is sent after {last:.3g} s, beyond "
-                         f"the {CLOCK_LIMIT_S:.0e} s within which the simulated clock resolves latencies; raise the rate")
+        raise InputError(f"--request-rate: the last of {len(requests):,} requests is sent after {last:.3g} s, "
+                         f"beyond the {CLOCK_LIMIT_S:.0e} s within which the simulated clock resolves latencies; "
+                         f"raise the rate")
     sched = sched or SchedulerConfig.from_replica(replica)
     outputs = [q.output_tokens for q in requests] if ignore_eos else _natural_lengths(requests, seed)
     engine = _Engine(replica, sched, requests, outputs, max_concurrency, offline)
