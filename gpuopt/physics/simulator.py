@@ -210,26 +210,24 @@ class SimResult:
     def _peaks(self) -> tuple[float, int]:
         """vllm bench serve's max_output_tokens_per_s and max_concurrent_requests: per 1-second bucket from the
         first send, the tokens that arrived in it and the requests active in any part of it (serve.py
-        calculate_metrics). Only the occupied buckets are counted: a run at 1e-6 requests/s spans 10^6 empty
-        seconds, which vLLM's dense array would allocate (and a far slower rate could not)."""
+        calculate_metrics)."""
         if not self.send_s.size:
             return 0.0, 0
         t0 = float(self.send_s.min())
         end = self.send_s + self.e2el_s
         second = np.floor(self.token_times_s - t0)
+        weights = np.asarray(self.token_counts, dtype=float)
         if self.role_chunk:  # each request's role chunk lands in the bucket of its first token
             first_token = np.floor((self.send_s + self.ttft_s)[self.output_tokens > 0] - t0)
             second = np.concatenate([second, first_token])
-            weights = np.concatenate([self.token_counts, np.ones(first_token.size)])
-        else:
-            weights = np.asarray(self.token_counts, dtype=float)
-        buckets, where = np.unique(second, return_inverse=True)
-        max_tok = float(np.bincount(where, weights=weights).max()) if buckets.size else 0.0
+            weights = np.concatenate([weights, np.ones(first_token.size)])
+        # a window of a longer run (SimResult.window) keeps the engine's whole token series: tokens outside
+        # its requests' span count in its first or last bucket
+        second = np.clip(second, 0.0, np.floor(float(end.max()) - t0))
         # requests active in bucket k: +1 at the bucket of its send, -1 after the bucket of its end
         edges = np.concatenate([np.floor(self.send_s - t0), np.floor(end - t0) + 1])
         steps = np.concatenate([np.ones(self.send_s.size), -np.ones(self.send_s.size)])
-        at, idx = np.unique(edges, return_inverse=True)
-        return max_tok, int(np.cumsum(np.bincount(idx, weights=steps, minlength=at.size)).max())
+        return float(_bucket_sums(second, weights).max()), int(np.cumsum(_bucket_sums(edges, steps)).max())
 
     def summary(self) -> dict[str, float | int]:
         """The keys of `vllm bench serve --save-result` (milliseconds as vLLM writes them), plus p90/p95 and
@@ -637,6 +635,18 @@ class _Engine:
         counts = np.bincount(who, minlength=n)
         return np.split(when[order], np.cumsum(counts)[:-1])
 
+
+
+def _bucket_sums(buckets: NDArray[Any], weights: NDArray[Any]) -> NDArray[Any]:
+    """Sums of `weights` per whole-second bucket index (non-negative floats), in bucket order, empty buckets
+    omitted or zero. Dense like vLLM's array when the span is small next to the events; over the occupied
+    buckets only otherwise -- a run at 1e-6 requests/s spans 10^6 empty seconds, which a dense array would
+    allocate (and a far slower rate could not)."""
+    span = float(buckets.max()) + 1 if buckets.size else 0.0
+    if span <= 4 * buckets.size + 1024:
+        return np.bincount(buckets.astype(np.int64), weights=weights, minlength=int(span))
+    _, where = np.unique(buckets, return_inverse=True)
+    return np.bincount(where, weights=weights)
 
 CLOCK_LIMIT_S = 1e10
 """The simulated clock is a float64 in seconds: at 1e10 s (317 years) it still resolves 2 us, far below a step
