@@ -206,6 +206,37 @@ def test_concurrency_and_rate_agree_by_littles_law():
     assert again.tpot_ms == pytest.approx(point.tpot_ms)
 
 
+def test_a_closed_loop_beyond_saturation_queues_its_extra_clients():
+    r = replica()
+    top = latency.max_rate(r, 1000, 200)  # the largest stable rate and its population
+    clients = 4 * top.concurrency
+    point = latency.at_concurrency(r, clients, 1000, 200)
+    # the loop runs at r* with r*'s decode; Little's law on the loop puts the rest of the wait in TTFT
+    assert point.requests_per_second == top.requests_per_second and point.tpot_ms == top.tpot_ms
+    assert point.concurrency == clients
+    assert point.ttft_ms == pytest.approx((clients / top.requests_per_second - 199 * top.tpot_ms * 1e-3) * 1e3)
+    assert point.stable and "wait in vLLM's queue" in (point.limit or "")
+    assert latency.at_concurrency(r, 2 * clients, 1000, 200).ttft_ms > point.ttft_ms
+
+
+def test_fit_says_when_its_clients_queue():
+    result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192", "--input-tokens",
+                 "1000", "--output-tokens", "200", "--concurrency", "20000", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["concurrency"] == 20000
+    assert "overloaded" not in json.loads(result.stdout)
+    assert "note: 20,000 clients," in result.stderr and "wait in vLLM's queue" in result.stderr
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(min_value=1, max_value=5000), st.floats(min_value=1.01, max_value=4))
+def test_more_clients_never_lower_ttft_or_throughput(clients: float, more: float):
+    r = R_HYP
+    a, b = latency.at_concurrency(r, clients, 1000, 200), latency.at_concurrency(r, clients * more, 1000, 200)
+    assert b.ttft_ms >= a.ttft_ms * (1 - 1e-3)
+    assert b.requests_per_second >= a.requests_per_second * (1 - 1e-3)
+
+
 def test_fit_json_has_latency_keys():
     result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192",
                  "--input-tokens", "1000", "--output-tokens", "200", "--concurrency", "16",
@@ -447,3 +478,6 @@ def test_data_parallel_moe_steps_route_every_engines_tokens_through_half_the_exp
     # the rest of the step carries the gathers: exactly dp_fixed_s + dp_s_per_token per token more
     rest_one, rest_two = latency.step_parts_s(one, 64, 0)[2], latency.step_parts_s(two, 64, 0)[2]
     assert rest_two - rest_one == pytest.approx(two.dp_fixed_s + 64 * two.dp_s_per_token, rel=1e-9)
+
+
+R_HYP = replica()

@@ -171,6 +171,8 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
         point = latency.at_rate(replica, request_rate / dp, input_tokens, output_tokens)
     elif concurrency is not None:
         point = latency.at_concurrency(replica, concurrency / dp, input_tokens, output_tokens)
+        if point.limit:  # a closed loop beyond saturation: the extra clients queue
+            say("note", point.limit + (f" (per data-parallel engine, of {dp})" if dp > 1 else ""))
     else:
         point = latency.zero_load(replica, input_tokens, output_tokens)
     out: dict[str, float | None] = {

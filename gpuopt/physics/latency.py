@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from statistics import NormalDist
 from typing import Any
@@ -787,7 +787,20 @@ def step_wait_s(r: Replica, decode_batch: float, step_s: float) -> float:
 
 
 def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens: int) -> LoadPoint:
-    """Steady state of a closed loop of `clients` (each sends its next request when the last one ends)."""
+    """Steady state of a closed loop of `clients` (each sends its next request when the last one ends).
+
+    A closed loop cannot overload the replica: clients beyond the population of its largest stable rate r*
+    (max_rate without targets: a scheduler limit or the KV cache binds there) wait in vLLM's queue. The loop
+    then runs at r* with r*'s decode batch and TPOT, and the extra clients' wait is TTFT: Little's law on the
+    whole loop, clients = r* x (TTFT + (output - 1) x TPOT)."""
+    top = max_rate(r, input_tokens, output_tokens)
+    if clients > top.concurrency and top.requests_per_second > 0:
+        decode_s = max(output_tokens - 1, 0) * top.tpot_ms * 1e-3
+        ttft = max(clients / top.requests_per_second - decode_s, top.ttft_ms * 1e-3)
+        queued = clients - top.concurrency
+        return replace(top, concurrency=clients, ttft_ms=ttft * 1e3, limit=(
+            f"{clients:,.0f} clients, {top.concurrency:,.0f} in service at the largest stable rate: {queued:,.0f} "
+            f"wait in vLLM's queue"))
     lo, hi = 0.0, 1.0
     while at_rate(r, hi, input_tokens, output_tokens).concurrency < clients and hi < 1e6:
         lo, hi = hi, hi * 2
