@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuopt.errors import InputError
-from gpuopt.physics.serve_flags import flags, kv_cache_dtypes
+from gpuopt.physics.serve_flags import kv_cache_dtypes
 from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
 
 _INT_FLAGS = {
@@ -145,11 +145,8 @@ def _typed(flag: str, name: str, raw: str, vllm_version: str | None) -> dict[str
                              f"(valid: {', '.join(valid)})")
         modelled = modelled_kv_cache_dtype(raw)
         return {} if modelled is None else {"kv_cache_dtype": modelled}
-    if name == "performance-mode":
-        if raw not in PERFORMANCE_MODES:
-            raise InputError(f"{flag}: --performance-mode must be one of {', '.join(PERFORMANCE_MODES)} (got {raw!r})")
-        if vllm_version is not None and "--performance-mode" not in flags(vllm_version):
-            raise InputError(f"{flag}: --performance-mode is not a flag of vLLM {vllm_version} (it came in 0.17)")
+    if name == "performance-mode" and raw not in PERFORMANCE_MODES:  # which releases have it: memory.py
+        raise InputError(f"{flag}: --performance-mode must be one of {', '.join(PERFORMANCE_MODES)} (got {raw!r})")
     return {_STR_FLAGS[name]: raw}
 
 
