@@ -636,7 +636,6 @@ class _Engine:
         return np.split(when[order], np.cumsum(counts)[:-1])
 
 
-
 def _bucket_sums(buckets: NDArray[Any], weights: NDArray[Any]) -> NDArray[Any]:
     """Sums of `weights` per whole-second bucket index (non-negative floats), in bucket order, empty buckets
     omitted or zero. Dense like vLLM's array when the span is small next to the events; over the occupied
@@ -647,6 +646,7 @@ def _bucket_sums(buckets: NDArray[Any], weights: NDArray[Any]) -> NDArray[Any]:
         return np.bincount(buckets.astype(np.int64), weights=weights, minlength=int(span))
     _, where = np.unique(buckets, return_inverse=True)
     return np.bincount(where, weights=weights)
+
 
 CLOCK_LIMIT_S = 1e10
 """The simulated clock is a float64 in seconds: at 1e10 s (317 years) it still resolves 2 us, far below a step
