@@ -200,7 +200,9 @@ def _round(value: float) -> float | None:
 def perf_text(perf: dict[str, float | None]) -> str:
     def show(key: str, unit: str) -> str:
         value = perf.get(key)
-        return "unbounded (overloaded)" if value is None else f"{value:,.3f}{unit}"
+        if value is None:
+            return "unbounded (overloaded)"
+        return f"{value:.4g}{unit}" if abs(value) >= 1e12 else f"{value:,.3f}{unit}"  # 1e300 req/s: not 300 digits
 
     lines = [f"predicted TTFT: {show('ttft_ms', ' ms')}", f"predicted TPOT: {show('tpot_ms', ' ms')}",
              f"output tokens/s: {show('output_tokens_per_second', '')}",
