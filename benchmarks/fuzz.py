@@ -40,7 +40,13 @@ from tests.fuzzing import (  # noqa: E402
     to_yaml,
     workload_schema,
 )
-from tests.test_fuzz import CAPACITY_SMALL, FIT_TARGETS, SMALL_WORKLOAD  # noqa: E402
+from tests.test_fuzz import (  # noqa: E402
+    CAPACITY_SMALL,
+    FIT_TARGETS,
+    SIMULATE_FIXED,
+    SIMULATE_NOT_FUZZED,
+    SMALL_WORKLOAD,
+)
 
 
 def _load(loader: Callable[[Path], Any], path: Path, raw: bytes) -> None:
@@ -80,6 +86,9 @@ def cases(folder: Path) -> list[tuple[str, int, st.SearchStrategy[Any], Callable
         ("overlays (gpuopt catalog validate --overlay)", 1500, overlay_csv(),
          lambda raw: run_file_case(folder, "o.csv", raw, lambda p: ["catalog", "validate", "--overlay", str(p)])),
         ("gpuopt fit flag combinations", 1000, st.tuples(FIT_TARGETS, flag_combination("fit", max_flags=6)), fit),
+        ("gpuopt simulate flag combinations (12 prompts)", 600,
+         st.tuples(FIT_TARGETS, flag_combination("simulate", fixed=SIMULATE_FIXED, max_flags=6,
+                                                 exclude=SIMULATE_NOT_FUZZED)), fit),
         ("gpuopt solve/plan flags (stop at flags)", 800,
          st.one_of(flag_combination("solve", fixed=["WORKLOAD"], max_flags=4),
                    flag_combination("plan", fixed=["WORKLOAD"], max_flags=4)), flags_at_boundary),

@@ -382,12 +382,21 @@ def _value_for(param: click.Parameter) -> st.SearchStrategy[str]:
         plausible = st.sampled_from(["aws", "alibaba", "azure", "runpod"])
     elif isinstance(param, click.Option) and param.name in ("currency",):
         plausible = st.sampled_from(["USD", "cny", "EUR", ""])
+    elif isinstance(param, click.Option) and param.name == "server_args":
+        plausible = st.lists(st.sampled_from(SERVER_FLAGS), max_size=4).map(" ".join)
     elif isinstance(param, click.Option) and param.name in ("discounts",):
         plausible = st.sampled_from(["aws=0.1", "aws=1.5", "aws", "azure=0.1", "aws=-0.2", "aws=abc"])
     else:
         plausible = st.text(max_size=12)
     return st.one_of(plausible, plausible, plausible, hostile)
 
+
+SERVER_FLAGS = ("--max-num-seqs 8", "--max-num-batched-tokens 16", "--no-enable-chunked-prefill", "--block-size 7",
+                "--block-size 32", "--performance-mode throughput", "--performance-mode fast", "--kv-cache-dtype fp8",
+                "--kv-cache-dtype bf16", "--async-scheduling", "--no-async-scheduling", "--data-parallel-size 2",
+                "--enable-expert-parallel", "--max-model-len 512", "--gpu-memory-utilization 0.3", "--tp 2",
+                "--attention-backend FLASHINFER", "--max-num-seqs 'x", "--max-num-seqs", "serve", "--dp=0")
+"""Pieces of `vllm serve` flag strings for `simulate --server-args`: honoured, refused and not modelled ones."""
 
 FLAGS_NOT_FUZZED = frozenset({"help", "output", "overlays", "fx_rates", "version", "debug"})
 """-o is fuzzed by its own tests (writing files), --catalog by the overlay fuzz; --fx-rate belongs to pricing/
@@ -403,9 +412,12 @@ def command_options(command: str) -> list[click.Option]:
     return [p for p in cmd.params if isinstance(p, click.Option) and p.name not in FLAGS_NOT_FUZZED]
 
 
-def flag_combination(command: str, fixed: Sequence[str] = (), max_flags: int = 5) -> st.SearchStrategy[list[str]]:
-    """`command FIXED... --flag value ...`: 0..max_flags options of the command, values from their types."""
-    options = command_options(command)  # imported here, outside the strategy: imports may touch `random`
+def flag_combination(command: str, fixed: Sequence[str] = (), max_flags: int = 5,
+                     exclude: Sequence[str] = ()) -> st.SearchStrategy[list[str]]:
+    """`command FIXED... --flag value ...`: 0..max_flags options of the command (but `exclude`), values from their
+    types."""
+    options = [p for p in command_options(command) if p.name not in exclude]  # imported here, outside the
+    # strategy: imports may touch `random`
 
     @st.composite
     def combination(draw: st.DrawFn) -> list[str]:

@@ -110,6 +110,8 @@ def test_lengths_file_histogram(tmp_path: Path):
     (("--server-args", "--max-num-seqs many"), "--server-args"),
     (("--max-concurrency", "0"), "--max-concurrency"),
     (("--backend", "grpc"), "--backend"),
+    (("--seed", "-1"), "--seed"),
+    (("--random-input-len", str(2**63), "--random-range-ratio", "0.5"), "--random-input-len"),
 ])
 def test_bad_input_is_one_error_line_naming_the_flag_and_exit_2(args: tuple[str, ...], flag: str):
     result = run(*args)

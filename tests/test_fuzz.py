@@ -118,6 +118,23 @@ def test_fit_flag_combinations(folder: Path, target: tuple[str, str], flags: lis
     check_contract(invoke(args), args)
 
 
+SIMULATE_FIXED = ["--num-prompts", "12"]
+SIMULATE_NOT_FUZZED = ("num_prompts", "save_result", "lengths_file", "profile_path")
+"""A dozen prompts keep every case short; the file flags have tests of their own."""
+
+
+@settings(FUZZ, max_examples=30)
+@given(target=FIT_TARGETS, flags=flag_combination("simulate", fixed=SIMULATE_FIXED, max_flags=6,
+                                                  exclude=SIMULATE_NOT_FUZZED))
+def test_simulate_flag_combinations(folder: Path, target: tuple[str, str], flags: list[str]) -> None:
+    """simulate with a real GPU and model (or config.json), a dozen prompts and up to six other flags,
+    `--server-args` among them."""
+    gpu, model = target
+    chosen = ["--model-config", str(folder / "config.json")] if model == "CONFIG" else ["--model", model]
+    args = [*flags, "--gpu", gpu, *([] if "--model" in flags or "--model-config" in flags else chosen)]
+    check_contract(invoke(args), args)
+
+
 @settings(FUZZ, max_examples=40)
 @given(args=st.one_of(flag_combination("solve", fixed=["WORKLOAD"], max_flags=4),
                      flag_combination("plan", fixed=["WORKLOAD"], max_flags=4)))

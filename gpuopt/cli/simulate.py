@@ -31,6 +31,7 @@ from gpuopt.physics.memory import ServingConfig, estimate_resolved, precision_un
 from gpuopt.physics.serve_args import ServeArgs, parse_serve_args, performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
 from gpuopt.physics.traffic import (
+    MAX_TOKENS,
     AllAtOnce,
     ArrivalProcess,
     ConstantArrivals,
@@ -179,6 +180,10 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         ("--num-prompts", num_prompts), ("--burstiness", burstiness),
                         ("--max-concurrency", max_concurrency), ("--tp", tp), ("--pp", pp), ("--dp", dp)):
         _positive(problems, name, value)
+        if name.endswith("-len") and value is not None and value > MAX_TOKENS:
+            problems.append(f"{name} must be at most {MAX_TOKENS:,} tokens (got {value:,})")
+    if seed < 0:  # numpy's generators (and vllm bench serve's np.random.seed) take no negative seed
+        problems.append(f"--seed must be a non-negative integer (got {seed})")
     if not (math.isfinite(random_range_ratio) and 0 <= random_range_ratio < 1):
         problems.append(f"--random-range-ratio must be in [0, 1) (got {random_range_ratio:g})")
     rate = math.inf

@@ -59,6 +59,17 @@ def _positive(name: str, value: float) -> None:
         raise InputError(f"{name} must be a positive number (got {value})")
 
 
+MAX_TOKENS = 2**31 - 1
+"""No model's context comes near 2^31 tokens (the registry's longest is 10M), and numpy draws lengths as int64:
+a length of 2^63 failed inside the sampler instead of at the context check."""
+
+
+def _length(name: str, value: float) -> None:
+    _positive(name, value)
+    if value > MAX_TOKENS:
+        raise InputError(f"{name} must be at most {MAX_TOKENS:,} tokens (got {value:,})")
+
+
 @dataclass(frozen=True)
 class FixedLengths:
     """Every request has the same lengths (`--random-range-ratio 0`)."""
@@ -67,8 +78,8 @@ class FixedLengths:
     output_tokens: int
 
     def __post_init__(self) -> None:
-        _positive("input_tokens", self.input_tokens)
-        _positive("output_tokens", self.output_tokens)
+        _length("input_tokens", self.input_tokens)
+        _length("output_tokens", self.output_tokens)
 
     @property
     def mean_input_tokens(self) -> float:
@@ -91,8 +102,8 @@ class RangeLengths:
     range_ratio: float
 
     def __post_init__(self) -> None:
-        _positive("input_tokens", self.input_tokens)
-        _positive("output_tokens", self.output_tokens)
+        _length("input_tokens", self.input_tokens)
+        _length("output_tokens", self.output_tokens)
         if not (math.isfinite(self.range_ratio) and 0 <= self.range_ratio < 1):
             raise InputError(f"range_ratio must be in [0, 1) (got {self.range_ratio})")
 
@@ -121,8 +132,8 @@ class ShareGPTLengths:
     mean_output_tokens: float
 
     def __post_init__(self) -> None:
-        _positive("mean_input_tokens", self.mean_input_tokens)
-        _positive("mean_output_tokens", self.mean_output_tokens)
+        _length("mean_input_tokens", self.mean_input_tokens)
+        _length("mean_output_tokens", self.mean_output_tokens)
 
     @staticmethod
     def _lognormal(rng: np.random.Generator, mean: float, n: int) -> NDArray[Any]:
@@ -145,8 +156,8 @@ class HistogramLengths:
         if not self.bins:
             raise InputError("lengths histogram: needs at least one bin")
         for i, (inp, out, share) in enumerate(self.bins, start=1):
-            _positive(f"lengths histogram bin {i} input_tokens", inp)
-            _positive(f"lengths histogram bin {i} output_tokens", out)
+            _length(f"lengths histogram bin {i} input_tokens", inp)
+            _length(f"lengths histogram bin {i} output_tokens", out)
             if not (math.isfinite(share) and share >= 0):
                 raise InputError(f"lengths histogram bin {i} share must be >= 0 (got {share})")
         total = sum(b[2] for b in self.bins)
