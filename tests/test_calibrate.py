@@ -246,6 +246,10 @@ def test_bad_files_are_exit_2_naming_the_file(tmp_path: Path, name: str, content
 def test_unknown_configuration_is_exit_2_naming_what_is_missing() -> None:
     result = CliRunner().invoke(cli, ["calibrate", str(K8S[0]), str(K8S[1])])
     assert result.exit_code == 2 and "unknown gpu of this run" in result.stderr and K8S[0].name in result.stderr
+    # a weight format gpuopt does not know was silently ignored (the fit ran on the checkpoint's own)
+    bad = CliRunner().invoke(cli, ["calibrate", str(K8S[0]), str(K8S[1]), "--gpu", "A100-SXM-40GB",
+                                   "--precision", "q4"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: Invalid value for '--precision': 'q4' is not one of")
 
 
 def test_sidecar_yaml_gives_the_configuration(tmp_path: Path) -> None:

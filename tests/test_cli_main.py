@@ -88,6 +88,9 @@ def test_usage_error_is_one_line():
     result = run("fit", "--tp", "x", "--gpu", "H100-SXM-80GB")
     assert (result.exit_code, result.stderr) == (
         2, "error: Invalid value for '--tp': 'x' is not a valid integer. (see 'gpuopt fit --help')\n")
+    # click lists choices one per line; the error line joins them (it printed "Choose from:\x0a\x09k8s,...")
+    missing = run("deploy", "plan.json", "--force")
+    assert missing.stderr.startswith("error: Missing option '--target'. Choose from: k8s, skypilot, pai-eas, compose")
 
 
 def test_catalog_note_is_printed_once(monkeypatch, tmp_path):

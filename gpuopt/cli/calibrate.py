@@ -9,6 +9,7 @@ import click
 from gpuopt.cli.options import VLLM_VERSION, SafePath, output_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
+from gpuopt.vocabulary import WEIGHT_FORMATS
 
 
 @click.command()
@@ -17,7 +18,8 @@ from gpuopt.errors import InputError
 @click.option("--gpu", help="GPU the runs used (bench results and metrics do not say).")
 @click.option("--tp", "tensor_parallel", type=int, help="Tensor-parallel size of the server.")
 @click.option("--pp", "pipeline_parallel", type=int, help="Pipeline-parallel size of the server.")
-@click.option("--precision", help="Weight format that ran, when not the checkpoint's own (e.g. fp8).")
+@click.option("--precision", type=click.Choice(WEIGHT_FORMATS),
+              help="Weight format that ran, when not the checkpoint's own.")
 @click.option("--server-args", help='The `vllm serve` flags of the runs, e.g. "--max-model-len 8192".')
 @click.option("--vllm-version", type=VLLM_VERSION, help="vLLM release of the runs (logs say it; bench files do not).")
 @output_option("Write the fitted profile (YAML) here.")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import re
 from typing import IO, Any, NamedTuple
 
 import click
@@ -75,7 +76,8 @@ class OneLineUsageError(click.ClickException):
     exit_code = EXIT_BAD_INPUT
 
     def __init__(self, error: click.UsageError) -> None:
-        super().__init__(error.format_message())
+        # click lays choices out one per line ("Choose from:\n\tk8s,\n\tskypilot"): joined into the line
+        super().__init__(re.sub(r"\s*\n\s*", " ", error.format_message()))
         ctx = error.ctx
         self.help_hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
 
