@@ -209,3 +209,25 @@ def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
     [compose] = render_deploy(hostile, "compose", DeployOptions())
     document = yaml.safe_load(compose.text)
     assert set(document) == {"name", "services", "volumes"}
+
+
+@pytest.mark.parametrize(("flag", "value", "ok"), [
+    ("--image", "vllm/vllm-openai:v0.11.0", True),
+    ("--image", "nvcr.io/nvidia/vllm:25.01-py3", True),
+    ("--image", "registry.example.com:5000/team/vllm-openai:v0.11.0@sha256:" + "a" * 64, True),
+    ("--image", "vllm/vllm-openai:v0.11 ; rm -rf /", False),  # lands in an image_id / command a tool runs
+    ("--image", "VLLM/Upper:1", False),
+    ("--namespace", "gpu-serving", True),
+    ("--namespace", "Bad_NS", False),
+    ("--namespace", "x" * 64, False),
+])
+def test_image_and_namespace_are_what_the_tools_accept(plans: dict[str, Path], tmp_path: Path, flag: str, value: str,
+                                                       ok: bool) -> None:
+    result = CliRunner().invoke(cli, ["deploy", str(plans["two"]), "--target", "k8s", "-o", str(tmp_path / "o"),
+                                      flag, value])
+    if ok:
+        assert result.exit_code == 0, result.output
+        assert value in "".join(p.read_text() for p in (tmp_path / "o").iterdir())
+    else:
+        assert result.exit_code == 2 and result.stderr.startswith(f"error: {flag} ")
+        assert not (tmp_path / "o").exists()

@@ -51,10 +51,13 @@ def deploy(plan_file: Path, target: str, output_dir: Path | None, force: bool, i
     from gpuopt.cli.report import read_plan
     from gpuopt.reports.deploy import DeployOptions, render_deploy
 
+    options = DeployOptions(image=image, namespace=namespace)
+    if options.problems():
+        raise InputError(*options.problems())
     if output_dir is not None:
         _check_output_dir(output_dir, force)
     plan = read_plan(plan_file)
-    artifacts = render_deploy(plan, target, DeployOptions(image=image, namespace=namespace))
+    artifacts = render_deploy(plan, target, options)
     if output_dir is not None:
         _write_dir(output_dir, {a.filename: a.text for a in artifacts})
         for a in artifacts:

@@ -21,10 +21,30 @@ SERVERLESS_PROVIDERS = ("modal", "replicate")
 """Per-second serverless GPUs: they run a function or a model version, not a server we can describe here."""
 
 
+# a Kubernetes namespace is an RFC 1123 label (kubectl refuses anything else)
+NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+# an image reference as the OCI distribution spec and docker read it: [host[:port]/]path[:tag][@digest]
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*"
+                   r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[0-9a-f]{64})?")
+
+
 @dataclass(frozen=True)
 class DeployOptions:
     image: str | None = None  # container image; default vllm/vllm-openai at the plan's vLLM release
     namespace: str = "default"
+
+    def problems(self) -> list[str]:
+        """Values the artifacts cannot carry: each lands in a manifest, a SkyPilot or Compose file or an EAS
+        service spec that its tool would refuse (or, for an image with a space or a ';', pass to a shell)."""
+        out = []
+        if self.image is not None and not IMAGE.fullmatch(self.image):
+            out.append(f"--image {self.image!r} is not a container image reference ([registry/]name[:tag][@sha256:"
+                       f"digest], lowercase name)")
+        if not NAMESPACE.fullmatch(self.namespace):
+            out.append(f"--namespace {self.namespace!r} is not a Kubernetes namespace (lowercase letters, digits "
+                       f"and '-', at most 63, starting and ending with a letter or digit)")
+        return out
 
 
 @dataclass(frozen=True)
