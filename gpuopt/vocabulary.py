@@ -40,6 +40,10 @@ WINDOWED_LAYER_KINDS: tuple[LayerKind, ...] = ("sliding", "chunked")
 LinkKind = Literal["nvlink", "pcie"]
 LINK_KINDS: tuple[LinkKind, ...] = get_args(LinkKind)
 
+# The longest request any length may ask for (workload files, `simulate`'s length flags): the registry's longest
+# context (Llama-4-Scout, 10M tokens)
+MAX_TOKENS = 10_000_000
+
 # vLLM's `--performance-mode` (vllm/config/vllm.py PerformanceMode, v0.17.0 wheel onwards)
 PerformanceMode = Literal["balanced", "interactivity", "throughput"]
 PERFORMANCE_MODES: tuple[PerformanceMode, ...] = get_args(PerformanceMode)

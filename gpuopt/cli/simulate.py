@@ -31,7 +31,6 @@ from gpuopt.physics.memory import ServingConfig, estimate_resolved, precision_un
 from gpuopt.physics.serve_args import ServeArgs, parse_serve_args, performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
 from gpuopt.physics.traffic import (
-    MAX_TOKENS,
     AllAtOnce,
     ArrivalProcess,
     ConstantArrivals,
@@ -43,7 +42,7 @@ from gpuopt.physics.traffic import (
     ShareGPTLengths,
     make_requests,
 )
-from gpuopt.vocabulary import WEIGHT_FORMATS
+from gpuopt.vocabulary import MAX_TOKENS, WEIGHT_FORMATS
 
 T = TypeVar("T", int, float, str)
 

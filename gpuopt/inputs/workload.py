@@ -48,7 +48,15 @@ from pydantic import (
 
 from gpuopt.errors import ConfigError, InputError
 from gpuopt.inputs.loader import check_input_file, load_yaml
-from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, PROVIDERS, Currency, KvCacheDtype, WeightFormat
+from gpuopt.vocabulary import (
+    CURRENCIES,
+    MAX_TOKENS,
+    PRICE_KINDS,
+    PROVIDERS,
+    Currency,
+    KvCacheDtype,
+    WeightFormat,
+)
 
 SCHEMA_VERSION = 1
 DEFAULT_PRECISIONS: tuple[WeightFormat, ...] = ("bf16", "fp8")
@@ -59,7 +67,6 @@ DEFAULT_KV_DTYPES: tuple[KvCacheDtype, ...] = ("auto", "fp8")
 MAX_REQUESTS_PER_SECOND = 1e6
 MAX_CONCURRENCY = 10_000_000
 MAX_REPLICAS = 10_000
-MAX_TOKENS = 10_000_000
 
 
 def known_providers(value: list[str]) -> list[str]:

@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpuopt.errors import InputError
+from gpuopt.vocabulary import MAX_TOKENS
 
 SHAREGPT_SIGMA = 1.0  # log-normal shape of ShareGPT prompt and reply lengths (see the module docstring)
 SHAREGPT_MIN_TOKENS = 4  # vLLM's ShareGPT sampler drops conversations with fewer tokens on either side
@@ -59,12 +60,9 @@ def _positive(name: str, value: float) -> None:
         raise InputError(f"{name} must be a positive number (got {value})")
 
 
-MAX_TOKENS = 2**31 - 1
-"""No model's context comes near 2^31 tokens (the registry's longest is 10M), and numpy draws lengths as int64:
-a length of 2^63 failed inside the sampler instead of at the context check."""
-
-
 def _length(name: str, value: float) -> None:
+    """A positive token count up to MAX_TOKENS (a length of 2^63 failed inside numpy's int64 sampler instead of
+    at the context check)."""
     _positive(name, value)
     if value > MAX_TOKENS:
         raise InputError(f"{name} must be at most {MAX_TOKENS:,} tokens (got {value:,})")
