@@ -93,8 +93,12 @@ def test_performance_mode_is_read_and_checked_against_the_release():
     base = ["simulate", "--model", "Qwen/Qwen3-4B", "--gpu", "H100-SXM-80GB", "--num-prompts", "3000",
             "--random-input-len", "32", "--random-output-len", "100", "--vllm-version", "0.19", "--json"]
     # 3,000 short prompts at once: the 1,024-sequence default holds back more of them than throughput mode's 2,048
-    one = json.loads(CliRunner().invoke(cli, base).stdout)
-    two = json.loads(CliRunner().invoke(cli, [*base, "--server-args", "--performance-mode throughput"]).stdout)
+    plain, fast = CliRunner().invoke(cli, base), CliRunner().invoke(cli, [*base, "--server-args",
+                                                                            "--performance-mode throughput"])
+    one, two = json.loads(plain.stdout), json.loads(fast.stdout)
+    # the start-up values vLLM would log, on stderr
+    assert "max_num_seqs 1024, max_num_batched_tokens 8192" in plain.stderr
+    assert "max_num_seqs 2048, max_num_batched_tokens 16384" in fast.stderr
     assert one["completed"] == two["completed"] == 3000
     assert two["mean_ttft_ms"] < one["mean_ttft_ms"]
     old = CliRunner().invoke(cli, [*base[:-2], "0.16", "--server-args", "--performance-mode throughput"])

@@ -248,6 +248,14 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=args.enable_prefix_caching is not False,
                                         async_scheduling=replica.async_scheduling,
                                         chunked_prefill=args.chunked_prefill is not False)
+    # what vLLM would log at start-up, to hold a prediction against a real server's log
+    engines = f"{dp_v} engines of " if (dp_v or 1) > 1 else ""
+    say("note", f"simulated vLLM {resolved.vllm_version}, {engines}TP={resolved.tensor_parallel} "
+                f"PP={resolved.pipeline_parallel} on {spec.gpu}: max_num_seqs {sched.max_num_seqs}, "
+                f"max_num_batched_tokens {sched.max_num_batched_tokens}, KV cache {mem.kv_cache_tokens:,} tokens, "
+                f"{'async' if sched.async_scheduling else 'sync'} scheduling, prefix caching "
+                f"{'on' if sched.enable_prefix_caching else 'off'}, chunked prefill "
+                f"{'on' if sched.chunked_prefill else 'off'}")
     process: ArrivalProcess
     if offline or not math.isfinite(rate):
         process = AllAtOnce()
