@@ -224,7 +224,7 @@ def test_the_kv_limit_counts_what_running_sequences_hold_on_average():
     # half their output and half a block each, 200 + 800 / 2 + 16 / 2 = 608 tokens, not the 1,000 of a whole
     # request (Qwen3-32B on one H100 has 32,624 KV tokens at 8,192 context)
     r = replica(model="Qwen/Qwen3-32B")
-    assert latency.held_kv_tokens(r, 200, 800) == 608
+    assert latency.held_kv_tokens(200, 800, r.config.block_size) == 608
     top = latency.max_rate(r, 200, 800)
     assert top.decode_batch * 608 == pytest.approx(r.kv_capacity_tokens, rel=1e-6)
     assert top.decode_batch == pytest.approx(32_624 / 608, rel=1e-6)  # 53.7 sequences, not 32.6

@@ -745,13 +745,13 @@ def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: in
     return math.inf if not math.isfinite(y) else mix.mean_step(y)
 
 
-def held_kv_tokens(r: Replica, input_tokens: int, output_tokens: int) -> float:
+def held_kv_tokens(input_tokens: float, output_tokens: float, block_size: int) -> float:
     """KV tokens a running sequence holds on average in steady state. vLLM allocates blocks as a sequence
     grows (KVCacheManager.allocate_slots each step), not for its whole length up front, and the running
     sequences are spread evenly over their decode: a sequence holds its prompt, half its output and half a
     block of rounding. (Before 2026-12-02 the limit charged prompt + whole output: 200/800-token requests of
     Qwen3-30B-A3B on an H100 got 6.1 requests/s where the simulator sustains 10.3.)"""
-    return input_tokens + output_tokens / 2 + r.config.block_size / 2
+    return input_tokens + output_tokens / 2 + block_size / 2
 
 
 def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
@@ -772,9 +772,8 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         limit = f"needs {b + p:,.0f} tokens per step, above max_num_batched_tokens {budget:,}"
     elif b > cfg.max_num_seqs:
         limit = f"needs {b:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
-    elif b * held_kv_tokens(r, input_tokens, output_tokens) > r.kv_capacity_tokens:
-        limit = (f"needs {b * held_kv_tokens(r, input_tokens, output_tokens):,.0f} KV tokens, above the cache's "
-                 f"{r.kv_capacity_tokens:,}")
+    elif (held := b * held_kv_tokens(input_tokens, output_tokens, r.config.block_size)) > r.kv_capacity_tokens:
+        limit = f"needs {held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
     rho = min(p / room, 0.999)
@@ -844,7 +843,8 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     cfg = r.config
     total = input_tokens + output_tokens
     x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
-            r.kv_capacity_tokens / (max(output_tokens, 1) * held_kv_tokens(r, input_tokens, output_tokens)))
+            r.kv_capacity_tokens / (max(output_tokens, 1)
+                                    * held_kv_tokens(input_tokens, output_tokens, r.config.block_size)))
     bound = x / mix.mean_step(x) if x > 0 else 0.0
     if target_s is not None:
         y_t = mix.y_at_step(target_s)
