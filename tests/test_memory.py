@@ -368,3 +368,13 @@ def test_without_chunked_prefill_a_prompt_must_fit_one_step():
     with pytest.raises(InputError, match="--max-num-batched-tokens 8192 is below --max-model-len 16384 with chunked "
                                          "prefill off"):
         estimate(LLAMA8, H100, dataclasses.replace(off, max_num_batched_tokens=8192))
+
+
+def test_expert_parallel_over_more_gpus_than_experts_is_refused():
+    mixtral = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1")  # 8 routed experts
+    ok = estimate(mixtral, H100, ServingConfig(tensor_parallel=2, data_parallel=4, expert_parallel=True,
+                                               max_model_len=8192))
+    assert ok.config.moe_shards(mixtral) == 8
+    with pytest.raises(InputError, match="more GPUs than the 8 routed experts"):
+        estimate(mixtral, H100, ServingConfig(tensor_parallel=2, data_parallel=8, expert_parallel=True,
+                                              max_model_len=8192))

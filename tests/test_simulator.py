@@ -474,3 +474,11 @@ def test_a_trickle_of_requests_is_measured_without_a_bucket_per_empty_second():
     assert s["mean_ttft_ms"] == pytest.approx(simulate(R, reqs[:1], sched=sched()).summary()["mean_ttft_ms"], rel=1e-6)
     with pytest.raises(InputError, match="beyond the 1e\\+10 s"):
         simulate(R, [Request(arrival_s=2e10, input_tokens=100, output_tokens=4)], sched=sched())
+
+
+def test_more_data_parallel_engines_than_requests_only_run_the_busy_ones():
+    # --dp 10^40 looped over every engine, most with no request; now the engines that get one run
+    reqs = [Request(arrival_s=0.0, input_tokens=100, output_tokens=4) for _ in range(3)]
+    many = simulate_dp(R, reqs, 10**40, sched=sched())
+    three = simulate_dp(R, reqs, 3, sched=sched())
+    assert many.summary() == three.summary()

@@ -230,6 +230,12 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
         problems.append(f"--tp {tp} is not a multiple of the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
     if cfg.data_parallel < 1:
         problems.append(f"--dp must be >= 1 (got {cfg.data_parallel})")
+    elif (arch.is_moe and cfg.expert_parallel and arch.num_experts and tp >= 1
+          and tp * cfg.data_parallel > arch.num_experts):
+        # whole experts are dealt over tp x dp GPUs: past the expert count some GPUs hold none, which gpuopt's
+        # expert-parallel model (one busiest rank among ranks of E / ep experts) does not describe
+        problems.append(f"--tp {tp} x --dp {cfg.data_parallel} with --enable-expert-parallel: more GPUs than the "
+                        f"{arch.num_experts} routed experts of {arch.hf_id} (some would hold none; not modelled)")
     elif arch.is_moe and arch.moe_intermediate_size and tp >= 1 and not cfg.expert_parallel:
         # FusedMoE (vllm/model_executor/layers/fused_moe/layer.py, 0.16.0 wheel) asserts that the expert
         # intermediate size divides over the GPUs it is sliced across: tp x dp without expert parallelism

@@ -703,7 +703,8 @@ def simulate_dp(replica: Replica, requests: list[Request], dp: int, *, sched: Sc
     engine); the others idle, and for a MoE model contribute no tokens to the shared expert layers."""
     if dp < 1:
         raise InputError(f"--dp must be >= 1 (got {dp})")
-    busy = dp if max_concurrency is None else max(1, min(dp, max_concurrency))
+    # engines that get a request: no more than the requests (--dp 10^40 looped over 10^40 empty engines)
+    busy = min(dp if max_concurrency is None else max(1, min(dp, max_concurrency)), len(requests))
     if busy < dp and replica.moe_token_scale > busy:
         replica = replace(replica, moe_peer_engines=busy)
     parts = []
