@@ -97,6 +97,7 @@ def test_lengths_file_histogram(tmp_path: Path):
     (("--random-output-len", "-5"), "--random-output-len"),
     (("--sharegpt-input-len", "0"), "--sharegpt-input-len"),
     (("--num-prompts", "0"), "--num-prompts"),
+    (("--num-prompts", "1000000001"), "--num-prompts"),
     (("--random-range-ratio", "1"), "--random-range-ratio"),
     (("--random-range-ratio", "-0.2"), "--random-range-ratio"),
     (("--request-rate", "0"), "--request-rate"),

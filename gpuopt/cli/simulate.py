@@ -95,6 +95,10 @@ def read_lengths_file(path: Path) -> HistogramLengths:
     return HistogramLengths(tuple(bins))
 
 
+MAX_PROMPTS = 1_000_000
+"""A quarter of an hour of simulation on one core; a typo of 10^9 prompts would run for weeks and exhaust memory."""
+
+
 def _positive(problems: list[str], name: str, value: float | None) -> None:
     if value is not None and not (value > 0 and math.isfinite(value)):
         problems.append(f"{name} must be positive (got {value:g})")
@@ -181,6 +185,9 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
         _positive(problems, name, value)
         if name.endswith("-len") and value is not None and value > MAX_TOKENS:
             problems.append(f"{name} must be at most {MAX_TOKENS:,} tokens (got {value:,})")
+    if num_prompts > MAX_PROMPTS:
+        problems.append(f"--num-prompts must be at most {MAX_PROMPTS:,} (got {num_prompts:,}): the simulator replays "
+                        f"about a thousand prompts a second")
     if seed < 0:  # numpy's generators (and vllm bench serve's np.random.seed) take no negative seed
         problems.append(f"--seed must be a non-negative integer (got {seed})")
     if not (math.isfinite(random_range_ratio) and 0 <= random_range_ratio < 1):
