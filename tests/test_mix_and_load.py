@@ -108,11 +108,12 @@ def test_planned_load_latency_is_what_fit_predicts_at_that_rate():
     assert fit.exit_code == 0, fit.output
     assert code.at_planned_load.tpot_ms == pytest.approx(json.loads(fit.stdout)["tpot_ms"], abs=0.01)
     assert code.at_planned_load.tpot_ms < code.capacity.tpot_ms == code.predicted.tpot_ms == 30.0
-    # the KV cache the planned load holds: the requests in the replica at that load x 2,200 tokens each (the
-    # plan rounds the share to 4 decimals and the concurrency to 2)
+    # the KV cache the planned load holds: the requests in the replica at that load x what each holds on
+    # average, 2,000 + 200 / 2 + 16 / 2 = 2,108 tokens (its prompt, half its output, half a block; the plan
+    # rounds the share to 4 decimals and the concurrency to 2)
     assert code.kv_utilisation == pytest.approx(
-        code.at_planned_load.concurrency * 2200 / code.predicted.kv_cache_tokens, abs=6e-5)
-    assert code.kv_utilisation < code.predicted.replica_concurrency * 2200 / code.predicted.kv_cache_tokens
+        code.at_planned_load.concurrency * 2108 / code.predicted.kv_cache_tokens, abs=6e-5)
+    assert code.kv_utilisation < code.predicted.replica_concurrency * 2108 / code.predicted.kv_cache_tokens
 
 
 def test_a_histogram_workload_reports_its_percentile(tmp_path):
