@@ -291,8 +291,9 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
 
 def scheduler_limits(gpu: GpuSpec, cfg: ServingConfig, profile: VllmProfile, max_len: int) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) as `vllm serve` sets them (EngineArgs' defaults for this GPU and
-    release, `--performance-mode`, chunked prefill off), and the settings its config checks refuse
-    (SchedulerConfig.verify_max_model_len and the --block-size choices, read in the 0.10.1-0.33 wheels)."""
+    release, `--performance-mode`, chunked prefill off), and the settings its config checks refuse:
+    SchedulerConfig.verify_max_model_len (read in the 0.10.1.1, 0.16, 0.27.1 and 0.29 wheels), the default
+    budget without chunked prefill (0.10.1.1-0.16 wheels) and the --block-size choices (vllm_serve_flags.yaml)."""
     seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
     release = cfg.vllm_version or profile.version
     if cfg.performance_mode != "balanced" and "--performance-mode" not in flags(release):
