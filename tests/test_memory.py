@@ -338,6 +338,11 @@ def test_throughput_performance_mode_doubles_only_the_defaults():
     assert interactive.config.max_num_batched_tokens == 8192
     with pytest.raises(InputError, match="--performance-mode is not a flag of vLLM 0.16"):
         estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.16", performance_mode="throughput"))
+    # one error line per problem: the release's missing flag and a block size it refuses, together
+    with pytest.raises(InputError) as both:
+        estimate(LLAMA8, H100, ServingConfig(max_model_len=8192, vllm_version="0.16", performance_mode="throughput",
+                                             block_size=7))
+    assert [p.split(" is ")[0] for p in both.value.problems] == ["--performance-mode", "--block-size 7"]
 
 
 def test_vllms_config_checks_refuse_what_it_refuses():

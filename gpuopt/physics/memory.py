@@ -296,13 +296,13 @@ def scheduler_limits(gpu: GpuSpec, cfg: ServingConfig, profile: VllmProfile, max
     budget without chunked prefill (0.10.1.1-0.16 wheels) and the --block-size choices (vllm_serve_flags.yaml)."""
     seqs, batched = profile.scheduler_defaults(gpu.gpu, gpu.memory_gib_reported)
     release = cfg.vllm_version or profile.version
+    problems = []
     if cfg.performance_mode != "balanced" and "--performance-mode" not in flags(release):
-        raise InputError(f"--performance-mode is not a flag of vLLM {release} (it came in 0.17)")
+        problems.append(f"--performance-mode is not a flag of vLLM {release} (it came in 0.17)")
     if cfg.performance_mode == "throughput":
         seqs, batched = 2 * seqs, 2 * batched
     if not cfg.chunked_prefill:  # a prompt runs whole: the default step budget grows to hold one
         batched = max_len if release_key(release) < (0, 12) else max(max_len, batched)
-    problems = []
     sizes = block_sizes(release)
     if sizes is not None and cfg.block_size not in sizes:
         problems.append(f"--block-size {cfg.block_size} is not a value of vLLM {release} "
