@@ -159,7 +159,10 @@ class ServingCalibration(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     cpu_per_seq_us: float  # host work per scheduled request per step (input prep, sampling, output)
-    frontend_ms_per_request: float  # API server work per request, one request at a time (parse, tokenise)
+    frontend_ms_per_request: float  # API server work per request, one request at a time (parse, template)
+    # API server work per prompt token, one request at a time (tokenising the prompt text: vLLM's API server
+    # tokenises in one thread, AsyncMicrobatchTokenizer), so long prompts arrive at the engine later
+    frontend_us_per_prompt_token: float = 0.0
     layer_fixed_us: float  # GPU time floor per decoder layer per step (kernel gaps and small-kernel tails)
     v0_host_factor: float  # host work of the V0 engine (vLLM < 0.8: synchronous Python loop) over V1's
     gemm_tile_tokens: float  # a step's GEMMs cost as if they had this many more tokens (under-filled tiles)
@@ -777,11 +780,20 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
     rho = min(p / room, 0.999)
-    ttft = r.cal.server_overhead_ms * 1e-3 + step_wait_s(r, b, t) + service * (1 + rho / (2 * (1 - rho)))
+    ttft = (r.cal.server_overhead_ms * 1e-3 + frontend_s(r, input_tokens) + step_wait_s(r, b, t)
+            + service * (1 + rho / (2 * (1 - rho))))
     concurrency = rate * (ttft + max(output_tokens - 1, 0) * t)
     return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
                      tpot_ms=t * 1e3, ttft_ms=ttft * 1e3, output_tokens_per_second=rate * output_tokens,
                      stable=limit is None, limit=limit)
+
+
+def frontend_s(r: Replica, prompt_tokens: float) -> float:
+    """API-server time of one request before the engine sees it: the per-request work and the prompt's
+    tokenisation. The server does it one request at a time, so a burst queues there (the simulator); in
+    steady state it adds to TTFT once."""
+    sc = r.serving
+    return sc.frontend_ms_per_request * 1e-3 + sc.frontend_us_per_prompt_token * 1e-6 * prompt_tokens
 
 
 def step_wait_s(r: Replica, decode_batch: float, step_s: float) -> float:
@@ -823,7 +835,7 @@ def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens:
 
 def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
     """One request alone: TTFT = overhead + prefill, TPOT = a batch-1 decode step."""
-    ttft = r.cal.server_overhead_ms + prefill_time_s(r, input_tokens) * 1e3
+    ttft = (r.cal.server_overhead_ms * 1e-3 + frontend_s(r, input_tokens) + prefill_time_s(r, input_tokens)) * 1e3
     tpot = step_time_s(r, 1, input_tokens + output_tokens / 2) * 1e3
     rate = 1.0 / ((ttft + tpot * max(output_tokens - 1, 0)) / 1e3)
     return LoadPoint(requests_per_second=rate, concurrency=1.0, decode_batch=1.0, step_ms=tpot, tpot_ms=tpot,

@@ -308,7 +308,7 @@ class _Engine:
         self.cap = max_concurrency if max_concurrency else n
         self.in_flight = 0
         self.ingress = 0.0 if offline else replica.cal.server_overhead_ms * 1e-3
-        self.frontend_s = 0.0 if offline else replica.serving.frontend_ms_per_request * 1e-3
+        self.offline = offline
         self.frontend_free = 0.0  # when the API server has handled every request sent so far
         self.preemptions = 0
         # with async scheduling, the blocks and max_num_seqs slots of the requests that finished in the last
@@ -331,7 +331,9 @@ class _Engine:
             self.send[i] = sent
             self.in_flight += 1
             # the API server handles requests one at a time (parsing, tokenisation): a burst queues there
-            self.frontend_free = max(sent, self.frontend_free) + self.frontend_s
+            if not self.offline:
+                self.frontend_free = max(sent, self.frontend_free) + latency.frontend_s(self.r,
+                                                                                          self.reqs[i].input_tokens)
             self.inbound.append((self.frontend_free + self.ingress, i))
 
     @property
