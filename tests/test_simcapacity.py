@@ -119,3 +119,18 @@ def test_sharegpt_screen_bins_keep_the_means():
     assert sum(i * s for i, _, s in bins) == pytest.approx(1000, abs=1)  # slice means keep the mean
     assert sum(o * s for _, o, s in bins) == pytest.approx(200, abs=1)
     assert max(i for i, _, _ in bins) > 2 * 1000  # the tail is there
+
+
+def test_the_warm_up_fills_the_kv_cache_with_what_a_running_request_holds():
+    # 1,000 blocks of 16 tokens = 16,000 KV tokens; a running 1,000 / 2,000-token request holds on average its
+    # prompt, half its output and half a block: 1,000 + 1,000 + 8 = 2,008 tokens, so 16,000 / 2,008 = 7.97
+    # requests fill it (the whole request, 3,000 tokens, would say 5.3); the targets' bound at 1 request/s,
+    # 1 s + 2,000 x 50 ms = 101 requests, and max_num_seqs 256 do not bind
+    from gpuopt.physics.simulator import SchedulerConfig
+    from gpuopt.physics.steady_state import warmup_requests
+    from gpuopt.physics.traffic import FixedLengths
+
+    sched = SchedulerConfig(max_num_seqs=256, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=1000)
+    assert warmup_requests(sched, FixedLengths(1000, 2000), 1.0, 1000.0, 50.0) == 8
+    # a tight TTFT/TPOT bound binds first: 0.05 requests/s x 101 s = 5.05 -> 6
+    assert warmup_requests(sched, FixedLengths(1000, 2000), 0.05, 1000.0, 50.0) == 6

@@ -44,8 +44,10 @@ def sched(**changes: object) -> SchedulerConfig:
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
-def ingress(r: latency.Replica) -> float:
-    return r.cal.server_overhead_ms * 1e-3 + r.serving.frontend_ms_per_request * 1e-3
+def ingress(r: latency.Replica, prompt_tokens: int) -> float:
+    """What a lone request spends before the engine: the serving path and the API server's work on it."""
+    return (r.cal.server_overhead_ms * 1e-3 + r.serving.frontend_ms_per_request * 1e-3
+            + r.serving.frontend_us_per_prompt_token * 1e-6 * prompt_tokens)
 
 
 def decode_steps(r: latency.Replica, seqs: int, first_context: int, steps: int) -> float:
@@ -56,9 +58,9 @@ def test_one_request_alone_is_one_prefill_then_decode_steps():
     reqs = [Request(arrival_s=0.0, input_tokens=1000, output_tokens=10)]
     res = simulate(R, reqs, sched=sched())
     prefill = latency.engine_step_s(R, 0, 0.0, 1000, 500.0, False)
-    assert res.ttft_s[0] == pytest.approx(ingress(R) + prefill, rel=1e-9)
+    assert res.ttft_s[0] == pytest.approx(ingress(R, 1000) + prefill, rel=1e-9)
     # 9 more tokens, each one decode step; the context of the k-th is 1000 + k + 1 tokens (its new token included)
-    assert res.e2el_s[0] == pytest.approx(ingress(R) + prefill + decode_steps(R, 1, 1001, 9), rel=1e-9)
+    assert res.e2el_s[0] == pytest.approx(ingress(R, 1000) + prefill + decode_steps(R, 1, 1001, 9), rel=1e-9)
     assert res.summary()["mean_tpot_ms"] == pytest.approx(decode_steps(R, 1, 1001, 9) / 9 * 1e3, rel=1e-6)
 
 
@@ -67,7 +69,7 @@ def test_a_long_prompt_is_chunked_at_the_token_budget():
     res = simulate(R, reqs, sched=sched(max_num_batched_tokens=2048))
     chunks = [(2048, 1024.0), (2048, 2048 + 1024.0), (904, 4096 + 452.0)]
     expected = sum(latency.engine_step_s(R, 0, 0.0, n, c, False) for n, c in chunks)
-    assert res.ttft_s[0] == pytest.approx(ingress(R) + expected, rel=1e-9)
+    assert res.ttft_s[0] == pytest.approx(ingress(R, 5000) + expected, rel=1e-9)
 
 
 def test_requests_beyond_max_num_seqs_come_in_countable_waves():
@@ -189,7 +191,20 @@ def test_offline_has_no_server_overhead():
     reqs = [Request(arrival_s=0.0, input_tokens=1000, output_tokens=2)]
     served = simulate(R, reqs, sched=sched())
     batch = simulate(R, reqs, sched=sched(), offline=True)
-    assert served.ttft_s[0] - batch.ttft_s[0] == pytest.approx(ingress(R), rel=1e-9)
+    assert served.ttft_s[0] - batch.ttft_s[0] == pytest.approx(ingress(R, 1000), rel=1e-9)
+
+
+def test_a_burst_queues_in_the_api_server_by_its_prompt_tokens():
+    # two requests sent together: the API server handles the 3,000-token one first (send order), so the
+    # 10-token one reaches the engine its own frontend time later than the first one's, not at the same time
+    sc = R.serving.model_copy(update={"frontend_ms_per_request": 2.0, "frontend_us_per_prompt_token": 10.0})
+    r = dataclasses.replace(R, serving=sc)
+    reqs = [Request(arrival_s=0.0, input_tokens=3000, output_tokens=1),
+            Request(arrival_s=0.0, input_tokens=10, output_tokens=1)]
+    alone = simulate(r, reqs[1:], sched=sched())
+    both = simulate(r, reqs, sched=sched(enable_prefix_caching=False))
+    assert ingress(r, 3000) == pytest.approx(r.cal.server_overhead_ms * 1e-3 + 0.032, rel=1e-12)
+    assert both.ttft_s[1] >= alone.ttft_s[0] + 0.032 - 1e-12  # waited for the first one's 2 ms + 30 ms
 
 
 def test_a_closed_loop_keeps_at_most_its_concurrency_in_flight():

@@ -330,10 +330,10 @@ class _Engine:
             sent = max(self.reqs[i].arrival_s, now)
             self.send[i] = sent
             self.in_flight += 1
-            # the API server handles requests one at a time (parsing, tokenisation): a burst queues there
-            if not self.offline:
-                self.frontend_free = max(sent, self.frontend_free) + latency.frontend_s(self.r,
-                                                                                          self.reqs[i].input_tokens)
+            # the API server handles requests one at a time (parsing, tokenisation, block hashes): a burst
+            # queues there
+            work = 0.0 if self.offline else latency.frontend_s(self.r, self.reqs[i].input_tokens)
+            self.frontend_free = max(sent, self.frontend_free) + work
             self.inbound.append((self.frontend_free + self.ingress, i))
 
     @property

@@ -9,7 +9,9 @@ same traffic:
 
 - warm-up: as many requests as the steady state holds, rate x the targets' end-to-end bound (TTFT target +
   mean output x TPOT target; a request that meets both lives no longer), at most what the engine can hold
-  (max_num_seqs, and the KV cache over the mean request); they fill the engine to its steady population
+  (max_num_seqs, and the KV cache over what a running request holds on average: latency.held_kv_tokens,
+  the prompt and half the output -- the whole request, used before 2026-12-02, under-counted long-output
+  steady states by up to 40 %); they fill the engine to its steady population
   before the first measured request arrives;
 - measured: `measured` requests (400), summarised as `vllm bench serve` would summarise them alone;
 - tail: as many as the warm-up, so the last measured requests finish under the same load instead of a drain.
@@ -30,7 +32,7 @@ from __future__ import annotations
 import math
 
 from gpuopt.errors import InputError
-from gpuopt.physics.latency import Replica
+from gpuopt.physics.latency import Replica, held_kv_tokens
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate
 from gpuopt.physics.traffic import LengthDistribution, PoissonArrivals, make_requests
 
@@ -50,7 +52,7 @@ def percentile_key(percentile: int | None) -> str:
 def warmup_requests(sched: SchedulerConfig, lengths: LengthDistribution, rate: float, ttft_slo_ms: float | None,
                     tpot_slo_ms: float | None) -> int:
     """How many requests the steady state at `rate` holds at most (see the module docstring)."""
-    per_request = max(lengths.mean_input_tokens + lengths.mean_output_tokens, 1.0)
+    per_request = max(held_kv_tokens(lengths.mean_input_tokens, lengths.mean_output_tokens, sched.block_size), 1.0)
     engine = min(sched.max_num_seqs, sched.num_gpu_blocks * sched.block_size / per_request)
     if ttft_slo_ms is not None and tpot_slo_ms is not None:
         e2e_s = (ttft_slo_ms + lengths.mean_output_tokens * tpot_slo_ms) / 1e3
