@@ -493,3 +493,17 @@ def test_data_parallel_moe_steps_route_every_engines_tokens_through_half_the_exp
 
 
 R_HYP = replica()
+
+
+def test_a_lone_request_waits_for_the_serving_path_the_api_server_and_its_prefill():
+    # zero load: TTFT = server_overhead_ms + the API server's work on the request (per request + per prompt
+    # token) + the chunked prefill; the per-token part makes 8,000 tokens cost 7,000 x its rate more than 1,000
+    r = replica()
+    sc = r.serving
+    for tokens in (1000, 8000):
+        expected = (r.cal.server_overhead_ms + sc.frontend_ms_per_request + sc.frontend_us_per_prompt_token
+                    * 1e-3 * tokens + latency.prefill_time_s(r, tokens) * 1e3)
+        assert latency.zero_load(r, tokens, 100).ttft_ms == pytest.approx(expected, rel=1e-12)
+    slow = dataclasses.replace(r, serving=sc.model_copy(update={"frontend_us_per_prompt_token": 10.0}))
+    gap = latency.zero_load(slow, 8000, 100).ttft_ms - latency.zero_load(r, 8000, 100).ttft_ms
+    assert gap == pytest.approx((10.0 - sc.frontend_us_per_prompt_token) * 8000 / 1000, rel=1e-9)

@@ -160,8 +160,10 @@ class ServingCalibration(BaseModel):
 
     cpu_per_seq_us: float  # host work per scheduled request per step (input prep, sampling, output)
     frontend_ms_per_request: float  # API server work per request, one request at a time (parse, template)
-    # API server work per prompt token, one request at a time (tokenising the prompt text: vLLM's API server
-    # tokenises in one thread, AsyncMicrobatchTokenizer), so long prompts arrive at the engine later
+    # work per prompt token before the scheduler sees a request, one request at a time: the API server
+    # tokenises in one thread (AsyncMicrobatchTokenizer) and the engine core hashes the prompt's blocks for
+    # the prefix cache in its one input thread (SHA-256 by default; both read in the 0.11.0 wheel), so long
+    # prompts reach the engine later and a burst of them queues
     frontend_us_per_prompt_token: float = 0.0
     layer_fixed_us: float  # GPU time floor per decoder layer per step (kernel gaps and small-kernel tails)
     v0_host_factor: float  # host work of the V0 engine (vLLM < 0.8: synchronous Python loop) over V1's
@@ -789,9 +791,10 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
 
 
 def frontend_s(r: Replica, prompt_tokens: float) -> float:
-    """API-server time of one request before the engine sees it: the per-request work and the prompt's
-    tokenisation. The server does it one request at a time, so a burst queues there (the simulator); in
-    steady state it adds to TTFT once."""
+    """Time of one request between the client and the scheduler, besides the fixed serving path: the API
+    server's per-request work and the per-token work on its prompt (tokenisation, prefix-cache block hashes).
+    It is done one request at a time, so a burst queues there (the simulator); in steady state it adds to
+    TTFT once."""
     sc = r.serving
     return sc.frontend_ms_per_request * 1e-3 + sc.frontend_us_per_prompt_token * 1e-6 * prompt_tokens
 
