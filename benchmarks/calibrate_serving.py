@@ -356,8 +356,9 @@ def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: Calibrat
                        "fitted_on": where.get(key, mp.fitted_on)}
     doc = {
         "source": "fitted by benchmarks/calibrate_serving.py (Levenberg-Marquardt, soft-L1 on log errors, each "
-                  "metric family x protocol weighted equally, an observation counted once) on the replayable runs of perf_load.csv and the vLLM "
-                  "rows of perf_observed.csv, jointly with the factors of latency_calibration.yaml",
+                  "metric family x protocol weighted equally, an observation counted once) on the replayable runs "
+                  "of perf_load.csv and the vLLM rows of perf_observed.csv, jointly with the factors of "
+                  "latency_calibration.yaml",
         "fitted_on": where[SCALAR[0]],
         **{n: round(float(getattr(cal, n)), 4) for n in SCALAR},
         "dsa_fitted_on": _ranges([m for m in metrics if get_model(m.run.registry_model).index_topk]),

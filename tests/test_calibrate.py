@@ -102,10 +102,14 @@ def test_runs_replayed_through_the_simulator_with_a_known_profile_recover_it(ban
 
 
 def test_runs_sent_all_at_once_alone_are_enough_to_fit() -> None:
-    """Without a single steady-state run (the case the analytic fit could not use at all)."""
+    """Without a single steady-state run (the case the analytic fit could not use at all). These runs pin the
+    bandwidth less sharply than closed loops: their decode steps carry 64-200 sequences whose host work
+    (cpu_per_seq_us, 120 us each since the 2026-12-02 refit) dilutes the bandwidth term, and a replay's step
+    timing makes the loss rough near its minimum (0.0010 at 0.76, 0.0012 at 0.771, 0 at the truth 0.75): the
+    fit lands 2.8 % off (within 0.5 % before that refit)."""
     runs = [o for o in _replayed((0.75, 1.2)) if o.protocol != "closed-loop"]
     [entry] = calibrate(runs).profile.entries
-    assert entry.decode_bandwidth is not None and entry.decode_bandwidth.value == pytest.approx(0.75, rel=0.005)
+    assert entry.decode_bandwidth is not None and entry.decode_bandwidth.value == pytest.approx(0.75, rel=0.04)
 
 
 def _synthetic(truth: tuple[float, float, float]) -> list[LatencyObservation | MemoryObservation]:
@@ -152,13 +156,14 @@ def test_real_runs_past_capacity_are_replayed_and_no_factor_that_does_not_help_i
     """Rates 1 and 4 have a steady state (within 3.3-7.0 % on TPOT and ITL); 16 requests/s is past this
     replica's capacity and the last run is sent all at once: both are replayed through the simulator and
     enter the fit. Nothing is kept: the compute factor is pinned at 5x (these runs re-sent prompts a warm
-    prefix cache held, which no GPU speed explains), and the bandwidth factor that would bring the replayed
-    runs closer takes the steady-state ones from 4.2 to 13.7 % when they are left out."""
+    prefix cache held, which no GPU speed explains), and the bandwidth factor that brings the figures closer
+    overall takes the replayed runs from 41.2 to 45.1 % when they are left out (with the 2026-12-02
+    calibration; before it, the steady-state ones from 4.2 to 13.7 %): a trade, not the GPU's speed."""
     result = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "--json"])
     assert result.exit_code == 2
     assert "no factor fitted" in result.stderr
-    assert ("decode_bandwidth not fitted: it trades one kind of run against the other (best value 1.20: median "
-            "error 22.5 % -> 17.9 % overall, but the steady-state runs go from 4.2 % to 13.7 % left out of the "
+    assert ("decode_bandwidth not fitted: it trades one kind of run against the other (best value 1.33: median "
+            "error 24.4 % -> 21.6 % overall, but the replayed runs go from 41.2 % to 45.1 % left out of the "
             "fit)") in result.stderr
     assert "prefill_compute not fitted: the best value (5.00) is at the edge" in result.stderr
     rows = {(r["observation"][:26], r["metric"]): r for r in json.loads(result.stdout)["comparisons"]}
@@ -168,7 +173,7 @@ def test_real_runs_past_capacity_are_replayed_and_no_factor_that_does_not_help_i
     assert rows[("llm-k8s_01_tp8_pp1_qps_04.", "output_throughput")]["before"] is None
     inf_tpot = rows[("llm-k8s_01_tp8_pp1_qps_inf", "mean_tpot_ms")]
     assert inf_tpot["observed"] == pytest.approx(39.06, abs=0.01)
-    assert inf_tpot["before"] == pytest.approx(73.52, abs=0.01)
+    assert inf_tpot["before"] == pytest.approx(75.14, abs=0.01)
 
 
 class _FivePercentHigh:
@@ -335,5 +340,5 @@ def test_check_replays_the_runs_without_a_steady_state_too(tmp_path: Path) -> No
     assert check.exit_code == 0, check.stderr
     rows = {r["metric"]: r for r in json.loads(check.stdout)["comparisons"]}
     assert {r["method"] for r in rows.values()} == {"replayed"}
-    assert rows["mean_tpot_ms"]["after"] > rows["mean_tpot_ms"]["before"] == pytest.approx(73.52, abs=0.01)
+    assert rows["mean_tpot_ms"]["after"] > rows["mean_tpot_ms"]["before"] == pytest.approx(75.14, abs=0.01)
     assert rows["output_throughput"]["after"] < rows["output_throughput"]["before"]
