@@ -195,7 +195,7 @@ def weights(metrics: list[Metric], rows: Rows) -> np.ndarray:
     closed loop or a Poisson run under load) weighs 0, the simulator's replay being the model of its
     protocol. Counted twice, the nine TTFT rows of perf_observed (all replayed) formed an "analytic TTFT"
     cell that weighed as much as the 112 closed-loop TTFT rows and held server_overhead_ms at 39 ms, where
-    every simulated protocol wants 25-30 ms (fitted before 2026-12-02). The analytic cells keep the rows the
+    every simulated protocol wants 25-30 ms (the fit before 2026-12-02). The analytic cells keep the rows the
     simulator cannot replay (fixed-batch latency, offline sweeps)."""
     cells = Counter((m.family, m.run.protocol) for m in metrics)
     replayed = {m.line for m in metrics if m.run.source == "perf_observed"}

@@ -837,7 +837,8 @@ def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens:
 
 
 def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
-    """One request alone: TTFT = overhead + prefill, TPOT = a batch-1 decode step."""
+    """One request alone: TTFT = serving path + the API server's work on it + prefill, TPOT = a batch-1 decode
+    step."""
     ttft = (r.cal.server_overhead_ms * 1e-3 + frontend_s(r, input_tokens) + prefill_time_s(r, input_tokens)) * 1e3
     tpot = step_time_s(r, 1, input_tokens + output_tokens / 2) * 1e3
     rate = 1.0 / ((ttft + tpot * max(output_tokens - 1, 0)) / 1e3)

@@ -17,14 +17,14 @@ The engine is vLLM V1's scheduler (vllm/v1/core/sched/scheduler.py, v0.11), repl
 Stretches where nothing but decodes can happen (no prefill in flight, nobody admissible, no KV shortage
 possible) are advanced in one vectorised jump to the next finish or arrival: same result, 10-100x faster.
 
-The client is `vllm bench serve`: send times from gpuopt.physics.traffic, a semaphore of max_concurrency
-(a closed loop). Between a send and the scheduler sit the API server, which handles requests one at a time
-(frontend_ms_per_request each, so a burst of 1,000 queues there), and the fixed latency of the serving path
-(server_overhead_ms). Offline (`LLM.generate`) has neither. On the chat endpoint (`--backend openai-chat`)
-vLLM streams a role chunk (`delta: {role: assistant, content: ""}`) just before a request's first token, and
-vllm bench serve counts every chunk with choices: one more "token" per request in max_output_tokens_per_s and
-one ~0 inter-token gap per request in the ITLs (TTFT and TPOT are unchanged: TPOT divides by the usage's
-completion tokens). See SimResult.role_chunk.
+The client is `vllm bench serve`: send times from gpuopt.physics.traffic, a semaphore of max_concurrency (a
+closed loop). Between a send and the scheduler sit the API server, which handles requests one at a time
+(latency.frontend_s each: per request and per prompt token, so a burst of 1,000 queues there), and the fixed
+latency of the serving path (server_overhead_ms). Offline (`LLM.generate`) has neither. On the chat endpoint
+(`--backend openai-chat`) vLLM streams a role chunk (`delta: {role: assistant, content: ""}`) just before a
+request's first token, and vllm bench serve counts every chunk with choices: one more "token" per request in
+max_output_tokens_per_s and one ~0 inter-token gap per request in the ITLs (TTFT and TPOT are unchanged: TPOT
+divides by the usage's completion tokens). See SimResult.role_chunk.
 
 Not simulated: speculative decoding, LoRA, multimodal encoders, disaggregated prefill, structured output,
 the scheduler's priority policy, the hybrid allocator's per-group pools (a hybrid model's KV capacity is
