@@ -187,18 +187,24 @@ def log_errors(metrics: list[Metric], cal: Calibrations) -> np.ndarray:
     return out
 
 
-def weights(metrics: list[Metric], rows: Rows) -> np.ndarray:
+def replayed_lines(metrics: list[Metric], cal: Calibrations) -> set[int]:
+    """perf_observed lines the simulator predicts (a replay that fails -- a request that does not fit the
+    KV cache as the replay configures the server -- predicts nothing, and its analytic row still counts)."""
+    observed = [m for m in metrics if m.run.source == "perf_observed"]
+    return {m.line for m, e in zip(observed, log_errors(observed, cal), strict=True) if math.isfinite(e)}
+
+
+def weights(metrics: list[Metric], rows: Rows, replayed: set[int]) -> np.ndarray:
     """1 / sqrt(rows in its cell): every (metric family, protocol) cell weighs the same, the analytic rows
     forming cells of their own (metric class, "analytic").
 
-    An observation counts once: an analytic row whose perf_observed line the simulator also replays (a
-    closed loop or a Poisson run under load) weighs 0, the simulator's replay being the model of its
-    protocol. Counted twice, the nine TTFT rows of perf_observed (all replayed) formed an "analytic TTFT"
-    cell that weighed as much as the 112 closed-loop TTFT rows and held server_overhead_ms at 39 ms, where
-    every simulated protocol wants 25-30 ms (the fit before 2026-12-02). The analytic cells keep the rows the
-    simulator cannot replay (fixed-batch latency, offline sweeps)."""
+    An observation counts once: an analytic row whose perf_observed line the simulator also predicts
+    (`replayed`: replayed_lines) weighs 0, the simulator's replay being the model of its protocol. Counted
+    twice, the nine TTFT rows of perf_observed (all replayed) formed an "analytic TTFT" cell that weighed as
+    much as the 112 closed-loop TTFT rows and held server_overhead_ms at 39 ms, where every simulated
+    protocol wants 25-30 ms (the fit before 2026-12-02). The analytic cells keep the rows the simulator does
+    not predict (fixed-batch latency, offline sweeps, replays that fail)."""
     cells = Counter((m.family, m.run.protocol) for m in metrics)
-    replayed = {m.line for m in metrics if m.run.source == "perf_observed"}
     lat_cells = Counter(s.metric_class for s, _ in rows if s.line not in replayed)
     return np.array([1.0 / math.sqrt(cells[(m.family, m.run.protocol)]) for m in metrics]
                     + [0.0 if s.line in replayed else 1.0 / math.sqrt(lat_cells[s.metric_class]) for s, _ in rows])
@@ -261,7 +267,7 @@ def subsample(metrics: list[Metric]) -> list[Metric]:
 def fit(metrics: list[Metric], rows: Rows, base: Calibrations, iterations: int) -> tuple[list[str], np.ndarray]:
     metrics = subsample(metrics)
     names = parameter_names(metrics)
-    w = weights(metrics, rows)
+    w = weights(metrics, rows, replayed_lines(metrics, base))
     x = start_vector(names, base)
     r = residuals(metrics, rows, names, x, base, w)
     cost = float(r @ r)
@@ -288,7 +294,7 @@ def leave_one_model_out(metrics: list[Metric]) -> list[tuple[Metric, float, floa
     base = (latency.serving_calibration(), latency.calibration())
     rows = analytic_rows()
     names = parameter_names(metrics)
-    w = weights(metrics, rows)
+    w = weights(metrics, rows, replayed_lines(metrics, base))
     x = start_vector(names, base)
     r = residuals(metrics, rows, names, x, base, w)
     jac = jacobian(metrics, rows, names, x, base, w, r)
