@@ -777,7 +777,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         limit = f"needs {b + p:,.0f} tokens per step, above max_num_batched_tokens {budget:,}"
     elif b > cfg.max_num_seqs:
         limit = f"needs {b:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
-    elif (held := b * held_kv_tokens(input_tokens, output_tokens, r.config.block_size)) > r.kv_capacity_tokens:
+    elif (held := b * held_kv_tokens(input_tokens, output_tokens, cfg.block_size)) > r.kv_capacity_tokens:
         limit = f"needs {held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
@@ -860,7 +860,7 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     total = input_tokens + output_tokens
     x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
             r.kv_capacity_tokens / (max(output_tokens, 1)
-                                    * held_kv_tokens(input_tokens, output_tokens, r.config.block_size)))
+                                    * held_kv_tokens(input_tokens, output_tokens, cfg.block_size)))
     bound = x / mix.mean_step(x) if x > 0 else 0.0
     if target_s is not None:
         y_t = mix.y_at_step(target_s)
