@@ -159,12 +159,6 @@ class ServingCalibration(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     cpu_per_seq_us: float  # host work per scheduled request per step (input prep, sampling, output)
-    # the share of cpu_per_seq_us done outside the engine core, by the API server's output handler in its own
-    # process (V1: AsyncLLM.output_handler -> OutputProcessor.process_outputs detokenises each request's new
-    # token and the OpenAI server streams it; the engine core runs in another process, read in the 0.11.0
-    # wheel), so it runs beside the engine's steps instead of inside them: a step lasts at least that long
-    # (the slower of two pipelined stages sets the pace) but does not add it (0: all of it in the engine)
-    output_share: float = 0.0
     frontend_ms_per_request: float  # API server work per request, one request at a time (parse, template)
     # work per prompt token before the scheduler sees a request, one request at a time: the API server
     # tokenises in one thread (AsyncMicrobatchTokenizer) and the engine core hashes the prompt's blocks for
@@ -590,18 +584,13 @@ def step_time_s(r: Replica, decode_seqs: float, context: float, prefill_tokens: 
 
 def combined_step_s(r: Replica, t_mem: float, t_compute: float, t_rest: float, decode_seqs: float,
                     async_scheduling: bool) -> float:
-    """A step from its parts: max(memory, compute) + the rest, the rest holding the host work of the step
-    (step_cpu_s). Two parts of that host work need not follow the GPU's: the API server's output handling
-    (output_cpu_s) runs in its own process, a pipeline stage beside the engine, so the pace is the slower of
-    the two; with async scheduling the engine's own host part runs beside the GPU part too (vLLM schedules
-    step n+1 while step n runs), so the step is the longest of the three."""
-    pp = r.config.pipeline_parallel  # step_parts_s counts the engine's host work once per stage
-    out = output_cpu_s(r, decode_seqs)  # once per step, in the API server
-    busy = max(t_mem, t_compute) + t_rest
+    """A step from its parts: max(memory, compute) + the rest; with async scheduling the host part
+    (step_cpu_s, inside the rest) runs beside the GPU part instead of after it, so the step is the longer of
+    the two (vLLM schedules step n+1 while step n runs)."""
     if not async_scheduling:
-        return max(busy - out * pp, out)
-    cpu = step_cpu_s(r, decode_seqs)
-    return max(busy - cpu * pp, (cpu - out) * pp, out)
+        return max(t_mem, t_compute) + t_rest
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    return max(max(t_mem, t_compute) + t_rest - cpu, cpu)
 
 
 # ---- under load -----------------------------------------------------------------------------------
@@ -938,15 +927,6 @@ def step_cpu_s(r: Replica, seqs: float) -> float:
     return host * r.serving.v0_host_factor if r.v0_engine else host
 
 
-def output_cpu_s(r: Replica, seqs: float) -> float:
-    """The part of step_cpu_s the API server's output handler does in its own process (output_share of the
-    per-request work). The V0 engine (vLLM < 0.8) detokenises inside its own step loop (LLMEngine
-    _process_model_outputs), so there all of it stays in the step."""
-    if r.v0_engine:
-        return 0.0
-    return r.serving.output_share * r.serving.cpu_per_seq_us * 1e-6 * seqs
-
-
 def engine_step_s(r: Replica, decode_seqs: int, context: float, prefill_tokens: int, prefill_context: float,
                   async_scheduling: bool) -> float:
     """One step of the simulated engine: the analytic model's step_parts_s and combined_step_s for this
@@ -965,10 +945,8 @@ def engine_steps_s(r: Replica, decode_seqs: int, context: float, steps: int,
     k = np.arange(steps, dtype=float)
     mem = a[0] + (b[0] - a[0]) * k
     comp = a[1] + (b[1] - a[1]) * k
-    busy = np.maximum(mem, comp) + a[2]
-    pp = r.config.pipeline_parallel  # as combined_step_s, vectorised
-    out = output_cpu_s(r, decode_seqs)
+    gpu = np.maximum(mem, comp) + a[2]
     if not async_scheduling:
-        return np.asarray(np.maximum(busy - out * pp, out))
-    cpu = step_cpu_s(r, decode_seqs)
-    return np.asarray(np.maximum(np.maximum(busy - cpu * pp, (cpu - out) * pp), out))
+        return np.asarray(gpu)
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel  # as combined_step_s, vectorised
+    return np.asarray(np.maximum(gpu - cpu, cpu))
