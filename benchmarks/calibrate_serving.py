@@ -203,11 +203,19 @@ def weights(metrics: list[Metric], rows: Rows, replayed: set[int]) -> np.ndarray
     twice, the nine TTFT rows of perf_observed (all replayed) formed an "analytic TTFT" cell that weighed as
     much as the 112 closed-loop TTFT rows and held server_overhead_ms at 39 ms, where every simulated
     protocol wants 25-30 ms (the fit before 2026-12-02). The analytic cells keep the rows the simulator does
-    not predict (fixed-batch latency, offline sweeps, replays that fail)."""
+    not predict (fixed-batch latency, offline sweeps, replays that fail).
+
+    One exception, the analytic TPOT rows: the analytic steady state is the planner's screen and carries its
+    own TPOT target (benchmarks/latency_accuracy.py, 15 % median), and with those rows zeroed a refit moved
+    it from 14.6 % to 19.4 % (round 12: GPUStack's light Qwen3-8B loads and Llama-3.3-70B on 4x A100 PCIe at
+    4 req/s, where the mean-length steady state and the ShareGPT-shaped replay part). Ten rows in a cell of
+    their own do not hold a factor against the hundreds of simulated ones the way the TTFT cell did; they
+    keep the screen honest."""
     cells = Counter((m.family, m.run.protocol) for m in metrics)
-    lat_cells = Counter(s.metric_class for s, _ in rows if s.line not in replayed)
+    zero = {s.line for s, _ in rows if s.line in replayed and s.metric_class != "tpot"}
+    lat_cells = Counter(s.metric_class for s, _ in rows if s.line not in zero)
     return np.array([1.0 / math.sqrt(cells[(m.family, m.run.protocol)]) for m in metrics]
-                    + [0.0 if s.line in replayed else 1.0 / math.sqrt(lat_cells[s.metric_class]) for s, _ in rows])
+                    + [0.0 if s.line in zero else 1.0 / math.sqrt(lat_cells[s.metric_class]) for s, _ in rows])
 
 
 def robust(r: np.ndarray) -> np.ndarray:
