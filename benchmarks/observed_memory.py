@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,10 @@ CHECKPOINTS: dict[str, tuple[str, WeightFormat]] = {
     "Qwen/Qwen2-7B-Instruct (local dir Qwen2-7B-Instruct)": ("Qwen/Qwen2.5-7B-Instruct", "bf16"),
     "openai/gpt-oss-120b (local dir gpt-oss-120b)": ("openai/gpt-oss-120b", "mxfp4"),
 }
+
+
+LORA_ROW = re.compile(r" \+ LoRA, (\d+) adapter slots? \(rank (\d+)\)")
+REVISION = re.compile(r" \(rev [0-9a-f]+\)")
 
 
 @dataclass(frozen=True)
@@ -144,10 +149,11 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
             if gpu is None:
                 skipped.append((line, raw["model"], f"GPU not identifiable: {raw['gpu']}"))
                 continue
-            if "LoRA" in raw["model"]:
-                skipped.append((line, raw["model"], "LoRA adapter buffers are not modelled"))
-                continue
-            model, precision = _precision(raw, raw["model"])
+            # "<id> (rev <sha>) + LoRA, N adapter slot(s) (rank R)": served with --enable-lora --max-loras N
+            # --max-lora-rank R (physics/lora.py)
+            lora = LORA_ROW.search(raw["model"])
+            name = REVISION.sub("", raw["model"][:lora.start()]) if lora else raw["model"]
+            model, precision = _precision(raw, name)
             if model not in registry():
                 skipped.append((line, raw["model"], "model not in the registry"))
                 continue
@@ -166,7 +172,8 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 # tensor parallelism across nodes (Ray) has no custom all-reduce buffers, as over PCIe
                 interconnect="pcie" if "across" in raw["notes"] and "nodes" in raw["notes"] else None,
                 enforce_eager="--enforce-eager" in raw["notes"],
-                language_model_only="--language-model-only" in raw["model"] + raw["notes"])
+                language_model_only="--language-model-only" in raw["model"] + raw["notes"],
+                max_loras=int(lora.group(1)) if lora else 0, max_lora_rank=int(lora.group(2)) if lora else 16)
             tokens = _f(raw["logged_kv_tokens"])
             rows.append(ObservedRow(
                 line=line, model=model, gpu=gpu, config=cfg, weights_gib=_f(raw["logged_weights_gib"]),

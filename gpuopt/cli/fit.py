@@ -15,6 +15,7 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import max_model_len_problem
+from gpuopt.physics.lora import LORA_RANKS, lora_problems
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -61,6 +62,10 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
               help="vLLM's --enforce-eager: no CUDA graphs in memory (latency is still predicted with graphs).")
 @click.option("--language-model-only", is_flag=True,
               help="vLLM's --language-model-only: a multimodal model's vision tower is not loaded.")
+@click.option("--enable-lora", is_flag=True,
+              help="vLLM's --enable-lora: adapter slots' buffers are allocated at load time and counted.")
+@click.option("--max-loras", type=int, help="Adapter slots with --enable-lora (vLLM's default: 1).")
+@click.option("--max-lora-rank", type=int, help="Largest adapter rank with --enable-lora (vLLM's default: 16).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @profile_option
 def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, dp: int,
@@ -70,6 +75,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
         tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, language_model_only: bool,
+        enable_lora: bool, max_loras: int | None, max_lora_rank: int | None,
         as_json: bool, profile_path: Path | None) -> None:
     """Check that a model fits on a GPU under vLLM and report its KV-cache capacity; with --input-tokens and
     --output-tokens also predict TTFT, TPOT and throughput (at --concurrency or --request-rate).
@@ -91,6 +97,12 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         problems.extend(exc.problems)
     problems += _latency_problems(input_tokens, output_tokens, concurrency, request_rate, ttft_slo_ms, tpot_slo_ms,
                                   max_model_len)
+    if not enable_lora and (max_loras is not None or max_lora_rank is not None):
+        problems.append("--max-loras/--max-lora-rank need --enable-lora (vLLM ignores them without it)")
+    if max_loras is not None and max_loras < 1:
+        problems.append(f"--max-loras must be >= 1 (got {max_loras})")
+        if max_lora_rank is not None and max_lora_rank not in LORA_RANKS:
+            problems += lora_problems(arch, 1, max_lora_rank)[:1] if arch else []
     if problems or arch is None or spec is None:
         raise InputError(*problems)
     cfg = ServingConfig(tensor_parallel=tp, pipeline_parallel=pp, precision=precision,  # type: ignore[arg-type]
@@ -100,7 +112,9 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         block_size=block_size, vllm_version=vllm_version,
                         interconnect=interconnect,  # type: ignore[arg-type]
                         enforce_eager=enforce_eager, language_model_only=language_model_only, data_parallel=dp,
-                        expert_parallel=enable_expert_parallel)
+                        expert_parallel=enable_expert_parallel,
+                        max_loras=(1 if max_loras is None else max_loras) if enable_lora else 0,
+                        max_lora_rank=16 if max_lora_rank is None else max_lora_rank)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

@@ -28,7 +28,7 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.memory import ServingConfig, estimate_resolved, precision_unsupported, resolve
-from gpuopt.physics.serve_args import ServeArgs, parse_serve_args, performance_mode
+from gpuopt.physics.serve_args import ServeArgs, lora_slots, parse_serve_args, performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
 from gpuopt.physics.traffic import (
     AllAtOnce,
@@ -241,7 +241,11 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         block_size=bsize or 16, vllm_version=vllm_version, data_parallel=dp_v or 1,
                         expert_parallel=ep, performance_mode=performance_mode(args.performance_mode),
                         chunked_prefill=args.chunked_prefill is not False,
+                        max_loras=lora_slots(args)[0], max_lora_rank=lora_slots(args)[1],
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
+    if args.enable_lora:
+        say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "
+                    "step time is not (the simulation runs the base model's)")
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

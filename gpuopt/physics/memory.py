@@ -22,6 +22,7 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
+from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile, release_key
 from gpuopt.vocabulary import (
@@ -79,6 +80,10 @@ class ServingConfig:
     # max_model_len (0.10-0.11: exactly that; 0.12 on: max(max_model_len, the default)) and refuses a smaller
     # --max-num-batched-tokens
     chunked_prefill: bool = True
+    # `--enable-lora --max-loras N --max-lora-rank R`: N adapter slots of rank R, their buffers allocated at
+    # load time (physics/lora.py); 0 slots: LoRA off
+    max_loras: int = 0
+    max_lora_rank: int = 16
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,8 @@ class ResolvedConfig:
     language_model_only: bool = False
     data_parallel: int = 1
     expert_parallel: bool = False
+    max_loras: int = 0
+    max_lora_rank: int = 16
 
     @property
     def gpus(self) -> int:
@@ -143,6 +150,7 @@ class RankMemory:
     num_blocks: int
     blocks_per_request: int
     kv_groups: tuple[KvGroup, ...] = field(default=())
+    lora_gib: float = 0.0  # LoRA adapter slots' buffers, part of weights_gib as vLLM logs it
 
     @property
     def free_after_kv_gib(self) -> float:
@@ -257,7 +265,7 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
                         ("--block-size", cfg.block_size)):
         if value is not None and value <= 0:
             problems.append(f"{name} must be positive (got {value})")
-    return problems
+    return problems + lora_problems(arch, cfg.max_loras, cfg.max_lora_rank)
 
 
 def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[ResolvedConfig, VllmProfile]:
@@ -285,6 +293,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         language_model_only=cfg.language_model_only,
         data_parallel=cfg.data_parallel,
         expert_parallel=cfg.expert_parallel,
+        max_loras=cfg.max_loras,
+        max_lora_rank=cfg.max_lora_rank,
     )
     return resolved, profile
 
@@ -591,6 +601,9 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
                           expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
                           expert_shards=held) / GIB
+        lora = lora_bytes(arch, tp, layers, first, last, shards, cfg.expert_parallel, cfg.vllm_version,
+                          cfg.max_loras, cfg.max_lora_rank, activation_dtype_bytes(arch, cfg.precision)) / GIB
+        w += lora
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
@@ -608,7 +621,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             pp_stage=s, layers=len(layers), total_gib=total, budget_gib=budget, weights_gib=w, activation_gib=a,
             non_torch_gib=nt, cuda_graph_gib=cg, cuda_graph_in_budget=profile.cudagraph_in_budget,
             kv_cache_gib=kv, kv_bytes_per_token=sum(g.layers * g.bytes_per_token_per_layer for g in groups),
-            num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups))
+            num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups, lora_gib=lora))
     binding = min(ranks, key=lambda r: r.num_blocks)
     n_groups = sum(n for _, n in kv_layout(binding.kv_groups)[1]) or 1
     concurrency = binding.num_blocks / binding.blocks_per_request

@@ -18,6 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuopt.errors import InputError
+from gpuopt.physics.lora import LORA_RANKS
 from gpuopt.physics.serve_flags import kv_cache_dtypes
 from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
 
@@ -25,7 +26,7 @@ _INT_FLAGS = {
     "max-model-len": "max_model_len", "max-num-seqs": "max_num_seqs",
     "max-num-batched-tokens": "max_num_batched_tokens", "block-size": "block_size",
     "tensor-parallel-size": "tensor_parallel", "pipeline-parallel-size": "pipeline_parallel",
-    "data-parallel-size": "data_parallel",
+    "data-parallel-size": "data_parallel", "max-loras": "max_loras", "max-lora-rank": "max_lora_rank",
 }
 _SHORT = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "dp": "data-parallel-size"}
 _FLOAT_FLAGS = {"gpu-memory-utilization": "gpu_memory_utilization"}
@@ -40,6 +41,8 @@ _BOOL_FLAGS = {
     "no-enable-chunked-prefill": ("chunked_prefill", False),
     "enable-expert-parallel": ("enable_expert_parallel", True),
     "no-enable-expert-parallel": ("enable_expert_parallel", False),
+    "enable-lora": ("enable_lora", True),
+    "no-enable-lora": ("enable_lora", False),
 }
 
 
@@ -64,6 +67,9 @@ class ServeArgs:
     chunked_prefill: bool | None = None
     enable_expert_parallel: bool | None = None
     performance_mode: str | None = None  # `--performance-mode` (v0.17+): throughput doubles the scheduler defaults
+    enable_lora: bool | None = None  # `--enable-lora`: adapter slots' buffers are allocated (physics/lora.py)
+    max_loras: int | None = None  # slots (vLLM's default 1); read only with --enable-lora
+    max_lora_rank: int | None = None  # vLLM's default 16
     not_modelled: tuple[str, ...] = field(default=())
 
 
@@ -112,7 +118,18 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
             if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
                 i += 1  # its value
         i += 1
+    rank = values.get("max_lora_rank")
+    if values.get("enable_lora") and rank is not None and rank not in LORA_RANKS:
+        raise InputError(f"{flag}: --max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))} (got {rank})")
     return ServeArgs(**values, not_modelled=tuple(ignored))  # type: ignore[arg-type]
+
+
+def lora_slots(args: ServeArgs) -> tuple[int, int]:
+    """(adapter slots, rank) as ServingConfig takes them: (0, 16) without --enable-lora (vLLM then ignores
+    --max-loras and --max-lora-rank), else vLLM's defaults of 1 slot of rank 16 where not given."""
+    if not args.enable_lora:
+        return 0, 16
+    return args.max_loras or 1, args.max_lora_rank or 16
 
 
 _FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")  # 1 byte per element

@@ -26,7 +26,8 @@ request's first token, and vllm bench serve counts every chunk with choices: one
 max_output_tokens_per_s and one ~0 inter-token gap per request in the ITLs (TTFT and TPOT are unchanged: TPOT
 divides by the usage's completion tokens). See SimResult.role_chunk.
 
-Not simulated: speculative decoding, LoRA, multimodal encoders, disaggregated prefill, structured output,
+Not simulated: speculative decoding, the LoRA kernels (their adapter memory is: physics/lora.py),
+multimodal encoders, disaggregated prefill, structured output,
 the scheduler's priority policy, the hybrid allocator's per-group pools (a hybrid model's KV capacity is
 its full-length-request equivalent), prefix-cache eviction.
 """

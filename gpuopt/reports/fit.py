@@ -30,8 +30,11 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "max_num_seqs": cfg.max_num_seqs,
         "max_num_batched_tokens": cfg.max_num_batched_tokens,
         "block_size": cfg.block_size,
+        "max_loras": cfg.max_loras,
+        "max_lora_rank": cfg.max_lora_rank if cfg.max_loras else None,
         "budget_gib": plain(rank.budget_gib),
         "weights_gib": plain(rank.weights_gib),
+        "lora_gib": plain(rank.lora_gib),
         "activation_gib": plain(rank.activation_gib),
         "non_torch_gib": plain(rank.non_torch_gib),
         "cuda_graph_gib": plain(rank.cuda_graph_gib),
@@ -71,7 +74,9 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         + f", weights {cfg.precision}, KV cache {cfg.kv_cache_dtype}, vLLM {cfg.vllm_version}",
         f"requested memory: {rank.total_gib:.2f} GiB x gpu_memory_utilization {cfg.gpu_memory_utilization} "
         f"= {rank.budget_gib:.2f} GiB",
-        f"Model loading took {rank.weights_gib:.2f} GiB memory",
+        f"Model loading took {rank.weights_gib:.2f} GiB memory"
+        + (f" (of which LoRA buffers {rank.lora_gib:.2f} GiB: {cfg.max_loras} slot{'s' if cfg.max_loras > 1 else ''}"
+           f" of rank {cfg.max_lora_rank})" if cfg.max_loras else ""),
         f"torch peak memory increase (activation): {rank.activation_gib:.2f} GiB "
         f"(max_num_batched_tokens={cfg.max_num_batched_tokens}, max_num_seqs={cfg.max_num_seqs})",
         f"non-torch forward increase memory: {rank.non_torch_gib:.2f} GiB",

@@ -1,0 +1,133 @@
+"""GPU memory of vLLM's LoRA adapter slots (`--enable-lora --max-loras N --max-lora-rank R`).
+
+With LoRA enabled, vLLM wraps every linear layer it supports and allocates, at load time, stacked A and B
+buffers for `max_loras` adapters of `max_lora_rank` in the model's dtype (vllm/lora/layers/*.py
+create_lora_weights, read in the 0.27.1 wheel; the same shapes since 0.11.0). They are allocated inside
+`load_model`, so "Model loading took" includes them, and they grow with the slots, not with the adapters
+registered: a slot costs the same whether or not it ever holds one.
+
+Per slot and per GPU, with r the rank, h the hidden size and TP t (no `--fully-sharded-loras`):
+  column-parallel linear (qkv, gate_up, shared experts' gate_up): A  r x input per output slice (not split),
+                                                                   B  output / t x r
+  row-parallel linear (o_proj, down_proj):                         A  input / t x r,  B  output x r
+  replicated linear (MLA's q_a / kv_a down-projections):           A  r x input,      B  output x r
+  routed experts (FusedMoEWithLoRA, v0.12+): per expert the GPU holds, w13 A  slices x r x h,
+      w13 B  slices x I x r, w2 A  r x I, w2 B  h x r (I: the expert's intermediate slice on this GPU)
+  LM head (LogitsProcessorWithLoRA): A  r x h,  B  vocab x r (the whole vocabulary, on every rank)
+  input embedding (v0.16+, models declaring embedding_modules): A  vocab x r,  B  h x r; when the LM
+      head is tied to it, vLLM wraps the shared module a second time under the lm_head name.
+Before v0.16 the LM head also kept 256 extra-vocabulary rows of h per slot (lora_extra_vocab_size).
+
+The buffers on LoRA's own layers for linear-attention and Mamba mixers are not described here: such models
+raise an error naming the layer kind rather than a number that is not known to be right. The activation
+peak and CUDA-graph memory LoRA adds (dummy adapters in the profiling run, graphs captured with LoRA) are
+not modelled either; on the one published start-up set (Qwen3-4B on an RTX 4090, vLLM 0.27.1, rank 16) the
+slot cost this module gives is within 2.5 % of the logged growth from 1 to 64 slots.
+"""
+
+from __future__ import annotations
+
+from gpuopt.errors import InputError
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.vllm_profile import release_key
+
+# vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.27.1; 320 and 512 joined 1..256 over releases)
+LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+EXTRA_VOCAB = 256  # lora_extra_vocab_size before v0.16
+_MIXERS_DESCRIBED = {"full", "sliding", "chunked", "mla", "ffn"}
+
+
+def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int) -> list[str]:
+    """Why these LoRA settings cannot be modelled for this model (empty when they can)."""
+    if not max_loras:
+        return []
+    problems = []
+    if max_loras < 0:
+        problems.append(f"--max-loras must be >= 1 (got {max_loras})")
+    if rank not in LORA_RANKS:
+        problems.append(f"--max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))} (got {rank}): "
+                        "vLLM's LoRAConfig accepts only these")
+    other: list[str] = sorted(set(arch.layer_kinds()) - _MIXERS_DESCRIBED)
+    if arch.index_n_heads:
+        other.append("DSA indexer")
+    if other:
+        problems.append(f"LoRA buffers of {arch.hf_id}'s {', '.join(other)} layers are not modelled; "
+                        "plan it without --enable-lora (its adapter memory is then not counted)")
+    return problems
+
+
+def _column(inputs: int, outputs: list[int], tp: int) -> int:
+    return len(outputs) * inputs + sum(outputs) // tp
+
+
+def _row(inputs: int, output: int, tp: int) -> int:
+    return inputs // tp + output
+
+
+def lora_bytes(arch: ModelArchitecture, tp: int, layers: range, first: bool, last: bool, expert_shards: float,
+               expert_parallel: bool, vllm_version: str, max_loras: int, rank: int, dtype_bytes: float) -> float:
+    """Bytes of the LoRA buffers on one GPU of a stage: max_loras x (rank x the A and B elements of a
+    rank-1 slot + the rank-free extra-vocabulary rows) x the model dtype's bytes. 0 when LoRA is off.
+
+    `expert_shards`: GPUs the routed experts are spread over (ResolvedConfig.moe_shards); with expert
+    parallelism a GPU holds whole experts (E / shards of them, the first GPU the remainder), without it
+    every expert sliced."""
+    if not max_loras:
+        return 0.0
+    problems = lora_problems(arch, max_loras, rank)
+    if problems:
+        raise InputError(*problems)
+    per_rank, fixed = _slot_elements(arch, tp, layers, first, last, expert_shards, expert_parallel, vllm_version)
+    return max_loras * (rank * per_rank + fixed) * dtype_bytes
+
+
+def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool, last: bool,
+                   expert_shards: float, expert_parallel: bool, vllm_version: str) -> tuple[int, int]:
+    """(elements per unit of rank, rank-free elements) of one slot on one GPU of a stage."""
+    release = release_key(vllm_version)
+    h = arch.hidden_size
+    nh, hd = arch.num_attention_heads, arch.attn_head_dim
+    gated = arch.mlp_kind == "gated"
+    total = 0
+    for index in layers:
+        if arch.is_mla:
+            rope, nope = arch.qk_rope_head_dim or 0, arch.qk_nope_head_dim or 0
+            vhd, kvr = arch.v_head_dim or hd, arch.kv_lora_rank or 0
+            if arch.q_lora_rank:
+                total += h + arch.q_lora_rank  # q_a_proj (replicated)
+                total += _column(arch.q_lora_rank, [nh * (nope + rope)], tp)
+            else:
+                total += _column(h, [nh * (nope + rope)], tp)
+            total += h + kvr + rope  # kv_a_proj_with_mqa (replicated)
+            total += _column(kvr, [nh * (nope + vhd)], tp) + _row(nh * vhd, h, tp)
+        elif arch.layer_kinds()[index] != "ffn":
+            q, kv = nh * hd, arch.num_key_value_heads * hd
+            kv_rank = max(kv // tp, hd)  # KV heads replicated once TP exceeds them
+            total += 3 * h + (q * (2 if arch.attn_output_gate else 1)) // tp + 2 * kv_rank  # qkv_proj
+            total += _row(q, h, tp)  # o_proj
+        if arch.block_per_layer and arch.layer_kinds()[index] != "ffn":
+            continue
+        mats = [0, 0] if gated else [0]
+        if arch.is_dense_layer(index):
+            inter = arch.intermediate_size or 0
+            total += _column(h, [inter for _ in mats], tp) + _row(inter, h, tp)
+            continue
+        if arch.shared_expert_intermediate_size:
+            si = arch.shared_expert_intermediate_size
+            total += _column(h, [si for _ in mats], tp) + _row(si, h, tp)
+        if release >= (0, 12):
+            experts, mi = arch.num_experts or 0, arch.moe_intermediate_size or 0
+            if expert_parallel:
+                local, inter = -(-experts // int(expert_shards)), mi
+            else:
+                local, inter = experts, int(mi // expert_shards)
+            total += local * (len(mats) * h + len(mats) * inter + inter + h)
+    vocab = arch.vocab
+    if last:
+        total += h + vocab  # LM head (logits processor)
+    if release >= (0, 16):
+        if first:
+            total += vocab + h  # input embedding
+        if last and first and arch.tie_word_embeddings:
+            total += vocab + h  # the tied LM head wrapped again as an embedding
+    return total, (EXTRA_VOCAB * h if last and release < (0, 16) else 0)

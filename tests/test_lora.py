@@ -1,0 +1,118 @@
+"""LoRA adapter slots in the memory model (physics/lora.py), by hand from vLLM's buffer shapes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuopt.cli.main import cli
+from gpuopt.errors import InputError
+from gpuopt.hardware import get_gpu
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.lora import lora_bytes
+from gpuopt.physics.memory import GIB, ServingConfig, estimate
+from gpuopt.physics.serve_args import lora_slots, parse_serve_args
+
+QWEN3_4B = "Qwen/Qwen3-4B"  # h 2560, 32 heads, 8 KV heads of 128, intermediate 9728, 36 layers, vocab 151936, tied
+
+
+def test_qwen3_4b_one_slot_of_rank_16_by_hand() -> None:
+    # per layer and unit of rank: qkv A 3 x 2560 + B (4096 + 1024 + 1024); o_proj A 4096 + B 2560;
+    # gate_up A 2 x 2560 + B 2 x 9728; down A 9728 + B 2560 -> 13824 + 6656 + 24576 + 12288 = 57344
+    layers = 36 * 57344
+    # LM head (logits processor) r x 2560 + 151936 x r; the embedding 151936 x r + 2560 x r; tied: wrapped again
+    vocab = 3 * (151936 + 2560)
+    expected = (layers + vocab) * 16 * 2  # rank 16, bf16
+    assert expected == 80_891_904
+    arch = get_model(QWEN3_4B)
+    assert lora_bytes(arch, 1, range(36), True, True, 1, False, "0.27.1", 1, 16, 2.0) == expected
+
+
+def test_before_v016_no_embedding_buffers_but_256_extra_vocab_rows() -> None:
+    arch = get_model(QWEN3_4B)
+    per_slot = (36 * 57344 + 151936 + 2560) * 16 * 2 + 256 * 2560 * 2
+    assert lora_bytes(arch, 1, range(36), True, True, 1, False, "0.15.0", 3, 16, 2.0) == 3 * per_slot
+
+
+def test_tensor_parallel_splits_the_b_of_column_and_the_a_of_row_layers() -> None:
+    arch = get_model(QWEN3_4B)
+    # TP=2: qkv 3 x 2560 + (4096 + 2 x 1024) / 2; o 4096 / 2 + 2560; gate_up 2 x 2560 + 2 x 9728 / 2;
+    # down 9728 / 2 + 2560 -> 10752 + 4608 + 14848 + 7424 = 37632; the vocabulary buffers are whole on each rank
+    expected = (36 * 37632 + 3 * (151936 + 2560)) * 8 * 2
+    assert lora_bytes(arch, 2, range(36), True, True, 1, False, "0.27.1", 1, 8, 2.0) == expected
+
+
+def test_moe_experts_get_buffers_from_v012() -> None:
+    arch = get_model("Qwen/Qwen3-30B-A3B")  # h 2048, 32 heads, 4 KV heads, 128 experts of 768, 48 layers, untied
+    attention = 3 * 2048 + 4096 + 2 * 512 + 4096 + 2048  # qkv + o_proj (head_dim 128)
+    experts = 128 * (2 * 2048 + 2 * 768 + 768 + 2048)  # w13 A + w13 B + w2 A + w2 B per expert
+    vocab = 2 * (151936 + 2048)  # LM head + embedding (not tied)
+    assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.27.1", 1, 16, 2.0) == \
+        (48 * (attention + experts) + vocab) * 16 * 2
+    # v0.11 had no LoRA wrapper for fused MoE: the experts get none (and no embedding buffers yet)
+    assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.11.0", 1, 16, 2.0) == \
+        (48 * attention + 151936 + 2048) * 16 * 2 + 256 * 2048 * 2
+    # expert parallel over 2 GPUs: 64 whole experts each; TP=2 halves B of qkv and A of o_proj
+    ep_attention = 3 * 2048 + (4096 + 1024) // 2 + 4096 // 2 + 2048
+    ep_experts = 64 * (2 * 2048 + 3 * 768 + 2048)
+    assert lora_bytes(arch, 2, range(48), True, True, 2, True, "0.27.1", 1, 16, 2.0) == \
+        (48 * (ep_attention + ep_experts) + vocab) * 16 * 2
+
+
+def test_the_kv_cache_loses_exactly_the_lora_buffers() -> None:
+    arch, gpu = get_model(QWEN3_4B), get_gpu("RTX4090-24GB")
+    base = ServingConfig(max_model_len=8192, gpu_memory_utilization=0.85, vllm_version="0.27")
+    plain = estimate(arch, gpu, base).ranks[0]
+    lora = estimate(arch, gpu, ServingConfig(**{**base.__dict__, "max_loras": 64})).ranks[0]
+    assert lora.lora_gib == pytest.approx(64 * 80_891_904 / GIB)
+    assert lora.weights_gib == pytest.approx(plain.weights_gib + lora.lora_gib)
+    assert lora.kv_cache_gib == pytest.approx(plain.kv_cache_gib - lora.lora_gib)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 64), st.sampled_from([8, 16, 32, 64]), st.integers(1, 4).map(lambda k: 2 ** (k - 1)))
+def test_lora_bytes_grow_linearly_with_slots_and_never_shrink_with_rank(slots: int, rank: int, tp: int) -> None:
+    arch = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    one = lora_bytes(arch, tp, range(32), True, True, tp, False, "0.27", 1, rank, 2.0)
+    assert lora_bytes(arch, tp, range(32), True, True, tp, False, "0.27", slots, rank, 2.0) == slots * one
+    assert lora_bytes(arch, tp, range(32), True, True, tp, False, "0.27", 1, 2 * rank, 2.0) == 2 * one
+    assert lora_bytes(arch, tp, range(32), True, True, tp, False, "0.27", 0, rank, 2.0) == 0.0
+
+
+def test_layers_the_module_does_not_describe_are_refused_by_name() -> None:
+    with pytest.raises(InputError, match="linear layers are not modelled"):
+        lora_bytes(get_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), 1, range(48), True, True, 1, False, "0.27",
+                   1, 16, 2.0)
+    with pytest.raises(InputError, match="DSA indexer"):
+        estimate(get_model("deepseek-ai/DeepSeek-V3.2"), get_gpu("H200-141GB"),
+                 ServingConfig(tensor_parallel=8, max_loras=1))
+
+
+def test_fit_cli_counts_the_slots_and_names_bad_values() -> None:
+    runner = CliRunner()
+    args = ["fit", "--model", QWEN3_4B, "--gpu", "RTX4090-24GB", "--max-model-len", "8192", "--json"]
+    out = json.loads(runner.invoke(cli, [*args, "--enable-lora", "--max-loras", "4"]).output)
+    assert (out["max_loras"], out["max_lora_rank"]) == (4, 16)
+    assert out["lora_gib"] == round(4 * 80_891_904 / GIB, 4)
+    off = json.loads(runner.invoke(cli, args).output)
+    assert (off["max_loras"], off["max_lora_rank"], off["lora_gib"]) == (0, None, 0.0)
+    bad = runner.invoke(cli, [*args, "--enable-lora", "--max-loras", "0", "--max-lora-rank", "12"])
+    assert bad.exit_code == 2
+    assert bad.stderr.splitlines() == [
+        "error: --max-loras must be >= 1 (got 0)",
+        "error: --max-lora-rank must be one of 1, 8, 16, 32, 64, 128, 256, 320, 512 (got 12): vLLM's LoRAConfig "
+        "accepts only these"]
+    orphan = runner.invoke(cli, [*args, "--max-loras", "2"])
+    assert orphan.exit_code == 2 and "need --enable-lora" in orphan.stderr
+
+
+def test_server_args_read_lora_as_vllm_does() -> None:
+    assert lora_slots(parse_serve_args("--max-loras 8 --max-lora-rank 64")) == (0, 16)  # ignored without it
+    assert lora_slots(parse_serve_args("--enable-lora")) == (1, 16)
+    assert lora_slots(parse_serve_args("--enable-lora --max-loras 8 --max-lora-rank 64")) == (8, 64)
+    with pytest.raises(InputError, match="--max-lora-rank must be one of"):
+        parse_serve_args("--enable-lora --max-lora-rank 48")
