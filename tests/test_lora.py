@@ -95,10 +95,10 @@ def test_layers_the_module_does_not_describe_are_refused_by_name() -> None:
 def test_fit_cli_counts_the_slots_and_names_bad_values() -> None:
     runner = CliRunner()
     args = ["fit", "--model", QWEN3_4B, "--gpu", "RTX4090-24GB", "--max-model-len", "8192", "--json"]
-    out = json.loads(runner.invoke(cli, [*args, "--enable-lora", "--max-loras", "4"]).output)
+    out = json.loads(runner.invoke(cli, [*args, "--enable-lora", "--max-loras", "4"]).stdout)
     assert (out["max_loras"], out["max_lora_rank"]) == (4, 16)
     assert out["lora_gib"] == round(4 * 80_891_904 / GIB, 4)
-    off = json.loads(runner.invoke(cli, args).output)
+    off = json.loads(runner.invoke(cli, args).stdout)
     assert (off["max_loras"], off["max_lora_rank"], off["lora_gib"]) == (0, None, 0.0)
     bad = runner.invoke(cli, [*args, "--enable-lora", "--max-loras", "0", "--max-lora-rank", "12"])
     assert bad.exit_code == 2
@@ -116,3 +116,46 @@ def test_server_args_read_lora_as_vllm_does() -> None:
     assert lora_slots(parse_serve_args("--enable-lora --max-loras 8 --max-lora-rank 64")) == (8, 64)
     with pytest.raises(InputError, match="--max-lora-rank must be one of"):
         parse_serve_args("--enable-lora --max-lora-rank 48")
+
+
+WORKLOAD = """schema_version: 1
+workloads:
+  - name: adapters
+    model: {model}
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 200
+    precisions: [bf16]
+    kv_cache_dtypes: [auto]
+"""
+
+
+def _solve(tmp_path, model: str, extra: str = "") -> tuple[int, dict, str]:  # type: ignore[type-arg]
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKLOAD.format(model=model) + extra)
+    result = CliRunner().invoke(cli, ["solve", str(path), "--provider", "runpod", "--format", "json"])
+    return result.exit_code, json.loads(result.stdout) if result.exit_code == 0 else {}, result.stderr
+
+
+def test_a_workload_with_lora_reserves_the_slots_and_prints_the_flags(tmp_path) -> None:
+    code, plain, _ = _solve(tmp_path, QWEN3_4B)
+    code_lora, lora, _ = _solve(tmp_path, QWEN3_4B, "    lora: {max_loras: 8, max_lora_rank: 32}\n")
+    assert code == code_lora == 0
+    base, served = plain["deployments"][0], lora["deployments"][0]
+    assert "--enable-lora" not in base["vllm_command"]
+    assert served["vllm_command"].endswith("--enable-lora --max-loras 8 --max-lora-rank 32")
+    # the same GPU and shape (the cheapest 24 GB card), whose KV cache is smaller by exactly 8 slots of rank 32
+    assert (base["sku"], base["tensor_parallel"]) == (served["sku"], served["tensor_parallel"]) == ("1x RTX 4090", 1)
+    lost = base["memory"]["kv_cache_gib"] - served["memory"]["kv_cache_gib"]
+    assert lost == pytest.approx(8 * 2 * 80_891_904 / GIB, abs=2e-4)
+    assert served["memory"]["weights_gib"] - base["memory"]["weights_gib"] == pytest.approx(lost, abs=2e-4)
+
+
+def test_a_workload_lora_the_model_cannot_describe_is_one_error(tmp_path) -> None:
+    code, _, err = _solve(tmp_path, "Qwen/Qwen3-Next-80B-A3B-Instruct", "    lora: {max_loras: 2}\n")
+    assert code == 2
+    assert [x for x in err.splitlines() if x.startswith("error:")] == [
+        "error: workload adapters: lora: LoRA buffers of Qwen/Qwen3-Next-80B-A3B-Instruct's linear layers are not "
+        "modelled; plan it without --enable-lora (its adapter memory is then not counted)"]
+    code, _, err = _solve(tmp_path, QWEN3_4B, "    lora: {max_lora_rank: 12}\n")
+    assert code == 2 and "w.yaml:10: workloads.0.lora.max_lora_rank" in err, err

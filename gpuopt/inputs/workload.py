@@ -161,6 +161,15 @@ def repository_id(value: str) -> str:
 CheckpointId = Annotated[str, AfterValidator(repository_id)]
 
 
+class Lora(Strict):
+    """Adapters served beside the base model (`vllm serve --enable-lora`): their slots' GPU memory is counted
+    (physics/lora.py) and the command carries the flags; the LoRA kernels' step time is not modelled."""
+
+    max_loras: int = Field(default=1, ge=1, le=1024, description="Adapter slots (vLLM --max-loras)")
+    max_lora_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = Field(
+        default=16, description="Largest adapter rank (vLLM --max-lora-rank)")
+
+
 class ModelConfigRef(Strict):
     config: Annotated[Path, Field(strict=False)] = Field(
         description="A local Hugging Face config.json (relative to the workload file)")
@@ -187,6 +196,7 @@ class ServingTarget(Strict):
     checkpoints: dict[WeightFormat, CheckpointId] = Field(
         default_factory=dict, description="Hugging Face repository to serve per weight format (e.g. "
         "{int4: Qwen/Qwen3-32B-AWQ}); otherwise gpuopt names a known one or says none is known")
+    lora: Lora | None = Field(default=None, description="LoRA adapter slots to reserve (absent: no LoRA)")
 
     @model_validator(mode="after")
     def _lengths(self) -> ServingTarget:

@@ -22,6 +22,7 @@ from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
+from gpuopt.physics.lora import lora_problems
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -213,7 +214,9 @@ class Evaluator:
         cfg = ServingConfig(tensor_parallel=shape.tensor_parallel, pipeline_parallel=shape.pipeline_parallel,
                             precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,
                             max_model_len=self.max_model_len, vllm_version=self.vllm_version,
-                            interconnect=shape.interconnect)
+                            interconnect=shape.interconnect,
+                            max_loras=self.w.lora.max_loras if self.w.lora else 0,
+                            max_lora_rank=self.w.lora.max_lora_rank if self.w.lora else 16)
         mem = estimate(self.arch, gpu, cfg)
         if not mem.fits:
             return Evaluation(False, f"does not fit: {mem.reason}", "fit", memory=mem,
@@ -259,6 +262,10 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
             problem = max_model_len_problem(arch, w.max_model_len, f"workload {w.name}: max_model_len")
             if problem:
                 raise InputError(problem)
+        if w.lora is not None:
+            lora = lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank)
+            if lora:
+                raise InputError(*(f"workload {w.name}: lora: {p}" for p in lora))
         max_len = default_max_model_len(w, arch)
         wc = WorkloadCandidates(workload=w, arch=arch, max_model_len=max_len)
         evaluate = evaluators.setdefault(w.name, Evaluator(w, arch, max_len, policy.vllm_version))

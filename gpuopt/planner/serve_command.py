@@ -96,6 +96,8 @@ def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node:
         flags += ["--kv-cache-dtype", "fp8"]
     flags += ["--max-model-len", str(cfg.max_model_len), "--max-num-seqs", str(cfg.max_num_seqs),
               "--gpu-memory-utilization", f"{cfg.gpu_memory_utilization:g}"]
+    if cfg.max_loras:
+        flags += ["--enable-lora", "--max-loras", str(cfg.max_loras), "--max-lora-rank", str(cfg.max_lora_rank)]
     base = ["vllm", "serve", repo, *flags]
     nodes = 1 if not gpus_per_node else math.ceil(gpus / gpus_per_node)
     if nodes == 1:  # one line (a CSV cell, a copy-paste), the provenance as a trailing comment
