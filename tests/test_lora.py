@@ -159,3 +159,12 @@ def test_a_workload_lora_the_model_cannot_describe_is_one_error(tmp_path) -> Non
         "modelled; plan it without --enable-lora (its adapter memory is then not counted)"]
     code, _, err = _solve(tmp_path, QWEN3_4B, "    lora: {max_lora_rank: 12}\n")
     assert code == 2 and "w.yaml:10: workloads.0.lora.max_lora_rank" in err, err
+
+
+def test_calibration_evidence_reads_the_lora_flags_of_its_serve_line() -> None:
+    from gpuopt.inputs.evidence import server_flags
+
+    on = server_flags("vllm serve Qwen/Qwen3-4B --enable-lora --max-loras 4", "sidecar")
+    assert (on.max_loras, on.max_lora_rank) == (4, 16)
+    off = server_flags("vllm serve Qwen/Qwen3-4B --max-loras 4", "sidecar")
+    assert (off.max_loras, off.max_lora_rank) == (None, None)

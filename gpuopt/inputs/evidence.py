@@ -21,7 +21,7 @@ import yaml
 
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
-from gpuopt.physics.serve_args import modelled_kv_cache_dtype, parse_serve_args
+from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
 
@@ -45,6 +45,8 @@ class ServerConfig:
     async_scheduling: bool | None = None
     chunked_prefill: bool | None = None
     performance_mode: str | None = None  # `--performance-mode` (None: balanced)
+    max_loras: int | None = None  # LoRA adapter slots with `--enable-lora` (None: LoRA off)
+    max_lora_rank: int | None = None
 
     def merged(self, other: ServerConfig) -> ServerConfig:
         """This configuration with its gaps filled from `other`."""
@@ -102,7 +104,9 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_dtype=args.kv_cache_dtype,
                         enable_prefix_caching=args.enable_prefix_caching, async_scheduling=args.async_scheduling,
-                        chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode)
+                        chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode,
+                        max_loras=lora_slots(args)[0] or None, max_lora_rank=lora_slots(args)[1] if args.enable_lora
+                        else None)
 
 
 def sidecar(path: Path) -> ServerConfig:

@@ -126,7 +126,8 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
                          gpu_memory_utilization=c.gpu_memory_utilization, max_num_seqs=c.max_num_seqs,
                          max_num_batched_tokens=c.max_num_batched_tokens, vllm_version=c.vllm_version,
                          performance_mode=performance_mode(c.performance_mode),
-                         chunked_prefill=c.chunked_prefill is not False)
+                         chunked_prefill=c.chunked_prefill is not False,
+                         max_loras=c.max_loras or 0, max_lora_rank=c.max_lora_rank or 16)
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
