@@ -168,3 +168,11 @@ def test_calibration_evidence_reads_the_lora_flags_of_its_serve_line() -> None:
     assert (on.max_loras, on.max_lora_rank) == (4, 16)
     off = server_flags("vllm serve Qwen/Qwen3-4B --max-loras 4", "sidecar")
     assert (off.max_loras, off.max_lora_rank) == (None, None)
+
+
+def test_fit_says_lora_latency_is_the_base_models() -> None:
+    result = CliRunner().invoke(cli, ["fit", "--model", QWEN3_4B, "--gpu", "H100-SXM-80GB", "--enable-lora",
+                                      "--input-tokens", "100", "--output-tokens", "50", "--concurrency", "4"])
+    assert result.exit_code == 0
+    assert "note: --enable-lora changes memory only; latency is the base model's (LoRA kernels not modelled)" \
+        in result.stderr.splitlines()

@@ -133,6 +133,9 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         if enforce_eager:
             click.echo("note: --enforce-eager changes memory only; latency is predicted as with CUDA graphs",
                        err=True)
+        if enable_lora:
+            click.echo("note: --enable-lora changes memory only; latency is the base model's (LoRA kernels not "
+                       "modelled)", err=True)
         perf, infeasible_slo = _predict(arch, spec, est, interconnect, input_tokens, output_tokens, concurrency,
                                         request_rate, ttft_slo_ms, tpot_slo_ms, enable_expert_parallel)
     if as_json:
