@@ -176,3 +176,19 @@ def test_fit_says_lora_latency_is_the_base_models() -> None:
     assert result.exit_code == 0
     assert "note: --enable-lora changes memory only; latency is the base model's (LoRA kernels not modelled)" \
         in result.stderr.splitlines()
+
+
+def test_the_lora_example_plans_the_slots_it_reserves() -> None:
+    from pathlib import Path
+
+    example = Path(__file__).parent.parent / "examples" / "lora-adapters.yaml"
+    result = CliRunner().invoke(cli, ["solve", str(example), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    deployment = json.loads(result.stdout)["deployments"][0]
+    assert deployment["vllm_command"].endswith("--enable-lora --max-loras 16 --max-lora-rank 64")
+    # Llama-3.1-8B (32 layers, h 4096, 8 KV heads of 128, intermediate 14336, vocab 128256, untied), rank 64:
+    # per layer qkv 3 x 4096 + 6144, o 4096 + 4096, gate_up 2 x 4096 + 2 x 14336, down 14336 + 4096 = 81920;
+    # LM head and embedding 2 x (128256 + 4096); x 64 x 2 B x 16 slots on a TP-1 replica
+    lora = (32 * 81920 + 2 * (128256 + 4096)) * 64 * 2 * 16 / GIB
+    assert deployment["tensor_parallel"] == 1
+    assert deployment["memory"]["weights_gib"] == pytest.approx(14.99 + lora, abs=0.01)
