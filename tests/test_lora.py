@@ -32,10 +32,12 @@ def test_qwen3_4b_one_slot_of_rank_16_by_hand() -> None:
     assert lora_bytes(arch, 1, range(36), True, True, 1, False, "0.27.1", 1, 16, 2.0) == expected
 
 
-def test_before_v016_no_embedding_buffers_but_256_extra_vocab_rows() -> None:
+def test_up_to_v011_the_lm_head_keeps_256_extra_vocabulary_rows_per_slot() -> None:
     arch = get_model(QWEN3_4B)
-    per_slot = (36 * 57344 + 151936 + 2560) * 16 * 2 + 256 * 2560 * 2
+    per_slot = (36 * 57344 + 3 * (151936 + 2560)) * 16 * 2
     assert lora_bytes(arch, 1, range(36), True, True, 1, False, "0.15.0", 3, 16, 2.0) == 3 * per_slot
+    assert lora_bytes(arch, 1, range(36), True, True, 1, False, "0.11.0", 3, 16, 2.0) == \
+        3 * (per_slot + 256 * 2560 * 2)
 
 
 def test_tensor_parallel_splits_the_b_of_column_and_the_a_of_row_layers() -> None:
@@ -53,9 +55,9 @@ def test_moe_experts_get_buffers_from_v012() -> None:
     vocab = 2 * (151936 + 2048)  # LM head + embedding (not tied)
     assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.27.1", 1, 16, 2.0) == \
         (48 * (attention + experts) + vocab) * 16 * 2
-    # v0.11 had no LoRA wrapper for fused MoE: the experts get none (and no embedding buffers yet)
+    # v0.11 had no LoRA wrapper for fused MoE: the experts get none (and its LM head 256 extra-vocabulary rows)
     assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.11.0", 1, 16, 2.0) == \
-        (48 * attention + 151936 + 2048) * 16 * 2 + 256 * 2048 * 2
+        (48 * attention + vocab) * 16 * 2 + 256 * 2048 * 2
     # expert parallel over 2 GPUs: 64 whole experts each; TP=2 halves B of qkv and A of o_proj
     ep_attention = 3 * 2048 + (4096 + 1024) // 2 + 4096 // 2 + 2048
     ep_experts = 64 * (2 * 2048 + 3 * 768 + 2048)

@@ -2,7 +2,8 @@
 
 With LoRA enabled, vLLM wraps every linear layer it supports and allocates, at load time, stacked A and B
 buffers for `max_loras` adapters of `max_lora_rank` in the model's dtype (vllm/lora/layers/*.py
-create_lora_weights, read in the 0.27.1 wheel; the same shapes since 0.11.0). They are allocated inside
+create_lora_weights, read in the 0.27.1 wheel; the same shapes since 0.11.0, checked in the 0.11.0 and
+0.12.0-0.17.0 wheels). They are allocated inside
 `load_model`, so "Model loading took" includes them, and they grow with the slots, not with the adapters
 registered: a slot costs the same whether or not it ever holds one.
 
@@ -14,9 +15,14 @@ Per slot and per GPU, with r the rank, h the hidden size and TP t (no `--fully-s
   routed experts (FusedMoEWithLoRA, v0.12+): per expert the GPU holds, w13 A  slices x r x h,
       w13 B  slices x I x r, w2 A  r x I, w2 B  h x r (I: the expert's intermediate slice on this GPU)
   LM head (LogitsProcessorWithLoRA): A  r x h,  B  vocab x r (the whole vocabulary, on every rank)
-  input embedding (v0.16+, models declaring embedding_modules): A  vocab x r,  B  h x r; when the LM
-      head is tied to it, vLLM wraps the shared module a second time under the lm_head name.
-Before v0.16 the LM head also kept 256 extra-vocabulary rows of h per slot (lora_extra_vocab_size).
+  input embedding: A  vocab x r,  B  h x r; when the LM head is tied to it, vLLM wraps the shared module a
+      second time under the lm_head name. vLLM allocates these only for model classes that declare
+      `embedding_modules` (0.27.1: Llama, Mistral, Mixtral, Qwen3 and Qwen3-MoE -- those two from v0.16 --,
+      Granite, Nemotron, Command-R, ...; not Qwen2, Gemma, DeepSeek, gpt-oss). gpuopt does not know a
+      registry model's vLLM class, so it counts them for every model: at most (vocab + h) x r x 2 B a slot
+      too many (twice if tied; 4.9 MB at rank 16 for a 152k vocabulary), the conservative side.
+Up to v0.11 the LM head also kept 256 extra-vocabulary rows of h per slot (lora_extra_vocab_size, removed in
+v0.12).
 
 The buffers on LoRA's own layers for linear-attention and Mamba mixers are not described here: such models
 raise an error naming the layer kind rather than a number that is not known to be right. The activation
@@ -33,7 +39,7 @@ from gpuopt.physics.vllm_profile import release_key
 
 # vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.27.1; 320 and 512 joined 1..256 over releases)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-EXTRA_VOCAB = 256  # lora_extra_vocab_size before v0.16
+EXTRA_VOCAB = 256  # lora_extra_vocab_size, v0.11 and before
 _MIXERS_DESCRIBED = {"full", "sliding", "chunked", "mla", "ffn"}
 
 
@@ -125,9 +131,8 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
     vocab = arch.vocab
     if last:
         total += h + vocab  # LM head (logits processor)
-    if release >= (0, 16):
-        if first:
-            total += vocab + h  # input embedding
-        if last and first and arch.tie_word_embeddings:
-            total += vocab + h  # the tied LM head wrapped again as an embedding
-    return total, (EXTRA_VOCAB * h if last and release < (0, 16) else 0)
+    if first:
+        total += vocab + h  # input embedding (conservative: see the module docstring)
+    if last and first and arch.tie_word_embeddings:
+        total += vocab + h  # the tied LM head wrapped again as an embedding
+    return total, (EXTRA_VOCAB * h if last and release < (0, 12) else 0)
