@@ -37,7 +37,7 @@ from gpuopt.errors import InputError
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import release_key
 
-# vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.27.1; 320 and 512 joined 1..256 over releases)
+# vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.12.0-0.27.1; 0.11 accepts the same without 1)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 EXTRA_VOCAB = 256  # lora_extra_vocab_size, v0.11 and before
 _MIXERS_DESCRIBED = {"full", "sliding", "chunked", "mla", "ffn"}
