@@ -15,7 +15,7 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import max_model_len_problem
-from gpuopt.physics.lora import LORA_RANKS, lora_problems
+from gpuopt.physics.lora import rank_problem
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
@@ -101,8 +101,9 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         problems.append("--max-loras/--max-lora-rank need --enable-lora (vLLM ignores them without it)")
     if max_loras is not None and max_loras < 1:
         problems.append(f"--max-loras must be >= 1 (got {max_loras})")
-        if max_lora_rank is not None and max_lora_rank not in LORA_RANKS:
-            problems += lora_problems(arch, 1, max_lora_rank)[:1] if arch else []
+        # with no slot the memory model never sees the rank, so it is checked here
+        if max_lora_rank is not None and (bad_rank := rank_problem(max_lora_rank)) is not None:
+            problems.append(bad_rank)
     if problems or arch is None or spec is None:
         raise InputError(*problems)
     cfg = ServingConfig(tensor_parallel=tp, pipeline_parallel=pp, precision=precision,  # type: ignore[arg-type]

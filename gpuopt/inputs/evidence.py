@@ -99,14 +99,14 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
     """The memory- and scheduling-relevant flags of a `vllm serve` line (physics.serve_args reads them, as
     for `gpuopt simulate --server-args`; a whole `vllm serve MODEL ...` line is accepted)."""
     args = parse_serve_args(text, flag, vllm_version, command=True)
+    slots, rank = lora_slots(args)
     return ServerConfig(model=args.model, tensor_parallel=args.tensor_parallel,
                         pipeline_parallel=args.pipeline_parallel, max_model_len=args.max_model_len,
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
                         gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_dtype=args.kv_cache_dtype,
                         enable_prefix_caching=args.enable_prefix_caching, async_scheduling=args.async_scheduling,
                         chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode,
-                        max_loras=lora_slots(args)[0] or None, max_lora_rank=lora_slots(args)[1] if args.enable_lora
-                        else None)
+                        max_loras=slots or None, max_lora_rank=rank if slots else None)
 
 
 def sidecar(path: Path) -> ServerConfig:

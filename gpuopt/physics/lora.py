@@ -43,6 +43,14 @@ EXTRA_VOCAB = 256  # lora_extra_vocab_size, v0.11 and before
 _MIXERS_DESCRIBED = {"full", "sliding", "chunked", "mla", "ffn"}
 
 
+def rank_problem(rank: int) -> str | None:
+    """The one check of a --max-lora-rank value (fit, --server-args, the memory model), None when valid."""
+    if rank in LORA_RANKS:
+        return None
+    return (f"--max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))} (got {rank}): vLLM's LoRAConfig "
+            "accepts only these")
+
+
 def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int) -> list[str]:
     """Why these LoRA settings cannot be modelled for this model (empty when they can)."""
     if not max_loras:
@@ -50,9 +58,8 @@ def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int) -> list[st
     problems = []
     if max_loras < 0:
         problems.append(f"--max-loras must be >= 1 (got {max_loras})")
-    if rank not in LORA_RANKS:
-        problems.append(f"--max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))} (got {rank}): "
-                        "vLLM's LoRAConfig accepts only these")
+    if (bad_rank := rank_problem(rank)) is not None:
+        problems.append(bad_rank)
     other: list[str] = sorted(set(arch.layer_kinds()) - _MIXERS_DESCRIBED)
     if arch.index_n_heads:
         other.append("DSA indexer")
@@ -93,7 +100,8 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
     release = release_key(vllm_version)
     h = arch.hidden_size
     nh, hd = arch.num_attention_heads, arch.attn_head_dim
-    gated = arch.mlp_kind == "gated"
+    slices = 2 if arch.mlp_kind == "gated" else 1  # gate_up (w13) or up (w1)
+    kinds = arch.layer_kinds()
     total = 0
     for index in layers:
         if arch.is_mla:
@@ -106,28 +114,27 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
                 total += _column(h, [nh * (nope + rope)], tp)
             total += h + kvr + rope  # kv_a_proj_with_mqa (replicated)
             total += _column(kvr, [nh * (nope + vhd)], tp) + _row(nh * vhd, h, tp)
-        elif arch.layer_kinds()[index] != "ffn":
+        elif kinds[index] != "ffn":
             q, kv = nh * hd, arch.num_key_value_heads * hd
             kv_rank = max(kv // tp, hd)  # KV heads replicated once TP exceeds them
             total += 3 * h + (q * (2 if arch.attn_output_gate else 1)) // tp + 2 * kv_rank  # qkv_proj
             total += _row(q, h, tp)  # o_proj
-        if arch.block_per_layer and arch.layer_kinds()[index] != "ffn":
+        if arch.block_per_layer and kinds[index] != "ffn":
             continue
-        mats = [0, 0] if gated else [0]
         if arch.is_dense_layer(index):
             inter = arch.intermediate_size or 0
-            total += _column(h, [inter for _ in mats], tp) + _row(inter, h, tp)
+            total += _column(h, [inter] * slices, tp) + _row(inter, h, tp)
             continue
         if arch.shared_expert_intermediate_size:
             si = arch.shared_expert_intermediate_size
-            total += _column(h, [si for _ in mats], tp) + _row(si, h, tp)
+            total += _column(h, [si] * slices, tp) + _row(si, h, tp)
         if release >= (0, 12):
             experts, mi = arch.num_experts or 0, arch.moe_intermediate_size or 0
             if expert_parallel:
                 local, inter = -(-experts // int(expert_shards)), mi
             else:
                 local, inter = experts, int(mi // expert_shards)
-            total += local * (len(mats) * h + len(mats) * inter + inter + h)
+            total += local * (slices * h + slices * inter + inter + h)
     vocab = arch.vocab
     if last:
         total += h + vocab  # LM head (logits processor)

@@ -579,6 +579,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     total = gpu.memory_gib_reported
     budget = math.ceil(total * cfg.gpu_memory_utilization * GIB) / GIB
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
+    act_b = activation_dtype_bytes(arch, cfg.precision)
     warnings: list[str] = []
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
@@ -602,13 +603,13 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                           expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
                           expert_shards=held) / GIB
         lora = lora_bytes(arch, tp, layers, first, last, shards, cfg.expert_parallel, cfg.vllm_version,
-                          cfg.max_loras, cfg.max_lora_rank, activation_dtype_bytes(arch, cfg.precision)) / GIB
+                          cfg.max_loras, cfg.max_lora_rank, act_b) / GIB
         w += lora
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
         kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
-        groups = kv_groups(arch, layers, tp, kv_b, activation_dtype_bytes(arch, cfg.precision))
+        groups = kv_groups(arch, layers, tp, kv_b, act_b)
         size, layout = kv_layout(groups)
         block = hybrid_block_size(groups, cfg.block_size)
         page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),

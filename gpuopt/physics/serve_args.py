@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuopt.errors import InputError
-from gpuopt.physics.lora import LORA_RANKS
+from gpuopt.physics.lora import rank_problem
 from gpuopt.physics.serve_flags import kv_cache_dtypes
 from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
 
@@ -119,8 +119,8 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
                 i += 1  # its value
         i += 1
     rank = values.get("max_lora_rank")
-    if values.get("enable_lora") and rank is not None and rank not in LORA_RANKS:
-        raise InputError(f"{flag}: --max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))} (got {rank})")
+    if values.get("enable_lora") and isinstance(rank, int) and (bad_rank := rank_problem(rank)) is not None:
+        raise InputError(f"{flag}: {bad_rank}")
     return ServeArgs(**values, not_modelled=tuple(ignored))  # type: ignore[arg-type]
 
 
