@@ -368,7 +368,7 @@ def test_a_hybrid_model_pages_attention_in_large_blocks_and_its_state_once_per_r
     attention token is 2 x 4 heads x 256 x 2 B = 4,096 B per layer, so attention blocks hold 16 x
     ceil(2,146,304 / 4,096 / 16) = 528 tokens."""
     arch, spec = get_model("Qwen/Qwen3.5-9B"), get_gpu("H100-SXM-80GB")
-    mem = estimate(arch, spec, ServingConfig(max_model_len=32768, vllm_version="0.11"))
+    mem = estimate(arch, spec, ServingConfig(max_model_len=32768, vllm_version="0.17"))  # the first to serve it
     s = SchedulerConfig.from_memory(mem)
     assert (s.block_size, s.full_groups, s.window_groups, s.state_groups) == (528, 1, 0, 3)
     r = latency.build_replica(arch, spec, mem)

@@ -15,6 +15,8 @@ from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import default_precision, indexer_bytes_per_token
 from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
+from gpuopt.physics.vllm_profile import profiles
+from gpuopt.physics.vllm_support import release_problem, scanned_release, status
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS
 
 # One representative CUDA capability per GPU generation, for the kernel table of `models show`.
@@ -65,12 +67,35 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "state_bytes_per_sequence": state_bytes_per_sequence(arch),
         "quantization": None if arch.quantization is None else arch.quantization.model_dump(mode="json"),
         "kernels": {k: v.model_dump(mode="json") for k, v in kernel_table(arch).items()},
+        "hf_architecture": arch.hf_architecture,
+        "vllm_support": _vllm_support(arch),
         "checkpoint_bytes": arch.checkpoint_bytes,
         "complete": not arch.missing_fields(),
         "missing_fields": arch.missing_fields(),
         "source": arch.source,
         "resolved_offline": offline_description(arch),
     }
+
+
+_SUPPORT_WORDS = {"no": "served, without LoRA", "lora": "served, with LoRA",
+                  "lora+embedding": "served, with LoRA (the embedding too)", "plugin": "out-of-tree plugin only",
+                  "": "not implemented"}
+
+
+def _vllm_support(arch: ModelArchitecture) -> dict[str, Any]:
+    """What the newest modelled vLLM release does with the model's class (None fields when it is unknown)."""
+    release = profiles()[-1].version
+    code = status(arch, release)
+    return {"release": scanned_release(release), "status": code, "problem": release_problem(arch, release)}
+
+
+def _support_text(arch: ModelArchitecture) -> str:
+    if arch.hf_architecture is None:
+        return "vLLM class: not stated in gpuopt's data (which vLLM releases serve it is not checked)"
+    support = _vllm_support(arch)
+    code = support["status"]
+    word = _SUPPORT_WORDS.get(code, f"no longer implemented (vLLM served it {code})")
+    return f"vLLM class: {arch.hf_architecture} (vLLM {support['release']}: {word})"
 
 
 @click.group()
@@ -153,6 +178,7 @@ def show_model(model_id: str, as_json: bool) -> None:
             kern = (f"{path.vllm_method}: linear {path.linear}" + (f", MoE {path.moe}" if path.moe else "")
                     + f", W{path.weight_bits}A{path.activation_bits}") if path.supported else "not supported"
             lines.append(f"  kernel on {gen}: {kern}" + (f" ({path.note})" if path.note else ""))
+    lines.append(_support_text(arch))
     if arch.checkpoint_bytes:
         lines.append(f"checkpoint size: {arch.checkpoint_bytes / 1024**3:.2f} GiB (safetensors index)")
     if arch.missing_fields():

@@ -66,6 +66,9 @@ class ModelArchitecture(BaseModel):
     max_position_embeddings: int | None = None
     # rope scaling (physics/context_limit.py: the length limit and vLLM's cos/sin caches); None: unscaled
     model_type: str | None = None  # config.json model_type, where a vLLM rule depends on it (gemma3)
+    # config.json `architectures[0]`: the class vLLM's registry looks up (physics/vllm_support.py); None where
+    # no source in ../shared/data states a registry model's class
+    hf_architecture: str | None = None
     rope_type: str | None = None
     rope_factor: float | None = None
     rope_original_max_position_embeddings: int | None = None
@@ -482,13 +485,21 @@ def _rope_rows() -> dict[str, dict[str, str]]:
             for r in csv.DictReader(text.splitlines())}
 
 
+def _class_rows() -> dict[str, dict[str, str]]:
+    """gpuopt/data/model_hf_architectures.csv: the config.json class of the registry models whose class a
+    source in ../shared/data states (a config in model_configs/, or the config a models.csv row cites)."""
+    text = resources.files("gpuopt").joinpath("data/model_hf_architectures.csv").read_text(encoding="utf-8")
+    return {r["hf_id"]: {"hf_architecture": r["hf_architecture"]} for r in csv.DictReader(text.splitlines())}
+
+
 @cache
 def registry() -> dict[str, ModelArchitecture]:
     """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv
-    + model_rope.csv)."""
+    + model_rope.csv + model_hf_architectures.csv)."""
     text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
-    layers, rope = _layer_rows(), _rope_rows()
-    models = [_parse_row({**r, **layers.get(r["hf_id"], {}), **rope.get(r["hf_id"], {})})
+    layers, rope, classes = _layer_rows(), _rope_rows(), _class_rows()
+    models = [_parse_row({**r, **layers.get(r["hf_id"], {}), **rope.get(r["hf_id"], {}),
+                          **classes.get(r["hf_id"], {})})
               for r in csv.DictReader(text.splitlines())]
     return {m.hf_id: m for m in models}
 
@@ -648,6 +659,9 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         raise ConfigError(*(f"{path}: missing field '{_ALIASES[f][0]}' (needed for the memory model)"
                             for f in missing))
     data: dict[str, Any] = {"hf_id": name}
+    classes = raw.get("architectures")
+    if isinstance(classes, list) and classes and isinstance(classes[0], str):
+        data["hf_architecture"] = classes[0]
     for field in _ALIASES:
         value = _pick(cfg, field)
         if value is not None and not isinstance(value, bool):

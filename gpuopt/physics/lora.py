@@ -17,10 +17,11 @@ Per slot and per GPU, with r the rank, h the hidden size and TP t (no `--fully-s
   LM head (LogitsProcessorWithLoRA): A  r x h,  B  vocab x r (the whole vocabulary, on every rank)
   input embedding: A  vocab x r,  B  h x r; when the LM head is tied to it, vLLM wraps the shared module a
       second time under the lm_head name. vLLM allocates these only for model classes that declare
-      `embedding_modules` (0.27.1: Llama, Mistral, Mixtral, Qwen3 and Qwen3-MoE -- those two from v0.16 --,
-      Granite, Nemotron, Command-R, ...; not Qwen2, Gemma, DeepSeek, gpt-oss). gpuopt does not know a
-      registry model's vLLM class, so it counts them for every model: at most (vocab + h) x r x 2 B a slot
-      too many (twice if tied; 4.9 MB at rank 16 for a 152k vocabulary), the conservative side.
+      `embedding_modules` (0.33: Llama, Mistral, Mixtral, Qwen3 and Qwen3-MoE -- those two from v0.16 --,
+      Granite, Nemotron, Command-R, ...; not Qwen2, Gemma, DeepSeek, gpt-oss), per release in
+      gpuopt/data/vllm_architectures.csv (physics/vllm_support.py). Where the model's class is not known
+      they are counted: at most (vocab + h) x r x 2 B a slot too many (twice if tied; 4.9 MB at rank 16 for
+      a 152k vocabulary), the conservative side. A class without LoRA support is refused by name.
 Up to v0.11 the LM head also kept 256 extra-vocabulary rows of h per slot (lora_extra_vocab_size, removed in
 v0.12).
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 from gpuopt.errors import InputError
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import release_key
+from gpuopt.physics.vllm_support import lora_embedding_buffers, lora_problem
 
 # vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.12.0-0.27.1; 0.11 accepts the same without 1)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
@@ -51,11 +53,13 @@ def rank_problem(rank: int) -> str | None:
             "accepts only these")
 
 
-def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int) -> list[str]:
-    """Why these LoRA settings cannot be modelled for this model (empty when they can)."""
+def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_version: str | None) -> list[str]:
+    """Why these LoRA settings cannot be modelled for this model on this release (empty when they can)."""
     if not max_loras:
         return []
     problems = []
+    if (unsupported := lora_problem(arch, vllm_version)) is not None:
+        return [unsupported]
     if max_loras < 0:
         problems.append(f"--max-loras must be >= 1 (got {max_loras})")
     if (bad_rank := rank_problem(rank)) is not None:
@@ -87,7 +91,7 @@ def lora_bytes(arch: ModelArchitecture, tp: int, layers: range, first: bool, las
     every expert sliced."""
     if not max_loras:
         return 0.0
-    problems = lora_problems(arch, max_loras, rank)
+    problems = lora_problems(arch, max_loras, rank, vllm_version)
     if problems:
         raise InputError(*problems)
     per_rank, fixed = _slot_elements(arch, tp, layers, first, last, expert_shards, expert_parallel, vllm_version)
@@ -138,8 +142,8 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
     vocab = arch.vocab
     if last:
         total += h + vocab  # LM head (logits processor)
-    if first:
-        total += vocab + h  # input embedding (conservative: see the module docstring)
-    if last and first and arch.tie_word_embeddings:
-        total += vocab + h  # the tied LM head wrapped again as an embedding
+    if first and lora_embedding_buffers(arch, vllm_version):
+        total += vocab + h  # input embedding (counted when the class is unknown: see the module docstring)
+        if last and arch.tie_word_embeddings:
+            total += vocab + h  # the tied LM head wrapped again as an embedding
     return total, (EXTRA_VOCAB * h if last and release < (0, 12) else 0)

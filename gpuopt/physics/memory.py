@@ -25,6 +25,7 @@ from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_ca
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
 from gpuopt.physics.vllm_profile import VllmProfile, get_profile, release_key
+from gpuopt.physics.vllm_support import release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
     STATE_LAYER_KINDS,
@@ -265,7 +266,9 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
                         ("--block-size", cfg.block_size)):
         if value is not None and value <= 0:
             problems.append(f"{name} must be positive (got {value})")
-    return problems + lora_problems(arch, cfg.max_loras, cfg.max_lora_rank)
+    if (unserved := release_problem(arch, cfg.vllm_version)) is not None:
+        problems.append(unserved)
+    return problems + lora_problems(arch, cfg.max_loras, cfg.max_lora_rank, cfg.vllm_version)
 
 
 def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[ResolvedConfig, VllmProfile]:

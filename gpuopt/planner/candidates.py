@@ -31,6 +31,7 @@ from gpuopt.physics.memory import (
     validate,
 )
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
+from gpuopt.physics.vllm_support import release_problem
 from gpuopt.planner.mix import capacity_point
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
@@ -262,8 +263,10 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
             problem = max_model_len_problem(arch, w.max_model_len, f"workload {w.name}: max_model_len")
             if problem:
                 raise InputError(problem)
+        if (unserved := release_problem(arch, policy.vllm_version)) is not None:
+            raise InputError(f"workload {w.name}: model: {unserved}")
         if w.lora is not None:
-            lora = lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank)
+            lora = lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank, policy.vllm_version)
             if lora:
                 raise InputError(*(f"workload {w.name}: lora: {p}" for p in lora))
         max_len = default_max_model_len(w, arch)

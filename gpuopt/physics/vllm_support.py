@@ -1,0 +1,101 @@
+"""Which model classes a vLLM release serves, and which of them it serves with LoRA.
+
+vLLM finds a model's implementation by the first entry of its config.json `architectures` (the model class)
+in its registry (vllm/model_executor/models/registry.py). gpuopt/data/vllm_architectures.csv records, per
+scanned release, what each class gets there -- read from the wheels by tools/extract_vllm_lora_models.py:
+  ""                 not registered
+  "no"               served, without LoRA: `--enable-lora` fails ("... does not support LoRA yet")
+  "lora"             served with LoRA (SupportsLoRA in the class's MRO)
+  "lora+embedding"   and the input embedding gets LoRA buffers too (the class declares `embedding_modules`)
+  "until X"          no longer served natively: X was the last release with the class
+                     (`_PREVIOUSLY_SUPPORTED_MODELS`)
+  "plugin"           served only by an out-of-tree plugin (`_OOT_SUPPORTED_MODELS`)
+
+A class that is not registered, or no longer, makes vLLM try its Transformers backend (`model_impl auto`),
+and refuse with "was supported in vLLM until vX" when that fails; either way not the implementation whose
+memory and kernels gpuopt models, so a plan on such a release is refused with the release that would do.
+
+A model's class is known when it was read from a config.json, and for the registry models whose class
+../shared/data states (gpuopt/data/model_hf_architectures.csv); for the others nothing is checked.
+"""
+
+from __future__ import annotations
+
+import csv
+from functools import cache
+
+from gpuopt.datafiles import data_text
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.vllm_profile import profiles, release_key
+
+
+@cache
+def _table() -> tuple[tuple[str, ...], dict[str, dict[str, str]]]:
+    rows = list(csv.DictReader(data_text("vllm_architectures.csv").splitlines()))
+    releases = tuple(k for k in rows[0] if k not in ("architecture", "source", "as_of"))
+    return releases, {r["architecture"]: {v: r[v] for v in releases} for r in rows}
+
+
+def scanned_release(vllm_version: str) -> str:
+    """The newest scanned release not newer than `vllm_version` (the oldest scanned for older ones): the
+    registry does not change within a minor release in the scanned rows, so 0.19 reads 0.19.0."""
+    releases, _ = _table()
+    key = release_key(vllm_version)
+    older = [r for r in releases if release_key(r)[:len(key)] <= key]
+    return max(older, key=release_key) if older else min(releases, key=release_key)
+
+
+def _release(vllm_version: str | None) -> str:
+    return vllm_version or profiles()[-1].version
+
+
+def status(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
+    """What the release (None: the newest modelled) does with the model's class (the codes above); None
+    when the class is unknown."""
+    if arch.hf_architecture is None:
+        return None
+    _, table = _table()
+    return table.get(arch.hf_architecture, {}).get(scanned_release(_release(vllm_version)), "")
+
+
+def _modelled_before(last: str) -> str | None:
+    """The newest release gpuopt models that is not newer than `last` (vLLM's last release with a class)."""
+    fitting = [p.version for p in profiles() if release_key(p.version) <= release_key(last)]
+    return fitting[-1] if fitting else None
+
+
+def release_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
+    """Why vLLM `vllm_version` does not serve this model natively, or None (also when its class is unknown)."""
+    code = status(arch, vllm_version)
+    vllm_version = _release(vllm_version)
+    if code is None or code in ("no", "lora", "lora+embedding"):
+        return None
+    cls = f"{arch.hf_id}'s class {arch.hf_architecture}"
+    if code.startswith("until "):
+        last = code.removeprefix("until ")
+        older = _modelled_before(last)
+        fix = f"; plan it with --vllm-version {older} or older" if older else ""
+        return (f"vLLM {vllm_version} no longer implements {cls} (vLLM served it until {last}; it now tries its "
+                f"Transformers backend, which gpuopt does not model, or refuses){fix}")
+    if code == "plugin":
+        return f"vLLM {vllm_version} serves {cls} only through an out-of-tree plugin, which gpuopt does not model"
+    releases, table = _table()
+    served = [r for r in releases if table.get(arch.hf_architecture or "", {}).get(r, "") in
+              ("no", "lora", "lora+embedding")]
+    when = f" (it is registered from vLLM {served[0]})" if served else " (no scanned release registers it)"
+    return f"vLLM {vllm_version} does not implement {cls}{when}"
+
+
+def lora_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
+    """Why --enable-lora fails for this model on this release, or None (also when the class is unknown)."""
+    if status(arch, vllm_version) != "no":
+        return None
+    return (f"vLLM {_release(vllm_version)}'s {arch.hf_architecture} ({arch.hf_id}) does not support LoRA: "
+            "--enable-lora fails at start-up ('does not support LoRA yet')")
+
+
+def lora_embedding_buffers(arch: ModelArchitecture, vllm_version: str | None) -> bool:
+    """Whether the input embedding carries LoRA buffers: the class declares `embedding_modules`; counted
+    when the class is unknown (the conservative side: at most (vocab + hidden) x rank elements a slot)."""
+    code = status(arch, vllm_version)
+    return code is None or code == "lora+embedding"

@@ -1,0 +1,175 @@
+"""Which model classes a vLLM release serves, and with LoRA (physics/vllm_support.py, the table read from the
+wheels by tools/extract_vllm_lora_models.py)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import textwrap
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
+from gpuopt.datafiles import data_text
+from gpuopt.errors import InputError
+from gpuopt.hardware import get_gpu
+from gpuopt.physics.architecture import from_hf_dict, get_model, registry
+from gpuopt.physics.lora import lora_bytes
+from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.vllm_support import lora_embedding_buffers, release_problem, scanned_release, status
+
+M1 = "MiniMaxAI/MiniMax-M1-80k"  # MiniMaxM1ForCausalLM: registered up to 0.21's scan, "until 0.23.0" from 0.27.1
+
+
+@pytest.mark.parametrize(("asked", "scanned"), [
+    ("0.33", "0.33.0"), ("0.19", "0.19.0"), ("0.15", "0.14.0"), ("0.10.1", "0.10.1.1"), ("0.9", "0.10.1.1"),
+    ("0.40", "0.33.0"), ("0.28.1rc1.dev580+g385dce36b", "0.28.0"),
+])
+def test_a_release_reads_the_newest_scan_not_newer_than_it(asked: str, scanned: str) -> None:
+    assert scanned_release(asked) == scanned
+
+
+def test_a_class_vllm_dropped_is_refused_with_the_newest_modelled_release_that_served_it() -> None:
+    arch = get_model(M1)
+    assert status(arch, "0.21") == "no"  # served (without LoRA)
+    assert status(arch, "0.27") == "until 0.23.0"
+    assert release_problem(arch, "0.21") is None
+    problem = release_problem(arch, "0.33")
+    assert problem is not None
+    # gpuopt's profiles are 0.10.1, 0.11, 0.14, 0.17, 0.18, 0.20, 0.21, 0.27 ...: 0.21 is the newest <= 0.23.0
+    assert "until 0.23.0" in problem and problem.endswith("plan it with --vllm-version 0.21 or older")
+    with pytest.raises(InputError, match="no longer implements"):
+        estimate(arch, get_gpu("H100-SXM-80GB"), ServingConfig(tensor_parallel=8, max_model_len=8192))
+
+
+def test_a_class_newer_than_the_release_names_the_first_release_that_serves_it() -> None:
+    arch = get_model("Qwen/Qwen3.5-9B")  # Qwen3_5ForConditionalGeneration
+    assert release_problem(arch, "0.14") == ("vLLM 0.14 does not implement Qwen/Qwen3.5-9B's class "
+                                             "Qwen3_5ForConditionalGeneration (it is registered from vLLM 0.17.0)")
+    assert release_problem(arch, "0.17") is None
+
+
+def test_a_model_whose_class_is_not_known_is_not_checked() -> None:
+    arch = get_model("Qwen/Qwen3-8B")
+    assert arch.hf_architecture is None
+    assert status(arch, "0.33") is None and release_problem(arch, "0.10.1") is None
+    assert lora_embedding_buffers(arch, "0.33")  # counted: the conservative side
+
+
+def test_a_config_json_carries_its_class() -> None:
+    arch = from_hf_dict(_small_config("Qwen3ForCausalLM"), "local/qwen3")
+    assert arch.hf_architecture == "Qwen3ForCausalLM"
+    assert status(arch, "0.14") == "lora" and status(arch, "0.16") == "lora+embedding"
+
+
+def _small_config(cls: str) -> dict[str, object]:
+    return {"architectures": [cls], "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 4,
+            "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 64, "vocab_size": 32000,
+            "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+
+
+def test_lora_on_a_class_without_lora_support_is_refused_by_name() -> None:
+    arch = from_hf_dict(_small_config("FalconForCausalLM"), "local/falcon-like")
+    cfg = ServingConfig(max_model_len=4096, max_loras=1, max_lora_rank=16)
+    with pytest.raises(InputError, match="FalconForCausalLM .* does not support LoRA"):
+        estimate(arch, get_gpu("L4-24GB"), cfg)
+    # without LoRA the same model plans
+    assert estimate(arch, get_gpu("L4-24GB"), ServingConfig(max_model_len=4096)).fits
+
+
+def test_the_embedding_gets_lora_buffers_only_where_the_class_declares_embedding_modules() -> None:
+    # Qwen3 declares embedding_modules from v0.16 (0.16.0 wheel), not in 0.14. Qwen3-4B: vocab 151,936,
+    # h 2,560, tied: the embedding and the re-wrapped tied head are 2 x (151,936 + 2,560) x rank elements
+    arch = get_model("Qwen/Qwen3-4B").model_copy(update={"hf_architecture": "Qwen3ForCausalLM"})
+    with_emb = lora_bytes(arch, 1, range(36), True, True, 1, False, "0.16", 1, 16, 2.0)
+    without = lora_bytes(arch, 1, range(36), True, True, 1, False, "0.14", 1, 16, 2.0)
+    assert with_emb - without == 2 * (151_936 + 2_560) * 16 * 2
+    # an unknown class keeps them (conservative), the same bytes as the declaring release
+    unknown = get_model("Qwen/Qwen3-4B")
+    assert lora_bytes(unknown, 1, range(36), True, True, 1, False, "0.14", 1, 16, 2.0) == with_emb
+
+
+def test_every_registry_class_is_one_vllm_registers_in_some_scanned_release() -> None:
+    rows = {r["architecture"]: r for r in csv.DictReader(data_text("vllm_architectures.csv").splitlines())}
+    served = ("no", "lora", "lora+embedding")
+    for arch in registry().values():
+        if arch.hf_architecture is not None:
+            assert any(v in served for v in rows[arch.hf_architecture].values()), arch.hf_id
+
+
+def test_fit_refuses_a_release_without_the_models_class_in_one_line() -> None:
+    result = CliRunner().invoke(cli, ["fit", "--model", M1, "--gpu", "H100-SXM-80GB", "--tp", "8",
+                                      "--max-model-len", "8192"])
+    assert result.exit_code == 2
+    assert result.stderr.count("error:") == 1 and "MiniMaxM1ForCausalLM" in result.stderr
+    ok = CliRunner().invoke(cli, ["fit", "--model", M1, "--gpu", "H100-SXM-80GB", "--tp", "8",
+                                  "--max-model-len", "8192", "--vllm-version", "0.21"])
+    assert ok.exit_code in (0, 1) and "MiniMaxM1ForCausalLM" not in ok.stderr
+
+
+def test_solve_refuses_a_workload_whose_model_the_release_does_not_serve(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        schema_version: 1
+        workloads:
+          - name: big
+            model: {M1}
+            requests_per_second: 1
+            input_tokens: 1000
+            output_tokens: 200
+        """))
+    result = CliRunner().invoke(cli, ["solve", str(path)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert "error: workload big: model: vLLM 0.33 no longer implements" in result.stderr
+
+
+def _extractor() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "extract_vllm_lora_models", Path(__file__).parents[1] / "tools" / "extract_vllm_lora_models.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_extractor_reads_lora_support_through_bases_imports_and_platform_packages(tmp_path: Path,
+                                                                                    capsys: pytest.CaptureFixture[str]
+                                                                                    ) -> None:
+    models = tmp_path / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (models / "interfaces.py").write_text("class SupportsLoRA:\n    supports_lora = True\n")
+    (models / "llama.py").write_text(textwrap.dedent("""\
+        from .interfaces import SupportsLoRA
+        class LlamaForCausalLM(nn.Module, SupportsLoRA):
+            embedding_modules = {"embed_tokens": "input_embeddings"}
+        class Qwen2ForCausalLM(nn.Module, SupportsLoRA):
+            embedding_modules = {}
+        """))
+    (models / "mistral.py").write_text("from .llama import LlamaForCausalLM\n"
+                                       "class MistralForCausalLM(LlamaForCausalLM):\n    pass\n")
+    (models / "falcon.py").write_text("class FalconForCausalLM(nn.Module):\n    pass\n")
+    (models / "config.py").write_text("class DeepseekV32ForCausalLM(VerifyAndUpdateConfig):\n    pass\n")
+    package = tmp_path / "vllm" / "models" / "deepseek_v32"
+    (package / "nvidia").mkdir(parents=True)
+    (package / "__init__.py").write_text("if cuda:\n    from .nvidia.model import V32 as DeepseekV32ForCausalLM\n")
+    (package / "nvidia" / "model.py").write_text("from vllm.model_executor.models.llama import Qwen2ForCausalLM\n"
+                                                 "class V32(Qwen2ForCausalLM):\n    pass\n")
+    (models / "registry.py").write_text(textwrap.dedent("""\
+        _TEXT_GENERATION_MODELS = {
+            "LlamaForCausalLM": ("llama", "LlamaForCausalLM"),
+            "MistralForCausalLM": ("mistral", "MistralForCausalLM"),
+            "Qwen2ForCausalLM": ("llama", "Qwen2ForCausalLM"),
+            "FalconForCausalLM": ("falcon", "FalconForCausalLM"),
+            "DeepseekV32ForCausalLM": ("vllm.models.deepseek_v32", "DeepseekV32ForCausalLM"),
+        }
+        _PREVIOUSLY_SUPPORTED_MODELS = {"MllamaForConditionalGeneration": "0.10.2"}
+        _OOT_SUPPORTED_MODELS = {"BartModel": "https://example.invalid/plugin"}
+        """))
+    _extractor().main([f"9.9.9={tmp_path}"])
+    rows = {r["architecture"]: r["9.9.9"] for r in csv.DictReader(capsys.readouterr().out.splitlines())}
+    assert rows == {"LlamaForCausalLM": "lora+embedding", "MistralForCausalLM": "lora+embedding",
+                    "Qwen2ForCausalLM": "lora", "FalconForCausalLM": "no", "DeepseekV32ForCausalLM": "lora",
+                    "MllamaForConditionalGeneration": "until 0.10.2", "BartModel": "plugin"}
