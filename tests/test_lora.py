@@ -194,3 +194,8 @@ def test_the_lora_example_plans_the_slots_it_reserves() -> None:
     lora = (32 * 81920 + 2 * (128256 + 4096)) * 64 * 2 * 16 / GIB
     assert deployment["tensor_parallel"] == 1
     assert deployment["memory"]["weights_gib"] == pytest.approx(14.99 + lora, abs=0.01)
+    assert deployment["memory"]["lora_gib"] == pytest.approx(lora, abs=1e-4)  # 5.5049 GiB, apart too
+    # the CSV carries it as its last column, so readers that take columns by position keep their columns
+    csv_out = CliRunner().invoke(cli, ["solve", str(example), "--format", "csv"])
+    header, row = csv_out.stdout.splitlines()[:2]
+    assert header.split(",")[-1] == "memory_lora_gib" and float(row.split(",")[-1]) == pytest.approx(lora, abs=1e-4)

@@ -59,6 +59,7 @@ class GpuMemory(Frozen):
 
     total_gib: float
     weights_gib: float
+    lora_gib: float = 0.0  # of weights_gib: LoRA adapter slots' buffers (vLLM logs them inside the weights)
     activation_gib: float
     non_torch_gib: float
     cuda_graph_gib: float

@@ -177,6 +177,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
                                 kv_cache_tokens=mem.kv_cache_tokens,
                                 planned_requests_per_second_per_replica=plain(planned_rate)),
             memory=GpuMemory(total_gib=plain(rank.total_gib), weights_gib=plain(rank.weights_gib),
+                             lora_gib=plain(rank.lora_gib),
                              activation_gib=plain(rank.activation_gib), non_torch_gib=plain(rank.non_torch_gib),
                              cuda_graph_gib=plain(rank.cuda_graph_gib), kv_cache_gib=plain(rank.kv_cache_gib),
                              free_gib=plain(rank.free_after_kv_gib)),

@@ -56,8 +56,14 @@ UNIT_COLUMNS = ("workload_cost_per_request", "workload_cost_per_million_output_t
                 "workload_cost_per_million_input_tokens")
 
 
+# Deployment fields added after the CSV's column order was first published: they go after every older column,
+# so a reader that takes columns by position keeps reading the same ones.
+ADDED_COLUMNS = ("memory_lora_gib",)
+
+
 def _deployment_columns() -> list[str]:
-    """The JSON deployment fields flattened, then the unit economics of the deployment's workload."""
+    """The JSON deployment fields flattened, then the unit economics of the deployment's workload, then the
+    columns added since (ADDED_COLUMNS)."""
     cols: list[str] = []
     for name, field in Deployment.model_fields.items():
         sub = getattr(field.annotation, "model_fields", None)
@@ -65,7 +71,8 @@ def _deployment_columns() -> list[str]:
             cols += [f"{name}_{s}" for s in sub]
         else:
             cols.append(name)
-    return cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS)
+    cols = [c for c in cols if c not in ADDED_COLUMNS]
+    return cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS) + list(ADDED_COLUMNS)
 
 
 def charge_month(plan: Plan) -> dt.date:
