@@ -4,6 +4,7 @@
     +-- InputError (exit 2)          bad user input: unknown model/GPU, invalid flag combination, bad file
     |   +-- UnknownNameError         a name not in a registry, with close matches
     |   +-- ConfigError              a config.json / workload file missing or mistyping a field
+    |   +-- FieldError               a workload field the model refuses, located in the file by the CLI
     +-- InfeasibleError (exit 1)     valid input with no answer (does not fit, SLO unreachable)
         +-- SloUnreachableError      a latency target even a lone request misses: which one, by how much
 
@@ -42,6 +43,16 @@ class InputError(GpuoptError):
 
 class ConfigError(InputError):
     pass
+
+
+class FieldError(InputError):
+    """Values of a workload file that only the model shows to be wrong (a length past its limit, a release
+    that does not implement it, LoRA it cannot take): each problem with its location in the file (("workloads",
+    i, field)), so the command that read the file can name the YAML line (inputs.workload.locate_fields)."""
+
+    def __init__(self, located: Iterable[tuple[tuple[str | int, ...], str]]) -> None:
+        self.located = tuple(located)
+        super().__init__(*(f"{'.'.join(map(str, loc))}: {message}" for loc, message in self.located))
 
 
 class UnknownNameError(InputError):

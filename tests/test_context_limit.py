@@ -114,7 +114,9 @@ workloads:
 """)
     result = CliRunner().invoke(cli, ["solve", str(workload)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "max_model_len 140,000 exceeds the 131,072 tokens" in result.output
+    # located at the field's YAML line (line 8 of the file above)
+    assert result.stderr.startswith(f"error: {workload}:8: workloads.0.max_model_len: 140,000 exceeds the 131,072 "
+                                    "tokens")
 
 
 def test_fit_suggestions_may_use_the_scaled_length_but_never_exceed_it(tmp_path: Path) -> None:

@@ -156,9 +156,12 @@ def test_a_workload_with_lora_reserves_the_slots_and_prints_the_flags(tmp_path) 
 def test_a_workload_lora_the_model_cannot_describe_is_one_error(tmp_path) -> None:
     code, _, err = _solve(tmp_path, "Qwen/Qwen3-Next-80B-A3B-Instruct", "    lora: {max_loras: 2}\n")
     assert code == 2
+    path = tmp_path / "w.yaml"
+    lora_line = path.read_text().splitlines().index("    lora: {max_loras: 2}") + 1
     assert [x for x in err.splitlines() if x.startswith("error:")] == [
-        "error: workload adapters: lora: LoRA buffers of Qwen/Qwen3-Next-80B-A3B-Instruct's linear layers are not "
-        "modelled; plan it without --enable-lora (its adapter memory is then not counted)"]
+        f"error: {path}:{lora_line}: workloads.0.lora: LoRA buffers of Qwen/Qwen3-Next-80B-A3B-Instruct's linear "
+        "layers are not modelled; plan it without --enable-lora (its adapter memory is then not counted) "
+        "(workload adapters)"]
     code, _, err = _solve(tmp_path, QWEN3_4B, "    lora: {max_lora_rank: 12}\n")
     assert code == 2 and "w.yaml:10: workloads.0.lora.max_lora_rank" in err, err
 

@@ -199,8 +199,8 @@ workloads:
 def test_max_model_len_above_the_model_is_exit_2_naming_the_limit(tmp_path):
     result = CliRunner().invoke(cli, ["solve", str(write(tmp_path, 10_000_000))])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert ("error: workload chat: max_model_len 10,000,000 exceeds the 131,072 tokens "
-            "meta-llama/Llama-3.1-8B-Instruct supports") in result.output
+    assert ("workloads.0.max_model_len: 10,000,000 exceeds the 131,072 tokens "
+            "meta-llama/Llama-3.1-8B-Instruct supports") in result.stderr and "(workload chat)" in result.stderr
 
 
 def test_fit_refuses_a_length_above_the_model(tmp_path):

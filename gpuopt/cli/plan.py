@@ -34,6 +34,7 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     Exit codes: 0 a schedule, 1 infeasible, 2 bad input.
     """
     from gpuopt.inputs.capacity import load_capacity_file
+    from gpuopt.inputs.workload import fields_located_in
     from gpuopt.planner.capacity import CapacityOptions, describe, schedule
 
     cf = load_capacity_file(capacity_file)
@@ -48,7 +49,8 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     catalog = open_catalog(overlays, discounts, fx_rates)
     opts = CapacityOptions(region=region, providers=providers, currency=currency, headroom=headroom,
                            vllm_version=vllm_version, max_price_age=max_price_age)
-    with stdout_to_stderr():  # solvers may print to descriptor 1 (HiGHS' banner): keep stdout for results
+    # solvers may print to descriptor 1 (HiGHS' banner): keep stdout for results
+    with stdout_to_stderr(), fields_located_in(capacity_file):
         solved = schedule(cf, catalog, opts)
         result = describe(solved, today().isoformat()).model_copy(update={"profile": profile})
         if result.price_age_errors:

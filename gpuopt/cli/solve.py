@@ -23,7 +23,7 @@ from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.inputs.loader import write_output_file
-from gpuopt.inputs.workload import WorkloadFile, load_workload
+from gpuopt.inputs.workload import WorkloadFile, fields_located_in, load_workload
 from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, CandidatesForm, Plan
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.registry import formats, render_plan
@@ -141,7 +141,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     opts = SolveOptions(region=region, providers=providers, currency=currency, headroom=headroom, top=top,
                         vllm_version=vllm_version, today=today(), max_price_age=max_price_age,
                         candidate_records=fmt == "json" and candidates != "none")
-    with stdout_to_stderr():
+    with stdout_to_stderr(), fields_located_in(workload_file):
         plan, age_errors = plan_workloads(wf, catalog, opts)
         if age_errors:
             raise InputError(*age_errors)

@@ -31,6 +31,8 @@ Errors are reported one per line with the field path and the YAML line, exit cod
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
@@ -46,7 +48,7 @@ from pydantic import (
     model_validator,
 )
 
-from gpuopt.errors import ConfigError, InputError
+from gpuopt.errors import ConfigError, FieldError, InputError
 from gpuopt.inputs.loader import check_input_file, load_yaml
 from gpuopt.vocabulary import (
     CURRENCIES,
@@ -433,6 +435,23 @@ def relative_model_configs(workloads: list[T], path: Path) -> list[T]:
     if problems:
         raise ConfigError(*problems)
     return fixed
+
+
+def locate_fields(path: Path, exc: FieldError) -> ConfigError:
+    """The problems of `exc` as `path:line: workloads.i.field: message` lines, the YAML line read again from
+    the file (the planner that found them had only the parsed workloads)."""
+    _, root = load_yaml(path)
+    return ConfigError(*(f"{path}:{_node_line(root, loc)}: {'.'.join(map(str, loc))}: {message}"
+                         for loc, message in exc.located))
+
+
+@contextmanager
+def fields_located_in(path: Path) -> Iterator[None]:
+    """Inside, a FieldError leaves located in the workload (or capacity) file `path` (locate_fields)."""
+    try:
+        yield
+    except FieldError as exc:
+        raise locate_fields(path, exc) from None
 
 
 def load_workload(path: Path) -> WorkloadFile:

@@ -85,11 +85,13 @@ def rope_cache_positions(arch: ModelArchitecture) -> int:
 
 
 def max_model_len_problem(arch: ModelArchitecture, max_model_len: int, field: str) -> str | None:
-    """One line naming the model's limit when `max_model_len` exceeds it (vLLM would refuse to start)."""
+    """One line naming the model's limit when `max_model_len` exceeds it (vLLM would refuse to start);
+    `field` ("--max-model-len") starts it, unless empty (the caller names the field)."""
     limit = model_max_len(arch)
     if limit is None or max_model_len <= limit:
         return None
     how = (f"{arch.rope_type} rope scaling x{arch.rope_factor:g}"
            if limit != arch.max_position_embeddings and arch.rope_factor else "max_position_embeddings")
-    return (f"{field} {max_model_len:,} exceeds the {limit:,} tokens {arch.hf_id} supports ({how}); "
+    named = f"{field} " if field else ""
+    return (f"{named}{max_model_len:,} exceeds the {limit:,} tokens {arch.hf_id} supports ({how}); "
             f"vLLM refuses to start above it")

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from gpuopt.errors import GpuoptError, InputError, SloUnreachableError
+from gpuopt.errors import FieldError, GpuoptError, InputError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
@@ -157,6 +157,33 @@ def resolve_model(w: Workload) -> ModelArchitecture:
     return resolve_model_id(w.model)
 
 
+def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> list[ModelArchitecture]:
+    """Each workload's model, after every check only the model can make of the workload's fields -- all the
+    workloads' problems at once, each located at its field (FieldError): the model resolves, vLLM
+    `vllm_version` implements its class, max_model_len is within its limit, its class takes the LoRA slots."""
+    archs, problems = [], []
+    for i, w in enumerate(workloads):
+        try:
+            arch = resolve_model(w)
+        except InputError as exc:
+            problems += [(("workloads", i, "model"), f"{p} (workload {w.name})") for p in exc.problems]
+            continue
+        missing = arch.missing_fields()
+        if missing:
+            raise GpuoptError(f"workload {w.name}: model {arch.hf_id} lacks {', '.join(missing)}")
+        if (unserved := release_problem(arch, vllm_version)) is not None:
+            problems.append((("workloads", i, "model"), f"{unserved} (workload {w.name})"))
+        if w.max_model_len is not None and (long := max_model_len_problem(arch, w.max_model_len, "")):
+            problems.append((("workloads", i, "max_model_len"), f"{long} (workload {w.name})"))
+        if w.lora is not None:
+            problems += [(("workloads", i, "lora"), f"{p} (workload {w.name})") for p in
+                         lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank, vllm_version)]
+        archs.append(arch)
+    if problems:
+        raise FieldError(problems)
+    return archs
+
+
 def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
     """Without max_model_len in the workload: twice the mean request, rounded up to a power of two, capped at
     the model's own maximum (vLLM's default is the model maximum, which wastes KV memory for short chats)."""
@@ -253,22 +280,9 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
     to reuse every memory/latency evaluation of the first."""
     out = []
     evaluators = {} if evaluators is None else evaluators
+    archs = checked_models(workloads, policy.vllm_version)
     screened = _screen(catalog, policy)
-    for w in workloads:
-        arch = resolve_model(w)
-        missing = arch.missing_fields()
-        if missing:
-            raise GpuoptError(f"workload {w.name}: model {arch.hf_id} lacks {', '.join(missing)}")
-        if w.max_model_len is not None:
-            problem = max_model_len_problem(arch, w.max_model_len, f"workload {w.name}: max_model_len")
-            if problem:
-                raise InputError(problem)
-        if (unserved := release_problem(arch, policy.vllm_version)) is not None:
-            raise InputError(f"workload {w.name}: model: {unserved}")
-        if w.lora is not None:
-            lora = lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank, policy.vllm_version)
-            if lora:
-                raise InputError(*(f"workload {w.name}: lora: {p}" for p in lora))
+    for w, arch in zip(workloads, archs, strict=True):
         max_len = default_max_model_len(w, arch)
         wc = WorkloadCandidates(workload=w, arch=arch, max_model_len=max_len)
         evaluate = evaluators.setdefault(w.name, Evaluator(w, arch, max_len, policy.vllm_version))
