@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import json
 import textwrap
 from pathlib import Path
 from types import ModuleType
@@ -57,6 +58,14 @@ def test_a_model_whose_class_is_not_known_is_not_checked() -> None:
     assert arch.hf_architecture is None
     assert status(arch, "0.33") is None and release_problem(arch, "0.10.1") is None
     assert lora_embedding_buffers(arch, "0.33")  # counted: the conservative side
+
+
+def test_a_class_no_release_implements_is_left_to_vllms_transformers_backend() -> None:
+    arch = from_hf_dict(_small_config("MyCustomForCausalLM"), "local/custom")
+    assert status(arch, "0.33") == ""  # not registered ...
+    assert release_problem(arch, "0.33") is None  # ... but no release would do better: not refused
+    result = CliRunner().invoke(cli, ["models", "show", "--json", "Qwen/Qwen3.5-9B"])
+    assert json.loads(result.stdout)["vllm_support"] == {"release": "0.33.0", "status": "lora", "problem": None}
 
 
 def test_a_config_json_carries_its_class() -> None:

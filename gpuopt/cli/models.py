@@ -95,6 +95,8 @@ def _support_text(arch: ModelArchitecture) -> str:
     support = _vllm_support(arch)
     code = support["status"]
     word = _SUPPORT_WORDS.get(code, f"no longer implemented (vLLM served it {code})")
+    if code == "" and support["problem"] is None:
+        word = "no release implements it natively; vLLM would try its Transformers backend"
     return f"vLLM class: {arch.hf_architecture} (vLLM {support['release']}: {word})"
 
 

@@ -13,7 +13,9 @@ scanned release, what each class gets there -- read from the wheels by tools/ext
 
 A class that is not registered, or no longer, makes vLLM try its Transformers backend (`model_impl auto`),
 and refuse with "was supported in vLLM until vX" when that fails; either way not the implementation whose
-memory and kernels gpuopt models, so a plan on such a release is refused with the release that would do.
+memory and kernels gpuopt models, so a plan on such a release is refused with the release that would do. A
+class no scanned release implements (custom code) is not refused: the Transformers backend is vLLM's designed
+path for it and no release would do better; gpuopt then models it as a native implementation of its config.
 
 A model's class is known when it was read from a config.json, and for the registry models whose class
 ../shared/data states (gpuopt/data/model_hf_architectures.csv); for the others nothing is checked.
@@ -82,8 +84,11 @@ def release_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | 
     releases, table = _table()
     served = [r for r in releases if table.get(arch.hf_architecture or "", {}).get(r, "") in
               ("no", "lora", "lora+embedding")]
-    when = f" (it is registered from vLLM {served[0]})" if served else " (no scanned release registers it)"
-    return f"vLLM {vllm_version} does not implement {cls}{when}"
+    if not served:
+        # a class no release implements (custom code, or one vLLM never had): the Transformers backend is
+        # vLLM's designed path for it and there is no release to send the user to, so it is not refused
+        return None
+    return f"vLLM {vllm_version} does not implement {cls} (it is registered from vLLM {served[0]})"
 
 
 def lora_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
