@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from click.testing import CliRunner
@@ -118,6 +119,12 @@ def test_server_args_read_lora_as_vllm_does() -> None:
     assert lora_slots(parse_serve_args("--enable-lora --max-loras 8 --max-lora-rank 64")) == (8, 64)
     with pytest.raises(InputError, match="--max-lora-rank must be one of"):
         parse_serve_args("--enable-lora --max-lora-rank 48")
+    assert parse_serve_args("--enable-lora --fully-sharded-loras").fully_sharded_loras is True
+    assert parse_serve_args("--enable-lora --no-fully-sharded-loras").fully_sharded_loras is False
+    from gpuopt.inputs.evidence import server_flags
+
+    assert server_flags("vllm serve m --enable-lora --fully-sharded-loras", "x").fully_sharded_loras is True
+    assert server_flags("vllm serve m --fully-sharded-loras", "x").fully_sharded_loras is None  # LoRA off
 
 
 WORKLOAD = """schema_version: 1
@@ -202,3 +209,71 @@ def test_the_lora_example_plans_the_slots_it_reserves() -> None:
     csv_out = CliRunner().invoke(cli, ["solve", str(example), "--format", "csv"])
     header, row = csv_out.stdout.splitlines()[:2]
     assert header.split(",")[-1] == "memory_lora_gib" and float(row.split(",")[-1]) == pytest.approx(lora, abs=1e-4)
+
+
+def test_fully_sharded_loras_split_column_a_and_row_b_over_the_tp_group() -> None:
+    # Qwen3-4B at TP 2, per layer and unit of rank. Plain: qkv A 3 x 2560 + B 4096/2 + 2 x 1024/2; o_proj A
+    # 4096/2 + B 2560; gate_up A 2 x 2560 + B 2 x 9728/2; down A 9728/2 + B 2560 = 37,632. Fully sharded halves
+    # the column layers' A (7,680 -> 3,840; 5,120 -> 2,560) and the row layers' B (2,560 -> 1,280 twice): 28,672.
+    # The LM head, the embedding and the tied head stay whole: 3 x (151,936 + 2,560).
+    arch = get_model(QWEN3_4B)
+    whole = 3 * (151_936 + 2_560)
+    plain = lora_bytes(arch, 2, range(36), True, True, 1, False, "0.27.1", 1, 16, 2.0)
+    sharded = lora_bytes(arch, 2, range(36), True, True, 1, False, "0.27.1", 1, 16, 2.0, fully_sharded=True)
+    assert plain == (36 * 37_632 + whole) * 16 * 2 == 58_183_680
+    assert sharded == (36 * 28_672 + whole) * 16 * 2 == 47_861_760
+    # alone on one GPU there is nothing to split
+    assert lora_bytes(arch, 1, range(36), True, True, 1, False, "0.27.1", 1, 16, 2.0, fully_sharded=True) == \
+        lora_bytes(arch, 1, range(36), True, True, 1, False, "0.27.1", 1, 16, 2.0)
+
+
+def test_fully_sharded_moe_loras_split_w13_a_and_w2_b_over_the_expert_shards() -> None:
+    # Qwen3-30B-A3B at TP 4 (48 layers, h 2048, 128 experts of 768 sliced 4 ways: 192). Per layer and unit of
+    # rank the experts hold 128 x (2 x 2048 + 2 x 192 + 192 + 2048) = 860,160 plain and
+    # 128 x (2 x 2048/4 + 2 x 192 + 192 + 2048/4) = 270,336 fully sharded; attention sheds qkv A 3 x 2048 x 3/4
+    # = 4,608 and o_proj B 2048 x 3/4 = 1,536: 595,968 a layer, x 48 x 16 x 2 B for one slot of rank 16
+    arch = get_model("Qwen/Qwen3-30B-A3B")
+    plain = lora_bytes(arch, 4, range(48), True, True, 4, False, "0.27.1", 1, 16, 2.0)
+    sharded = lora_bytes(arch, 4, range(48), True, True, 4, False, "0.27.1", 1, 16, 2.0, fully_sharded=True)
+    assert plain - sharded == 48 * 595_968 * 16 * 2 == 915_406_848
+
+
+@given(tp=st.sampled_from([1, 2, 4, 8]), rank=st.sampled_from([8, 16, 64, 256]), slots=st.integers(1, 32))
+@settings(max_examples=40, deadline=None)
+def test_fully_sharded_never_takes_more_and_scales_with_the_slots(tp: int, rank: int, slots: int) -> None:
+    arch = get_model(QWEN3_4B)
+    one = lora_bytes(arch, tp, range(36), True, True, 1, False, "0.33", 1, rank, 2.0, fully_sharded=True)
+    assert one <= lora_bytes(arch, tp, range(36), True, True, 1, False, "0.33", 1, rank, 2.0)
+    assert lora_bytes(arch, tp, range(36), True, True, 1, False, "0.33", slots, rank, 2.0,
+                      fully_sharded=True) == pytest.approx(slots * one, rel=1e-12)
+
+
+def test_what_vllm_refuses_with_moe_lora_is_refused() -> None:
+    arch, h100 = get_model("Qwen/Qwen3-30B-A3B"), get_gpu("H100-SXM-80GB")
+    ep = ServingConfig(tensor_parallel=4, expert_parallel=True, max_model_len=8192, max_loras=1, max_lora_rank=16)
+    with pytest.raises(InputError, match="EP support for Fused MoE LoRA is not implemented yet"):
+        estimate(arch, h100, replace(ep, vllm_version="0.19"))
+    assert estimate(arch, h100, replace(ep, vllm_version="0.21")).fits  # allowed from 0.21 ...
+    with pytest.raises(InputError, match="takes one or the other"):  # ... but not fully sharded as well
+        estimate(arch, h100, replace(ep, vllm_version="0.21", fully_sharded_loras=True))
+    with pytest.raises(InputError, match="--max-lora-rank 8 does not divide by 16"):
+        estimate(arch, h100, ServingConfig(tensor_parallel=8, data_parallel=2, max_model_len=8192, max_loras=1,
+                                           max_lora_rank=8, fully_sharded_loras=True))
+
+
+def test_a_workload_asks_for_fully_sharded_slots_and_its_command_carries_the_flag(tmp_path) -> None:
+    code, plan, _ = _solve(tmp_path, "Qwen/Qwen3-32B",
+                           "    lora: {max_loras: 4, max_lora_rank: 64, fully_sharded: true}\n")
+    assert code == 0
+    assert plan["deployments"][0]["vllm_command"].endswith(
+        "--enable-lora --max-loras 4 --max-lora-rank 64 --fully-sharded-loras")
+
+
+def test_fit_reads_fully_sharded_loras_only_with_enable_lora() -> None:
+    result = CliRunner().invoke(cli, ["fit", "--model", QWEN3_4B, "--gpu", "L4-24GB", "--fully-sharded-loras"])
+    assert result.exit_code == 2 and "need --enable-lora" in result.stderr
+    result = CliRunner().invoke(cli, ["fit", "--model", QWEN3_4B, "--gpu", "L4-24GB", "--tp", "2",
+                                      "--max-model-len", "8192", "--enable-lora", "--fully-sharded-loras", "--json"])
+    out = json.loads(result.stdout)
+    assert out["fully_sharded_loras"] is True
+    assert out["lora_gib"] == pytest.approx(47_861_760 / GIB, abs=1e-4)  # the hand count above (one slot, r 16)

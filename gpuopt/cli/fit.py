@@ -66,6 +66,8 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
               help="vLLM's --enable-lora: adapter slots' buffers are allocated at load time and counted.")
 @click.option("--max-loras", type=int, help="Adapter slots with --enable-lora (vLLM's default: 1).")
 @click.option("--max-lora-rank", type=int, help="Largest adapter rank with --enable-lora (vLLM's default: 16).")
+@click.option("--fully-sharded-loras", is_flag=True,
+              help="vLLM's --fully-sharded-loras: adapters' A and B also split over the TP GPUs (less memory).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @profile_option
 def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, dp: int,
@@ -75,7 +77,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
         tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, language_model_only: bool,
-        enable_lora: bool, max_loras: int | None, max_lora_rank: int | None,
+        enable_lora: bool, max_loras: int | None, max_lora_rank: int | None, fully_sharded_loras: bool,
         as_json: bool, profile_path: Path | None) -> None:
     """Check that a model fits on a GPU under vLLM and report its KV-cache capacity; with --input-tokens and
     --output-tokens also predict TTFT, TPOT and throughput (at --concurrency or --request-rate).
@@ -97,8 +99,9 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         problems.extend(exc.problems)
     problems += _latency_problems(input_tokens, output_tokens, concurrency, request_rate, ttft_slo_ms, tpot_slo_ms,
                                   max_model_len)
-    if not enable_lora and (max_loras is not None or max_lora_rank is not None):
-        problems.append("--max-loras/--max-lora-rank need --enable-lora (vLLM ignores them without it)")
+    if not enable_lora and (max_loras is not None or max_lora_rank is not None or fully_sharded_loras):
+        problems.append("--max-loras/--max-lora-rank/--fully-sharded-loras need --enable-lora (vLLM ignores them "
+                        "without it)")
     if max_loras is not None and max_loras < 1:
         problems.append(f"--max-loras must be >= 1 (got {max_loras})")
         # with no slot the memory model never sees the rank, so it is checked here
@@ -115,7 +118,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         enforce_eager=enforce_eager, language_model_only=language_model_only, data_parallel=dp,
                         expert_parallel=enable_expert_parallel,
                         max_loras=(1 if max_loras is None else max_loras) if enable_lora else 0,
-                        max_lora_rank=16 if max_lora_rank is None else max_lora_rank)
+                        max_lora_rank=16 if max_lora_rank is None else max_lora_rank,
+                        fully_sharded_loras=fully_sharded_loras and enable_lora)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

@@ -243,6 +243,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         expert_parallel=ep, performance_mode=performance_mode(args.performance_mode),
                         chunked_prefill=args.chunked_prefill is not False,
                         max_loras=slots, max_lora_rank=rank,
+                        fully_sharded_loras=bool(slots and args.fully_sharded_loras),
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     if args.enable_lora:
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "

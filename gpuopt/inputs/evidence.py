@@ -47,6 +47,7 @@ class ServerConfig:
     performance_mode: str | None = None  # `--performance-mode` (None: balanced)
     max_loras: int | None = None  # LoRA adapter slots with `--enable-lora` (None: LoRA off)
     max_lora_rank: int | None = None
+    fully_sharded_loras: bool | None = None  # `--fully-sharded-loras` with `--enable-lora`
 
     def merged(self, other: ServerConfig) -> ServerConfig:
         """This configuration with its gaps filled from `other`."""
@@ -106,7 +107,8 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
                         gpu_memory_utilization=args.gpu_memory_utilization, kv_cache_dtype=args.kv_cache_dtype,
                         enable_prefix_caching=args.enable_prefix_caching, async_scheduling=args.async_scheduling,
                         chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode,
-                        max_loras=slots or None, max_lora_rank=rank if slots else None)
+                        max_loras=slots or None, max_lora_rank=rank if slots else None,
+                        fully_sharded_loras=bool(args.fully_sharded_loras) if slots else None)
 
 
 def sidecar(path: Path) -> ServerConfig:

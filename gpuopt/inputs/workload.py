@@ -170,6 +170,9 @@ class Lora(Strict):
     max_loras: int = Field(default=1, ge=1, le=1024, description="Adapter slots (vLLM --max-loras)")
     max_lora_rank: Literal[1, 8, 16, 32, 64, 128, 256, 320, 512] = Field(
         default=16, description="Largest adapter rank (vLLM --max-lora-rank)")
+    fully_sharded: bool = Field(
+        default=False, description="vLLM --fully-sharded-loras: each adapter's A (column-parallel layers) and B "
+                                   "(row-parallel) split over the tensor-parallel GPUs; the rank must divide by TP")
 
 
 class ModelConfigRef(Strict):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from gpuopt.errors import InputError
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.vllm_profile import release_key
+from gpuopt.physics.vllm_profile import profiles, release_key
 from gpuopt.physics.vllm_support import lora_embedding_buffers, lora_problem
 
 # vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.12.0-0.27.1; 0.11 accepts the same without 1)
@@ -53,8 +53,14 @@ def rank_problem(rank: int) -> str | None:
             "accepts only these")
 
 
-def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_version: str | None) -> list[str]:
-    """Why these LoRA settings cannot be modelled for this model on this release (empty when they can)."""
+def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_version: str | None, *,
+                  tp: int = 1, data_parallel: int = 1, expert_parallel: bool = False,
+                  fully_sharded: bool = False) -> list[str]:
+    """Why these LoRA settings cannot be modelled for this model on this release (empty when they can),
+    including what vLLM itself refuses (read in the wheels' vllm/lora/layers/fused_moe.py):
+    expert parallelism with MoE LoRA from 0.12 to 0.20 ("EP support for Fused MoE LoRA is not implemented
+    yet"), and from 0.21 together with --fully-sharded-loras; a rank the fully sharded buffers cannot split
+    over the GPUs (`divide` asserts)."""
     if not max_loras:
         return []
     problems = []
@@ -70,75 +76,100 @@ def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_versi
     if other:
         problems.append(f"LoRA buffers of {arch.hf_id}'s {', '.join(other)} layers are not modelled; "
                         "plan it without --enable-lora (its adapter memory is then not counted)")
+    version = vllm_version or profiles()[-1].version
+    release = release_key(version)
+    if arch.is_moe and expert_parallel and (0, 12) <= release < (0, 21):
+        problems.append(f"vLLM {version} refuses LoRA on {arch.hf_id}'s experts with --enable-expert-parallel "
+                        "('EP support for Fused MoE LoRA is not implemented yet'; lifted in 0.21): drop one")
+    if fully_sharded:
+        if arch.is_moe and expert_parallel and release >= (0, 21):
+            problems.append("--fully-sharded-loras with --enable-expert-parallel: vLLM's MoE LoRA takes one or the "
+                            "other ('Disable one of them')")
+        shards = tp * (data_parallel if arch.is_moe and not expert_parallel else 1)
+        if rank % shards:
+            problems.append(f"--fully-sharded-loras splits each adapter's rank over {shards} GPUs: --max-lora-rank "
+                            f"{rank} does not divide by {shards} (vLLM's divide() asserts)")
     return problems
 
 
-def _column(inputs: int, outputs: list[int], tp: int) -> int:
-    return len(outputs) * inputs + sum(outputs) // tp
+def _column(inputs: int, outputs: list[int], tp: int, sharded: bool = False) -> float:
+    """Elements per unit of rank of a column-parallel layer's A (one per output slice) and B on one GPU;
+    --fully-sharded-loras splits A's rank over the TP group too (S-LoRA)."""
+    return len(outputs) * inputs / (tp if sharded else 1) + sum(outputs) // tp
 
 
-def _row(inputs: int, output: int, tp: int) -> int:
-    return inputs // tp + output
+def _row(inputs: int, output: int, tp: int, sharded: bool = False) -> float:
+    """The same for a row-parallel layer; --fully-sharded-loras splits B's output over the TP group."""
+    return inputs // tp + output / (tp if sharded else 1)
 
 
 def lora_bytes(arch: ModelArchitecture, tp: int, layers: range, first: bool, last: bool, expert_shards: float,
-               expert_parallel: bool, vllm_version: str, max_loras: int, rank: int, dtype_bytes: float) -> float:
+               expert_parallel: bool, vllm_version: str, max_loras: int, rank: int, dtype_bytes: float,
+               fully_sharded: bool = False) -> float:
     """Bytes of the LoRA buffers on one GPU of a stage: max_loras x (rank x the A and B elements of a
     rank-1 slot + the rank-free extra-vocabulary rows) x the model dtype's bytes. 0 when LoRA is off.
 
     `expert_shards`: GPUs the routed experts are spread over (ResolvedConfig.moe_shards); with expert
     parallelism a GPU holds whole experts (E / shards of them, the first GPU the remainder), without it
-    every expert sliced."""
+    every expert sliced. `fully_sharded`: vLLM's --fully-sharded-loras."""
     if not max_loras:
         return 0.0
-    problems = lora_problems(arch, max_loras, rank, vllm_version)
+    problems = lora_problems(arch, max_loras, rank, vllm_version, tp=tp, expert_parallel=expert_parallel,
+                             fully_sharded=fully_sharded)
     if problems:
         raise InputError(*problems)
-    per_rank, fixed = _slot_elements(arch, tp, layers, first, last, expert_shards, expert_parallel, vllm_version)
+    per_rank, fixed = _slot_elements(arch, tp, layers, first, last, expert_shards, expert_parallel, vllm_version,
+                                     fully_sharded)
     return max_loras * (rank * per_rank + fixed) * dtype_bytes
 
 
 def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool, last: bool,
-                   expert_shards: float, expert_parallel: bool, vllm_version: str) -> tuple[int, int]:
-    """(elements per unit of rank, rank-free elements) of one slot on one GPU of a stage."""
+                   expert_shards: float, expert_parallel: bool, vllm_version: str,
+                   sharded: bool = False) -> tuple[float, int]:
+    """(elements per unit of rank, rank-free elements) of one slot on one GPU of a stage. `sharded`
+    (--fully-sharded-loras): column-parallel A and row-parallel B split over the TP group, and in the
+    experts w13's A and w2's B over the expert shards (replicated layers, the LM head and the embedding
+    stay whole)."""
     release = release_key(vllm_version)
     h = arch.hidden_size
     nh, hd = arch.num_attention_heads, arch.attn_head_dim
     slices = 2 if arch.mlp_kind == "gated" else 1  # gate_up (w13) or up (w1)
     kinds = arch.layer_kinds()
-    total = 0
+    total = 0.0
     for index in layers:
         if arch.is_mla:
             rope, nope = arch.qk_rope_head_dim or 0, arch.qk_nope_head_dim or 0
             vhd, kvr = arch.v_head_dim or hd, arch.kv_lora_rank or 0
             if arch.q_lora_rank:
                 total += h + arch.q_lora_rank  # q_a_proj (replicated)
-                total += _column(arch.q_lora_rank, [nh * (nope + rope)], tp)
+                total += _column(arch.q_lora_rank, [nh * (nope + rope)], tp, sharded)
             else:
-                total += _column(h, [nh * (nope + rope)], tp)
+                total += _column(h, [nh * (nope + rope)], tp, sharded)
             total += h + kvr + rope  # kv_a_proj_with_mqa (replicated)
-            total += _column(kvr, [nh * (nope + vhd)], tp) + _row(nh * vhd, h, tp)
+            total += _column(kvr, [nh * (nope + vhd)], tp, sharded) + _row(nh * vhd, h, tp, sharded)
         elif kinds[index] != "ffn":
             q, kv = nh * hd, arch.num_key_value_heads * hd
             kv_rank = max(kv // tp, hd)  # KV heads replicated once TP exceeds them
-            total += 3 * h + (q * (2 if arch.attn_output_gate else 1)) // tp + 2 * kv_rank  # qkv_proj
-            total += _row(q, h, tp)  # o_proj
+            a_inputs = 3 * h / (tp if sharded else 1)  # one A per q, k, v slice
+            total += a_inputs + (q * (2 if arch.attn_output_gate else 1)) // tp + 2 * kv_rank  # qkv_proj
+            total += _row(q, h, tp, sharded)  # o_proj
         if arch.block_per_layer and kinds[index] != "ffn":
             continue
         if arch.is_dense_layer(index):
             inter = arch.intermediate_size or 0
-            total += _column(h, [inter] * slices, tp) + _row(inter, h, tp)
+            total += _column(h, [inter] * slices, tp, sharded) + _row(inter, h, tp, sharded)
             continue
         if arch.shared_expert_intermediate_size:
             si = arch.shared_expert_intermediate_size
-            total += _column(h, [si] * slices, tp) + _row(si, h, tp)
+            total += _column(h, [si] * slices, tp, sharded) + _row(si, h, tp, sharded)
         if release >= (0, 12):
             experts, mi = arch.num_experts or 0, arch.moe_intermediate_size or 0
             if expert_parallel:
                 local, inter = -(-experts // int(expert_shards)), mi
             else:
                 local, inter = experts, int(mi // expert_shards)
-            total += local * (slices * h + slices * inter + inter + h)
+            split = expert_shards if sharded else 1  # w13 A's rank and w2 B's hidden, fully sharded
+            total += local * (slices * h / split + slices * inter + inter + h / split)
     vocab = arch.vocab
     if last:
         total += h + vocab  # LM head (logits processor)

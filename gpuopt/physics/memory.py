@@ -85,6 +85,8 @@ class ServingConfig:
     # load time (physics/lora.py); 0 slots: LoRA off
     max_loras: int = 0
     max_lora_rank: int = 16
+    # `--fully-sharded-loras`: A of column-parallel and B of row-parallel layers split over the TP group too
+    fully_sharded_loras: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ class ResolvedConfig:
     expert_parallel: bool = False
     max_loras: int = 0
     max_lora_rank: int = 16
+    fully_sharded_loras: bool = False
 
     @property
     def gpus(self) -> int:
@@ -268,7 +271,9 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
             problems.append(f"{name} must be positive (got {value})")
     if (unserved := release_problem(arch, cfg.vllm_version)) is not None:
         problems.append(unserved)
-    return problems + lora_problems(arch, cfg.max_loras, cfg.max_lora_rank, cfg.vllm_version)
+    return problems + lora_problems(arch, cfg.max_loras, cfg.max_lora_rank, cfg.vllm_version,
+                                    tp=max(tp, 1), data_parallel=max(cfg.data_parallel, 1),
+                                    expert_parallel=cfg.expert_parallel, fully_sharded=cfg.fully_sharded_loras)
 
 
 def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[ResolvedConfig, VllmProfile]:
@@ -298,6 +303,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         expert_parallel=cfg.expert_parallel,
         max_loras=cfg.max_loras,
         max_lora_rank=cfg.max_lora_rank,
+        fully_sharded_loras=cfg.fully_sharded_loras,
     )
     return resolved, profile
 
@@ -606,7 +612,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                           expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
                           expert_shards=held) / GIB
         lora = lora_bytes(arch, tp, layers, first, last, shards, cfg.expert_parallel, cfg.vllm_version,
-                          cfg.max_loras, cfg.max_lora_rank, act_b) / GIB
+                          cfg.max_loras, cfg.max_lora_rank, act_b, cfg.fully_sharded_loras) / GIB
         w += lora
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)

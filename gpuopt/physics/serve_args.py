@@ -43,6 +43,8 @@ _BOOL_FLAGS = {
     "no-enable-expert-parallel": ("enable_expert_parallel", False),
     "enable-lora": ("enable_lora", True),
     "no-enable-lora": ("enable_lora", False),
+    "fully-sharded-loras": ("fully_sharded_loras", True),
+    "no-fully-sharded-loras": ("fully_sharded_loras", False),
 }
 
 
@@ -70,6 +72,7 @@ class ServeArgs:
     enable_lora: bool | None = None  # `--enable-lora`: adapter slots' buffers are allocated (physics/lora.py)
     max_loras: int | None = None  # slots (vLLM's default 1); read only with --enable-lora
     max_lora_rank: int | None = None  # vLLM's default 16
+    fully_sharded_loras: bool | None = None  # `--fully-sharded-loras`: A / B split over the TP group too
     not_modelled: tuple[str, ...] = field(default=())
 
 

@@ -127,7 +127,8 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
                          max_num_batched_tokens=c.max_num_batched_tokens, vllm_version=c.vllm_version,
                          performance_mode=performance_mode(c.performance_mode),
                          chunked_prefill=c.chunked_prefill is not False,
-                         max_loras=c.max_loras or 0, max_lora_rank=c.max_lora_rank or 16)
+                         max_loras=c.max_loras or 0, max_lora_rank=c.max_lora_rank or 16,
+                         fully_sharded_loras=bool(c.fully_sharded_loras))
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:

@@ -177,7 +177,8 @@ def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> l
             problems.append((("workloads", i, "max_model_len"), f"{long} (workload {w.name})"))
         if w.lora is not None:
             problems += [(("workloads", i, "lora"), f"{p} (workload {w.name})") for p in
-                         lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank, vllm_version)]
+                         lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank, vllm_version,
+                                       fully_sharded=w.lora.fully_sharded)]
         archs.append(arch)
     if problems:
         raise FieldError(problems)
@@ -244,7 +245,10 @@ class Evaluator:
                             max_model_len=self.max_model_len, vllm_version=self.vllm_version,
                             interconnect=shape.interconnect,
                             max_loras=self.w.lora.max_loras if self.w.lora else 0,
-                            max_lora_rank=self.w.lora.max_lora_rank if self.w.lora else 16)
+                            max_lora_rank=self.w.lora.max_lora_rank if self.w.lora else 16,
+                            fully_sharded_loras=self.w.lora.fully_sharded if self.w.lora else False)
+        if refused := validate(self.arch, cfg):  # e.g. a fully sharded rank this TP does not divide
+            return Evaluation(False, f"vLLM refuses this shape: {'; '.join(refused)}", "fit")
         mem = estimate(self.arch, gpu, cfg)
         if not mem.fits:
             return Evaluation(False, f"does not fit: {mem.reason}", "fit", memory=mem,

@@ -98,6 +98,8 @@ def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node:
               "--gpu-memory-utilization", f"{cfg.gpu_memory_utilization:g}"]
     if cfg.max_loras:
         flags += ["--enable-lora", "--max-loras", str(cfg.max_loras), "--max-lora-rank", str(cfg.max_lora_rank)]
+        if cfg.fully_sharded_loras:
+            flags.append("--fully-sharded-loras")
     base = ["vllm", "serve", repo, *flags]
     nodes = 1 if not gpus_per_node else math.ceil(gpus / gpus_per_node)
     if nodes == 1:  # one line (a CSV cell, a copy-paste), the provenance as a trailing comment

@@ -32,6 +32,7 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "block_size": cfg.block_size,
         "max_loras": cfg.max_loras,
         "max_lora_rank": cfg.max_lora_rank if cfg.max_loras else None,
+        "fully_sharded_loras": bool(cfg.max_loras) and cfg.fully_sharded_loras,
         "budget_gib": plain(rank.budget_gib),
         "weights_gib": plain(rank.weights_gib),
         "lora_gib": plain(rank.lora_gib),
@@ -76,7 +77,8 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         f"= {rank.budget_gib:.2f} GiB",
         f"Model loading took {rank.weights_gib:.2f} GiB memory"
         + (f" (of which LoRA buffers {rank.lora_gib:.2f} GiB: {cfg.max_loras} slot{'s' if cfg.max_loras > 1 else ''}"
-           f" of rank {cfg.max_lora_rank})" if cfg.max_loras else ""),
+           f" of rank {cfg.max_lora_rank}{', fully sharded' if cfg.fully_sharded_loras else ''})"
+           if cfg.max_loras else ""),
         f"torch peak memory increase (activation): {rank.activation_gib:.2f} GiB "
         f"(max_num_batched_tokens={cfg.max_num_batched_tokens}, max_num_seqs={cfg.max_num_seqs})",
         f"non-torch forward increase memory: {rank.non_torch_gib:.2f} GiB",
