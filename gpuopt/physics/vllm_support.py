@@ -38,6 +38,7 @@ def _table() -> tuple[tuple[str, ...], dict[str, dict[str, str]]]:
     return releases, {r["architecture"]: {v: r[v] for v in releases} for r in rows}
 
 
+@cache
 def scanned_release(vllm_version: str) -> str:
     """The newest scanned release not newer than `vllm_version` (the oldest scanned for older ones): the
     registry does not change within a minor release in the scanned rows, so 0.19 reads 0.19.0."""
