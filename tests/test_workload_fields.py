@@ -65,3 +65,12 @@ def test_without_a_file_the_problems_name_their_field_paths() -> None:
     assert [loc for loc, _ in caught.value.located] == [("workloads", 1, "model")]
     assert caught.value.problems[0].startswith("workloads.1.model: vLLM 0.33 no longer implements")
     assert [a.hf_id for a in checked_models(workloads[:1], "0.33")] == ["Qwen/Qwen3-8B"]
+
+
+def test_an_incomplete_registry_model_is_a_located_problem_too(tmp_path: Path) -> None:
+    path = tmp_path / "w.yaml"
+    path.write_text(TWO_BAD.replace("meta-llama/Llama-3.1-8B-Instruct", "ibm-granite/granite-vision-3.3-2b"))
+    result = CliRunner().invoke(cli, ["solve", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[0] == (f"error: {path}:4: workloads.0.model: model "
+                                            "ibm-granite/granite-vision-3.3-2b lacks vocab_size (workload long)")

@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from gpuopt.errors import FieldError, GpuoptError, InputError, SloUnreachableError
+from gpuopt.errors import FieldError, InputError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
@@ -168,9 +168,10 @@ def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> l
         except InputError as exc:
             problems += [(("workloads", i, "model"), f"{p} (workload {w.name})") for p in exc.problems]
             continue
-        missing = arch.missing_fields()
-        if missing:
-            raise GpuoptError(f"workload {w.name}: model {arch.hf_id} lacks {', '.join(missing)}")
+        if missing := arch.missing_fields():
+            problems.append((("workloads", i, "model"),
+                             f"model {arch.hf_id} lacks {', '.join(missing)} (workload {w.name})"))
+            continue
         if (unserved := release_problem(arch, vllm_version)) is not None:
             problems.append((("workloads", i, "model"), f"{unserved} (workload {w.name})"))
         if w.max_model_len is not None and (long := max_model_len_problem(arch, w.max_model_len, "")):
