@@ -61,6 +61,7 @@ class ObservedRow:
     kv_tokens: int | None
     cuda_graph_gib: float | None
     note: str
+    total_gib: float | None = None  # the GPU memory the log itself reports, where it states one
 
 
 def _f(value: str) -> float | None:
@@ -179,7 +180,8 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 line=line, model=model, gpu=gpu, config=cfg, weights_gib=_f(raw["logged_weights_gib"]),
                 activation_gib=_f(raw["logged_activation_peak_gib"]), non_torch_gib=_f(raw["logged_non_torch_gib"]),
                 kv_gib=_f(raw["logged_kv_cache_gib"]), kv_tokens=int(tokens) if tokens else None,
-                cuda_graph_gib=_f(raw["logged_cuda_graph_gib"]), note=raw["model"]))
+                cuda_graph_gib=_f(raw["logged_cuda_graph_gib"]), note=raw["model"],
+                total_gib=_f(raw["logged_total_gpu_mem_gib"])))
     return rows, skipped
 
 
