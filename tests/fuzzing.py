@@ -395,7 +395,8 @@ SERVER_FLAGS = ("--max-num-seqs 8", "--max-num-batched-tokens 16", "--no-enable-
                 "--block-size 32", "--performance-mode throughput", "--performance-mode fast", "--kv-cache-dtype fp8",
                 "--kv-cache-dtype bf16", "--async-scheduling", "--no-async-scheduling", "--data-parallel-size 2",
                 "--enable-expert-parallel", "--max-model-len 512", "--gpu-memory-utilization 0.3", "--tp 2",
-                "--attention-backend FLASHINFER", "--max-num-seqs 'x", "--max-num-seqs", "serve", "--dp=0")
+                "--attention-backend FLASHINFER", "--max-num-seqs 'x", "--max-num-seqs", "serve", "--dp=0",
+                "--enable-lora", "--max-loras 3", "--max-lora-rank 1", "--max-lora-rank 7", "--fully-sharded-loras")
 """Pieces of `vllm serve` flag strings for `simulate --server-args`: honoured, refused and not modelled ones."""
 
 FLAGS_NOT_FUZZED = frozenset({"help", "output", "overlays", "fx_rates", "version", "debug"})
