@@ -87,9 +87,13 @@ def test_lora_bytes_grow_linearly_with_slots_and_never_shrink_with_rank(slots: i
 
 
 def test_layers_the_module_does_not_describe_are_refused_by_name() -> None:
+    with pytest.raises(InputError, match="mamba layers are not modelled"):
+        lora_bytes(get_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), 1, range(52), True, True, 1, False,
+                   "0.27", 1, 16, 2.0)
+    # a Gated DeltaNet model whose class is unknown: which projection layout vLLM uses is not known either
+    unknown = get_model("Qwen/Qwen3-Next-80B-A3B-Instruct").model_copy(update={"hf_architecture": None})
     with pytest.raises(InputError, match="linear layers are not modelled"):
-        lora_bytes(get_model("Qwen/Qwen3-Next-80B-A3B-Instruct"), 1, range(48), True, True, 1, False, "0.27",
-                   1, 16, 2.0)
+        lora_bytes(unknown, 1, range(48), True, True, 1, False, "0.27", 1, 16, 2.0)
     with pytest.raises(InputError, match="DSA indexer"):
         estimate(get_model("deepseek-ai/DeepSeek-V3.2"), get_gpu("H200-141GB"),
                  ServingConfig(tensor_parallel=8, max_loras=1))
@@ -161,12 +165,13 @@ def test_a_workload_with_lora_reserves_the_slots_and_prints_the_flags(tmp_path) 
 
 
 def test_a_workload_lora_the_model_cannot_describe_is_one_error(tmp_path) -> None:
-    code, _, err = _solve(tmp_path, "Qwen/Qwen3-Next-80B-A3B-Instruct", "    lora: {max_loras: 2}\n")
+    nemotron = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+    code, _, err = _solve(tmp_path, nemotron, "    lora: {max_loras: 2}\n")
     assert code == 2
     path = tmp_path / "w.yaml"
     lora_line = path.read_text().splitlines().index("    lora: {max_loras: 2}") + 1
     assert [x for x in err.splitlines() if x.startswith("error:")] == [
-        f"error: {path}:{lora_line}: workloads.0.lora: LoRA buffers of Qwen/Qwen3-Next-80B-A3B-Instruct's linear "
+        f"error: {path}:{lora_line}: workloads.0.lora: LoRA buffers of {nemotron}'s mamba "
         "layers are not modelled; plan it without --enable-lora (its adapter memory is then not counted) "
         "(workload adapters)"]
     code, _, err = _solve(tmp_path, QWEN3_4B, "    lora: {max_lora_rank: 12}\n")
@@ -277,3 +282,24 @@ def test_fit_reads_fully_sharded_loras_only_with_enable_lora() -> None:
     out = json.loads(result.stdout)
     assert out["fully_sharded_loras"] is True
     assert out["lora_gib"] == pytest.approx(47_861_760 / GIB, abs=1e-4)  # the hand count above (one slot, r 16)
+
+
+def test_gated_deltanet_layers_wrap_every_projection_as_vllm_lays_them_out() -> None:
+    # Qwen3.5-9B layer 0 (Gated DeltaNet; h 4096, 16 key heads and 32 value heads of 128: k 2048, v 4096,
+    # conv kernel 4), per unit of rank at TP 1. Qwen3.5 splits the projections: in_proj_qkvz A 4 x 4096 +
+    # B 2 x 2048 + 2 x 4096 = 28,672; in_proj_ba A 2 x 4096 + B 2 x 32 = 8,256; conv1d A 4 + B 8,192 = 8,196;
+    # out_proj A 4096 + B 4096 = 8,192 -> 53,316; its gated MLP (12,288): 2 x 4096 + 24,576 + 12,288 + 4096
+    gdn, mlp = 53_316, 49_152
+    arch = get_model("Qwen/Qwen3.5-9B")
+    assert arch.layer_kinds()[0] == "linear"
+    assert lora_bytes(arch, 1, range(1), False, False, 1, False, "0.33", 1, 1, 2.0) == (gdn + mlp) * 2
+    # Qwen3-Next (h 2048, same mixer geometry) fuses each input projection into one output: one A apiece:
+    # qkvz 2048 + 12,288, ba 2048 + 64, conv1d 4 + 8,192, out_proj 4096 + 2048 = 30,788; plus 512 experts of
+    # 512 (2 x 2048 + 2 x 512 + 512 + 2048 = 7,680 each) and the shared expert of 512 (7,680)
+    nxt = get_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
+    assert lora_bytes(nxt, 1, range(1), False, False, 1, False, "0.33", 1, 1, 2.0) == \
+        (30_788 + 512 * 7_680 + 7_680) * 2
+    # at TP 2 the column layers' B and out_proj's A halve: qkvz 2048 + 6,144, ba 2048 + 32, conv1d 4 + 4,096,
+    # out_proj 2048 + 2048 = 18,468; experts sliced 2 ways (256 each): 512 x 6,912; shared expert 6,912
+    tp2 = lora_bytes(nxt, 2, range(1), False, False, 2, False, "0.33", 1, 1, 2.0) / 2
+    assert tp2 == 18_468 + 512 * 6_912 + 6_912

@@ -25,8 +25,11 @@ Per slot and per GPU, with r the rank, h the hidden size and TP t (no `--fully-s
 Up to v0.11 the LM head also kept 256 extra-vocabulary rows of h per slot (lora_extra_vocab_size, removed in
 v0.12).
 
-The buffers on LoRA's own layers for linear-attention and Mamba mixers are not described here: such models
-raise an error naming the layer kind rather than a number that is not known to be right. The activation
+Gated DeltaNet layers (Qwen3-Next, Qwen3.5) are described (`_gdn`: vLLM wraps every linear layer of the
+mixer, in the projection layout each model uses); Mamba-2 mixers, lightning attention and the DSA indexer are
+not: such models raise an error naming the layer kind rather than a number that is not known to be right.
+Router gates are not counted ((hidden + experts) x r a MoE layer where vLLM wraps them: ~0.2 % of a MoE
+slot). The activation
 peak and CUDA-graph memory LoRA adds (dummy adapters in the profiling run, graphs captured with LoRA) are
 not modelled either; on the one published start-up set (Qwen3-4B on an RTX 4090, vLLM 0.27.1, rank 16) the
 slot cost this module gives is within 2.5 % of the logged growth from 1 to 64 slots.
@@ -70,7 +73,8 @@ def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_versi
         problems.append(f"--max-loras must be >= 1 (got {max_loras})")
     if (bad_rank := rank_problem(rank)) is not None:
         problems.append(bad_rank)
-    other: list[str] = sorted(set(arch.layer_kinds()) - _MIXERS_DESCRIBED)
+    described = _MIXERS_DESCRIBED | ({"linear"} if gdn_layout(arch) is not None else set())
+    other: list[str] = sorted(set(arch.layer_kinds()) - described)
     if arch.index_n_heads:
         other.append("DSA indexer")
     if other:
@@ -90,6 +94,37 @@ def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_versi
             problems.append(f"--fully-sharded-loras splits each adapter's rank over {shards} GPUs: --max-lora-rank "
                             f"{rank} does not divide by {shards} (vLLM's divide() asserts)")
     return problems
+
+
+def gdn_layout(arch: ModelArchitecture) -> str | None:
+    """How vLLM packs a Gated DeltaNet layer's input projections, which decides how many LoRA A matrices it
+    holds (vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py create_qkvz_proj / create_ba_proj,
+    the same in the 0.27.1 and 0.33.0 wheels; 0.17.0's qwen3_next.py / qwen3_5.py): Qwen3-Next keeps
+    in_proj_qkvz and in_proj_ba as one fused output each ("interleaved": one A apiece), Qwen3.5 as 4 and 2
+    outputs ("split": one A per output, MergedColumnParallelLinearWithLoRA). None for another linear-attention
+    model or an unknown class: not described."""
+    if not (arch.linear_num_key_heads and arch.linear_num_value_heads and arch.linear_key_head_dim
+            and arch.linear_value_head_dim):
+        return None
+    if arch.hf_architecture == "Qwen3NextForCausalLM":
+        return "interleaved"
+    if arch.hf_architecture is not None and arch.hf_architecture.startswith("Qwen3_5"):
+        return "split"
+    return None
+
+
+def _gdn(arch: ModelArchitecture, tp: int, sharded: bool) -> float:
+    """A Gated DeltaNet layer's LoRA elements per unit of rank on one GPU: vLLM wraps every linear layer of
+    the mixer -- in_proj_qkvz (q, k, v, z), in_proj_ba (b, a), the depthwise conv1d (a ColumnParallelLinear
+    of kernel-size inputs, whose wrapper is allocated like any other) and out_proj (row-parallel)."""
+    h, kernel = arch.hidden_size, arch.linear_conv_kernel_dim or 4
+    nv = arch.linear_num_value_heads or 0
+    k = (arch.linear_num_key_heads or 0) * (arch.linear_key_head_dim or 0)
+    v = nv * (arch.linear_value_head_dim or 0)
+    fused = gdn_layout(arch) == "interleaved"
+    return (_column(h, [2 * k + 2 * v] if fused else [k, k, v, v], tp, sharded)
+            + _column(h, [2 * nv] if fused else [nv, nv], tp, sharded)
+            + _column(kernel, [2 * k + v], tp, sharded) + _row(v, h, tp, sharded))
 
 
 def _column(inputs: int, outputs: list[int], tp: int, sharded: bool = False) -> float:
@@ -147,6 +182,8 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
                 total += _column(h, [nh * (nope + rope)], tp, sharded)
             total += h + kvr + rope  # kv_a_proj_with_mqa (replicated)
             total += _column(kvr, [nh * (nope + vhd)], tp, sharded) + _row(nh * vhd, h, tp, sharded)
+        elif kinds[index] == "linear":
+            total += _gdn(arch, tp, sharded)
         elif kinds[index] != "ffn":
             q, kv = nh * hd, arch.num_key_value_heads * hd
             kv_rank = max(kv // tp, hd)  # KV heads replicated once TP exceeds them
