@@ -118,9 +118,11 @@ def test_fit_cli_counts_the_slots_and_names_bad_values() -> None:
 
 
 def test_server_args_read_lora_as_vllm_does() -> None:
-    assert lora_slots(parse_serve_args("--max-loras 8 --max-lora-rank 64")) == (0, 16)  # ignored without it
-    assert lora_slots(parse_serve_args("--enable-lora")) == (1, 16)
-    assert lora_slots(parse_serve_args("--enable-lora --max-loras 8 --max-lora-rank 64")) == (8, 64)
+    assert lora_slots(parse_serve_args("--max-loras 8 --max-lora-rank 64")) == (0, 16, False)  # ignored without it
+    assert lora_slots(parse_serve_args("--fully-sharded-loras")) == (0, 16, False)  # the same
+    assert lora_slots(parse_serve_args("--enable-lora")) == (1, 16, False)
+    assert lora_slots(parse_serve_args("--enable-lora --max-loras 8 --max-lora-rank 64")) == (8, 64, False)
+    assert lora_slots(parse_serve_args("--enable-lora --fully-sharded-loras")) == (1, 16, True)
     with pytest.raises(InputError, match="--max-lora-rank must be one of"):
         parse_serve_args("--enable-lora --max-lora-rank 48")
     assert parse_serve_args("--enable-lora --fully-sharded-loras").fully_sharded_loras is True

@@ -89,10 +89,10 @@ def _vllm_support(arch: ModelArchitecture) -> dict[str, Any]:
     return {"release": scanned_release(release), "status": code, "problem": release_problem(arch, release)}
 
 
-def _support_text(arch: ModelArchitecture) -> str:
+def _support_text(arch: ModelArchitecture, support: dict[str, Any]) -> str:
+    """The `models show` line for `support` (model_summary's "vllm_support" of `arch`)."""
     if arch.hf_architecture is None:
         return "vLLM class: not stated in gpuopt's data (which vLLM releases serve it is not checked)"
-    support = _vllm_support(arch)
     code = support["status"]
     word = _SUPPORT_WORDS.get(code, f"no longer implemented (vLLM served it {code})")
     if code == "" and support["problem"] is None:
@@ -180,7 +180,7 @@ def show_model(model_id: str, as_json: bool) -> None:
             kern = (f"{path.vllm_method}: linear {path.linear}" + (f", MoE {path.moe}" if path.moe else "")
                     + f", W{path.weight_bits}A{path.activation_bits}") if path.supported else "not supported"
             lines.append(f"  kernel on {gen}: {kern}" + (f" ({path.note})" if path.note else ""))
-    lines.append(_support_text(arch))
+    lines.append(_support_text(arch, summary["vllm_support"]))
     if arch.checkpoint_bytes:
         lines.append(f"checkpoint size: {arch.checkpoint_bytes / 1024**3:.2f} GiB (safetensors index)")
     if arch.missing_fields():

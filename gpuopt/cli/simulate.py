@@ -234,7 +234,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
             lengths = RangeLengths(random_input_len, random_output_len, random_range_ratio)
         else:
             lengths = FixedLengths(random_input_len, random_output_len)
-    slots, rank = lora_slots(args)
+    slots, rank, sharded = lora_slots(args)
     cfg = ServingConfig(tensor_parallel=tp_v or 1, pipeline_parallel=pp_v or 1,
                         precision=precision,  # type: ignore[arg-type]
                         kv_cache_dtype="fp8" if kv_dtype == "fp8" else "auto", max_model_len=mml,
@@ -243,7 +243,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         expert_parallel=ep, performance_mode=performance_mode(args.performance_mode),
                         chunked_prefill=args.chunked_prefill is not False,
                         max_loras=slots, max_lora_rank=rank,
-                        fully_sharded_loras=bool(slots and args.fully_sharded_loras),
+                        fully_sharded_loras=sharded,
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     if args.enable_lora:
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "

@@ -100,7 +100,7 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
     """The memory- and scheduling-relevant flags of a `vllm serve` line (physics.serve_args reads them, as
     for `gpuopt simulate --server-args`; a whole `vllm serve MODEL ...` line is accepted)."""
     args = parse_serve_args(text, flag, vllm_version, command=True)
-    slots, rank = lora_slots(args)
+    slots, rank, sharded = lora_slots(args)
     return ServerConfig(model=args.model, tensor_parallel=args.tensor_parallel,
                         pipeline_parallel=args.pipeline_parallel, max_model_len=args.max_model_len,
                         max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
@@ -108,7 +108,7 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
                         enable_prefix_caching=args.enable_prefix_caching, async_scheduling=args.async_scheduling,
                         chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode,
                         max_loras=slots or None, max_lora_rank=rank if slots else None,
-                        fully_sharded_loras=bool(args.fully_sharded_loras) if slots else None)
+                        fully_sharded_loras=sharded if slots else None)
 
 
 def sidecar(path: Path) -> ServerConfig:

@@ -127,12 +127,13 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
     return ServeArgs(**values, not_modelled=tuple(ignored))  # type: ignore[arg-type]
 
 
-def lora_slots(args: ServeArgs) -> tuple[int, int]:
-    """(adapter slots, rank) as ServingConfig takes them: (0, 16) without --enable-lora (vLLM then ignores
-    --max-loras and --max-lora-rank), else vLLM's defaults of 1 slot of rank 16 where not given."""
+def lora_slots(args: ServeArgs) -> tuple[int, int, bool]:
+    """(adapter slots, rank, fully sharded) as ServingConfig takes them: (0, 16, False) without --enable-lora
+    (vLLM then ignores --max-loras, --max-lora-rank and --fully-sharded-loras), else vLLM's defaults of 1 slot
+    of rank 16 where not given."""
     if not args.enable_lora:
-        return 0, 16
-    return args.max_loras or 1, args.max_lora_rank or 16
+        return 0, 16, False
+    return args.max_loras or 1, args.max_lora_rank or 16, bool(args.fully_sharded_loras)
 
 
 _FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")  # 1 byte per element

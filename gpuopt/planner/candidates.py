@@ -248,9 +248,10 @@ class Evaluator:
                             max_loras=self.w.lora.max_loras if self.w.lora else 0,
                             max_lora_rank=self.w.lora.max_lora_rank if self.w.lora else 16,
                             fully_sharded_loras=self.w.lora.fully_sharded if self.w.lora else False)
-        if refused := validate(self.arch, cfg):  # e.g. a fully sharded rank this TP does not divide
-            return Evaluation(False, f"vLLM refuses this shape: {'; '.join(refused)}", "fit")
-        mem = estimate(self.arch, gpu, cfg)
+        try:
+            mem = estimate(self.arch, gpu, cfg)  # validates the shape first (memory.resolve)
+        except InputError as refused:  # e.g. a fully sharded rank this TP does not divide
+            return Evaluation(False, f"vLLM refuses this shape: {'; '.join(refused.problems)}", "fit")
         if not mem.fits:
             return Evaluation(False, f"does not fit: {mem.reason}", "fit", memory=mem,
                               gib_short=_gib_short(mem))
