@@ -260,7 +260,7 @@ def build(run: Run) -> tuple[latency.Replica, SchedulerConfig]:
                         gpu_memory_utilization=flags.gpu_memory_utilization,
                         max_num_seqs=flags.max_num_seqs or (v0[0] if v0 else None),
                         max_num_batched_tokens=flags.max_num_batched_tokens or (v0[1] if v0 else None),
-                        block_size=flags.block_size or 16, data_parallel=run.dp, expert_parallel=run.expert_parallel,
+                        block_size=flags.block_size, data_parallel=run.dp, expert_parallel=run.expert_parallel,
                         vllm_version=run.vllm_version, performance_mode=performance_mode(flags.performance_mode),
                         chunked_prefill=chunked)
     mem = estimate(arch, gpu, cfg)

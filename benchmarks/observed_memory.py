@@ -167,7 +167,7 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 tensor_parallel=int(raw["tensor_parallel"]), pipeline_parallel=int(raw["pipeline_parallel"] or 1),
                 precision=precision, kv_cache_dtype=kv_dtype,  # type: ignore[arg-type]
                 max_model_len=int(mml) if mml else None, gpu_memory_utilization=gmu,
-                max_num_seqs=int(mns) if mns else None, block_size=int(bs) if bs else 16,
+                max_num_seqs=int(mns) if mns else None, block_size=int(bs) if bs else None,
                 # major.minor (the eras calibrate_memory.py fits by), unless that predates the oldest profile
                 vllm_version=minor if _modelled(minor) else release,
                 # tensor parallelism across nodes (Ray) has no custom all-reduce buffers, as over PCIe

@@ -203,7 +203,7 @@ def test_capacity_growth_demand_still_loads(tmp_path):
       "--request-rate", "nan"],
      "error: Invalid value for '--request-rate': expected a finite number, got 'nan' (see 'gpuopt fit --help')"),
     (["solve", "W", "--vllm-version", "99.0"],
-     "error: Invalid value for '--vllm-version': 99.0 is newer than the newest modelled release 0.33 "
+     "error: Invalid value for '--vllm-version': 99.0 is newer than the newest modelled release 0.34 "
      f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
     (["solve", "W", "--vllm-version", "0.9"],
      "error: Invalid value for '--vllm-version': 0.9 is older than the oldest modelled release 0.10.1 "

@@ -3,9 +3,9 @@
     pip download vllm==X --no-deps -d /tmp/v && unzip /tmp/v/vllm-X-*.whl 'vllm/model_executor/models/*' \\
         'vllm/models/*' -d /tmp/v/X
     python tools/extract_vllm_lora_models.py 0.11.0=/tmp/v/0.11.0 0.27.1=/tmp/v/0.27.1 ... > \\
-        gpuopt/data/vllm_lora_models.csv
+        gpuopt/data/vllm_architectures.csv
 
-prints gpuopt/data/vllm_lora_models.csv: one row per architecture name any of the releases registers (the keys
+prints gpuopt/data/vllm_architectures.csv: one row per architecture name any of the releases registers (the keys
 of the `_*_MODELS` dicts in vllm/model_executor/models/registry.py, i.e. a config.json `architectures` entry),
 and one column per release:
   ""                 the release does not register the architecture

@@ -48,8 +48,9 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
               help="Fraction of GPU memory for vLLM (default: the release's).")
 @click.option("--max-num-seqs", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
-@click.option("--block-size", type=int, default=16, show_default=True)
-@click.option("--vllm-version", type=VLLM_VERSION, help="vLLM release whose defaults apply (default: newest known).")
+@click.option("--block-size", type=int, help="KV-cache block in tokens (default: the release's, 16; 64 from 0.34).")
+@click.option("--vllm-version", type=VLLM_VERSION,
+              help="vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only).")
 @click.option("--input-tokens", type=int, help="Mean prompt tokens (enables latency prediction).")
 @click.option("--output-tokens", type=int, help="Mean output tokens.")
 @click.option("--concurrency", type=FINITE_FLOAT, help="Concurrent clients (closed loop).")
@@ -73,7 +74,7 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, dp: int,
         enable_expert_parallel: bool, precision: str | None,
         kv_cache_dtype: str, max_model_len: int | None, gpu_memory_utilization: float | None,
-        max_num_seqs: int | None, max_num_batched_tokens: int | None, block_size: int,
+        max_num_seqs: int | None, max_num_batched_tokens: int | None, block_size: int | None,
         vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
         tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, language_model_only: bool,

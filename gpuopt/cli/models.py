@@ -15,7 +15,7 @@ from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import default_precision, indexer_bytes_per_token
 from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
-from gpuopt.physics.vllm_profile import profiles
+from gpuopt.physics.vllm_profile import default_release
 from gpuopt.physics.vllm_support import release_problem, scanned_release, status
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS
 
@@ -83,8 +83,9 @@ _SUPPORT_WORDS = {"no": "served, without LoRA", "lora": "served, with LoRA",
 
 
 def _vllm_support(arch: ModelArchitecture) -> dict[str, Any]:
-    """What the newest modelled vLLM release does with the model's class (None fields when it is unknown)."""
-    release = profiles()[-1].version
+    """What the default vLLM release (the one plans use) does with the model's class (None fields when it is
+    unknown)."""
+    release = default_release()
     code = status(arch, release)
     return {"release": scanned_release(release), "status": code, "problem": release_problem(arch, release)}
 

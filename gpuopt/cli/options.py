@@ -108,7 +108,7 @@ def placement_options(func: F) -> F:
         click.option("--headroom", type=FINITE_FLOAT, default=DEFAULT_HEADROOM, show_default=True,
                      help="Plan each replica for at most this fraction of its sustainable load."),
         click.option("--vllm-version", type=VLLM_VERSION,
-                     help="vLLM release whose defaults apply (default: newest known)."),
+                     help="vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only)."),
     ]
     for option in reversed(options):
         func = option(func)

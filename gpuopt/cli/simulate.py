@@ -127,8 +127,10 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 @click.option("--gpu-memory-utilization", type=float, help="Fraction of GPU memory for vLLM (default: the release's).")
 @click.option("--max-num-seqs", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
-@click.option("--block-size", type=int, default=None, help="KV block size in tokens (default 16).")
-@click.option("--vllm-version", metavar="X.Y", help="vLLM release whose defaults apply (default: newest known).")
+@click.option("--block-size", type=int, default=None,
+              help="KV block size in tokens (default: the release's, 16; 64 from 0.34).")
+@click.option("--vllm-version", metavar="X.Y",
+              help="vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only).")
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--server-args", default="", metavar="FLAGS", help="`vllm serve` flags of the deployment, quoted.")
@@ -239,7 +241,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         precision=precision,  # type: ignore[arg-type]
                         kv_cache_dtype="fp8" if kv_dtype == "fp8" else "auto", max_model_len=mml,
                         gpu_memory_utilization=gmu, max_num_seqs=seqs, max_num_batched_tokens=batched,
-                        block_size=bsize or 16, vllm_version=vllm_version, data_parallel=dp_v or 1,
+                        block_size=bsize, vllm_version=vllm_version, data_parallel=dp_v or 1,
                         expert_parallel=ep, performance_mode=performance_mode(args.performance_mode),
                         chunked_prefill=args.chunked_prefill is not False,
                         max_loras=slots, max_lora_rank=rank,

@@ -65,7 +65,7 @@ class ServingConfig:
     gpu_memory_utilization: float | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
-    block_size: int = 16
+    block_size: int | None = None  # None: the release's default (16; 64 from 0.34)
     vllm_version: str | None = None
     interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
     enforce_eager: bool = False  # `--enforce-eager`: no CUDA graphs captured, none budgeted
@@ -155,10 +155,20 @@ class RankMemory:
     blocks_per_request: int
     kv_groups: tuple[KvGroup, ...] = field(default=())
     lora_gib: float = 0.0  # LoRA adapter slots' buffers, part of weights_gib as vLLM logs it
+    # vLLM 0.34's extensible KV cache (VllmProfile.extensible_kv_cache): sized after warmup from the memory left
+    extensible: bool = False
+    startup_gib: float = 0.0  # held before the worker's start-up snapshot (CUDA context, NCCL)
+    transient_gib: float = 0.0  # kept free for the profiled peak (activation + the CUDA-graph estimate)
+    margin_gib: float = 0.0  # kept free besides: max(1 GiB, 0.75 x transient)
 
     @property
     def free_after_kv_gib(self) -> float:
-        """What remains of the GPU after vLLM's budget (plus graphs when they sit outside it)."""
+        """What remains of the GPU after vLLM's budget (plus graphs when they sit outside it); with the
+        extensible KV cache, what the sizing leaves uncommitted beside the activation peak: the start-up
+        memory, the margin and the CUDA-graph estimate counted a second time."""
+        if self.extensible:
+            return (self.total_gib - self.weights_gib - self.activation_gib - self.non_torch_gib
+                    - self.cuda_graph_gib - max(self.kv_cache_gib, 0.0))
         outside = 0.0 if self.cuda_graph_in_budget else self.cuda_graph_gib
         return self.total_gib - self.budget_gib - outside
 
@@ -294,7 +304,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         gpu_memory_utilization=cfg.gpu_memory_utilization or profile.gpu_memory_utilization,
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
-        block_size=cfg.block_size,
+        block_size=cfg.block_size or profile.default_block_size,
         vllm_version=cfg.vllm_version or profile.version,
         interconnect=cfg.interconnect or default_link(gpu),
         enforce_eager=cfg.enforce_eager,
@@ -323,7 +333,7 @@ def scheduler_limits(gpu: GpuSpec, cfg: ServingConfig, profile: VllmProfile, max
     if not cfg.chunked_prefill:  # a prompt runs whole: the default step budget grows to hold one
         batched = max_len if release_key(release) < (0, 12) else max(max_len, batched)
     sizes = block_sizes(release)
-    if sizes is not None and cfg.block_size not in sizes:
+    if sizes is not None and cfg.block_size is not None and cfg.block_size not in sizes:
         problems.append(f"--block-size {cfg.block_size} is not a value of vLLM {release} "
                         f"(valid: {', '.join(map(str, sizes))})")
     defaults = seqs, batched
@@ -590,6 +600,9 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     act_b = activation_dtype_bytes(arch, cfg.precision)
     warnings: list[str] = []
+    if profile.extensible_kv_cache is not None:
+        warnings.append(f"vLLM {cfg.vllm_version} sizes the KV cache after warmup (extensible KV cache); gpuopt "
+                        "models it from vLLM's source, and no start-up log of this release has checked it yet")
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")
@@ -617,7 +630,16 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
-        kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
+        ext = profile.extensible_kv_cache
+        startup = transient = margin = 0.0
+        if ext is None:
+            kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
+        else:  # 0.34: measure_kv_cache_bytes after warmup (ExtensibleKvCache)
+            startup = ext.startup_tp_multi_gib if cfg.gpus * cfg.data_parallel > 1 else ext.startup_tp1_gib
+            used = w + nt + cg  # the captured graphs' pool is resident
+            transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
+            margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)
+            kv = min(budget - used, total - startup - used - margin) - transient
         groups = kv_groups(arch, layers, tp, kv_b, act_b)
         size, layout = kv_layout(groups)
         block = hybrid_block_size(groups, cfg.block_size)
@@ -631,7 +653,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             pp_stage=s, layers=len(layers), total_gib=total, budget_gib=budget, weights_gib=w, activation_gib=a,
             non_torch_gib=nt, cuda_graph_gib=cg, cuda_graph_in_budget=profile.cudagraph_in_budget,
             kv_cache_gib=kv, kv_bytes_per_token=sum(g.layers * g.bytes_per_token_per_layer for g in groups),
-            num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups, lora_gib=lora))
+            num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups, lora_gib=lora,
+            extensible=ext is not None, startup_gib=startup, transient_gib=transient, margin_gib=margin))
     binding = min(ranks, key=lambda r: r.num_blocks)
     n_groups = sum(n for _, n in kv_layout(binding.kv_groups)[1]) or 1
     concurrency = binding.num_blocks / binding.blocks_per_request
@@ -644,6 +667,14 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     if worst.weights_gib > worst.budget_gib:
         reason = (f"weights need {worst.weights_gib:.2f} GiB per GPU but vLLM's budget is {worst.budget_gib:.2f} GiB "
                   f"({total:.2f} GiB x {cfg.gpu_memory_utilization})")
+    elif worst.kv_cache_gib <= 0 and worst.extensible:
+        device = total - worst.startup_gib - worst.margin_gib
+        bound = (f"the {device:.2f} GiB vLLM can commit ({total:.2f} GiB less {worst.startup_gib:.2f} held at start-up "
+                 f"and a {worst.margin_gib:.2f} GiB margin)" if device <= worst.budget_gib else
+                 f"the {worst.budget_gib:.2f} GiB budget ({total:.2f} GiB x {cfg.gpu_memory_utilization})")
+        reason = (f"no memory left for the KV cache: {worst.weights_gib:.2f} GiB weights + {worst.non_torch_gib:.2f} "
+                  f"non-torch + {worst.cuda_graph_gib:.2f} CUDA graphs + {worst.transient_gib:.2f} kept for "
+                  f"transients exceed {bound} by {-worst.kv_cache_gib:.2f} GiB")
     elif worst.kv_cache_gib <= 0:
         reason = (f"no memory left for the KV cache: {worst.weights_gib:.2f} GiB weights + {worst.activation_gib:.2f} "
                   f"activation + {worst.non_torch_gib:.2f} non-torch"

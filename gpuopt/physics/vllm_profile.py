@@ -59,6 +59,29 @@ class NonTorchMemory(BaseModel):
     tp_pcie_gib: float | None = None
 
 
+class ExtensibleKvCache(BaseModel):
+    """vLLM 0.34's default KV sizing (vllm/v1/worker/extensible_kv_cache.py, read in the 0.34.0 wheel): the cache
+    reserves address space, warmup and CUDA-graph capture run, and only then is its size committed from the
+    memory actually free:
+
+        KV = min(requested - used, init_free - used - margin) - transient
+        margin = max(margin_floor_gib, margin_fraction x transient)
+
+    `used` is what the process holds besides the cache (weights, non-torch, the captured graphs' pool),
+    `transient` the profiled peak the warmup keeps free (activation peak plus the CUDA-graph estimate:
+    `peak_activation_memory`), and `init_free` the memory free when the worker took its start-up snapshot,
+    after the CUDA context and NCCL were created: total - `startup_*_gib` (logged as "Free memory on device
+    (free/total GiB) on startup")."""
+
+    model_config = ConfigDict(frozen=True)
+
+    margin_floor_gib: float  # KV_CACHE_MARGIN_FLOOR_BYTES on CUDA
+    margin_fraction: float  # KV_CACHE_MARGIN_FRACTION
+    startup_tp1_gib: float  # CUDA context of one GPU, held before the snapshot
+    startup_tp_multi_gib: float  # ... plus NCCL's communicators with TP >= 2
+    startup_source: str
+
+
 class VllmProfile(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -76,6 +99,12 @@ class VllmProfile(BaseModel):
     small_max_num_batched_tokens: int
     huge_gpu_gib: float | None = None
     huge_max_num_batched_tokens: int | None = None
+    # CacheConfig.DEFAULT_BLOCK_SIZE: what `--block-size` unset gives with the standard attention backends
+    # (FlashAttention and FlashInfer accept it; 16 up to 0.33, 64 from 0.34)
+    default_block_size: int = 16
+    # None: the budget is estimated from the profiling run (requested - weights - activation - non-torch
+    # [- graphs]); set: the KV cache is sized after warmup from the memory left (0.34's extensible KV cache)
+    extensible_kv_cache: ExtensibleKvCache | None = None
     non_torch: NonTorchMemory
     activation: ActivationCalibration
     cuda_graph: CudaGraphCalibration
@@ -111,12 +140,18 @@ def profiles() -> tuple[VllmProfile, ...]:
     return tuple(sorted(items, key=lambda p: release_key(p.version)))
 
 
+@cache
+def default_release() -> str:
+    """The release a plan uses when none is named (vllm_versions.yaml `default_release`, with its reason)."""
+    return str(data_yaml("vllm_versions.yaml")["default_release"])
+
+
 @cache  # pure in its argument (the profiles are read once); a bad version raises, which is never cached
 def get_profile(version: str | None) -> VllmProfile:
-    """The newest profile whose version is <= the requested one (None: the newest known)."""
+    """The newest profile whose version is <= the requested one (None: the default release)."""
     known = profiles()
     if version is None:
-        return known[-1]
+        version = default_release()
     wanted = release_key(version)
     if not version.replace(".", "").isdigit():
         raise InputError(f"--vllm-version: '{version}' is not a version like 0.19 or 0.11.0")

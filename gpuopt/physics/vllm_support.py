@@ -28,7 +28,7 @@ from functools import cache
 
 from gpuopt.datafiles import data_text
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.vllm_profile import profiles, release_key
+from gpuopt.physics.vllm_profile import default_release, profiles, release_key
 
 
 @cache
@@ -49,11 +49,11 @@ def scanned_release(vllm_version: str) -> str:
 
 
 def _release(vllm_version: str | None) -> str:
-    return vllm_version or profiles()[-1].version
+    return vllm_version or default_release()
 
 
 def status(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
-    """What the release (None: the newest modelled) does with the model's class (the codes above); None
+    """What the release (None: the default one) does with the model's class (the codes above); None
     when the class is unknown."""
     if arch.hf_architecture is None:
         return None

@@ -40,6 +40,12 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "non_torch_gib": plain(rank.non_torch_gib),
         "cuda_graph_gib": plain(rank.cuda_graph_gib),
         "cuda_graph_in_budget": rank.cuda_graph_in_budget,
+        # "estimate" (budget - profiled use, every release to 0.33) or "extensible" (0.34: sized after warmup,
+        # keeping the start-up memory, the transient peak and a margin free)
+        "kv_sizing": "extensible" if rank.extensible else "estimate",
+        "startup_gib": plain(rank.startup_gib) if rank.extensible else None,
+        "transient_gib": plain(rank.transient_gib) if rank.extensible else None,
+        "margin_gib": plain(rank.margin_gib) if rank.extensible else None,
         "kv_cache_gib": plain(rank.kv_cache_gib),
         "kv_bytes_per_token": plain(rank.kv_bytes_per_token, 2),
         "kv_cache_blocks": rank.num_blocks,
@@ -83,7 +89,11 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         f"(max_num_batched_tokens={cfg.max_num_batched_tokens}, max_num_seqs={cfg.max_num_seqs})",
         f"non-torch forward increase memory: {rank.non_torch_gib:.2f} GiB",
         f"CUDA graph memory: {rank.cuda_graph_gib:.2f} GiB "
-        + ("(inside the budget)" if rank.cuda_graph_in_budget else "(outside the budget, in the headroom)"),
+        + ("(resident after capture; its estimate is also kept free as a transient)" if rank.extensible else
+           "(inside the budget)" if rank.cuda_graph_in_budget else "(outside the budget, in the headroom)"),
+        *([f"Memory after warmup (extensible KV cache): {rank.transient_gib:.2f} GiB kept for transient activations "
+           f"(activation + CUDA-graph estimate), a {rank.margin_gib:.2f} GiB margin (max(1 GiB, 0.75 x transient)), "
+           f"{rank.startup_gib:.2f} GiB held before start-up (CUDA context, NCCL)"] if rank.extensible else []),
         f"Available KV cache memory: {rank.kv_cache_gib:.2f} GiB",
         f"GPU KV cache size: {est.kv_cache_tokens:,} tokens"
         + (f" (each of the {cfg.data_parallel} engines)" if cfg.data_parallel > 1 else ""),

@@ -1,0 +1,129 @@
+"""vLLM 0.34's extensible KV cache: sized after warmup from the memory left, gpu_memory_utilization 1.0 and
+block size 64 by default. Expected values are worked by hand from vllm/v1/worker/extensible_kv_cache.py
+measure_kv_cache_bytes (0.34.0 wheel) and the components gpuopt's calibrations give (printed by `gpuopt fit`)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.fit import fit
+from gpuopt.cli.main import cli
+from gpuopt.hardware import get_gpu
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.vllm_profile import default_release, get_profile, profiles
+from gpuopt.planner.serve_flags import unknown_flags
+from tests.test_serve_command import EXAMPLES, serve_lines
+
+L8 = "meta-llama/Llama-3.1-8B-Instruct"
+# Llama-3.1-8B on an H100 at the 8,192-token step budget (v0.19 calibrations, carried to 0.33 and 0.34)
+WEIGHTS, ACTIVATION, NON_TORCH, GRAPHS = 14.9888, 1.916, 0.25, 0.9726
+
+
+def l8(version: str, **kw: object):
+    return estimate(get_model(L8), get_gpu("H100-SXM-80GB"),
+                    ServingConfig(max_model_len=8192, vllm_version=version, **kw))  # type: ignore[arg-type]
+
+
+def test_unset_utilization_sizes_from_the_device_less_startup_margin_and_transient() -> None:
+    rank = l8("0.34").binding_rank
+    transient = ACTIVATION + GRAPHS  # 2.8886: the profiled peak plus the CUDA-graph estimate
+    margin = 0.75 * transient  # 2.16645, above the 1 GiB floor
+    expected = 79.19 - 0.56 - (WEIGHTS + NON_TORCH + GRAPHS) - margin - transient  # 57.36365
+    assert rank.extensible and rank.startup_gib == 0.56
+    assert rank.transient_gib == pytest.approx(transient, abs=1e-4)
+    assert rank.margin_gib == pytest.approx(margin, abs=1e-4)
+    assert rank.kv_cache_gib == pytest.approx(expected, abs=1e-3)
+    est = l8("0.34")
+    assert est.config.gpu_memory_utilization == 1.0 and est.config.block_size == 64
+    # 57.36365 GiB / (131,072 B x 64 tokens) = 7,342.5 -> 7,342 blocks; 128 blocks a request of 8,192 tokens
+    assert rank.num_blocks == 7342 and est.kv_cache_tokens == 7342 * 64
+
+
+def test_an_explicit_utilization_caps_the_cache_and_the_graphs_count_twice() -> None:
+    """With 0.92 the requested side binds (72.85 - used < 79.19 - 0.56 - used - margin), and the CUDA graphs are
+    taken once as resident memory and once in the transient: exactly 0.33's KV less one graph pool."""
+    new = l8("0.34", gpu_memory_utilization=0.92).binding_rank
+    old = l8("0.33", gpu_memory_utilization=0.92).binding_rank
+    assert new.budget_gib == old.budget_gib == pytest.approx(72.8548, abs=1e-4)
+    assert new.kv_cache_gib == pytest.approx(72.8548 - (WEIGHTS + NON_TORCH + GRAPHS) - (ACTIVATION + GRAPHS), abs=1e-3)
+    assert old.kv_cache_gib - new.kv_cache_gib == pytest.approx(new.cuda_graph_gib, abs=1e-9)
+
+
+@pytest.mark.parametrize("gmu", [0.5, 0.8, 0.9, 0.95, 0.99])
+def test_a_lower_utilization_never_gives_a_larger_cache(gmu: float) -> None:
+    assert l8("0.34", gpu_memory_utilization=gmu).binding_rank.kv_cache_gib <= l8("0.34").binding_rank.kv_cache_gib
+
+
+def test_the_margin_floor_and_the_multi_gpu_startup_memory() -> None:
+    # eager: no graphs, so the transient is the activation alone; a small step budget keeps it under 1.33 GiB and
+    # the 1 GiB floor decides the margin
+    rank = l8("0.34", enforce_eager=True, max_num_seqs=256, max_num_batched_tokens=2048).binding_rank
+    assert rank.cuda_graph_gib == 0.0 and rank.transient_gib == rank.activation_gib < 1 / 0.75
+    assert rank.margin_gib == 1.0
+    tp2 = l8("0.34", tensor_parallel=2).binding_rank
+    assert tp2.startup_gib == 2.16  # CUDA context and NCCL communicators before the snapshot (H200 TP 8 log)
+    expected = 79.19 - 2.16 - (tp2.weights_gib + tp2.non_torch_gib + tp2.cuda_graph_gib) - tp2.margin_gib \
+        - tp2.transient_gib
+    assert tp2.kv_cache_gib == pytest.approx(expected, abs=1e-9)
+
+
+def test_block_size_defaults_by_release_and_an_explicit_one_is_kept() -> None:
+    assert l8("0.33").config.block_size == 16
+    assert l8("0.34").config.block_size == 64
+    assert l8("0.34", block_size=16).config.block_size == 16
+
+
+def test_plans_default_to_0_33_and_the_help_says_so() -> None:
+    assert default_release() == "0.33" and profiles()[-1].version == "0.34"
+    assert get_profile(None).version == "0.33" and get_profile(None).extensible_kv_cache is None
+    result = CliRunner().invoke(fit, ["--help"])
+    assert f"(default: {default_release()}; 0.34 is modelled from its source" in " ".join(result.stdout.split())
+
+
+def test_fit_prints_the_sizing_and_says_it_is_unchecked() -> None:
+    args = ["--model", L8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192", "--vllm-version", "0.34"]
+    text = CliRunner().invoke(fit, args)
+    assert text.exit_code == 0, text.output
+    assert ("Memory after warmup (extensible KV cache): 2.89 GiB kept for transient activations (activation + "
+            "CUDA-graph estimate), a 2.17 GiB margin (max(1 GiB, 0.75 x transient)), 0.56 GiB held before start-up "
+            "(CUDA context, NCCL)") in text.stdout
+    assert "Available KV cache memory: 57.36 GiB" in text.stdout
+    assert "no start-up log of this release has checked it yet" in text.stdout
+    data = json.loads(CliRunner().invoke(fit, [*args, "--json"]).stdout)
+    assert (data["kv_sizing"], data["startup_gib"], data["block_size"]) == ("extensible", 0.56, 64)
+    old = json.loads(CliRunner().invoke(fit, [*args[:-1], "0.33", "--json"]).stdout)
+    assert (old["kv_sizing"], old["startup_gib"], old["margin_gib"]) == ("estimate", None, None)
+
+
+def test_a_model_that_does_not_fit_names_what_vllm_can_commit() -> None:
+    """gemma-2-9b on an L4 (22.03 GiB) at 4,096 tokens: 0.33 leaves 0.92 x 22.03 - 17.22 - 1.03 - 0.25 - 1.10 =
+    0.68 GiB of KV (short of one request, but positive); 0.34 keeps the graphs twice, a margin and the start-up
+    memory: 22.03 - 0.56 - 1.59 (margin, 0.75 x 2.12) = 19.88 GiB it can commit, against 17.22 + 0.25 + 1.10
+    + 2.12 (activation 1.03 + graphs 1.10) = 20.69 GiB: 0.81 GiB short."""
+    model, gpu = get_model("google/gemma-2-9b-it"), get_gpu("L4-24GB")
+    old = estimate(model, gpu, ServingConfig(max_model_len=4096, vllm_version="0.33"))
+    new = estimate(model, gpu, ServingConfig(max_model_len=4096, vllm_version="0.34"))
+    assert old.binding_rank.kv_cache_gib == pytest.approx(0.678, abs=2e-3)
+    assert not new.fits and new.binding_rank.kv_cache_gib == pytest.approx(-0.806, abs=2e-3)
+    assert new.reason == ("no memory left for the KV cache: 17.22 GiB weights + 0.25 non-torch + 1.10 CUDA graphs + "
+                          "2.12 kept for transients exceed the 19.88 GiB vLLM can commit (22.03 GiB less 0.56 held at "
+                          "start-up and a 1.59 GiB margin) by 0.81 GiB")
+
+
+def test_every_command_the_examples_print_for_0_34_parses_there() -> None:
+    seen = 0
+    for path in sorted(EXAMPLES.glob("*.yaml")):
+        if path.name.startswith("capacity-"):
+            continue
+        result = CliRunner().invoke(cli, ["solve", str(path), "--vllm-version", "0.34", "--format", "json"])
+        assert result.exit_code in (0, 1), (path.name, result.stderr)
+        if result.exit_code:
+            continue
+        for d in json.loads(result.stdout)["deployments"]:
+            for line in serve_lines(d["vllm_command"]):
+                assert unknown_flags(line, "0.34") == [], (path.name, line)
+                assert "--gpu-memory-utilization 1 " in line + " "
+                seen += 1
+    assert seen >= 5
