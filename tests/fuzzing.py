@@ -371,7 +371,7 @@ def _value_for(param: click.Parameter) -> st.SearchStrategy[str]:
     elif kind.name in ("float",):
         plausible = st.floats(allow_nan=True, allow_infinity=True).map(repr) | st.floats(0.01, 100).map(repr)
     elif kind.name == "X.Y":
-        plausible = st.sampled_from(["0.11", "0.19", "0.33", "0.33.9", "1.0", "0.10", "0", "v0.11"])
+        plausible = st.sampled_from(["0.11", "0.19", "0.33", "0.33.9", "0.34", "1.0", "0.10", "0", "v0.11"])
     elif isinstance(param, click.Option) and param.name == "gpu":
         plausible = st.sampled_from(["H100-SXM-80GB", "L4-24GB", "A100-SXM-40GB", "h100", "B200-180GB", "T4-16GB"])
     elif isinstance(param, click.Option) and param.name == "model":
@@ -396,7 +396,8 @@ SERVER_FLAGS = ("--max-num-seqs 8", "--max-num-batched-tokens 16", "--no-enable-
                 "--kv-cache-dtype bf16", "--async-scheduling", "--no-async-scheduling", "--data-parallel-size 2",
                 "--enable-expert-parallel", "--max-model-len 512", "--gpu-memory-utilization 0.3", "--tp 2",
                 "--attention-backend FLASHINFER", "--max-num-seqs 'x", "--max-num-seqs", "serve", "--dp=0",
-                "--enable-lora", "--max-loras 3", "--max-lora-rank 1", "--max-lora-rank 7", "--fully-sharded-loras")
+                "--enable-lora", "--max-loras 3", "--max-lora-rank 1", "--max-lora-rank 7", "--fully-sharded-loras",
+                "--enable-extensible-kv-cache", "--no-enable-extensible-kv-cache")
 """Pieces of `vllm serve` flag strings for `simulate --server-args`: honoured, refused and not modelled ones."""
 
 FLAGS_NOT_FUZZED = frozenset({"help", "output", "overlays", "fx_rates", "version", "debug"})

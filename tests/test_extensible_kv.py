@@ -12,6 +12,7 @@ from gpuopt.cli.main import cli
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.serve_args import parse_serve_args
 from gpuopt.physics.vllm_profile import default_release, get_profile, profiles
 from gpuopt.planner.serve_flags import unknown_flags
 from tests.test_serve_command import EXAMPLES, serve_lines
@@ -127,3 +128,23 @@ def test_every_command_the_examples_print_for_0_34_parses_there() -> None:
                 assert "--gpu-memory-utilization 1 " in line + " "
                 seen += 1
     assert seen >= 5
+
+
+def test_turned_off_0_34_estimates_as_0_33_did_at_0_92() -> None:
+    """--no-enable-extensible-kv-cache: CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION (0.92) and the profiling-run
+    estimate, 72.8548 - 14.9888 - 1.916 - 0.25 - 0.9726 = 54.7274 GiB, as on 0.33 (block size stays 64)."""
+    off = l8("0.34", extensible_kv_cache=False)
+    assert off.config.gpu_memory_utilization == 0.92 and off.config.block_size == 64
+    assert not off.binding_rank.extensible and off.warnings == ()
+    assert off.binding_rank.kv_cache_gib == pytest.approx(72.8548 - WEIGHTS - ACTIVATION - NON_TORCH - GRAPHS, abs=1e-3)
+    assert off.binding_rank.kv_cache_gib == pytest.approx(l8("0.33").binding_rank.kv_cache_gib, abs=1e-9)
+
+
+def test_the_flag_is_read_from_server_args_and_refused_before_0_34() -> None:
+    assert parse_serve_args("--no-enable-extensible-kv-cache").extensible_kv_cache is False
+    assert parse_serve_args("--enable-extensible-kv-cache").extensible_kv_cache is True
+    assert parse_serve_args("--max-num-seqs 8").extensible_kv_cache is None
+    result = CliRunner().invoke(cli, ["fit", "--model", L8, "--gpu", "H100-SXM-80GB", "--vllm-version", "0.33",
+                                      "--enable-extensible-kv-cache"])
+    assert (result.exit_code, result.stdout) == (2, "")
+    assert result.stderr == ("error: --enable-extensible-kv-cache is not a flag of vLLM 0.33 (it came in 0.34)\n")

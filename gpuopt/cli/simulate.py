@@ -245,7 +245,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         expert_parallel=ep, performance_mode=performance_mode(args.performance_mode),
                         chunked_prefill=args.chunked_prefill is not False,
                         max_loras=slots, max_lora_rank=rank,
-                        fully_sharded_loras=sharded,
+                        fully_sharded_loras=sharded, extensible_kv_cache=args.extensible_kv_cache,
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     if args.enable_lora:
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "

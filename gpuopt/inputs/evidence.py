@@ -48,6 +48,7 @@ class ServerConfig:
     max_loras: int | None = None  # LoRA adapter slots with `--enable-lora` (None: LoRA off)
     max_lora_rank: int | None = None
     fully_sharded_loras: bool | None = None  # `--fully-sharded-loras` with `--enable-lora`
+    extensible_kv_cache: bool | None = None  # `--[no-]enable-extensible-kv-cache` (0.34+; None: the release's)
 
     def merged(self, other: ServerConfig) -> ServerConfig:
         """This configuration with its gaps filled from `other`."""
@@ -108,7 +109,8 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
                         enable_prefix_caching=args.enable_prefix_caching, async_scheduling=args.async_scheduling,
                         chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode,
                         max_loras=slots or None, max_lora_rank=rank if slots else None,
-                        fully_sharded_loras=sharded if slots else None)
+                        fully_sharded_loras=sharded if slots else None,
+                        extensible_kv_cache=args.extensible_kv_cache)
 
 
 def sidecar(path: Path) -> ServerConfig:

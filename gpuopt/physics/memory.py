@@ -87,6 +87,8 @@ class ServingConfig:
     max_lora_rank: int = 16
     # `--fully-sharded-loras`: A of column-parallel and B of row-parallel layers split over the TP group too
     fully_sharded_loras: bool = False
+    # `--[no-]enable-extensible-kv-cache` (0.34+): None is the release's default (on from 0.34)
+    extensible_kv_cache: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +113,7 @@ class ResolvedConfig:
     max_loras: int = 0
     max_lora_rank: int = 16
     fully_sharded_loras: bool = False
+    extensible_kv_cache: bool = False  # sized after warmup (0.34's default) rather than estimated
 
     @property
     def gpus(self) -> int:
@@ -295,13 +298,20 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
     if not max_len:
         raise InputError(f"{arch.hf_id} does not state max_position_embeddings: pass --max-model-len")
     seqs, batched = scheduler_limits(gpu, cfg, profile, max_len)
+    ext = profile.extensible_kv_cache
+    if cfg.extensible_kv_cache and ext is None:
+        raise InputError(f"--enable-extensible-kv-cache is not a flag of vLLM {cfg.vllm_version or profile.version} "
+                         "(it came in 0.34)")
+    extensible = ext is not None and cfg.extensible_kv_cache is not False
+    default_gmu = ext.gpu_memory_utilization_off if ext is not None and not extensible else \
+        profile.gpu_memory_utilization
     resolved = ResolvedConfig(
         tensor_parallel=cfg.tensor_parallel,
         pipeline_parallel=cfg.pipeline_parallel,
         precision=cfg.precision or default_precision(arch),
         kv_cache_dtype=cfg.kv_cache_dtype,
         max_model_len=max_len,
-        gpu_memory_utilization=cfg.gpu_memory_utilization or profile.gpu_memory_utilization,
+        gpu_memory_utilization=cfg.gpu_memory_utilization or default_gmu,
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
         block_size=cfg.block_size or profile.default_block_size,
@@ -314,6 +324,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         max_loras=cfg.max_loras,
         max_lora_rank=cfg.max_lora_rank,
         fully_sharded_loras=cfg.fully_sharded_loras,
+        extensible_kv_cache=extensible,
     )
     return resolved, profile
 
@@ -600,7 +611,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     act_b = activation_dtype_bytes(arch, cfg.precision)
     warnings: list[str] = []
-    if profile.extensible_kv_cache is not None:
+    if cfg.extensible_kv_cache:
         warnings.append(f"vLLM {cfg.vllm_version} sizes the KV cache after warmup (extensible KV cache); gpuopt "
                         "models it from vLLM's source, and no start-up log of this release has checked it yet")
     if arch.cross_attention_layers:
@@ -630,7 +641,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
-        ext = profile.extensible_kv_cache
+        ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
         startup = transient = margin = 0.0
         if ext is None:
             kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)

@@ -45,6 +45,8 @@ _BOOL_FLAGS = {
     "no-enable-lora": ("enable_lora", False),
     "fully-sharded-loras": ("fully_sharded_loras", True),
     "no-fully-sharded-loras": ("fully_sharded_loras", False),
+    "enable-extensible-kv-cache": ("extensible_kv_cache", True),
+    "no-enable-extensible-kv-cache": ("extensible_kv_cache", False),
 }
 
 
@@ -73,6 +75,7 @@ class ServeArgs:
     max_loras: int | None = None  # slots (vLLM's default 1); read only with --enable-lora
     max_lora_rank: int | None = None  # vLLM's default 16
     fully_sharded_loras: bool | None = None  # `--fully-sharded-loras`: A / B split over the TP group too
+    extensible_kv_cache: bool | None = None  # `--[no-]enable-extensible-kv-cache` (0.34+): KV sized after warmup
     not_modelled: tuple[str, ...] = field(default=())
 
 

@@ -75,6 +75,9 @@ class ExtensibleKvCache(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
+    # gpu_memory_utilization unset with the cache turned off (--no-enable-extensible-kv-cache or
+    # --kv-cache-memory-bytes): CacheConfig.DEFAULT_GPU_MEMORY_UTILIZATION, sized by estimate as in 0.33
+    gpu_memory_utilization_off: float
     margin_floor_gib: float  # KV_CACHE_MARGIN_FLOOR_BYTES on CUDA
     margin_fraction: float  # KV_CACHE_MARGIN_FRACTION
     startup_tp1_gib: float  # CUDA context of one GPU, held before the snapshot

@@ -128,7 +128,7 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
                          performance_mode=performance_mode(c.performance_mode),
                          chunked_prefill=c.chunked_prefill is not False,
                          max_loras=c.max_loras or 0, max_lora_rank=c.max_lora_rank or 16,
-                         fully_sharded_loras=bool(c.fully_sharded_loras))
+                         fully_sharded_loras=bool(c.fully_sharded_loras), extensible_kv_cache=c.extensible_kv_cache)
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
