@@ -6,7 +6,9 @@ Expected values are computed by hand from the config fields (../shared/data/mode
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,8 +16,8 @@ from hypothesis import strategies as st
 
 from gpuopt.cli.models import kv_bytes_per_token, state_bytes_per_sequence
 from gpuopt.hardware import get_gpu
-from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate, hybrid_block_size, kv_groups
+from gpuopt.physics.architecture import from_hf_dict, get_model
+from gpuopt.physics.memory import ServingConfig, estimate, hybrid_block_size, indexer_layers, kv_groups
 from gpuopt.vocabulary import KV_LAYER_KINDS, LAYER_KINDS, STATE_LAYER_KINDS
 
 NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
@@ -100,3 +102,40 @@ def test_state_makes_capacity_less_than_proportional_to_length(max_len: int) -> 
 def test_gemma3_vision_tower_is_in_the_weights() -> None:
     # the SigLIP tower gemma-3-4b documents, + 1152 x 5376 projector: 0.4231 B at 2 B
     assert get_model("google/gemma-3-27b-it").vision_params() == 423_100_000
+
+
+GLM52 = "zai-org/GLM-5.2"
+GLM52_CONFIG = Path(__file__).parent / "fixtures" / "model_configs" / "zai-org__GLM-5.2.json"  # from ../shared/data
+
+
+def test_indexcache_builds_the_indexers_the_config_lists() -> None:
+    """GLM-5.2 (index_topk_freq 4, index_skip_topk_offset 3): vLLM 0.27.1+ builds an indexer where
+    max(layer - 2, 0) % 4 == 0, which is exactly where the config's own `indexer_types` says "full"."""
+    arch = get_model(GLM52)
+    built = [i for i in range(arch.num_hidden_layers) if not arch.indexer_skipped(i)]
+    config = json.loads(GLM52_CONFIG.read_text(encoding="utf-8"))
+    assert built == [i for i, kind in enumerate(config["indexer_types"]) if kind == "full"]
+    assert len(built) == 21
+    read = from_hf_dict(config, "x/glm52")
+    assert (read.index_topk_freq, read.index_skip_topk_offset) == (4, 3)
+    layers = range(78)
+    assert indexer_layers(arch, layers, "0.33") == 21 and indexer_layers(arch, layers, "0.27") == 21
+    assert indexer_layers(arch, layers, "0.21") == 78  # 0.21 builds every indexer (skips only at run time)
+    glm5 = get_model("zai-org/GLM-5")  # no IndexCache: an indexer on every layer in every release
+    assert indexer_layers(glm5, layers, "0.33") == 78
+
+
+def test_indexcache_memory_by_release() -> None:
+    """The 57 skipped indexers: 57 x 9,371,904 replicated parameters (wq_b 2,048 x 32 x 128, wk 6,144 x 128,
+    k_norm 2 x 128, weights_proj 6,144 x 32) x 2 B = 0.99482 GiB less on every GPU; KV per token per GPU
+    (MLA 512 + 64 values x 2 B, not split by TP) 78 x 1,152 + 21 x 132 index bytes = 92,628 B, against
+    78 x (1,152 + 132) = 100,152 B when every layer holds index keys."""
+    arch, gpu = get_model(GLM52), get_gpu("B200-180GB")
+
+    def at(version: str):
+        return estimate(arch, gpu, ServingConfig(tensor_parallel=8, precision="fp8", max_model_len=65536,
+                                                 vllm_version=version)).binding_rank
+    old, new = at("0.21"), at("0.33")
+    assert arch.indexer_params == 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32 == 9_371_904
+    assert old.weights_gib - new.weights_gib == pytest.approx(57 * 9_371_904 * 2 / 2**30, rel=1e-9)
+    assert old.kv_bytes_per_token == 100_152 and new.kv_bytes_per_token == pytest.approx(92_628, abs=1e-6)

@@ -126,6 +126,11 @@ class ModelArchitecture(BaseModel):
     index_n_heads: int | None = None
     index_head_dim: int | None = None
     index_topk: int | None = None  # tokens each query attends to, chosen by the indexer (config `index_topk`)
+    # IndexCache (GLM-5.2): only some layers build an indexer, the others reuse the previous one's top-k
+    # (config index_topk_freq / index_skip_topk_offset / index_topk_pattern; see indexer_skipped)
+    index_topk_freq: int | None = None
+    index_skip_topk_offset: int | None = None
+    index_topk_pattern: str | None = None  # one letter a layer, "S": skipped (reuses the top-k)
     quantization: Quantization | None = None  # read from the checkpoint (None: unquantized or registry base)
     checkpoint_bytes: int | None = None  # safetensors index total_size, when read
     checkpoint_params: int | None = None  # safetensors metadata total_parameters, when given
@@ -297,6 +302,26 @@ class ModelArchitecture(BaseModel):
             out[kind] = tuple(counts)
         return out
 
+    @property
+    def indexer_params(self) -> int:
+        """One DSA indexer (replicated on every GPU): wq_b (q_lora -> heads x dim), wk (h -> dim), its k_norm
+        LayerNorm, weights_proj (h -> heads); 0 without one."""
+        if not (self.is_mla and self.index_n_heads and self.index_head_dim):
+            return 0
+        ih, idim, h = self.index_n_heads, self.index_head_dim, self.hidden_size
+        return (self.q_lora_rank or h) * ih * idim + h * idim + 2 * idim + h * ih
+
+    def indexer_skipped(self, index: int) -> bool:
+        """Whether decoder layer `index` reuses an earlier layer's top-k instead of building an indexer
+        (IndexCache, https://arxiv.org/abs/2603.12201), as vLLM 0.27.1-0.34 decide it when constructing the
+        layer (vllm/models/deepseek_v32/attention.py in 0.33.0): with `index_topk_pattern`, its letter is
+        "S"; otherwise max(index - offset + 1, 0) % freq != 0 (freq 1 and offset 2 by default). GLM-5.2 (freq
+        4, offset 3) builds 21 of its 78."""
+        if self.index_topk_pattern is not None:
+            return 0 <= index < len(self.index_topk_pattern) and self.index_topk_pattern[index] == "S"
+        freq, offset = self.index_topk_freq or 1, self.index_skip_topk_offset
+        return max(index - (2 if offset is None else offset) + 1, 0) % freq != 0
+
     def _compute_layer_params(self, index: int) -> LayerParams:
         h = self.hidden_size
         nh, hd = self.num_attention_heads, self.attn_head_dim
@@ -313,10 +338,7 @@ class ModelArchitecture(BaseModel):
                 linear += h * nh * (nope + rope)
             replicated += h * (kvr + rope) + kvr  # kv_a_proj_with_mqa + kv_a_layernorm
             linear += kvr * nh * (nope + vhd) + nh * vhd * h  # kv_b_proj + o_proj
-            if self.index_n_heads and self.index_head_dim:
-                # DSA indexer: wq_b (q_lora -> heads x dim), wk (h -> dim), k_norm LayerNorm, weights_proj
-                ih, idim = self.index_n_heads, self.index_head_dim
-                replicated += (self.q_lora_rank or h) * ih * idim + h * idim + 2 * idim + h * ih
+            replicated += self.indexer_params  # on every layer: memory.indexer_layers takes the skipped off
         elif (kind := self._layer_kind(index)) == "linear" and self.linear_num_value_heads:
             # Gated DeltaNet: in_proj_qkvz, in_proj_ba, depthwise conv, dt_bias/A_log, gated norm, out_proj
             nk, nv = self.linear_num_key_heads or 0, self.linear_num_value_heads
@@ -677,6 +699,12 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
             data["index_n_heads"], data["index_head_dim"] = cfg["index_n_heads"], cfg["index_head_dim"]
             if cfg.get("index_topk"):
                 data["index_topk"] = cfg["index_topk"]
+            for key in ("index_topk_freq", "index_skip_topk_offset"):
+                if isinstance(cfg.get(key), int) and not isinstance(cfg.get(key), bool):
+                    data[key] = cfg[key]
+            pattern = cfg.get("index_topk_pattern")
+            if isinstance(pattern, str) or (isinstance(pattern, list) and all(isinstance(p, str) for p in pattern)):
+                data["index_topk_pattern"] = "".join(pattern)
     elif data.get("num_key_value_heads") == data["num_attention_heads"]:
         data["attention_kind"] = "mha"
     else:

@@ -46,6 +46,7 @@ from gpuopt.physics.memory import (
     ResolvedConfig,
     activation_dtype_bytes,
     indexer_bytes_per_token,
+    indexer_layers,
     kv_dtype_bytes,
 )
 from gpuopt.physics.quantization import Quantization, representative
@@ -422,11 +423,13 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     active = 0.0
     p = arch.layer_sums(layers)
     shards = cfg.moe_shards(arch)  # data parallelism splits a MoE model's experts further (memory.py)
-    weights += p.linear / tp * linear_fmt + p.bias / tp * act + p.replicated * act
+    indexers = indexer_layers(arch, layers, cfg.vllm_version)
+    replicated = p.replicated - (len(layers) - indexers) * arch.indexer_params  # IndexCache's skipped layers
+    weights += p.linear / tp * linear_fmt + p.bias / tp * act + replicated * act
     experts += p.experts / shards * expert_fmt
     expert_params = p.experts / shards
     routed_active = p.experts * (arch.experts_per_token or 1) / (arch.num_experts or 1)
-    active += (p.active - p.replicated - routed_active) / tp + p.replicated + routed_active / shards
+    active += (p.active - p.replicated - routed_active) / tp + replicated + routed_active / shards
     # the LM head is read every step on the last stage (embedding lookups read only the rows they need)
     weights += arch.lm_head_params / tp * act
     active += arch.lm_head_params / tp
@@ -445,7 +448,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
         expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
         moe_layers_per_stage=sum(1 for i in layers if not arch.is_dense_layer(i)) if arch.is_moe else 0,
-        **_sparse_attention(arch, kv_layers),
+        **_sparse_attention(arch, indexers),
         async_scheduling=(get_profile(cfg.vllm_version).async_scheduling_default if async_scheduling is None
                           else async_scheduling),
     )
@@ -457,6 +460,7 @@ def _sparse_attention(arch: ModelArchitecture, kv_layers: int) -> dict[str, Any]
     The lightning indexer (vLLM's Indexer, read in the v0.11.0 wheel: ReplicatedLinear projections) scores
     each query against every earlier token's index key: 2 x index_n_heads x index_head_dim FLOPs per
     (query, context token) pair per layer, and a decode step reads each context token's fp8 key and scale.
+    `kv_layers`: the indexer layers of a stage (fewer than its layers with IndexCache: memory.indexer_layers).
     A model without an indexer, or whose config gives no index_topk, attends to its whole context."""
     if not (arch.is_mla and arch.index_n_heads and arch.index_head_dim and arch.index_topk):
         return {}

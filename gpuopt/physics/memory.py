@@ -24,7 +24,7 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
-from gpuopt.physics.vllm_profile import VllmProfile, get_profile, release_key
+from gpuopt.physics.vllm_profile import VllmProfile, default_release, get_profile, release_key
 from gpuopt.physics.vllm_support import release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -428,9 +428,21 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
     return out
 
 
+def indexer_layers(arch: ModelArchitecture, layers: range, vllm_version: str | None) -> int:
+    """How many of these decoder layers hold a DSA indexer (its weights, its key cache, its scoring work):
+    every MLA layer of a DSA model up to vLLM 0.21 (0.21 skips the top-k only at run time, behind
+    `use_index_cache`), from 0.27.1 only those the IndexCache pattern keeps (ModelArchitecture.
+    indexer_skipped). Releases between 0.21 and 0.27.1 were not read; they take the 0.21 rule."""
+    if not arch.indexer_params:
+        return 0
+    if release_key(vllm_version or default_release()) < (0, 27):
+        return len(layers)
+    return sum(not arch.indexer_skipped(i) for i in layers)
+
+
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
                   first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0,
-                  expert_shards: float | None = None) -> float:
+                  expert_shards: float | None = None, vllm_version: str | None = None) -> float:
     """Bytes of weights on one GPU of a stage.
 
     Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
@@ -438,7 +450,8 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     are replicated. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions from
     context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
     `expert_scale` is the kernel's padding of routed experts (mxfp4_expert_scale); `expert_shards` the GPUs
-    routed experts are split across (ResolvedConfig.moe_shards; default tp).
+    routed experts are split across (ResolvedConfig.moe_shards; default tp). `vllm_version` decides which
+    layers build a DSA indexer (indexer_layers; None: the default release).
     The vision tower sits on the first stage unless `vision` is off (`--language-model-only`: vLLM v0.21+
     skips the modules a model marks as its towers when every modality limit is 0).
     """
@@ -457,7 +470,7 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     p = arch.layer_sums(layers)
     total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
               + p.experts / (expert_shards or tp) * expert_bytes * expert_scale + p.bias / tp * act)
-    total += p.replicated * act
+    total += (p.replicated - (len(layers) - indexer_layers(arch, layers, vllm_version)) * arch.indexer_params) * act
     if first:
         total += arch.embedding_params / tp * act + (arch.vision_params() * act if vision else 0.0)
     if last:
@@ -533,9 +546,11 @@ def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
 
 
 def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
-              act_bytes: float = 2.0) -> tuple[KvGroup, ...]:
+              act_bytes: float = 2.0, vllm_version: str | None = None) -> tuple[KvGroup, ...]:
     """Layers of this stage that keep a KV cache or a per-sequence state, grouped by kind
-    (cross-attention layers keep the encoder's KV, not the text's, and are left out)."""
+    (cross-attention layers keep the encoder's KV, not the text's, and are left out). A DSA model's index
+    keys are spread over its MLA layers: all of them hold one, or with IndexCache only the layers that
+    build an indexer (indexer_layers), which vLLM pages as their own cache layers."""
     per_layer = arch.kv_values_per_token_per_layer(tp) * kv_bytes
     counts = arch.layer_kind_counts(layers)
     groups = []
@@ -543,7 +558,8 @@ def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
         n = counts.get(kind, 0)
         if n:
             window = arch.sliding_window if kind in WINDOWED_LAYER_KINDS else None
-            extra = indexer_bytes_per_token(arch) if kind == "mla" else 0.0
+            extra = (indexer_bytes_per_token(arch) * indexer_layers(arch, layers, vllm_version) / n
+                     if kind == "mla" else 0.0)
             groups.append(KvGroup(kind=kind, layers=n, bytes_per_token_per_layer=per_layer + extra, window=window))
     for kind in STATE_LAYER_KINDS:
         n = counts.get(kind, 0)
@@ -634,7 +650,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         first, last = s == 0, s == pp - 1
         w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
                           expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
-                          expert_shards=held) / GIB
+                          expert_shards=held, vllm_version=cfg.vllm_version) / GIB
         lora = lora_bytes(arch, tp, layers, first, last, shards, cfg.expert_parallel, cfg.vllm_version,
                           cfg.max_loras, cfg.max_lora_rank, act_b, cfg.fully_sharded_loras) / GIB
         w += lora
@@ -651,7 +667,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
             margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)
             kv = min(budget - used, total - startup - used - margin) - transient
-        groups = kv_groups(arch, layers, tp, kv_b, act_b)
+        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version)
         size, layout = kv_layout(groups)
         block = hybrid_block_size(groups, cfg.block_size)
         page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),
