@@ -87,16 +87,13 @@ def test_lora_bytes_grow_linearly_with_slots_and_never_shrink_with_rank(slots: i
 
 
 def test_layers_the_module_does_not_describe_are_refused_by_name() -> None:
-    with pytest.raises(InputError, match="mamba layers are not modelled"):
-        lora_bytes(get_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"), 1, range(52), True, True, 1, False,
+    with pytest.raises(InputError, match="cross layers are not modelled"):  # Llama 3.2 Vision's cross-attention
+        lora_bytes(get_model("meta-llama/Llama-3.2-11B-Vision-Instruct"), 1, range(40), True, True, 1, False,
                    "0.27", 1, 16, 2.0)
     # a Gated DeltaNet model whose class is unknown: which projection layout vLLM uses is not known either
     unknown = get_model("Qwen/Qwen3-Next-80B-A3B-Instruct").model_copy(update={"hf_architecture": None})
     with pytest.raises(InputError, match="linear layers are not modelled"):
         lora_bytes(unknown, 1, range(48), True, True, 1, False, "0.27", 1, 16, 2.0)
-    with pytest.raises(InputError, match="DSA indexer"):
-        estimate(get_model("deepseek-ai/DeepSeek-V3.2"), get_gpu("H200-141GB"),
-                 ServingConfig(tensor_parallel=8, max_loras=1))
 
 
 def test_fit_cli_counts_the_slots_and_names_bad_values() -> None:
@@ -167,13 +164,13 @@ def test_a_workload_with_lora_reserves_the_slots_and_prints_the_flags(tmp_path) 
 
 
 def test_a_workload_lora_the_model_cannot_describe_is_one_error(tmp_path) -> None:
-    nemotron = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
-    code, _, err = _solve(tmp_path, nemotron, "    lora: {max_loras: 2}\n")
+    vision = "meta-llama/Llama-3.2-11B-Vision-Instruct"
+    code, _, err = _solve(tmp_path, vision, "    lora: {max_loras: 2}\n")
     assert code == 2
     path = tmp_path / "w.yaml"
     lora_line = path.read_text().splitlines().index("    lora: {max_loras: 2}") + 1
     assert [x for x in err.splitlines() if x.startswith("error:")] == [
-        f"error: {path}:{lora_line}: workloads.0.lora: LoRA buffers of {nemotron}'s mamba "
+        f"error: {path}:{lora_line}: workloads.0.lora: LoRA buffers of {vision}'s cross "
         "layers are not modelled; plan it without --enable-lora (its adapter memory is then not counted) "
         "(workload adapters)"]
     code, _, err = _solve(tmp_path, QWEN3_4B, "    lora: {max_lora_rank: 12}\n")
@@ -305,3 +302,50 @@ def test_gated_deltanet_layers_wrap_every_projection_as_vllm_lays_them_out() -> 
     # out_proj 2048 + 2048 = 18,468; experts sliced 2 ways (256 each): 512 x 6,912; shared expert 6,912
     tp2 = lora_bytes(nxt, 2, range(1), False, False, 2, False, "0.33", 1, 1, 2.0) / 2
     assert tp2 == 18_468 + 512 * 6_912 + 6_912
+
+
+NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
+
+
+@pytest.mark.parametrize(("version", "tp", "sharded", "elements"), [
+    # h 2,688; inner 64 heads x 64 = 4,096; 8 groups x state 128 = 1,024 for B and for C; conv kernel 4.
+    # 0.16+: in_proj 5 A of 2,688 + (4,096 + 4,096 + 1,024 + 1,024 + 64) / tp; conv1d 3 A of 4 + 6,144 / tp;
+    # out_proj A 4,096 / tp + B 2,688
+    ("0.33", 1, False, 5 * 2688 + 10304 + 3 * 4 + 6144 + 4096 + 2688),  # 36,684
+    ("0.33", 2, False, 5 * 2688 + 10304 // 2 + 3 * 4 + 6144 // 2 + 4096 // 2 + 2688),  # 26,412
+    ("0.33", 2, True, 4096 // 2 + 2688 // 2),  # fully sharded: in_proj and conv1d left unwrapped
+    ("0.14", 1, False, 4096 + 2688),  # 0.11-0.14: the merged in_proj / conv1d have no LoRA wrapper
+    # 0.10: one ColumnParallelLinear each: in_proj 2,688 + 4,096 + 6,144 (conv_dim) + 64, conv1d 4 + 6,144
+    ("0.10.1", 1, False, 2688 + 10304 + 4 + 6144 + 4096 + 2688),  # 25,924
+])
+def test_a_mamba2_layer_slot_by_release(version: str, tp: int, sharded: bool, elements: int) -> None:
+    arch = get_model(NEMOTRON)
+    assert arch.layer_kinds()[0] == "mamba"
+    # one slot of rank 16 at 1 byte an element: 16 x the elements per unit of rank
+    assert lora_bytes(arch, tp, range(1), False, False, tp, False, version, 1, 16, 1.0, sharded) == 16 * elements
+
+
+@pytest.mark.parametrize(("model", "layer", "version", "elements"), [
+    # DeepSeek-V3.2: wq_b 1,536 -> 64 x 128; up to 0.19 also wk 7,168 -> 128 and weights_proj 7,168 -> 64
+    ("deepseek-ai/DeepSeek-V3.2", 0, "0.33", 1536 + 8192),
+    ("deepseek-ai/DeepSeek-V3.2", 0, "0.17", 1536 + 8192 + 7168 + 128 + 7168 + 64),
+    # GLM-5.2's layer 3 reuses layer 2's top-k from 0.27.1: no indexer, no buffers; 0.21 builds it
+    ("zai-org/GLM-5.2", 3, "0.33", 0),
+    ("zai-org/GLM-5.2", 3, "0.21", 2048 + 32 * 128),
+    ("zai-org/GLM-5.2", 6, "0.33", 2048 + 32 * 128),
+])
+def test_the_dsa_indexer_slot(model: str, layer: int, version: str, elements: int) -> None:
+    """The indexer's share of a layer's slot: the model's elements less those of the same model without an
+    indexer (replicated layers: the same at any TP)."""
+    arch = get_model(model)
+    plain = arch.model_copy(update={"index_n_heads": None, "index_head_dim": None})
+    one = range(layer, layer + 1)
+    for tp in (1, 8):
+        with_indexer = lora_bytes(arch, tp, one, False, False, tp, False, version, 1, 16, 1.0)
+        assert with_indexer - lora_bytes(plain, tp, one, False, False, tp, False, version, 1, 16, 1.0) == 16 * elements
+
+
+def test_lora_on_the_hybrids_vllm_serves_with_lora_is_planned() -> None:
+    est = estimate(get_model(NEMOTRON), get_gpu("H100-SXM-80GB"),
+                   ServingConfig(max_model_len=8192, max_loras=2, max_lora_rank=16))
+    assert est.binding_rank.lora_gib > 0 and est.fits

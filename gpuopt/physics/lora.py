@@ -26,10 +26,12 @@ Up to v0.11 the LM head also kept 256 extra-vocabulary rows of h per slot (lora_
 v0.12).
 
 Gated DeltaNet layers (Qwen3-Next, Qwen3.5) are described (`_gdn`: vLLM wraps every linear layer of the
-mixer, in the projection layout each model uses); Mamba-2 mixers, lightning attention and the DSA indexer are
-not: such models raise an error naming the layer kind rather than a number that is not known to be right.
+mixer, in the projection layout each model uses), Mamba-2 mixers (`_mamba2`, Nemotron-H: which of in_proj,
+conv1d and out_proj are wrapped depends on the release) and the DSA indexer (`_indexer`, DeepSeek-V3.2,
+GLM-5: its replicated projections, on the layers that build one); lightning attention is not (MiniMax-M1's
+class has no LoRA in any release), and a model of such an unknown layer kind raises an error naming it.
 Router gates are not counted ((hidden + experts) x r a MoE layer where vLLM wraps them: ~0.2 % of a MoE
-slot). The activation
+slot; vLLM 0.16+ leaves a non-gated MoE's gate, Nemotron-H's, unwrapped). The activation
 peak and CUDA-graph memory LoRA adds (dummy adapters in the profiling run, graphs captured with LoRA) are
 not modelled either; on the one published start-up set (Qwen3-4B on an RTX 4090, vLLM 0.27.1, rank 16) the
 slot cost this module gives is within 2.5 % of the logged growth from 1 to 64 slots.
@@ -40,12 +42,12 @@ from __future__ import annotations
 from gpuopt.errors import InputError
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import default_release, release_key
-from gpuopt.physics.vllm_support import lora_embedding_buffers, lora_problem
+from gpuopt.physics.vllm_support import builds_indexer, lora_embedding_buffers, lora_problem
 
 # vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.12.0-0.27.1; 0.11 accepts the same without 1)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 EXTRA_VOCAB = 256  # lora_extra_vocab_size, v0.11 and before
-_MIXERS_DESCRIBED = {"full", "sliding", "chunked", "mla", "ffn"}
+_MIXERS_DESCRIBED = {"full", "sliding", "chunked", "mla", "ffn", "mamba"}
 
 
 def rank_problem(rank: int) -> str | None:
@@ -75,8 +77,6 @@ def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_versi
         problems.append(bad_rank)
     described = _MIXERS_DESCRIBED | ({"linear"} if gdn_layout(arch) is not None else set())
     other: list[str] = sorted(set(arch.layer_kinds()) - described)
-    if arch.index_n_heads:
-        other.append("DSA indexer")
     if other:
         problems.append(f"LoRA buffers of {arch.hf_id}'s {', '.join(other)} layers are not modelled; "
                         "plan it without --enable-lora (its adapter memory is then not counted)")
@@ -125,6 +125,41 @@ def _gdn(arch: ModelArchitecture, tp: int, sharded: bool) -> float:
     return (_column(h, [2 * k + 2 * v] if fused else [k, k, v, v], tp, sharded)
             + _column(h, [2 * nv] if fused else [nv, nv], tp, sharded)
             + _column(kernel, [2 * k + v], tp, sharded) + _row(v, h, tp, sharded))
+
+
+def _mamba2(arch: ModelArchitecture, tp: int, sharded: bool, release: tuple[int, ...]) -> float:
+    """A Mamba-2 mixer's LoRA elements per unit of rank on one GPU (vllm/model_executor/layers/mamba/
+    mamba_mixer2.py and vllm/lora/layers, read in the 0.10.1.1, 0.11.0, 0.12.0, 0.14.0, 0.16.0, 0.17.0, 0.20.0
+    and 0.33.0 wheels). out_proj is row-parallel in every release. in_proj (z, x, B, C, dt) and the
+    depthwise conv1d (x, B, C over kernel-size inputs) are one ColumnParallelLinear each up to 0.10 and
+    whenever the GPUs do not divide the groups (one A, the groups replicated to the GPUs); from 0.11 they are
+    MergedColumnParallelLinear of 5 and 3 outputs, which no LoRA wrapper took until 0.16's
+    MergedColumnParallelLinearVariableSliceWithLoRA (one A per output) -- and which it still leaves unwrapped
+    with --fully-sharded-loras."""
+    h, kernel, heads = arch.hidden_size, arch.mamba_conv_kernel or 4, arch.mamba_num_heads or 0
+    inner, groups, state = heads * (arch.mamba_head_dim or 0), arch.mamba_n_groups or 1, arch.ssm_state_size or 0
+    total = _row(inner, h, tp, sharded)  # out_proj
+    if release < (0, 11) or groups % tp:
+        shared = groups + (0 if groups % tp == 0 else tp - groups)  # extra_groups_for_head_shards
+        conv_dim = inner + 2 * shared * state
+        return total + _column(h, [inner + conv_dim + heads], tp, sharded) + _column(kernel, [conv_dim], tp, sharded)
+    if release < (0, 16) or sharded:
+        return total
+    bc = groups * state
+    return total + _column(h, [inner, inner, bc, bc, heads], tp) + _column(kernel, [inner, bc, bc], tp)
+
+
+def _indexer(arch: ModelArchitecture, release: tuple[int, ...]) -> float:
+    """A DSA indexer's LoRA elements per unit of rank (replicated, so whole on every GPU, fully sharded
+    too): wq_b (q_lora_rank -> heads x dim) in every release; wk (h -> dim) and weights_proj (h -> heads)
+    up to 0.19, which 0.20 fuses into one wk_weights_proj that no LoRA wrapper takes (a
+    MergedColumnParallelLinear of 2 outputs with no packed_modules_mapping entry; read in the 0.11.0,
+    0.17.0, 0.20.0 and 0.33.0 wheels)."""
+    ih, idim, h = arch.index_n_heads or 0, arch.index_head_dim or 0, arch.hidden_size
+    total = (arch.q_lora_rank or h) + ih * idim
+    if release < (0, 20):
+        total += h + idim + h + ih
+    return total
 
 
 def _column(inputs: int, outputs: list[int], tp: int, sharded: bool = False) -> float:
@@ -182,6 +217,10 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
                 total += _column(h, [nh * (nope + rope)], tp, sharded)
             total += h + kvr + rope  # kv_a_proj_with_mqa (replicated)
             total += _column(kvr, [nh * (nope + vhd)], tp, sharded) + _row(nh * vhd, h, tp, sharded)
+            if builds_indexer(arch, index, vllm_version):
+                total += _indexer(arch, release)
+        elif kinds[index] == "mamba":
+            total += _mamba2(arch, tp, sharded, release)
         elif kinds[index] == "linear":
             total += _gdn(arch, tp, sharded)
         elif kinds[index] != "ffn":

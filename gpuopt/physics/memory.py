@@ -24,8 +24,8 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
-from gpuopt.physics.vllm_profile import VllmProfile, default_release, get_profile, release_key
-from gpuopt.physics.vllm_support import release_problem
+from gpuopt.physics.vllm_profile import VllmProfile, get_profile, release_key
+from gpuopt.physics.vllm_support import builds_indexer, release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
     STATE_LAYER_KINDS,
@@ -433,11 +433,7 @@ def indexer_layers(arch: ModelArchitecture, layers: range, vllm_version: str | N
     every MLA layer of a DSA model up to vLLM 0.21 (0.21 skips the top-k only at run time, behind
     `use_index_cache`), from 0.27.1 only those the IndexCache pattern keeps (ModelArchitecture.
     indexer_skipped). Releases between 0.21 and 0.27.1 were not read; they take the 0.21 rule."""
-    if not arch.indexer_params:
-        return 0
-    if release_key(vllm_version or default_release()) < (0, 27):
-        return len(layers)
-    return sum(not arch.indexer_skipped(i) for i in layers)
+    return sum(builds_indexer(arch, i, vllm_version) for i in layers)
 
 
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,

@@ -92,6 +92,16 @@ def release_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | 
     return f"vLLM {vllm_version} does not implement {cls} (it is registered from vLLM {served[0]})"
 
 
+def builds_indexer(arch: ModelArchitecture, index: int, vllm_version: str | None) -> bool:
+    """Whether vLLM builds a DSA indexer on decoder layer `index`: on every layer of a DSA model up to 0.21
+    (which skips the top-k only at run time, behind `use_index_cache`), from 0.27.1 only where the config's
+    IndexCache pattern keeps one (ModelArchitecture.indexer_skipped). Releases between 0.21 and 0.27.1 were
+    not read; they take the 0.21 rule."""
+    if not arch.indexer_params:
+        return False
+    return release_key(_release(vllm_version)) < (0, 27) or not arch.indexer_skipped(index)
+
+
 def lora_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
     """Why --enable-lora fails for this model on this release, or None (also when the class is unknown)."""
     if status(arch, vllm_version) != "no":
