@@ -53,17 +53,18 @@ def test_moe_experts_get_buffers_from_v012() -> None:
     arch = get_model("Qwen/Qwen3-30B-A3B")  # h 2048, 32 heads, 4 KV heads, 128 experts of 768, 48 layers, untied
     attention = 3 * 2048 + 4096 + 2 * 512 + 4096 + 2048  # qkv + o_proj (head_dim 128)
     experts = 128 * (2 * 2048 + 2 * 768 + 768 + 2048)  # w13 A + w13 B + w2 A + w2 B per expert
+    router = 2048 + 128  # the gate (a ReplicatedLinear): A r x h, B experts x r, whole on every GPU
     vocab = 2 * (151936 + 2048)  # LM head + embedding (not tied)
     assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.27.1", 1, 16, 2.0) == \
-        (48 * (attention + experts) + vocab) * 16 * 2
+        (48 * (attention + router + experts) + vocab) * 16 * 2
     # v0.11 had no LoRA wrapper for fused MoE: the experts get none (and its LM head 256 extra-vocabulary rows)
     assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.11.0", 1, 16, 2.0) == \
-        (48 * attention + vocab) * 16 * 2 + 256 * 2048 * 2
+        (48 * (attention + router) + vocab) * 16 * 2 + 256 * 2048 * 2
     # expert parallel over 2 GPUs: 64 whole experts each; TP=2 halves B of qkv and A of o_proj
     ep_attention = 3 * 2048 + (4096 + 1024) // 2 + 4096 // 2 + 2048
     ep_experts = 64 * (2 * 2048 + 3 * 768 + 2048)
     assert lora_bytes(arch, 2, range(48), True, True, 2, True, "0.27.1", 1, 16, 2.0) == \
-        (48 * (ep_attention + ep_experts) + vocab) * 16 * 2
+        (48 * (ep_attention + router + ep_experts) + vocab) * 16 * 2
 
 
 def test_the_kv_cache_loses_exactly_the_lora_buffers() -> None:
@@ -293,15 +294,15 @@ def test_gated_deltanet_layers_wrap_every_projection_as_vllm_lays_them_out() -> 
     assert arch.layer_kinds()[0] == "linear"
     assert lora_bytes(arch, 1, range(1), False, False, 1, False, "0.33", 1, 1, 2.0) == (gdn + mlp) * 2
     # Qwen3-Next (h 2048, same mixer geometry) fuses each input projection into one output: one A apiece:
-    # qkvz 2048 + 12,288, ba 2048 + 64, conv1d 4 + 8,192, out_proj 4096 + 2048 = 30,788; plus 512 experts of
-    # 512 (2 x 2048 + 2 x 512 + 512 + 2048 = 7,680 each) and the shared expert of 512 (7,680)
+    # qkvz 2048 + 12,288, ba 2048 + 64, conv1d 4 + 8,192, out_proj 4096 + 2048 = 30,788; plus the router
+    # (2048 + 512), 512 experts of 512 (2 x 2048 + 2 x 512 + 512 + 2048 = 7,680 each) and the shared expert
     nxt = get_model("Qwen/Qwen3-Next-80B-A3B-Instruct")
     assert lora_bytes(nxt, 1, range(1), False, False, 1, False, "0.33", 1, 1, 2.0) == \
-        (30_788 + 512 * 7_680 + 7_680) * 2
+        (30_788 + 2_560 + 512 * 7_680 + 7_680) * 2
     # at TP 2 the column layers' B and out_proj's A halve: qkvz 2048 + 6,144, ba 2048 + 32, conv1d 4 + 4,096,
     # out_proj 2048 + 2048 = 18,468; experts sliced 2 ways (256 each): 512 x 6,912; shared expert 6,912
     tp2 = lora_bytes(nxt, 2, range(1), False, False, 2, False, "0.33", 1, 1, 2.0) / 2
-    assert tp2 == 18_468 + 512 * 6_912 + 6_912
+    assert tp2 == 18_468 + 2_560 + 512 * 6_912 + 6_912  # the router stays whole
 
 
 NEMOTRON = "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16"
@@ -349,3 +350,20 @@ def test_lora_on_the_hybrids_vllm_serves_with_lora_is_planned() -> None:
     est = estimate(get_model(NEMOTRON), get_gpu("H100-SXM-80GB"),
                    ServingConfig(max_model_len=8192, max_loras=2, max_lora_rank=16))
     assert est.binding_rank.lora_gib > 0 and est.fits
+
+
+# Nemotron-3-Nano's MoE block (layer 1; h 2,688, non-gated relu2): shared expert of 3,712 (up A 2,688 + B 3,712,
+# down A 3,712 + B 2,688 = 12,800) and 128 experts of 1,856 (w1 A 2,688 + B 1,856, w2 A 1,856 + B 2,688 = 9,088)
+NEMOTRON_MOE = 12_800 + 128 * 9_088
+
+
+@pytest.mark.parametrize(("model", "layer", "version", "elements"), [
+    # Qwen3-30B-A3B before 0.12: attention 17,408 (qkv 3 x 2,048 + 4,096 + 2 x 512, o_proj 4,096 + 2,048) and
+    # the gate, a ReplicatedLinear in every release: 2,048 + 128
+    ("Qwen/Qwen3-30B-A3B", 0, "0.10.1", 17_408 + 2_048 + 128),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 1, "0.14", 2_688 + 128 + NEMOTRON_MOE),
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 1, "0.16", NEMOTRON_MOE),  # non-gated MoE: gate left alone
+])
+def test_the_router_gate_slot(model: str, layer: int, version: str, elements: int) -> None:
+    arch = get_model(model)
+    assert lora_bytes(arch, 1, range(layer, layer + 1), False, False, 1, False, version, 1, 16, 1.0) == 16 * elements

@@ -30,8 +30,9 @@ mixer, in the projection layout each model uses), Mamba-2 mixers (`_mamba2`, Nem
 conv1d and out_proj are wrapped depends on the release) and the DSA indexer (`_indexer`, DeepSeek-V3.2,
 GLM-5: its replicated projections, on the layers that build one); lightning attention is not (MiniMax-M1's
 class has no LoRA in any release), and a model of such an unknown layer kind raises an error naming it.
-Router gates are not counted ((hidden + experts) x r a MoE layer where vLLM wraps them: ~0.2 % of a MoE
-slot; vLLM 0.16+ leaves a non-gated MoE's gate, Nemotron-H's, unwrapped). The activation
+A MoE layer's router gate is a ReplicatedLinear (GateLinear in 0.33) that vLLM wraps like any other:
+(hidden + experts) x r, whole on every GPU (`_router`); Qwen2-MoE-style shared-expert gates (hidden -> 1) are
+not counted. The activation
 peak and CUDA-graph memory LoRA adds (dummy adapters in the profiling run, graphs captured with LoRA) are
 not modelled either; on the one published start-up set (Qwen3-4B on an RTX 4090, vLLM 0.27.1, rank 16) the
 slot cost this module gives is within 2.5 % of the logged growth from 1 to 64 slots.
@@ -162,6 +163,19 @@ def _indexer(arch: ModelArchitecture, release: tuple[int, ...]) -> float:
     return total
 
 
+def _router(arch: ModelArchitecture, release: tuple[int, ...]) -> int:
+    """A MoE layer's router gate, per unit of rank (replicated: whole on every GPU, fully sharded too). Every
+    release wraps it (`get_supported_lora_modules` takes every LinearBase; read in the 0.10.1.1, 0.11.0,
+    0.12.0 and 0.33.0 wheels) except where it is not a LinearBase -- gpt-oss's router is a torch.nn.Linear up
+    to 0.16, a ReplicatedLinear from 0.17 -- and, from 0.16, a non-gated MoE's gate (Nemotron-H,
+    `is_non_gated_moe`: "LoRA is not supported for non-gated MoE gate module")."""
+    if arch.hf_architecture == "GptOssForCausalLM" and release < (0, 17):
+        return 0
+    if arch.hf_architecture == "NemotronHForCausalLM" and release >= (0, 16):
+        return 0
+    return arch.hidden_size + (arch.num_experts or 0)
+
+
 def _column(inputs: int, outputs: list[int], tp: int, sharded: bool = False) -> float:
     """Elements per unit of rank of a column-parallel layer's A (one per output slice) and B on one GPU;
     --fully-sharded-loras splits A's rank over the TP group too (S-LoRA)."""
@@ -235,6 +249,7 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
             inter = arch.intermediate_size or 0
             total += _column(h, [inter] * slices, tp, sharded) + _row(inter, h, tp, sharded)
             continue
+        total += _router(arch, release)
         if arch.shared_expert_intermediate_size:
             si = arch.shared_expert_intermediate_size
             total += _column(h, [si] * slices, tp, sharded) + _row(si, h, tp, sharded)
