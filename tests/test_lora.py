@@ -16,6 +16,7 @@ from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.lora import lora_bytes
 from gpuopt.physics.memory import GIB, ServingConfig, estimate
+from gpuopt.physics.quantization import representative
 from gpuopt.physics.serve_args import lora_slots, parse_serve_args
 
 QWEN3_4B = "Qwen/Qwen3-4B"  # h 2560, 32 heads, 8 KV heads of 128, intermediate 9728, 36 layers, vocab 151936, tied
@@ -367,3 +368,16 @@ NEMOTRON_MOE = 12_800 + 128 * 9_088
 def test_the_router_gate_slot(model: str, layer: int, version: str, elements: int) -> None:
     arch = get_model(model)
     assert lora_bytes(arch, 1, range(layer, layer + 1), False, False, 1, False, version, 1, 16, 1.0) == 16 * elements
+
+
+def test_an_awq_qwen35_keeps_in_proj_ba_whole_from_0_27() -> None:
+    """Qwen3.5-9B (32 value heads): at TP 2 in_proj_ba's B holds 2 x 32 / 2 = 32 rows a unit of rank; an AWQ
+    or GPTQ checkpoint keeps the layer whole from 0.27.1 (Marlin's 64-output minimum), so 64: 32 more."""
+    base = get_model("Qwen/Qwen3.5-9B")
+    awq = base.model_copy(update={"quantization": representative("int4")})
+    assert awq.quantization is not None and awq.quantization.method == "awq"
+
+    def layer0(arch, version: str) -> float:
+        return lora_bytes(arch, 2, range(1), False, False, 2, False, version, 1, 16, 1.0) / 16
+    assert layer0(awq, "0.33") - layer0(base, "0.33") == 32
+    assert layer0(awq, "0.21") == layer0(base, "0.21")  # before maybe_disable_tp (read in 0.21.0 and 0.27.1)

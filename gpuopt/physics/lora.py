@@ -26,10 +26,11 @@ Up to v0.11 the LM head also kept 256 extra-vocabulary rows of h per slot (lora_
 v0.12).
 
 Gated DeltaNet layers (Qwen3-Next, Qwen3.5) are described (`_gdn`: vLLM wraps every linear layer of the
-mixer, in the projection layout each model uses), Mamba-2 mixers (`_mamba2`, Nemotron-H: which of in_proj,
-conv1d and out_proj are wrapped depends on the release) and the DSA indexer (`_indexer`, DeepSeek-V3.2,
-GLM-5: its replicated projections, on the layers that build one); lightning attention is not (MiniMax-M1's
-class has no LoRA in any release), and a model of such an unknown layer kind raises an error naming it.
+mixer, in the projection layout each model uses; in_proj_ba whole under Marlin from 0.27.1), Mamba-2 mixers
+(`_mamba2`, Nemotron-H: which of in_proj, conv1d and out_proj are wrapped depends on the release) and the DSA
+indexer (`_indexer`, DeepSeek-V3.2, GLM-5: its replicated projections, on the layers that build one); lightning
+attention is not (MiniMax-M1's class has no LoRA in any release), and a model of such an unknown layer kind
+raises an error naming it.
 A MoE layer's router gate is a ReplicatedLinear (GateLinear in 0.33) that vLLM wraps like any other:
 (hidden + experts) x r, whole on every GPU (`_router`); Qwen2-MoE-style shared-expert gates (hidden -> 1) are
 not counted. The activation
@@ -114,17 +115,22 @@ def gdn_layout(arch: ModelArchitecture) -> str | None:
     return None
 
 
-def _gdn(arch: ModelArchitecture, tp: int, sharded: bool) -> float:
+def _gdn(arch: ModelArchitecture, tp: int, sharded: bool, release: tuple[int, ...]) -> float:
     """A Gated DeltaNet layer's LoRA elements per unit of rank on one GPU: vLLM wraps every linear layer of
     the mixer -- in_proj_qkvz (q, k, v, z), in_proj_ba (b, a), the depthwise conv1d (a ColumnParallelLinear
-    of kernel-size inputs, whose wrapper is allocated like any other) and out_proj (row-parallel)."""
+    of kernel-size inputs, whose wrapper is allocated like any other) and out_proj (row-parallel). From
+    0.27.1 an AWQ or GPTQ checkpoint in the split layout (Qwen3.5) keeps in_proj_ba whole on every GPU
+    (`maybe_disable_tp`: Marlin needs 64 outputs a GPU), so its LoRA buffers are whole too (a layer of TP
+    size 1: MergedColumnParallelLinearWithLoRA, not the sharded variant)."""
     h, kernel = arch.hidden_size, arch.linear_conv_kernel_dim or 4
     nv = arch.linear_num_value_heads or 0
     k = (arch.linear_num_key_heads or 0) * (arch.linear_key_head_dim or 0)
     v = nv * (arch.linear_value_head_dim or 0)
     fused = gdn_layout(arch) == "interleaved"
-    return (_column(h, [2 * k + 2 * v] if fused else [k, k, v, v], tp, sharded)
-            + _column(h, [2 * nv] if fused else [nv, nv], tp, sharded)
+    marlin_whole = (not fused and release >= (0, 27) and arch.quantization is not None
+                    and arch.quantization.method in ("awq", "gptq"))
+    ba = _column(h, [nv, nv], 1) if marlin_whole else _column(h, [2 * nv] if fused else [nv, nv], tp, sharded)
+    return (_column(h, [2 * k + 2 * v] if fused else [k, k, v, v], tp, sharded) + ba
             + _column(kernel, [2 * k + v], tp, sharded) + _row(v, h, tp, sharded))
 
 
@@ -236,7 +242,7 @@ def _slot_elements(arch: ModelArchitecture, tp: int, layers: range, first: bool,
         elif kinds[index] == "mamba":
             total += _mamba2(arch, tp, sharded, release)
         elif kinds[index] == "linear":
-            total += _gdn(arch, tp, sharded)
+            total += _gdn(arch, tp, sharded, release)
         elif kinds[index] != "ffn":
             q, kv = nh * hd, arch.num_key_value_heads * hd
             kv_rank = max(kv // tp, hd)  # KV heads replicated once TP exceeds them
