@@ -397,7 +397,8 @@ SERVER_FLAGS = ("--max-num-seqs 8", "--max-num-batched-tokens 16", "--no-enable-
                 "--enable-expert-parallel", "--max-model-len 512", "--gpu-memory-utilization 0.3", "--tp 2",
                 "--attention-backend FLASHINFER", "--max-num-seqs 'x", "--max-num-seqs", "serve", "--dp=0",
                 "--enable-lora", "--max-loras 3", "--max-lora-rank 1", "--max-lora-rank 7", "--fully-sharded-loras",
-                "--enable-extensible-kv-cache", "--no-enable-extensible-kv-cache")
+                "--enable-extensible-kv-cache", "--no-enable-extensible-kv-cache", "--kv-cache-memory-bytes 2G",
+                "--kv-cache-memory-bytes 1.5G", "--kv-cache-memory-bytes -1")
 """Pieces of `vllm serve` flag strings for `simulate --server-args`: honoured, refused and not modelled ones."""
 
 FLAGS_NOT_FUZZED = frozenset({"help", "output", "overlays", "fx_rates", "version", "debug"})

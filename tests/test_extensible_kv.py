@@ -9,10 +9,11 @@ from click.testing import CliRunner
 
 from gpuopt.cli.fit import fit
 from gpuopt.cli.main import cli
+from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
-from gpuopt.physics.serve_args import parse_serve_args
+from gpuopt.physics.serve_args import human_readable_int, parse_serve_args
 from gpuopt.physics.vllm_profile import default_release, get_profile, profiles
 from gpuopt.planner.serve_flags import unknown_flags
 from tests.test_serve_command import EXAMPLES, serve_lines
@@ -148,3 +149,49 @@ def test_the_flag_is_read_from_server_args_and_refused_before_0_34() -> None:
                                       "--enable-extensible-kv-cache"])
     assert (result.exit_code, result.stdout) == (2, "")
     assert result.stderr == ("error: --enable-extensible-kv-cache is not a flag of vLLM 0.33 (it came in 0.34)\n")
+
+
+@pytest.mark.parametrize(("text", "count"), [
+    ("123", 123), ("1k", 1_000), ("1K", 1_024), ("25.6k", 25_600), ("8G", 8 * 2**30), ("8g", 8_000_000_000),
+    ("2T", 2 * 2**40), (" 16M ", 16 * 2**20),
+])
+def test_byte_counts_read_as_vllms_parser_reads_them(text: str, count: int) -> None:
+    assert human_readable_int(text) == count
+
+
+@pytest.mark.parametrize("text", ["1.5G", "8GB", "lots", "", "1e9"])
+def test_byte_counts_vllm_refuses_are_refused(text: str) -> None:
+    with pytest.raises(ValueError):
+        human_readable_int(text)
+
+
+def test_a_set_kv_cache_is_taken_as_is_in_every_release() -> None:
+    """--kv-cache-memory-bytes 20G: 20 GiB / 131,072 B a token = 163,840 tokens (1,280 blocks of 128 at 64, or
+    10,240 of 16), whatever gpu_memory_utilization says; on 0.34 it turns the extensible KV cache off."""
+    for version, block in (("0.19", 16), ("0.33", 16), ("0.34", 64)):
+        est = l8(version, kv_cache_memory_bytes=20 * 2**30, gpu_memory_utilization=0.5)
+        rank = est.binding_rank
+        assert rank.kv_cache_gib == 20.0 and not rank.extensible and est.warnings == ()
+        assert rank.num_blocks * block == 163_840 and est.kv_cache_tokens == 163_840
+    with pytest.raises(InputError, match="drop one"):
+        l8("0.34", kv_cache_memory_bytes=2**30, extensible_kv_cache=True)
+    assert parse_serve_args("--kv-cache-memory-bytes 20G").kv_cache_memory_bytes == 20 * 2**30
+    with pytest.raises(InputError, match="--kv-cache-memory-bytes: decimals are not allowed"):
+        parse_serve_args("--kv-cache-memory-bytes 1.5G")
+
+
+def test_a_set_kv_cache_larger_than_the_gpu_does_not_fit() -> None:
+    """70 GiB + 14.99 weights + 1.92 activation + 0.25 non-torch + 0.97 graphs = 88.13 GiB > 79.19: vLLM checks
+    nothing and fails allocating it; only smaller weights help (int4 5.37 GiB: 78.51 GiB)."""
+    args = ["fit", "--model", L8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192",
+            "--kv-cache-memory-bytes", "70G"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    assert ("fits: NO -- --kv-cache-memory-bytes 70.00 GiB + 14.99 weights + 1.92 activation + 0.25 non-torch + "
+            "0.97 CUDA graphs need 88.13 GiB of the 79.19 GiB GPU") in result.stdout
+    assert "smallest changes that fit: --precision int4; --tp 4" in result.stdout
+    assert json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)["kv_sizing"] == "set"
+    bad = CliRunner().invoke(cli, [*args[:-1], "1.5G"], prog_name="gpuopt")
+    assert (bad.exit_code, bad.stdout) == (2, "")
+    assert bad.stderr == ("error: Invalid value for '--kv-cache-memory-bytes': decimals are not allowed with binary "
+                          "suffixes like G: did you mean 1.5g? (see 'gpuopt fit --help')\n")

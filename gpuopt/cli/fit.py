@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, SafePath, load_architecture
+from gpuopt.cli.options import FINITE_FLOAT, HUMAN_INT, VLLM_VERSION, SafePath, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
@@ -69,6 +69,9 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--max-lora-rank", type=int, help="Largest adapter rank with --enable-lora (vLLM's default: 16).")
 @click.option("--fully-sharded-loras", is_flag=True,
               help="vLLM's --fully-sharded-loras: adapters' A and B also split over the TP GPUs (less memory).")
+@click.option("--kv-cache-memory-bytes", type=HUMAN_INT, metavar="BYTES",
+              help="vLLM's --kv-cache-memory-bytes: each GPU's KV cache, set rather than measured (1G = 2**30, "
+                   "1g = 10**9).")
 @click.option("--enable-extensible-kv-cache/--no-enable-extensible-kv-cache", "extensible_kv_cache", default=None,
               help="vLLM 0.34+: size the KV cache after warmup from the memory left (the default there), or "
                    "estimate it from the profiling run as before 0.34.")
@@ -82,7 +85,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
         tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, language_model_only: bool,
         enable_lora: bool, max_loras: int | None, max_lora_rank: int | None, fully_sharded_loras: bool,
-        extensible_kv_cache: bool | None, as_json: bool, profile_path: Path | None) -> None:
+        kv_cache_memory_bytes: int | None, extensible_kv_cache: bool | None, as_json: bool,
+        profile_path: Path | None) -> None:
     """Check that a model fits on a GPU under vLLM and report its KV-cache capacity; with --input-tokens and
     --output-tokens also predict TTFT, TPOT and throughput (at --concurrency or --request-rate).
 
@@ -124,7 +128,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         max_loras=(1 if max_loras is None else max_loras) if enable_lora else 0,
                         max_lora_rank=16 if max_lora_rank is None else max_lora_rank,
                         fully_sharded_loras=fully_sharded_loras and enable_lora,
-                        extensible_kv_cache=extensible_kv_cache)
+                        extensible_kv_cache=extensible_kv_cache, kv_cache_memory_bytes=kv_cache_memory_bytes)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

@@ -42,6 +42,29 @@ class FiniteFloat(_FloatParam):
 FINITE_FLOAT = FiniteFloat()
 
 
+class HumanInt(_StrParam):
+    """A count as vLLM's own parser reads it (physics.serve_args.human_readable_int: 8G = 8 x 2**30, 8g = 8 x
+    10**9), so a value copied from a `vllm serve` line means the same here."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from gpuopt.physics.serve_args import human_readable_int
+
+        if isinstance(value, int):
+            return value
+        try:
+            count = human_readable_int(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        if count <= 0:
+            self.fail(f"must be positive (got {value})", param, ctx)
+        return count
+
+
+HUMAN_INT = HumanInt()
+
+
 class SafePath(click.Path):
     """click.Path that refuses a NUL byte as a usage error: click stats every path it converts and catches
     only OSError, while os.stat raises ValueError on an embedded NUL (a traceback otherwise)."""

@@ -246,6 +246,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         chunked_prefill=args.chunked_prefill is not False,
                         max_loras=slots, max_lora_rank=rank,
                         fully_sharded_loras=sharded, extensible_kv_cache=args.extensible_kv_cache,
+                        kv_cache_memory_bytes=args.kv_cache_memory_bytes,
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     if args.enable_lora:
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "

@@ -49,6 +49,7 @@ class ServerConfig:
     max_lora_rank: int | None = None
     fully_sharded_loras: bool | None = None  # `--fully-sharded-loras` with `--enable-lora`
     extensible_kv_cache: bool | None = None  # `--[no-]enable-extensible-kv-cache` (0.34+; None: the release's)
+    kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: each GPU's KV cache, set
 
     def merged(self, other: ServerConfig) -> ServerConfig:
         """This configuration with its gaps filled from `other`."""
@@ -110,7 +111,8 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
                         chunked_prefill=args.chunked_prefill, performance_mode=args.performance_mode,
                         max_loras=slots or None, max_lora_rank=rank if slots else None,
                         fully_sharded_loras=sharded if slots else None,
-                        extensible_kv_cache=args.extensible_kv_cache)
+                        extensible_kv_cache=args.extensible_kv_cache,
+                        kv_cache_memory_bytes=args.kv_cache_memory_bytes)
 
 
 def sidecar(path: Path) -> ServerConfig:

@@ -89,6 +89,9 @@ class ServingConfig:
     fully_sharded_loras: bool = False
     # `--[no-]enable-extensible-kv-cache` (0.34+): None is the release's default (on from 0.34)
     extensible_kv_cache: bool | None = None
+    # `--kv-cache-memory-bytes`: the KV cache of each GPU, set rather than measured (gpu_memory_utilization
+    # and the extensible KV cache are then ignored; vLLM still runs the profiling pass, but checks nothing)
+    kv_cache_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ class ResolvedConfig:
     max_lora_rank: int = 16
     fully_sharded_loras: bool = False
     extensible_kv_cache: bool = False  # sized after warmup (0.34's default) rather than estimated
+    kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: the KV cache set, per GPU
 
     @property
     def gpus(self) -> int:
@@ -276,6 +280,8 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
         problems.append(f"--pp {pp} exceeds the {arch.num_hidden_layers} layers of {arch.hf_id}")
     if cfg.max_model_len is not None and cfg.max_model_len <= 0:
         problems.append(f"--max-model-len must be positive (got {cfg.max_model_len})")
+    if cfg.kv_cache_memory_bytes is not None and cfg.kv_cache_memory_bytes <= 0:
+        problems.append(f"--kv-cache-memory-bytes must be positive (got {cfg.kv_cache_memory_bytes})")
     if cfg.gpu_memory_utilization is not None and not 0 < cfg.gpu_memory_utilization <= 1:
         problems.append(f"--gpu-memory-utilization must be in (0, 1] (got {cfg.gpu_memory_utilization})")
     for name, value in (("--max-num-seqs", cfg.max_num_seqs), ("--max-num-batched-tokens", cfg.max_num_batched_tokens),
@@ -302,7 +308,10 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
     if cfg.extensible_kv_cache and ext is None:
         raise InputError(f"--enable-extensible-kv-cache is not a flag of vLLM {cfg.vllm_version or profile.version} "
                          "(it came in 0.34)")
-    extensible = ext is not None and cfg.extensible_kv_cache is not False
+    if cfg.extensible_kv_cache and cfg.kv_cache_memory_bytes:
+        raise InputError("--enable-extensible-kv-cache with --kv-cache-memory-bytes: vLLM refuses it (\"it sizes the "
+                         "KV cache from measured memory, which kv_cache_memory_bytes overrides\"); drop one")
+    extensible = ext is not None and cfg.extensible_kv_cache is not False and not cfg.kv_cache_memory_bytes
     default_gmu = ext.gpu_memory_utilization_off if ext is not None and not extensible else \
         profile.gpu_memory_utilization
     resolved = ResolvedConfig(
@@ -325,6 +334,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         max_lora_rank=cfg.max_lora_rank,
         fully_sharded_loras=cfg.fully_sharded_loras,
         extensible_kv_cache=extensible,
+        kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
     )
     return resolved, profile
 
@@ -655,7 +665,9 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
         ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
         startup = transient = margin = 0.0
-        if ext is None:
+        if cfg.kv_cache_memory_bytes:  # set, not measured: vLLM reserves exactly this (gpu_worker.py)
+            kv = cfg.kv_cache_memory_bytes / GIB
+        elif ext is None:
             kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
         else:  # 0.34: measure_kv_cache_bytes after warmup (ExtensibleKvCache)
             startup = ext.startup_tp_multi_gib if cfg.gpus * cfg.data_parallel > 1 else ext.startup_tp1_gib
@@ -687,7 +699,15 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         tokens = binding.num_blocks // n_groups * hybrid_block_size(binding.kv_groups, cfg.block_size)
     reason = None
     worst = min(ranks, key=lambda r: r.kv_cache_gib)
-    if worst.weights_gib > worst.budget_gib:
+    heaviest = max(ranks, key=lambda r: r.weights_gib + r.activation_gib + r.non_torch_gib + r.cuda_graph_gib)
+    need = (heaviest.weights_gib + heaviest.activation_gib + heaviest.non_torch_gib + heaviest.cuda_graph_gib
+            + heaviest.kv_cache_gib)
+    if cfg.kv_cache_memory_bytes and need > total:
+        reason = (f"--kv-cache-memory-bytes {heaviest.kv_cache_gib:.2f} GiB + {heaviest.weights_gib:.2f} weights + "
+                  f"{heaviest.activation_gib:.2f} activation + {heaviest.non_torch_gib:.2f} non-torch + "
+                  f"{heaviest.cuda_graph_gib:.2f} CUDA graphs need {need:.2f} GiB of the {total:.2f} GiB GPU: vLLM "
+                  "checks nothing and runs out of memory allocating it")
+    elif worst.weights_gib > worst.budget_gib and not cfg.kv_cache_memory_bytes:
         reason = (f"weights need {worst.weights_gib:.2f} GiB per GPU but vLLM's budget is {worst.budget_gib:.2f} GiB "
                   f"({total:.2f} GiB x {cfg.gpu_memory_utilization})")
     elif worst.kv_cache_gib <= 0 and worst.extensible:

@@ -14,6 +14,7 @@ The same reader serves `gpuopt simulate --server-args`, the load benchmark and t
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from gpuopt.physics.lora import rank_problem
 from gpuopt.physics.serve_flags import kv_cache_dtypes
 from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
 
+_HUMAN_INT_FLAGS = {"kv-cache-memory-bytes": "kv_cache_memory_bytes"}  # vLLM's human_readable_int values
 _INT_FLAGS = {
     "max-model-len": "max_model_len", "max-num-seqs": "max_num_seqs",
     "max-num-batched-tokens": "max_num_batched_tokens", "block-size": "block_size",
@@ -75,6 +77,7 @@ class ServeArgs:
     max_loras: int | None = None  # slots (vLLM's default 1); read only with --enable-lora
     max_lora_rank: int | None = None  # vLLM's default 16
     fully_sharded_loras: bool | None = None  # `--fully-sharded-loras`: A / B split over the TP group too
+    kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: each GPU's KV cache, set
     extensible_kv_cache: bool | None = None  # `--[no-]enable-extensible-kv-cache` (0.34+): KV sized after warmup
     not_modelled: tuple[str, ...] = field(default=())
 
@@ -103,7 +106,8 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
             raise InputError(f"{flag}: expected a --flag, got {tok!r}")
         name, eq, inline = tok[2:].partition("=")
         name = _SHORT.get(name.replace("_", "-"), name.replace("_", "-"))
-        takes_value = name in _INT_FLAGS or name in _FLOAT_FLAGS or name in _STR_FLAGS or (command and name == "model")
+        takes_value = (name in _INT_FLAGS or name in _HUMAN_INT_FLAGS or name in _FLOAT_FLAGS or name in _STR_FLAGS
+                       or (command and name == "model"))
         if takes_value:
             if eq:
                 raw = inline
@@ -143,8 +147,36 @@ _FP8_KV = ("fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")  # 1 byte per
 _TWO_BYTE_KV = ("auto", "bfloat16", "float16")  # the 2-byte KV gpuopt's `auto` models
 
 
+def human_readable_int(text: str) -> int:
+    """A byte or token count as vLLM's parser reads it (vllm/utils/argparse_utils.py human_readable_int, the
+    same in the 0.29.0-0.34.0 wheels): a plain integer, or a number with a suffix -- k/m/g/t decimal
+    (10**3 ... 10**12, decimals allowed), K/M/G/T binary (2**10 ... 2**40, whole numbers only). ValueError
+    names what is wrong."""
+    value = text.strip()
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", value)
+    if match:
+        number, suffix = match.groups()
+        if suffix.islower():
+            return int(float(number) * float(10 ** (3 * "kmgt".index(suffix) + 3)))
+        if "." in number:
+            raise ValueError(f"decimals are not allowed with binary suffixes like {suffix}: did you mean "
+                             f"{number}{suffix.lower()}?")
+        return int(number) * (1 << (10 * "KMGT".index(suffix) + 10))
+    if not re.fullmatch(r"[+-]?\d+", value):
+        raise ValueError(f"{text!r} is not an integer or a number with a k/m/g/t or K/M/G/T suffix")
+    return int(value)
+
+
 def _typed(flag: str, name: str, raw: str, vllm_version: str | None) -> dict[str, object]:
     """The value of an honoured flag; empty for a valid value the models do not describe."""
+    if name in _HUMAN_INT_FLAGS:
+        try:
+            count = human_readable_int(raw)
+        except ValueError as exc:
+            raise InputError(f"{flag}: --{name}: {exc}") from None
+        if count <= 0:
+            raise InputError(f"{flag}: --{name} must be positive (got {raw})")
+        return {_HUMAN_INT_FLAGS[name]: count}
     if name in _INT_FLAGS:
         try:
             value = int(raw)

@@ -128,7 +128,8 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
                          performance_mode=performance_mode(c.performance_mode),
                          chunked_prefill=c.chunked_prefill is not False,
                          max_loras=c.max_loras or 0, max_lora_rank=c.max_lora_rank or 16,
-                         fully_sharded_loras=bool(c.fully_sharded_loras), extensible_kv_cache=c.extensible_kv_cache)
+                         fully_sharded_loras=bool(c.fully_sharded_loras), extensible_kv_cache=c.extensible_kv_cache,
+                         kv_cache_memory_bytes=c.kv_cache_memory_bytes)
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
@@ -340,7 +341,9 @@ def fit_factors(items: Sequence[Observation], predictor: Predictor, fit_bw: bool
         residuals = partial(_residuals, predictor, serving, names, Factors())
         x = _one_step(residuals, x0) if one_step else _gauss_newton(residuals, x0)
         factors = replace(factors, **{n: float(math.exp(v)) for n, v in zip(names, x, strict=True)})
-    starts = [o for o in items if isinstance(o, MemoryObservation) and o.kv_cache_gib is not None]
+    # a KV cache set by --kv-cache-memory-bytes says nothing of the memory CUDA reports: left out
+    starts = [o for o in items if isinstance(o, MemoryObservation) and o.kv_cache_gib is not None
+              and o.config.kv_cache_memory_bytes is None]
     if fit_mem and starts:
         # KV GiB moves one for one with the memory CUDA reports, scaled by gpu_memory_utilization
         gaps = []

@@ -42,7 +42,7 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "cuda_graph_in_budget": rank.cuda_graph_in_budget,
         # "estimate" (budget - profiled use, every release to 0.33) or "extensible" (0.34: sized after warmup,
         # keeping the start-up memory, the transient peak and a margin free)
-        "kv_sizing": "extensible" if rank.extensible else "estimate",
+        "kv_sizing": "set" if cfg.kv_cache_memory_bytes else "extensible" if rank.extensible else "estimate",
         "startup_gib": plain(rank.startup_gib) if rank.extensible else None,
         "transient_gib": plain(rank.transient_gib) if rank.extensible else None,
         "margin_gib": plain(rank.margin_gib) if rank.extensible else None,
@@ -79,8 +79,10 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         f"TP={cfg.tensor_parallel} PP={cfg.pipeline_parallel}"
         + (f" DP={cfg.data_parallel}" if cfg.data_parallel > 1 else "")
         + f", weights {cfg.precision}, KV cache {cfg.kv_cache_dtype}, vLLM {cfg.vllm_version}",
-        f"requested memory: {rank.total_gib:.2f} GiB x gpu_memory_utilization {cfg.gpu_memory_utilization} "
-        f"= {rank.budget_gib:.2f} GiB",
+        (f"KV cache set by --kv-cache-memory-bytes {cfg.kv_cache_memory_bytes:,} (gpu_memory_utilization ignored)"
+         if cfg.kv_cache_memory_bytes else
+         f"requested memory: {rank.total_gib:.2f} GiB x gpu_memory_utilization {cfg.gpu_memory_utilization} "
+         f"= {rank.budget_gib:.2f} GiB"),
         f"Model loading took {rank.weights_gib:.2f} GiB memory"
         + (f" (of which LoRA buffers {rank.lora_gib:.2f} GiB: {cfg.max_loras} slot{'s' if cfg.max_loras > 1 else ''}"
            f" of rank {cfg.max_lora_rank}{', fully sharded' if cfg.fully_sharded_loras else ''})"
@@ -89,7 +91,8 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         f"(max_num_batched_tokens={cfg.max_num_batched_tokens}, max_num_seqs={cfg.max_num_seqs})",
         f"non-torch forward increase memory: {rank.non_torch_gib:.2f} GiB",
         f"CUDA graph memory: {rank.cuda_graph_gib:.2f} GiB "
-        + ("(resident after capture; its estimate is also kept free as a transient)" if rank.extensible else
+        + ("(beside the KV cache that was set)" if cfg.kv_cache_memory_bytes else
+           "(resident after capture; its estimate is also kept free as a transient)" if rank.extensible else
            "(inside the budget)" if rank.cuda_graph_in_budget else "(outside the budget, in the headroom)"),
         *([f"Memory after warmup (extensible KV cache): {rank.transient_gib:.2f} GiB kept for transient activations "
            f"(activation + CUDA-graph estimate), a {rank.margin_gib:.2f} GiB margin (max(1 GiB, 0.75 x transient)), "
