@@ -139,3 +139,17 @@ def test_indexcache_memory_by_release() -> None:
     assert arch.indexer_params == 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32 == 9_371_904
     assert old.weights_gib - new.weights_gib == pytest.approx(57 * 9_371_904 * 2 / 2**30, rel=1e-9)
     assert old.kv_bytes_per_token == 100_152 and new.kv_bytes_per_token == pytest.approx(92_628, abs=1e-6)
+
+
+def test_the_hybrid_block_aligns_to_the_configured_block_from_0_33() -> None:
+    """Qwen3-Next at TP 1: a DeltaNet state of 1,097,728 B against 2,048 B a token of a full-attention layer.
+    Aligned to 16 tokens (up to 0.19, and later at a block of 16): 16 x ceil(1,097,728 / 32,768) = 544; from 0.20
+    to the configured block when larger -- 0.34's default 64: 64 x ceil(1,097,728 / 131,072) = 576; 0.19 with
+    --block-size 64 still aligns to 16 and keeps the larger of 64 and 544."""
+    groups = kv_groups(get_model(NEXT), range(48), 1, 2.0)
+    assert hybrid_block_size(groups, 16, "0.19") == hybrid_block_size(groups, 16, "0.33") == 544
+    assert hybrid_block_size(groups, 64, "0.34") == hybrid_block_size(groups, 64, "0.29") == 576
+    assert hybrid_block_size(groups, 64, "0.19") == 544
+    est = estimate(get_model(NEXT), get_gpu("H100-SXM-80GB"),
+                   ServingConfig(tensor_parallel=4, max_model_len=32768, vllm_version="0.34"))
+    assert est.config.block_size == 64 and est.kv_cache_tokens > 0

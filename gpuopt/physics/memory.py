@@ -24,7 +24,7 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
-from gpuopt.physics.vllm_profile import VllmProfile, get_profile, release_key
+from gpuopt.physics.vllm_profile import VllmProfile, default_release, get_profile, release_key
 from gpuopt.physics.vllm_support import builds_indexer, release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -575,19 +575,24 @@ def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
     return tuple(groups)
 
 
-def hybrid_block_size(groups: tuple[KvGroup, ...], block_size: int) -> int:
+def hybrid_block_size(groups: tuple[KvGroup, ...], block_size: int, vllm_version: str | None = None) -> int:
     """vLLM's attention block size for attention + Mamba/linear-attention hybrids.
 
-    vllm/model_executor/models/config.py (HybridAttentionMambaModelConfig) raises the attention block
-    size to the smallest multiple of 16 tokens whose page holds one layer's state ("Setting attention block
-    size to N tokens to ensure that attention page size is >= mamba page size"); the state page is padded
-    to it. Models without state layers keep `block_size`.
+    vLLM raises the attention block size to the smallest multiple of an alignment whose page holds one
+    layer's state ("Setting attention block size to N tokens to ensure that attention page size is >= mamba
+    page size"); the state page is padded to it. The alignment is the attention kernel's 16 tokens up to
+    0.19 (vllm/model_executor/models/config.py HybridAttentionMambaModelConfig, 0.11.0-0.19.0 wheels), and
+    from 0.20 the larger of that and the configured block size (vllm/platforms/interface.py, 0.20.0, 0.21.0,
+    0.27.1, 0.29.0, 0.33.0 and 0.34.0 wheels): 0.34's default block of 64 makes Qwen3-Next's block 576
+    tokens instead of 544. Models without state layers keep `block_size`. `vllm_version` None: the
+    default release.
     """
     state = max((g.state_bytes_per_layer for g in groups), default=0.0)
     per_token = max((g.bytes_per_token_per_layer for g in groups), default=0.0)
     if not state or not per_token:
         return block_size
-    needed = 16 * math.ceil(state / (16 * per_token))
+    align = max(16, block_size) if release_key(vllm_version or default_release()) >= (0, 20) else 16
+    needed = align * math.ceil(state / (align * per_token))
     return max(block_size, needed)
 
 
@@ -677,7 +682,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             kv = min(budget - used, total - startup - used - margin) - transient
         groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version)
         size, layout = kv_layout(groups)
-        block = hybrid_block_size(groups, cfg.block_size)
+        block = hybrid_block_size(groups, cfg.block_size, cfg.vllm_version)
         page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),
                    max((g.state_bytes_per_layer for g in groups), default=0.0))
         block_bytes = page * size
@@ -696,7 +701,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     if profile.kv_tokens_report == "concurrency":
         tokens = int(concurrency * cfg.max_model_len)
     else:
-        tokens = binding.num_blocks // n_groups * hybrid_block_size(binding.kv_groups, cfg.block_size)
+        tokens = binding.num_blocks // n_groups * hybrid_block_size(binding.kv_groups, cfg.block_size,
+                                                                    cfg.vllm_version)
     reason = None
     worst = min(ranks, key=lambda r: r.kv_cache_gib)
     heaviest = max(ranks, key=lambda r: r.weights_gib + r.activation_gib + r.non_torch_gib + r.cuda_graph_gib)

@@ -99,7 +99,7 @@ class SchedulerConfig:
         rank = memory.binding_rank
         _, layout = kv_layout(rank.kv_groups)
         # attention + state hybrids page attention in larger blocks (memory.hybrid_block_size)
-        bs = hybrid_block_size(rank.kv_groups, memory.config.block_size)
+        bs = hybrid_block_size(rank.kv_groups, memory.config.block_size, memory.config.vllm_version)
         state = sum(n for g, n in layout if g.kind in STATE_LAYER_KINDS)
         full = sum(n for g, n in layout if not g.window and g.kind not in STATE_LAYER_KINDS)
         windowed = [(g, n) for g, n in layout if g.window]
