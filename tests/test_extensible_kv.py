@@ -66,6 +66,8 @@ def test_the_margin_floor_and_the_multi_gpu_startup_memory() -> None:
     assert rank.margin_gib == 1.0
     tp2 = l8("0.34", tensor_parallel=2).binding_rank
     assert tp2.startup_gib == 2.16  # CUDA context and NCCL communicators before the snapshot (H200 TP 8 log)
+    pcie = l8("0.34", tensor_parallel=2, interconnect="pcie").binding_rank
+    assert pcie.startup_gib == 0.56  # over PCIe: the one-GPU figure, as for the non-torch memory
     expected = 79.19 - 2.16 - (tp2.weights_gib + tp2.non_torch_gib + tp2.cuda_graph_gib) - tp2.margin_gib \
         - tp2.transient_gib
     assert tp2.kv_cache_gib == pytest.approx(expected, abs=1e-9)

@@ -675,7 +675,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         elif ext is None:
             kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
         else:  # 0.34: measure_kv_cache_bytes after warmup (ExtensibleKvCache)
-            startup = ext.startup_tp_multi_gib if cfg.gpus * cfg.data_parallel > 1 else ext.startup_tp1_gib
+            joined = cfg.gpus * cfg.data_parallel > 1 and cfg.interconnect == "nvlink"
+            startup = ext.startup_tp_multi_gib if joined else ext.startup_tp1_gib
             used = w + nt + cg  # the captured graphs' pool is resident
             transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
             margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)

@@ -80,8 +80,8 @@ class ExtensibleKvCache(BaseModel):
     gpu_memory_utilization_off: float
     margin_floor_gib: float  # KV_CACHE_MARGIN_FLOOR_BYTES on CUDA
     margin_fraction: float  # KV_CACHE_MARGIN_FRACTION
-    startup_tp1_gib: float  # CUDA context of one GPU, held before the snapshot
-    startup_tp_multi_gib: float  # ... plus NCCL's communicators with TP >= 2
+    startup_tp1_gib: float  # CUDA context of one GPU, held before the snapshot (also GPUs joined over PCIe)
+    startup_tp_multi_gib: float  # ... plus NCCL's communicators of GPUs joined by NVLink
     startup_source: str
 
 
