@@ -153,3 +153,16 @@ def test_the_hybrid_block_aligns_to_the_configured_block_from_0_33() -> None:
     est = estimate(get_model(NEXT), get_gpu("H100-SXM-80GB"),
                    ServingConfig(tensor_parallel=4, max_model_len=32768, vllm_version="0.34"))
     assert est.config.block_size == 64 and est.kv_cache_tokens > 0
+
+
+def test_a_dsa_model_keeps_an_fp8_kv_cache_in_the_fp8_ds_mla_layout() -> None:
+    """FlashMLA sparse serves --kv-cache-dtype fp8 as fp8_ds_mla: 512 fp8 latent values, 4 fp32 scales and the 64
+    RoPE values in bf16 = 656 B a token and layer (not 576), plus the 132 B of index keys; a dense MLA model
+    (DeepSeek-V3) keeps 576 at fp8."""
+    gpu = get_gpu("H200-141GB")
+
+    def per_token(model: str) -> float:
+        return estimate(get_model(model), gpu, ServingConfig(tensor_parallel=8, max_model_len=32768,
+                                                             kv_cache_dtype="fp8")).binding_rank.kv_bytes_per_token
+    assert per_token("deepseek-ai/DeepSeek-V3.2") == pytest.approx(61 * (656 + 132))
+    assert per_token("deepseek-ai/DeepSeek-V3") == 61 * 576

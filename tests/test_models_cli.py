@@ -50,9 +50,16 @@ def test_show_registry_hybrid() -> None:
 
 def test_show_names_sparse_attention() -> None:
     data = json.loads(run("models", "show", "deepseek-ai/DeepSeek-V3.2", "--json").output)
-    assert data["sparse_attention"] == {"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048}
+    assert data["sparse_attention"] == {"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048,
+                                        "indexer_layers": 61}
+    # 61 layers x (576 latent + rope values x 2 B + 132 B of index keys); fp8: the fp8_ds_mla layout, 512 fp8
+    # values + 4 fp32 scales + 64 bf16 rope = 656 B, + 132
+    assert data["kv_bytes_per_token"] == {"auto": 61 * (576 * 2 + 132), "fp8": 61 * (656 + 132)}
     assert json.loads(run("models", "show", "deepseek-ai/DeepSeek-V3", "--json").output)["sparse_attention"] is None
     assert "attention to the top 2,048 tokens" in run("models", "show", "zai-org/GLM-5").output
+    glm52 = run("models", "show", "zai-org/GLM-5.2").output
+    assert "on 21 of 78 layers in vLLM 0.33 (IndexCache: the others reuse an earlier top-k)" in glm52
+    assert "KV cache per token (TP=1): auto 92,628 B, fp8 53,940 B" in glm52  # 78 x 656 + 21 x 132
 
 
 def test_show_says_when_a_checkpoint_was_described_by_the_known_checkpoint_table():

@@ -12,7 +12,12 @@ from rich.table import Table
 from gpuopt.errors import InputError
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
 from gpuopt.physics.context_limit import model_max_len
-from gpuopt.physics.memory import default_precision, indexer_bytes_per_token
+from gpuopt.physics.memory import (
+    default_precision,
+    indexer_bytes_per_token,
+    indexer_layers,
+    kv_bytes_per_token_per_layer,
+)
 from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
 from gpuopt.physics.vllm_profile import default_release
@@ -28,10 +33,17 @@ GENERATIONS: tuple[tuple[str, int], ...] = (
 
 def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1) -> float:
     """Bytes one token adds to the KV cache of one GPU, over every layer that keeps KV (all layers count,
-    including sliding-window ones, whose cost is capped per request rather than per token)."""
+    including sliding-window ones, whose cost is capped per request rather than per token), with the DSA
+    index keys of the layers that build an indexer in the default release."""
     kinds = arch.layer_kinds()
     layers = sum(1 for k in kinds if k in KV_LAYER_KINDS)
-    return layers * (arch.kv_values_per_token_per_layer(tp) * dtype_bytes + indexer_bytes_per_token(arch))
+    return (layers * kv_bytes_per_token_per_layer(arch, tp, dtype_bytes)
+            + _indexers(arch) * indexer_bytes_per_token(arch))
+
+
+def _indexers(arch: ModelArchitecture) -> int:
+    """Layers that build a DSA indexer in the default release (fewer than all with IndexCache)."""
+    return indexer_layers(arch, range(arch.num_hidden_layers), default_release())
 
 
 def state_bytes_per_sequence(arch: ModelArchitecture, tp: int = 1) -> float:
@@ -55,7 +67,8 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "attention_kind": arch.attention_kind,
         "sliding_window": arch.sliding_window,
         "sparse_attention": ({"index_n_heads": arch.index_n_heads, "index_head_dim": arch.index_head_dim,
-                              "index_topk": arch.index_topk} if arch.index_head_dim else None),
+                              "index_topk": arch.index_topk, "indexer_layers": _indexers(arch)}
+                             if arch.index_head_dim else None),
         "kv_bytes_per_token": {"auto": kv_bytes_per_token(arch, native), "fp8": kv_bytes_per_token(arch, 1)},
         "default_precision": default_precision(arch),
         "max_position_embeddings": arch.max_position_embeddings,
@@ -167,6 +180,9 @@ def show_model(model_id: str, as_json: bool) -> None:
     if arch.index_head_dim:
         lines.append(f"DSA indexer: {arch.index_n_heads} heads x {arch.index_head_dim}, keys "
                      f"{indexer_bytes_per_token(arch):.0f} B per token per layer (fp8 + scale)"
+                     + (f" on {_indexers(arch)} of {arch.num_hidden_layers} layers in vLLM {default_release()} "
+                        "(IndexCache: the others reuse an earlier top-k)"
+                        if _indexers(arch) < arch.num_hidden_layers else "")
                      + (f"; attention to the top {arch.index_topk:,} tokens" if arch.index_topk else ""))
     q = arch.quantization
     if q is not None:

@@ -551,13 +551,25 @@ def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
     return arch.index_head_dim + arch.index_head_dim // 128 * 4
 
 
+def kv_bytes_per_token_per_layer(arch: ModelArchitecture, tp: int, kv_bytes: float) -> float:
+    """Bytes a token's KV takes in one attention layer of one GPU at `kv_bytes` per value. DSA models (sparse
+    MLA) serve an 8-bit KV cache in DeepSeek's fp8_ds_mla layout (FlashMLA sparse maps every quantized dtype to
+    it: mla_attention.py `_canonicalize_sparse_mla_kv_cache_dtype`, 0.33.0; the 656-byte page in
+    kv_cache_interface.py since 0.11.0): the latent in fp8 with one fp32 scale per 128 values, the RoPE part
+    kept in bf16 -- 512 + 16 + 128 = 656 B for DeepSeek-V3.2 and GLM-5, not 576."""
+    if arch.indexer_params and kv_bytes == 1:
+        latent, rope = arch.kv_lora_rank or 0, arch.qk_rope_head_dim or 0
+        return latent + latent // 128 * 4 + rope * 2
+    return arch.kv_values_per_token_per_layer(tp) * kv_bytes
+
+
 def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
               act_bytes: float = 2.0, vllm_version: str | None = None) -> tuple[KvGroup, ...]:
     """Layers of this stage that keep a KV cache or a per-sequence state, grouped by kind
     (cross-attention layers keep the encoder's KV, not the text's, and are left out). A DSA model's index
     keys are spread over its MLA layers: all of them hold one, or with IndexCache only the layers that
     build an indexer (indexer_layers), which vLLM pages as their own cache layers."""
-    per_layer = arch.kv_values_per_token_per_layer(tp) * kv_bytes
+    per_layer = kv_bytes_per_token_per_layer(arch, tp, kv_bytes)
     counts = arch.layer_kind_counts(layers)
     groups = []
     for kind in KV_LAYER_KINDS:
