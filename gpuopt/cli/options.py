@@ -21,9 +21,10 @@ if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic over (value, input); o
     from gpuopt.physics.architecture import ModelArchitecture
 
     _FloatParam = click.ParamType[float, Any]
+    _IntParam = click.ParamType[int, Any]
     _StrParam = click.ParamType[str, Any]
 else:
-    _FloatParam = _StrParam = click.ParamType
+    _FloatParam = _IntParam = _StrParam = click.ParamType
 
 
 class FiniteFloat(_FloatParam):
@@ -42,13 +43,13 @@ class FiniteFloat(_FloatParam):
 FINITE_FLOAT = FiniteFloat()
 
 
-class HumanInt(_StrParam):
+class HumanInt(_IntParam):
     """A count as vLLM's own parser reads it (physics.serve_args.human_readable_int: 8G = 8 x 2**30, 8g = 8 x
     10**9), so a value copied from a `vllm serve` line means the same here."""
 
     name = "integer"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         from gpuopt.physics.serve_args import human_readable_int
 
         if isinstance(value, int):
