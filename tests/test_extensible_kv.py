@@ -197,3 +197,13 @@ def test_a_set_kv_cache_larger_than_the_gpu_does_not_fit() -> None:
     assert (bad.exit_code, bad.stdout) == (2, "")
     assert bad.stderr == ("error: Invalid value for '--kv-cache-memory-bytes': decimals are not allowed with binary "
                           "suffixes like G: did you mean 1.5g? (see 'gpuopt fit --help')\n")
+
+
+def test_a_set_kv_cache_too_small_for_one_request_says_so() -> None:
+    """1 GiB set, and one request of 131,072 tokens needs 131,072 x 131,072 B = 16 GiB: the set cache fits the GPU
+    but not one request."""
+    est = estimate(get_model(L8), get_gpu("H100-SXM-80GB"),
+                   ServingConfig(max_model_len=131072, vllm_version="0.33", kv_cache_memory_bytes=2**30))
+    assert not est.fits
+    assert est.reason == ("one request of max_model_len 131072 needs 16.00 GiB of KV cache but only 1.00 GiB is "
+                          "available")

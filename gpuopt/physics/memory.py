@@ -443,6 +443,8 @@ def indexer_layers(arch: ModelArchitecture, layers: range, vllm_version: str | N
     every MLA layer of a DSA model up to vLLM 0.21 (0.21 skips the top-k only at run time, behind
     `use_index_cache`), from 0.27.1 only those the IndexCache pattern keeps (ModelArchitecture.
     indexer_skipped). Releases between 0.21 and 0.27.1 were not read; they take the 0.21 rule."""
+    if not arch.indexer_params:  # every model without DSA: no loop over its layers per estimate
+        return 0
     return sum(builds_indexer(arch, i, vllm_version) for i in layers)
 
 
@@ -718,14 +720,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                                                                     cfg.vllm_version)
     reason = None
     worst = min(ranks, key=lambda r: r.kv_cache_gib)
-    heaviest = max(ranks, key=lambda r: r.weights_gib + r.activation_gib + r.non_torch_gib + r.cuda_graph_gib)
-    need = (heaviest.weights_gib + heaviest.activation_gib + heaviest.non_torch_gib + heaviest.cuda_graph_gib
-            + heaviest.kv_cache_gib)
-    if cfg.kv_cache_memory_bytes and need > total:
-        reason = (f"--kv-cache-memory-bytes {heaviest.kv_cache_gib:.2f} GiB + {heaviest.weights_gib:.2f} weights + "
-                  f"{heaviest.activation_gib:.2f} activation + {heaviest.non_torch_gib:.2f} non-torch + "
-                  f"{heaviest.cuda_graph_gib:.2f} CUDA graphs need {need:.2f} GiB of the {total:.2f} GiB GPU: vLLM "
-                  "checks nothing and runs out of memory allocating it")
+    if cfg.kv_cache_memory_bytes and (overflow := _set_cache_overflow(ranks, total)):
+        reason = overflow
     elif worst.weights_gib > worst.budget_gib and not cfg.kv_cache_memory_bytes:
         reason = (f"weights need {worst.weights_gib:.2f} GiB per GPU but vLLM's budget is {worst.budget_gib:.2f} GiB "
                   f"({total:.2f} GiB x {cfg.gpu_memory_utilization})")
@@ -749,6 +745,20 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     return MemoryEstimate(model=arch.hf_id, gpu=gpu.gpu, config=cfg, ranks=tuple(ranks), kv_cache_tokens=tokens,
                           max_concurrency=concurrency, fits=reason is None, reason=reason,
                           warnings=tuple(warnings))
+
+
+def _set_cache_overflow(ranks: list[RankMemory], total: float) -> str | None:
+    """Why a KV cache set by --kv-cache-memory-bytes does not fit beside the rest of the heaviest GPU, or None:
+    vLLM checks nothing and runs out of memory allocating it."""
+    heaviest = max(ranks, key=lambda r: r.weights_gib + r.activation_gib + r.non_torch_gib + r.cuda_graph_gib)
+    need = (heaviest.weights_gib + heaviest.activation_gib + heaviest.non_torch_gib + heaviest.cuda_graph_gib
+            + heaviest.kv_cache_gib)
+    if need <= total:
+        return None
+    return (f"--kv-cache-memory-bytes {heaviest.kv_cache_gib:.2f} GiB + {heaviest.weights_gib:.2f} weights + "
+            f"{heaviest.activation_gib:.2f} activation + {heaviest.non_torch_gib:.2f} non-torch + "
+            f"{heaviest.cuda_graph_gib:.2f} CUDA graphs need {need:.2f} GiB of the {total:.2f} GiB GPU: vLLM "
+            "checks nothing and runs out of memory allocating it")
 
 
 def max_model_len_that_fits(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
