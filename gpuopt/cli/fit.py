@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, HUMAN_INT, VLLM_VERSION, SafePath, load_architecture
+from gpuopt.cli.options import FINITE_FLOAT, HUMAN_INT, VLLM_VERSION, VLLM_VERSION_HELP, SafePath, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
@@ -49,8 +49,7 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--max-num-seqs", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--block-size", type=int, help="KV-cache block in tokens (default: the release's, 16; 64 from 0.34).")
-@click.option("--vllm-version", type=VLLM_VERSION,
-              help="vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only).")
+@click.option("--vllm-version", type=VLLM_VERSION, help=VLLM_VERSION_HELP)
 @click.option("--input-tokens", type=int, help="Mean prompt tokens (enables latency prediction).")
 @click.option("--output-tokens", type=int, help="Mean output tokens.")
 @click.option("--concurrency", type=FINITE_FLOAT, help="Concurrent clients (closed loop).")

@@ -180,9 +180,9 @@ def show_model(model_id: str, as_json: bool) -> None:
     if arch.index_head_dim:
         lines.append(f"DSA indexer: {arch.index_n_heads} heads x {arch.index_head_dim}, keys "
                      f"{indexer_bytes_per_token(arch):.0f} B per token per layer (fp8 + scale)"
-                     + (f" on {_indexers(arch)} of {arch.num_hidden_layers} layers in vLLM {default_release()} "
+                     + (f" on {built} of {arch.num_hidden_layers} layers in vLLM {default_release()} "
                         "(IndexCache: the others reuse an earlier top-k)"
-                        if _indexers(arch) < arch.num_hidden_layers else "")
+                        if (built := summary["sparse_attention"]["indexer_layers"]) < arch.num_hidden_layers else "")
                      + (f"; attention to the top {arch.index_topk:,} tokens" if arch.index_topk else ""))
     q = arch.quantization
     if q is not None:

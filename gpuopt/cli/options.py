@@ -65,6 +65,10 @@ class HumanInt(_IntParam):
 
 HUMAN_INT = HumanInt()
 
+# the help of every --vllm-version option; the default it names is vllm_versions.yaml's `default_release`
+# (a test holds the two together: click help is fixed when the module is imported, before any data is read)
+VLLM_VERSION_HELP = "vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only)."
+
 
 class SafePath(click.Path):
     """click.Path that refuses a NUL byte as a usage error: click stats every path it converts and catches
@@ -132,7 +136,7 @@ def placement_options(func: F) -> F:
         click.option("--headroom", type=FINITE_FLOAT, default=DEFAULT_HEADROOM, show_default=True,
                      help="Plan each replica for at most this fraction of its sustainable load."),
         click.option("--vllm-version", type=VLLM_VERSION,
-                     help="vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only)."),
+                     help=VLLM_VERSION_HELP),
     ]
     for option in reversed(options):
         func = option(func)

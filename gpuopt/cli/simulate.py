@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import click
 
-from gpuopt.cli.options import SafePath, load_architecture
+from gpuopt.cli.options import VLLM_VERSION_HELP, SafePath, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
@@ -129,8 +129,7 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 @click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--block-size", type=int, default=None,
               help="KV block size in tokens (default: the release's, 16; 64 from 0.34).")
-@click.option("--vllm-version", metavar="X.Y",
-              help="vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only).")
+@click.option("--vllm-version", metavar="X.Y", help=VLLM_VERSION_HELP)
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--server-args", default="", metavar="FLAGS", help="`vllm serve` flags of the deployment, quoted.")
