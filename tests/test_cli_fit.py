@@ -105,6 +105,16 @@ def test_model_config_missing_field_names_it(tmp_path):
     assert "missing field 'num_hidden_layers'" in result.output
 
 
+def test_a_dsa_model_on_a_gpu_without_a_sparse_mla_backend_is_one_error_line():
+    result = run("fit", "--model", "deepseek-ai/DeepSeek-V3.2", "--gpu", "A100-SXM-80GB", "--tp", "8",
+                 "--precision", "int4", "--max-model-len", "8192")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --gpu A100-SXM-80GB: deepseek-ai/DeepSeek-V3.2 uses DeepSeek sparse attention and A100-SXM-80GB is "
+        "Ampere (sm80): vLLM runs DeepSeek sparse attention only on Hopper and Blackwell (FlashMLA and FlashInfer "
+        "sparse MLA kernels): no attention backend starts"]
+
+
 def test_fp8_on_a_gpu_without_fp8_support_is_rejected():
     result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "T4-16GB", "--precision", "fp8")
     assert result.exit_code == 2

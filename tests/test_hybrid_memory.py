@@ -166,3 +166,54 @@ def test_a_dsa_model_keeps_an_fp8_kv_cache_in_the_fp8_ds_mla_layout() -> None:
                                                              kv_cache_dtype="fp8")).binding_rank.kv_bytes_per_token
     assert per_token("deepseek-ai/DeepSeek-V3.2") == pytest.approx(61 * (656 + 132))
     assert per_token("deepseek-ai/DeepSeek-V3") == 61 * 576
+
+
+@pytest.mark.parametrize(("gpu", "kv", "release", "per_layer"), [
+    ("H200-141GB", "auto", "0.33", 576 * 2),  # FlashMLA sparse / FlashAttention sparse: bf16
+    ("H200-141GB", "fp8", "0.33", 656),  # FlashMLA sparse: fp8_ds_mla
+    ("B200-180GB", "fp8", "0.33", 576),  # FlashInfer sparse first for quantized caches: plain fp8
+    ("B200-180GB", "fp8", "0.19", 576),
+    ("B200-180GB", "fp8", "0.17", 656),  # 0.17's FlashInfer sparse took bf16 only: FlashMLA's layout
+    ("B200-180GB", "auto", "0.33", 576 * 2),
+    ("RTX-PRO-6000-96GB", "auto", "0.33", 656),  # FlashInfer SM120 maps auto to fp8_ds_mla
+    ("RTX-PRO-6000-96GB", "fp8", "0.24", 656),
+    ("H200-141GB", "auto", "0.11", 656),  # 0.11 rewrote auto to fp8_ds_mla for every DSA model
+])
+def test_a_dsa_cache_layout_follows_the_sparse_mla_backend_of_the_gpu_and_release(
+        gpu: str, kv: str, release: str, per_layer: int) -> None:
+    est = estimate(get_model("deepseek-ai/DeepSeek-V3.2"), get_gpu(gpu),
+                   ServingConfig(tensor_parallel=8, max_model_len=32768, kv_cache_dtype=kv,  # type: ignore[arg-type]
+                                 vllm_version=release))
+    assert est.binding_rank.kv_bytes_per_token == pytest.approx(61 * (per_layer + 132))
+
+
+def test_sm100_fp8_in_0_18_is_plain_only_when_a_gpu_holds_at_most_16_heads() -> None:
+    """0.18 preferred FlashInfer sparse (plain fp8) by head count alone: DeepSeek-V3.2's 128 heads over TP 8 are
+    16 a GPU (FlashInfer, 576 B), over TP 4 32 (FlashMLA, fp8_ds_mla 656 B)."""
+    from gpuopt.physics.sparse_mla import kv_format
+    arch = get_model("deepseek-ai/DeepSeek-V3.2")
+    assert kv_format(arch, 100, "fp8", 8, "0.18") == "fp8"
+    assert kv_format(arch, 100, "fp8", 4, "0.18") == "fp8_ds_mla"
+    assert kv_format(get_model("deepseek-ai/DeepSeek-V3"), 120, "auto", 8, "0.33") == "model"  # dense MLA: as asked
+
+
+@pytest.mark.parametrize(("gpu", "release", "said"), [
+    ("A100-SXM-80GB", "0.33", "A100-SXM-80GB is Ampere (sm80)"),
+    ("L40S-48GB", "0.33", "L40S-48GB is Ada Lovelace (sm89)"),
+    ("RTX-PRO-6000-96GB", "0.21", "sm120 has a sparse MLA backend from vLLM 0.24"),
+])
+def test_no_sparse_mla_backend_refuses_a_dsa_model(gpu: str, release: str, said: str) -> None:
+    from gpuopt.physics.memory import gpu_unsupported
+    arch = get_model("deepseek-ai/DeepSeek-V3.2")
+    why = gpu_unsupported(get_gpu(gpu), "int4", arch, release)
+    assert why is not None and said in why
+    assert gpu_unsupported(get_gpu("H100-SXM-80GB"), "int4", arch, release) is None
+    assert gpu_unsupported(get_gpu(gpu), "int4", get_model("deepseek-ai/DeepSeek-V3"), release) is None
+
+
+def test_sm120_needs_index_topk_2048() -> None:
+    from gpuopt.physics.sparse_mla import backend_problem
+    arch = get_model("deepseek-ai/DeepSeek-V3.2")
+    assert backend_problem(arch, 120, "0.33") is None
+    why = backend_problem(arch.model_copy(update={"index_topk": 1024}), 120, "0.33")
+    assert why is not None and "requires index_topk 2048" in why

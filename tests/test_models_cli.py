@@ -50,8 +50,15 @@ def test_show_registry_hybrid() -> None:
 
 def test_show_names_sparse_attention() -> None:
     data = json.loads(run("models", "show", "deepseek-ai/DeepSeek-V3.2", "--json").output)
+    by_gpu = data["sparse_attention"].pop("kv_bytes_per_token_by_gpu")
     assert data["sparse_attention"] == {"index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048,
                                         "indexer_layers": 61}
+    # vLLM 0.33's sparse MLA backends: FlashMLA on Hopper (fp8 -> fp8_ds_mla, 656 B), FlashInfer on sm100 (plain
+    # fp8, 576 B), FlashInfer SM120 (fp8_ds_mla even for auto), none below Hopper
+    assert by_gpu["Hopper sm90"] == {"auto": 61 * (576 * 2 + 132), "fp8": 61 * (656 + 132)}
+    assert by_gpu["Blackwell sm100"] == {"auto": 61 * (576 * 2 + 132), "fp8": 61 * (576 + 132)}
+    assert by_gpu["Blackwell RTX sm120"] == {"auto": 61 * (656 + 132), "fp8": 61 * (656 + 132)}
+    assert all("no attention backend starts" in str(by_gpu[g]) for g in ("Turing sm75", "Ampere sm80", "Ada sm89"))
     # 61 layers x (576 latent + rope values x 2 B + 132 B of index keys); fp8: the fp8_ds_mla layout, 512 fp8
     # values + 4 fp32 scales + 64 bf16 rope = 656 B, + 132
     assert data["kv_bytes_per_token"] == {"auto": 61 * (576 * 2 + 132), "fp8": 61 * (656 + 132)}
@@ -60,6 +67,9 @@ def test_show_names_sparse_attention() -> None:
     glm52 = run("models", "show", "zai-org/GLM-5.2").output
     assert "on 21 of 78 layers in vLLM 0.33 (IndexCache: the others reuse an earlier top-k)" in glm52
     assert "KV cache per token (TP=1): auto 92,628 B, fp8 53,940 B" in glm52  # 78 x 656 + 21 x 132
+    # 78 x 576 + 21 x 132 on sm100; the text names the GPUs with no backend
+    assert "Blackwell sm100 auto 92,628 B, fp8 47,700 B" in glm52
+    assert "no backend on Turing sm75, Ampere sm80, Ada sm89" in glm52
 
 
 def test_show_says_when_a_checkpoint_was_described_by_the_known_checkpoint_table():

@@ -12,7 +12,7 @@ from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import latency, sparse_mla
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.lora import rank_problem
@@ -132,6 +132,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:
         raise InputError(f"--precision {resolved.precision}: {unsupported}")
+    if (no_backend := sparse_mla.unsupported(arch, spec, resolved.vllm_version)) is not None:
+        raise InputError(f"--gpu {spec.gpu}: {no_backend}")
     too_long = max_model_len_problem(arch, resolved.max_model_len, "--max-model-len")
     if too_long:
         raise InputError(too_long)

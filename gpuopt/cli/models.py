@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gpuopt.errors import InputError
+from gpuopt.physics import sparse_mla
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.memory import (
@@ -31,14 +32,30 @@ GENERATIONS: tuple[tuple[str, int], ...] = (
 )
 
 
-def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1) -> float:
+def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1,
+                       dsa: sparse_mla.KvFormat | None = None) -> float:
     """Bytes one token adds to the KV cache of one GPU, over every layer that keeps KV (all layers count,
     including sliding-window ones, whose cost is capped per request rather than per token), with the DSA
-    index keys of the layers that build an indexer in the default release."""
+    index keys of the layers that build an indexer in the default release (`dsa`: the DSA cache layout,
+    sparse_mla.kv_format; None: FlashMLA's, as on Hopper)."""
     kinds = arch.layer_kinds()
     layers = sum(1 for k in kinds if k in KV_LAYER_KINDS)
-    return (layers * kv_bytes_per_token_per_layer(arch, tp, dtype_bytes)
+    return (layers * kv_bytes_per_token_per_layer(arch, tp, dtype_bytes, dsa)
             + _indexers(arch) * indexer_bytes_per_token(arch))
+
+
+def dsa_kv_by_generation(arch: ModelArchitecture) -> dict[str, dict[str, int] | str]:
+    """A DSA model's KV bytes per token (TP=1) in the default release, per GPU generation: the sparse MLA
+    backend vLLM picks there decides the layout (sparse_mla), or why none starts."""
+    native = 4 if arch.torch_dtype == "float32" else 2
+    release = default_release()
+    out: dict[str, dict[str, int] | str] = {}
+    for name, cc in GENERATIONS:
+        why = sparse_mla.backend_problem(arch, cc, release)
+        out[name] = why if why is not None else {
+            kv: round(kv_bytes_per_token(arch, native if kv == "auto" else 1, 1,
+                                         sparse_mla.kv_format(arch, cc, kv, 1, release))) for kv in ("auto", "fp8")}
+    return out
 
 
 def _indexers(arch: ModelArchitecture) -> int:
@@ -67,7 +84,8 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "attention_kind": arch.attention_kind,
         "sliding_window": arch.sliding_window,
         "sparse_attention": ({"index_n_heads": arch.index_n_heads, "index_head_dim": arch.index_head_dim,
-                              "index_topk": arch.index_topk, "indexer_layers": _indexers(arch)}
+                              "index_topk": arch.index_topk, "indexer_layers": _indexers(arch),
+                              "kv_bytes_per_token_by_gpu": dsa_kv_by_generation(arch) if arch.indexer_params else None}
                              if arch.index_head_dim else None),
         "kv_bytes_per_token": {"auto": kv_bytes_per_token(arch, native), "fp8": kv_bytes_per_token(arch, 1)},
         "default_precision": default_precision(arch),
@@ -184,6 +202,12 @@ def show_model(model_id: str, as_json: bool) -> None:
                         "(IndexCache: the others reuse an earlier top-k)"
                         if (built := summary["sparse_attention"]["indexer_layers"]) < arch.num_hidden_layers else "")
                      + (f"; attention to the top {arch.index_topk:,} tokens" if arch.index_topk else ""))
+        if by_gpu := summary["sparse_attention"]["kv_bytes_per_token_by_gpu"]:
+            runs = [f"{name} auto {v['auto']:,.0f} B, fp8 {v['fp8']:,.0f} B" for name, v in by_gpu.items()
+                    if isinstance(v, dict)]
+            lines.append(f"DSA KV cache per token by GPU (TP=1, vLLM {default_release()}'s sparse MLA backends): "
+                         + "; ".join(runs) + "; no backend on "
+                         + ", ".join(name for name, v in by_gpu.items() if not isinstance(v, dict)))
     q = arch.quantization
     if q is not None:
         lines.append(f"quantization: {q.method} {q.scheme}, {q.weight_bits}-bit weights"

@@ -26,7 +26,7 @@ from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import latency, sparse_mla
 from gpuopt.physics.memory import ServingConfig, estimate_resolved, precision_unsupported, resolve
 from gpuopt.physics.serve_args import ServeArgs, lora_slots, parse_serve_args, performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
@@ -254,6 +254,8 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:
         raise InputError(f"--precision {resolved.precision}: {unsupported}")
+    if (no_backend := sparse_mla.unsupported(arch, spec, resolved.vllm_version)) is not None:
+        raise InputError(f"--gpu {spec.gpu}: {no_backend}")
     mem = estimate_resolved(arch, spec, resolved, profile)
     if not mem.fits:
         click.echo(f"infeasible: {mem.reason}", err=True)

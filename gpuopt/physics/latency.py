@@ -45,6 +45,7 @@ from gpuopt.physics.memory import (
     MemoryEstimate,
     ResolvedConfig,
     activation_dtype_bytes,
+    dsa_format,
     indexer_bytes_per_token,
     indexer_layers,
     kv_bytes_per_token_per_layer,
@@ -437,7 +438,8 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     counts = arch.layer_kind_counts(layers)
     kv_layers = sum(counts.get(k, 0) for k in KV_LAYER_KINDS)
     sliding = sum(counts.get(k, 0) for k in WINDOWED_LAYER_KINDS)
-    per_layer_kv = kv_bytes_per_token_per_layer(arch, tp, kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype))
+    per_layer_kv = kv_bytes_per_token_per_layer(arch, tp, kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype),
+                                                dsa_format(arch, gpu, cfg))
     state = sum(counts.get(k, 0) * arch.state_bytes_per_layer(k, tp, act) for k in STATE_LAYER_KINDS)
     link = interconnect or ("nvlink" if gpu.nvlink_gb_s else "pcie")
     return Replica(

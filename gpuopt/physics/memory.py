@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
+from gpuopt.physics import sparse_mla
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
@@ -191,6 +192,9 @@ class MemoryEstimate:
     fits: bool
     reason: str | None
     warnings: tuple[str, ...] = ()
+    # a DSA model's MLA cache as its sparse backend stores it ("model": the model dtype, "fp8", "fp8_ds_mla");
+    # None for every other model (sparse_mla.kv_format)
+    dsa_kv_format: sparse_mla.KvFormat | None = None
 
     @property
     def binding_rank(self) -> RankMemory:
@@ -242,6 +246,13 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
         # gpus.csv vllm_notes for T4: "many vLLM kernels (FlashAttention-2, Marlin) need sm80+"
         return f"{precision} kernels (Marlin) need sm80 or newer; {gpu.gpu} is {gpu.architecture}"
     return None
+
+
+def gpu_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture,
+                    vllm_version: str | None = None) -> str | None:
+    """Why vLLM cannot run this model in this weight format on this GPU (None when it can): the format's
+    kernels (precision_unsupported), or a DSA model's sparse attention (sparse_mla.unsupported)."""
+    return precision_unsupported(gpu, precision, arch) or sparse_mla.unsupported(arch, gpu, vllm_version)
 
 
 def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
@@ -553,25 +564,31 @@ def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
     return arch.index_head_dim + arch.index_head_dim // 128 * 4
 
 
-def kv_bytes_per_token_per_layer(arch: ModelArchitecture, tp: int, kv_bytes: float) -> float:
-    """Bytes a token's KV takes in one attention layer of one GPU at `kv_bytes` per value. DSA models (sparse
-    MLA) serve an 8-bit KV cache in DeepSeek's fp8_ds_mla layout (FlashMLA sparse maps every quantized dtype to
-    it: mla_attention.py `_canonicalize_sparse_mla_kv_cache_dtype`, 0.33.0; the 656-byte page in
-    kv_cache_interface.py since 0.11.0): the latent in fp8 with one fp32 scale per 128 values, the RoPE part
-    kept in bf16 -- 512 + 16 + 128 = 656 B for DeepSeek-V3.2 and GLM-5, not 576."""
-    if arch.indexer_params and kv_bytes == 1:
-        latent, rope = arch.kv_lora_rank or 0, arch.qk_rope_head_dim or 0
-        return latent + latent // 128 * 4 + rope * 2
+def kv_bytes_per_token_per_layer(arch: ModelArchitecture, tp: int, kv_bytes: float,
+                                 dsa: sparse_mla.KvFormat | None = None) -> float:
+    """Bytes a token's KV takes in one attention layer of one GPU at `kv_bytes` per value. A DSA model
+    (sparse MLA) stores its latent in the layout its backend dictates on the GPU (`dsa`, from
+    sparse_mla.kv_format; None: FlashMLA's, fp8_ds_mla for an 8-bit cache -- 656 B, not 576)."""
+    if arch.indexer_params:
+        fmt = dsa or ("fp8_ds_mla" if kv_bytes == 1 else "model")
+        return sparse_mla.bytes_per_token_per_layer(arch, fmt, kv_bytes)
     return arch.kv_values_per_token_per_layer(tp) * kv_bytes
 
 
+def dsa_format(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> sparse_mla.KvFormat:
+    """The DSA cache layout of this configuration (sparse_mla.kv_format)."""
+    return sparse_mla.kv_format(arch, gpu.compute_capability, cfg.kv_cache_dtype, cfg.tensor_parallel,
+                                cfg.vllm_version)
+
+
 def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
-              act_bytes: float = 2.0, vllm_version: str | None = None) -> tuple[KvGroup, ...]:
+              act_bytes: float = 2.0, vllm_version: str | None = None,
+              dsa: sparse_mla.KvFormat | None = None) -> tuple[KvGroup, ...]:
     """Layers of this stage that keep a KV cache or a per-sequence state, grouped by kind
     (cross-attention layers keep the encoder's KV, not the text's, and are left out). A DSA model's index
     keys are spread over its MLA layers: all of them hold one, or with IndexCache only the layers that
     build an indexer (indexer_layers), which vLLM pages as their own cache layers."""
-    per_layer = kv_bytes_per_token_per_layer(arch, tp, kv_bytes)
+    per_layer = kv_bytes_per_token_per_layer(arch, tp, kv_bytes, dsa)
     counts = arch.layer_kind_counts(layers)
     groups = []
     for kind in KV_LAYER_KINDS:
@@ -651,6 +668,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     budget = math.ceil(total * cfg.gpu_memory_utilization * GIB) / GIB
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     act_b = activation_dtype_bytes(arch, cfg.precision)
+    dsa = dsa_format(arch, gpu, cfg)
     warnings: list[str] = []
     if cfg.extensible_kv_cache:
         warnings.append(f"vLLM {cfg.vllm_version} sizes the KV cache after warmup (extensible KV cache); gpuopt "
@@ -695,7 +713,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
             margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)
             kv = min(budget - used, total - startup - used - margin) - transient
-        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version)
+        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version, dsa)
         size, layout = kv_layout(groups)
         block = hybrid_block_size(groups, cfg.block_size, cfg.vllm_version)
         page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),
@@ -744,7 +762,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                   f"{binding.kv_cache_gib:.2f} GiB is available")
     return MemoryEstimate(model=arch.hf_id, gpu=gpu.gpu, config=cfg, ranks=tuple(ranks), kv_cache_tokens=tokens,
                           max_concurrency=concurrency, fits=reason is None, reason=reason,
-                          warnings=tuple(warnings))
+                          warnings=tuple(warnings), dsa_kv_format=dsa if arch.indexer_params else None)
 
 
 def _set_cache_overflow(ranks: list[RankMemory], total: float) -> str | None:
@@ -791,7 +809,7 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
     smaller: tuple[WeightFormat, ...] = ("fp8", "int4")
     for precision in smaller:
         if (WEIGHT_BYTES[precision] < WEIGHT_BYTES[cfg.precision]
-                and precision_unsupported(gpu, precision, arch) is None
+                and gpu_unsupported(gpu, precision, arch, cfg.vllm_version) is None
                 and fits(precision=precision)):
             fixes.append(f"--precision {precision}")
             break

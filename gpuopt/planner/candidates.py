@@ -27,7 +27,7 @@ from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
     estimate,
-    precision_unsupported,
+    gpu_unsupported,
     validate,
 )
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
@@ -358,7 +358,7 @@ def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link:
     for wanted in dict.fromkeys(planned_precisions(w, arch)):
         # Volta and Turing have no BF16: vLLM runs such checkpoints in FP16 (same bytes)
         precision: WeightFormat = "fp16" if wanted == "bf16" and gpu.architecture in NO_BF16 else wanted
-        why = precision_unsupported(gpu, precision, arch)
+        why = gpu_unsupported(gpu, precision, arch, evaluate.vllm_version)
         if why:
             results.append((Shape(gpu.gpu, link, 1, 1, precision, w.kv_cache_dtypes[0]),
                             Evaluation(False, why, "precision")))

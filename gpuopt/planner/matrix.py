@@ -22,7 +22,7 @@ from gpuopt.errors import GpuoptError, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
-from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate, precision_unsupported
+from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate, gpu_unsupported
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH
 from gpuopt.pricing.catalog import Catalog
@@ -127,7 +127,7 @@ def _fits(arch: ModelArchitecture, gpu: GpuSpec, precision: WeightFormat,
 def _cell(label: str, arch: ModelArchitecture, gpu: GpuSpec, precision: WeightFormat, q: MatrixQuery,
           catalog: Catalog | None, residency: Residency | None, currency: str) -> Cell:
     base: dict[str, Any] = {"label": label, "model": arch.hf_id, "gpu": gpu.gpu, "precision": precision}
-    unsupported = precision_unsupported(gpu, precision, arch)
+    unsupported = gpu_unsupported(gpu, precision, arch, q.vllm_version)
     if unsupported:
         return Cell(**base, fits=False, limit=unsupported, limit_kind="precision", tensor_parallel=None,
                     weights_gib_per_gpu=None, kv_cache_tokens=None, max_concurrency=None)

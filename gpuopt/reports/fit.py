@@ -48,6 +48,7 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "margin_gib": plain(rank.margin_gib) if rank.extensible else None,
         "kv_cache_gib": plain(rank.kv_cache_gib),
         "kv_bytes_per_token": plain(rank.kv_bytes_per_token, 2),
+        "dsa_kv_format": est.dsa_kv_format,
         "kv_cache_blocks": rank.num_blocks,
         "kv_cache_tokens": est.kv_cache_tokens,
         "max_concurrency": plain(est.max_concurrency, 2),
@@ -111,7 +112,9 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
     buf = io.StringIO()
     console(buf).print(table)
     lines.append(buf.getvalue().rstrip())
-    lines.append("(GiB; KV bytes per token per GPU: " + f"{rank.kv_bytes_per_token:,.0f})")
+    layout = {"model": "the model dtype", "fp8": "plain fp8", "fp8_ds_mla": "DeepSeek's fp8_ds_mla layout"}
+    lines.append("(GiB; KV bytes per token per GPU: " + f"{rank.kv_bytes_per_token:,.0f}"
+                 + (f"; sparse MLA cache in {layout[est.dsa_kv_format]}" if est.dsa_kv_format else "") + ")")
     for w in est.warnings:
         lines.append(f"warning: {w}")
     if est.fits:
