@@ -40,8 +40,8 @@ def test_a_class_vllm_dropped_is_refused_with_the_newest_modelled_release_that_s
     assert release_problem(arch, "0.21") is None
     problem = release_problem(arch, "0.33")
     assert problem is not None
-    # gpuopt's profiles are 0.10.1, 0.11, 0.14, 0.17, 0.18, 0.20, 0.21, 0.27 ...: 0.21 is the newest <= 0.23.0
-    assert "until 0.23.0" in problem and problem.endswith("plan it with --vllm-version 0.21 or older")
+    # gpuopt's profiles are 0.10.1, 0.11, 0.14, 0.17, 0.18, 0.20-0.29 ...: 0.23 is the newest <= 0.23.0
+    assert "until 0.23.0" in problem and problem.endswith("plan it with --vllm-version 0.23 or older")
     with pytest.raises(InputError, match="no longer implements"):
         estimate(arch, get_gpu("H100-SXM-80GB"), ServingConfig(tensor_parallel=8, max_model_len=8192))
 
@@ -182,3 +182,53 @@ def test_the_extractor_reads_lora_support_through_bases_imports_and_platform_pac
     assert rows == {"LlamaForCausalLM": "lora+embedding", "MistralForCausalLM": "lora+embedding",
                     "Qwen2ForCausalLM": "lora", "FalconForCausalLM": "no", "DeepseekV32ForCausalLM": "lora",
                     "MllamaForConditionalGeneration": "until 0.10.2", "BartModel": "plugin"}
+
+
+# ---- 0.22-0.28: the V2 model runner keeps CUDA graphs out of the budget ---------------------------------
+
+
+def _in_budget(model: str, release: str, precision: str | None = None) -> bool:
+    est = estimate(get_model(model), get_gpu("H100-SXM-80GB"),
+                   ServingConfig(tensor_parallel=8, max_model_len=8192, vllm_version=release,
+                                 precision=precision))  # type: ignore[arg-type]
+    return est.binding_rank.cuda_graph_in_budget
+
+
+@pytest.mark.parametrize(("model", "release", "precision", "in_budget"), [
+    # 0.27-0.28: any dense model runs V2 (graphs outside); MoE and hybrid models not listed run V1 (inside)
+    ("ibm-granite/granite-3.1-8b-instruct", "0.27", None, False),
+    ("Qwen/Qwen3-235B-A22B", "0.27", None, True),
+    ("Qwen/Qwen3.5-9B", "0.28", None, True),  # a hybrid (Gated DeltaNet), not listed
+    ("Qwen/Qwen1.5-MoE-A2.7B", "0.28", None, False),  # Qwen2MoeForCausalLM is listed
+    # 0.22-0.23: listed dense classes only, unquantized; 0.24: listed classes, quantized too
+    ("ibm-granite/granite-3.1-8b-instruct", "0.22", None, True),  # GraniteForCausalLM: not listed
+    ("Qwen/Qwen1.5-MoE-A2.7B", "0.23", None, True),  # MoE: V1 in 0.23
+    ("Qwen/Qwen1.5-MoE-A2.7B", "0.24", None, False),
+    ("Qwen/Qwen1.5-MoE-A2.7B", "0.25", "fp8", False),
+    ("Qwen/Qwen3.5-9B", "0.25", None, True),  # 0.25-0.26 keep every hybrid on V1
+    ("ibm-granite/granite-3.1-8b-instruct", "0.21", None, True),  # before V2: the estimate is subtracted
+    ("ibm-granite/granite-3.1-8b-instruct", "0.29", None, True),  # V2 estimates its graphs from 0.29
+    ("ibm-granite/granite-3.1-8b-instruct", "0.19", None, False),  # before 0.20: never in the budget
+])
+def test_graphs_are_budgeted_unless_the_v2_runner_stubs_their_estimate(model: str, release: str,
+                                                                       precision: str | None, in_budget: bool) -> None:
+    assert _in_budget(model, release, precision) is in_budget
+
+
+def test_the_v2_rule_of_0_22_refuses_quantized_and_unknown_classes() -> None:
+    from gpuopt.physics.vllm_profile import get_profile
+    runner = get_profile("0.22").v2_model_runner
+    assert runner is not None
+    assert runner.runs("Qwen3ForCausalLM", moe=False, hybrid=False, quantized=False)
+    assert not runner.runs("Qwen3ForCausalLM", moe=False, hybrid=False, quantized=True)
+    assert not runner.runs(None, moe=False, hybrid=False, quantized=False)  # unknown class: taken as unlisted
+
+
+def test_a_dense_model_on_0_27_keeps_its_graph_estimate_in_the_budget_only_on_v1() -> None:
+    """KV = budget - weights - activation - non-torch, the graphs outside (V2) vs minus the graphs (V1): the same
+    model and shape differ by exactly the CUDA-graph estimate."""
+    arch, gpu = get_model("Qwen/Qwen3-235B-A22B"), get_gpu("H100-SXM-80GB")
+    cfg = ServingConfig(tensor_parallel=8, max_model_len=8192, vllm_version="0.27")
+    v1 = estimate(arch, gpu, cfg).binding_rank
+    v2 = estimate(arch.model_copy(update={"hf_architecture": "Qwen2MoeForCausalLM"}), gpu, cfg).binding_rank
+    assert v1.kv_cache_gib == pytest.approx(v2.kv_cache_gib - v1.cuda_graph_gib)

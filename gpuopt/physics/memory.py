@@ -451,9 +451,8 @@ def stage_layers(num_layers: int, pp: int) -> list[range]:
 
 def indexer_layers(arch: ModelArchitecture, layers: range, vllm_version: str | None) -> int:
     """How many of these decoder layers hold a DSA indexer (its weights, its key cache, its scoring work):
-    every MLA layer of a DSA model up to vLLM 0.21 (0.21 skips the top-k only at run time, behind
-    `use_index_cache`), from 0.27.1 only those the IndexCache pattern keeps (ModelArchitecture.
-    indexer_skipped). Releases between 0.21 and 0.27.1 were not read; they take the 0.21 rule."""
+    every MLA layer of a DSA model up to vLLM 0.23, from 0.24 only those the IndexCache pattern keeps
+    (vllm_support.builds_indexer)."""
     if not arch.indexer_params:  # every model without DSA: no loop over its layers per estimate
         return 0
     return sum(builds_indexer(arch, i, vllm_version) for i in layers)
@@ -554,6 +553,17 @@ def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig, moe_shards: int = 1
 
 def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
     return profile.cuda_graph.base_gib + profile.cuda_graph.per_layer_gib * layers
+
+
+def graphs_in_budget(profile: VllmProfile, arch: ModelArchitecture, cfg: ResolvedConfig) -> bool:
+    """Whether vLLM subtracts its CUDA-graph estimate from the KV budget: from 0.20, except for models that
+    0.22-0.28 run on the V2 model runner, whose estimate was a stub returning 0 (VllmProfile.v2_model_runner)."""
+    runner = profile.v2_model_runner
+    if not profile.cudagraph_in_budget or runner is None:
+        return profile.cudagraph_in_budget
+    hybrid = any(k in STATE_LAYER_KINDS for k in arch.layer_kinds())
+    quantized = cfg.precision not in ("bf16", "fp16", "fp32")
+    return not runner.runs(arch.hf_architecture, arch.is_moe, hybrid, quantized)
 
 
 def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
@@ -669,6 +679,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     act_b = activation_dtype_bytes(arch, cfg.precision)
     dsa = dsa_format(arch, gpu, cfg)
+    in_budget = graphs_in_budget(profile, arch, cfg)
     warnings: list[str] = []
     if cfg.extensible_kv_cache:
         warnings.append(f"vLLM {cfg.vllm_version} sizes the KV cache after warmup (extensible KV cache); gpuopt "
@@ -705,7 +716,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         if cfg.kv_cache_memory_bytes:  # set, not measured: vLLM reserves exactly this (gpu_worker.py)
             kv = cfg.kv_cache_memory_bytes / GIB
         elif ext is None:
-            kv = budget - w - a - nt - (cg if profile.cudagraph_in_budget else 0.0)
+            kv = budget - w - a - nt - (cg if in_budget else 0.0)
         else:  # 0.34: measure_kv_cache_bytes after warmup (ExtensibleKvCache)
             joined = cfg.gpus * cfg.data_parallel > 1 and cfg.interconnect == "nvlink"
             startup = ext.startup_tp_multi_gib if joined else ext.startup_tp1_gib
@@ -724,7 +735,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                           for g, n in layout)
         ranks.append(RankMemory(
             pp_stage=s, layers=len(layers), total_gib=total, budget_gib=budget, weights_gib=w, activation_gib=a,
-            non_torch_gib=nt, cuda_graph_gib=cg, cuda_graph_in_budget=profile.cudagraph_in_budget,
+            non_torch_gib=nt, cuda_graph_gib=cg, cuda_graph_in_budget=in_budget,
             kv_cache_gib=kv, kv_bytes_per_token=sum(g.layers * g.bytes_per_token_per_layer for g in groups),
             num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups, lora_gib=lora,
             extensible=ext is not None, startup_gib=startup, transient_gib=transient, margin_gib=margin))

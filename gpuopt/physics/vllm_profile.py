@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -85,12 +86,44 @@ class ExtensibleKvCache(BaseModel):
     startup_source: str
 
 
+class V2ModelRunner(BaseModel):
+    """Which models vLLM 0.22-0.28 runs on its V2 model runner by default (`VllmConfig.use_v2_model_runner` /
+    `_is_default_v2_model_runner_model`, vllm/config/vllm.py), which matters for memory because that runner's
+    `profile_cudagraph_memory` returned 0 until 0.29: the CUDA-graph estimate is then not subtracted and the
+    graphs are captured in the headroom, as before 0.20.
+
+    rule "listed-dense-unquantized" (0.22, 0.23): a listed class, neither MoE nor quantized;
+    "listed" (0.24): a listed class; "listed-or-dense" (0.25-0.28): a listed class or any model that is not
+    MoE, never an attention-free one, and a hybrid (Mamba / linear attention) only when listed from 0.27
+    (`hybrid_if_listed`; 0.25-0.26 keep every hybrid on V1)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rule: Literal["listed-dense-unquantized", "listed", "listed-or-dense"]
+    architectures: tuple[str, ...]
+    hybrid_if_listed: bool = False
+
+    def runs(self, architecture: str | None, moe: bool, hybrid: bool, quantized: bool) -> bool:
+        """Whether a model of this class and shape starts on the V2 runner (a class gpuopt does not know is
+        taken as unlisted)."""
+        listed = architecture in self.architectures
+        if self.rule == "listed-dense-unquantized":
+            return listed and not moe and not quantized
+        if self.rule == "listed":
+            return listed
+        if hybrid:
+            return listed and self.hybrid_if_listed
+        return listed or not moe
+
+
 class VllmProfile(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     version: str
     gpu_memory_utilization: float
     cudagraph_in_budget: bool
+    # 0.22-0.28: models on the V2 model runner leave the graphs outside the budget (V2ModelRunner)
+    v2_model_runner: V2ModelRunner | None = None
     kv_tokens_report: str  # "blocks" (<= v0.20) or "concurrency" (v0.21+: max_concurrency x max_model_len)
     # `--async-scheduling` unset: off before v0.14 (SchedulerConfig.async_scheduling = False), on from v0.14
     # (None, resolved to True in VllmConfig unless the executor or speculative method cannot)

@@ -93,13 +93,14 @@ def release_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | 
 
 
 def builds_indexer(arch: ModelArchitecture, index: int, vllm_version: str | None) -> bool:
-    """Whether vLLM builds a DSA indexer on decoder layer `index`: on every layer of a DSA model up to 0.21
-    (which skips the top-k only at run time, behind `use_index_cache`), from 0.27.1 only where the config's
-    IndexCache pattern keeps one (ModelArchitecture.indexer_skipped). Releases between 0.21 and 0.27.1 were
-    not read; they take the 0.21 rule."""
+    """Whether vLLM builds a DSA indexer on decoder layer `index`: on every layer of a DSA model up to 0.23
+    (0.21-0.22 skip the top-k only at run time, behind `use_index_cache`; 0.23 applies the freq/offset rule at
+    run time but still builds every indexer), from 0.24 only where the config's IndexCache pattern keeps one
+    (ModelArchitecture.indexer_skipped; `DeepseekV2MLAAttention.__init__` of the 0.24.0 wheel: "if self.is_v32
+    and (not _skip_topk or is_mtp_layer)")."""
     if not arch.indexer_params:
         return False
-    return release_key(_release(vllm_version)) < (0, 27) or not arch.indexer_skipped(index)
+    return release_key(_release(vllm_version)) < (0, 24) or not arch.indexer_skipped(index)
 
 
 def lora_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
