@@ -217,3 +217,48 @@ def test_sm120_needs_index_topk_2048() -> None:
     assert backend_problem(arch, 120, "0.33") is None
     why = backend_problem(arch.model_copy(update={"index_topk": 1024}), 120, "0.33")
     assert why is not None and "requires index_topk 2048" in why
+
+
+# ---- prefix caching puts a hybrid's state layers in "align" mode (state_cache) ---------------------------
+
+
+@pytest.mark.parametrize(("kind", "model", "cc", "release", "caching", "pages"), [
+    ("linear", QWEN35, 90, "0.33", True, 3),  # Gated DeltaNet on Hopper: FlashInfer prefill exports a checkpoint
+    ("linear", QWEN35, 89, "0.33", True, 2),  # Ada runs Triton/FLA: no checkpoint
+    ("linear", QWEN35, 100, "0.33", True, 3),  # Blackwell with 128-wide keys (CUDA 13 wheel)
+    ("linear", QWEN35, 90, "0.29", True, 2),  # align mode: the last two block boundaries
+    ("mamba", NEMOTRON, 90, "0.32", True, 3),  # Mamba-2 exports a checkpoint from 0.32
+    ("mamba", NEMOTRON, 80, "0.28", True, 2),
+    ("linear", QWEN35, 90, "0.33", False, 1),  # mamba_cache_mode "none"
+    ("mamba", NEMOTRON, 90, "0.25", True, 1),  # before 0.26 not modelled: one page
+])
+def test_state_pages_a_request_holds(kind: str, model: str, cc: int, release: str, caching: bool, pages: int) -> None:
+    from gpuopt.physics.state_cache import pages_per_request
+    assert pages_per_request(kind, get_model(model), cc, release, caching) == pages
+
+
+def test_prefix_caching_is_on_by_default_for_hybrids_only_from_0_28() -> None:
+    from gpuopt.physics.state_cache import prefix_caching_default
+    assert not prefix_caching_default(get_model(QWEN35), "0.27")
+    assert prefix_caching_default(get_model(QWEN35), "0.28")
+    assert prefix_caching_default(get_model("meta-llama/Llama-3.1-8B-Instruct"), "0.21")  # not a hybrid: on
+
+
+def test_align_mode_costs_a_hybrid_request_two_more_pages_per_state_group() -> None:
+    """Qwen3.5-35B-A3B: 30 Gated DeltaNet + 10 full-attention layers -> groups of 10: 3 state groups and one
+    attention group. On 0.33 on an H100 a request holds 3 pages in each state group with prefix caching (vLLM's
+    default there), 1 without: 2 x 3 = 6 blocks more per request, in memory and in the simulator's scheduler."""
+    from gpuopt.physics.simulator import SchedulerConfig
+    arch, gpu = get_model(QWEN35), get_gpu("H100-SXM-80GB")
+
+    def rank(caching: bool | None):  # type: ignore[no-untyped-def]
+        est = estimate(arch, gpu, ServingConfig(max_model_len=32768, vllm_version="0.33",
+                                                enable_prefix_caching=caching))
+        return est, est.binding_rank
+    (on, r_on), (off, r_off) = rank(None), rank(False)
+    assert on.config.enable_prefix_caching and not off.config.enable_prefix_caching
+    assert r_on.num_blocks == r_off.num_blocks
+    assert r_on.blocks_per_request - r_off.blocks_per_request == 6
+    assert (r_on.state_blocks_per_request, r_off.state_blocks_per_request) == (9, 3)
+    assert on.max_concurrency == pytest.approx(r_on.num_blocks / r_on.blocks_per_request)
+    assert SchedulerConfig.from_memory(on).state_groups == 9

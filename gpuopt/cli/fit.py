@@ -74,6 +74,9 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--enable-extensible-kv-cache/--no-enable-extensible-kv-cache", "extensible_kv_cache", default=None,
               help="vLLM 0.34+: size the KV cache after warmup from the memory left (the default there), or "
                    "estimate it from the profiling run as before 0.34.")
+@click.option("--enable-prefix-caching/--no-enable-prefix-caching", "prefix_caching", default=None,
+              help="vLLM's prefix caching (default: on; for Mamba / linear-attention hybrids only from 0.28): a "
+                   "hybrid's state layers hold 2-3 pages a request with it, one without.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @profile_option
 def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int, dp: int,
@@ -84,8 +87,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
         tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, language_model_only: bool,
         enable_lora: bool, max_loras: int | None, max_lora_rank: int | None, fully_sharded_loras: bool,
-        kv_cache_memory_bytes: int | None, extensible_kv_cache: bool | None, as_json: bool,
-        profile_path: Path | None) -> None:
+        kv_cache_memory_bytes: int | None, extensible_kv_cache: bool | None, prefix_caching: bool | None,
+        as_json: bool, profile_path: Path | None) -> None:
     """Check that a model fits on a GPU under vLLM and report its KV-cache capacity; with --input-tokens and
     --output-tokens also predict TTFT, TPOT and throughput (at --concurrency or --request-rate).
 
@@ -127,7 +130,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         max_loras=(1 if max_loras is None else max_loras) if enable_lora else 0,
                         max_lora_rank=16 if max_lora_rank is None else max_lora_rank,
                         fully_sharded_loras=fully_sharded_loras and enable_lora,
-                        extensible_kv_cache=extensible_kv_cache, kv_cache_memory_bytes=kv_cache_memory_bytes)
+                        extensible_kv_cache=extensible_kv_cache, kv_cache_memory_bytes=kv_cache_memory_bytes,
+                        enable_prefix_caching=prefix_caching)
     resolved, profile = resolve(arch, spec, cfg)
     unsupported = precision_unsupported(spec, resolved.precision, arch)
     if unsupported:

@@ -246,6 +246,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         max_loras=slots, max_lora_rank=rank,
                         fully_sharded_loras=sharded, extensible_kv_cache=args.extensible_kv_cache,
                         kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+                        enable_prefix_caching=args.enable_prefix_caching,
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
     if args.enable_lora:
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "
@@ -262,7 +263,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
         raise SystemExit(1)
     replica = latency.build_replica(arch, spec, mem, interconnect, expert_parallel=ep,
                                     async_scheduling=args.async_scheduling)
-    sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=args.enable_prefix_caching is not False,
+    sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=mem.config.enable_prefix_caching,
                                         async_scheduling=replica.async_scheduling,
                                         chunked_prefill=args.chunked_prefill is not False)
     # what vLLM would log at start-up, to hold a prediction against a real server's log

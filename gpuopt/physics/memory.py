@@ -16,11 +16,12 @@ only window-many tokens per request. Nothing here knows about prices, solvers or
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
-from gpuopt.physics import sparse_mla
+from gpuopt.physics import sparse_mla, state_cache
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
@@ -93,6 +94,9 @@ class ServingConfig:
     # `--kv-cache-memory-bytes`: the KV cache of each GPU, set rather than measured (gpu_memory_utilization
     # and the extensible KV cache are then ignored; vLLM still runs the profiling pass, but checks nothing)
     kv_cache_memory_bytes: int | None = None
+    # `--[no-]enable-prefix-caching`: None is vLLM's default (on; for hybrids only from 0.28). A hybrid's
+    # Mamba / linear-attention layers hold 2-3 state pages a request with it, one without (state_cache)
+    enable_prefix_caching: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class ResolvedConfig:
     fully_sharded_loras: bool = False
     extensible_kv_cache: bool = False  # sized after warmup (0.34's default) rather than estimated
     kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: the KV cache set, per GPU
+    enable_prefix_caching: bool = True  # resolved: vLLM's default for the model and release when unset
 
     @property
     def gpus(self) -> int:
@@ -168,6 +173,9 @@ class RankMemory:
     startup_gib: float = 0.0  # held before the worker's start-up snapshot (CUDA context, NCCL)
     transient_gib: float = 0.0  # kept free for the profiled peak (activation + the CUDA-graph estimate)
     margin_gib: float = 0.0  # kept free besides: max(1 GiB, 0.75 x transient)
+    # blocks a running request holds in the Mamba / linear-attention layers (state_cache: 1 page a layer group
+    # without prefix caching, 2-3 with it); 0 for models without such layers
+    state_blocks_per_request: int = 0
 
     @property
     def free_after_kv_gib(self) -> float:
@@ -346,6 +354,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         fully_sharded_loras=cfg.fully_sharded_loras,
         extensible_kv_cache=extensible,
         kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
+        enable_prefix_caching=(state_cache.prefix_caching_default(arch, cfg.vllm_version or profile.version)
+                               if cfg.enable_prefix_caching is None else cfg.enable_prefix_caching),
     )
     return resolved, profile
 
@@ -637,14 +647,16 @@ def hybrid_block_size(groups: tuple[KvGroup, ...], block_size: int, vllm_version
     return max(block_size, needed)
 
 
-def _blocks_for(group: KvGroup, max_model_len: int, block_size: int, batched_tokens: int) -> int:
-    """Blocks one request of max_model_len tokens needs in one layer of this group (vLLM's KV specs)."""
+def _blocks_for(group: KvGroup, max_model_len: int, block_size: int, batched_tokens: int,
+                state_pages: Mapping[LayerKind, int] | None = None) -> int:
+    """Blocks one request of max_model_len tokens needs in one layer of this group (vLLM's KV specs);
+    `state_pages`: pages a request holds in each state layer kind (state_cache.pages_per_request; default 1)."""
     if group.kind == "sliding" and group.window:
         return math.ceil(min(group.window - 1 + batched_tokens, max_model_len) / block_size) + 1
     if group.kind == "chunked" and group.window:
         return math.ceil(min(group.window + batched_tokens, max_model_len) / block_size)
     if group.kind in STATE_LAYER_KINDS:
-        return 1  # one state page per request (prefix caching off: mamba_cache_mode "none")
+        return (state_pages or {}).get(group.kind, 1)  # "none": one page; "align" (prefix caching): 2-3
     return math.ceil(max_model_len / block_size)
 
 
@@ -680,6 +692,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     act_b = activation_dtype_bytes(arch, cfg.precision)
     dsa = dsa_format(arch, gpu, cfg)
     in_budget = graphs_in_budget(profile, arch, cfg)
+    pages = {kind: state_cache.pages_per_request(kind, arch, gpu.compute_capability, cfg.vllm_version,
+                                                 cfg.enable_prefix_caching) for kind in STATE_LAYER_KINDS}
     warnings: list[str] = []
     if cfg.extensible_kv_cache:
         warnings.append(f"vLLM {cfg.vllm_version} sizes the KV cache after warmup (extensible KV cache); gpuopt "
@@ -731,14 +745,16 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                    max((g.state_bytes_per_layer for g in groups), default=0.0))
         block_bytes = page * size
         blocks = int(max(0.0, kv) * GIB // block_bytes) if block_bytes else 0
-        per_request = sum(n * _blocks_for(g, cfg.max_model_len, block, cfg.max_num_batched_tokens)
+        per_request = sum(n * _blocks_for(g, cfg.max_model_len, block, cfg.max_num_batched_tokens, pages)
                           for g, n in layout)
+        state_blocks = sum(n * pages[g.kind] for g, n in layout if g.kind in STATE_LAYER_KINDS)
         ranks.append(RankMemory(
             pp_stage=s, layers=len(layers), total_gib=total, budget_gib=budget, weights_gib=w, activation_gib=a,
             non_torch_gib=nt, cuda_graph_gib=cg, cuda_graph_in_budget=in_budget,
             kv_cache_gib=kv, kv_bytes_per_token=sum(g.layers * g.bytes_per_token_per_layer for g in groups),
             num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups, lora_gib=lora,
-            extensible=ext is not None, startup_gib=startup, transient_gib=transient, margin_gib=margin))
+            extensible=ext is not None, startup_gib=startup, transient_gib=transient, margin_gib=margin,
+            state_blocks_per_request=state_blocks))
     binding = min(ranks, key=lambda r: r.num_blocks)
     n_groups = sum(n for _, n in kv_layout(binding.kv_groups)[1]) or 1
     concurrency = binding.num_blocks / binding.blocks_per_request

@@ -100,7 +100,8 @@ class SchedulerConfig:
         _, layout = kv_layout(rank.kv_groups)
         # attention + state hybrids page attention in larger blocks (memory.hybrid_block_size)
         bs = hybrid_block_size(rank.kv_groups, memory.config.block_size, memory.config.vllm_version)
-        state = sum(n for g, n in layout if g.kind in STATE_LAYER_KINDS)
+        # blocks a request holds in the state layers: one a group, 2-3 with prefix caching (memory.state_cache)
+        state = rank.state_blocks_per_request or sum(n for g, n in layout if g.kind in STATE_LAYER_KINDS)
         full = sum(n for g, n in layout if not g.window and g.kind not in STATE_LAYER_KINDS)
         windowed = [(g, n) for g, n in layout if g.window]
         window = max((g.window or 0 for g, _ in windowed), default=0)

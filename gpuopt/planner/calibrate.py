@@ -129,7 +129,7 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
                          chunked_prefill=c.chunked_prefill is not False,
                          max_loras=c.max_loras or 0, max_lora_rank=c.max_lora_rank or 16,
                          fully_sharded_loras=bool(c.fully_sharded_loras), extensible_kv_cache=c.extensible_kv_cache,
-                         kv_cache_memory_bytes=c.kv_cache_memory_bytes)
+                         kv_cache_memory_bytes=c.kv_cache_memory_bytes, enable_prefix_caching=c.enable_prefix_caching)
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
@@ -204,7 +204,7 @@ def replay(obs: LatencyObservation, gpu: GpuSpec) -> dict[str, float]:
     arch, mem = _memory(obs, gpu, replay=True)
     c = obs.config
     replica = latency.build_replica(arch, gpu, mem, async_scheduling=c.async_scheduling)
-    sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=c.enable_prefix_caching is not False,
+    sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=mem.config.enable_prefix_caching,
                                         async_scheduling=replica.async_scheduling,
                                         chunked_prefill=c.chunked_prefill is not False)
     cap = int(obs.concurrency) if obs.protocol == "closed-loop" and obs.concurrency else None

@@ -49,6 +49,8 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "kv_cache_gib": plain(rank.kv_cache_gib),
         "kv_bytes_per_token": plain(rank.kv_bytes_per_token, 2),
         "dsa_kv_format": est.dsa_kv_format,
+        "enable_prefix_caching": cfg.enable_prefix_caching,
+        "state_blocks_per_request": rank.state_blocks_per_request,
         "kv_cache_blocks": rank.num_blocks,
         "kv_cache_tokens": est.kv_cache_tokens,
         "max_concurrency": plain(est.max_concurrency, 2),
@@ -114,7 +116,10 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
     lines.append(buf.getvalue().rstrip())
     layout = {"model": "the model dtype", "fp8": "plain fp8", "fp8_ds_mla": "DeepSeek's fp8_ds_mla layout"}
     lines.append("(GiB; KV bytes per token per GPU: " + f"{rank.kv_bytes_per_token:,.0f}"
-                 + (f"; sparse MLA cache in {layout[est.dsa_kv_format]}" if est.dsa_kv_format else "") + ")")
+                 + (f"; sparse MLA cache in {layout[est.dsa_kv_format]}" if est.dsa_kv_format else "")
+                 + (f"; a request holds {rank.state_blocks_per_request} blocks in the Mamba / linear-attention layers "
+                    f"(prefix caching {'on: align mode' if cfg.enable_prefix_caching else 'off'})"
+                    if rank.state_blocks_per_request else "") + ")")
     for w in est.warnings:
         lines.append(f"warning: {w}")
     if est.fits:
