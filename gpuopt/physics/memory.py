@@ -571,9 +571,8 @@ def graphs_in_budget(profile: VllmProfile, arch: ModelArchitecture, cfg: Resolve
     runner = profile.v2_model_runner
     if not profile.cudagraph_in_budget or runner is None:
         return profile.cudagraph_in_budget
-    hybrid = any(k in STATE_LAYER_KINDS for k in arch.layer_kinds())
     quantized = cfg.precision not in ("bf16", "fp16", "fp32")
-    return not runner.runs(arch.hf_architecture, arch.is_moe, hybrid, quantized)
+    return not runner.runs(arch.hf_architecture, arch.is_moe, state_cache.is_hybrid(arch), quantized)
 
 
 def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
@@ -693,7 +692,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     dsa = dsa_format(arch, gpu, cfg)
     in_budget = graphs_in_budget(profile, arch, cfg)
     pages = {kind: state_cache.pages_per_request(kind, arch, gpu.compute_capability, cfg.vllm_version,
-                                                 cfg.enable_prefix_caching) for kind in STATE_LAYER_KINDS}
+                                                 cfg.enable_prefix_caching)
+             for kind in STATE_LAYER_KINDS if kind in arch.layer_kind_prefix}
     warnings: list[str] = []
     if cfg.extensible_kv_cache:
         warnings.append(f"vLLM {cfg.vllm_version} sizes the KV cache after warmup (extensible KV cache); gpuopt "

@@ -34,7 +34,7 @@ FLASHINFER_GDN_KEY_DIM = 128
 
 def is_hybrid(arch: ModelArchitecture) -> bool:
     """vLLM's `is_hybrid`: some layers keep a per-request state (Mamba, linear attention)."""
-    return any(kind in STATE_LAYER_KINDS for kind in arch.layer_kinds())
+    return any(kind in STATE_LAYER_KINDS for kind in arch.layer_kind_prefix)  # the kinds present, cached
 
 
 def prefix_caching_default(arch: ModelArchitecture, vllm_version: str | None) -> bool:
