@@ -262,3 +262,17 @@ def test_align_mode_costs_a_hybrid_request_two_more_pages_per_state_group() -> N
     assert (r_on.state_blocks_per_request, r_off.state_blocks_per_request) == (9, 3)
     assert on.max_concurrency == pytest.approx(r_on.num_blocks / r_on.blocks_per_request)
     assert SchedulerConfig.from_memory(on).state_groups == 9
+
+
+def test_the_simulated_scheduler_follows_the_release_default_of_prefix_caching() -> None:
+    """A hybrid on 0.27 starts without prefix caching (one state page, no prefix hits); on 0.28 with it."""
+    from gpuopt.physics.simulator import SchedulerConfig
+    gpu = get_gpu("H100-SXM-80GB")
+    for release, caching in (("0.27", False), ("0.28", True)):
+        est = estimate(get_model(QWEN35), gpu, ServingConfig(max_model_len=32768, vllm_version=release))
+        sched = SchedulerConfig.from_memory(est)
+        assert sched.enable_prefix_caching is caching
+        assert sched.state_groups == (6 if caching else 3)  # 3 state groups x 2 pages (align, 0.28) or x 1
+    dense = estimate(get_model("meta-llama/Llama-3.1-8B-Instruct"), gpu, ServingConfig(max_model_len=8192,
+                                                                                       vllm_version="0.27"))
+    assert SchedulerConfig.from_memory(dense).enable_prefix_caching

@@ -79,11 +79,15 @@ class SchedulerConfig:
                 raise InputError(f"--{name.replace('_', '-')} must be positive (got {value})")
 
     @classmethod
-    def from_config(cls, config: ResolvedConfig, kv_capacity_tokens: int, *, enable_prefix_caching: bool = True,
-                    async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
+    def from_config(cls, config: ResolvedConfig, kv_capacity_tokens: int, *,
+                    enable_prefix_caching: bool | None = None, async_scheduling: bool | None = None,
+                    chunked_prefill: bool = True) -> SchedulerConfig:
         """From a resolved `vllm serve` configuration (release defaults already filled in by
         physics.memory.resolve from gpuopt/data/vllm_versions.yaml) and the KV tokens the memory model finds;
-        `async_scheduling` None: the release's default."""
+        `enable_prefix_caching` and `async_scheduling` None: the configuration's (vLLM's default for the model
+        and release: prefix caching is off for hybrids before 0.28)."""
+        if enable_prefix_caching is None:
+            enable_prefix_caching = config.enable_prefix_caching
         if async_scheduling is None:
             async_scheduling = get_profile(config.vllm_version).async_scheduling_default
         return cls(max_num_seqs=config.max_num_seqs, max_num_batched_tokens=config.max_num_batched_tokens,
@@ -92,7 +96,7 @@ class SchedulerConfig:
                    chunked_prefill=chunked_prefill)
 
     @classmethod
-    def from_memory(cls, memory: MemoryEstimate, *, enable_prefix_caching: bool = True,
+    def from_memory(cls, memory: MemoryEstimate, *, enable_prefix_caching: bool | None = None,
                     async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
         """From the memory model's block pool and KV groups (the binding rank's): exact for hybrid models,
         whose sliding-window layers hold only the window of a request."""
@@ -114,7 +118,7 @@ class SchedulerConfig:
                        window_blocks=math.ceil(max(window - 1, 0) / bs) + 2 if windowed else 0)
 
     @classmethod
-    def from_replica(cls, replica: Replica, *, enable_prefix_caching: bool = True,
+    def from_replica(cls, replica: Replica, *, enable_prefix_caching: bool | None = None,
                      async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
         """The replica's scheduler, async scheduling as the replica's analytic step has it unless given."""
         return cls.from_config(replica.config, replica.kv_capacity_tokens, enable_prefix_caching=enable_prefix_caching,
