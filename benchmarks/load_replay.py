@@ -7,7 +7,8 @@ them. Assumptions made to replay a row are the row's own (replay_note) plus thes
 - quantised checkpoints and renamed releases map to the registry's architecture (ALIASES, with the weight
   format from precision_id): Qwen3-235B-A22B-Instruct-2507 is Qwen3-235B-A22B's architecture, -FP8/-AWQ
   repos are their base model in that format;
-- vLLM releases older than the oldest modelled profile (0.6.3, 0.7.4, 0.8.4, 0.10.2) use that profile;
+- runs on the V0 engine (0.6.3, 0.7.4; 0.8.4 on a T4) use the 0.11 profile (V0_STAND_IN), 0.8+ V1 runs their
+  own release's;
 - InferenceMAX's range ratio 0.8 is uniform in [0.8 L, L] (its client): RangeLengths(0.9 L, 1/9);
 - outputs that ended at EOS (ignore_eos false) are replayed at the measured mean output length
   (output_tokens_actual), scaled per request, with ignore_eos on;
@@ -135,10 +136,16 @@ class Metric:
         return FAMILY[self.bench_metric.removesuffix("_per_gpu")]
 
 
-def _version(v: str) -> str:
-    oldest = profiles()[0].version
+V0_STAND_IN = "0.11"
+"""The memory profile that replays runs on vLLM's V0 engine (the 0.6.3 and 0.7.4 nightlies, 0.8.4 on a T4):
+gpuopt models V1 only and refuses the configurations 0.8-0.10.1 would run on V0, so these runs take 0.11's V1
+profile -- the same calibration the 0.10.1 profile they were replayed with until 2026-12-02 carries -- and the
+V0 scheduler defaults (_v0_defaults)."""
+
+
+def _version(v: str, engine: str = "") -> str:
     parts = tuple(int(x) for x in v.split(".")[:2])
-    return v if parts >= tuple(int(x) for x in oldest.split(".")[:2]) else oldest
+    return v if parts >= (0, 8) and "V0" not in engine else V0_STAND_IN
 
 
 def _registry(model_id: str) -> str | None:
@@ -192,7 +199,8 @@ def load_runs() -> tuple[list[Metric], list[tuple[int, str, str]]]:
             key="", source="perf_load", model_id=model_id, registry_model=registry, gpu=str(row["gpu_id"]),
             tp=int(row["tp_size"]), pp=int(row["pp"]), dp=int(row["dp"]),
             expert_parallel=bool(row["expert_parallel"]), precision=str(row["precision_id"]),
-            kv_cache_dtype=str(row["kv_cache_dtype"]), vllm_version=_version(str(row["vllm_version"])),
+            kv_cache_dtype=str(row["kv_cache_dtype"]),
+            vllm_version=_version(str(row["vllm_version"]), str(row["engine_version"])),
             engine_version=str(row["vllm_version"]),
             server_args=args, dataset=str(row["dataset"]), input_tokens=int(row["input_tokens"]),
             output_tokens=out, range_ratio=rr,

@@ -137,6 +137,9 @@ def load_rows() -> tuple[list[ObservedRow], list[tuple[int, str, str]]]:
                 skipped.append((line, raw["model"], "V0-engine log (release not stated; V0 is not modelled)" if v0
                                 else "vLLM release not stated"))
                 continue
+            if "V0" in version:  # e.g. "0.8.3 (V0 engine)": a V1 release run on its V0 engine
+                skipped.append((line, raw["model"], f"V0-engine log ({version}; V0 is not modelled)"))
+                continue
             release = ".".join(p for p in digits.split(".")[:3] if p.isdigit())
             minor = ".".join(release.split(".")[:2])
             if not _modelled(release):

@@ -205,8 +205,8 @@ def test_capacity_growth_demand_still_loads(tmp_path):
     (["solve", "W", "--vllm-version", "99.0"],
      "error: Invalid value for '--vllm-version': 99.0 is newer than the newest modelled release 0.34 "
      f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
-    (["solve", "W", "--vllm-version", "0.9"],
-     "error: Invalid value for '--vllm-version': 0.9 is older than the oldest modelled release 0.10.1 "
+    (["solve", "W", "--vllm-version", "0.7"],
+     "error: Invalid value for '--vllm-version': 0.7 is older than the oldest modelled release 0.8 "
      f"(known releases: {KNOWN_RELEASES}) (see 'gpuopt solve --help')"),
     (["solve", "W", "--vllm-version", "latest"],
      "error: Invalid value for '--vllm-version': 'latest' is not a version like 0.19 or 0.11.0 "

@@ -26,11 +26,21 @@ M1 = "MiniMaxAI/MiniMax-M1-80k"  # MiniMaxM1ForCausalLM: registered up to 0.21's
 
 
 @pytest.mark.parametrize(("asked", "scanned"), [
-    ("0.33", "0.33.0"), ("0.19", "0.19.0"), ("0.15", "0.14.0"), ("0.10.1", "0.10.1.1"), ("0.9", "0.10.1.1"),
+    ("0.33", "0.33.0"), ("0.19", "0.19.0"), ("0.15", "0.14.0"), ("0.10.1", "0.10.1.1"), ("0.9", "0.9.0"),
+    ("0.9.2", "0.9.2"), ("0.8.4", "0.8.3"), ("0.7", "0.8.0"),
     ("0.34", "0.34.0"), ("0.40", "0.34.0"), ("0.28.1rc1.dev580+g385dce36b", "0.28.0"),
 ])
 def test_a_release_reads_the_newest_scan_not_newer_than_it(asked: str, scanned: str) -> None:
     assert scanned_release(asked) == scanned
+
+
+def test_a_class_dropped_without_notice_names_the_releases_that_served_it() -> None:
+    """Ernie4_5_ForCausalLM is registered in the 0.9.2-0.10.0 scans only (later releases name it otherwise)."""
+    arch = get_model("Qwen/Qwen3.5-9B").model_copy(update={"hf_architecture": "Ernie4_5_ForCausalLM"})
+    assert release_problem(arch, "0.10") is None
+    assert release_problem(arch, "0.33") == (
+        "vLLM 0.33 does not implement Qwen/Qwen3.5-9B's class Ernie4_5_ForCausalLM (vLLM registered it from 0.9.2 "
+        "to 0.10.0); plan it with --vllm-version 0.10 or older")
 
 
 def test_a_class_vllm_dropped_is_refused_with_the_newest_modelled_release_that_served_it() -> None:

@@ -26,6 +26,7 @@ from pathlib import Path
 FILES = ("vllm/engine/arg_utils.py", "vllm/entrypoints/openai/cli_args.py", "vllm/entrypoints/common/cli_args.py",
          "vllm/entrypoints/launchers/cli_args.py")
 CACHE_CONFIG = "vllm/config/cache.py"
+OLD_CONFIG = "vllm/config.py"
 
 
 def literal_members(path: Path, alias: str) -> list[object] | None:
@@ -39,17 +40,33 @@ def literal_members(path: Path, alias: str) -> list[object] | None:
     return None
 
 
-def kv_cache_dtypes(path: Path) -> list[str]:
-    """The members of `CacheDType = Literal[...]` (in source order)."""
+def argument_choices(path: Path, flag: str) -> list[object] | None:
+    """The `choices=[...]` of the add_argument() call for `flag` (0.8.0-0.8.4 listed them there)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+                and any(isinstance(a, ast.Constant) and a.value == flag for a in node.args)):
+            for kw in node.keywords:
+                if kw.arg == "choices" and isinstance(kw.value, ast.List):
+                    return [e.value for e in kw.value.elts if isinstance(e, ast.Constant)]
+    return None
+
+
+def kv_cache_dtypes(path: Path, arg_utils: Path | None = None) -> list[str]:
+    """The members of `CacheDType = Literal[...]` (in source order), else the --kv-cache-dtype choices."""
     members = literal_members(path, "CacheDType")
+    if members is None and arg_utils is not None:
+        members = argument_choices(arg_utils, "--kv-cache-dtype")
     if members is None:
         raise SystemExit(f"{path}: no CacheDType = Literal[...]")
     return [m for m in members if isinstance(m, str)]
 
 
-def block_sizes(path: Path) -> list[int] | None:
-    """The members of `BlockSize = Literal[...]`; None where the block size is a plain int (0.18 on)."""
+def block_sizes(path: Path, arg_utils: Path | None = None) -> list[int] | None:
+    """The members of `BlockSize = Literal[...]` (else the --block-size choices); None where the block size is
+    a plain int (0.18 on)."""
     members = literal_members(path, "BlockSize")
+    if members is None and arg_utils is not None:
+        members = argument_choices(arg_utils, "--block-size")
     return None if members is None else [m for m in members if isinstance(m, int)]
 
 
@@ -107,12 +124,15 @@ def main(version: str, root: Path, wheel: str) -> None:
             read.append(rel)
     print(f'  - version: "{version}"')
     files = ", ".join(read)
-    if (root / CACHE_CONFIG).exists():
-        files += ", " + CACHE_CONFIG
+    # CacheConfig moved from vllm/config.py (<= 0.10.0) to vllm/config/cache.py
+    cache_config = next((rel for rel in (CACHE_CONFIG, OLD_CONFIG) if (root / rel).exists()), None)
+    if cache_config is not None:
+        files += ", " + cache_config
     print(f'    source: "{wheel} from PyPI: {files} (read by tools/extract_vllm_serve_flags.py)"')
-    if (root / CACHE_CONFIG).exists():
-        print(f"    kv_cache_dtypes: [{', '.join(kv_cache_dtypes(root / CACHE_CONFIG))}]")
-        sizes = block_sizes(root / CACHE_CONFIG)
+    if cache_config is not None:
+        arg_utils = root / FILES[0]
+        print(f"    kv_cache_dtypes: [{', '.join(kv_cache_dtypes(root / cache_config, arg_utils))}]")
+        sizes = block_sizes(root / cache_config, arg_utils)
         if sizes is not None:
             print(f"    block_sizes: [{', '.join(map(str, sizes))}]")
     print("    flags:")

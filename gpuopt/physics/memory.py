@@ -357,7 +357,34 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         enable_prefix_caching=(state_cache.prefix_caching_default(arch, cfg.vllm_version or profile.version)
                                if cfg.enable_prefix_caching is None else cfg.enable_prefix_caching),
     )
+    if (v0 := v0_fallback(arch, gpu, resolved, profile)) is not None:
+        raise InputError(f"vLLM {resolved.vllm_version} starts its V0 engine for {v0}, which gpuopt does not model "
+                         "(V1 only): plan it with --vllm-version 0.11 or newer")
     return resolved, profile
+
+
+def v0_fallback(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, profile: VllmProfile) -> str | None:
+    """What makes `vllm serve` of this release fall back to its V0 engine here (VllmProfile.v0_fallback), or
+    None when it starts V1."""
+    rule = profile.v0_fallback
+    if rule is None:
+        return None
+    cc = gpu.compute_capability
+    if cc is not None and cc < rule.min_compute_capability:
+        return f"{gpu.gpu} (compute capability {cc / 10:.1f} < {rule.min_compute_capability / 10:.1f})"
+    fp8_kv_ok = {"none": (), "hopper": (90,), "hopper-blackwell": (90, 100)}.get(rule.fp8_kv_cache_on)
+    if cfg.kv_cache_dtype == "fp8" and fp8_kv_ok is not None and cc not in fp8_kv_ok:
+        where = "no GPU" if not fp8_kv_ok else " and ".join(f"sm{c}" for c in fp8_kv_ok)
+        return f"an fp8 KV cache on {gpu.gpu} (V1 takes it on {where} in this release)"
+    if rule.fp32 and cfg.precision == "fp32":
+        return "fp32 weights"
+    if rule.pipeline_parallel and cfg.pipeline_parallel > 1:
+        return "pipeline parallelism with the default executor"
+    if rule.lora and cfg.max_loras:
+        return "LoRA"
+    if rule.state_layers and state_cache.is_hybrid(arch):
+        return f"{arch.hf_id}'s Mamba / linear-attention layers"
+    return None
 
 
 def scheduler_limits(gpu: GpuSpec, cfg: ServingConfig, profile: VllmProfile, max_len: int) -> tuple[int, int]:
@@ -602,13 +629,17 @@ def dsa_format(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> sp
 
 def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
               act_bytes: float = 2.0, vllm_version: str | None = None,
-              dsa: sparse_mla.KvFormat | None = None) -> tuple[KvGroup, ...]:
+              dsa: sparse_mla.KvFormat | None = None, sliding_as_full: bool = False) -> tuple[KvGroup, ...]:
     """Layers of this stage that keep a KV cache or a per-sequence state, grouped by kind
     (cross-attention layers keep the encoder's KV, not the text's, and are left out). A DSA model's index
     keys are spread over its MLA layers: all of them hold one, or with IndexCache only the layers that
-    build an indexer (indexer_layers), which vLLM pages as their own cache layers."""
+    build an indexer (indexer_layers), which vLLM pages as their own cache layers. `sliding_as_full`
+    (vLLM 0.8-0.9.0): windowed layers next to full ones are cached at full length."""
     per_layer = kv_bytes_per_token_per_layer(arch, tp, kv_bytes, dsa)
     counts = arch.layer_kind_counts(layers)
+    if sliding_as_full and counts.get("full") and any(k in counts for k in WINDOWED_LAYER_KINDS):
+        counts = {k: n for k, n in counts.items() if k not in WINDOWED_LAYER_KINDS} | {
+            "full": counts["full"] + sum(counts.get(k, 0) for k in WINDOWED_LAYER_KINDS)}
     groups = []
     for kind in KV_LAYER_KINDS:
         n = counts.get(kind, 0)
@@ -724,6 +755,10 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         w += lora
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
+        if (before := profile.startup_held) is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
+            joined = cfg.gpus * cfg.data_parallel > 1 and cfg.interconnect == "nvlink"
+            nt += before.tp_multi_gib if joined else before.tp1_gib
+            a += cfg.max_num_batched_tokens * arch.hidden_size * act_b / GIB  # the runner's inputs_embeds
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
         ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
         startup = transient = margin = 0.0
@@ -738,7 +773,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
             margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)
             kv = min(budget - used, total - startup - used - margin) - transient
-        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version, dsa)
+        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version, dsa, profile.sliding_window_as_full)
         size, layout = kv_layout(groups)
         block = hybrid_block_size(groups, cfg.block_size, cfg.vllm_version)
         page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),

@@ -86,6 +86,38 @@ class ExtensibleKvCache(BaseModel):
     startup_source: str
 
 
+class StartupHeld(BaseModel):
+    """vLLM 0.8.0-0.9.0 budgeted `total x gmu - absolute torch peak - all non-torch memory on the device`
+    (vllm/v1/worker/gpu_worker.py determine_available_memory, read in the 0.8.0, 0.8.3, 0.8.5.post1 and 0.9.0
+    wheels), where 0.9.1+ subtract only what the profiling run added since the start-up snapshot. The extra is the
+    memory held before that snapshot (CUDA context, NCCL: the figures of ExtensibleKvCache, measured on the
+    logs' "Free memory on device ... on startup" lines) and the model runner's persistent input buffers
+    (`inputs_embeds`: max_num_batched_tokens x hidden in the model dtype)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tp1_gib: float
+    tp_multi_gib: float
+    source: str
+
+
+class V0Fallback(BaseModel):
+    """When `vllm serve` of 0.8-0.10.1 starts its V0 engine instead of V1 (`EngineArgs._is_v1_supported_oracle`,
+    vllm/engine/arg_utils.py), which gpuopt does not model: compute capability below `min_compute_capability`,
+    an fp8 KV cache except on the GPUs `fp8_kv_cache_on` names ("none"; "hopper": FlashAttention 3 on sm90;
+    "hopper-blackwell": also sm100), fp32 weights, pipeline parallelism with the default executor, LoRA, and
+    models with Mamba / linear-attention state (`has_inner_state`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    min_compute_capability: int = 80
+    fp8_kv_cache_on: Literal["none", "hopper", "hopper-blackwell", "any"] = "any"
+    fp32: bool = False
+    pipeline_parallel: bool = False
+    lora: bool = False
+    state_layers: bool = True
+
+
 class V2ModelRunner(BaseModel):
     """Which models vLLM 0.22-0.28 runs on its V2 model runner by default (`VllmConfig.use_v2_model_runner` /
     `_is_default_v2_model_runner_model`, vllm/config/vllm.py), which matters for memory because that runner's
@@ -135,6 +167,16 @@ class VllmProfile(BaseModel):
     small_max_num_batched_tokens: int
     huge_gpu_gib: float | None = None
     huge_max_num_batched_tokens: int | None = None
+    # 0.8.0-0.8.4 chose the large defaults by device name ("h100"/"h200" in it), not by memory
+    large_gpu_names: tuple[str, ...] = ()
+    # 0.9.0+: A100s keep the small defaults whatever their memory (0.8.5 had no such exception)
+    a100_exception: bool = True
+    # 0.8.0-0.9.0: the KV budget also loses the memory held before start-up and the runner's input buffers
+    startup_held: StartupHeld | None = None
+    # 0.8.x-0.9.0: a model mixing sliding-window and full layers is cached as all full (unify_hybrid_kv_cache_specs)
+    sliding_window_as_full: bool = False
+    # 0.8-0.10.1: what makes `vllm serve` start the V0 engine (V0Fallback); None: V1 only (0.11+)
+    v0_fallback: V0Fallback | None = None
     # CacheConfig.DEFAULT_BLOCK_SIZE: what `--block-size` unset gives with the standard attention backends
     # (FlashAttention and FlashInfer accept it; 16 up to 0.33, 64 from 0.34)
     default_block_size: int = 16
@@ -150,7 +192,12 @@ class VllmProfile(BaseModel):
         """(max_num_seqs, max_num_batched_tokens) that `vllm serve` picks for this GPU."""
         if self.huge_gpu_gib and self.huge_max_num_batched_tokens and reported_gib >= self.huge_gpu_gib:
             return self.large_max_num_seqs, self.huge_max_num_batched_tokens
-        if reported_gib >= self.large_gpu_gib and not gpu_name.upper().startswith("A100"):
+        if self.large_gpu_names:
+            large = any(name in gpu_name.upper() for name in self.large_gpu_names)
+        else:
+            large = reported_gib >= self.large_gpu_gib and not (self.a100_exception
+                                                               and gpu_name.upper().startswith("A100"))
+        if large:
             return self.large_max_num_seqs, self.large_max_num_batched_tokens
         return self.small_max_num_seqs, self.small_max_num_batched_tokens
 

@@ -40,11 +40,14 @@ def _table() -> tuple[tuple[str, ...], dict[str, dict[str, str]]]:
 
 @cache
 def scanned_release(vllm_version: str) -> str:
-    """The newest scanned release not newer than `vllm_version` (the oldest scanned for older ones): the
-    registry does not change within a minor release in the scanned rows, so 0.19 reads 0.19.0."""
+    """The scanned release `vllm_version` names -- the first of its line, as the profiles read it: 0.9 is
+    0.9.0, 0.10.1 is 0.10.1.1 -- else the newest older one (the oldest scanned for older versions)."""
     releases, _ = _table()
     key = release_key(vllm_version)
-    older = [r for r in releases if release_key(r)[:len(key)] <= key]
+    same = [r for r in releases if release_key(r)[:len(key)] == key]
+    if same:
+        return min(same, key=release_key)
+    older = [r for r in releases if release_key(r)[:len(key)] < key]
     return max(older, key=release_key) if older else min(releases, key=release_key)
 
 
@@ -89,6 +92,11 @@ def release_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | 
         # a class no release implements (custom code, or one vLLM never had): the Transformers backend is
         # vLLM's designed path for it and there is no release to send the user to, so it is not refused
         return None
+    if release_key(served[-1]) < release_key(vllm_version):  # served once, dropped without a notice
+        older = _modelled_before(served[-1])
+        fix = f"; plan it with --vllm-version {older} or older" if older else ""
+        return (f"vLLM {vllm_version} does not implement {cls} (vLLM registered it from {served[0]} to "
+                f"{served[-1]}){fix}")
     return f"vLLM {vllm_version} does not implement {cls} (it is registered from vLLM {served[0]})"
 
 
