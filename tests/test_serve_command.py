@@ -247,3 +247,25 @@ def test_a_quantized_checkpoint_is_planned_in_its_own_format_and_served_as_itsel
     plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
                              SolveOptions(top=0, premium=False, candidate_records=False))
     assert plan.status != "optimal"
+
+
+def test_the_flag_reader_takes_0_8s_argparse_choices_where_no_literal_alias_exists(tmp_path: Path) -> None:
+    """vLLM 0.8.0-0.8.4 list --kv-cache-dtype and --block-size values in add_argument(choices=[...]) in
+    engine/arg_utils.py; their vllm/config.py has no CacheDType / BlockSize alias yet."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "extract_vllm_serve_flags", Path(__file__).parents[1] / "tools" / "extract_vllm_serve_flags.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    (tmp_path / "vllm" / "engine").mkdir(parents=True)
+    arg_utils = tmp_path / "vllm" / "engine" / "arg_utils.py"
+    arg_utils.write_text("def add(parser):\n"
+                         "    parser.add_argument('--kv-cache-dtype', type=str, choices=['auto', 'fp8'])\n"
+                         "    parser.add_argument('--block-size', type=int, choices=[8, 16])\n")
+    config = tmp_path / "vllm" / "config.py"
+    config.write_text("class CacheConfig:\n    pass\n")
+    assert tool.kv_cache_dtypes(config, arg_utils) == ["auto", "fp8"]
+    assert tool.block_sizes(config, arg_utils) == [8, 16]
+    config.write_text("from typing import Literal\nCacheDType = Literal['auto', 'fp8_e5m2']\n")
+    assert tool.kv_cache_dtypes(config, arg_utils) == ["auto", "fp8_e5m2"]  # the alias wins where it exists
