@@ -45,6 +45,11 @@ class ConfigError(InputError):
     pass
 
 
+class NotModelledError(InputError):
+    """vLLM would start, but on a path gpuopt does not model (its V0 engine): bad input for `fit`, a rejected
+    shape for the planner -- not one vLLM refuses."""
+
+
 class FieldError(InputError):
     """Values of a workload file that only the model shows to be wrong (a length past its limit, a release
     that does not implement it, LoRA it cannot take): each problem with its location in the file (("workloads",

@@ -83,3 +83,14 @@ def test_a_mamba_hybrid_starts_v0_up_to_0_10_1() -> None:
     nemotron = get_model("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16")
     with pytest.raises(InputError, match="Mamba / linear-attention layers"):
         estimate(nemotron, get_gpu("H100-SXM-80GB"), ServingConfig(max_model_len=8192, vllm_version="0.10.1"))
+
+
+def test_solve_says_a_v0_shape_is_not_modelled_rather_than_refused_by_vllm() -> None:
+    from gpuopt.inputs.workload import Workload
+    from gpuopt.planner.candidates import Evaluator, Shape
+    w = Workload.model_validate({"name": "w", "model": LLAMA8B, "concurrency": 4, "input_tokens": 500,
+                                 "output_tokens": 100, "max_model_len": 4096})
+    ev = Evaluator(w, get_model(LLAMA8B), 4096, "0.10.1")
+    verdict = ev._evaluate(Shape("T4-16GB", "pcie", 1, 1, "fp16", "auto"))
+    assert not verdict.feasible and verdict.reason_kind == "fit"
+    assert verdict.reason is not None and verdict.reason.startswith("not modelled: vLLM 0.10.1 starts its V0 engine")

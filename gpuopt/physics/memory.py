@@ -19,7 +19,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from gpuopt.errors import InputError
+from gpuopt.errors import InputError, NotModelledError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics import sparse_mla, state_cache
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
@@ -358,8 +358,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
                                if cfg.enable_prefix_caching is None else cfg.enable_prefix_caching),
     )
     if (v0 := v0_fallback(arch, gpu, resolved, profile)) is not None:
-        raise InputError(f"vLLM {resolved.vllm_version} starts its V0 engine for {v0}, which gpuopt does not model "
-                         "(V1 only): plan it with --vllm-version 0.11 or newer")
+        raise NotModelledError(f"vLLM {resolved.vllm_version} starts its V0 engine for {v0}, which gpuopt does not "
+                               "model (V1 only): plan it with --vllm-version 0.11 or newer")
     return resolved, profile
 
 

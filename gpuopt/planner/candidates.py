@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from gpuopt.errors import FieldError, InputError, SloUnreachableError
+from gpuopt.errors import FieldError, InputError, NotModelledError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import latency
@@ -250,6 +250,8 @@ class Evaluator:
                             fully_sharded_loras=self.w.lora.fully_sharded if self.w.lora else False)
         try:
             mem = estimate(self.arch, gpu, cfg)  # validates the shape first (memory.resolve)
+        except NotModelledError as unmodelled:  # vLLM would run it on its V0 engine
+            return Evaluation(False, f"not modelled: {'; '.join(unmodelled.problems)}", "fit")
         except InputError as refused:  # e.g. a fully sharded rank this TP does not divide
             return Evaluation(False, f"vLLM refuses this shape: {'; '.join(refused.problems)}", "fit")
         if not mem.fits:
