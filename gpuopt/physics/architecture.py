@@ -313,7 +313,7 @@ class ModelArchitecture(BaseModel):
 
     def indexer_skipped(self, index: int) -> bool:
         """Whether decoder layer `index` reuses an earlier layer's top-k instead of building an indexer
-        (IndexCache, https://arxiv.org/abs/2603.12201), as vLLM 0.27.1-0.34 decide it when constructing the
+        (IndexCache, https://arxiv.org/abs/2603.12201), as vLLM 0.24-0.34 decide it when constructing the
         layer (vllm/models/deepseek_v32/attention.py in 0.33.0): with `index_topk_pattern`, its letter is
         "S"; otherwise max(index - offset + 1, 0) % freq != 0 (freq 1 and offset 2 by default). GLM-5.2 (freq
         4, offset 3) builds 21 of its 78."""
