@@ -26,7 +26,7 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
-from gpuopt.physics.vllm_profile import VllmProfile, default_release, get_profile, release_key
+from gpuopt.physics.vllm_profile import StartupHeld, VllmProfile, default_release, get_profile, release_key
 from gpuopt.physics.vllm_support import builds_indexer, release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -588,6 +588,14 @@ def non_torch_gib(profile: VllmProfile, cfg: ResolvedConfig, moe_shards: int = 1
     return nt.tp1_gib
 
 
+def startup_held_gib(held: StartupHeld, cfg: ResolvedConfig) -> float:
+    """Memory held before vLLM's start-up snapshot on each GPU of this configuration: the NVLink figure when
+    the engine's GPUs (or its data-parallel peers) are joined by NVLink, else the one-GPU figure -- GPUs joined
+    over PCIe hold NCCL's few PCIe channels and no NVLS or custom all-reduce buffers, as in non_torch_gib."""
+    joined = cfg.gpus * cfg.data_parallel > 1 and cfg.interconnect == "nvlink"
+    return held.tp_multi_gib if joined else held.tp1_gib
+
+
 def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
     return profile.cuda_graph.base_gib + profile.cuda_graph.per_layer_gib * layers
 
@@ -755,9 +763,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         w += lora
         a = activation_gib(arch, profile, cfg, last)
         nt = non_torch_gib(profile, cfg, shards)
-        if (before := profile.startup_held) is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
-            joined = cfg.gpus * cfg.data_parallel > 1 and cfg.interconnect == "nvlink"
-            nt += before.tp_multi_gib if joined else before.tp1_gib
+        if profile.startup_held is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
+            nt += startup_held_gib(profile.startup_held, cfg)
             a += cfg.max_num_batched_tokens * arch.hidden_size * act_b / GIB  # the runner's inputs_embeds
         cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
         ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
@@ -767,8 +774,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         elif ext is None:
             kv = budget - w - a - nt - (cg if in_budget else 0.0)
         else:  # 0.34: measure_kv_cache_bytes after warmup (ExtensibleKvCache)
-            joined = cfg.gpus * cfg.data_parallel > 1 and cfg.interconnect == "nvlink"
-            startup = ext.startup_tp_multi_gib if joined else ext.startup_tp1_gib
+            startup = startup_held_gib(ext.startup, cfg)
             used = w + nt + cg  # the captured graphs' pool is resident
             transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
             margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)

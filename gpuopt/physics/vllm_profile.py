@@ -60,6 +60,22 @@ class NonTorchMemory(BaseModel):
     tp_pcie_gib: float | None = None
 
 
+class StartupHeld(BaseModel):
+    """Memory a GPU holds before vLLM's worker takes its start-up snapshot (CUDA context; NCCL's communicators
+    when the GPUs are joined by NVLink), measured as total - free on the logs' "Free memory on device (free/total
+    GiB) on startup" lines; GPUs joined over PCIe take the one-GPU figure (memory.startup_held_gib). Two
+    releases spend it outside what they profile: 0.34's extensible KV cache keeps it free (init_free), and
+    0.8.0-0.9.0 subtract it from the budget, because their determine_available_memory (read in the 0.8.0, 0.8.3,
+    0.8.5.post1 and 0.9.0 wheels) takes `total x gmu - absolute torch peak - all non-torch memory on the device`
+    where 0.9.1+ count only what the profiling run added since the snapshot."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tp1_gib: float  # CUDA context of one GPU (also GPUs joined over PCIe)
+    tp_multi_gib: float  # ... plus NCCL's communicators of GPUs joined by NVLink
+    source: str
+
+
 class ExtensibleKvCache(BaseModel):
     """vLLM 0.34's default KV sizing (vllm/v1/worker/extensible_kv_cache.py, read in the 0.34.0 wheel): the cache
     reserves address space, warmup and CUDA-graph capture run, and only then is its size committed from the
@@ -71,8 +87,7 @@ class ExtensibleKvCache(BaseModel):
     `used` is what the process holds besides the cache (weights, non-torch, the captured graphs' pool),
     `transient` the profiled peak the warmup keeps free (activation peak plus the CUDA-graph estimate:
     `peak_activation_memory`), and `init_free` the memory free when the worker took its start-up snapshot,
-    after the CUDA context and NCCL were created: total - `startup_*_gib` (logged as "Free memory on device
-    (free/total GiB) on startup")."""
+    after the CUDA context and NCCL were created: total - `startup` (StartupHeld)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -81,24 +96,7 @@ class ExtensibleKvCache(BaseModel):
     gpu_memory_utilization_off: float
     margin_floor_gib: float  # KV_CACHE_MARGIN_FLOOR_BYTES on CUDA
     margin_fraction: float  # KV_CACHE_MARGIN_FRACTION
-    startup_tp1_gib: float  # CUDA context of one GPU, held before the snapshot (also GPUs joined over PCIe)
-    startup_tp_multi_gib: float  # ... plus NCCL's communicators of GPUs joined by NVLink
-    startup_source: str
-
-
-class StartupHeld(BaseModel):
-    """vLLM 0.8.0-0.9.0 budgeted `total x gmu - absolute torch peak - all non-torch memory on the device`
-    (vllm/v1/worker/gpu_worker.py determine_available_memory, read in the 0.8.0, 0.8.3, 0.8.5.post1 and 0.9.0
-    wheels), where 0.9.1+ subtract only what the profiling run added since the start-up snapshot. The extra is the
-    memory held before that snapshot (CUDA context, NCCL: the figures of ExtensibleKvCache, measured on the
-    logs' "Free memory on device ... on startup" lines) and the model runner's persistent input buffers
-    (`inputs_embeds`: max_num_batched_tokens x hidden in the model dtype)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tp1_gib: float
-    tp_multi_gib: float
-    source: str
+    startup: StartupHeld  # held before the start-up snapshot, so not free at init
 
 
 class V0Fallback(BaseModel):
@@ -171,7 +169,8 @@ class VllmProfile(BaseModel):
     large_gpu_names: tuple[str, ...] = ()
     # 0.9.0+: A100s keep the small defaults whatever their memory (0.8.5 had no such exception)
     a100_exception: bool = True
-    # 0.8.0-0.9.0: the KV budget also loses the memory held before start-up and the runner's input buffers
+    # 0.8.0-0.9.0: the KV budget also loses the memory held before start-up (StartupHeld) and the runner's
+    # input buffers
     startup_held: StartupHeld | None = None
     # 0.8.x-0.9.0: a model mixing sliding-window and full layers is cached as all full (unify_hybrid_kv_cache_specs)
     sliding_window_as_full: bool = False
