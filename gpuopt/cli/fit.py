@@ -7,12 +7,20 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, HUMAN_INT, VLLM_VERSION, VLLM_VERSION_HELP, SafePath, load_architecture
+from gpuopt.cli.options import (
+    FINITE_FLOAT,
+    HUMAN_INT,
+    VLLM_VERSION,
+    VLLM_VERSION_HELP,
+    SafePath,
+    check_runs_on,
+    load_architecture,
+)
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
-from gpuopt.physics import latency, sparse_mla
+from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.lora import rank_problem
@@ -20,7 +28,6 @@ from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
     estimate_resolved,
-    precision_unsupported,
     resolve,
     suggest_fixes,
 )
@@ -133,11 +140,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         extensible_kv_cache=extensible_kv_cache, kv_cache_memory_bytes=kv_cache_memory_bytes,
                         enable_prefix_caching=prefix_caching)
     resolved, profile = resolve(arch, spec, cfg)
-    unsupported = precision_unsupported(spec, resolved.precision, arch)
-    if unsupported:
-        raise InputError(f"--precision {resolved.precision}: {unsupported}")
-    if (no_backend := sparse_mla.unsupported(arch, spec, resolved.vllm_version)) is not None:
-        raise InputError(f"--gpu {spec.gpu}: {no_backend}")
+    check_runs_on(spec, arch, resolved)
     too_long = max_model_len_problem(arch, resolved.max_model_len, "--max-model-len")
     if too_long:
         raise InputError(too_long)

@@ -18,7 +18,9 @@ from gpuopt.planner.plan import DEFAULT_HEADROOM
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic over (value, input); older releases are not subscriptable
+    from gpuopt.hardware import GpuSpec
     from gpuopt.physics.architecture import ModelArchitecture
+    from gpuopt.physics.memory import ResolvedConfig
 
     _FloatParam = click.ParamType[float, Any]
     _IntParam = click.ParamType[int, Any]
@@ -191,3 +193,15 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
     if (offline := offline_description(arch)) is not None:
         say("note", offline)
     return arch
+
+
+def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfig) -> None:
+    """Exit 2 when vLLM cannot run the model in its resolved weight format on the GPU (the format's kernels),
+    or has no attention backend for it there (a DSA model's sparse MLA), naming the flag to change."""
+    from gpuopt.physics import sparse_mla
+    from gpuopt.physics.memory import precision_unsupported
+
+    if (unsupported := precision_unsupported(gpu, resolved.precision, arch)) is not None:
+        raise InputError(f"--precision {resolved.precision}: {unsupported}")
+    if (no_backend := sparse_mla.unsupported(arch, gpu, resolved.vllm_version)) is not None:
+        raise InputError(f"--gpu {gpu.gpu}: {no_backend}")

@@ -21,13 +21,13 @@ from typing import TypeVar
 
 import click
 
-from gpuopt.cli.options import VLLM_VERSION_HELP, SafePath, load_architecture
+from gpuopt.cli.options import VLLM_VERSION_HELP, SafePath, check_runs_on, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency, sparse_mla
-from gpuopt.physics.memory import ServingConfig, estimate_resolved, precision_unsupported, resolve
+from gpuopt.physics import latency
+from gpuopt.physics.memory import ServingConfig, estimate_resolved, resolve
 from gpuopt.physics.serve_args import ServeArgs, lora_slots, parse_serve_args, performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
 from gpuopt.physics.traffic import (
@@ -252,19 +252,14 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "
                     "step time is not (the simulation runs the base model's)")
     resolved, profile = resolve(arch, spec, cfg)
-    unsupported = precision_unsupported(spec, resolved.precision, arch)
-    if unsupported:
-        raise InputError(f"--precision {resolved.precision}: {unsupported}")
-    if (no_backend := sparse_mla.unsupported(arch, spec, resolved.vllm_version)) is not None:
-        raise InputError(f"--gpu {spec.gpu}: {no_backend}")
+    check_runs_on(spec, arch, resolved)
     mem = estimate_resolved(arch, spec, resolved, profile)
     if not mem.fits:
         click.echo(f"infeasible: {mem.reason}", err=True)
         raise SystemExit(1)
     replica = latency.build_replica(arch, spec, mem, interconnect, expert_parallel=ep,
                                     async_scheduling=args.async_scheduling)
-    sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=mem.config.enable_prefix_caching,
-                                        async_scheduling=replica.async_scheduling,
+    sched = SchedulerConfig.from_memory(mem, async_scheduling=replica.async_scheduling,
                                         chunked_prefill=args.chunked_prefill is not False)
     # what vLLM would log at start-up, to hold a prediction against a real server's log
     engines = f"{dp_v} engines of " if (dp_v or 1) > 1 else ""

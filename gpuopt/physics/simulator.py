@@ -105,7 +105,7 @@ class SchedulerConfig:
         # attention + state hybrids page attention in larger blocks (memory.hybrid_block_size)
         bs = hybrid_block_size(rank.kv_groups, memory.config.block_size, memory.config.vllm_version)
         # blocks a request holds in the state layers: one a group, 2-3 with prefix caching (memory.state_cache)
-        state = rank.state_blocks_per_request or sum(n for g, n in layout if g.kind in STATE_LAYER_KINDS)
+        state = rank.state_blocks_per_request
         full = sum(n for g, n in layout if not g.window and g.kind not in STATE_LAYER_KINDS)
         windowed = [(g, n) for g, n in layout if g.window]
         window = max((g.window or 0 for g, _ in windowed), default=0)

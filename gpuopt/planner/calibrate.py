@@ -204,8 +204,7 @@ def replay(obs: LatencyObservation, gpu: GpuSpec) -> dict[str, float]:
     arch, mem = _memory(obs, gpu, replay=True)
     c = obs.config
     replica = latency.build_replica(arch, gpu, mem, async_scheduling=c.async_scheduling)
-    sched = SchedulerConfig.from_memory(mem, enable_prefix_caching=mem.config.enable_prefix_caching,
-                                        async_scheduling=replica.async_scheduling,
+    sched = SchedulerConfig.from_memory(mem, async_scheduling=replica.async_scheduling,
                                         chunked_prefill=c.chunked_prefill is not False)
     cap = int(obs.concurrency) if obs.protocol == "closed-loop" and obs.concurrency else None
     result = simulate(replica, list(_requests(obs, mem.config.max_model_len)), sched=sched, max_concurrency=cap,
