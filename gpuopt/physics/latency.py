@@ -50,6 +50,7 @@ from gpuopt.physics.memory import (
     indexer_layers,
     kv_bytes_per_token_per_layer,
     kv_dtype_bytes,
+    replicated_params,
 )
 from gpuopt.physics.quantization import Quantization, representative
 from gpuopt.physics.vllm_profile import get_profile, release_key
@@ -426,7 +427,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     p = arch.layer_sums(layers)
     shards = cfg.moe_shards(arch)  # data parallelism splits a MoE model's experts further (memory.py)
     indexers = indexer_layers(arch, layers, cfg.vllm_version)
-    replicated = p.replicated - (len(layers) - indexers) * arch.indexer_params  # IndexCache's skipped layers
+    replicated = replicated_params(arch, layers, indexers)  # IndexCache's skipped layers build no indexer
     weights += p.linear / tp * linear_fmt + p.bias / tp * act + replicated * act
     experts += p.experts / shards * expert_fmt
     expert_params = p.experts / shards

@@ -495,6 +495,13 @@ def indexer_layers(arch: ModelArchitecture, layers: range, vllm_version: str | N
     return sum(builds_indexer(arch, i, vllm_version) for i in layers)
 
 
+def replicated_params(arch: ModelArchitecture, layers: range, indexers: int) -> int:
+    """Parameters every GPU of a stage holds whole (norms, routers, MLA down-projections, DSA indexers: the
+    layer tables' `replicated`), less the indexers of the layers that build none (IndexCache: `indexers` of
+    these layers build one, indexer_layers)."""
+    return arch.layer_sums(layers).replicated - (len(layers) - indexers) * arch.indexer_params
+
+
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
                   first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0,
                   expert_shards: float | None = None, vllm_version: str | None = None) -> float:
@@ -525,7 +532,7 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     p = arch.layer_sums(layers)
     total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
               + p.experts / (expert_shards or tp) * expert_bytes * expert_scale + p.bias / tp * act)
-    total += (p.replicated - (len(layers) - indexer_layers(arch, layers, vllm_version)) * arch.indexer_params) * act
+    total += replicated_params(arch, layers, indexer_layers(arch, layers, vllm_version)) * act
     if first:
         total += arch.embedding_params / tp * act + (arch.vision_params() * act if vision else 0.0)
     if last:
