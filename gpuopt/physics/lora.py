@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from gpuopt.errors import InputError
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.vllm_profile import default_release, release_key
+from gpuopt.physics.vllm_profile import release_key, release_or_default
 from gpuopt.physics.vllm_support import builds_indexer, lora_embedding_buffers, lora_problem
 
 # vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.12.0-0.27.1; 0.11 accepts the same without 1)
@@ -82,7 +82,7 @@ def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_versi
     if other:
         problems.append(f"LoRA buffers of {arch.hf_id}'s {', '.join(other)} layers are not modelled; "
                         "plan it without --enable-lora (its adapter memory is then not counted)")
-    version = vllm_version or default_release()
+    version = release_or_default(vllm_version)
     release = release_key(version)
     if arch.is_moe and expert_parallel and (0, 12) <= release < (0, 21):
         problems.append(f"vLLM {version} refuses LoRA on {arch.hf_id}'s experts with --enable-expert-parallel "

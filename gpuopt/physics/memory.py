@@ -26,7 +26,7 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
-from gpuopt.physics.vllm_profile import StartupHeld, VllmProfile, default_release, get_profile, release_key
+from gpuopt.physics.vllm_profile import StartupHeld, VllmProfile, get_profile, release_key, release_or_default
 from gpuopt.physics.vllm_support import builds_indexer, release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -687,7 +687,7 @@ def hybrid_block_size(groups: tuple[KvGroup, ...], block_size: int, vllm_version
     per_token = max((g.bytes_per_token_per_layer for g in groups), default=0.0)
     if not state or not per_token:
         return block_size
-    align = max(16, block_size) if release_key(vllm_version or default_release()) >= (0, 20) else 16
+    align = max(16, block_size) if release_key(release_or_default(vllm_version)) >= (0, 20) else 16
     needed = align * math.ceil(state / (align * per_token))
     return max(block_size, needed)
 

@@ -24,7 +24,7 @@ from typing import Literal
 
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.vllm_profile import default_release, release_key
+from gpuopt.physics.vllm_profile import release_key, release_or_default
 
 KvFormat = Literal["model", "fp8", "fp8_ds_mla"]
 """How a DSA layer stores a token: in the model dtype, plain fp8 (576 B), or DeepSeek's fp8_ds_mla (656 B)."""
@@ -34,10 +34,6 @@ SM120_INDEX_TOPK = 2048  # its supports_combination: "requires index_topk=2048"
 FLASHINFER_NOPE_DIMS = (128, 192)  # FlashInfer sparse MLA: "requires qk_nope_head_dim in [128, 192]"
 
 
-def _key(vllm_version: str | None) -> tuple[int, ...]:
-    return release_key(vllm_version or default_release())
-
-
 def kv_format(arch: ModelArchitecture, compute_capability: int | None, kv_cache_dtype: str, tp: int,
               vllm_version: str | None) -> KvFormat:
     """The layout vLLM gives a DSA model's MLA cache on a GPU of this compute capability (None: not CUDA,
@@ -45,7 +41,7 @@ def kv_format(arch: ModelArchitecture, compute_capability: int | None, kv_cache_
     fp8 = kv_cache_dtype == "fp8"
     if not arch.indexer_params:
         return "fp8" if fp8 else "model"
-    key = _key(vllm_version)
+    key = release_key(release_or_default(vllm_version))
     if key[:2] == (0, 11):
         return "fp8_ds_mla"  # DeepseekV32ForCausalLM.verify_and_update_config: auto or fp8 -> fp8_ds_mla
     if compute_capability == 120:
@@ -74,9 +70,9 @@ def backend_problem(arch: ModelArchitecture, compute_capability: int | None, vll
     cc = compute_capability
     if not arch.indexer_params or cc is None or cc in (90, 100):
         return None
-    release = vllm_version or default_release()
+    release = release_or_default(vllm_version)
     if cc == 120:
-        if _key(release) < SM120_FIRST:
+        if release_key(release) < SM120_FIRST:
             return (f"vLLM {release} runs DeepSeek sparse attention only on Hopper and datacenter Blackwell; sm120 "
                     "has a sparse MLA backend from vLLM 0.24")
         if arch.index_topk != SM120_INDEX_TOPK:

@@ -22,7 +22,7 @@ Speculative decoding's extra pages are not modelled (gpuopt plans no draft model
 from __future__ import annotations
 
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.vllm_profile import default_release, release_key
+from gpuopt.physics.vllm_profile import release_key, release_or_default
 from gpuopt.vocabulary import STATE_LAYER_KINDS
 
 HYBRID_PREFIX_CACHING_FROM = (0, 28)
@@ -41,14 +41,14 @@ def prefix_caching_default(arch: ModelArchitecture, vllm_version: str | None) ->
     """`--enable-prefix-caching` unset: on for every generative model, for hybrids only from 0.28."""
     if not is_hybrid(arch):
         return True
-    return release_key(vllm_version or default_release()) >= HYBRID_PREFIX_CACHING_FROM
+    return release_key(release_or_default(vllm_version)) >= HYBRID_PREFIX_CACHING_FROM
 
 
 def pages_per_request(kind: str, arch: ModelArchitecture, compute_capability: int | None,
                       vllm_version: str | None, prefix_caching: bool) -> int:
     """State pages one request holds in one layer of this kind ("mamba": Mamba-2; "linear": Gated DeltaNet, or
     lightning attention when the model has no `linear_num_value_heads`)."""
-    key = release_key(vllm_version or default_release())
+    key = release_key(release_or_default(vllm_version))
     if not prefix_caching or key < ALIGN_MODE_FROM:
         return 1  # mamba_cache_mode "none" (prefix caching for hybrids before 0.26 is not modelled)
     checkpoint = 0

@@ -228,12 +228,16 @@ def default_release() -> str:
     return str(data_yaml("vllm_versions.yaml")["default_release"])
 
 
+def release_or_default(vllm_version: str | None) -> str:
+    """The release asked for, or the default one (None: what a plan uses when no --vllm-version is given)."""
+    return vllm_version or default_release()
+
+
 @cache  # pure in its argument (the profiles are read once); a bad version raises, which is never cached
 def get_profile(version: str | None) -> VllmProfile:
     """The newest profile whose version is <= the requested one (None: the default release)."""
     known = profiles()
-    if version is None:
-        version = default_release()
+    version = release_or_default(version)
     wanted = release_key(version)
     if not version.replace(".", "").isdigit():
         raise InputError(f"--vllm-version: '{version}' is not a version like 0.19 or 0.11.0")

@@ -28,7 +28,7 @@ from functools import cache
 
 from gpuopt.datafiles import data_text
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.vllm_profile import default_release, profiles, release_key
+from gpuopt.physics.vllm_profile import profiles, release_key, release_or_default
 
 
 @cache
@@ -51,17 +51,13 @@ def scanned_release(vllm_version: str) -> str:
     return max(older, key=release_key) if older else min(releases, key=release_key)
 
 
-def _release(vllm_version: str | None) -> str:
-    return vllm_version or default_release()
-
-
 def status(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
     """What the release (None: the default one) does with the model's class (the codes above); None
     when the class is unknown."""
     if arch.hf_architecture is None:
         return None
     _, table = _table()
-    return table.get(arch.hf_architecture, {}).get(scanned_release(_release(vllm_version)), "")
+    return table.get(arch.hf_architecture, {}).get(scanned_release(release_or_default(vllm_version)), "")
 
 
 def _modelled_before(last: str) -> str | None:
@@ -73,7 +69,7 @@ def _modelled_before(last: str) -> str | None:
 def release_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
     """Why vLLM `vllm_version` does not serve this model natively, or None (also when its class is unknown)."""
     code = status(arch, vllm_version)
-    vllm_version = _release(vllm_version)
+    vllm_version = release_or_default(vllm_version)
     if code is None or code in ("no", "lora", "lora+embedding"):
         return None
     cls = f"{arch.hf_id}'s class {arch.hf_architecture}"
@@ -108,14 +104,14 @@ def builds_indexer(arch: ModelArchitecture, index: int, vllm_version: str | None
     and (not _skip_topk or is_mtp_layer)")."""
     if not arch.indexer_params:
         return False
-    return release_key(_release(vllm_version)) < (0, 24) or not arch.indexer_skipped(index)
+    return release_key(release_or_default(vllm_version)) < (0, 24) or not arch.indexer_skipped(index)
 
 
 def lora_problem(arch: ModelArchitecture, vllm_version: str | None) -> str | None:
     """Why --enable-lora fails for this model on this release, or None (also when the class is unknown)."""
     if status(arch, vllm_version) != "no":
         return None
-    return (f"vLLM {_release(vllm_version)}'s {arch.hf_architecture} ({arch.hf_id}) does not support LoRA: "
+    return (f"vLLM {release_or_default(vllm_version)}'s {arch.hf_architecture} ({arch.hf_id}) does not support LoRA: "
             "--enable-lora fails at start-up ('does not support LoRA yet')")
 
 
