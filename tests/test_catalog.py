@@ -277,19 +277,19 @@ def test_oldest_chosen_price_and_stale_commitments():
     cat = load_catalog(use_cache=False)
     by_key = {o.key: o for o in cat.offerings}
     p5 = by_key[("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")]  # 2026-07-20
-    gt4 = by_key[("tencent", "cvm", "GT4.4XLARGE96", "cn-mainland", "subscription-monthly")]  # 2021-05-25
-    assert oldest_price_date([p5, gt4]) == "2021-05-25"
+    gn10x = by_key[("tencent", "cvm", "GN10X.2XLARGE40", "cn-mainland", "subscription-monthly")]  # 2021-05-25
+    assert oldest_price_date([p5, gn10x]) == "2021-05-25"
     assert oldest_price_date([p5]) == "2026-07-20"
     assert oldest_price_date([p5, replace(p5, as_of="unknown (catalog commit x)")]) == "unknown"
     assert oldest_price_date([]) == ""
     today = dt.date(2026, 11, 30)
-    flagged = stale_commitments([gt4], today)
+    flagged = stale_commitments([gn10x], today)
     # 2021-05-25 -> 2026-11-30 is 2015 days
-    assert [w for _, w in flagged] == ["commitment tencent GT4.4XLARGE96 cn-mainland subscription-monthly is priced "
+    assert [w for _, w in flagged] == ["commitment tencent GN10X.2XLARGE40 cn-mainland subscription-monthly is priced "
                                        "from a source 2015 days old (as_of 2021-05-25): re-quote it before committing"]
-    young = replace(gt4, as_of="2026-01-01")
+    young = replace(gn10x, as_of="2026-01-01")
     assert stale_commitments([young], today) == []  # 333 days: under a year
-    assert stale_commitments([replace(gt4, origin="overlay")], today) == []
+    assert stale_commitments([replace(gn10x, origin="overlay")], today) == []
 
 
 def test_capacity_plan_flags_old_commitments_states_dates_and_honours_max_price_age(monkeypatch):

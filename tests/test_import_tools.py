@@ -47,6 +47,25 @@ def test_new_imported_columns_are_appended_and_package_columns_keep_their_order(
     assert m.rows == [{"x": "1", "id": "a", "y": "2"}]
 
 
+def test_owned_columns_keep_the_package_value_on_a_row_it_has() -> None:
+    package = [{"id": "a", "mem": "79.19", "x": "1"}]
+    imported = [{"id": "a", "mem": "79.20", "x": "2"}, {"id": "b", "mem": "23.99", "x": "3"}]
+    m = merge_rows("t.csv", ["id", "mem", "x"], package, imported, KEY, owned=("mem",))
+    assert m.rows == [{"id": "a", "mem": "79.19", "x": "2"}, {"id": "b", "mem": "23.99", "x": "3"}]
+    # a blank owned value is still filled from the import
+    m = merge_rows("t.csv", ["id", "mem"], [{"id": "a", "mem": ""}], [{"id": "a", "mem": "9"}], KEY, owned=("mem",))
+    assert m.rows == [{"id": "a", "mem": "9"}]
+
+
+def test_a_package_annotation_survives_while_the_imported_text_is_the_same() -> None:
+    annotated = {"id": "a", "notes": "from the config | gpuopt: derived on top"}
+    m = merge_rows("t.csv", ["id", "notes"], [annotated], [{"id": "a", "notes": "from the config"}], KEY)
+    assert m.rows == [annotated] and m.unchanged == [("a",)]
+    # the source's text changed: the import wins (the annotation is written again by hand or by the importer)
+    m = merge_rows("t.csv", ["id", "notes"], [annotated], [{"id": "a", "notes": "from the new config"}], KEY)
+    assert m.rows == [{"id": "a", "notes": "from the new config"}]
+
+
 def test_two_rows_with_one_key_are_refused() -> None:
     with pytest.raises(ValueError, match="t.csv \\(import\\): two rows with key a"):
         merge_rows("t.csv", ["id"], [], [{"id": "a"}, {"id": "a"}], KEY)
@@ -146,6 +165,56 @@ def test_a_row_without_region_is_not_imported_where_the_package_states_the_regio
     assert import_catalog.without_resolved_regions([unknown], [unknown]) == [unknown]
     # the package still has its own unknown row next to a stated one: the import keeps updating it
     assert import_catalog.without_resolved_regions([unknown], [placed, unknown]) == [unknown]
+
+
+def test_an_offering_the_package_retired_is_not_added_back() -> None:
+    dated = _catalog_row(provider="runpod", service="pod-secure", sku="1x A100 PCIe", region="global",
+                         as_of="2026-09-25")
+    twin = dict(dated, sku="1x_A100-80GB_SECURE", as_of="unknown (catalog commit 01acdfd)")
+    retired = dict(twin, superseded_by_as_of="")
+    assert import_catalog.without_retired([dated, twin], [dated], [retired]) == [dated]
+    # a history row of an offering still sold is a past price, not a retirement
+    assert import_catalog.without_retired([dated, twin], [dated], [dict(dated, price_per_hour="9")]) == [dated, twin]
+
+
+def test_region_strings_of_the_china_sources_normalise_to_ids() -> None:
+    assert import_catalog.norm_region("cn (region not stated in source)", "CN")[0] == "cn-mainland"
+    assert import_catalog.norm_region("cn-* (unverified)", "")[:2] == ("cn-mainland", "CN")
+    assert import_catalog.norm_region("ap-beijing", "CN") == ("ap-beijing", "CN", "")
+
+
+def test_a_superseded_price_is_one_history_row_and_an_added_offering_states_its_link_basis(tmp_path: Path) -> None:
+    shared, package = tmp_path / "shared", tmp_path / "gpuopt"
+    sku = dict.fromkeys(SKU_HEADER, "") | {"provider": "tencent", "service": "cvm", "sku": "GT4.4XLARGE96",
+                                           "region": "cn-mainland", "country": "CN", "gpu_model": "A100-SXM-40GB",
+                                           "gpu_count": "1", "interconnect": "nvlink", "currency": "CNY",
+                                           "price_kind": "subscription-monthly", "source": "s"}
+    _write_csv(shared / "skus.csv", [sku | {"sku": "GN7.2XLARGE32", "region": "ap-beijing",
+                                            "interconnect": "pcie", "price_per_hour": "1.26", "currency": "USD",
+                                            "price_kind": "on-demand", "as_of": "2023-06-12"}])
+    for name in ("serverless_prices.csv", "commit_prices.csv"):
+        (shared / name).write_text("provider,price_kind\n", encoding="utf-8")
+    _write_csv(package / "data" / "gpus.csv", [{"gpu": "A100-SXM-40GB"}])
+    data = package / "pricing" / "data"
+    _write_csv(data / "catalog.csv", [], list(CATALOG_COLUMNS))
+    (data / "catalog_history.csv").write_text(",".join(HISTORY_COLUMNS) + "\n", encoding="utf-8")
+    _write_csv(data / "regions.csv", [], ["region", "country", "jurisdiction", "geo", "source"])
+    args = ["--shared", str(shared), "--package", str(package), "--write", "--summary"]
+    old = sku | {"price_per_hour": "18.83", "as_of": "2021-05-25"}
+    _write_csv(shared / "cn_prices.csv", [old])
+    import_catalog.main(args)  # the 2021 price, then a newer one of the same offering
+    _write_csv(shared / "cn_prices.csv", [old, sku | {"price_per_hour": "17.74", "as_of": "2026-06-15"}])
+    import_catalog.main(args)
+    _, catalog = read_csv(data / "catalog.csv")
+    by_sku = {r["sku"]: r for r in catalog}
+    assert (by_sku["GT4.4XLARGE96"]["price_per_hour"], by_sku["GT4.4XLARGE96"]["as_of"]) == ("17.74", "2026-06-15")
+    assert (by_sku["GN7.2XLARGE32"]["interconnect"], by_sku["GN7.2XLARGE32"]["interconnect_basis"]) == \
+        ("pcie", "source")
+    _, history = read_csv(data / "catalog_history.csv")
+    # the package's old row and the import's older member of the offering are one past price, kept with the
+    # package's derived column
+    assert [(r["price_per_hour"], r["as_of"], r["superseded_by_as_of"], r["interconnect_basis"]) for r in history] \
+        == [("18.83", "2021-05-25", "2026-06-15", "source")]
 
 
 def test_read_then_write_of_every_package_file_is_byte_identical(tmp_path: Path) -> None:

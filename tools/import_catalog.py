@@ -19,6 +19,8 @@ Every row keeps its source and as_of. What this script decides (and the notes co
 - RunPod and Modal bill per GPU and scale linearly (catalog_notes.md s1d; Modal: "metered per GPU", up to 8):
   2-, 4- and 8-GPU rows are derived from the 1-GPU price and marked DERIVED;
 - where one offering has several dated prices, the newest is the price and the others are history;
+- an offering the package retired (its rows are in the history and none is in the catalog, e.g. an undated
+  twin of a dated offering) is not added back;
 - a researched row without a region (`unknown`) is not imported when the package moved that offering
   (provider, service, SKU, price kind) to a stated region and keeps no `unknown` row of it: the package learned
   the region later (e.g. from a /v2/sizes answer), and an `unknown` twin would be a second row of one offering;
@@ -40,6 +42,9 @@ from gpuopt.vocabulary import PROVIDERS
 from tools.cli import arguments, finish
 from tools.merge import Merge, Row, merge_rows, read_csv
 
+PACKAGE_DERIVED = ("interconnect_basis", "countries")
+"""Catalog columns the package works out (docs/catalog.md, "Interconnect" and regions); an import keeps them and
+fills the basis of an offering it adds, whose interconnect is the one its source states ("source")."""
 REGION_COLUMNS = ["region", "country", "jurisdiction", "geo", "source"]
 HISTORY_ORDER = ("provider", "service", "sku", "region", "price_kind", "as_of")
 
@@ -49,7 +54,7 @@ def norm_region(region: str, country: str) -> tuple[str, str, str]:
     raw = region.strip()
     if raw.startswith("cn-* (unverified)"):
         return "cn-mainland", "CN", "region: mainland China, specific regions not verified"
-    if raw.startswith(("cn-mainland", "cn-*", "cn (unspecified)")):
+    if raw.startswith(("cn-mainland", "cn-*", "cn (unspecified)", "cn (region not stated")):
         return "cn-mainland", "CN", f"region: mainland China, not specified ({raw})"
     if raw.startswith("ap-guangzhou-3"):
         return "ap-guangzhou-3", "CN", "region: Guangzhou zone 3, international-site price book"
@@ -278,6 +283,15 @@ def without_resolved_regions(imported: list[Row], package: list[Row]) -> list[Ro
             if r["region"] != "unknown" or offering(r) not in placed]
 
 
+def without_retired(imported: list[Row], package: list[Row], history: list[Row]) -> list[Row]:
+    """The imported rows less the offerings the package retired: in its history, not in its catalog."""
+    def key(r: Row) -> tuple[str, ...]:
+        return tuple(r.get(c, "") for c in OFFERING_KEY)
+
+    retired = {key(r) for r in history} - {key(r) for r in package}
+    return [r for r in imported if key(r) not in retired]
+
+
 def _package_is_newer(package: Row, imported: Row) -> bool:
     """An offering's package price dated after the imported one (a hand edit or a refresh) is kept."""
     return date_key(package.get("as_of", "")) > date_key(imported.get("as_of", ""))
@@ -290,9 +304,12 @@ def merge_catalog(package: Path, shared: Path) -> list[Merge]:
     _, gpu_rows = read_csv(package / "data" / "gpus.csv")
     catalog, history, regions = shared_tables(shared, {r["gpu"] for r in gpu_rows})
     columns, rows = read_csv(data / "catalog.csv")
-    catalog = without_resolved_regions(catalog, rows)
+    catalog = without_retired(without_resolved_regions(catalog, rows), rows, read_csv(data / "catalog_history.csv")[1])
     offerings = merge_rows("gpuopt/pricing/data/catalog.csv", columns or CATALOG_COLUMNS, rows, catalog, OFFERING_KEY,
                            keep_package=_package_is_newer)
+    for r in offerings.rows:  # an added offering's interconnect is the one its source states
+        if r["interconnect"] and not r.get("interconnect_basis"):
+            r["interconnect_basis"] = "source"
     by_key = {tuple(r[c] for c in OFFERING_KEY): r for r in offerings.rows}
     for old in offerings.replaced:
         new = by_key[tuple(old[c] for c in OFFERING_KEY)]
@@ -301,8 +318,15 @@ def merge_catalog(package: Path, shared: Path) -> list[Merge]:
             history.append({**old, "superseded_by_as_of": new["as_of"]})
     columns, rows = read_csv(data / "catalog_history.csv")
     history_columns = columns or list(HISTORY_COLUMNS)
-    unique = list({tuple(r.get(c, "") for c in history_columns): r for r in history}.values())
-    past = merge_rows("gpuopt/pricing/data/catalog_history.csv", history_columns, rows, unique, history_columns)
+    # one past price is one row: what superseded it (which the import works out again from the current prices)
+    # and the package's derived columns (why the interconnect is what it is, data-centre countries) are not part
+    # of what identifies it, and the copy that has the derived columns is kept
+    identity = [c for c in history_columns if c not in (*PACKAGE_DERIVED, "superseded_by_as_of")]
+    unique: dict[tuple[str, ...], Row] = {}
+    for r in sorted(history, key=lambda r: sum(bool(r.get(c)) for c in PACKAGE_DERIVED)):
+        unique[tuple(r.get(c, "") for c in identity)] = r
+    past = merge_rows("gpuopt/pricing/data/catalog_history.csv", history_columns, rows, list(unique.values()),
+                      identity)
     columns, rows = read_csv(data / "regions.csv")
     places = merge_rows("gpuopt/pricing/data/regions.csv", columns or REGION_COLUMNS, rows, regions, ("region",))
     offerings.rows.sort(key=lambda r: tuple(r[c] for c in OFFERING_KEY))

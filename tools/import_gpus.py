@@ -1,7 +1,10 @@
 """Import GPU rows from ../shared/data/gpus.csv into gpuopt/data/gpus.csv, adding memory as CUDA reports it.
 
 The package file is the source of truth: rows are merged by `gpu` (tools/merge.py), so a GPU added to the
-package by hand stays. Run from the repository root: `python -m tools.import_gpus [--write]`.
+package by hand stays. The memory CUDA reports (`memory_gib_reported` and its basis) is the package's own for
+a GPU it already has: it is worked out there from vLLM logs and nvidia-smi figures (docs/memory.md), and the
+rules below only give a first estimate for a GPU the package does not have yet. Run from the repository
+root: `python -m tools.import_gpus [--write]`.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ COLUMNS = [
     "as_of",
     "notes",
 ]
+PACKAGE_OWNED = ("memory_gib_reported", "memory_reported_basis")
+"""Columns a GPU row already in the package keeps through an import (see the module docstring)."""
+
+
 def shared_rows(shared: Path) -> list[Row]:
     """The shared GPU table, shaped like the package's, with memory as CUDA reports it."""
     rows: list[Row] = []
@@ -107,7 +114,8 @@ def shared_rows(shared: Path) -> list[Row]:
 def main(argv: Sequence[str] | None = None) -> Merge:
     args = arguments(__doc__, argv)
     columns, rows = read_csv(args.package / "data" / "gpus.csv")
-    merge = merge_rows("gpuopt/data/gpus.csv", columns or COLUMNS, rows, shared_rows(args.shared), key=("gpu",))
+    merge = merge_rows("gpuopt/data/gpus.csv", columns or COLUMNS, rows, shared_rows(args.shared), key=("gpu",),
+                       owned=PACKAGE_OWNED)
     finish([merge], args)
     return merge
 

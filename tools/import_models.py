@@ -68,7 +68,13 @@ extra = {
     "MiniMaxAI/MiniMax-M1-80k": dict(linear_attention_layers="70"),
     "zai-org/GLM-4.5-Air": dict(shared_expert_intermediate_size="1408"),
     "THUDM/glm-4-9b-chat": dict(),
+    # read in the configs of ../shared/data/model_configs (the shared rows' columns describe these otherwise)
+    "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": dict(  # relu2 (non-gated) experts, shared expert 3712 wide,
+        mlp_kind="plain", shared_expert_intermediate_size="3712", norms_per_layer="1"),  # one norm per block
+    "Qwen/Qwen3.5-35B-A3B": dict(multimodal="true"),  # Qwen3_5MoeForConditionalGeneration: a vision tower
+    "meta-llama/Llama-4-Maverick-17B-128E-Instruct": dict(multimodal="true"),  # Llama4ForConditionalGeneration
 }
+DTYPE_ASSUMED = " | gpuopt: torch_dtype not in the source; bfloat16 assumed (the dtype these families ship in)"
 COLUMNS = [
     "hf_id",
     "published_params_b",
@@ -152,9 +158,7 @@ def shared_rows(shared: Path) -> list[Row]:
         )
         if not dt:
             o["torch_dtype"] = "bfloat16"
-            o["notes"] = (
-                o["notes"] + "; " if o["notes"] else ""
-            ) + "torch_dtype not in source row: bfloat16 assumed (vLLM loads unspecified as the config default)"
+            o["notes"] += DTYPE_ASSUMED
         if r["n_shared_experts"] and not e.get("shared_expert_intermediate_size"):
             o["shared_expert_intermediate_size"] = str(int(r["n_shared_experts"]) * int(r["moe_intermediate_size"]))
         if r["head_dim"] == "" and r["attention_kind"] != "mla":

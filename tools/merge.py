@@ -8,6 +8,11 @@ merges them in by key, so a rebuild never drops a row added to the package by ha
   row wins (the catalog keeps a price newer than the imported one); a blank imported value, or a column the
   import does not have, keeps the package's value (a blank means the import does not know, not that the fact
   is wrong: clear a value by editing the package file);
+- columns the package derives itself (`owned`, e.g. the GPU table's CUDA-reported memory, worked out from
+  logs the shared table does not carry) keep the package's value on a row it already has;
+- a package value that is the imported one plus an annotation (`<imported> | <package's addition>`, how the
+  registry notes what gpuopt derived on top of a source row) keeps the annotation while the imported part
+  is unchanged;
 - a key only in the package is kept as it is;
 - the package's columns and their order are kept; columns new in the import are appended.
 
@@ -67,8 +72,21 @@ def _keyed(rows: Sequence[Row], key: Sequence[str], what: str) -> dict[Key, Row]
     return out
 
 
+ANNOTATION = " | "
+"""What separates a package annotation from the imported value it annotates."""
+
+
+def _merged_value(column: str, package: str, imported: str, owned: Sequence[str]) -> str:
+    if not imported or (column in owned and package):
+        return package
+    if package.startswith(imported + ANNOTATION):
+        return package
+    return imported
+
+
 def merge_rows(name: str, package_columns: Sequence[str], package_rows: Sequence[Row], imported: Sequence[Row],
-               key: Sequence[str], keep_package: Callable[[Row, Row], bool] | None = None) -> Merge:
+               key: Sequence[str], keep_package: Callable[[Row, Row], bool] | None = None,
+               owned: Sequence[str] = ()) -> Merge:
     """Merge `imported` into the package's rows by `key` (see the module docstring for the rule)."""
     columns = list(package_columns)
     for row in imported:
@@ -86,7 +104,7 @@ def merge_rows(name: str, package_columns: Sequence[str], package_rows: Sequence
             result.package_wins.append(k)
             result.rows.append(dict(row))
             continue
-        merged = {c: incoming.get(c) or row.get(c, "") for c in columns}
+        merged = {c: _merged_value(c, row.get(c, ""), incoming.get(c, ""), owned) for c in columns}
         diff = {c: (row.get(c, ""), merged[c]) for c in columns if row.get(c, "") != merged[c]}
         if diff:
             result.changed.append((k, diff))
