@@ -38,6 +38,9 @@ REPLICAS = (
     ("openai/gpt-oss-20b", "mxfp4", "H100-SXM-80GB", 1),
     ("openai/gpt-oss-120b", "mxfp4", "A100-SXM-80GB", 1),
     ("Qwen/Qwen3-30B-A3B", "bf16", "H100-SXM-80GB", 1),
+    # a Gated DeltaNet hybrid (state pages) and a sliding-window model (window groups): KvPool's blocks
+    ("Qwen/Qwen3.5-35B-A3B", "bf16", "H100-SXM-80GB", 1),
+    ("google/gemma-3-27b-it", "bf16", "H100-SXM-80GB", 1),
 )
 SHAPES = ((1000, 250), (3000, 300), (200, 800))  # input / output tokens
 TARGETS = ((2000.0, 40.0), (500.0, 60.0), (None, 25.0))  # mean TTFT ms, mean TPOT ms

@@ -276,3 +276,52 @@ def test_the_simulated_scheduler_follows_the_release_default_of_prefix_caching()
     dense = estimate(get_model("meta-llama/Llama-3.1-8B-Instruct"), gpu, ServingConfig(max_model_len=8192,
                                                                                        vllm_version="0.27"))
     assert SchedulerConfig.from_memory(dense).enable_prefix_caching
+
+
+def test_a_short_request_of_a_hybrid_holds_its_state_pages_in_the_latency_model() -> None:
+    """Qwen3.5-35B-A3B on one H100 at 32k context (vLLM 0.33, prefix caching: align mode): 168 blocks of 1,056
+    tokens, 1 full-attention group and 9 state pages a request. A 1000/200 request holds 1000 + 100 + 528 tokens
+    = 1.54 blocks of attention plus its 9 pages: 10.54 blocks, so 168 / 10.54 = 15.9 run at once -- where the
+    134,268 KV tokens vLLM logs (in 32k requests) would give 82 of 1,628 tokens."""
+    from gpuopt.physics import latency
+
+    arch, gpu = get_model(QWEN35), get_gpu("H100-SXM-80GB")
+    est = estimate(arch, gpu, ServingConfig(max_model_len=32768))
+    pool = est.kv_pool
+    assert (pool.block_size, pool.num_blocks, pool.full_groups, pool.state_groups) == (1056, 168, 1, 9)
+    held_blocks = (1000 + 100 + 528) / 1056 + 9
+    replica = latency.build_replica(arch, gpu, est, None)
+    assert latency.replica_held_tokens(replica, 1000, 200) == pytest.approx(
+        held_blocks / 168 * est.effective_kv_tokens)
+    top = latency.max_rate(replica, 1000, 200)
+    assert top.decode_batch <= 168 / held_blocks * (1 + 1e-6)
+    assert top.decode_batch > 0.9 * 168 / held_blocks  # the KV cache is what binds
+    # the simulator's scheduler takes the same pool from the replica (the planner's simulated capacity)
+    from gpuopt.physics.simulator import SchedulerConfig
+
+    assert SchedulerConfig.from_replica(replica).pool == pool == SchedulerConfig.from_memory(est).pool
+
+
+def test_a_sliding_window_group_holds_a_short_request_whole() -> None:
+    """gemma-3-27b (62 layers: 52 sliding over 1,024 tokens, 10 full; kv_layout puts them in groups of 10: six
+    windowed groups and one full one): a request shorter than the window holds its tokens in all seven, a
+    long one the window's 66 blocks in each windowed group."""
+    arch, gpu = get_model("google/gemma-3-27b-it"), get_gpu("H100-SXM-80GB")
+    pool = estimate(arch, gpu, ServingConfig(max_model_len=32768)).kv_pool
+    assert (pool.full_groups, pool.window_groups, pool.window_blocks, pool.state_groups) == (1, 6, 66, 0)
+    short, long = 500.0, 20000.0
+    assert pool.blocks_held(short) == pytest.approx((pool.full_groups + pool.window_groups) * short / pool.block_size)
+    assert pool.blocks_held(long) == pytest.approx(pool.full_groups * long / pool.block_size
+                                                   + pool.window_groups * pool.window_blocks)
+
+
+@given(st.integers(1, 200_000), st.integers(1, 50_000))
+def test_a_single_group_pool_holds_what_held_kv_tokens_says(input_tokens: int, output_tokens: int) -> None:
+    from gpuopt.physics import latency
+    from gpuopt.physics.memory import KvPool
+
+    pool = KvPool.plain(16, 1_000_000)
+    assert latency.held_cache_tokens(pool, 1_000_000, 16, input_tokens, output_tokens) == \
+        latency.held_kv_tokens(input_tokens, output_tokens, 16)
+    assert latency.held_cache_tokens(None, 1_000_000, 16, input_tokens, output_tokens) == \
+        latency.held_kv_tokens(input_tokens, output_tokens, 16)

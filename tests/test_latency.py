@@ -233,12 +233,40 @@ def test_the_kv_limit_counts_what_running_sequences_hold_on_average():
 
 
 def test_fit_says_when_its_clients_queue():
+    # max_num_seqs 64 binds long before the KV cache: the extra clients wait in vLLM's queue
     result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192", "--input-tokens",
-                 "1000", "--output-tokens", "200", "--concurrency", "20000", "--json")
+                 "1000", "--output-tokens", "200", "--max-num-seqs", "64", "--concurrency", "20000", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["concurrency"] == 20000
     assert "overloaded" not in json.loads(result.stdout)
     assert "note: 20,000 clients," in result.stderr and "wait in vLLM's queue" in result.stderr
+
+
+def _closed_loop(clients: int) -> dict[str, float]:
+    result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192", "--input-tokens",
+                 "1000", "--output-tokens", "200", "--concurrency", str(clients), "--json")
+    assert result.exit_code == 0, result.output
+    assert f"note: {clients:,} clients, more than the KV cache holds" in result.stderr
+    assert "preempts (recomputes) the newest" in result.stderr
+    return dict(json.loads(result.stdout))
+
+
+def test_a_closed_loop_that_overfills_the_kv_cache_is_simulated_and_churns():
+    """vLLM admits prompts up to max_num_seqs (1,024) while blocks are free, so past the population the KV
+    cache holds (~440 requests of 1000/200 here) it preempts; the simulated loop sustains less than the
+    analytic top rate, and every client beyond the simulated engine only waits (Little's law)."""
+    a, b = _closed_loop(20000), _closed_loop(40000)
+    arch = get_model(LLAMA8)
+    gpu = get_gpu("H100-SXM-80GB")
+    est = estimate(arch, gpu, ServingConfig(max_model_len=8192))
+    top = latency.max_rate(latency.build_replica(arch, gpu, est, None), 1000, 200)
+    assert a["requests_per_second"] < top.requests_per_second
+    assert a["requests_per_second"] == b["requests_per_second"]  # the engine is the same, saturated
+    for d in (a, b):  # clients = rate x (TTFT + 199 TPOT)
+        e2e_s = (d["ttft_ms"] + 199 * d["tpot_ms"]) / 1e3
+        assert d["concurrency"] == pytest.approx(d["requests_per_second"] * e2e_s, rel=2e-3)
+    # 20,000 more clients wait 20,000 / rate seconds longer for their first token
+    assert b["ttft_ms"] - a["ttft_ms"] == pytest.approx(20000 / a["requests_per_second"] * 1e3, rel=2e-3)
 
 
 @settings(max_examples=25, deadline=None)

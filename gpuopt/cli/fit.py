@@ -20,7 +20,7 @@ from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import latency, steady_state
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.lora import rank_problem
@@ -31,6 +31,7 @@ from gpuopt.physics.memory import (
     resolve,
     suggest_fixes,
 )
+from gpuopt.physics.simulator import SchedulerConfig
 from gpuopt.reports.fit import fit_json, fit_text
 from gpuopt.vocabulary import WEIGHT_FORMATS
 
@@ -209,8 +210,12 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     if request_rate is not None:
         point = latency.at_rate(replica, request_rate / dp, input_tokens, output_tokens)
     elif concurrency is not None:
-        point = latency.at_concurrency(replica, concurrency / dp, input_tokens, output_tokens)
-        if point.limit:  # a closed loop beyond saturation: the extra clients queue
+        clients = concurrency / dp
+        point = latency.at_concurrency(replica, clients, input_tokens, output_tokens)
+        if steady_state.churns(replica, input_tokens, output_tokens, clients):  # admitted, then preempted
+            point, _ = steady_state.closed_loop_point(replica, SchedulerConfig.from_memory(est), input_tokens,
+                                                      output_tokens, clients)
+        if point.limit:  # a closed loop beyond saturation: the extra clients queue (or churn)
             say("note", point.limit + (f" (per data-parallel engine, of {dp})" if dp > 1 else ""))
     else:
         point = latency.zero_load(replica, input_tokens, output_tokens)

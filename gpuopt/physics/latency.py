@@ -42,6 +42,7 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import (
     WEIGHT_BYTES,
+    KvPool,
     MemoryEstimate,
     ResolvedConfig,
     activation_dtype_bytes,
@@ -309,6 +310,9 @@ class Replica:
     # vLLM's async scheduling: the engine schedules step n+1 while step n runs on the GPU, so a step's host
     # work hides under its GPU work (combined_step_s). The release's default unless `vllm serve` says otherwise
     async_scheduling: bool = False
+    # the KV blocks and what a request takes from them (hybrids: state pages; sliding windows: the window);
+    # None: one full-attention group over kv_capacity_tokens (KvPool.plain)
+    kv_pool: KvPool | None = None
 
     # derived once in __post_init__ (plain attributes: step_parts_s reads them ~10^5 times per solve);
     # dataclasses.replace recomputes them, which the calibration scripts rely on
@@ -449,7 +453,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         kv_bytes_per_token_per_gpu=per_layer_kv * kv_layers, active_params_per_gpu=active,
         attn_dim_per_gpu=arch.num_attention_heads * _attention_width(arch) / tp * kv_layers,
         layers_per_stage=largest.layers, sliding_fraction=sliding / kv_layers if kv_layers else 0.0,
-        window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens,
+        window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens, kv_pool=memory.kv_pool,
         expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
         moe_layers_per_stage=sum(1 for i in layers if not arch.is_dense_layer(i)) if arch.is_moe else 0,
         **_sparse_attention(arch, indexers),
@@ -767,6 +771,24 @@ def held_kv_tokens(input_tokens: float, output_tokens: float, block_size: int) -
     return input_tokens + output_tokens / 2 + block_size / 2
 
 
+def held_cache_tokens(pool: KvPool | None, capacity_tokens: int, block_size: int, input_tokens: float,
+                      output_tokens: float) -> float:
+    """What a running sequence holds on average, in the units of `capacity_tokens` (the KV tokens of requests
+    of max_model_len: MemoryEstimate.effective_kv_tokens): its blocks in every group of `pool`
+    (KvPool.blocks_held over held_kv_tokens) as a share of the pool. For a model with one full-attention
+    group (or no pool: `block_size` is then its block) this is held_kv_tokens; a hybrid's short request holds
+    its state pages besides, a sliding-window model's its tokens in the window groups too."""
+    if pool is None or (pool.window_groups == 0 and pool.state_groups == 0):
+        return held_kv_tokens(input_tokens, output_tokens, pool.block_size if pool else block_size)
+    held = held_kv_tokens(input_tokens, output_tokens, pool.block_size)
+    return pool.blocks_held(held) / pool.num_blocks * capacity_tokens
+
+
+def replica_held_tokens(r: Replica, input_tokens: float, output_tokens: float) -> float:
+    """held_cache_tokens for a replica's pool."""
+    return held_cache_tokens(r.kv_pool, r.kv_capacity_tokens, r.config.block_size, input_tokens, output_tokens)
+
+
 def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
             mix: _StepMix | None = None) -> LoadPoint:
     """Steady state at `rate` requests/s (open loop). `mix`: the shape's _StepMix when the caller has one."""
@@ -785,7 +807,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         limit = f"needs {b + p:,.0f} tokens per step, above max_num_batched_tokens {budget:,}"
     elif b > cfg.max_num_seqs:
         limit = f"needs {b:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
-    elif (held := b * held_kv_tokens(input_tokens, output_tokens, cfg.block_size)) > r.kv_capacity_tokens:
+    elif (held := b * replica_held_tokens(r, input_tokens, output_tokens)) > r.kv_capacity_tokens:
         limit = f"needs {held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
@@ -820,10 +842,11 @@ def step_wait_s(r: Replica, decode_batch: float, step_s: float) -> float:
 def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens: int) -> LoadPoint:
     """Steady state of a closed loop of `clients` (each sends its next request when the last one ends).
 
-    A closed loop cannot overload the replica: clients beyond the population of its largest stable rate r*
-    (max_rate without targets: a scheduler limit or the KV cache binds there) wait in vLLM's queue. The loop
-    then runs at r* with r*'s decode batch and TPOT, and the extra clients' wait is TTFT: Little's law on the
-    whole loop, clients = r* x (TTFT + (output - 1) x TPOT)."""
+    Past the population of its largest stable rate r* (max_rate without targets), clients wait in vLLM's
+    queue when max_num_seqs binds there: the loop runs at r* with r*'s decode batch and TPOT, and the extra
+    clients' wait is TTFT (Little's law on the whole loop, clients = r* x (TTFT + (output - 1) x TPOT)). When
+    the KV cache binds first, vLLM admits more than it can keep and preempts; this point is then optimistic,
+    and steady_state.closed_loop_point simulates the churn (steady_state.churns says when: `gpuopt fit` asks)."""
     top = max_rate(r, input_tokens, output_tokens)
     if clients > top.concurrency and top.requests_per_second > 0:
         decode_s = max(output_tokens - 1, 0) * top.tpot_ms * 1e-3
@@ -867,8 +890,7 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     cfg = r.config
     total = input_tokens + output_tokens
     x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
-            r.kv_capacity_tokens / (max(output_tokens, 1)
-                                    * held_kv_tokens(input_tokens, output_tokens, cfg.block_size)))
+            r.kv_capacity_tokens / (max(output_tokens, 1) * replica_held_tokens(r, input_tokens, output_tokens)))
     bound = x / mix.mean_step(x) if x > 0 else 0.0
     if target_s is not None:
         y_t = mix.y_at_step(target_s)

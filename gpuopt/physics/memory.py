@@ -215,6 +215,11 @@ class MemoryEstimate:
         return int(self.max_concurrency * self.config.max_model_len)
 
     @property
+    def kv_pool(self) -> KvPool:
+        """The binding rank's block pool as vLLM's scheduler sees it (KvPool.from_estimate)."""
+        return KvPool.from_estimate(self)
+
+    @property
     def kv_gib_short(self) -> float:
         """How much KV memory is missing for one max-length request (0 when it fits)."""
         rank = self.binding_rank
@@ -718,6 +723,54 @@ def kv_layout(groups: tuple[KvGroup, ...]) -> tuple[int, list[tuple[KvGroup, int
     lo, hi = min(counts), max(counts)
     size = hi if hi < 1.5 * lo else lo
     return size, [(g, math.ceil(g.layers / size)) for g in groups]
+
+
+@dataclass(frozen=True)
+class KvPool:
+    """The KV blocks of one engine and what a request takes from them, as vLLM's hybrid allocator hands them
+    out: every request takes blocks from one pool in each KV group; a full-attention group ceil(tokens /
+    block_size) of them, a sliding-window group at most `window_blocks`, a linear-attention / Mamba group
+    `state_groups` pages for its state whatever its length (2-3 a group with prefix caching: state_cache).
+
+    Why the latency model needs it and not just the KV tokens vLLM logs: that figure is in requests of
+    max_model_len. A state page costs as much as an attention block (vLLM sizes the attention block to the
+    state page: hybrid_block_size), so a short request of a hybrid holds far more than its tokens --
+    Qwen3.5-35B-A3B on one H100 at 32k context on 0.33: 168 blocks of 1,056 tokens, a 1,000-token request
+    holds 1 + 9 of them, so 16 run at once, not the 134 its 134,268 logged tokens suggest. Likewise a
+    sliding-window layer group holds a short request whole."""
+
+    block_size: int
+    num_blocks: int
+    full_groups: int = 1
+    window_groups: int = 0
+    window_blocks: int = 0
+    state_groups: int = 0
+
+    @classmethod
+    def plain(cls, block_size: int, kv_tokens: int) -> KvPool:
+        """One full-attention group (a model without sliding-window or state layers)."""
+        return cls(block_size=block_size, num_blocks=max(1, kv_tokens // block_size))
+
+    @classmethod
+    def from_estimate(cls, memory: MemoryEstimate) -> KvPool:
+        """The binding rank's pool (memory.kv_layout's groups; the block size hybrid_block_size gives)."""
+        rank = memory.binding_rank
+        _, layout = kv_layout(rank.kv_groups)
+        if not layout or rank.num_blocks <= 0:
+            return cls.plain(memory.config.block_size, memory.effective_kv_tokens)
+        bs = hybrid_block_size(rank.kv_groups, memory.config.block_size, memory.config.vllm_version)
+        windowed = [(g, n) for g, n in layout if g.window]
+        window = max((g.window or 0 for g, _ in windowed), default=0)
+        return cls(block_size=bs, num_blocks=rank.num_blocks,
+                   full_groups=sum(n for g, n in layout if not g.window and g.kind not in STATE_LAYER_KINDS),
+                   window_groups=sum(n for _, n in windowed), state_groups=rank.state_blocks_per_request,
+                   window_blocks=math.ceil(max(window - 1, 0) / bs) + 2 if windowed else 0)
+
+    def blocks_held(self, tokens: float) -> float:
+        """Blocks a request with `tokens` tokens in the cache holds (fractional: a mean over requests)."""
+        per_group = tokens / self.block_size
+        window = min(per_group, self.window_blocks) if self.window_groups else 0.0
+        return self.full_groups * per_group + self.window_groups * window + self.state_groups
 
 
 # ---- the estimate --------------------------------------------------------------------------------

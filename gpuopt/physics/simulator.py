@@ -45,10 +45,9 @@ from numpy.typing import NDArray
 from gpuopt.errors import InputError
 from gpuopt.physics import latency
 from gpuopt.physics.latency import Replica
-from gpuopt.physics.memory import MemoryEstimate, ResolvedConfig, hybrid_block_size, kv_layout
+from gpuopt.physics.memory import KvPool, MemoryEstimate, ResolvedConfig
 from gpuopt.physics.traffic import Request
 from gpuopt.physics.vllm_profile import get_profile
-from gpuopt.vocabulary import STATE_LAYER_KINDS
 
 MAX_JUMP_STEPS = 4096  # longest vectorised jump (bounds the arrays it builds)
 
@@ -100,30 +99,31 @@ class SchedulerConfig:
                     async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
         """From the memory model's block pool and KV groups (the binding rank's): exact for hybrid models,
         whose sliding-window layers hold only the window of a request."""
-        rank = memory.binding_rank
-        _, layout = kv_layout(rank.kv_groups)
-        # attention + state hybrids page attention in larger blocks (memory.hybrid_block_size)
-        bs = hybrid_block_size(rank.kv_groups, memory.config.block_size, memory.config.vllm_version)
-        # blocks a request holds in the state layers: one a group, 2-3 with prefix caching (memory.state_cache)
-        state = rank.state_blocks_per_request
-        full = sum(n for g, n in layout if not g.window and g.kind not in STATE_LAYER_KINDS)
-        windowed = [(g, n) for g, n in layout if g.window]
-        window = max((g.window or 0 for g, _ in windowed), default=0)
-        base = cls.from_config(memory.config, memory.effective_kv_tokens, enable_prefix_caching=enable_prefix_caching,
-                               async_scheduling=async_scheduling, chunked_prefill=chunked_prefill)
-        if not layout or rank.num_blocks <= 0:
-            return base
-        return replace(base, block_size=bs, num_gpu_blocks=rank.num_blocks, full_groups=full,
-                       window_groups=sum(n for _, n in windowed), state_groups=state,
-                       window_blocks=math.ceil(max(window - 1, 0) / bs) + 2 if windowed else 0)
+        return cls.from_config(memory.config, memory.effective_kv_tokens, enable_prefix_caching=enable_prefix_caching,
+                               async_scheduling=async_scheduling, chunked_prefill=chunked_prefill
+                               ).with_pool(memory.kv_pool)
 
     @classmethod
     def from_replica(cls, replica: Replica, *, enable_prefix_caching: bool | None = None,
                      async_scheduling: bool | None = None, chunked_prefill: bool = True) -> SchedulerConfig:
-        """The replica's scheduler, async scheduling as the replica's analytic step has it unless given."""
-        return cls.from_config(replica.config, replica.kv_capacity_tokens, enable_prefix_caching=enable_prefix_caching,
+        """The replica's scheduler, async scheduling as the replica's analytic step has it unless given; its
+        block pool when it has one (a hybrid's state pages, a sliding-window model's window groups)."""
+        base = cls.from_config(replica.config, replica.kv_capacity_tokens, enable_prefix_caching=enable_prefix_caching,
                                async_scheduling=replica.async_scheduling if async_scheduling is None
                                else async_scheduling, chunked_prefill=chunked_prefill)
+        return base if replica.kv_pool is None else base.with_pool(replica.kv_pool)
+
+    @property
+    def pool(self) -> KvPool:
+        return KvPool(block_size=self.block_size, num_blocks=self.num_gpu_blocks, full_groups=self.full_groups,
+                      window_groups=self.window_groups, window_blocks=self.window_blocks,
+                      state_groups=self.state_groups)
+
+    def with_pool(self, pool: KvPool) -> SchedulerConfig:
+        """These knobs over `pool`'s blocks and groups."""
+        return replace(self, block_size=pool.block_size, num_gpu_blocks=pool.num_blocks, full_groups=pool.full_groups,
+                       window_groups=pool.window_groups, state_groups=pool.state_groups,
+                       window_blocks=pool.window_blocks)
 
 
 def _pct(values: NDArray[Any], q: float) -> float:

@@ -13,8 +13,8 @@ simulated; the program chooses among those only, and every other shape of the wo
 `reason_kind: simulation` ("not among the shapes simulated"). Results are cached per shape and traffic for
 the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
 `slo.percentile` nor `lengths` are planned on the analytic steady state, the simulator's measured surrogate:
-on 72 mean-target workloads its capacity is 0.84-1.05x the simulated steady-state capacity (p10-p90, median
-0.955; benchmarks/surrogate_capacity.py, docs/simulator.md), at microseconds instead of seconds a shape.
+on 90 mean-target workloads its capacity is 0.84-1.08x the simulated steady-state capacity (p10-p90, median
+0.970; benchmarks/surrogate_capacity.py, docs/simulator.md), at microseconds instead of seconds a shape.
 
 The capacity is physics/steady_state.py's: the largest rate at which the replica in steady state (a warm-up
 and a tail around the measured requests, the queue bounded) meets the targets; the search starts at the

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.latency import borrowed_notes, held_kv_tokens
+from gpuopt.physics.latency import borrowed_notes, held_cache_tokens
 from gpuopt.physics.resolution import offline_description
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
@@ -183,10 +183,10 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
                              free_gib=plain(rank.free_after_kv_gib)),
             utilisation=plain(load_share),
             # the requests in a replica at the planned load (Little's law there, not at capacity) x what each
-            # holds on average (its prompt, half its output: latency.held_kv_tokens)
-            kv_utilisation=plain(at_planned.concurrency * held_kv_tokens(
-                c.workload.input_tokens, c.workload.output_tokens, mem.config.block_size)
-                / max(mem.effective_kv_tokens, 1)),
+            # holds on average (its prompt, half its output, a hybrid's state pages: latency.held_cache_tokens)
+            kv_utilisation=plain(at_planned.concurrency * held_cache_tokens(
+                mem.kv_pool, mem.effective_kv_tokens, mem.config.block_size, c.workload.input_tokens,
+                c.workload.output_tokens) / max(mem.effective_kv_tokens, 1)),
             vllm_command=vllm_command(lens[c.workload.name].arch, mem.config, gpus_per_node=o.gpu_count or None,
                                       checkpoints=c.workload.checkpoints, fp8_native=get_gpu(o.gpu).fp8_native),
             price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags),
