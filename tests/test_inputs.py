@@ -305,6 +305,18 @@ def test_control_characters_are_a_message(tmp_path):
         "double-quoted string)",)
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    ('    name: "\\U00110000"', "an escape sequence names no Unicode character (above \\U0010FFFF)"),
+    ('    name: "\\UFFFFFFFF"', "an escape sequence names no Unicode character (above \\U0010FFFF)"),
+    ("    name: !!timestamp 2001-13-45", "'2001-13-45' is not a valid timestamp"),
+    ("    name: 2001-12-14t21:59:43.10-99:00", "'2001-12-14t21:59:43.10-99:00' is not a valid timestamp"),
+])
+def test_values_pyyaml_cannot_read_are_a_located_message(tmp_path, line, message):
+    """PyYAML lets these escape as ValueError / OverflowError / AttributeError (found by benchmarks/fuzz.py)."""
+    path = write(tmp_path, "schema_version: 1\nworkloads:\n  - model: x\n" + line + "\n")
+    assert problems(load_workload, path) == (f"{path}:4: invalid YAML: {message}",)
+
+
 def test_counts_above_the_sanity_ceilings_are_refused(tmp_path):
     text = WORKLOAD.replace("requests_per_second: 2", "requests_per_second: 2\n    min_replicas: 5555105990363723776")
     path = write(tmp_path, text)

@@ -536,3 +536,15 @@ def test_a_lone_request_waits_for_the_serving_path_the_api_server_and_its_prefil
     slow = dataclasses.replace(r, serving=sc.model_copy(update={"frontend_us_per_prompt_token": 10.0}))
     gap = latency.zero_load(slow, 8000, 100).ttft_ms - latency.zero_load(r, 8000, 100).ttft_ms
     assert gap == pytest.approx((10.0 - sc.frontend_us_per_prompt_token) * 8000 / 1000, rel=1e-9)
+
+
+def test_a_closed_loop_too_long_to_simulate_is_flagged_not_hidden():
+    """100,000-token outputs: four turns of the loop are 400,000 engine steps, beyond what fit simulates
+    (steady_state.SIMULATED_STEPS_LIMIT); the analytic figures stay, with a warning that they leave the churn
+    out."""
+    result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--input-tokens", "1000", "--output-tokens",
+                 "100000", "--concurrency", "1000", "--json")
+    assert result.exit_code == 0, result.output
+    assert "warning: 1,000 clients overfill the KV cache" in result.stderr
+    assert "leave the churn out (optimistic)" in result.stderr
+    assert "preempts (recomputes) the newest" not in result.stderr

@@ -213,8 +213,14 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
         clients = concurrency / dp
         point = latency.at_concurrency(replica, clients, input_tokens, output_tokens)
         if steady_state.churns(replica, input_tokens, output_tokens, clients):  # admitted, then preempted
-            point, _ = steady_state.closed_loop_point(replica, SchedulerConfig.from_memory(est), input_tokens,
-                                                      output_tokens, clients)
+            sched = SchedulerConfig.from_memory(est)
+            if steady_state.closed_loop_steps(sched, input_tokens, output_tokens, clients) \
+                    <= steady_state.SIMULATED_STEPS_LIMIT:
+                point, _ = steady_state.closed_loop_point(replica, sched, input_tokens, output_tokens, clients)
+            else:
+                say("warning", f"{clients:,.0f} clients overfill the KV cache, where vLLM preempts and recomputes; "
+                               "the loop is too long to simulate here, so the figures below leave the churn out "
+                               "(optimistic): `gpuopt simulate` runs it")
         if point.limit:  # a closed loop beyond saturation: the extra clients queue (or churn)
             say("note", point.limit + (f" (per data-parallel engine, of {dp})" if dp > 1 else ""))
     else:

@@ -145,6 +145,7 @@ def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
         line = text[: exc.position].count("\n") + 1
         raise ConfigError(f"{path}:{line}: invalid YAML: control character #x{exc.character:04x} is not allowed "
                           "(write it as an escape inside a double-quoted string)") from None
+    root: yaml.Node | None = None
     try:
         root = loader.get_single_node()
         data = loader.construct_document(root) if root is not None else None
@@ -153,11 +154,38 @@ def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError(f"{where}: invalid YAML: {problem}") from None
+    except (ValueError, OverflowError, AttributeError):
+        # PyYAML lets a few hostile values escape as plain exceptions: an escape past Unicode ("\U00110000":
+        # chr) or past a C int ("\UFFFFFFFF") while reading, an impossible !!timestamp (month 13, a 99-hour
+        # offset) while constructing
+        if root is None:  # still reading: the line is where the reader stopped
+            raise ConfigError(f"{path}:{loader.get_mark().line + 1}: invalid YAML: an escape sequence names no "
+                              "Unicode character (above \\U0010FFFF)") from None
+        line, value, tag = _unreadable_scalar(loader, root)
+        raise ConfigError(f"{path}:{line}: invalid YAML: '{value}' is not a valid {tag}") from None
     except RecursionError:  # pragma: no cover - MAX_YAML_DEPTH keeps PyYAML far from the limit
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     finally:
         loader.dispose()
     return data, root
+
+
+def _unreadable_scalar(loader: _StrictLoader, root: yaml.Node) -> tuple[int, str, str]:
+    """(line, text, tag name) of the first scalar under `root` the loader cannot construct (parse_yaml). The
+    failed node is still marked as under construction, so constructing it again raises a ConstructorError."""
+    stack = [root]
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, yaml.ScalarNode):
+            try:
+                loader.construct_object(node)
+            except (ValueError, OverflowError, AttributeError, yaml.YAMLError):
+                return node.start_mark.line + 1, str(node.value)[:80], str(node.tag).rsplit(":", 1)[-1]
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+    return root.start_mark.line + 1, "", "value"
 
 
 def load_yaml(path: Path, what: str = "YAML file") -> tuple[Any, yaml.Node | None]:

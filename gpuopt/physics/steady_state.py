@@ -135,6 +135,11 @@ QUEUE_CLIENTS = 256
 beyond them only waits longer (Little's law), so the engine's steady state is theirs."""
 
 
+SIMULATED_STEPS_LIMIT = 200_000
+"""closed_loop_point's run is skipped beyond about this many engine steps (a few seconds of CPU): a loop of
+requests with 10^6 output tokens would take minutes to simulate."""
+
+
 def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: float) -> bool:
     """Whether a closed loop of `clients` runs past the population of the replica's largest stable rate with
     room left in max_num_seqs: vLLM then admits more prompts than its KV cache holds in steady state and
@@ -142,6 +147,23 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
     top = max_rate(replica, input_tokens, output_tokens)
     return (clients > top.concurrency and top.requests_per_second > 0
             and replica.config.max_num_seqs > OVER_ADMISSION * top.decode_batch)
+
+
+def closed_loop_steps(sched: SchedulerConfig, input_tokens: int, output_tokens: int, clients: float) -> float:
+    """About how many engine steps closed_loop_point's run takes: each turn of the loop is at least the
+    longest request's decode (output steps) and the prompts' chunks (prompt tokens / max_num_batched_tokens
+    per request), four turns in all (warm-up 2, measured >= 1, tail 1)."""
+    engine = _simulated_clients(sched, input_tokens, clients)
+    turns = 4 * math.ceil(max(engine, MEASURED) / engine)
+    prefill = engine * input_tokens / sched.max_num_batched_tokens
+    return turns * (output_tokens + prefill)
+
+
+def _simulated_clients(sched: SchedulerConfig, input_tokens: int, clients: float) -> int:
+    """QUEUE_CLIENTS more than vLLM can ever run at once (max_num_seqs, or the requests whose prompts alone fill
+    the blocks), or all the clients when fewer."""
+    admissible = min(sched.max_num_seqs, sched.num_gpu_blocks / max(sched.pool.blocks_held(input_tokens), 1e-9))
+    return max(1, min(math.ceil(clients), math.ceil(admissible) + QUEUE_CLIENTS))
 
 
 def closed_loop_point(replica: Replica, sched: SchedulerConfig, input_tokens: int, output_tokens: int,
@@ -163,8 +185,7 @@ def closed_loop_point(replica: Replica, sched: SchedulerConfig, input_tokens: in
     always in flight: simulated clients / the measured requests' mean end-to-end latency); TPOT the measured
     requests' mean; TTFT Little's law over all `clients`: clients = rate x (TTFT + (output - 1) x TPOT), so
     the clients beyond the simulated ones add their wait."""
-    admissible = min(sched.max_num_seqs, sched.num_gpu_blocks / max(sched.pool.blocks_held(input_tokens), 1e-9))
-    engine = max(1, min(math.ceil(clients), math.ceil(admissible) + QUEUE_CLIENTS))
+    engine = _simulated_clients(sched, input_tokens, clients)
     warm, measured = 2 * engine, max(MEASURED, engine)
     # the clients start one after another over one turn of the loop at the analytic top rate, not at once: a
     # loop of equal requests started together stays in lockstep (all prefill, then all decode), a phase no
