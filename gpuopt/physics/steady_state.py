@@ -131,10 +131,8 @@ OVER_ADMISSION = 1.02
 """A closed loop churns when vLLM may run this many times the steady population or more (max_num_seqs above
 what the KV cache holds in steady state); below it the extra clients only queue (latency.at_concurrency)."""
 QUEUE_CLIENTS = 256
-"""Clients simulated beyond max_num_seqs: enough to keep vLLM's waiting queue from ever emptying; every client
-beyond them only waits longer (Little's law), so the engine's steady state is theirs."""
-
-
+"""Clients simulated beyond those vLLM can run at once: enough to keep its waiting queue from ever emptying;
+every client beyond them only waits longer (Little's law), so the engine's steady state is theirs."""
 SIMULATED_STEPS_LIMIT = 200_000
 """closed_loop_point's run is skipped beyond about this many engine steps (a few seconds of CPU): a loop of
 requests with 10^6 output tokens would take minutes to simulate."""
@@ -152,9 +150,9 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
 def closed_loop_steps(sched: SchedulerConfig, input_tokens: int, output_tokens: int, clients: float) -> float:
     """About how many engine steps closed_loop_point's run takes: each turn of the loop is at least the
     longest request's decode (output steps) and the prompts' chunks (prompt tokens / max_num_batched_tokens
-    per request), four turns in all (warm-up 2, measured >= 1, tail 1)."""
+    per request): 2 turns of warm-up, the measured requests' (max(400, clients) of them), 1 of tail."""
     engine = _simulated_clients(sched, input_tokens, clients)
-    turns = 4 * math.ceil(max(engine, MEASURED) / engine)
+    turns = 3 + math.ceil(max(engine, MEASURED) / engine)
     prefill = engine * input_tokens / sched.max_num_batched_tokens
     return turns * (output_tokens + prefill)
 
@@ -202,7 +200,8 @@ def closed_loop_point(replica: Replica, sched: SchedulerConfig, input_tokens: in
     ttft = max(clients / rate * 1e3 - max(output_tokens - 1, 0) * tpot, float(summary["mean_ttft_ms"])) \
         if rate > 0 else math.inf
     per_k = 1000 * whole.preemptions / len(reqs)
-    point = LoadPoint(requests_per_second=rate, concurrency=clients, decode_batch=math.nan, step_ms=math.nan,
+    decoding = rate * max(output_tokens - 1, 0) * tpot * 1e-3  # Little's law on the decode phase
+    point = LoadPoint(requests_per_second=rate, concurrency=clients, decode_batch=decoding, step_ms=tpot,
                       tpot_ms=tpot, ttft_ms=ttft, output_tokens_per_second=rate * output_tokens, stable=True,
                       limit=(f"{clients:,.0f} clients, more than the KV cache holds in steady state: vLLM admits up "
                              f"to max_num_seqs {sched.max_num_seqs:,} and preempts (recomputes) the newest when the "
