@@ -325,3 +325,21 @@ def test_a_single_group_pool_holds_what_held_kv_tokens_says(input_tokens: int, o
         latency.held_kv_tokens(input_tokens, output_tokens, 16)
     assert latency.held_cache_tokens(None, 1_000_000, 16, input_tokens, output_tokens) == \
         latency.held_kv_tokens(input_tokens, output_tokens, 16)
+
+
+def test_fit_says_how_many_requests_of_the_shape_the_kv_cache_holds() -> None:
+    """vLLM's "Maximum concurrency" for the shape asked, in KV blocks: Qwen3.5-35B-A3B (above: 168 blocks of
+    1,056 tokens, 9 state pages a request) holds 168 / (1,200 / 1,056 + 9) = 16.57 requests of 1,000 + 200
+    tokens; Llama-3.1-8B at 8k, 448,320 tokens in one group, 448,320 / 1,200 = 373.6."""
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    def held(model: str, max_len: str) -> float:
+        result = CliRunner().invoke(cli, ["fit", "--model", model, "--gpu", "H100-SXM-80GB", "--max-model-len", max_len,
+                                          "--input-tokens", "1000", "--output-tokens", "200", "--json"])
+        assert result.exit_code == 0, result.output
+        return float(json.loads(result.stdout)["requests_in_kv_cache"])
+
+    assert held(QWEN35, "32768") == pytest.approx(168 / (1200 / 1056 + 9), abs=1e-3)
+    assert held("meta-llama/Llama-3.1-8B-Instruct", "8192") == pytest.approx(448_320 / 1200, abs=1e-3)

@@ -229,6 +229,10 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
         "ttft_ms": _round(point.ttft_ms), "tpot_ms": _round(point.tpot_ms),
         "output_tokens_per_second": _round(point.output_tokens_per_second * dp),
         "requests_per_second": _round(point.requests_per_second * dp), "concurrency": _round(point.concurrency * dp),
+        # requests of this size at their full length that the engines' KV blocks hold at once: vLLM's "Maximum
+        # concurrency" for the shape asked, a hybrid's state pages and sliding windows included (KvPool)
+        "requests_in_kv_cache": _round(est.kv_pool.num_blocks / est.kv_pool.blocks_held(input_tokens + output_tokens)
+                                       * dp),
     }
     if not point.stable:
         out["overloaded"] = 1.0
@@ -257,6 +261,8 @@ def perf_text(perf: dict[str, float | None]) -> str:
     lines = [f"predicted TTFT: {show('ttft_ms', ' ms')}", f"predicted TPOT: {show('tpot_ms', ' ms')}",
              f"output tokens/s: {show('output_tokens_per_second', '')}",
              f"requests/s: {show('requests_per_second', '')} (concurrency {show('concurrency', '')})"]
+    if "requests_in_kv_cache" in perf:
+        lines.append(f"requests of this size the KV cache holds at once: {show('requests_in_kv_cache', '')}")
     if perf.get("overloaded"):
         lines.append("warning: this load is above what the replica sustains")
     if "max_requests_per_second_within_slo" in perf:
