@@ -21,6 +21,7 @@ import os
 import re
 import stat
 import tempfile
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -173,9 +174,9 @@ def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:
 def _unreadable_scalar(loader: _StrictLoader, root: yaml.Node) -> tuple[int, str, str]:
     """(line, text, tag name) of the first scalar under `root` the loader cannot construct (parse_yaml). The
     failed node is still marked as under construction, so constructing it again raises a ConstructorError."""
-    stack = [root]
+    stack = deque([root])  # breadth first: the document's order within each level
     while stack:
-        node = stack.pop(0)
+        node = stack.popleft()
         if isinstance(node, yaml.ScalarNode):
             try:
                 loader.construct_object(node)
