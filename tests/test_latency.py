@@ -548,3 +548,14 @@ def test_a_closed_loop_too_long_to_simulate_is_flagged_not_hidden():
     assert "warning: 1,000 clients overfill the KV cache" in result.stderr
     assert "leave the churn out (optimistic)" in result.stderr
     assert "preempts (recomputes) the newest" not in result.stderr
+
+
+def test_a_closed_loop_near_the_knee_holds_the_clients_asked():
+    """Near the largest stable rate the population is steep in the rate: a 0.1 % rate bracket left 629 of 650
+    clients (Qwen3-8B 500/200 on an H100); the search now also brackets the population to 0.1 %."""
+    arch, gpu = get_model("Qwen/Qwen3-8B"), get_gpu("H100-SXM-80GB")
+    r = latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig()))
+    top = latency.max_rate(r, 500, 200)
+    for clients in (0.5 * top.concurrency, 0.9 * top.concurrency, 0.99 * top.concurrency):
+        point = latency.at_concurrency(r, clients, 500, 200)
+        assert point.concurrency == pytest.approx(clients, rel=latency.CONCURRENCY_TOLERANCE)
