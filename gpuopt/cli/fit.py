@@ -225,14 +225,14 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
             say("note", point.limit + (f" (per data-parallel engine, of {dp})" if dp > 1 else ""))
     else:
         point = latency.zero_load(replica, input_tokens, output_tokens)
+    pool = est.kv_pool
     out: dict[str, float | None] = {
         "ttft_ms": _round(point.ttft_ms), "tpot_ms": _round(point.tpot_ms),
         "output_tokens_per_second": _round(point.output_tokens_per_second * dp),
         "requests_per_second": _round(point.requests_per_second * dp), "concurrency": _round(point.concurrency * dp),
         # requests of this size at their full length that the engines' KV blocks hold at once: vLLM's "Maximum
         # concurrency" for the shape asked, a hybrid's state pages and sliding windows included (KvPool)
-        "requests_in_kv_cache": _round(est.kv_pool.num_blocks / est.kv_pool.blocks_held(input_tokens + output_tokens)
-                                       * dp),
+        "requests_in_kv_cache": _round(pool.num_blocks / pool.blocks_held(input_tokens + output_tokens) * dp),
     }
     if not point.stable:
         out["overloaded"] = 1.0

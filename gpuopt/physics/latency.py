@@ -856,20 +856,24 @@ def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens:
             f"{clients:,.0f} clients, {top.concurrency:,.0f} in service at the largest stable rate: {queued:,.0f} "
             f"wait in vLLM's queue"))
     lo, hi = 0.0, 1.0
-    while at_rate(r, hi, input_tokens, output_tokens).concurrency < clients and hi < 1e6:
-        lo, hi = hi, hi * 2
+    below: LoadPoint | None = None  # the point at `lo` (None while lo is 0)
+    above = at_rate(r, hi, input_tokens, output_tokens)
+    while above.concurrency < clients and hi < 1e6:
+        lo, below, hi = hi, above, hi * 2
+        above = at_rate(r, hi, input_tokens, output_tokens)
     # until the rate is within CONCURRENCY_TOLERANCE and so is the population: near the knee the population is
     # steep in the rate (0.1 % of rate was 3 % of clients: 629 for 650 asked), so the second takes longer
     for _ in range(200):
-        if hi - lo <= CONCURRENCY_TOLERANCE * hi and \
-                at_rate(r, lo, input_tokens, output_tokens).concurrency >= clients * (1 - CONCURRENCY_TOLERANCE):
+        if hi - lo <= CONCURRENCY_TOLERANCE * hi and below is not None and \
+                below.concurrency >= clients * (1 - CONCURRENCY_TOLERANCE):
             break
         mid = (lo + hi) / 2
-        if at_rate(r, mid, input_tokens, output_tokens).concurrency < clients:
-            lo = mid
+        point = at_rate(r, mid, input_tokens, output_tokens)
+        if point.concurrency < clients:
+            lo, below = mid, point
         else:
             hi = mid
-    return at_rate(r, lo, input_tokens, output_tokens)
+    return below if below is not None else at_rate(r, lo, input_tokens, output_tokens)
 
 
 def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
