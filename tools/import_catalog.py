@@ -303,8 +303,9 @@ def merge_catalog(package: Path, shared: Path) -> list[Merge]:
     data = package / "pricing" / "data"
     _, gpu_rows = read_csv(package / "data" / "gpus.csv")
     catalog, history, regions = shared_tables(shared, {r["gpu"] for r in gpu_rows})
+    history_columns, history_rows = read_csv(data / "catalog_history.csv")
     columns, rows = read_csv(data / "catalog.csv")
-    catalog = without_retired(without_resolved_regions(catalog, rows), rows, read_csv(data / "catalog_history.csv")[1])
+    catalog = without_retired(without_resolved_regions(catalog, rows), rows, history_rows)
     offerings = merge_rows("gpuopt/pricing/data/catalog.csv", columns or CATALOG_COLUMNS, rows, catalog, OFFERING_KEY,
                            keep_package=_package_is_newer)
     for r in offerings.rows:  # an added offering's interconnect is the one its source states
@@ -316,8 +317,7 @@ def merge_catalog(package: Path, shared: Path) -> list[Merge]:
         if (old["price_per_hour"], old["currency"], old["as_of"]) != (new["price_per_hour"], new["currency"],
                                                                       new["as_of"]) and old["price_per_hour"]:
             history.append({**old, "superseded_by_as_of": new["as_of"]})
-    columns, rows = read_csv(data / "catalog_history.csv")
-    history_columns = columns or list(HISTORY_COLUMNS)
+    history_columns = history_columns or list(HISTORY_COLUMNS)
     # one past price is one row: what superseded it (which the import works out again from the current prices)
     # and the package's derived columns (why the interconnect is what it is, data-centre countries) are not part
     # of what identifies it, and the copy that has the derived columns is kept
@@ -325,7 +325,7 @@ def merge_catalog(package: Path, shared: Path) -> list[Merge]:
     unique: dict[tuple[str, ...], Row] = {}
     for r in sorted(history, key=lambda r: sum(bool(r.get(c)) for c in PACKAGE_DERIVED)):
         unique[tuple(r.get(c, "") for c in identity)] = r
-    past = merge_rows("gpuopt/pricing/data/catalog_history.csv", history_columns, rows, list(unique.values()),
+    past = merge_rows("gpuopt/pricing/data/catalog_history.csv", history_columns, history_rows, list(unique.values()),
                       identity)
     columns, rows = read_csv(data / "regions.csv")
     places = merge_rows("gpuopt/pricing/data/regions.csv", columns or REGION_COLUMNS, rows, regions, ("region",))
