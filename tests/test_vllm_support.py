@@ -236,9 +236,56 @@ def test_the_v2_rule_of_0_22_refuses_quantized_and_unknown_classes() -> None:
 
 def test_a_dense_model_on_0_27_keeps_its_graph_estimate_in_the_budget_only_on_v1() -> None:
     """KV = budget - weights - activation - non-torch, the graphs outside (V2) vs minus the graphs (V1): the same
-    model and shape differ by exactly the CUDA-graph estimate."""
+    model and shape differ by the CUDA-graph estimate and by the sampler's share of the activation peak (V2's
+    greedy dummy pass holds bf16 logits, V1's the fp32 pipeline of the fitted factor)."""
     arch, gpu = get_model("Qwen/Qwen3-235B-A22B"), get_gpu("H100-SXM-80GB")
     cfg = ServingConfig(tensor_parallel=8, max_model_len=8192, vllm_version="0.27")
     v1 = estimate(arch, gpu, cfg).binding_rank
     v2 = estimate(arch.model_copy(update={"hf_architecture": "Qwen2MoeForCausalLM"}), gpu, cfg).binding_rank
-    assert v1.kv_cache_gib == pytest.approx(v2.kv_cache_gib - v1.cuda_graph_gib)
+    # 1,024 rows x 151,936 vocabulary: 3.2347 x 4 B (fitted, fp32 pipeline) against 2 B (bf16 logits)
+    assert v1.activation_gib - v2.activation_gib == pytest.approx(1.874799 - 0.289795, abs=1e-5)
+    assert v1.kv_cache_gib == pytest.approx(v2.kv_cache_gib - v1.cuda_graph_gib
+                                            - (v1.activation_gib - v2.activation_gib))
+
+
+@pytest.mark.parametrize(("release", "activation_gib"), [
+    # 0.27 and 0.29-0.32: the V2 runner's greedy dummy sampler holds the logits in bf16 --
+    # forward 0.2092 + 1.9864 x 2,048 tokens x 2,560 x 2 B = 0.228598, logits 256 x 151,936 x 2 B = 0.072449
+    ("0.27", 0.301047), ("0.29", 0.301047), ("0.32", 0.301047),
+    # 0.33: its warmup-parameter pass runs the fp32 pipeline: 3.2347 x 256 x 151,936 x 4 B = 0.468700
+    ("0.33", 0.697298),
+    # 0.21: the V1 runner (no V2 before 0.22)
+    ("0.21", 0.697298),
+])
+def test_the_v2_runner_profiles_a_greedy_sampler_until_0_33(release: str, activation_gib: float) -> None:
+    """Qwen3-4B on an RTX 4090 (2,048 batched tokens, 256 sequences): vllm_memory_observed.csv lines 94 and 82
+    log 0.15 and 0.25 GiB on 0.27 (warm compile cache), where the V1 figure would be 0.70."""
+    est = estimate(get_model("Qwen/Qwen3-4B"), get_gpu("RTX4090-24GB"),
+                   ServingConfig(max_model_len=8192, vllm_version=release))
+    assert est.binding_rank.activation_gib == pytest.approx(activation_gib, abs=1e-5)
+
+
+def test_from_0_29_every_model_runs_v2_except_deepseek_sparse_on_amd_until_0_32() -> None:
+    from gpuopt.physics.vllm_profile import get_profile
+    for release in ("0.29", "0.31"):
+        runner = get_profile(release).v2_model_runner
+        assert runner is not None and runner.profiles_graphs
+        assert runner.runs("Qwen3MoeForCausalLM", moe=True, hybrid=False, quantized=True)
+        assert runner.runs("Qwen3NextForCausalLM", moe=True, hybrid=True, quantized=False)
+        assert runner.runs("DeepseekV32ForCausalLM", moe=True, hybrid=False, quantized=True)
+        assert not runner.runs("DeepseekV32ForCausalLM", moe=True, hybrid=False, quantized=True, rocm=True)
+    runner = get_profile("0.32").v2_model_runner
+    assert runner is not None
+    assert runner.runs("DeepseekV32ForCausalLM", moe=True, hybrid=False, quantized=True, rocm=True)
+
+
+@pytest.mark.parametrize(("release", "max_loras", "warned"), [
+    ("0.27", 1, True), ("0.31", 16, True),  # LoRA on the V2 runner's greedy profiling
+    ("0.27", 0, False),  # no LoRA: no cold-compile peak logged
+    ("0.33", 1, False), ("0.21", 1, False),  # the fitted fp32 sampler term (0.70 GiB here) sits near the cold peak
+])
+def test_lora_on_the_v2_runner_warns_of_the_cold_compile_peak(release: str, max_loras: int, warned: bool) -> None:
+    est = estimate(get_model("Qwen/Qwen3-4B"), get_gpu("RTX4090-24GB"),
+                   ServingConfig(max_model_len=8192, vllm_version=release, max_loras=max_loras,
+                                 max_lora_rank=16 if max_loras else 0))
+    assert any("cold torch.compile" in w for w in est.warnings) is warned

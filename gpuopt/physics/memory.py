@@ -548,8 +548,14 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     return total
 
 
-def activation_gib(arch: ModelArchitecture, profile: VllmProfile, cfg: ResolvedConfig, last_stage: bool) -> float:
-    """Peak of vLLM's profiling run on this stage (see ActivationCalibration for the form)."""
+def activation_gib(arch: ModelArchitecture, profile: VllmProfile, cfg: ResolvedConfig, last_stage: bool,
+                   v2_greedy_sampler: bool = False) -> float:
+    """Peak of vLLM's profiling run on this stage (see ActivationCalibration for the form).
+
+    `v2_greedy_sampler`: the V2 model runner's dummy sampler before 0.33 samples greedily (V2ModelRunner), so
+    its share of the peak is the logits tensor in the model dtype -- rows x vocabulary x activation bytes --
+    where the fitted term covers the fp32 sampling pipeline (copies, top-k/top-p sort, probabilities) that the
+    V1 runner's dummy batch exercises."""
     cal = profile.activation
     act = activation_dtype_bytes(arch, cfg.precision)
     tokens = cfg.max_num_batched_tokens
@@ -558,8 +564,11 @@ def activation_gib(arch: ModelArchitecture, profile: VllmProfile, cfg: ResolvedC
     if arch.is_moe:
         forward += cal.moe * tokens * (arch.experts_per_token or 1) * (arch.moe_intermediate_size or 0) * 2 * act / (
             cfg.tensor_parallel * GIB)
-    sampler = cal.sampler * rows * arch.vocab * 4 / GIB if last_stage else 0.0
-    return forward + sampler
+    if not last_stage:
+        return forward
+    if v2_greedy_sampler:
+        return forward + rows * arch.vocab * act / GIB
+    return forward + cal.sampler * rows * arch.vocab * 4 / GIB
 
 
 CUSTOM_ALLREDUCE_WORLD_SIZES = (2, 4, 6, 8)
@@ -612,14 +621,29 @@ def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
     return profile.cuda_graph.base_gib + profile.cuda_graph.per_layer_gib * layers
 
 
-def graphs_in_budget(profile: VllmProfile, arch: ModelArchitecture, cfg: ResolvedConfig) -> bool:
-    """Whether vLLM subtracts its CUDA-graph estimate from the KV budget: from 0.20, except for models that
-    0.22-0.28 run on the V2 model runner, whose estimate was a stub returning 0 (VllmProfile.v2_model_runner)."""
+def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
+    """Whether this release starts the model on vLLM's V2 model runner (VllmProfile.v2_model_runner)."""
     runner = profile.v2_model_runner
-    if not profile.cudagraph_in_budget or runner is None:
-        return profile.cudagraph_in_budget
+    if runner is None:
+        return False
     quantized = cfg.precision not in ("bf16", "fp16", "fp32")
-    return not runner.runs(arch.hf_architecture, arch.is_moe, state_cache.is_hybrid(arch), quantized)
+    return runner.runs(arch.hf_architecture, arch.is_moe, state_cache.is_hybrid(arch), quantized,
+                       rocm=gpu.compute_capability is None)
+
+
+def graphs_in_budget(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
+    """Whether vLLM subtracts its CUDA-graph estimate from the KV budget: from 0.20, except for models that
+    0.22-0.28 run on the V2 model runner, whose estimate was a stub returning 0 (V2ModelRunner.profiles_graphs)."""
+    if not profile.cudagraph_in_budget:
+        return False
+    runner = profile.v2_model_runner
+    return runner is None or runner.profiles_graphs or not on_v2_runner(profile, arch, gpu, cfg)
+
+
+def v2_greedy_sampler(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
+    """Whether the profiling run's sampler is the V2 runner's greedy dummy pass (0.22-0.32: V2ModelRunner)."""
+    runner = profile.v2_model_runner
+    return runner is not None and not runner.sampler_warmup and on_v2_runner(profile, arch, gpu, cfg)
 
 
 def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
@@ -789,7 +813,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     act_b = activation_dtype_bytes(arch, cfg.precision)
     dsa = dsa_format(arch, gpu, cfg)
-    in_budget = graphs_in_budget(profile, arch, cfg)
+    in_budget = graphs_in_budget(profile, arch, gpu, cfg)
+    greedy = v2_greedy_sampler(profile, arch, gpu, cfg)
     pages = {kind: state_cache.pages_per_request(kind, arch, gpu.compute_capability, cfg.vllm_version,
                                                  cfg.enable_prefix_caching)
              for kind in STATE_LAYER_KINDS if kind in arch.layer_kind_prefix}
@@ -797,6 +822,11 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     if cfg.extensible_kv_cache:
         warnings.append(f"vLLM {cfg.vllm_version} sizes the KV cache after warmup (extensible KV cache); gpuopt "
                         "models it from vLLM's source, and no start-up log of this release has checked it yet")
+    if greedy and cfg.max_loras:
+        warnings.append("LoRA on the V2 model runner (vLLM 0.22-0.32): a cold torch.compile (no compile cache yet, "
+                        "as on a fresh pod) raised the profiled activation peak by 0.65-0.94 GiB in logged 0.27 "
+                        "start-ups with 1-64 adapter slots; the KV cache may come out that much smaller than "
+                        "printed (docs/memory.md)")
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")
@@ -821,7 +851,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         lora = lora_bytes(arch, tp, layers, first, last, shards, cfg.expert_parallel, cfg.vllm_version,
                           cfg.max_loras, cfg.max_lora_rank, act_b, cfg.fully_sharded_loras) / GIB
         w += lora
-        a = activation_gib(arch, profile, cfg, last)
+        a = activation_gib(arch, profile, cfg, last, greedy)
         nt = non_torch_gib(profile, cfg, shards)
         if profile.startup_held is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
             nt += startup_held_gib(profile.startup_held, cfg)

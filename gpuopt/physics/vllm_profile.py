@@ -117,26 +117,42 @@ class V0Fallback(BaseModel):
 
 
 class V2ModelRunner(BaseModel):
-    """Which models vLLM 0.22-0.28 runs on its V2 model runner by default (`VllmConfig.use_v2_model_runner` /
-    `_is_default_v2_model_runner_model`, vllm/config/vllm.py), which matters for memory because that runner's
-    `profile_cudagraph_memory` returned 0 until 0.29: the CUDA-graph estimate is then not subtracted and the
-    graphs are captured in the headroom, as before 0.20.
+    """Which models a release runs on vLLM's V2 model runner (vllm/v1/worker/gpu/), and what that runner's
+    start-up profiling leaves out. Two things of the memory budget depend on it:
 
-    rule "listed-dense-unquantized" (0.22, 0.23): a listed class, neither MoE nor quantized;
-    "listed" (0.24): a listed class; "listed-or-dense" (0.25-0.28): a listed class or any model that is not
-    MoE, never an attention-free one, and a hybrid (Mamba / linear attention) only when listed from 0.27
-    (`hybrid_if_listed`; 0.25-0.26 keep every hybrid on V1)."""
+    - the CUDA-graph estimate: the V2 runner's `profile_cudagraph_memory` returned 0 until 0.29
+      (`profiles_graphs`), so before then its graphs are not subtracted and are captured in the headroom, as
+      before 0.20;
+    - the sampler's share of the activation peak: the V2 runner's `_dummy_sampler_run` samples a dummy batch
+      whose requests keep the default sampling state (temperature 0, top-k = vocabulary, top-p 1): greedy,
+      no fp32 copy, no top-k/top-p sort, no logprobs -- its peak is the logits tensor in the model dtype.
+      From 0.33 it runs a second pass with `SamplingParams.for_sampler_warmup()` (temperature, top-k/top-p,
+      min-p, penalties, logit bias, logprobs) because `warmup_kernels`, after the KV cache is sized, pays for
+      the fp32 pipeline and ran out of memory (`sampler_warmup`; read in the 0.22-0.34 wheels).
+
+    Who runs on it (`VllmConfig.use_v2_model_runner`, vllm/config/vllm.py): rule "listed-dense-unquantized"
+    (0.22, 0.23): a listed class, neither MoE nor quantized; "listed" (0.24): a listed class;
+    "listed-or-dense" (0.25-0.28): a listed class or any model that is not MoE, never an attention-free one, and
+    a hybrid (Mamba / linear attention) only when listed from 0.27 (`hybrid_if_listed`; 0.25-0.26 keep every
+    hybrid on V1); "all" (0.29+): every model on CUDA (V1 only for features gpuopt does not plan: n-gram or
+    suffix speculation, torchrun's external launcher with PP, dual-batch overlap), except the classes
+    `rocm_v1_architectures` on AMD GPUs (0.29-0.31)."""
 
     model_config = ConfigDict(frozen=True)
 
-    rule: Literal["listed-dense-unquantized", "listed", "listed-or-dense"]
-    architectures: tuple[str, ...]
+    rule: Literal["listed-dense-unquantized", "listed", "listed-or-dense", "all"]
+    architectures: tuple[str, ...] = ()
     hybrid_if_listed: bool = False
+    profiles_graphs: bool = False
+    sampler_warmup: bool = False
+    rocm_v1_architectures: tuple[str, ...] = ()
 
-    def runs(self, architecture: str | None, moe: bool, hybrid: bool, quantized: bool) -> bool:
+    def runs(self, architecture: str | None, moe: bool, hybrid: bool, quantized: bool, rocm: bool = False) -> bool:
         """Whether a model of this class and shape starts on the V2 runner (a class gpuopt does not know is
         taken as unlisted)."""
         listed = architecture in self.architectures
+        if self.rule == "all":
+            return not (rocm and architecture in self.rocm_v1_architectures)
         if self.rule == "listed-dense-unquantized":
             return listed and not moe and not quantized
         if self.rule == "listed":
@@ -152,7 +168,8 @@ class VllmProfile(BaseModel):
     version: str
     gpu_memory_utilization: float
     cudagraph_in_budget: bool
-    # 0.22-0.28: models on the V2 model runner leave the graphs outside the budget (V2ModelRunner)
+    # 0.22+: which models run on the V2 model runner, and what its profiling leaves out (V2ModelRunner);
+    # None: every model on the V1 runner
     v2_model_runner: V2ModelRunner | None = None
     kv_tokens_report: str  # "blocks" (<= v0.20) or "concurrency" (v0.21+: max_concurrency x max_model_len)
     # `--async-scheduling` unset: off before v0.14 (SchedulerConfig.async_scheduling = False), on from v0.14
