@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuopt.errors import InputError, NotModelledError
 from gpuopt.hardware import GpuSpec
-from gpuopt.physics import sparse_mla, state_cache
+from gpuopt.physics import fp8_kv_backend, sparse_mla, state_cache
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
@@ -365,6 +365,9 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
     if (v0 := v0_fallback(arch, gpu, resolved, profile)) is not None:
         raise NotModelledError(f"vLLM {resolved.vllm_version} starts its V0 engine for {v0}, which gpuopt does not "
                                "model (V1 only): plan it with --vllm-version 0.11 or newer")
+    if (no_backend := fp8_kv_backend.unsupported(arch, gpu, resolved.kv_cache_dtype,
+                                                 resolved.vllm_version)) is not None:
+        raise InputError(f"--kv-cache-dtype fp8: {no_backend}; use --kv-cache-dtype auto")
     return resolved, profile
 
 
@@ -962,7 +965,8 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
             return False
         return estimate_resolved(arch, gpu, new, profile).fits
 
-    if cfg.kv_cache_dtype == "auto" and fits(kv_cache_dtype="fp8"):
+    if (cfg.kv_cache_dtype == "auto" and fp8_kv_backend.unsupported(arch, gpu, "fp8", cfg.vllm_version) is None
+            and fits(kv_cache_dtype="fp8")):
         fixes.append("--kv-cache-dtype fp8")
     smaller: tuple[WeightFormat, ...] = ("fp8", "int4")
     for precision in smaller:

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from gpuopt.errors import FieldError, InputError, NotModelledError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
-from gpuopt.physics import latency
+from gpuopt.physics import fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.lora import lora_problems
@@ -366,6 +366,9 @@ def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link:
                             Evaluation(False, why, "precision")))
             continue
         for kv in w.kv_cache_dtypes:
+            if (no_backend := fp8_kv_backend.unsupported(arch, gpu, kv, evaluate.vllm_version)) is not None:
+                results.append((Shape(gpu.gpu, link, 1, 1, precision, kv), Evaluation(False, no_backend, "precision")))
+                continue
             # TP=1 talks to no peer: one shape (and one evaluation) whatever links the instance has
             single = [Shape(gpu.gpu, link if tp > 1 else "pcie", tp, 1, precision, kv)
                       for tp in _tp_options(arch, gpus)]

@@ -20,7 +20,7 @@ from typing import Any
 from gpuopt.datafiles import data_yaml
 from gpuopt.errors import GpuoptError, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate, gpu_unsupported
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
@@ -127,7 +127,8 @@ def _fits(arch: ModelArchitecture, gpu: GpuSpec, precision: WeightFormat,
 def _cell(label: str, arch: ModelArchitecture, gpu: GpuSpec, precision: WeightFormat, q: MatrixQuery,
           catalog: Catalog | None, residency: Residency | None, currency: str) -> Cell:
     base: dict[str, Any] = {"label": label, "model": arch.hf_id, "gpu": gpu.gpu, "precision": precision}
-    unsupported = gpu_unsupported(gpu, precision, arch, q.vllm_version)
+    unsupported = (gpu_unsupported(gpu, precision, arch, q.vllm_version)
+                   or fp8_kv_backend.unsupported(arch, gpu, q.kv_cache_dtype, q.vllm_version))
     if unsupported:
         return Cell(**base, fits=False, limit=unsupported, limit_kind="precision", tensor_parallel=None,
                     weights_gib_per_gpu=None, kv_cache_tokens=None, max_concurrency=None)
