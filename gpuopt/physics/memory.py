@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuopt.errors import InputError, NotModelledError
 from gpuopt.hardware import GpuSpec
-from gpuopt.physics import fp8_kv_backend, sparse_mla, state_cache
+from gpuopt.physics import fp8_kv_backend, quant_sharding, sparse_mla, state_cache
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
@@ -298,6 +298,11 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
                             f"{arch.moe_intermediate_size} intermediate channels of {arch.hf_id} over {shards} GPUs, "
                             f"which does not divide them; pass --enable-expert-parallel (whole experts per GPU) "
                             f"or sizes whose product divides {arch.moe_intermediate_size}")
+    if tp >= 1 and cfg.data_parallel >= 1 and not problems:
+        sharding = quant_sharding.tp_problem(arch, cfg.precision or default_precision(arch), tp, cfg.data_parallel,
+                                             cfg.expert_parallel, cfg.vllm_version)
+        if sharding is not None:
+            problems.append(f"--tp {tp}: {sharding}")
     if pp < 1:
         problems.append(f"--pp must be >= 1 (got {pp})")
     elif pp > arch.num_hidden_layers:
