@@ -636,7 +636,7 @@ def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cf
         return False
     quantized = cfg.precision not in ("bf16", "fp16", "fp32")
     return runner.runs(arch.hf_architecture, arch.is_moe, state_cache.is_hybrid(arch), quantized,
-                       rocm=gpu.compute_capability is None)
+                       rocm=gpu.compute_capability is None)  # no CUDA compute capability: an AMD GPU
 
 
 def graphs_in_budget(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:

@@ -31,8 +31,6 @@ from gpuopt.vocabulary import WeightFormat
 
 REFINE_FIRST = (0, 29)  # refine_fp8_moe_block_shape: absent from the 0.27.1 and 0.28.0 wheels
 REFINE_FLOOR = 32  # "When a finer block size (>= 32) divides both the checkpoint blocks and all involved dims"
-
-
 NATIVE_BLOCK = 128  # DeepSeek-V3/R1, Kimi-K2, MiniMax-M2 config.json: "weight_block_size": [128, 128]
 
 
