@@ -120,6 +120,38 @@ def test_never_a_flag_that_forces_a_slower_kernel(model, precision):
     line = serve_lines(command)[0]
     if precision in ("int4", "int8") and arch.native_quantization is None:
         assert line.split()[2] != model  # never the BF16 repository for a format made offline
+    native = {"mxfp4-experts": "mxfp4", "fp8-block": "fp8"}.get(arch.native_quantization or "")
+    if native is not None:  # a repository published only quantized holds nothing else, and takes no flag
+        assert "--quantization" not in line
+        assert (line.split()[2] == model) is (cfg.precision == native)
+
+
+@pytest.mark.parametrize(("model", "precision", "repository"), [
+    ("openai/gpt-oss-120b", "mxfp4", "openai/gpt-oss-120b"),
+    # its RedHatAI FP8-Dynamic is marked avoid in the table (larger than MXFP4); --quantization fp8 on an MXFP4
+    # repository is refused by vLLM ("does not match the quantization method specified")
+    ("openai/gpt-oss-120b", "fp8", '"$FP8_CHECKPOINT"'),
+    ("deepseek-ai/DeepSeek-V3", "fp8", "deepseek-ai/DeepSeek-V3"),
+    ("deepseek-ai/DeepSeek-V3", "bf16", '"$BF16_CHECKPOINT"'),  # loading the FP8 repo never gives BF16 weights
+])
+def test_a_model_published_only_quantized_is_served_from_its_repo_only_in_that_format(model, precision, repository):
+    command = vllm_command(get_model(model), config(model, precision, tp=8, gpu="H200-141GB"))
+    assert serve_lines(command)[0].split()[2] == repository
+    assert "--quantization" not in serve_lines(command)[0]
+    if repository.startswith('"$'):
+        assert f"{model} is published in {get_model(model).native_quantization} only" in command
+
+
+def test_the_default_precisions_of_a_model_published_only_quantized_are_its_own():
+    from gpuopt.inputs.workload import Workload
+    from gpuopt.planner.candidates import planned_precisions
+    for model, own in (("openai/gpt-oss-120b", ["mxfp4"]), ("deepseek-ai/DeepSeek-R1", ["fp8"]),
+                       (L70, ["bf16", "fp8"])):
+        w = Workload(name="w", model=model, requests_per_second=1, input_tokens=100, output_tokens=10)
+        assert planned_precisions(w, get_model(model)) == own
+    asked = Workload(name="w", model="openai/gpt-oss-120b", requests_per_second=1, input_tokens=100,
+                     output_tokens=10, precisions=["bf16", "mxfp4"])
+    assert planned_precisions(asked, get_model("openai/gpt-oss-120b")) == ["bf16", "mxfp4"]
 
 
 def test_multi_node_with_the_mp_backend_from_0_17():

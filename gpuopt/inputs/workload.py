@@ -13,7 +13,7 @@
         output_tokens: 300
         max_model_len: 32768
         slo: {ttft_ms: 2000, tpot_ms: 50}
-        precisions: [bf16, fp8, int4]                 # default [bf16, fp8] (a quantized checkpoint: its own)
+        precisions: [bf16, fp8, int4]                 # default [bf16, fp8] (quantized checkpoints: their own)
         kv_cache_dtypes: [auto, fp8]                  # default [auto, fp8]
         min_replicas: 2                               # default 1
         tags: {team: support}

@@ -26,6 +26,7 @@ from gpuopt.physics.lora import lora_problems
 from gpuopt.physics.memory import (
     MemoryEstimate,
     ServingConfig,
+    default_precision,
     estimate,
     gpu_unsupported,
     validate,
@@ -347,9 +348,15 @@ def _provider_rejection(o: Offering, w: Workload, policy: Policy) -> Evaluation 
 def planned_precisions(w: Workload, arch: ModelArchitecture) -> list[WeightFormat]:
     """The weight formats to plan: the workload's `precisions`; when it names none and its model is a quantized
     checkpoint, the checkpoint's own format -- vLLM serves a quantized checkpoint only in it, so the default
-    [bf16, fp8] would make every candidate infeasible."""
-    if arch.quantization is not None and "precisions" not in w.model_fields_set:
-        return [arch.quantization.weight_format]
+    [bf16, fp8] would make every candidate infeasible. A model published only quantized (gpt-oss in MXFP4;
+    DeepSeek-V3/R1, Kimi-K2, MiniMax-M2 in block FP8) is such a checkpoint too: `vllm serve` of its repository
+    loads that format whatever the plan says, so the default would plan BF16 weights the command never loads
+    (and `--quantization fp8` on an MXFP4 repository, which vLLM refuses)."""
+    if "precisions" not in w.model_fields_set:
+        if arch.quantization is not None:
+            return [arch.quantization.weight_format]
+        if arch.native_quantization is not None:
+            return [default_precision(arch)]
     return list(w.precisions)
 
 

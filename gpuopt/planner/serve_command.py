@@ -2,13 +2,14 @@
 
 What makes a command run as printed, and run the kernel the latency model assumed:
 - the repository holds the weights in the planned format. BF16/FP16/FP32 plans serve the model's own repo
-  (with `--dtype` when it differs from the checkpoint's); natively quantised models (block FP8, MXFP4) too.
+  (with `--dtype` when it differs from the checkpoint's); natively quantised models (block FP8, MXFP4) in their
+  own format too, and in any other only from a named or known checkpoint (their repository holds nothing else).
   INT4/INT8 weights are made offline: the command names a real checkpoint (the workload's `checkpoints:`,
   else planner/checkpoints.py's table) and no `--quantization` flag, because vLLM reads the method from
   the checkpoint and picks its fast kernel (awq_marlin, gptq_marlin, compressed-tensors), where an explicit
   `--quantization awq` forces the slow one. With no known checkpoint the command serves "$INT4_CHECKPOINT"
   and says what to produce. FP8 names a known FP8 checkpoint, else `--quantization fp8` (vLLM quantises the
-  BF16 weights at load: dynamic W8A8, the kernel modelled).
+  BF16 weights at load: dynamic W8A8, the kernel modelled) -- never on a natively quantised repository.
 - a replica larger than one instance runs across nodes in the form the release supports: from 0.17 its
   multiprocessing backend (`--nnodes/--node-rank/--master-addr`, `--headless` on the other nodes), before
   that a Ray cluster (`ray start` on each node, `--distributed-executor-backend ray` on the head).
@@ -39,10 +40,11 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
     model = arch.hf_id
     if precision in checkpoints:
         return checkpoints[precision], [], f"# {precision} checkpoint named in the workload file"
-    if precision in DTYPE_FLAG:
-        return model, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
-    if NATIVE_FORMAT.get(arch.native_quantization or "") == precision:
+    native = NATIVE_FORMAT.get(arch.native_quantization or "")
+    if precision == native:
         return model, [], ""
+    if precision in DTYPE_FLAG and native is None:
+        return model, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
     if arch.quantization is not None and arch.quantization.weight_format == precision:
         # the model is itself a quantized checkpoint in this format: vLLM detects its method from its config
         return model, [], ""
@@ -52,10 +54,14 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         cited = " · ".join(known.source.split(" ; ")[0].split(" · ")[:2])  # first citation, without its commit
         return known.checkpoint, [], (f"# {known.method.upper()} checkpoint of {model}, vLLM detects {method} "
                                       f"(cited in {cited})")
-    if precision == "fp8":
+    if precision == "fp8" and native is None:
         return model, ["--quantization", "fp8"], ""
     variable = f"{precision.upper()}_CHECKPOINT"
-    produce = WHAT_TO_PRODUCE.get(precision, f"a {precision} checkpoint")
+    if native is not None:  # its repository holds only the native format; a flag cannot change that
+        produce = (f"a {precision} checkpoint ({model} is published in {arch.native_quantization} only, and vLLM "
+                   f"refuses a --quantization that contradicts a checkpoint's own)")
+    else:
+        produce = WHAT_TO_PRODUCE.get(precision, f"a {precision} checkpoint")
     return f"${variable}", [], (f"# no {precision} checkpoint of {model} is known to gpuopt: produce {produce} and "
                                 f"export {variable}=its repository, or name it in the workload file "
                                 f"(checkpoints: {{{precision}: organisation/repository}})")
