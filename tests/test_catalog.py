@@ -302,8 +302,10 @@ def test_capacity_plan_flags_old_commitments_states_dates_and_honours_max_price_
     assert any(w.startswith("commitment tencent") and "re-quote" in w for w in plan["warnings"])
     strict = run("plan", "examples/capacity-cn.yaml", "--max-price-age", "365")
     assert strict.exit_code == 2
-    assert all(line.startswith("error: price of tencent") and "older than --max-price-age 365" in line
-               for line in strict.output.splitlines() if line.startswith("error:"))
+    errors = [line for line in strict.output.splitlines() if line.startswith("error:")]
+    assert errors and all(line.startswith("error: price of ") and "older than --max-price-age 365" in line
+                          for line in errors)
+    assert any("tencent" in line and "2021-05-25" in line for line in errors)
 
 
 def test_a_damaged_cache_is_ignored_with_one_note_and_never_reaches_the_solver(tmp_path):

@@ -52,19 +52,21 @@ def test_the_model_dtype_cache_always_has_a_backend(gpu: str) -> None:
 
 
 def test_fit_refuses_an_fp8_cache_vllm_cannot_start_and_says_what_to_use() -> None:
-    result = CliRunner().invoke(cli, ["fit", "--model", LLAMA8, "--gpu", "V100-32GB", "--precision", "fp16",
+    result = CliRunner().invoke(cli, ["fit", "--model", LLAMA8, "--gpu", "T4-16GB", "--precision", "fp16",
                                       "--kv-cache-dtype", "fp8", "--max-model-len", "8192"])
     assert result.exit_code == 2
     assert result.stderr.strip() == (
-        "error: --kv-cache-dtype fp8: an fp8 KV cache on V100-32GB (sm70): vLLM 0.33's Triton kernels need native "
+        "error: --kv-cache-dtype fp8: an fp8 KV cache on T4-16GB (sm75): vLLM 0.33's Triton kernels need native "
         "FP8 (SM89+) and FlashInfer needs sm80+ in this release; use --kv-cache-dtype auto")
 
 
 def test_fit_never_suggests_an_fp8_cache_the_gpu_cannot_run() -> None:
-    """Llama-3.1-8B in fp16 at 131,072 tokens needs 16.00 GiB of KV cache where a V100 has 12.30: an fp8 cache
-    (8.00) would hold it, but vLLM 0.33 has no backend for it there, so the suggestions leave it out (they
-    offered it before); on an A10 at 40,000 tokens (4.88 needed, 3.51 there, 2.44 in fp8) it is offered."""
-    result = CliRunner().invoke(cli, ["fit", "--model", LLAMA8, "--gpu", "V100-32GB", "--precision", "fp16"])
+    """Llama-3.1-8B in fp16 at 131,072 tokens needs 16.00 GiB of KV cache where a V100 on vLLM 0.19 (the last
+    release built for it) has 12.64: an fp8 cache (8.00) would hold it, but no backend serves one there, so the
+    suggestions leave it out (they offered it before); on an A10 at 40,000 tokens (4.88 needed, 3.51 there,
+    2.44 in fp8) it is offered."""
+    result = CliRunner().invoke(cli, ["fit", "--model", LLAMA8, "--gpu", "V100-32GB", "--precision", "fp16",
+                                      "--vllm-version", "0.19"])
     assert result.exit_code == 1
     assert "--max-model-len" in result.stdout and "--kv-cache-dtype fp8" not in result.stdout
     on_a10 = CliRunner().invoke(cli, ["fit", "--model", LLAMA8, "--gpu", "A10-24GB", "--max-model-len", "40000"])
@@ -74,7 +76,7 @@ def test_fit_never_suggests_an_fp8_cache_the_gpu_cannot_run() -> None:
 def test_the_planner_rejects_the_shape_as_a_precision_it_cannot_run() -> None:
     w = Workload(name="w", model=LLAMA8, requests_per_second=1, input_tokens=1000, output_tokens=200,
                  kv_cache_dtypes=["fp8", "auto"])
-    evaluate = Evaluator(w, get_model(LLAMA8), 8192, None)
+    evaluate = Evaluator(w, get_model(LLAMA8), 8192, "0.19")
     shapes = dict(evaluate.shapes(get_gpu("V100-32GB"), 1, "pcie"))
     refused = shapes[Shape("V100-32GB", "pcie", 1, 1, "fp16", "fp8")]
     assert (refused.feasible, refused.reason_kind) == (False, "precision")

@@ -247,3 +247,23 @@ def test_no_gpuopt_code_names_the_shared_data_folder() -> None:
                   if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docstrings
                   and (n.value == "shared" or "shared/" in n.value or "SHARED" in n.value)]
     assert found == []
+
+
+def test_the_fat_binary_reader_counts_each_entry_by_kind_and_sm() -> None:
+    """A container (magic, version, header 16, size) of three entries -- cubin sm75, cubin sm75, PTX sm80 -- each
+    a 64-byte header (kind, _, header size, payload size, ..., SM at offset 28) and a payload, after unrelated
+    bytes that happen to hold the magic."""
+    import struct
+
+    from tools.extract_vllm_gpu_archs import MAGIC, architectures
+
+    def entry(kind: int, sm: int, payload: bytes) -> bytes:
+        header = bytearray(64)
+        struct.pack_into("<HHIQ", header, 0, kind, 0, 64, len(payload))
+        struct.pack_into("<I", header, 28, sm)
+        return bytes(header) + payload
+
+    body = entry(2, 75, b"a" * 8) + entry(2, 75, b"b" * 16) + entry(1, 80, b".target sm_80")
+    container = MAGIC + struct.pack("<HHQ", 1, 16, len(body)) + body
+    stray = MAGIC + struct.pack("<HHQ", 1, 99, 10**12)  # not a container header: skipped
+    assert architectures(b"\0" * 7 + stray + container) == {("cubin", 75): 2, ("ptx", 80): 1}

@@ -184,7 +184,7 @@ def test_alternatives_stopped_by_the_lower_bound_equal_the_exhaustive_search(mon
     monkeypatch.setattr(solve_module, "lower_bound", lambda *args: 0.0)
     calls.clear()
     exhaustive, _ = plan_workloads(wf, catalog, opts)
-    assert len(bounded.alternatives) == 6
+    assert len(bounded.alternatives) == 5  # V100s (alibaba us-east-1) left with vLLM 0.20's sm75 floor
     assert bounded.alternatives == exhaustive.alternatives
     assert bounded_calls < len(calls)  # the bound saved programs
 

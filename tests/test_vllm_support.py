@@ -289,3 +289,30 @@ def test_lora_on_the_v2_runner_warns_of_the_cold_compile_peak(release: str, max_
                    ServingConfig(max_model_len=8192, vllm_version=release, max_loras=max_loras,
                                  max_lora_rank=16 if max_loras else 0))
     assert any("cold torch.compile" in w for w in est.warnings) is warned
+
+
+@pytest.mark.parametrize(("gpu", "release", "refused"), [
+    ("V100-32GB", "0.19", False), ("V100-32GB", "0.20", True), ("V100-32GB", "0.33", True),  # sm70 cubins to 0.19.1
+    ("T4-16GB", "0.33", False), ("A10-24GB", "0.34", False),  # sm75 and up in every build
+    ("MI300X-192GB", "0.33", False),  # ROCm builds are not these wheels
+])
+def test_a_release_runs_only_on_the_gpu_generations_its_wheels_carry_kernels_for(gpu: str, release: str,
+                                                                                  refused: bool) -> None:
+    from gpuopt.physics.memory import release_unsupported
+    why = release_unsupported(get_gpu(gpu), release)
+    assert (why is not None) is refused
+    if refused:
+        assert why == (f"vLLM {release}'s wheels carry no kernels for {gpu} (sm70; they start at sm75): plan it "
+                       "with --vllm-version 0.19, the last release built for sm70")
+
+
+def test_the_planner_rejects_a_v100_on_the_default_release_as_a_gpu_it_cannot_run() -> None:
+    from gpuopt.inputs.workload import Workload
+    from gpuopt.planner.candidates import Evaluator
+    llama = "meta-llama/Llama-3.1-8B-Instruct"
+    w = Workload(name="w", model=llama, requests_per_second=1, input_tokens=1000, output_tokens=200)
+    [(shape, refused)] = Evaluator(w, get_model(llama), 8192, None).shapes(get_gpu("V100-32GB"), 1, "pcie")[:1]
+    assert (refused.feasible, refused.reason_kind) == (False, "precision")
+    assert refused.reason is not None and "wheels carry no kernels for V100-32GB" in refused.reason
+    on_019 = dict(Evaluator(w, get_model(llama), 8192, "0.19").shapes(get_gpu("V100-32GB"), 1, "pcie"))
+    assert any(e.feasible for e in on_019.values())

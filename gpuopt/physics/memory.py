@@ -261,11 +261,25 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
     return None
 
 
+def release_unsupported(gpu: GpuSpec, vllm_version: str | None) -> str | None:
+    """Why this vLLM release's wheels cannot run on this GPU at all (None when they can): no kernels of its
+    generation in the build (VllmProfile.min_compute_capability)."""
+    profile = get_profile(vllm_version)
+    cc = gpu.compute_capability
+    if cc is None or cc >= profile.min_compute_capability:
+        return None
+    release = release_or_default(vllm_version)
+    return (f"vLLM {release}'s wheels carry no kernels for {gpu.gpu} (sm{cc}; they start at "
+            f"sm{profile.min_compute_capability}): plan it with --vllm-version 0.19, the last release built for sm70")
+
+
 def gpu_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture,
                     vllm_version: str | None = None) -> str | None:
-    """Why vLLM cannot run this model in this weight format on this GPU (None when it can): the format's
-    kernels (precision_unsupported), or a DSA model's sparse attention (sparse_mla.unsupported)."""
-    return precision_unsupported(gpu, precision, arch) or sparse_mla.unsupported(arch, gpu, vllm_version)
+    """Why vLLM cannot run this model in this weight format on this GPU (None when it can): the release's build
+    (release_unsupported), the format's kernels (precision_unsupported), or a DSA model's sparse attention
+    (sparse_mla.unsupported)."""
+    return (release_unsupported(gpu, vllm_version) or precision_unsupported(gpu, precision, arch)
+            or sparse_mla.unsupported(arch, gpu, vllm_version))
 
 
 def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
@@ -370,6 +384,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
     if (v0 := v0_fallback(arch, gpu, resolved, profile)) is not None:
         raise NotModelledError(f"vLLM {resolved.vllm_version} starts its V0 engine for {v0}, which gpuopt does not "
                                "model (V1 only): plan it with --vllm-version 0.11 or newer")
+    if (no_build := release_unsupported(gpu, resolved.vllm_version)) is not None:
+        raise InputError(f"--gpu {gpu.gpu}: {no_build}")
     if (no_backend := fp8_kv_backend.unsupported(arch, gpu, resolved.kv_cache_dtype,
                                                  resolved.vllm_version)) is not None:
         raise InputError(f"--kv-cache-dtype fp8: {no_backend}; use --kv-cache-dtype auto")

@@ -199,6 +199,10 @@ class VllmProfile(BaseModel):
     # None: the budget is estimated from the profiling run (requested - weights - activation - non-torch
     # [- graphs]); set: the KV cache is sized after warmup from the memory left (0.34's extensible KV cache)
     extensible_kv_cache: ExtensibleKvCache | None = None
+    # the oldest GPU generation (compute capability x 10) whose kernels the release's PyPI wheels carry: the
+    # cubins of vllm/_C*.abi3.so (tools/extract_vllm_gpu_archs.py). 0.11.0-0.19.1: sm70 (V100) and up; from
+    # 0.20.0 (CUDA 13 builds, torch 2.11) sm75 and up -- a V100 stops at the first custom op
+    min_compute_capability: int = 70
     non_torch: NonTorchMemory
     activation: ActivationCalibration
     cuda_graph: CudaGraphCalibration
