@@ -302,8 +302,20 @@ def test_a_release_runs_only_on_the_gpu_generations_its_wheels_carry_kernels_for
     why = release_unsupported(get_gpu(gpu), release)
     assert (why is not None) is refused
     if refused:
-        assert why == (f"vLLM {release}'s wheels carry no kernels for {gpu} (sm70; they start at sm75): plan it "
-                       "with --vllm-version 0.19, the last release built for sm70")
+        assert why == (f"vLLM {release}'s wheels carry no kernels for {gpu} (sm70): releases before 0.20 carry "
+                       "them; plan it with one of those")
+
+
+@pytest.mark.parametrize(("gpu", "release", "refused"), [
+    # Blackwell: no sm100 cubins before 0.9.0, no sm120 before 0.9.2 (CUDA 12.4 builds of 0.8.x)
+    ("B200-180GB", "0.8.5", "plan it with --vllm-version 0.9 or newer"), ("B200-180GB", "0.9", None),
+    ("RTX5090-32GB", "0.9.1", "plan it with --vllm-version 0.9.2 or newer"), ("RTX5090-32GB", "0.9.2", None),
+    ("A10-24GB", "0.9", None),  # sm86 runs the sm80 cubins (same major, lower minor)
+])
+def test_blackwell_needs_a_release_built_for_it(gpu: str, release: str, refused: str | None) -> None:
+    from gpuopt.physics.memory import release_unsupported
+    why = release_unsupported(get_gpu(gpu), release)
+    assert why is None if refused is None else (why is not None and why.endswith(refused))
 
 
 def test_the_planner_rejects_a_v100_on_the_default_release_as_a_gpu_it_cannot_run() -> None:

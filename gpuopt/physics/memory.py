@@ -26,7 +26,14 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
-from gpuopt.physics.vllm_profile import StartupHeld, VllmProfile, get_profile, release_key, release_or_default
+from gpuopt.physics.vllm_profile import (
+    StartupHeld,
+    VllmProfile,
+    get_profile,
+    profiles,
+    release_key,
+    release_or_default,
+)
 from gpuopt.physics.vllm_support import builds_indexer, release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
@@ -263,14 +270,22 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
 
 def release_unsupported(gpu: GpuSpec, vllm_version: str | None) -> str | None:
     """Why this vLLM release's wheels cannot run on this GPU at all (None when they can): no kernels of its
-    generation in the build (VllmProfile.min_compute_capability)."""
+    generation in the build (VllmProfile.cubin_archs), with the releases that have them."""
     profile = get_profile(vllm_version)
     cc = gpu.compute_capability
-    if cc is None or cc >= profile.min_compute_capability:
+    if cc is None or profile.runs_on(cc):
         return None
     release = release_or_default(vllm_version)
-    return (f"vLLM {release}'s wheels carry no kernels for {gpu.gpu} (sm{cc}; they start at "
-            f"sm{profile.min_compute_capability}): plan it with --vllm-version 0.19, the last release built for sm70")
+    why = f"vLLM {release}'s wheels carry no kernels for {gpu.gpu} (sm{cc})"
+    known = profiles()
+    here = known.index(profile)
+    later = [p for p in known[here + 1:] if p.runs_on(cc)]
+    if later:
+        return f"{why}: plan it with --vllm-version {later[0].version} or newer"
+    earlier = [i for i, p in enumerate(known[:here]) if p.runs_on(cc)]
+    if earlier:
+        return f"{why}: releases before {known[earlier[-1] + 1].version} carry them; plan it with one of those"
+    return why
 
 
 def gpu_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture,

@@ -199,10 +199,14 @@ class VllmProfile(BaseModel):
     # None: the budget is estimated from the profiling run (requested - weights - activation - non-torch
     # [- graphs]); set: the KV cache is sized after warmup from the memory left (0.34's extensible KV cache)
     extensible_kv_cache: ExtensibleKvCache | None = None
-    # the oldest GPU generation (compute capability x 10) whose kernels the release's PyPI wheels carry: the
-    # cubins of vllm/_C*.abi3.so (tools/extract_vllm_gpu_archs.py). 0.11.0-0.19.1: sm70 (V100) and up; from
-    # 0.20.0 (CUDA 13 builds, torch 2.11) sm75 and up -- a V100 stops at the first custom op
-    min_compute_capability: int = 70
+    # the GPU generations (compute capability x 10) the release's PyPI wheels carry compiled kernels for: the
+    # cubins of vllm/_C*.abi3.so (tools/extract_vllm_gpu_archs.py). A GPU runs a cubin of its own major version
+    # and a minor at or below its own; without one it stops at the first custom op
+    cubin_archs: tuple[int, ...] = (70, 75, 80, 86, 89, 90, 100, 120)
+
+    def runs_on(self, compute_capability: int) -> bool:
+        """Whether the release's wheels carry kernels this GPU generation can run."""
+        return any(a // 10 == compute_capability // 10 and a <= compute_capability for a in self.cubin_archs)
     non_torch: NonTorchMemory
     activation: ActivationCalibration
     cuda_graph: CudaGraphCalibration
