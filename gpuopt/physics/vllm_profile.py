@@ -203,14 +203,14 @@ class VllmProfile(BaseModel):
     # cubins of vllm/_C*.abi3.so (tools/extract_vllm_gpu_archs.py). A GPU runs a cubin of its own major version
     # and a minor at or below its own; without one it stops at the first custom op
     cubin_archs: tuple[int, ...] = (70, 75, 80, 86, 89, 90, 100, 120)
-
-    def runs_on(self, compute_capability: int) -> bool:
-        """Whether the release's wheels carry kernels this GPU generation can run."""
-        return any(a // 10 == compute_capability // 10 and a <= compute_capability for a in self.cubin_archs)
     non_torch: NonTorchMemory
     activation: ActivationCalibration
     cuda_graph: CudaGraphCalibration
     source: str
+
+    def runs_on(self, compute_capability: int) -> bool:
+        """Whether the release's wheels carry kernels this GPU generation can run."""
+        return any(a // 10 == compute_capability // 10 and a <= compute_capability for a in self.cubin_archs)
 
     def scheduler_defaults(self, gpu_name: str, reported_gib: float) -> tuple[int, int]:
         """(max_num_seqs, max_num_batched_tokens) that `vllm serve` picks for this GPU."""
