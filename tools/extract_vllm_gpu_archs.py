@@ -8,7 +8,7 @@ prints the SM architectures of the compiled kernels (cubins) and of the PTX in t
 runs vLLM's custom ops (RMSNorm, the KV-cache writes, activations) only if a cubin of its generation is there, or
 PTX of an older one the driver can compile for it; vLLM 0.20.0+'s PyPI wheels (CUDA 13) have neither for sm70,
 so a V100 stops at the first custom op ("no kernel image is available for execution on the device").
-The result is copied into gpuopt/data/vllm_versions.yaml (`min_compute_capability`).
+The result is copied into gpuopt/data/vllm_versions.yaml (`cubin_archs` per release profile).
 
 The fat binary is a sequence of containers (magic 0xBA55ED50, a 16-byte header, then entries); each entry's
 header gives its kind (1 PTX, 2 ELF cubin), its size and, at offset 28, the SM version -- the layout CUDA's
