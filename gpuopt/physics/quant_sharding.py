@@ -34,27 +34,24 @@ REFINE_FLOOR = 32  # "When a finer block size (>= 32) divides both the checkpoin
 NATIVE_BLOCK = 128  # DeepSeek-V3/R1, Kimi-K2, MiniMax-M2 config.json: "weight_block_size": [128, 128]
 
 
+def fp8_block(arch: ModelArchitecture, precision: WeightFormat) -> int | None:
+    """The side of the FP8 scale blocks of the weights served in `precision` (None: not block FP8)."""
+    q = arch.quantization
+    if q is not None:
+        return q.group_size if q.scheme == "fp8-block" and q.group_size and q.group_size > 0 else None
+    # a natively block-FP8 model served in its own format
+    return NATIVE_BLOCK if arch.native_quantization == "fp8-block" and precision == "fp8" else None
+
+
 def tp_problem(arch: ModelArchitecture, precision: WeightFormat, tp: int, data_parallel: int,
                expert_parallel: bool, vllm_version: str | None) -> str | None:
     """Why vLLM refuses to shard this block-FP8 MoE checkpoint's experts over `tp` x `data_parallel` GPUs (None:
     it shards them, or the weights served are not block FP8, or the model is not MoE)."""
-    q = arch.quantization
-    if q is not None:
-        block = q.group_size if q.scheme == "fp8-block" and q.group_size and q.group_size > 0 else None
-    else:  # a natively block-FP8 model served in its own format
-        block = NATIVE_BLOCK if arch.native_quantization == "fp8-block" and precision == "fp8" else None
-    if block is None or not arch.is_moe or not arch.moe_intermediate_size:
-        return None
-    return _experts_problem(arch, block, tp, data_parallel, expert_parallel, vllm_version,
-                            f"{arch.hf_id}'s {block} x {block} FP8 blocks")
-
-
-def _experts_problem(arch: ModelArchitecture, block: int, tp: int, data_parallel: int, expert_parallel: bool,
-                     vllm_version: str | None, named: str) -> str | None:
+    block = fp8_block(arch, precision)  # block_n = block_k: every block-FP8 checkpoint gpuopt reads is square
     moe = arch.moe_intermediate_size or 0
     shards = 1 if expert_parallel else tp * data_parallel
-    if moe % shards:
-        return None  # the divisibility check of memory.validate names it
+    if block is None or not arch.is_moe or not moe or moe % shards:
+        return None  # an indivisible split is memory.validate's own check
     slice_ = moe // shards
     if slice_ % block == 0:
         return None
@@ -67,5 +64,5 @@ def _experts_problem(arch: ModelArchitecture, block: int, tp: int, data_parallel
     else:
         how = f"vLLM {release} needs whole blocks (it refines them from 0.29)"
     split = f"TP {tp} x DP {data_parallel}" if data_parallel > 1 else f"TP {tp}"
-    return (f"{named}: each expert's intermediate size, {moe:,} / {split} = {slice_:,}, is not a multiple of "
-            f"{block} ({how}); use a TP whose slice is, or --enable-expert-parallel")
+    return (f"{arch.hf_id}'s {block} x {block} FP8 blocks: each expert's intermediate size, {moe:,} / {split} = "
+            f"{slice_:,}, is not a multiple of {block} ({how}); use a TP whose slice is, or --enable-expert-parallel")
