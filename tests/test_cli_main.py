@@ -46,7 +46,8 @@ def _modules_after(code: str) -> set[str]:
 def test_help_lists_every_command_without_importing_one():
     loaded = _modules_after("from gpuopt.cli.main import cli\ntry:\n    cli(['--help'])\nexcept SystemExit:\n    pass")
     assert not {m for m in loaded if m.startswith("gpuopt.") and m not in
-                ("gpuopt.cli", "gpuopt.cli.main", "gpuopt.cli.terminal", "gpuopt.errors", "gpuopt.vocabulary")}
+                ("gpuopt.cli", "gpuopt.cli.main", "gpuopt.cli.terminal", "gpuopt.errors", "gpuopt.vocabulary",
+                 "gpuopt.text")}
     assert not {"pandas", "pulp", "pydantic", "matplotlib", "rich", "yaml"} & loaded
     result = run("--help")
     for name, entry in COMMANDS.items():

@@ -301,3 +301,15 @@ def test_the_flag_reader_takes_0_8s_argparse_choices_where_no_literal_alias_exis
     assert tool.block_sizes(config, arg_utils) == [8, 16]
     config.write_text("from typing import Literal\nCacheDType = Literal['auto', 'fp8_e5m2']\n")
     assert tool.kv_cache_dtypes(config, arg_utils) == ["auto", "fp8_e5m2"]  # the alias wins where it exists
+
+
+def test_a_model_name_cannot_end_the_comment_and_start_a_command():
+    """The comment after a command quotes the model's name, which a workload sets (`model: {config: ..., name:
+    ...}`): a line break in it would end the comment, and a pasted line would run the rest as a command."""
+    evil = get_model(L70).model_copy(update={"hf_id": "evil\ntouch /tmp/pwned #\x1b[2J"})
+    one_node = vllm_command(evil, config(L70, "int8", tp=2))
+    assert "\n" not in one_node and "\x1b" not in one_node
+    assert "# no int8 checkpoint of evil\\x0atouch /tmp/pwned #\\x1b[2J is known to gpuopt" in one_node
+    two_nodes = vllm_command(evil, config(L70, "int8", tp=16), gpus_per_node=8)
+    assert all(line.startswith(("#", "vllm serve", "ray ")) for line in two_nodes.splitlines())
+    assert "evil\\x0atouch" in two_nodes.splitlines()[0]

@@ -26,6 +26,7 @@ from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import ResolvedConfig
 from gpuopt.planner.checkpoints import WHAT_TO_PRODUCE, known_checkpoint
 from gpuopt.planner.serve_flags import supports
+from gpuopt.text import printable
 from gpuopt.vocabulary import WeightFormat
 
 NATIVE_FORMAT = {"mxfp4-experts": "mxfp4", "fp8-block": "fp8"}
@@ -108,6 +109,8 @@ def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node:
             flags.append("--fully-sharded-loras")
     base = ["vllm", "serve", repo, *flags]
     nodes = 1 if not gpus_per_node else math.ceil(gpus / gpus_per_node)
+    note = printable(note)  # it may quote the model's name: a line break would end the comment, and the shell
+    # would run the rest of it as the next command
     if nodes == 1:  # one line (a CSV cell, a copy-paste), the provenance as a trailing comment
         return _join(base) + (f"  {note}" if note else "")
     return "\n".join(([note] if note else []) + _multi_node(base, nodes, gpus_per_node or gpus, cfg.vllm_version))

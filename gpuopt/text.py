@@ -1,0 +1,18 @@
+"""Text that must stay one line: what could break it or rewrite it, shown escaped.
+
+A diagnostic on stderr and a comment after a `vllm serve` command both carry what a user wrote (a model name,
+a workload name, a flag). A newline in a shell comment ends it, and the rest runs as the next command when the
+line is pasted; an ANSI escape rewrites the terminal. So C0 and C1 controls and DEL (newlines, ANSI escapes,
+\\x1c-\\x1e and \\x85 split lines too), U+2028/U+2029 (line breaks for str.splitlines() and many viewers) and the
+bidi overrides U+202A-U+202E and U+2066-U+2069 (they reorder text) are written as backslash escapes.
+"""
+
+from __future__ import annotations
+
+_UNSAFE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))} | {
+    c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def printable(text: str) -> str:
+    """`text` as one line, with what could break or rewrite the line shown escaped."""
+    return text.translate(_UNSAFE)
