@@ -19,8 +19,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from observed_memory import ObservedRow, load_rows  # noqa: E402
 
 from gpuopt.hardware import get_gpu  # noqa: E402
+from gpuopt.physics import cuda_graphs  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
-from gpuopt.physics.memory import GIB, activation_dtype_bytes, resolve  # noqa: E402
+from gpuopt.physics.memory import GIB, activation_dtype_bytes, on_v2_runner, resolve  # noqa: E402
+from gpuopt.physics.vllm_profile import get_profile  # noqa: E402
 
 ERAS = {"0.11": ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16"), "0.17": ("0.17", "0.18", "0.19")}
 
@@ -38,7 +40,8 @@ def features(row: ObservedRow) -> list[float]:
 def distinct(rows: list[ObservedRow]) -> list[ObservedRow]:
     seen: dict[tuple[object, ...], ObservedRow] = {}
     for r in rows:
-        key = (r.model, r.gpu, r.config.tensor_parallel, r.config.precision, r.config.vllm_version,
+        key = (r.model, r.gpu, r.config.tensor_parallel, r.config.pipeline_parallel, r.config.precision,
+               r.config.vllm_version,
                r.config.max_num_seqs)
         seen.setdefault(key, r)
     return list(seen.values())
@@ -112,15 +115,53 @@ def main() -> None:
         if errors:
             print(f"  leave-one-model-out activation error: mean {np.mean(errors):.3f} GiB, "
                   f"max {np.max(errors):.3f} GiB")
-    graph_rows = distinct([r for r in rows if r.cuda_graph_gib is not None and r.config.vllm_version == "0.19"])
-    x = np.array([[1.0, get_model(r.model).num_hidden_layers / r.config.pipeline_parallel] for r in graph_rows])
-    y = np.array([r.cuda_graph_gib for r in graph_rows])
-    coef, *_ = np.linalg.lstsq(x, y, rcond=None)
-    resid = np.abs(x @ coef - y)
-    print(f"cuda_graph v0.19: base_gib={coef[0]:.4f} per_layer_gib={coef[1]:.5f} "
-          f"(mean abs error {resid.mean():.3f} GiB, max {resid.max():.3f} GiB)")
-    print(f"  fitted_on: vllm_memory_observed.csv lines {','.join(str(r.line) for r in graph_rows)}")
+    print_graphs(rows)
 
+
+def graph_features(row: ObservedRow) -> tuple[float, float, bool, bool]:
+    """(layers x capture-size share, FlashAttention 3 split buffers in GiB, MoE, V2 runner) of a logged row."""
+    arch, gpu = get_model(row.model), get_gpu(row.gpu)
+    cfg, _ = resolve(arch, gpu, row.config)
+    largest = cuda_graphs.max_capture_size(cfg.max_num_seqs, cfg.max_num_batched_tokens, gpu, cfg.vllm_version)
+    share = len(cuda_graphs.capture_sizes(largest)) / cuda_graphs.DEFAULT_SIZES
+    acc = cuda_graphs.split_accumulator_bytes(arch, gpu, cfg.tensor_parallel, largest, cfg.vllm_version,
+                                              cfg.precision) / GIB
+    v2 = on_v2_runner(get_profile(cfg.vllm_version), arch, gpu, cfg)
+    return arch.num_hidden_layers / cfg.pipeline_parallel * share, acc, arch.is_moe, v2
+
+
+def fit_graphs(rows: list[ObservedRow]) -> tuple[float, float, float]:
+    """base, per layer (dense rows), then per MoE layer on the MoE rows' residuals."""
+    dense = [r for r in rows if not graph_features(r)[2]]
+    x = np.array([[1.0, graph_features(r)[0]] for r in dense])
+    y = np.array([(r.cuda_graph_gib or 0.0) - graph_features(r)[1] for r in dense])
+    (base, per_layer), *_ = np.linalg.lstsq(x, y, rcond=None)
+    moe = [(graph_features(r), r.cuda_graph_gib or 0.0) for r in rows if graph_features(r)[2]]
+    num = sum(f[0] * (g - base - per_layer * f[0] - f[1]) for f, g in moe)
+    den = sum(f[0] ** 2 for f, _ in moe)
+    return float(base), float(per_layer), (num / den if den else 0.0)
+
+
+def print_graphs(rows: list[ObservedRow]) -> None:
+    """CUDA-graph calibrations: the V1 runner on the v0.19 start-ups, the V2 runner on the 0.27/0.28 logs that
+    run it (LoRA rows fit the LoRA set of graphs), each with its mean and worst error."""
+    logged = distinct([r for r in rows if r.cuda_graph_gib is not None and r.config.vllm_version is not None])
+    v1 = [r for r in logged if r.config.vllm_version == "0.19"]
+    v2 = [r for r in logged if graph_features(r)[3]]
+    for name, group in (("v1 (v0.19)", v1), ("v2", v2)):
+        plain = [r for r in group if not r.config.max_loras]
+        base, per_layer, moe = fit_graphs(plain)
+        lora_rows = [r for r in group if r.config.max_loras]
+        lora = (float(np.mean([((r.cuda_graph_gib or 0.0) - base - graph_features(r)[1]) / graph_features(r)[0]
+                               - per_layer for r in lora_rows])) if lora_rows else 0.0)
+        errors = []
+        for r in group:
+            f = graph_features(r)
+            pred = base + (per_layer + (moe if f[2] else 0.0) + (lora if r.config.max_loras else 0.0)) * f[0] + f[1]
+            errors.append(abs(pred - (r.cuda_graph_gib or 0.0)))
+        print(f"cuda_graph {name}: base_gib={base:.4f} per_layer_gib={per_layer:.5f} moe_per_layer_gib={moe:.5f} "
+              f"lora_per_layer_gib={lora:.5f} (mean abs error {np.mean(errors):.3f} GiB, max {np.max(errors):.3f})")
+        print(f"  fitted_on: vllm_memory_observed.csv lines {','.join(str(r.line) for r in group)}")
 
 if __name__ == "__main__":
     main()

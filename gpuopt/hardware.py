@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from gpuopt.errors import UnknownNameError
 
+GIB = 1024**3  # bytes in a GiB: the unit vLLM logs memory in, and the one gpus.csv's memory is in
+
 
 class GpuSpec(BaseModel):
     model_config = ConfigDict(frozen=True)

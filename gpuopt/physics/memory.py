@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from gpuopt.errors import InputError, NotModelledError
-from gpuopt.hardware import GpuSpec
-from gpuopt.physics import fp8_kv_backend, quant_sharding, sparse_mla, state_cache
+from gpuopt.hardware import GIB, GpuSpec
+from gpuopt.physics import cuda_graphs, fp8_kv_backend, quant_sharding, sparse_mla, state_cache
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.lora import lora_bytes, lora_problems
@@ -45,9 +45,6 @@ from gpuopt.vocabulary import (
     PerformanceMode,
     WeightFormat,
 )
-
-GIB = 1024**3
-
 
 # Bytes per quantised linear weight, scales included.
 #  int4 (AWQ/GPTQ W4A16, group size 128): 4-bit weight + an fp16 scale and a 4-bit zero point per group.
@@ -656,8 +653,17 @@ def startup_held_gib(held: StartupHeld, cfg: ResolvedConfig) -> float:
     return held.tp_multi_gib if joined else held.tp1_gib
 
 
-def cuda_graph_gib(profile: VllmProfile, layers: int) -> float:
-    return profile.cuda_graph.base_gib + profile.cuda_graph.per_layer_gib * layers
+def cuda_graph_gib(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
+                   layers: int) -> float:
+    """CUDA-graph memory of a GPU holding `layers` layers (cuda_graphs.graph_gib), on the calibration of the
+    model runner that captures them."""
+    runner = profile.v2_model_runner
+    calibration = profile.cuda_graph
+    if runner is not None and runner.cuda_graph is not None and on_v2_runner(profile, arch, gpu, cfg):
+        calibration = runner.cuda_graph
+    return cuda_graphs.graph_gib(calibration, arch, gpu, layers=layers, tp=cfg.tensor_parallel,
+                                 max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
+                                 vllm_version=cfg.vllm_version, precision=cfg.precision, lora=cfg.max_loras > 0)
 
 
 def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
@@ -895,7 +901,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         if profile.startup_held is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
             nt += startup_held_gib(profile.startup_held, cfg)
             a += cfg.max_num_batched_tokens * arch.hidden_size * act_b / GIB  # the runner's inputs_embeds
-        cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, len(layers))
+        cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, arch, gpu, cfg, len(layers))
         ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
         startup = transient = margin = 0.0
         if cfg.kv_cache_memory_bytes:  # set, not measured: vLLM reserves exactly this (gpu_worker.py)

@@ -36,12 +36,16 @@ class ActivationCalibration(BaseModel):
 
 
 class CudaGraphCalibration(BaseModel):
-    """CUDA-graph pool per GPU: a fixed part plus a part per decoder layer on the stage."""
+    """CUDA-graph memory per GPU (physics/cuda_graphs.py): a fixed part plus a part per decoder layer on the
+    stage at the default 51 capture sizes -- more per layer for MoE layers, and a LoRA-kernel set of graphs
+    per layer when LoRA is on. FlashAttention 3's split buffers are computed, not fitted."""
 
     model_config = ConfigDict(frozen=True)
 
     base_gib: float
     per_layer_gib: float
+    moe_per_layer_gib: float = 0.0
+    lora_per_layer_gib: float = 0.0
     fitted_on: str
 
 
@@ -146,6 +150,7 @@ class V2ModelRunner(BaseModel):
     profiles_graphs: bool = False
     sampler_warmup: bool = False
     rocm_v1_architectures: tuple[str, ...] = ()
+    cuda_graph: CudaGraphCalibration | None = None  # the V2 runner's graphs; None: the profile's (V1) figures
 
     def runs(self, architecture: str | None, moe: bool, hybrid: bool, quantized: bool, rocm: bool = False) -> bool:
         """Whether a model of this class and shape starts on the V2 runner (a class gpuopt does not know is
