@@ -24,6 +24,8 @@ def test_the_default_capture_list_is_vllms_51_sizes() -> None:
     assert len(sizes) == 51 and sizes[:5] == [1, 2, 4, 8, 16] and sizes[-2:] == [496, 512]
     assert cuda_graphs.capture_sizes(16) == [1, 2, 4, 8, 16]  # --max-num-seqs 8
     assert cuda_graphs.capture_sizes(3) == [1, 2]
+    # --performance-mode interactivity: 1..32 (32) + 40..248 by 8 (27) + 256..512 by 16 (17)
+    assert len(cuda_graphs.capture_sizes(512, interactivity=True)) == 76
 
 
 def test_the_largest_capture_is_twice_the_sequences_capped_by_the_ceiling_and_the_token_budget() -> None:
@@ -54,6 +56,9 @@ def test_graphs_grow_with_layers_capture_sizes_moe_and_lora() -> None:
     assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, **kw) == pytest.approx(0.42)
     # with LoRA a second set runs its kernels: + 0.03 x 32
     assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, lora=True, **kw) == pytest.approx(1.38)
+    # before 0.12 only the LoRA set: 0.1 + 0.03 x 32
+    old = {**kw, "vllm_version": "0.11"}
+    assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, lora=True, **old) == pytest.approx(1.06)
     # --max-num-seqs 8: 5 of the 51 sizes
     few = {**kw, "max_num_seqs": 8}
     assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, **few) == pytest.approx(0.1 + 0.32 * 5 / 51)
@@ -69,6 +74,13 @@ def test_more_sequences_or_layers_never_take_less_graph_memory(seqs: int, more: 
     low = cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers, max_num_seqs=seqs, **kw)
     assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers, max_num_seqs=seqs + more, **kw) >= low
     assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers + 1, max_num_seqs=seqs, **kw) > low
+
+
+def test_interactivity_mode_captures_more_graphs() -> None:
+    """76 sizes instead of 51: Llama-3.1-8B on an H100 at 0.33, 0.0937 + 0.01109 x 32 x 76 / 51 + 0.25."""
+    cfg = ServingConfig(max_model_len=8192, vllm_version="0.33", performance_mode="interactivity")
+    assert estimate(L8, H100, cfg).binding_rank.cuda_graph_gib == pytest.approx(
+        0.0937 + 0.01109 * 32 * 76 / 51 + 0.25, abs=1e-6)
 
 
 def test_the_runner_that_captures_picks_the_calibration() -> None:

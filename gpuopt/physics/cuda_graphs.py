@@ -39,6 +39,7 @@ MAX_SPLITS = 32  # flash_attn_max_num_splits_for_cuda_graph (VLLM_FLASH_ATTN_MAX
 FULL_GRAPHS_FIRST = (0, 11)  # cudagraph_mode FULL_AND_PIECEWISE becomes the V1 default
 FA_MLA_FIRST = (0, 12)  # FLASH_ATTN_MLA heads the MLA priority list off Blackwell (0.11 chose FlashMLA)
 BLACKWELL_1024_FIRST = (0, 28)  # 1024 as the default capture ceiling on SM 10.x
+LORA_TWO_SETS_FIRST = (0, 12)  # cudagraph_specialize_lora: graphs without adapters as well as with them
 HOPPER = 90
 FA3_MAX_HEAD = 256
 
@@ -51,10 +52,11 @@ def max_capture_size(max_num_seqs: int, max_num_batched_tokens: int, gpu: GpuSpe
     return max(1, min(2 * max_num_seqs, ceiling, max_num_batched_tokens))
 
 
-def capture_sizes(largest: int) -> list[int]:
-    """1, 2, 4, then multiples of 8 below 256, then of 16, up to `largest` (vLLM also appends the token budget
-    when it is below 512 and off that grid: one graph more, left out)."""
-    sizes = [s for s in (1, 2, 4) if s <= largest]
+def capture_sizes(largest: int, interactivity: bool = False) -> list[int]:
+    """1, 2, 4, then multiples of 8 below 256, then of 16, up to `largest`; `--performance-mode interactivity`
+    (0.17+) captures every size up to 32 instead of 1, 2, 4, 8..32, for less padding at small batches (vLLM
+    also appends the token budget when it is below 512 and off that grid: one graph more, left out)."""
+    sizes = list(range(1, min(largest, 32) + 1)) if interactivity else [s for s in (1, 2, 4) if s <= largest]
     sizes += list(range(8, min(largest + 1, 256), 8))
     sizes += list(range(256, largest + 1, 16))
     return sorted(set(sizes))
@@ -79,13 +81,17 @@ def split_accumulator_bytes(arch: ModelArchitecture, gpu: GpuSpec, tp: int, larg
 
 def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, *, layers: int, tp: int,
               max_num_seqs: int, max_num_batched_tokens: int, vllm_version: str, precision: str,
-              lora: bool = False) -> float:
-    """CUDA-graph memory of one GPU holding `layers` decoder layers. With LoRA vLLM captures every size twice,
-    without adapters and with all slots active (`get_lora_capture_cases`: [0, max_loras + 1], since
-    `specialize_active_lora` is off by default), and the second set runs the LoRA kernels as well."""
+              lora: bool = False, interactivity: bool = False) -> float:
+    """CUDA-graph memory of one GPU holding `layers` decoder layers. With LoRA vLLM captures every size twice
+    from 0.12, without adapters and with all slots active (`cudagraph_specialize_lora`; `get_lora_capture_cases`:
+    [0, max_loras + 1], since `specialize_active_lora` is off by default), the second set running the LoRA
+    kernels as well; before 0.12 only the LoRA set."""
     largest = max_capture_size(max_num_seqs, max_num_batched_tokens, gpu, vllm_version)
-    share = len(capture_sizes(largest)) / DEFAULT_SIZES
-    per_layer = (calibration.per_layer_gib + (calibration.moe_per_layer_gib if arch.is_moe else 0.0)
+    share = len(capture_sizes(largest, interactivity)) / DEFAULT_SIZES
+    plain = calibration.per_layer_gib
+    if lora and release_key(vllm_version) < LORA_TWO_SETS_FIRST:
+        plain = 0.0
+    per_layer = (plain + (calibration.moe_per_layer_gib if arch.is_moe else 0.0)
                  + (calibration.lora_per_layer_gib if lora else 0.0))
     return (calibration.base_gib + per_layer * layers * share
             + split_accumulator_bytes(arch, gpu, tp, largest, vllm_version, precision) / GIB)

@@ -128,6 +128,7 @@ class ResolvedConfig:
     extensible_kv_cache: bool = False  # sized after warmup (0.34's default) rather than estimated
     kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: the KV cache set, per GPU
     enable_prefix_caching: bool = True  # resolved: vLLM's default for the model and release when unset
+    performance_mode: PerformanceMode = "balanced"  # `interactivity` captures every batch size up to 32
 
     @property
     def gpus(self) -> int:
@@ -392,6 +393,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         kv_cache_memory_bytes=cfg.kv_cache_memory_bytes,
         enable_prefix_caching=(state_cache.prefix_caching_default(arch, cfg.vllm_version or profile.version)
                                if cfg.enable_prefix_caching is None else cfg.enable_prefix_caching),
+        performance_mode=cfg.performance_mode,
     )
     if (v0 := v0_fallback(arch, gpu, resolved, profile)) is not None:
         raise NotModelledError(f"vLLM {resolved.vllm_version} starts its V0 engine for {v0}, which gpuopt does not "
@@ -663,7 +665,8 @@ def cuda_graph_gib(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, 
         calibration = runner.cuda_graph
     return cuda_graphs.graph_gib(calibration, arch, gpu, layers=layers, tp=cfg.tensor_parallel,
                                  max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
-                                 vllm_version=cfg.vllm_version, precision=cfg.precision, lora=cfg.max_loras > 0)
+                                 vllm_version=cfg.vllm_version, precision=cfg.precision, lora=cfg.max_loras > 0,
+                                 interactivity=cfg.performance_mode == "interactivity")
 
 
 def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
