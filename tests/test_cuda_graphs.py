@@ -48,6 +48,9 @@ def test_flashattention_3_split_buffers_only_on_hopper_from_0_11() -> None:
     lite = get_model("deepseek-ai/DeepSeek-V2-Lite-Chat")
     assert cuda_graphs.split_accumulator_bytes(lite, H100, 1, 512, "0.19", "bf16") / GIB == 0.5
     assert cuda_graphs.split_accumulator_bytes(lite, H100, 1, 512, "0.11", "bf16") == 0.0  # FlashMLA
+    # an attention-free stack (Mamba layers only) runs no attention backend
+    mamba = L8.model_copy(update={"layer_pattern": "M" * 32})
+    assert cuda_graphs.split_accumulator_bytes(mamba, H100, 1, 512, "0.33", "bf16") == 0.0
 
 
 def test_graphs_grow_with_layers_capture_sizes_moe_and_lora() -> None:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from gpuopt.hardware import GIB, GpuSpec
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import CudaGraphCalibration, release_key
+from gpuopt.vocabulary import KV_LAYER_KINDS
 
 DEFAULT_SIZES = 51  # capture sizes at the defaults (max 512): what the calibrations' per-layer figures are for
 MAX_SPLITS = 32  # flash_attn_max_num_splits_for_cuda_graph (VLLM_FLASH_ATTN_MAX_NUM_SPLITS_FOR_CUDA_GRAPH)
@@ -67,6 +68,8 @@ def split_accumulator_bytes(arch: ModelArchitecture, gpu: GpuSpec, tp: int, larg
     """FlashAttention 3's fp32 split-KV buffers in the largest full graph; 0 where vLLM does not run it."""
     if gpu.compute_capability != HOPPER or release_key(vllm_version) < FULL_GRAPHS_FIRST or precision == "fp32":
         return 0.0
+    if not any(kind in KV_LAYER_KINDS for kind in arch.layer_kinds()):
+        return 0.0  # attention-free (Mamba only): no attention backend runs
     heads = max(1, arch.num_attention_heads // tp)
     if arch.is_mla:
         if release_key(vllm_version) < FA_MLA_FIRST or not arch.kv_lora_rank or arch.index_head_dim:
