@@ -118,50 +118,67 @@ def main() -> None:
     print_graphs(rows)
 
 
-def graph_features(row: ObservedRow) -> tuple[float, float, bool, bool]:
-    """(layers x capture-size share, FlashAttention 3 split buffers in GiB, MoE, V2 runner) of a logged row."""
+def graph_features(row: ObservedRow) -> tuple[float, float, str, bool]:
+    """(layers x capture-size share, FlashAttention 3 split buffers in GiB, layer kind -- dense, moe or mxfp4
+    experts --, V2 runner) of a logged row."""
     arch, gpu = get_model(row.model), get_gpu(row.gpu)
     cfg, _ = resolve(arch, gpu, row.config)
     largest = cuda_graphs.max_capture_size(cfg.max_num_seqs, cfg.max_num_batched_tokens, gpu, cfg.vllm_version)
     share = len(cuda_graphs.capture_sizes(largest)) / cuda_graphs.DEFAULT_SIZES
     acc = cuda_graphs.split_accumulator_bytes(arch, gpu, cfg.tensor_parallel, largest, cfg.vllm_version,
                                               cfg.precision) / GIB
+    kind = ("mxfp4" if cfg.precision == "mxfp4" else "moe") if arch.is_moe else "dense"
     v2 = on_v2_runner(get_profile(cfg.vllm_version), arch, gpu, cfg)
-    return arch.num_hidden_layers / cfg.pipeline_parallel * share, acc, arch.is_moe, v2
+    return arch.num_hidden_layers / cfg.pipeline_parallel * share, acc, kind, v2
 
 
-def fit_graphs(rows: list[ObservedRow]) -> tuple[float, float, float]:
-    """base, per layer (dense rows), then per MoE layer on the MoE rows' residuals."""
-    dense = [r for r in rows if not graph_features(r)[2]]
+def fit_graphs(rows: list[ObservedRow]) -> tuple[float, float, dict[str, float]]:
+    """base and per layer on the dense rows, then the extra per layer of each kind of expert layer on its rows'
+    residuals (no rows: none)."""
+    dense = [r for r in rows if graph_features(r)[2] == "dense"]
     x = np.array([[1.0, graph_features(r)[0]] for r in dense])
     y = np.array([(r.cuda_graph_gib or 0.0) - graph_features(r)[1] for r in dense])
     (base, per_layer), *_ = np.linalg.lstsq(x, y, rcond=None)
-    moe = [(graph_features(r), r.cuda_graph_gib or 0.0) for r in rows if graph_features(r)[2]]
-    num = sum(f[0] * (g - base - per_layer * f[0] - f[1]) for f, g in moe)
-    den = sum(f[0] ** 2 for f, _ in moe)
-    return float(base), float(per_layer), (num / den if den else 0.0)
+    extra = {}
+    for kind in ("moe", "mxfp4"):
+        kind_rows = [(graph_features(r), r.cuda_graph_gib or 0.0) for r in rows if graph_features(r)[2] == kind]
+        num = sum(f[0] * (g - base - per_layer * f[0] - f[1]) for f, g in kind_rows)
+        den = sum(f[0] ** 2 for f, _ in kind_rows)
+        extra[kind] = num / den if den else 0.0
+    return float(base), float(per_layer), extra
 
 
 def print_graphs(rows: list[ObservedRow]) -> None:
     """CUDA-graph calibrations: the V1 runner on the v0.19 start-ups, the V2 runner on the 0.27/0.28 logs that
-    run it (LoRA rows fit the LoRA set of graphs), each with its mean and worst error."""
+    run it (LoRA rows fit the LoRA set of graphs), each with its mean and worst error, and the V1 figures on
+    the v0.10.1 A100 logs neither fit sees."""
     logged = distinct([r for r in rows if r.cuda_graph_gib is not None and r.config.vllm_version is not None])
     v1 = [r for r in logged if r.config.vllm_version == "0.19"]
     v2 = [r for r in logged if graph_features(r)[3]]
+    held_out = [r for r in logged if (r.config.vllm_version or "").startswith("0.10")]
+    v1_fit = None
     for name, group in (("v1 (v0.19)", v1), ("v2", v2)):
         plain = [r for r in group if not r.config.max_loras]
-        base, per_layer, moe = fit_graphs(plain)
+        base, per_layer, extra = fit_graphs(plain)
+        v1_fit = v1_fit or (base, per_layer, extra)
         lora_rows = [r for r in group if r.config.max_loras]
         lora = (float(np.mean([((r.cuda_graph_gib or 0.0) - base - graph_features(r)[1]) / graph_features(r)[0]
                                - per_layer for r in lora_rows])) if lora_rows else 0.0)
-        errors = []
-        for r in group:
-            f = graph_features(r)
-            pred = base + (per_layer + (moe if f[2] else 0.0) + (lora if r.config.max_loras else 0.0)) * f[0] + f[1]
-            errors.append(abs(pred - (r.cuda_graph_gib or 0.0)))
-        print(f"cuda_graph {name}: base_gib={base:.4f} per_layer_gib={per_layer:.5f} moe_per_layer_gib={moe:.5f} "
+        errors = [abs(_graph_prediction(r, base, per_layer, extra, lora) - (r.cuda_graph_gib or 0.0)) for r in group]
+        print(f"cuda_graph {name}: base_gib={base:.4f} per_layer_gib={per_layer:.5f} "
+              f"moe_per_layer_gib={extra['moe']:.5f} mxfp4_moe_per_layer_gib={extra['mxfp4']:.5f} "
               f"lora_per_layer_gib={lora:.5f} (mean abs error {np.mean(errors):.3f} GiB, max {np.max(errors):.3f})")
         print(f"  fitted_on: vllm_memory_observed.csv lines {','.join(str(r.line) for r in group)}")
+    if v1_fit and held_out:
+        errors = [abs(_graph_prediction(r, *v1_fit, 0.0) - (r.cuda_graph_gib or 0.0)) for r in held_out]
+        print(f"  v1 figures on the v0.10.1 A100 logs (in neither fit): mean abs error {np.mean(errors):.3f} GiB, "
+              f"max {np.max(errors):.3f} (lines {','.join(str(r.line) for r in held_out)})")
+
+
+def _graph_prediction(row: ObservedRow, base: float, per_layer: float, extra: dict[str, float], lora: float) -> float:
+    layers, acc, kind, _ = graph_features(row)
+    return base + (per_layer + extra.get(kind, 0.0) + (lora if row.config.max_loras else 0.0)) * layers + acc
+
 
 if __name__ == "__main__":
     main()

@@ -14,8 +14,8 @@ from gpuopt.physics.vllm_profile import CudaGraphCalibration
 
 H100, A100, L4, B200 = (get_gpu(g) for g in ("H100-SXM-80GB", "A100-SXM-80GB", "L4-24GB", "B200-180GB"))
 L8 = get_model("meta-llama/Llama-3.1-8B-Instruct")
-FLAT = CudaGraphCalibration(base_gib=0.1, per_layer_gib=0.01, moe_per_layer_gib=0.02, lora_per_layer_gib=0.03,
-                            fitted_on="test")
+FLAT = CudaGraphCalibration(base_gib=0.1, per_layer_gib=0.01, moe_per_layer_gib=0.02, mxfp4_moe_per_layer_gib=0.05,
+                            lora_per_layer_gib=0.03, fitted_on="test")
 
 
 def test_the_default_capture_list_is_vllms_51_sizes() -> None:
@@ -67,6 +67,10 @@ def test_graphs_grow_with_layers_capture_sizes_moe_and_lora() -> None:
     assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, **few) == pytest.approx(0.1 + 0.32 * 5 / 51)
     mixtral = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
     assert cuda_graphs.graph_gib(FLAT, mixtral, L4, layers=32, **kw) == pytest.approx(0.1 + 0.03 * 32)
+    # MXFP4 experts (gpt-oss) run their own, longer kernel chain: 0.1 + (0.01 + 0.05) x 24
+    gpt_oss = get_model("openai/gpt-oss-20b")
+    mxfp4 = {**kw, "precision": "mxfp4"}
+    assert cuda_graphs.graph_gib(FLAT, gpt_oss, L4, layers=24, **mxfp4) == pytest.approx(0.1 + 0.06 * 24)
     # on an H100 the split buffers come on top: + 0.25 GiB
     assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=32, **kw) == pytest.approx(0.67)
 

@@ -94,7 +94,9 @@ def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: G
     plain = calibration.per_layer_gib
     if lora and release_key(vllm_version) < LORA_TWO_SETS_FIRST:
         plain = 0.0
-    per_layer = (plain + (calibration.moe_per_layer_gib if arch.is_moe else 0.0)
-                 + (calibration.lora_per_layer_gib if lora else 0.0))
+    moe = 0.0
+    if arch.is_moe:
+        moe = calibration.mxfp4_moe_per_layer_gib if precision == "mxfp4" else calibration.moe_per_layer_gib
+    per_layer = plain + moe + (calibration.lora_per_layer_gib if lora else 0.0)
     return (calibration.base_gib + per_layer * layers * share
             + split_accumulator_bytes(arch, gpu, tp, largest, vllm_version, precision) / GIB)
