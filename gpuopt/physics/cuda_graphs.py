@@ -13,7 +13,8 @@ Three parts, each from what drives it (read in the 0.11-0.34 wheels):
   0.11) FlashAttention 3 -- the backend vLLM picks on Hopper -- is told to split every decode over up to 32
   KV chunks (`flash_attn_max_num_splits_for_cuda_graph`), so the largest graph captures fp32 buffers of
   [32 splits, heads, tokens, head size] ("Setting num_splits > 1 may increase the memory usage, because the
-  intermediate buffers of size [num_splits, num_heads, num_tokens, head_size] are allocated", flash_attn.py).
+  intermediate buffers of size [num_splits, num_heads, num_tokens, head_size] are allocated", flash_attn.py),
+  tokens being the largest full graph's: a decode batch, so at most max_num_seqs.
   They are freed after each layer and reused, so one set is held: 32 x 512 x heads per GPU x head size x 4 B
   -- 0.25 GiB for 32 heads of 128, 0.125 GiB at TP 2. Fitted freely on the 19 v0.19 H100 start-ups the
   coefficient comes out at 0.251 GiB per 4,096 head x head-size values, the physical 0.25, and it explains why
@@ -90,7 +91,11 @@ def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: G
     [0, max_loras + 1], since `specialize_active_lora` is off by default), the second set running the LoRA
     kernels as well; before 0.12 only the LoRA set."""
     largest = max_capture_size(max_num_seqs, max_num_batched_tokens, gpu, vllm_version)
-    share = len(capture_sizes(largest, interactivity)) / DEFAULT_SIZES
+    sizes = capture_sizes(largest, interactivity)
+    share = len(sizes) / DEFAULT_SIZES
+    # the full graphs are decode batches, one token a sequence: no larger than max_num_seqs
+    # (CudagraphDispatcher: "cudagraph_capture_sizes_for_decode ... x <= max_num_tokens")
+    decode_largest = max((s for s in sizes if s <= max_num_seqs), default=0)
     plain = calibration.per_layer_gib
     if lora and release_key(vllm_version) < LORA_TWO_SETS_FIRST:
         plain = 0.0
@@ -99,4 +104,4 @@ def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: G
         moe = calibration.mxfp4_moe_per_layer_gib if precision == "mxfp4" else calibration.moe_per_layer_gib
     per_layer = plain + moe + (calibration.lora_per_layer_gib if lora else 0.0)
     return (calibration.base_gib + per_layer * layers * share
-            + split_accumulator_bytes(arch, gpu, tp, largest, vllm_version, precision) / GIB)
+            + split_accumulator_bytes(arch, gpu, tp, decode_largest, vllm_version, precision) / GIB)
