@@ -1,7 +1,7 @@
 """The memory vLLM's CUDA graphs hold on each GPU: what the KV budget loses to them from 0.20 (where vLLM
 subtracts its own estimate of it) and what a GPU holds beyond the budget before then.
 
-Three parts, each from what drives it (read in the 0.11-0.34 wheels):
+Its parts, each from what drives it (read in the 0.11-0.34 wheels):
 
 - **One graph per capture size and mode.** vLLM captures its decode and mixed batches at the sizes
   `VllmConfig._set_cudagraph_sizes` lists: 1, 2, 4, multiples of 8 to 248, then of 16, up to
@@ -15,12 +15,15 @@ Three parts, each from what drives it (read in the 0.11-0.34 wheels):
   [32 splits, heads, tokens, head size] ("Setting num_splits > 1 may increase the memory usage, because the
   intermediate buffers of size [num_splits, num_heads, num_tokens, head_size] are allocated", flash_attn.py),
   tokens being the largest full graph's: a decode batch, so at most max_num_seqs.
-  They are freed after each layer and reused, so one set is held: 32 x 512 x heads per GPU x head size x 4 B
-  -- 0.25 GiB for 32 heads of 128, 0.125 GiB at TP 2. Fitted freely on the 19 v0.19 H100 start-ups the
-  coefficient comes out at 0.251 GiB per 4,096 head x head-size values, the physical 0.25, and it explains why
-  those logs fall with TP (Llama-3.1-8B 0.91 / 0.76 / 0.67 GiB at TP 1 / 2 / 4) where a per-layer rule
-  cannot. FlashAttention 2 (Ampere, Ada, consumer Blackwell) is given no split bound and allocates none; MLA
-  on Hopper runs FlashAttention 3's MLA kernel first (0.12+), whose value head is the 512-wide latent.
+  They are freed after each layer and reused, so one set is held: 32 x 512 (the H100's defaults) x heads per GPU x
+  head size x 4 B -- 0.25 GiB for 32 heads of 128, 0.125 GiB at TP 2. Fitted freely on the 19 v0.19 H100 start-ups
+  the coefficient comes out at 0.251 GiB per 4,096 head x head-size values, the physical 0.25, and it explains why
+  those logs fall with TP (Llama-3.1-8B 0.91 / 0.76 / 0.67 GiB at TP 1 / 2 / 4) where a per-layer rule cannot.
+  FlashAttention 2 (Ampere, Ada, consumer Blackwell) is given no split bound and allocates none; MLA on Hopper
+  runs FlashAttention 3's MLA kernel first (0.12+), whose value head is the 512-wide latent.
+- **Expert layers** add to the per-layer figure by the kernels their experts launch (Triton's fused MoE, or the
+  longer MXFP4 chain of gpt-oss), and **LoRA** captures a second set of graphs running its kernels (0.12+;
+  before, only that set) -- fitted, see CudaGraphCalibration.
 - **A fixed part**, the graph pool's first capture.
 
 The V1 model runner's graphs are fitted on the v0.19 H100 start-ups, the V2 runner's on the 0.27/0.28 logs
