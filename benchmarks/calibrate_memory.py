@@ -10,6 +10,7 @@ predictive accuracy. Each distinct (model, TP, precision, release) configuration
 from __future__ import annotations
 
 import sys
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -121,6 +122,7 @@ def main() -> None:
 NO_FIT = CudaGraphCalibration(base_gib=0.0, per_layer_gib=0.0, fitted_on="none")
 
 
+@cache  # each fit reads a row's features several times; resolving the row once is enough
 def graph_features(row: ObservedRow) -> tuple[float, float, str, bool]:
     """(layers x capture-size share, FlashAttention 3 split buffers in GiB, layer kind -- dense, moe or mxfp4
     experts --, V2 runner) of a logged row."""

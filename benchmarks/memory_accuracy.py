@@ -24,7 +24,14 @@ from observed_memory import ObservedRow, ape, load_rows, print_skipped  # noqa: 
 
 from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
-from gpuopt.physics.memory import ServingConfig, estimate, estimate_resolved, on_v2_runner, resolve  # noqa: E402
+from gpuopt.physics.memory import (  # noqa: E402
+    MemoryEstimate,
+    ServingConfig,
+    estimate,
+    estimate_resolved,
+    on_v2_runner,
+    resolve,
+)
 from gpuopt.physics.vllm_profile import ActivationCalibration, get_profile  # noqa: E402
 
 TARGETS = {"kv_tokens": 3.0, "weights": 1.0}
@@ -122,18 +129,17 @@ def issue_cases() -> None:
     print()
 
 
-def graph_memory(rows: list[ObservedRow]) -> None:
+def graph_memory(estimated: list[tuple[ObservedRow, MemoryEstimate]]) -> None:
     """CUDA-graph memory against the logs that state it. None of these logs subtracts it from the KV budget
     (v0.19 and before, or the V2 runner before 0.29), which is why the KV figures above do not test it; from
     0.29 every model's KV budget loses it. The v0.11 rows are left out: their source measured the memory
     change during capture after a fixed KV cache ("negative = freed"), not the graphs' pool."""
     print("CUDA-graph memory per GPU, predicted / logged GiB")
     errors: dict[str, list[float]] = {"H100": [], "non-H100": []}
-    for row in rows:
+    for row, est in estimated:
         if row.cuda_graph_gib is None or row.config.vllm_version == "0.11":
             continue
         arch, gpu = get_model(row.model), get_gpu(row.gpu)
-        est = estimate(arch, gpu, row.config)
         pred = est.ranks[0].cuda_graph_gib
         runner = "V2" if on_v2_runner(get_profile(est.config.vllm_version), arch, gpu, est.config) else "V1"
         errors["H100" if row.gpu.startswith("H100") else "non-H100"].append(abs(pred - row.cuda_graph_gib))
@@ -155,9 +161,11 @@ def main() -> int:
               f"{'weights p/o':>13} {'act p/o':>11} {'kv GiB p/o':>13} {'kv tokens p/o':>19}")
     print(header)
     print("-" * len(header))
+    estimated = []
     for row in rows:
         arch, gpu = get_model(row.model), get_gpu(row.gpu)
         est = estimate(arch, gpu, row.config)
+        estimated.append((row, est))
         rank = est.ranks[0]  # logs report the first worker (rank 0, stage 0)
         cfg = est.config
         errors = groups["H100" if row.gpu.startswith("H100") else "non-H100"]
@@ -191,7 +199,7 @@ def main() -> int:
               f"{len(own[0])} rows; the model without gpus.csv's total): {statistics.fmean(own[0]):.2f} % mean")
     print()
     leave_one_gpu_out(rows)
-    graph_memory(rows)
+    graph_memory(estimated)
     issue_cases()
     print_skipped(skipped)
     return 0 if ok else 1

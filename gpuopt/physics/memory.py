@@ -27,6 +27,7 @@ from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_ca
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
 from gpuopt.physics.vllm_profile import (
+    CudaGraphCalibration,
     StartupHeld,
     VllmProfile,
     get_profile,
@@ -655,14 +656,9 @@ def startup_held_gib(held: StartupHeld, cfg: ResolvedConfig) -> float:
     return held.tp_multi_gib if joined else held.tp1_gib
 
 
-def cuda_graph_gib(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
+def cuda_graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
                    layers: int) -> float:
-    """CUDA-graph memory of a GPU holding `layers` layers (cuda_graphs.graph_gib), on the calibration of the
-    model runner that captures them."""
-    runner = profile.v2_model_runner
-    calibration = profile.cuda_graph
-    if runner is not None and runner.cuda_graph is not None and on_v2_runner(profile, arch, gpu, cfg):
-        calibration = runner.cuda_graph
+    """CUDA-graph memory of a GPU holding `layers` layers (cuda_graphs.graph_gib)."""
     return cuda_graphs.graph_gib(calibration, arch, gpu, layers=layers, tp=cfg.tensor_parallel,
                                  max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                  vllm_version=cfg.vllm_version, precision=cfg.precision, lora=cfg.max_loras > 0,
@@ -679,19 +675,29 @@ def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cf
                        rocm=gpu.compute_capability is None)  # no CUDA compute capability: an AMD GPU
 
 
-def graphs_in_budget(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
+# What the runner a model starts on (`v2`: on_v2_runner) decides of its memory.
+
+def graph_calibration(profile: VllmProfile, v2: bool) -> CudaGraphCalibration:
+    """The CUDA-graph calibration of the model runner that captures the graphs."""
+    runner = profile.v2_model_runner
+    if v2 and runner is not None and runner.cuda_graph is not None:
+        return runner.cuda_graph
+    return profile.cuda_graph
+
+
+def graphs_in_budget(profile: VllmProfile, v2: bool) -> bool:
     """Whether vLLM subtracts its CUDA-graph estimate from the KV budget: from 0.20, except for models that
     0.22-0.28 run on the V2 model runner, whose estimate was a stub returning 0 (V2ModelRunner.profiles_graphs)."""
     if not profile.cudagraph_in_budget:
         return False
     runner = profile.v2_model_runner
-    return runner is None or runner.profiles_graphs or not on_v2_runner(profile, arch, gpu, cfg)
+    return runner is None or runner.profiles_graphs or not v2
 
 
-def v2_greedy_sampler(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
+def v2_greedy_sampler(profile: VllmProfile, v2: bool) -> bool:
     """Whether the profiling run's sampler is the V2 runner's greedy dummy pass (0.22-0.32: V2ModelRunner)."""
     runner = profile.v2_model_runner
-    return runner is not None and not runner.sampler_warmup and on_v2_runner(profile, arch, gpu, cfg)
+    return v2 and runner is not None and not runner.sampler_warmup
 
 
 def indexer_bytes_per_token(arch: ModelArchitecture) -> float:
@@ -861,8 +867,10 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     kv_b = kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype)
     act_b = activation_dtype_bytes(arch, cfg.precision)
     dsa = dsa_format(arch, gpu, cfg)
-    in_budget = graphs_in_budget(profile, arch, gpu, cfg)
-    greedy = v2_greedy_sampler(profile, arch, gpu, cfg)
+    v2 = on_v2_runner(profile, arch, gpu, cfg)
+    in_budget = graphs_in_budget(profile, v2)
+    greedy = v2_greedy_sampler(profile, v2)
+    graphs = graph_calibration(profile, v2)
     pages = {kind: state_cache.pages_per_request(kind, arch, gpu.compute_capability, cfg.vllm_version,
                                                  cfg.enable_prefix_caching)
              for kind in STATE_LAYER_KINDS if kind in arch.layer_kind_prefix}
@@ -904,7 +912,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         if profile.startup_held is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
             nt += startup_held_gib(profile.startup_held, cfg)
             a += cfg.max_num_batched_tokens * arch.hidden_size * act_b / GIB  # the runner's inputs_embeds
-        cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(profile, arch, gpu, cfg, len(layers))
+        cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(graphs, arch, gpu, cfg, len(layers))
         ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
         startup = transient = margin = 0.0
         if cfg.kv_cache_memory_bytes:  # set, not measured: vLLM reserves exactly this (gpu_worker.py)
