@@ -124,12 +124,15 @@ NO_FIT = CudaGraphCalibration(base_gib=0.0, per_layer_gib=0.0, fitted_on="none")
 
 @cache  # each fit reads a row's features several times; resolving the row once is enough
 def graph_features(row: ObservedRow) -> tuple[float, float, str, bool]:
-    """(layers x capture-size share, FlashAttention 3 split buffers in GiB, layer kind -- dense, moe or mxfp4
-    experts --, V2 runner) of a logged row."""
+    """(layers x share of the reference graph count, FlashAttention 3 split buffers in GiB, layer kind -- dense,
+    moe or mxfp4 experts --, V2 runner) of a logged row."""
     arch, gpu = get_model(row.model), get_gpu(row.gpu)
     cfg, _ = resolve(arch, gpu, row.config)
-    largest = cuda_graphs.max_capture_size(cfg.max_num_seqs, cfg.max_num_batched_tokens, gpu, cfg.vllm_version)
-    share = len(cuda_graphs.capture_sizes(largest)) / cuda_graphs.DEFAULT_SIZES
+    fa3 = cuda_graphs.runs_flash_attention_3(arch, gpu, cfg.vllm_version, cfg.precision)
+    plan = cuda_graphs.capture_plan(cfg.cudagraphs, gpu, cfg.vllm_version, cfg.max_num_seqs,
+                                    cfg.max_num_batched_tokens, enforce_eager=cfg.enforce_eager,
+                                    full_mixed=fa3 and not arch.is_mla)
+    share = plan.graphs / cuda_graphs.REFERENCE_GRAPHS
     # the split buffers: graph_gib's own sizing with every fitted part at zero
     acc = cuda_graphs.graph_gib(NO_FIT, arch, gpu, layers=0, tp=cfg.tensor_parallel, max_num_seqs=cfg.max_num_seqs,
                                 max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_version=cfg.vllm_version,

@@ -48,6 +48,12 @@ MAX_TOKENS = 10_000_000
 PerformanceMode = Literal["balanced", "interactivity", "throughput"]
 PERFORMANCE_MODES: tuple[PerformanceMode, ...] = get_args(PerformanceMode)
 
+# vLLM's CUDAGraphMode (vllm/config/compilation.py, the 0.10.1.1-0.34.0 wheels): which graphs it captures --
+# piecewise graphs (attention run eagerly between them) for every capture size, full graphs (attention inside)
+# for every size or only for decode batches, both, or none
+CudagraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"]
+CUDAGRAPH_MODES: tuple[CudagraphMode, ...] = get_args(CudagraphMode)
+
 # ---- why a candidate is rejected ---------------------------------------------------------------------
 LatencyTarget = Literal["ttft", "tpot"]
 """A latency target of a workload: time to first token, time per output token."""

@@ -26,6 +26,62 @@ def test_the_default_capture_list_is_vllms_51_sizes() -> None:
     assert cuda_graphs.capture_sizes(3) == [1, 2]
     # --performance-mode interactivity: 1..32 (32) + 40..248 by 8 (27) + 256..512 by 16 (17)
     assert len(cuda_graphs.capture_sizes(512, interactivity=True)) == 76
+    # 0.10-0.11 step by 8 all the way: 1, 2, 4 + 8..512 by 8 (64)
+    old = cuda_graphs.capture_sizes(512, vllm_version="0.11")
+    assert len(old) == 67 and old[-3:] == [496, 504, 512]
+
+
+def test_piecewise_graphs_for_every_size_full_ones_for_decode_batches() -> None:
+    """FULL_AND_PIECEWISE (0.11+): 51 piecewise graphs, and full graphs for the sizes a decode batch takes
+    (<= max_num_seqs): all 51 at 1,024 sequences, 35 (1, 2, 4, 8..256) at 256."""
+    default = cuda_graphs.GraphSettings()
+    plan = cuda_graphs.capture_plan(default, H100, "0.19", 1024, 8192)
+    assert (len(plan.piecewise), len(plan.full), plan.graphs, plan.largest_full) == (51, 51, 102, 512)
+    plan = cuda_graphs.capture_plan(default, L4, "0.28", 256, 2048)
+    assert (len(plan.piecewise), len(plan.full), plan.largest_full) == (51, 35, 256)
+    # 0.10: piecewise only, on the 8-step grid
+    plan = cuda_graphs.capture_plan(default, A100, "0.10", 256, 2048)
+    assert (len(plan.piecewise), len(plan.full)) == (67, 0)
+
+
+def test_the_token_budget_and_the_sequences_join_the_list_where_vllm_adds_them() -> None:
+    default = cuda_graphs.GraphSettings()
+    # a 100-token budget: the grid to 96, then 100 itself (0.21+); 0.19 stops at 96
+    assert cuda_graphs.capture_plan(default, L4, "0.33", 256, 100).piecewise[-2:] == (96, 100)
+    assert cuda_graphs.capture_plan(default, L4, "0.19", 256, 100).piecewise[-1] == 96
+    # --max-num-seqs 100: 100 joins as a uniform-decode size from 0.31, and is the largest full graph
+    plan = cuda_graphs.capture_plan(default, L4, "0.33", 100, 2048)
+    assert 100 in plan.piecewise and plan.largest_full == 100
+    assert 100 not in cuda_graphs.capture_plan(default, L4, "0.29", 100, 2048).piecewise
+
+
+def test_modes_and_levels_choose_which_graphs_are_captured() -> None:
+    def plan(gpu: object = H100, version: str = "0.33", **kw: object) -> cuda_graphs.CapturePlan:
+        return cuda_graphs.capture_plan(cuda_graphs.GraphSettings(**kw), gpu, version, 1024, 8192,  # type: ignore
+                                        full_mixed=gpu is H100)
+    assert plan(mode="NONE").graphs == 0
+    assert plan(mode="PIECEWISE").full == () and plan(mode="PIECEWISE").graphs == 51
+    assert plan(mode="FULL_DECODE_ONLY").piecewise == () and plan(mode="FULL_DECODE_ONLY").graphs == 51
+    assert plan(mode="FULL").graphs == 51 and plan(mode="FULL").largest_full == 512
+    # FlashAttention 2 cannot capture mixed batches: vLLM falls back to FULL_AND_PIECEWISE
+    assert plan(A100, mode="FULL").graphs == 102
+    # -O0 nothing, -O1 piecewise only, -O2/-O3 the default (0.12+); before 0.12 the compilation level: 3 or none
+    assert [plan(optimization_level=n).graphs for n in range(4)] == [0, 51, 102, 102]
+    assert [plan(version="0.11", optimization_level=n).graphs for n in range(4)] == [0, 0, 0, 67 + 67]
+    eager = cuda_graphs.capture_plan(cuda_graphs.GraphSettings(), H100, "0.33", 1024, 8192, enforce_eager=True)
+    assert eager.graphs == 0
+    # a list replaces the grid (cut at the token budget); a ceiling cuts it
+    listed = cuda_graphs.capture_plan(cuda_graphs.GraphSettings(capture_sizes=(1, 8, 64, 9000)), H100, "0.33", 32, 8192)
+    assert (listed.piecewise, listed.full) == ((1, 8, 64), (1, 8))
+    capped = cuda_graphs.capture_plan(cuda_graphs.GraphSettings(max_capture_size=64), H100, "0.33", 1024, 8192)
+    assert capped.piecewise[-1] == 64 and len(capped.piecewise) == 11  # 1, 2, 4, 8..64
+
+
+def test_settings_vllm_refuses_are_named() -> None:
+    assert cuda_graphs.settings_problem(cuda_graphs.GraphSettings(capture_sizes=(1, 2, 8), max_capture_size=16)) \
+        is not None
+    assert cuda_graphs.settings_problem(cuda_graphs.GraphSettings(capture_sizes=(1, 2, 8), max_capture_size=8)) is None
+    assert "positive" in (cuda_graphs.settings_problem(cuda_graphs.GraphSettings(capture_sizes=())) or "")
 
 
 def test_the_largest_capture_is_twice_the_sequences_capped_by_the_ceiling_and_the_token_budget() -> None:
@@ -55,50 +111,65 @@ def test_flashattention_3_split_buffers_only_on_hopper_from_0_11() -> None:
 
 def test_graphs_grow_with_layers_capture_sizes_moe_and_lora() -> None:
     kw = {"tp": 1, "max_num_seqs": 256, "max_num_batched_tokens": 2048, "vllm_version": "0.33", "precision": "bf16"}
-    # 0.1 + 0.01 x 32 on an L4 (no split buffers)
-    assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, **kw) == pytest.approx(0.42)
-    # with LoRA a second set runs its kernels: + 0.03 x 32
-    assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, lora=True, **kw) == pytest.approx(1.38)
-    # before 0.12 only the LoRA set: 0.1 + 0.03 x 32
+    share = 86 / 102  # 256 sequences: 51 piecewise + 35 full graphs, of the reference 102
+    # 0.1 + 0.01 x 32 x 86/102 on an L4 (no split buffers)
+    assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, **kw) == pytest.approx(0.1 + 0.32 * share)
+    # with LoRA a second set runs its kernels: + 0.03 x 32 x 86/102
+    assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, lora=True, **kw) == pytest.approx(0.1 + 1.28 * share)
+    # before 0.12 only the LoRA set: 0.1 + 0.03 x 32, on 0.11's 67 piecewise (8-step grid) + 35 full = 102 graphs
     old = {**kw, "vllm_version": "0.11"}
     assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, lora=True, **old) == pytest.approx(1.06)
-    # --max-num-seqs 8: 5 of the 51 sizes
+    # --max-num-seqs 8: 5 piecewise (1, 2, 4, 8, 16) + 4 full (1, 2, 4, 8) graphs
     few = {**kw, "max_num_seqs": 8}
-    assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, **few) == pytest.approx(0.1 + 0.32 * 5 / 51)
+    assert cuda_graphs.graph_gib(FLAT, L8, L4, layers=32, **few) == pytest.approx(0.1 + 0.32 * 9 / 102)
     mixtral = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
-    assert cuda_graphs.graph_gib(FLAT, mixtral, L4, layers=32, **kw) == pytest.approx(0.1 + 0.03 * 32)
-    # MXFP4 experts (gpt-oss) run their own, longer kernel chain: 0.1 + (0.01 + 0.05) x 24
+    assert cuda_graphs.graph_gib(FLAT, mixtral, L4, layers=32, **kw) == pytest.approx(0.1 + 0.03 * 32 * share)
+    # MXFP4 experts (gpt-oss) run their own, longer kernel chain: 0.1 + (0.01 + 0.05) x 24 x 86/102
     gpt_oss = get_model("openai/gpt-oss-20b")
     mxfp4 = {**kw, "precision": "mxfp4"}
-    assert cuda_graphs.graph_gib(FLAT, gpt_oss, L4, layers=24, **mxfp4) == pytest.approx(0.1 + 0.06 * 24)
+    assert cuda_graphs.graph_gib(FLAT, gpt_oss, L4, layers=24, **mxfp4) == pytest.approx(0.1 + 0.06 * 24 * share)
     # on an H100 the split buffers come on top, sized by the largest full (decode) graph: 256 sequences, so
-    # 32 x 256 x 32 x 128 x 4 B = 0.125 GiB; with 1,024 sequences the 512-token graph, 0.25 GiB
-    assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=32, **kw) == pytest.approx(0.545)
+    # 32 x 256 x 32 x 128 x 4 B = 0.125 GiB; with 1,024 sequences the 512-token graph, 0.25 GiB (and 102 graphs)
+    assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=32, **kw) == pytest.approx(0.1 + 0.32 * share + 0.125)
     assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=32, **{**kw, "max_num_seqs": 1024}) == pytest.approx(0.67)
+    # piecewise graphs only: no full graph, so no split buffers; --enforce-eager: nothing
+    piecewise = cuda_graphs.GraphSettings(mode="PIECEWISE")
+    assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=32, settings=piecewise, **kw) == pytest.approx(
+        0.1 + 0.32 * 51 / 102)
+    assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=32, enforce_eager=True, **kw) == 0.0
 
 
 @given(st.integers(1, 2048), st.integers(1, 2048), st.integers(1, 126))
 def test_more_sequences_or_layers_never_take_less_graph_memory(seqs: int, more: int, layers: int) -> None:
-    kw = {"tp": 1, "max_num_batched_tokens": 8192, "vllm_version": "0.33", "precision": "bf16"}
+    """Up to 0.30. From 0.31 an off-grid max_num_seqs is captured as a size of its own, so 506 sequences
+    capture one graph more than 512 (vLLM's own list, tested above): there only layers are monotone."""
+    kw = {"tp": 1, "max_num_batched_tokens": 8192, "vllm_version": "0.29", "precision": "bf16"}
     low = cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers, max_num_seqs=seqs, **kw)
     assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers, max_num_seqs=seqs + more, **kw) >= low
     assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers + 1, max_num_seqs=seqs, **kw) > low
+    new = {**kw, "vllm_version": "0.33"}
+    assert cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers + 1, max_num_seqs=seqs, **new) > \
+        cuda_graphs.graph_gib(FLAT, L8, H100, layers=layers, max_num_seqs=seqs, **new)
 
 
 def test_interactivity_mode_captures_more_graphs() -> None:
-    """76 sizes instead of 51: Llama-3.1-8B on an H100 at 0.33, 0.0937 + 0.01109 x 32 x 76 / 51 + 0.25."""
+    """76 sizes instead of 51, each piecewise and full (1,024 sequences): Llama-3.1-8B on an H100 at 0.33,
+    0.0937 + 0.01315 x 32 x 152 / 102 + 0.25."""
     cfg = ServingConfig(max_model_len=8192, vllm_version="0.33", performance_mode="interactivity")
     assert estimate(L8, H100, cfg).binding_rank.cuda_graph_gib == pytest.approx(
-        0.0937 + 0.01109 * 32 * 76 / 51 + 0.25, abs=1e-6)
+        0.0937 + 0.01315 * 32 * 152 / 102 + 0.25, abs=1e-6)
 
 
 def test_the_runner_that_captures_picks_the_calibration() -> None:
     """Llama-3.1-8B on an H100: v0.19 runs the V1 runner, 0.1486 + 0.01582 x 32 + 0.25 = 0.90484 GiB; 0.33
-    the V2 runner, 0.0937 + 0.01109 x 32 + 0.25 = 0.69858 GiB; --enforce-eager none."""
+    the V2 runner, 0.0937 + 0.01315 x 32 + 0.25 = 0.7645 GiB (both 102 graphs at the H100's 1,024 sequences);
+    --enforce-eager none, -O1 (piecewise only) the 51 piecewise graphs without the split buffers."""
     def graphs(version: str, **kw: object) -> float:
         cfg = ServingConfig(max_model_len=8192, vllm_version=version, **kw)
         return estimate(L8, H100, cfg).binding_rank.cuda_graph_gib
 
     assert graphs("0.19") == pytest.approx(0.90484, abs=1e-5)
-    assert graphs("0.33") == pytest.approx(0.69858, abs=1e-5)
+    assert graphs("0.33") == pytest.approx(0.7645, abs=1e-5)
     assert graphs("0.33", enforce_eager=True) == 0.0
+    assert graphs("0.33", cudagraphs=cuda_graphs.GraphSettings(optimization_level=1)) == pytest.approx(
+        0.0937 + 0.01315 * 32 * 51 / 102, abs=1e-5)

@@ -21,9 +21,10 @@ from tests.test_serve_command import EXAMPLES, serve_lines
 L8 = "meta-llama/Llama-3.1-8B-Instruct"
 # Llama-3.1-8B on an H100 at the 8,192-token step budget (v0.19 activation and 0.27's non-torch memory, carried
 # to 0.33 and 0.34); the
-# graphs on the V2 runner's calibration: 0.0937 + 0.01109 x 32 layers + FlashAttention 3's split buffers,
-# 32 splits x 512 tokens x 32 heads x 128 x 4 B = 0.25 GiB -> 0.69858
-WEIGHTS, ACTIVATION, NON_TORCH, GRAPHS = 14.9888, 1.916, 0.34, 0.69858
+# graphs on the V2 runner's calibration: 0.0937 + 0.01315 x 32 layers (102 graphs at 1,024 sequences, the
+# reference count) + FlashAttention 3's split buffers, 32 splits x 512 tokens x 32 heads x 128 x 4 B = 0.25 GiB
+# -> 0.7645
+WEIGHTS, ACTIVATION, NON_TORCH, GRAPHS = 14.9888, 1.916, 0.34, 0.7645
 
 
 def l8(version: str, **kw: object):
@@ -33,18 +34,18 @@ def l8(version: str, **kw: object):
 
 def test_unset_utilization_sizes_from_the_device_less_startup_margin_and_transient() -> None:
     rank = l8("0.34").binding_rank
-    transient = ACTIVATION + GRAPHS  # 2.61458: the profiled peak plus the CUDA-graph estimate
-    margin = 0.75 * transient  # 1.960935, above the 1 GiB floor
-    expected = 79.19 - 0.56 - (WEIGHTS + NON_TORCH + GRAPHS) - margin - transient  # 58.027105
+    transient = ACTIVATION + GRAPHS  # 2.6805: the profiled peak plus the CUDA-graph estimate
+    margin = 0.75 * transient  # 2.010375, above the 1 GiB floor
+    expected = 79.19 - 0.56 - (WEIGHTS + NON_TORCH + GRAPHS) - margin - transient  # 57.845825
     assert rank.extensible and rank.startup_gib == 0.56
     assert rank.transient_gib == pytest.approx(transient, abs=1e-4)
     assert rank.margin_gib == pytest.approx(margin, abs=1e-4)
     assert rank.kv_cache_gib == pytest.approx(expected, abs=1e-3)
     est = l8("0.34")
     assert est.config.gpu_memory_utilization == 1.0 and est.config.block_size == 64
-    # unrounded (weights 14.988777, activation 1.915952): 58.027212 GiB / (131,072 B x 64 tokens) = 7,427.48
-    # -> 7,427 blocks; 128 blocks a request of 8,192 tokens
-    assert rank.num_blocks == 7427 and est.kv_cache_tokens == 7427 * 64
+    # unrounded (weights 14.988777, activation 1.915952): 57.845931 GiB / (131,072 B x 64 tokens) = 7,404.28
+    # -> 7,404 blocks; 128 blocks a request of 8,192 tokens
+    assert rank.num_blocks == 7404 and est.kv_cache_tokens == 7404 * 64
 
 
 def test_an_explicit_utilization_caps_the_cache_and_the_graphs_count_twice() -> None:
@@ -94,10 +95,10 @@ def test_fit_prints_the_sizing_and_says_it_is_unchecked() -> None:
     args = ["--model", L8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192", "--vllm-version", "0.34"]
     text = CliRunner().invoke(fit, args)
     assert text.exit_code == 0, text.output
-    assert ("Memory after warmup (extensible KV cache): 2.61 GiB kept for transient activations (activation + "
-            "CUDA-graph estimate), a 1.96 GiB margin (max(1 GiB, 0.75 x transient)), 0.56 GiB held before start-up "
+    assert ("Memory after warmup (extensible KV cache): 2.68 GiB kept for transient activations (activation + "
+            "CUDA-graph estimate), a 2.01 GiB margin (max(1 GiB, 0.75 x transient)), 0.56 GiB held before start-up "
             "(CUDA context, NCCL)") in text.stdout
-    assert "Available KV cache memory: 58.03 GiB" in text.stdout
+    assert "Available KV cache memory: 57.85 GiB" in text.stdout
     assert "no start-up log of this release has checked it yet" in text.stdout
     data = json.loads(CliRunner().invoke(fit, [*args, "--json"]).stdout)
     assert (data["kv_sizing"], data["startup_gib"], data["block_size"]) == ("extensible", 0.56, 64)
@@ -107,18 +108,18 @@ def test_fit_prints_the_sizing_and_says_it_is_unchecked() -> None:
 
 def test_a_model_that_does_not_fit_names_what_vllm_can_commit() -> None:
     """gemma-2-9b on an L4 (22.03 GiB) at 4,096 tokens and 512 sequences: 0.33 leaves 0.92 x 22.03 - 17.2179 -
-    1.8158 (activation) - 0.34 - 0.5595 (graphs: 0.0937 + 0.01109 x 42 layers, no FlashAttention 3 off Hopper) =
-    0.3344 GiB of KV (short of one request, but positive); 0.34 keeps the graphs twice, a margin and the start-up
-    memory: 22.03 - 0.56 - 1.7815 (margin, 0.75 x 2.3753) = 19.6885 GiB it can commit, against 17.2179 + 0.34 +
-    0.5595 + 2.3753 (activation + graphs) = 20.4927 GiB: 0.8042 GiB short."""
+    1.8158 (activation) - 0.34 - 0.6460 (graphs: 0.0937 + 0.01315 x 42 layers, 102 graphs at 512 sequences, no
+    FlashAttention 3 off Hopper) = 0.2479 GiB of KV (short of one request, but positive); 0.34 keeps the graphs
+    twice, a margin and the start-up memory: 22.03 - 0.56 - 1.84635 (margin, 0.75 x 2.4618) = 19.62365 GiB it can
+    commit, against 17.2179 + 0.34 + 0.6460 + 2.4618 (activation + graphs) = 20.6657 GiB: 1.0421 GiB short."""
     model, gpu = get_model("google/gemma-2-9b-it"), get_gpu("L4-24GB")
     old = estimate(model, gpu, ServingConfig(max_model_len=4096, max_num_seqs=512, vllm_version="0.33"))
     new = estimate(model, gpu, ServingConfig(max_model_len=4096, max_num_seqs=512, vllm_version="0.34"))
-    assert old.binding_rank.kv_cache_gib == pytest.approx(0.3344, abs=2e-3)
-    assert not new.fits and new.binding_rank.kv_cache_gib == pytest.approx(-0.8042, abs=2e-3)
-    assert new.reason == ("no memory left for the KV cache: 17.22 GiB weights + 0.34 non-torch + 0.56 CUDA graphs + "
-                          "2.38 kept for transients exceed the 19.69 GiB vLLM can commit (22.03 GiB less 0.56 held at "
-                          "start-up and a 1.78 GiB margin) by 0.80 GiB")
+    assert old.binding_rank.kv_cache_gib == pytest.approx(0.2479, abs=2e-3)
+    assert not new.fits and new.binding_rank.kv_cache_gib == pytest.approx(-1.0421, abs=2e-3)
+    assert new.reason == ("no memory left for the KV cache: 17.22 GiB weights + 0.34 non-torch + 0.65 CUDA graphs + "
+                          "2.46 kept for transients exceed the 19.62 GiB vLLM can commit (22.03 GiB less 0.56 held at "
+                          "start-up and a 1.85 GiB margin) by 1.04 GiB")
 
 
 def test_every_command_the_examples_print_for_0_34_parses_there() -> None:
@@ -188,14 +189,15 @@ def test_a_set_kv_cache_is_taken_as_is_in_every_release() -> None:
 
 
 def test_a_set_kv_cache_larger_than_the_gpu_does_not_fit() -> None:
-    """70 GiB + 14.9888 weights + 1.916 activation + 0.34 non-torch + 0.69858 graphs = 87.94 GiB > 79.19: vLLM
-    checks nothing and fails allocating it; only smaller weights help (int4 5.37 GiB: 78.32 GiB)."""
+    """70 GiB + 14.9888 weights + 1.916 activation + 0.34 non-torch + 0.7645 graphs = 88.01 GiB > 79.19: vLLM
+    checks nothing and fails allocating it; only smaller weights help (int4 5.37 GiB, on the V1 runner's 0.9048
+    GiB of graphs: 78.53 GiB)."""
     args = ["fit", "--model", L8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192",
             "--kv-cache-memory-bytes", "70G"]
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 1
     assert ("fits: NO -- --kv-cache-memory-bytes 70.00 GiB + 14.99 weights + 1.92 activation + 0.34 non-torch + "
-            "0.70 CUDA graphs need 87.94 GiB of the 79.19 GiB GPU") in result.stdout
+            "0.76 CUDA graphs need 88.01 GiB of the 79.19 GiB GPU") in result.stdout
     assert "smallest changes that fit: --precision int4; --tp 4" in result.stdout
     assert json.loads(CliRunner().invoke(cli, [*args, "--json"]).stdout)["kv_sizing"] == "set"
     bad = CliRunner().invoke(cli, [*args[:-1], "1.5G"], prog_name="gpuopt")

@@ -223,12 +223,13 @@ def test_a_closed_loop_beyond_saturation_queues_its_extra_clients():
 def test_the_kv_limit_counts_what_running_sequences_hold_on_average():
     # vLLM allocates a sequence's blocks as it grows: in steady state the running sequences hold their prompt,
     # half their output and half a block each, 200 + 800 / 2 + 16 / 2 = 608 tokens, not the 1,000 of a whole
-    # request (Qwen3-32B on one H100 has 32,512 KV tokens at 8,192 context)
+    # request (Qwen3-32B on one H100 has 31,968 KV tokens at 8,192 context: 7.8064 GiB / 256 KiB a token, in
+    # whole blocks of 16)
     r = replica(model="Qwen/Qwen3-32B")
     assert latency.held_kv_tokens(200, 800, r.config.block_size) == 608
     top = latency.max_rate(r, 200, 800)
     assert top.decode_batch * 608 == pytest.approx(r.kv_capacity_tokens, rel=1e-6)
-    assert top.decode_batch == pytest.approx(32_512 / 608, rel=1e-6)  # 53.5 sequences, not 32.5
+    assert top.decode_batch == pytest.approx(31_968 / 608, rel=1e-6)  # 52.6 sequences, not 32.0
     assert latency.at_rate(r, top.requests_per_second * 1.01, 200, 800).limit.startswith("needs ")
 
 

@@ -103,3 +103,92 @@ def test_performance_mode_is_read_and_checked_against_the_release():
     assert two["mean_ttft_ms"] < one["mean_ttft_ms"]
     old = CliRunner().invoke(cli, [*base[:-2], "0.16", "--server-args", "--performance-mode throughput"])
     assert old.exit_code == 2 and "error: --performance-mode is not a flag of vLLM 0.16" in old.stderr
+
+
+# ---- CUDA-graph flags (physics/graph_flags.py) and vLLM's single-dash forms -------------------------------
+
+def test_single_dash_aliases_read_as_their_long_flags() -> None:
+    """-tp / -pp / -dp / -ep / -q are add_argument aliases in vllm/engine/arg_utils.py (0.8.0-0.34.0 wheels)."""
+    args = parse_serve_args("-tp 4 -pp=2 -dp 2 -ep -q fp8", vllm_version="0.33")
+    assert (args.tensor_parallel, args.pipeline_parallel, args.data_parallel, args.enable_expert_parallel,
+            args.quantization) == (4, 2, 2, True, "fp8")
+    # a short flag vLLM has that moves nothing here is named back, with its value; a negative number is a value
+    assert parse_serve_args("-asc 3 --seed -1").not_modelled == ("-asc", "--seed")
+    with pytest.raises(InputError, match="--tensor-parallel-size must be an integer"):
+        parse_serve_args("-tp two")
+
+
+def test_enforce_eager_and_the_optimization_level_are_read() -> None:
+    assert parse_serve_args("--enforce-eager").enforce_eager is True
+    assert parse_serve_args("--no-enforce-eager").enforce_eager is False
+    # -O3, -O=3, -O 3 and --optimization-level 3 are one flag (FlexibleArgumentParser rewrites the short forms)
+    for text in ("-O0", "-O=0", "-O 0", "--optimization-level 0"):
+        settings = parse_serve_args(text, vllm_version="0.33").cudagraphs
+        assert settings is not None and settings.optimization_level == 0
+    with pytest.raises(InputError, match="-O5 must be 0, 1, 2 or 3"):
+        parse_serve_args("-O5")
+
+
+def test_the_compilation_config_is_read_as_json_or_dotted_keys() -> None:
+    text = """--compilation-config '{"cudagraph_mode": "piecewise", "cudagraph_capture_sizes": [1, 2, 4, 8],
+              "pass_config": {"fuse_norm_quant": false}}'"""
+    args = parse_serve_args(text, vllm_version="0.33")
+    assert args.cudagraphs is not None
+    assert (args.cudagraphs.mode, args.cudagraphs.capture_sizes) == ("PIECEWISE", (1, 2, 4, 8))
+    assert args.not_modelled == ("--compilation-config pass_config",)
+    dotted = parse_serve_args("-cc.cudagraph_mode=FULL_DECODE_ONLY --compilation-config.max_cudagraph_capture_size 64",
+                              vllm_version="0.33").cudagraphs
+    assert dotted is not None and (dotted.mode, dotted.max_capture_size) == ("FULL_DECODE_ONLY", 64)
+    # up to 0.11 -O is --compilation-config itself, and its `level` the compilation level
+    old = parse_serve_args("""-O '{"level": 0}'""", vllm_version="0.11").cudagraphs
+    assert old is not None and old.optimization_level == 0
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("-cc notjson", "-cc takes a JSON object"),
+    ("-cc '[1, 2]'", "-cc takes a JSON object"),
+    ("-cc.cudagraph_mode=HALF", "-cc cudagraph_mode must be one of NONE, PIECEWISE, FULL, FULL_DECODE_ONLY"),
+    ("-cc.cudagraph_capture_sizes=[0,8]", "positive whole batch sizes"),
+    ("-cc.cudagraph_capture_sizes=8", "takes a list of batch sizes"),
+    ("--cuda-graph-sizes 8", "--cuda-graph-sizes is not a flag of vLLM 0.33 (0.10-0.12 had it)"),
+])
+def test_a_graph_flag_vllm_would_refuse_is_one_error(text: str, message: str) -> None:
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_serve_args(text, vllm_version="0.33")
+
+
+def test_cuda_graph_sizes_read_as_each_release_did() -> None:
+    """0.10-0.11: one value is the largest size of the grid, several the list; 0.12 (a deprecated alias of
+    cudagraph_capture_sizes) takes the values as the list."""
+    one = parse_serve_args("--cuda-graph-sizes 64 --max-num-seqs 32", vllm_version="0.11")
+    assert one.cudagraphs is not None and one.max_num_seqs == 32
+    assert (one.cudagraphs.max_capture_size, one.cudagraphs.capture_sizes) == (64, None)
+    several = parse_serve_args("--cuda-graph-sizes 1 2 4", vllm_version="0.11").cudagraphs
+    assert several is not None and several.capture_sizes == (1, 2, 4)
+    listed = parse_serve_args("--cuda-graph-sizes 64", vllm_version="0.12").cudagraphs
+    assert listed is not None and listed.capture_sizes == (64,)
+
+
+def test_simulate_reads_the_graph_flags_into_the_kv_budget() -> None:
+    """Llama-3.1-8B on an H100 at 0.33 and 8k: 54.8456 GiB of KV after the default graphs, 0.0937 + 0.01315 x 32
+    + 0.25 (FlashAttention 3's split buffers) = 0.7645 GiB; 128 KiB a token, whole blocks of 16. --enforce-eager
+    captures none: (54.8456 + 0.7645) x 8,192 = 455,557.9 -> 455,552 tokens; -O1 (piecewise only) keeps 0.0937 +
+    0.01315 x 32 x 51/102 = 0.3041 GiB and no split buffers: (54.8456 + 0.4604) x 8,192 = 453,066.8 -> 453,056."""
+    import re
+
+    from gpuopt.cli.main import cli
+
+    def kv_tokens(server_args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(cli, ["simulate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                                          "H100-SXM-80GB", "--max-model-len", "8192", "--num-prompts", "20",
+                                          "--server-args", server_args])
+        assert result.exit_code == 0, result.output
+        found = re.search(r"KV cache ([\d,]+) tokens", result.stderr)
+        assert found is not None, result.stderr
+        return int(found.group(1).replace(",", "")), result.stderr
+
+    assert kv_tokens("")[0] == 449_280
+    eager, note = kv_tokens("--enforce-eager")
+    assert eager == 455_552
+    assert "step times are simulated as with vLLM's default graphs" in note
+    assert kv_tokens("-O1")[0] == 453_056

@@ -27,6 +27,7 @@ from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
+from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.memory import ServingConfig, estimate_resolved, resolve
 from gpuopt.physics.serve_args import ServeArgs, lora_slots, parse_serve_args, performance_mode
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
@@ -246,8 +247,12 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
                         max_loras=slots, max_lora_rank=rank,
                         fully_sharded_loras=sharded, extensible_kv_cache=args.extensible_kv_cache,
                         kv_cache_memory_bytes=args.kv_cache_memory_bytes,
+                        enforce_eager=bool(args.enforce_eager), cudagraphs=args.cudagraphs or GraphSettings(),
                         enable_prefix_caching=args.enable_prefix_caching,
                         interconnect=interconnect)  # type: ignore[arg-type]  # one link for memory and latency
+    if args.enforce_eager or args.cudagraphs is not None:
+        say("note", "--server-args: the CUDA graphs' memory follows --enforce-eager / --compilation-config / -O; step "
+                    "times are simulated as with vLLM's default graphs (eager steps are slower)")
     if args.enable_lora:
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "
                     "step time is not (the simulation runs the base model's)")

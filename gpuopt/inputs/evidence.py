@@ -21,6 +21,7 @@ import yaml
 
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
+from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
@@ -50,6 +51,8 @@ class ServerConfig:
     fully_sharded_loras: bool | None = None  # `--fully-sharded-loras` with `--enable-lora`
     extensible_kv_cache: bool | None = None  # `--[no-]enable-extensible-kv-cache` (0.34+; None: the release's)
     kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: each GPU's KV cache, set
+    enforce_eager: bool | None = None  # `--enforce-eager`: no CUDA graphs
+    cudagraphs: GraphSettings | None = None  # `--compilation-config` / `-O<n>` / `--cuda-graph-sizes`
 
     def merged(self, other: ServerConfig) -> ServerConfig:
         """This configuration with its gaps filled from `other`."""
@@ -112,7 +115,8 @@ def server_flags(text: str, flag: str, vllm_version: str | None = None) -> Serve
                         max_loras=slots or None, max_lora_rank=rank if slots else None,
                         fully_sharded_loras=sharded if slots else None,
                         extensible_kv_cache=args.extensible_kv_cache,
-                        kv_cache_memory_bytes=args.kv_cache_memory_bytes)
+                        kv_cache_memory_bytes=args.kv_cache_memory_bytes, enforce_eager=args.enforce_eager,
+                        cudagraphs=args.cudagraphs)
 
 
 def sidecar(path: Path) -> ServerConfig:

@@ -3,12 +3,16 @@ subtracts its own estimate of it) and what a GPU holds beyond the budget before 
 
 Its parts, each from what drives it (read in the 0.11-0.34 wheels):
 
-- **One graph per capture size and mode.** vLLM captures its decode and mixed batches at the sizes
-  `VllmConfig._set_cudagraph_sizes` lists: 1, 2, 4, multiples of 8 to 248, then of 16, up to
+- **A graph per capture size and kind.** vLLM captures its batches at the sizes
+  `VllmConfig._set_cudagraph_sizes` lists: 1, 2, 4, multiples of 8 to 248, then of 16 (of 8 up to 0.11), up to
   min(2 x max_num_seqs, 512, max_num_batched_tokens) -- 1024 instead of 512 on datacenter Blackwell (SM 10.x)
-  from 0.28. Each graph keeps the driver's per-node state for every kernel of every layer it runs, so the
-  memory grows with layers x capture sizes: the calibration's per-layer figure is for the 51 sizes of the
-  defaults and scales with the count (a `--max-num-seqs 8` server captures 5 sizes).
+  from 0.28; from 0.21 the token budget is added when it is below that ceiling and off the grid, from 0.31
+  max_num_seqs likewise. The default mode (FULL_AND_PIECEWISE from 0.11, PIECEWISE before) captures a
+  piecewise graph for every size and a full graph for every size a decode batch can take (<= max_num_seqs,
+  `CudagraphDispatcher`); `cudagraph_mode`, `--enforce-eager` and `-O` change that. Each graph keeps the
+  driver's per-node state for every kernel of every layer it runs, so the memory grows with layers x graphs:
+  the calibration's per-layer figure is for the 102 graphs of the v0.19 H100 start-ups it was fitted on (51
+  sizes, each piecewise and full) and scales with the count (a `--max-num-seqs 8` server captures 9).
 - **FlashAttention 3's split-KV accumulators.** With full CUDA graphs (FULL_AND_PIECEWISE, the default from
   0.11) FlashAttention 3 -- the backend vLLM picks on Hopper -- is told to split every decode over up to 32
   KV chunks (`flash_attn_max_num_splits_for_cuda_graph`), so the largest graph captures fp32 buffers of
@@ -34,12 +38,16 @@ not separable with the logs in ../shared/data; the runner is the code that captu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gpuopt.hardware import GIB, GpuSpec
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import CudaGraphCalibration, release_key
-from gpuopt.vocabulary import KV_LAYER_KINDS
+from gpuopt.vocabulary import KV_LAYER_KINDS, CudagraphMode
 
-DEFAULT_SIZES = 51  # capture sizes at the defaults (max 512): what the calibrations' per-layer figures are for
+# graphs of the v0.19 H100 start-ups the V1 calibration was fitted on (max_num_seqs 1,024: 51 sizes up to 512,
+# each captured piecewise and full): what the calibrations' per-layer figures are for
+REFERENCE_GRAPHS = 102
 MAX_SPLITS = 32  # flash_attn_max_num_splits_for_cuda_graph (VLLM_FLASH_ATTN_MAX_NUM_SPLITS_FOR_CUDA_GRAPH)
 FULL_GRAPHS_FIRST = (0, 11)  # cudagraph_mode FULL_AND_PIECEWISE becomes the V1 default
 FA_MLA_FIRST = (0, 12)  # FLASH_ATTN_MLA heads the MLA priority list off Blackwell (0.11 chose FlashMLA)
@@ -47,58 +55,169 @@ BLACKWELL_1024_FIRST = (0, 28)  # 1024 as the default capture ceiling on SM 10.x
 LORA_TWO_SETS_FIRST = (0, 12)  # cudagraph_specialize_lora: graphs without adapters as well as with them
 HOPPER = 90
 FA3_MAX_HEAD = 256
+SIXTEEN_STEP_FIRST = (0, 12)  # multiples of 16 above 256 (0.10-0.11: of 8 all the way)
+BUDGET_SIZE_FIRST = (0, 21)  # max_num_batched_tokens added to the list when below the ceiling, off the grid
+SEQS_SIZE_FIRST = (0, 31)  # max_num_seqs likewise (a uniform-decode size)
+OPTIMIZATION_LEVEL_FIRST = (0, 12)  # `-O<n>` is --optimization-level; before, the compilation level
 
 
-def max_capture_size(max_num_seqs: int, max_num_batched_tokens: int, gpu: GpuSpec, vllm_version: str) -> int:
-    """The largest batch vLLM captures a graph for by default (VllmConfig._set_cudagraph_sizes)."""
-    cc = gpu.compute_capability
-    ceiling = 1024 if (cc is not None and cc // 10 == 10
-                       and release_key(vllm_version) >= BLACKWELL_1024_FIRST) else 512
-    return max(1, min(2 * max_num_seqs, ceiling, max_num_batched_tokens))
+@dataclass(frozen=True)
+class GraphSettings:
+    """What a server set about its CUDA graphs; None everywhere is the release's default.
+
+    `mode` is compilation_config.cudagraph_mode; `capture_sizes` its cudagraph_capture_sizes (or 0.10-0.12's
+    `--cuda-graph-sizes` given several values); `max_capture_size` its max_cudagraph_capture_size (0.12+; 0.10-0.11's
+    `--cuda-graph-sizes N`, one value: the grid up to N); `optimization_level` the `-O<n>` of the command line --
+    `--optimization-level` from 0.12 (0: no graphs, 1: piecewise only, 2-3: the default), the compilation level
+    before (3, VLLM's piecewise compilation, is the default; any other captures none)."""
+
+    mode: CudagraphMode | None = None
+    capture_sizes: tuple[int, ...] | None = None
+    max_capture_size: int | None = None
+    optimization_level: int | None = None
 
 
-def capture_sizes(largest: int, interactivity: bool = False) -> list[int]:
-    """1, 2, 4, then multiples of 8 below 256, then of 16, up to `largest`; `--performance-mode interactivity`
-    (0.17+) captures every size up to 32 instead of 1, 2, 4, 8..32, for less padding at small batches (vLLM
-    also appends the token budget when it is below 512 and off that grid: one graph more, left out)."""
+@dataclass(frozen=True)
+class CapturePlan:
+    """The batch sizes vLLM captures piecewise graphs and full graphs for."""
+
+    piecewise: tuple[int, ...]
+    full: tuple[int, ...]
+
+    @property
+    def graphs(self) -> int:
+        return len(self.piecewise) + len(self.full)
+
+    @property
+    def largest_full(self) -> int:
+        """Tokens of the largest full graph (0: none), what FlashAttention 3's split buffers are sized for."""
+        return max(self.full, default=0)
+
+
+def settings_problem(settings: GraphSettings) -> str | None:
+    """What vLLM refuses in these settings (VllmConfig._set_cudagraph_sizes), else None."""
+    sizes, ceiling = settings.capture_sizes, settings.max_capture_size
+    if sizes is not None and (not sizes or min(sizes) < 1):
+        return "cudagraph_capture_sizes: give positive batch sizes (an empty list captures nothing: use " \
+               "cudagraph_mode NONE or --enforce-eager)"
+    if ceiling is not None and ceiling < 1:
+        return f"max_cudagraph_capture_size must be positive (got {ceiling})"
+    if sizes and ceiling is not None and ceiling != max(sizes):
+        return (f"max_cudagraph_capture_size {ceiling} differs from the largest of cudagraph_capture_sizes "
+                f"({max(sizes)}): vLLM refuses the two unless they agree; give one")
+    return None
+
+
+def max_capture_size(max_num_seqs: int, max_num_batched_tokens: int, gpu: GpuSpec, vllm_version: str,
+                     ceiling: int | None = None) -> int:
+    """The largest batch vLLM captures a graph for (VllmConfig._set_cudagraph_sizes): `ceiling` where the server
+    set one (max_cudagraph_capture_size), else twice the sequences under the platform's default."""
+    if ceiling is None:
+        cc = gpu.compute_capability
+        default = 1024 if (cc is not None and cc // 10 == 10
+                           and release_key(vllm_version) >= BLACKWELL_1024_FIRST) else 512
+        ceiling = min(2 * max_num_seqs, default)
+    return max(1, min(ceiling, max_num_batched_tokens))
+
+
+def capture_sizes(largest: int, interactivity: bool = False, vllm_version: str = "0.33") -> list[int]:
+    """1, 2, 4, then multiples of 8 below 256, then of 16 (of 8 all the way in 0.10-0.11), up to `largest`;
+    `--performance-mode interactivity` (0.17+) captures every size up to 32 instead of 1, 2, 4, 8..32, for less
+    padding at small batches."""
     sizes = list(range(1, min(largest, 32) + 1)) if interactivity else [s for s in (1, 2, 4) if s <= largest]
+    if release_key(vllm_version) < SIXTEEN_STEP_FIRST:
+        return sorted(set(sizes + list(range(8, largest + 1, 8))))
     sizes += list(range(8, min(largest + 1, 256), 8))
     sizes += list(range(256, largest + 1, 16))
     return sorted(set(sizes))
 
 
+def runs_flash_attention_3(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precision: str) -> bool:
+    """Whether the model's attention runs FlashAttention 3 with full graphs in this release: Hopper, from 0.11,
+    not fp32; MLA through FA3's MLA kernel from 0.12 (not a DSA model's sparse backends); head sizes up to 256
+    in multiples of 8; and some attention at all (a Mamba-only stack runs no attention backend)."""
+    if gpu.compute_capability != HOPPER or release_key(vllm_version) < FULL_GRAPHS_FIRST or precision == "fp32":
+        return False
+    if not any(kind in KV_LAYER_KINDS for kind in arch.layer_kinds()):
+        return False
+    if arch.is_mla:
+        return release_key(vllm_version) >= FA_MLA_FIRST and bool(arch.kv_lora_rank) and not arch.index_head_dim
+    return arch.attn_head_dim <= FA3_MAX_HEAD and arch.attn_head_dim % 8 == 0
+
+
+def captured_mode(settings: GraphSettings, vllm_version: str, enforce_eager: bool, full_mixed: bool) -> CudagraphMode:
+    """The cudagraph_mode vLLM runs with: none under --enforce-eager; the one set; else the optimization level's
+    (0.12+: `-O0` none, `-O1` piecewise) or compilation level's (before: anything but 3 captures none); else the
+    release's default. FULL needs an attention backend that captures mixed batches (FlashAttention 3:
+    `full_mixed`); with any other vLLM falls back to FULL_AND_PIECEWISE (resolve_cudagraph_mode_and_sizes)."""
+    if enforce_eager:
+        return "NONE"
+    default: CudagraphMode = "FULL_AND_PIECEWISE" if release_key(vllm_version) >= FULL_GRAPHS_FIRST else "PIECEWISE"
+    mode = settings.mode
+    if mode is None and settings.optimization_level is not None:
+        level = settings.optimization_level
+        if release_key(vllm_version) >= OPTIMIZATION_LEVEL_FIRST:
+            mode = "NONE" if level == 0 else "PIECEWISE" if level == 1 else default
+        else:
+            mode = default if level == 3 else "NONE"
+    mode = mode or default
+    return "FULL_AND_PIECEWISE" if mode == "FULL" and not full_mixed else mode
+
+
+def capture_plan(settings: GraphSettings, gpu: GpuSpec, vllm_version: str, max_num_seqs: int,
+                 max_num_batched_tokens: int, *, interactivity: bool = False, enforce_eager: bool = False,
+                 full_mixed: bool = False) -> CapturePlan:
+    """The sizes vLLM captures piecewise and full graphs for (VllmConfig._set_cudagraph_sizes, then
+    CudagraphDispatcher: full graphs of decode batches only up to max_num_seqs tokens, one a sequence)."""
+    mode = captured_mode(settings, vllm_version, enforce_eager, full_mixed)
+    if mode == "NONE":
+        return CapturePlan((), ())
+    if settings.capture_sizes is not None:
+        sizes = sorted({s for s in settings.capture_sizes if s <= max_num_batched_tokens})
+    else:
+        largest = max_capture_size(max_num_seqs, max_num_batched_tokens, gpu, vllm_version, settings.max_capture_size)
+        sizes = capture_sizes(largest, interactivity, vllm_version)
+        release = release_key(vllm_version)
+        if release >= BUDGET_SIZE_FIRST and max_num_batched_tokens <= largest:
+            sizes.append(max_num_batched_tokens)
+        if release >= SEQS_SIZE_FIRST and settings.max_capture_size is None and max_num_seqs <= largest:
+            sizes.append(max_num_seqs)  # a uniform-decode size, added only to the computed default
+        sizes = sorted(set(sizes))
+    decode = tuple(s for s in sizes if s <= max_num_seqs)
+    if mode == "PIECEWISE":
+        return CapturePlan(tuple(sizes), ())
+    if mode == "FULL":
+        return CapturePlan((), tuple(sizes))
+    if mode == "FULL_DECODE_ONLY":
+        return CapturePlan((), decode)
+    return CapturePlan(tuple(sizes), decode)
+
+
 def split_accumulator_bytes(arch: ModelArchitecture, gpu: GpuSpec, tp: int, largest: int, vllm_version: str,
                             precision: str) -> float:
-    """FlashAttention 3's fp32 split-KV buffers in the largest full graph; 0 where vLLM does not run it."""
-    if gpu.compute_capability != HOPPER or release_key(vllm_version) < FULL_GRAPHS_FIRST or precision == "fp32":
+    """FlashAttention 3's fp32 split-KV buffers in a full graph of `largest` tokens; 0 where vLLM does not run
+    it (runs_flash_attention_3)."""
+    if not runs_flash_attention_3(arch, gpu, vllm_version, precision):
         return 0.0
-    if not any(kind in KV_LAYER_KINDS for kind in arch.layer_kinds()):
-        return 0.0  # attention-free (Mamba only): no attention backend runs
     heads = max(1, arch.num_attention_heads // tp)
-    if arch.is_mla:
-        if release_key(vllm_version) < FA_MLA_FIRST or not arch.kv_lora_rank or arch.index_head_dim:
-            return 0.0  # FlashMLA (0.11), or a DSA model's sparse backends
-        value_head = arch.kv_lora_rank
-    else:
-        value_head = arch.attn_head_dim
-        if value_head > FA3_MAX_HEAD or value_head % 8:
-            return 0.0  # FlashAttention takes head sizes up to 256, multiples of 8
+    value_head = arch.kv_lora_rank if arch.is_mla and arch.kv_lora_rank else arch.attn_head_dim
     return float(MAX_SPLITS * largest * heads * value_head * 4)
 
 
 def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, *, layers: int, tp: int,
               max_num_seqs: int, max_num_batched_tokens: int, vllm_version: str, precision: str,
-              lora: bool = False, interactivity: bool = False) -> float:
-    """CUDA-graph memory of one GPU holding `layers` decoder layers. With LoRA vLLM captures every size twice
-    from 0.12, without adapters and with all slots active (`cudagraph_specialize_lora`; `get_lora_capture_cases`:
-    [0, max_loras + 1], since `specialize_active_lora` is off by default), the second set running the LoRA
-    kernels as well; before 0.12 only the LoRA set."""
-    largest = max_capture_size(max_num_seqs, max_num_batched_tokens, gpu, vllm_version)
-    sizes = capture_sizes(largest, interactivity)
-    share = len(sizes) / DEFAULT_SIZES
-    # the full graphs are decode batches, one token a sequence: no larger than max_num_seqs
-    # (CudagraphDispatcher: "cudagraph_capture_sizes_for_decode ... x <= max_num_tokens")
-    decode_largest = max((s for s in sizes if s <= max_num_seqs), default=0)
+              lora: bool = False, interactivity: bool = False, enforce_eager: bool = False,
+              settings: GraphSettings = GraphSettings()) -> float:
+    """CUDA-graph memory of one GPU holding `layers` decoder layers; 0 when no graph is captured. With LoRA vLLM
+    captures every size twice from 0.12, without adapters and with all slots active (`cudagraph_specialize_lora`;
+    `get_lora_capture_cases`: [0, max_loras + 1], since `specialize_active_lora` is off by default), the second
+    set running the LoRA kernels as well; before 0.12 only the LoRA set."""
+    fa3 = runs_flash_attention_3(arch, gpu, vllm_version, precision)
+    plan = capture_plan(settings, gpu, vllm_version, max_num_seqs, max_num_batched_tokens,
+                        interactivity=interactivity, enforce_eager=enforce_eager, full_mixed=fa3 and not arch.is_mla)
+    if not plan.graphs:
+        return 0.0
+    share = plan.graphs / REFERENCE_GRAPHS
     plain = calibration.per_layer_gib
     if lora and release_key(vllm_version) < LORA_TWO_SETS_FIRST:
         plain = 0.0
@@ -107,4 +226,4 @@ def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: G
         moe = calibration.mxfp4_moe_per_layer_gib if precision == "mxfp4" else calibration.moe_per_layer_gib
     per_layer = plain + moe + (calibration.lora_per_layer_gib if lora else 0.0)
     return (calibration.base_gib + per_layer * layers * share
-            + split_accumulator_bytes(arch, gpu, tp, decode_largest, vllm_version, precision) / GIB)
+            + split_accumulator_bytes(arch, gpu, tp, plan.largest_full, vllm_version, precision) / GIB)

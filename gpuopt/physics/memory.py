@@ -24,6 +24,7 @@ from gpuopt.hardware import GIB, GpuSpec
 from gpuopt.physics import cuda_graphs, fp8_kv_backend, quant_sharding, sparse_mla, state_cache
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
+from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.lora import lora_bytes, lora_problems
 from gpuopt.physics.serve_flags import block_sizes, flags
 from gpuopt.physics.vllm_profile import (
@@ -76,6 +77,8 @@ class ServingConfig:
     vllm_version: str | None = None
     interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
     enforce_eager: bool = False  # `--enforce-eager`: no CUDA graphs captured, none budgeted
+    # `--compilation-config` / `-O<n>` / `--cuda-graph-sizes`: which graphs, at which sizes (cuda_graphs.py)
+    cudagraphs: GraphSettings = field(default_factory=GraphSettings)
     language_model_only: bool = False  # `--language-model-only`: the vision tower is not loaded
     # `--data-parallel-size`: engines of tensor_parallel x pipeline_parallel GPUs each; a MoE model's expert
     # layers are split across all data_parallel x tensor_parallel GPUs (moe_shards)
@@ -120,6 +123,7 @@ class ResolvedConfig:
     vllm_version: str
     interconnect: LinkKind = "pcie"
     enforce_eager: bool = False
+    cudagraphs: GraphSettings = field(default_factory=GraphSettings)
     language_model_only: bool = False
     data_parallel: int = 1
     expert_parallel: bool = False
@@ -368,6 +372,8 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
     if cfg.extensible_kv_cache and cfg.kv_cache_memory_bytes:
         raise InputError("--enable-extensible-kv-cache with --kv-cache-memory-bytes: vLLM refuses it (\"it sizes the "
                          "KV cache from measured memory, which kv_cache_memory_bytes overrides\"); drop one")
+    if (problem := cuda_graphs.settings_problem(cfg.cudagraphs)) is not None:
+        raise InputError(problem)
     extensible = ext is not None and cfg.extensible_kv_cache is not False and not cfg.kv_cache_memory_bytes
     default_gmu = ext.gpu_memory_utilization_off if ext is not None and not extensible else \
         profile.gpu_memory_utilization
@@ -384,6 +390,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         vllm_version=cfg.vllm_version or profile.version,
         interconnect=cfg.interconnect or default_link(gpu),
         enforce_eager=cfg.enforce_eager,
+        cudagraphs=cfg.cudagraphs,
         language_model_only=cfg.language_model_only,
         data_parallel=cfg.data_parallel,
         expert_parallel=cfg.expert_parallel,
@@ -662,7 +669,8 @@ def cuda_graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, g
     return cuda_graphs.graph_gib(calibration, arch, gpu, layers=layers, tp=cfg.tensor_parallel,
                                  max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                  vllm_version=cfg.vllm_version, precision=cfg.precision, lora=cfg.max_loras > 0,
-                                 interactivity=cfg.performance_mode == "interactivity")
+                                 interactivity=cfg.performance_mode == "interactivity",
+                                 enforce_eager=cfg.enforce_eager, settings=cfg.cudagraphs)
 
 
 def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
@@ -912,7 +920,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         if profile.startup_held is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
             nt += startup_held_gib(profile.startup_held, cfg)
             a += cfg.max_num_batched_tokens * arch.hidden_size * act_b / GIB  # the runner's inputs_embeds
-        cg = 0.0 if cfg.enforce_eager else cuda_graph_gib(graphs, arch, gpu, cfg, len(layers))
+        cg = cuda_graph_gib(graphs, arch, gpu, cfg, len(layers))
         ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
         startup = transient = margin = 0.0
         if cfg.kv_cache_memory_bytes:  # set, not measured: vLLM reserves exactly this (gpu_worker.py)

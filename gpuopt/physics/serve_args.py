@@ -19,6 +19,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from gpuopt.errors import InputError
+from gpuopt.physics.cuda_graphs import OPTIMIZATION_LEVEL_FIRST, GraphSettings
+from gpuopt.physics.graph_flags import GraphFlags
 from gpuopt.physics.lora import rank_problem
 from gpuopt.physics.serve_flags import kv_cache_dtypes
 from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
@@ -31,6 +33,9 @@ _INT_FLAGS = {
     "data-parallel-size": "data_parallel", "max-loras": "max_loras", "max-lora-rank": "max_lora_rank",
 }
 _SHORT = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size", "dp": "data-parallel-size"}
+# vLLM's single-dash aliases (add_argument("--long", "-short") in vllm/engine/arg_utils.py, 0.8.0-0.34.0 wheels;
+# -ep from 0.14, -cc from 0.12); any other single-dash flag is named back as not modelled
+_SHORT_FLAGS = {**_SHORT, "ep": "enable-expert-parallel", "q": "quantization", "cc": "compilation-config"}
 _FLOAT_FLAGS = {"gpu-memory-utilization": "gpu_memory_utilization"}
 _STR_FLAGS = {"kv-cache-dtype": "kv_cache_dtype", "dtype": "dtype", "quantization": "quantization",
               "performance-mode": "performance_mode"}
@@ -49,6 +54,8 @@ _BOOL_FLAGS = {
     "no-fully-sharded-loras": ("fully_sharded_loras", False),
     "enable-extensible-kv-cache": ("extensible_kv_cache", True),
     "no-enable-extensible-kv-cache": ("extensible_kv_cache", False),
+    "enforce-eager": ("enforce_eager", True),
+    "no-enforce-eager": ("enforce_eager", False),
 }
 
 
@@ -79,6 +86,8 @@ class ServeArgs:
     fully_sharded_loras: bool | None = None  # `--fully-sharded-loras`: A / B split over the TP group too
     kv_cache_memory_bytes: int | None = None  # `--kv-cache-memory-bytes`: each GPU's KV cache, set
     extensible_kv_cache: bool | None = None  # `--[no-]enable-extensible-kv-cache` (0.34+): KV sized after warmup
+    enforce_eager: bool | None = None  # `--[no-]enforce-eager`: no CUDA graphs
+    cudagraphs: GraphSettings | None = None  # `--compilation-config`, `-O<n>`, `--cuda-graph-sizes` (graph_flags.py)
     not_modelled: tuple[str, ...] = field(default=())
 
 
@@ -99,39 +108,88 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
             tokens = tokens[2:]
         if tokens and not tokens[0].startswith("--"):
             values["model"], tokens = tokens[0], tokens[1:]
+    graphs = GraphFlags(flag, vllm_version)
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        if not tok.startswith("--"):
-            raise InputError(f"{flag}: expected a --flag, got {tok!r}")
-        name, eq, inline = tok[2:].partition("=")
-        name = _SHORT.get(name.replace("_", "-"), name.replace("_", "-"))
-        takes_value = (name in _INT_FLAGS or name in _HUMAN_INT_FLAGS or name in _FLOAT_FLAGS or name in _STR_FLAGS
-                       or (command and name == "model"))
-        if takes_value:
-            if eq:
-                raw = inline
-            elif i + 1 < len(tokens):
-                i += 1
-                raw = tokens[i]
+        name, eq, inline = _flag_name(flag, tok, graphs)
+        base, dot, key = name.partition(".")
+
+        takes_value = (base in _INT_FLAGS or base in _HUMAN_INT_FLAGS or base in _FLOAT_FLAGS or base in _STR_FLAGS
+                       or base in ("compilation-config", "optimization-level") or (command and base == "model"))
+        raw = inline
+        if takes_value and not eq:
+            if i + 1 >= len(tokens):
+                raise InputError(f"{flag}: {_shown(tok, name)} needs a value")
+            i += 1
+            raw = tokens[i]
+        if base == "compilation-config":
+            if dot:
+                graphs.dotted(_shown(tok, base), key, raw)
             else:
-                raise InputError(f"{flag}: --{name} needs a value")
-            typed = {"model": raw} if name == "model" else _typed(flag, name, raw, vllm_version)
+                graphs.compilation_config(_shown(tok, base), raw)
+        elif base == "optimization-level":
+            graphs.optimization_level(_shown(tok, base), raw)
+        elif base == "cuda-graph-sizes":  # nargs="+": every value up to the next flag
+            sizes = [inline] if eq else []
+            while not eq and i + 1 < len(tokens) and not _is_flag(tokens[i + 1]):
+                i += 1
+                sizes.append(tokens[i])
+            graphs.cuda_graph_sizes(sizes)
+        elif takes_value:
+            typed = {"model": raw} if base == "model" else _typed(flag, base, raw, vllm_version)
             if not typed:
-                ignored.append(f"--{name} {raw}")
+                ignored.append(f"--{base} {raw}")
             values.update(typed)
-        elif name in _BOOL_FLAGS:
-            key, on = _BOOL_FLAGS[name]
-            values[key] = on
+        elif base in _BOOL_FLAGS:
+            bool_key, on = _BOOL_FLAGS[base]
+            values[bool_key] = on
         else:
-            ignored.append(f"--{name}")
-            if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            ignored.append(_shown(tok, name))
+            if not eq and i + 1 < len(tokens) and not _is_flag(tokens[i + 1]):
                 i += 1  # its value
         i += 1
+    ignored.extend(graphs.not_modelled)
+    if (settings := graphs.settings()) is not None:
+        values["cudagraphs"] = settings
     rank = values.get("max_lora_rank")
     if values.get("enable_lora") and isinstance(rank, int) and (bad_rank := rank_problem(rank)) is not None:
         raise InputError(f"{flag}: {bad_rank}")
     return ServeArgs(**values, not_modelled=tuple(ignored))  # type: ignore[arg-type]
+
+
+def _flag_name(flag: str, tok: str, graphs: GraphFlags) -> tuple[str, str, str]:
+    """(long name without dashes, "=" if the value came inline, the inline value) of a flag token, short forms
+    mapped to the flag they stand for (-tp, -pp, -dp, -ep, -q, -cc; -O<n> the optimization level from 0.12, the
+    compilation config before, as vLLM's FlexibleArgumentParser rewrites them)."""
+    if tok.startswith("--"):
+        name, eq, inline = tok[2:].partition("=")
+        base, dot, key = name.partition(".")
+        base = base.replace("_", "-")
+        return _SHORT.get(base, base) + dot + key, eq, inline
+    if not _is_flag(tok):
+        raise InputError(f"{flag}: expected a --flag, got {tok!r}")
+    if tok.startswith("-O") and tok != "-O" and tok[2] != ".":
+        level = tok[3:] if tok[2] == "=" else tok[2:]  # -O3, -O=3
+        return "optimization-level", "=", level
+    if tok == "-O" or tok.startswith("-O."):
+        old = graphs.release < OPTIMIZATION_LEVEL_FIRST  # -O was --compilation-config's short form up to 0.11
+        if tok == "-O":
+            return ("compilation-config" if old else "optimization-level"), "", ""
+        tok = "-cc" + tok[2:]
+    name, eq, inline = tok[1:].partition("=")
+    base, dot, key = name.partition(".")
+    return _SHORT_FLAGS.get(base, f"-{base}") + dot + key, eq, inline
+
+
+def _is_flag(tok: str) -> bool:
+    """A flag token, not a value: `--x` or `-x` (a negative number is a value)."""
+    return tok.startswith("-") and len(tok) > 1 and not re.fullmatch(r"-\d+(?:\.\d+)?", tok)
+
+
+def _shown(tok: str, name: str) -> str:
+    """The flag as the user wrote it, for messages and notes (its long name when given in long form)."""
+    return f"--{name}" if tok.startswith("--") else tok.partition("=")[0].partition(".")[0]
 
 
 def lora_slots(args: ServeArgs) -> tuple[int, int, bool]:

@@ -44,6 +44,7 @@ from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, Observ
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import model_max_len
+from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate
 from gpuopt.physics.profile import Fit, Profile, ProfileEntry, scale
 from gpuopt.physics.serve_args import performance_mode
@@ -129,7 +130,8 @@ def _serving(obs: Observation, arch: ModelArchitecture, replay: bool = False) ->
                          chunked_prefill=c.chunked_prefill is not False,
                          max_loras=c.max_loras or 0, max_lora_rank=c.max_lora_rank or 16,
                          fully_sharded_loras=bool(c.fully_sharded_loras), extensible_kv_cache=c.extensible_kv_cache,
-                         kv_cache_memory_bytes=c.kv_cache_memory_bytes, enable_prefix_caching=c.enable_prefix_caching)
+                         kv_cache_memory_bytes=c.kv_cache_memory_bytes, enable_prefix_caching=c.enable_prefix_caching,
+                         enforce_eager=bool(c.enforce_eager), cudagraphs=c.cudagraphs or GraphSettings())
 
 
 def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[ModelArchitecture, MemoryEstimate]:
