@@ -173,3 +173,31 @@ def test_the_runner_that_captures_picks_the_calibration() -> None:
     assert graphs("0.33", enforce_eager=True) == 0.0
     assert graphs("0.33", cudagraphs=cuda_graphs.GraphSettings(optimization_level=1)) == pytest.approx(
         0.0937 + 0.01315 * 32 * 51 / 102, abs=1e-5)
+
+
+def test_fit_takes_the_compilation_config_and_the_optimization_level() -> None:
+    """Llama-3.1-8B on an H100 at 0.33, 8k: piecewise graphs only (cudagraph_mode PIECEWISE, or -O1) hold
+    0.0937 + 0.01315 x 32 x 51/102 = 0.3041 GiB and no FlashAttention 3 buffers: (54.8456 + 0.7645 - 0.3041) x
+    8,192 = 453,066.8 -> 453,056 tokens; -O0 none: 455,552, as --enforce-eager."""
+    import json
+
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    def fit(*extra: str) -> dict[str, object]:
+        result = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                                          "H100-SXM-80GB", "--max-model-len", "8192", "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return dict(json.loads(result.stdout))
+
+    piecewise = fit("--compilation-config", '{"cudagraph_mode": "piecewise"}')
+    assert (piecewise["cuda_graph_gib"], piecewise["kv_cache_tokens"]) == (0.3041, 453_056)
+    assert fit("--optimization-level", "1")["kv_cache_tokens"] == 453_056
+    assert fit("--optimization-level", "0")["kv_cache_tokens"] == fit("--enforce-eager")["kv_cache_tokens"] == 455_552
+    bad = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                                   "--compilation-config", '{"cudagraph_capture_sizes": [8, 16], '
+                                   '"max_cudagraph_capture_size": 32}'])
+    assert bad.exit_code == 2 and bad.stdout == ""
+    assert bad.stderr.startswith("error: max_cudagraph_capture_size 32 differs from the largest of "
+                                 "cudagraph_capture_sizes (16)")

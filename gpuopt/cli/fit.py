@@ -23,6 +23,8 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import latency, steady_state
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import max_model_len_problem
+from gpuopt.physics.cuda_graphs import GraphSettings
+from gpuopt.physics.graph_flags import GraphFlags
 from gpuopt.physics.lora import rank_problem
 from gpuopt.physics.memory import (
     MemoryEstimate,
@@ -68,6 +70,13 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--enforce-eager", is_flag=True,
               help="vLLM's --enforce-eager: no CUDA graphs in memory (latency is still predicted with graphs).")
+@click.option("--compilation-config", metavar="JSON",
+              help="vLLM's --compilation-config: its cudagraph_mode, cudagraph_capture_sizes and "
+                   "max_cudagraph_capture_size decide the CUDA graphs' memory (other keys are named as not "
+                   "modelled).")
+@click.option("--optimization-level", type=click.Choice(["0", "1", "2", "3"]),
+              help="vLLM's -O<n> (0.12+: 0 captures no CUDA graphs, 1 piecewise ones only; before 0.12 the "
+                   "compilation level, where only 3, the default, captures any).")
 @click.option("--language-model-only", is_flag=True,
               help="vLLM's --language-model-only: a multimodal model's vision tower is not loaded.")
 @click.option("--enable-lora", is_flag=True,
@@ -93,7 +102,8 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         max_num_seqs: int | None, max_num_batched_tokens: int | None, block_size: int | None,
         vllm_version: str | None, input_tokens: int | None, output_tokens: int | None,
         concurrency: float | None, request_rate: float | None, ttft_slo_ms: float | None,
-        tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, language_model_only: bool,
+        tpot_slo_ms: float | None, interconnect: str | None, enforce_eager: bool, compilation_config: str | None,
+        optimization_level: str | None, language_model_only: bool,
         enable_lora: bool, max_loras: int | None, max_lora_rank: int | None, fully_sharded_loras: bool,
         kv_cache_memory_bytes: int | None, extensible_kv_cache: bool | None, prefix_caching: bool | None,
         as_json: bool, profile_path: Path | None) -> None:
@@ -125,15 +135,26 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         # with no slot the memory model never sees the rank, so it is checked here
         if max_lora_rank is not None and (bad_rank := rank_problem(max_lora_rank)) is not None:
             problems.append(bad_rank)
+    graphs = GraphFlags("", vllm_version)
+    try:
+        if compilation_config is not None:
+            graphs.compilation_config("--compilation-config", compilation_config)
+        if optimization_level is not None:
+            graphs.optimization_level("--optimization-level", optimization_level)
+    except InputError as exc:
+        problems.extend(exc.problems)
     if problems or arch is None or spec is None:
         raise InputError(*problems)
+    for key in graphs.not_modelled:
+        say("note", f"{key} is not modelled (no effect on memory)")
     cfg = ServingConfig(tensor_parallel=tp, pipeline_parallel=pp, precision=precision,  # type: ignore[arg-type]
                         kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         block_size=block_size, vllm_version=vllm_version,
                         interconnect=interconnect,  # type: ignore[arg-type]
-                        enforce_eager=enforce_eager, language_model_only=language_model_only, data_parallel=dp,
+                        enforce_eager=enforce_eager, cudagraphs=graphs.settings() or GraphSettings(),
+                        language_model_only=language_model_only, data_parallel=dp,
                         expert_parallel=enable_expert_parallel,
                         max_loras=(1 if max_loras is None else max_loras) if enable_lora else 0,
                         max_lora_rank=16 if max_lora_rank is None else max_lora_rank,
@@ -153,9 +174,9 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     perf: dict[str, float | None] = {}
     infeasible_slo: str | None = None
     if est.fits and input_tokens is not None and output_tokens is not None:
-        if enforce_eager:
-            click.echo("note: --enforce-eager changes memory only; latency is predicted as with CUDA graphs",
-                       err=True)
+        if enforce_eager or graphs.settings() is not None:
+            click.echo("note: --enforce-eager, --compilation-config and --optimization-level change memory only; "
+                       "latency is predicted as with vLLM's default CUDA graphs", err=True)
         if enable_lora:
             click.echo("note: --enable-lora changes memory only; latency is the base model's (LoRA kernels not "
                        "modelled)", err=True)

@@ -35,7 +35,7 @@ MAX_SIZE_KEY_FIRST = (0, 12)  # max_cudagraph_capture_size: a key from 0.12
 class GraphFlags:
     """The CUDA-graph flags of one command line, gathered as they come (later ones win, as in vLLM)."""
 
-    flag: str  # the option the text came from, for error lines
+    flag: str  # the option the text came from, for error lines ("" when the flags are options themselves)
     vllm_version: str | None
     config: dict[str, object] = field(default_factory=dict)
     level: int | None = None
@@ -54,10 +54,10 @@ class GraphFlags:
         try:
             value = json.loads(raw)
         except ValueError:
-            raise InputError(f"{self.flag}: {name} takes a JSON object, e.g. '{{\"cudagraph_mode\": \"PIECEWISE\"}}' "
+            raise InputError(f"{self._at(name)} takes a JSON object, e.g. '{{\"cudagraph_mode\": \"PIECEWISE\"}}' "
                              f"(got {raw!r})") from None
         if not isinstance(value, dict):
-            raise InputError(f"{self.flag}: {name} takes a JSON object (got {raw!r})")
+            raise InputError(f"{self._at(name)} takes a JSON object (got {raw!r})")
         for key, item in value.items():
             self._key(name, str(key), item)
 
@@ -71,16 +71,16 @@ class GraphFlags:
 
     def optimization_level(self, name: str, raw: str) -> None:
         if raw.strip() not in ("0", "1", "2", "3"):
-            raise InputError(f"{self.flag}: {name} must be 0, 1, 2 or 3 (got {raw!r})")
+            raise InputError(f"{self._at(name)} must be 0, 1, 2 or 3 (got {raw!r})")
         self.level = int(raw)
 
     def cuda_graph_sizes(self, values: list[str]) -> None:
         if self.release > LIST_SIZES_FLAG_LAST:
-            raise InputError(f"{self.flag}: --cuda-graph-sizes is not a flag of vLLM "
+            raise InputError(f"{self._at('--cuda-graph-sizes')} is not a flag of vLLM "
                              f"{release_or_default(self.vllm_version)} (0.10-0.12 had it): use --compilation-config "
                              "'{\"cudagraph_capture_sizes\": [...]}'")
         if not values:
-            raise InputError(f"{self.flag}: --cuda-graph-sizes needs one or more batch sizes")
+            raise InputError(f"{self._at('--cuda-graph-sizes')} needs one or more batch sizes")
         self.sizes_flag = [self._size("--cuda-graph-sizes", v) for v in values]
 
     def settings(self) -> GraphSettings | None:
@@ -100,6 +100,11 @@ class GraphFlags:
                              max_capture_size=ceiling if isinstance(ceiling, int) else None,
                              optimization_level=self.level)
 
+    def _at(self, name: str) -> str:
+        """Where a problem is, for its error line: the flag within the option it came from (`--server-args:
+        -cc`), or the flag alone when it is the option itself (`gpuopt fit --compilation-config`)."""
+        return name if not self.flag or name.startswith(self.flag) else f"{self.flag}: {name}"
+
     def _key(self, name: str, key: str, value: object) -> None:
         if key == "level" and self.release < OPTIMIZATION_LEVEL_FIRST:  # 0.10-0.11: the compilation level, as -O<n>
             self.optimization_level(f"{name} level", str(value))
@@ -110,12 +115,12 @@ class GraphFlags:
         if key == "cudagraph_mode":
             mode = str(value).upper()
             if mode not in CUDAGRAPH_MODES:
-                raise InputError(f"{self.flag}: {name} cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)} "
+                raise InputError(f"{self._at(name)} cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)} "
                                  f"(got {value!r})")
             self.config[key] = _mode(mode)
         elif key == "cudagraph_capture_sizes":
             if not isinstance(value, list):
-                raise InputError(f"{self.flag}: {name} cudagraph_capture_sizes takes a list of batch sizes "
+                raise InputError(f"{self._at(name)} cudagraph_capture_sizes takes a list of batch sizes "
                                  f"(got {value!r})")
             self.config[key] = [self._size(f"{name} cudagraph_capture_sizes", v) for v in value]
         else:
@@ -127,7 +132,7 @@ class GraphFlags:
         except ValueError:
             size = -1
         if size < 1:
-            raise InputError(f"{self.flag}: {what} takes positive whole batch sizes (got {value!r})")
+            raise InputError(f"{self._at(what)} takes positive whole batch sizes (got {value!r})")
         return size
 
 

@@ -37,8 +37,9 @@ class ActivationCalibration(BaseModel):
 
 class CudaGraphCalibration(BaseModel):
     """CUDA-graph memory per GPU (physics/cuda_graphs.py): a fixed part plus a part per decoder layer on the
-    stage at the default 51 capture sizes -- more per layer for MoE layers (more again for MXFP4 experts, whose
-    kernels route through several more launches), and a LoRA-kernel set of graphs per layer when LoRA is on.
+    stage at the reference 102 graphs (cuda_graphs.REFERENCE_GRAPHS) -- more per layer for MoE layers (more again
+    for MXFP4 experts, whose kernels route through several more launches), and a LoRA-kernel set of graphs per
+    layer when LoRA is on.
     FlashAttention 3's split buffers are computed, not fitted."""
 
     model_config = ConfigDict(frozen=True)
