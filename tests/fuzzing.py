@@ -384,6 +384,11 @@ def _value_for(param: click.Parameter) -> st.SearchStrategy[str]:
         plausible = st.sampled_from(["USD", "cny", "EUR", ""])
     elif isinstance(param, click.Option) and param.name == "server_args":
         plausible = st.lists(st.sampled_from(SERVER_FLAGS), max_size=4).map(" ".join)
+    elif isinstance(param, click.Option) and param.name == "compilation_config":
+        plausible = st.sampled_from(['{"cudagraph_mode": "PIECEWISE"}', '{"cudagraph_mode": "none"}',
+                                     '{"cudagraph_capture_sizes": [1, 2, 4, 8]}', '{"cudagraph_capture_sizes": []}',
+                                     '{"max_cudagraph_capture_size": 8, "cudagraph_capture_sizes": [16]}',
+                                     '{"cudagraph_mode": 3}', '{"pass_config": {}}', '[1, 2]', '{', '3'])
     elif isinstance(param, click.Option) and param.name in ("discounts",):
         plausible = st.sampled_from(["aws=0.1", "aws=1.5", "aws", "azure=0.1", "aws=-0.2", "aws=abc"])
     else:
@@ -398,7 +403,17 @@ SERVER_FLAGS = ("--max-num-seqs 8", "--max-num-batched-tokens 16", "--no-enable-
                 "--attention-backend FLASHINFER", "--max-num-seqs 'x", "--max-num-seqs", "serve", "--dp=0",
                 "--enable-lora", "--max-loras 3", "--max-lora-rank 1", "--max-lora-rank 7", "--fully-sharded-loras",
                 "--enable-extensible-kv-cache", "--no-enable-extensible-kv-cache", "--kv-cache-memory-bytes 2G",
-                "--kv-cache-memory-bytes 1.5G", "--kv-cache-memory-bytes -1")
+                "--kv-cache-memory-bytes 1.5G", "--kv-cache-memory-bytes -1",
+                # the CUDA-graph flags (physics/graph_flags.py) and vLLM's single-dash forms
+                "--enforce-eager", "--no-enforce-eager", "-O0", "-O1", "-O3", "-O=2", "-O 7", "-O", "-Ox", "-tp 2",
+                "-tp", "-pp 2", "-ep", "-q awq", "-x", "-1", "-cc.cudagraph_mode=PIECEWISE", "-cc.cudagraph_mode=full",
+                "-cc.cudagraph_mode=HALF", "-cc.cudagraph_mode", """-cc '{"cudagraph_capture_sizes": [1, 2, 4]}'""",
+                """-cc '{"cudagraph_capture_sizes": []}'""", """-cc '{"cudagraph_capture_sizes": [true, -3]}'""",
+                """-cc '{"cudagraph_capture_sizes": [8], "max_cudagraph_capture_size": 16}'""",
+                """--compilation-config '{"cudagraph_mode": "FULL_DECODE_ONLY", "level": 0, "mode": 3}'""",
+                "--compilation-config '[1]'", "--compilation-config {bad", "--compilation-config 3",
+                "-cc.max_cudagraph_capture_size=0", "-cc.max_cudagraph_capture_size=1e9", "--cuda-graph-sizes 8",
+                "--cuda-graph-sizes 1 2 4", "--cuda-graph-sizes", "--optimization-level 9")
 """Pieces of `vllm serve` flag strings for `simulate --server-args`: honoured, refused and not modelled ones."""
 
 FLAGS_NOT_FUZZED = frozenset({"help", "output", "overlays", "fx_rates", "version", "debug"})
