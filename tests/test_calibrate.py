@@ -343,3 +343,19 @@ def test_check_replays_the_runs_without_a_steady_state_too(tmp_path: Path) -> No
     assert {r["method"] for r in rows.values()} == {"replayed"}
     assert rows["mean_tpot_ms"]["after"] > rows["mean_tpot_ms"]["before"] == pytest.approx(74.21, abs=0.01)
     assert rows["output_throughput"]["after"] < rows["output_throughput"]["before"]
+
+
+def test_a_log_whose_arguments_hold_a_config_object_still_reads_the_literal_ones(tmp_path: Path) -> None:
+    """vLLM prints its non-default arguments as a Python repr; a compilation config in it is an object with an
+    enum inside, which no literal parser reads -- the literal pairs are read one by one, and the CUDA-graph mode
+    however it prints."""
+    log = tmp_path / "server.log"
+    log.write_text(
+        "INFO 12-01 10:00:00 [utils.py:253] non-default args: {'model_tag': 'Qwen/Qwen3-8B', 'max_model_len': 8192, "
+        "'gpu_memory_utilization': 0.85, 'enforce_eager': False, 'compilation_config': CompilationConfig(level=None, "
+        "cudagraph_mode=<CUDAGraphMode.PIECEWISE: 1>, cudagraph_capture_sizes=None)}\n"
+        "INFO 12-01 10:00:30 [gpu_worker.py:298] Available KV cache memory: 10.50 GiB\n", encoding="utf-8")
+    config = read_log(log, log.read_text()).config
+    assert (config.model, config.max_model_len, config.gpu_memory_utilization, config.enforce_eager) == \
+        ("Qwen/Qwen3-8B", 8192, 0.85, False)
+    assert config.cudagraphs is not None and config.cudagraphs.mode == "PIECEWISE"

@@ -23,6 +23,7 @@ from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
+from gpuopt.vocabulary import CUDAGRAPH_MODES, CudagraphMode
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
 
@@ -192,6 +193,29 @@ VERSION = re.compile(r"vLLM API server version ([\d.]+)|Initializing a V1 LLM en
 NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
 
 
+# a literal `'key': value` of the arguments dict, and the CUDA-graph mode however the config object prints it
+# (`'cudagraph_mode': 'PIECEWISE'`, `cudagraph_mode=<CUDAGraphMode.PIECEWISE: 1>`)
+ARG_PAIR = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|True|False|None)(?=[,}])")
+CUDAGRAPH_MODE_IN_LOG = re.compile(r"cudagraph_mode'?\s*[:=]\s*[<'\"]?(?:CUDAGraphMode\.)?([A-Za-z_]+)")
+
+
+def non_default_args(text: str) -> dict[str, Any]:
+    """vLLM's "non-default args: {...}" as a dict. It is a Python repr, and one value that is not a literal (a
+    config object, an enum) would lose every argument to a plain literal_eval: then the literal pairs are read
+    one by one."""
+    try:
+        parsed = ast.literal_eval(text)
+        if isinstance(parsed, dict):
+            return parsed
+    except (ValueError, SyntaxError):
+        pass
+    return {key: ast.literal_eval(value) for key, value in ARG_PAIR.findall(text)}
+
+
+def _mode(name: str) -> CudagraphMode | None:
+    return next((m for m in CUDAGRAPH_MODES if m == name.upper()), None)
+
+
 def _last(pattern: re.Pattern[str], text: str) -> str | None:
     found = None
     for m in pattern.finditer(text):
@@ -208,19 +232,17 @@ def read_log(path: Path, text: str) -> MemoryObservation:
     config = ServerConfig()
     args = _last(NON_DEFAULT, text)
     if args:
-        try:
-            parsed = ast.literal_eval(args)
-        except (ValueError, SyntaxError):
-            parsed = {}
-        if isinstance(parsed, dict):
-            config = ServerConfig(
-                model=parsed.get("model"), tensor_parallel=parsed.get("tensor_parallel_size"),
-                pipeline_parallel=parsed.get("pipeline_parallel_size"),
-                max_model_len=parsed.get("max_model_len"), max_num_seqs=parsed.get("max_num_seqs"),
-                max_num_batched_tokens=parsed.get("max_num_batched_tokens"),
-                gpu_memory_utilization=parsed.get("gpu_memory_utilization"),
-                kv_cache_dtype=modelled_kv_cache_dtype(str(dtype)) if (dtype := parsed.get("kv_cache_dtype")) else None,
-                enable_prefix_caching=parsed.get("enable_prefix_caching"))
+        parsed = non_default_args(args)
+        mode = CUDAGRAPH_MODE_IN_LOG.search(args)
+        config = ServerConfig(
+            model=parsed.get("model") or parsed.get("model_tag"), tensor_parallel=parsed.get("tensor_parallel_size"),
+            pipeline_parallel=parsed.get("pipeline_parallel_size"),
+            max_model_len=parsed.get("max_model_len"), max_num_seqs=parsed.get("max_num_seqs"),
+            max_num_batched_tokens=parsed.get("max_num_batched_tokens"),
+            gpu_memory_utilization=parsed.get("gpu_memory_utilization"),
+            kv_cache_dtype=modelled_kv_cache_dtype(str(dtype)) if (dtype := parsed.get("kv_cache_dtype")) else None,
+            enable_prefix_caching=parsed.get("enable_prefix_caching"), enforce_eager=parsed.get("enforce_eager"),
+            cudagraphs=GraphSettings(mode=_mode(mode.group(1))) if mode and _mode(mode.group(1)) else None)
     version = _last(VERSION, text)
     weights = _last(LOG_PATTERNS["weights_gib"], text)
     graphs = _last(LOG_PATTERNS["cuda_graph_gib"], text)
