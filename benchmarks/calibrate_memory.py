@@ -22,7 +22,7 @@ from observed_memory import ObservedRow, load_rows  # noqa: E402
 from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.physics import cuda_graphs  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
-from gpuopt.physics.memory import GIB, activation_dtype_bytes, on_v2_runner, resolve  # noqa: E402
+from gpuopt.physics.memory import GIB, activation_dtype_bytes, graph_plan, on_v2_runner, resolve  # noqa: E402
 from gpuopt.physics.vllm_profile import CudaGraphCalibration, get_profile  # noqa: E402
 
 ERAS = {"0.11": ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16"), "0.17": ("0.17", "0.18", "0.19")}
@@ -128,11 +128,7 @@ def graph_features(row: ObservedRow) -> tuple[float, float, str, bool]:
     moe or mxfp4 experts --, V2 runner) of a logged row."""
     arch, gpu = get_model(row.model), get_gpu(row.gpu)
     cfg, _ = resolve(arch, gpu, row.config)
-    fa3 = cuda_graphs.runs_flash_attention_3(arch, gpu, cfg.vllm_version, cfg.precision)
-    plan = cuda_graphs.capture_plan(cfg.cudagraphs, gpu, cfg.vllm_version, cfg.max_num_seqs,
-                                    cfg.max_num_batched_tokens, enforce_eager=cfg.enforce_eager,
-                                    full_mixed=fa3 and not arch.is_mla)
-    share = plan.graphs / cuda_graphs.REFERENCE_GRAPHS
+    share = graph_plan(arch, gpu, cfg).graphs / cuda_graphs.REFERENCE_GRAPHS
     # the split buffers: graph_gib's own sizing with every fitted part at zero
     acc = cuda_graphs.graph_gib(NO_FIT, arch, gpu, layers=0, tp=cfg.tensor_parallel, max_num_seqs=cfg.max_num_seqs,
                                 max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_version=cfg.vllm_version,

@@ -193,6 +193,8 @@ def test_fit_takes_the_compilation_config_and_the_optimization_level() -> None:
 
     piecewise = fit("--compilation-config", '{"cudagraph_mode": "piecewise"}')
     assert (piecewise["cuda_graph_gib"], piecewise["kv_cache_tokens"]) == (0.3041, 453_056)
+    assert piecewise["cuda_graphs"] == {"mode": "PIECEWISE", "piecewise": 51, "full": 0}
+    assert fit()["cuda_graphs"] == {"mode": "FULL_AND_PIECEWISE", "piecewise": 51, "full": 51}
     assert fit("--optimization-level", "1")["kv_cache_tokens"] == 453_056
     assert fit("--optimization-level", "0")["kv_cache_tokens"] == fit("--enforce-eager")["kv_cache_tokens"] == 455_552
     bad = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",

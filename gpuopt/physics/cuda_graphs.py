@@ -79,10 +79,11 @@ class GraphSettings:
 
 @dataclass(frozen=True)
 class CapturePlan:
-    """The batch sizes vLLM captures piecewise graphs and full graphs for."""
+    """The batch sizes vLLM captures piecewise graphs and full graphs for, under the mode it runs."""
 
     piecewise: tuple[int, ...]
     full: tuple[int, ...]
+    mode: CudagraphMode = "FULL_AND_PIECEWISE"
 
     @property
     def graphs(self) -> int:
@@ -171,7 +172,7 @@ def capture_plan(settings: GraphSettings, gpu: GpuSpec, vllm_version: str, max_n
     CudagraphDispatcher: full graphs of decode batches only up to max_num_seqs tokens, one a sequence)."""
     mode = captured_mode(settings, vllm_version, enforce_eager, full_mixed)
     if mode == "NONE":
-        return CapturePlan((), ())
+        return CapturePlan((), (), mode)
     if settings.capture_sizes is not None:
         sizes = sorted({s for s in settings.capture_sizes if s <= max_num_batched_tokens})
     else:
@@ -185,12 +186,12 @@ def capture_plan(settings: GraphSettings, gpu: GpuSpec, vllm_version: str, max_n
         sizes = sorted(set(sizes))
     decode = tuple(s for s in sizes if s <= max_num_seqs)
     if mode == "PIECEWISE":
-        return CapturePlan(tuple(sizes), ())
+        return CapturePlan(tuple(sizes), (), mode)
     if mode == "FULL":
-        return CapturePlan((), tuple(sizes))
+        return CapturePlan((), tuple(sizes), mode)
     if mode == "FULL_DECODE_ONLY":
-        return CapturePlan((), decode)
-    return CapturePlan(tuple(sizes), decode)
+        return CapturePlan((), decode, mode)
+    return CapturePlan(tuple(sizes), decode, mode)
 
 
 def split_accumulator_bytes(arch: ModelArchitecture, gpu: GpuSpec, tp: int, largest: int, vllm_version: str,
@@ -204,17 +205,28 @@ def split_accumulator_bytes(arch: ModelArchitecture, gpu: GpuSpec, tp: int, larg
     return float(MAX_SPLITS * largest * heads * value_head * 4)
 
 
+def model_plan(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precision: str, max_num_seqs: int,
+               max_num_batched_tokens: int, *, interactivity: bool = False, enforce_eager: bool = False,
+               settings: GraphSettings = GraphSettings()) -> CapturePlan:
+    """capture_plan for this model: FULL captures mixed batches only where its attention runs FlashAttention 3
+    with plain heads (not MLA)."""
+    fa3 = runs_flash_attention_3(arch, gpu, vllm_version, precision)
+    return capture_plan(settings, gpu, vllm_version, max_num_seqs, max_num_batched_tokens,
+                        interactivity=interactivity, enforce_eager=enforce_eager, full_mixed=fa3 and not arch.is_mla)
+
+
 def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, *, layers: int, tp: int,
               max_num_seqs: int, max_num_batched_tokens: int, vllm_version: str, precision: str,
               lora: bool = False, interactivity: bool = False, enforce_eager: bool = False,
-              settings: GraphSettings = GraphSettings()) -> float:
-    """CUDA-graph memory of one GPU holding `layers` decoder layers; 0 when no graph is captured. With LoRA vLLM
-    captures every size twice from 0.12, without adapters and with all slots active (`cudagraph_specialize_lora`;
-    `get_lora_capture_cases`: [0, max_loras + 1], since `specialize_active_lora` is off by default), the second
-    set running the LoRA kernels as well; before 0.12 only the LoRA set."""
-    fa3 = runs_flash_attention_3(arch, gpu, vllm_version, precision)
-    plan = capture_plan(settings, gpu, vllm_version, max_num_seqs, max_num_batched_tokens,
-                        interactivity=interactivity, enforce_eager=enforce_eager, full_mixed=fa3 and not arch.is_mla)
+              settings: GraphSettings = GraphSettings(), plan: CapturePlan | None = None) -> float:
+    """CUDA-graph memory of one GPU holding `layers` decoder layers; 0 when no graph is captured (`plan`: the
+    model's capture plan when already known, else model_plan). With LoRA vLLM captures every size twice from
+    0.12, without adapters and with all slots active (`cudagraph_specialize_lora`; `get_lora_capture_cases`:
+    [0, max_loras + 1], since `specialize_active_lora` is off by default), the second set running the LoRA
+    kernels as well; before 0.12 only the LoRA set."""
+    if plan is None:
+        plan = model_plan(arch, gpu, vllm_version, precision, max_num_seqs, max_num_batched_tokens,
+                          interactivity=interactivity, enforce_eager=enforce_eager, settings=settings)
     if not plan.graphs:
         return 0.0
     share = plan.graphs / REFERENCE_GRAPHS

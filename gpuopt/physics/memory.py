@@ -213,6 +213,8 @@ class MemoryEstimate:
     # a DSA model's MLA cache as its sparse backend stores it ("model": the model dtype, "fp8", "fp8_ds_mla");
     # None for every other model (sparse_mla.kv_format)
     dsa_kv_format: sparse_mla.KvFormat | None = None
+    # the graphs vLLM captures (mode, piecewise and full sizes): what cuda_graph_gib counts
+    cuda_graph_plan: cuda_graphs.CapturePlan | None = None
 
     @property
     def binding_rank(self) -> RankMemory:
@@ -663,14 +665,20 @@ def startup_held_gib(held: StartupHeld, cfg: ResolvedConfig) -> float:
     return held.tp_multi_gib if joined else held.tp1_gib
 
 
+def graph_plan(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> cuda_graphs.CapturePlan:
+    """The CUDA graphs vLLM captures for this model and configuration (cuda_graphs.model_plan)."""
+    return cuda_graphs.model_plan(arch, gpu, cfg.vllm_version, cfg.precision, cfg.max_num_seqs,
+                                  cfg.max_num_batched_tokens, interactivity=cfg.performance_mode == "interactivity",
+                                  enforce_eager=cfg.enforce_eager, settings=cfg.cudagraphs)
+
+
 def cuda_graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
-                   layers: int) -> float:
+                   layers: int, plan: cuda_graphs.CapturePlan) -> float:
     """CUDA-graph memory of a GPU holding `layers` layers (cuda_graphs.graph_gib)."""
     return cuda_graphs.graph_gib(calibration, arch, gpu, layers=layers, tp=cfg.tensor_parallel,
                                  max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                  vllm_version=cfg.vllm_version, precision=cfg.precision, lora=cfg.max_loras > 0,
-                                 interactivity=cfg.performance_mode == "interactivity",
-                                 enforce_eager=cfg.enforce_eager, settings=cfg.cudagraphs)
+                                 plan=plan)
 
 
 def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
@@ -879,6 +887,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     in_budget = graphs_in_budget(profile, v2)
     greedy = v2_greedy_sampler(profile, v2)
     graphs = graph_calibration(profile, v2)
+    plan = graph_plan(arch, gpu, cfg)
     pages = {kind: state_cache.pages_per_request(kind, arch, gpu.compute_capability, cfg.vllm_version,
                                                  cfg.enable_prefix_caching)
              for kind in STATE_LAYER_KINDS if kind in arch.layer_kind_prefix}
@@ -920,7 +929,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         if profile.startup_held is not None:  # 0.8-0.9.0: absolute peak and all non-torch memory
             nt += startup_held_gib(profile.startup_held, cfg)
             a += cfg.max_num_batched_tokens * arch.hidden_size * act_b / GIB  # the runner's inputs_embeds
-        cg = cuda_graph_gib(graphs, arch, gpu, cfg, len(layers))
+        cg = cuda_graph_gib(graphs, arch, gpu, cfg, len(layers), plan)
         ext = profile.extensible_kv_cache if cfg.extensible_kv_cache else None
         startup = transient = margin = 0.0
         if cfg.kv_cache_memory_bytes:  # set, not measured: vLLM reserves exactly this (gpu_worker.py)
@@ -984,7 +993,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                   f"{binding.kv_cache_gib:.2f} GiB is available")
     return MemoryEstimate(model=arch.hf_id, gpu=gpu.gpu, config=cfg, ranks=tuple(ranks), kv_cache_tokens=tokens,
                           max_concurrency=concurrency, fits=reason is None, reason=reason,
-                          warnings=tuple(warnings), dsa_kv_format=dsa if arch.indexer_params else None)
+                          warnings=tuple(warnings), dsa_kv_format=dsa if arch.indexer_params else None,
+                          cuda_graph_plan=plan)
 
 
 def _set_cache_overflow(ranks: list[RankMemory], total: float) -> str | None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
+from gpuopt.physics.cuda_graphs import CapturePlan
 from gpuopt.physics.memory import MemoryEstimate
 from gpuopt.planner.plan import plain
 from gpuopt.reports.formatting import console
@@ -15,6 +16,7 @@ from gpuopt.reports.formatting import console
 def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
     rank = est.binding_rank
     cfg = est.config
+    plan = est.cuda_graph_plan
     return {
         "model": est.model,
         "gpu": est.gpu,
@@ -40,6 +42,9 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "non_torch_gib": plain(rank.non_torch_gib),
         "cuda_graph_gib": plain(rank.cuda_graph_gib),
         "cuda_graph_in_budget": rank.cuda_graph_in_budget,
+        # the graphs counted: vLLM's cudagraph_mode and how many piecewise and full graphs it captures
+        "cuda_graphs": None if plan is None else {"mode": plan.mode, "piecewise": len(plan.piecewise),
+                                                  "full": len(plan.full)},
         # "estimate" (budget - profiled use, every release to 0.33) or "extensible" (0.34: sized after warmup,
         # keeping the start-up memory, the transient peak and a margin free)
         "kv_sizing": "set" if cfg.kv_cache_memory_bytes else "extensible" if rank.extensible else "estimate",
@@ -74,6 +79,13 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
     }
 
 
+def _graphs(plan: CapturePlan) -> str:
+    """The graphs vLLM captures, as the fit line names them."""
+    if not plan.graphs:
+        return "no graphs: cudagraph_mode NONE"
+    return f"{plan.graphs} graphs, {plan.mode}: {len(plan.piecewise)} piecewise, {len(plan.full)} full"
+
+
 def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
     rank = est.binding_rank
     cfg = est.config
@@ -93,10 +105,11 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
         f"torch peak memory increase (activation): {rank.activation_gib:.2f} GiB "
         f"(max_num_batched_tokens={cfg.max_num_batched_tokens}, max_num_seqs={cfg.max_num_seqs})",
         f"non-torch forward increase memory: {rank.non_torch_gib:.2f} GiB",
-        f"CUDA graph memory: {rank.cuda_graph_gib:.2f} GiB "
-        + ("(beside the KV cache that was set)" if cfg.kv_cache_memory_bytes else
-           "(resident after capture; its estimate is also kept free as a transient)" if rank.extensible else
-           "(inside the budget)" if rank.cuda_graph_in_budget else "(outside the budget, in the headroom)"),
+        f"CUDA graph memory: {rank.cuda_graph_gib:.2f} GiB ("
+        + (f"{_graphs(est.cuda_graph_plan)}; " if est.cuda_graph_plan is not None else "")
+        + ("beside the KV cache that was set)" if cfg.kv_cache_memory_bytes else
+           "resident after capture; its estimate is also kept free as a transient)" if rank.extensible else
+           "inside the budget)" if rank.cuda_graph_in_budget else "outside the budget, in the headroom)"),
         *([f"Memory after warmup (extensible KV cache): {rank.transient_gib:.2f} GiB kept for transient activations "
            f"(activation + CUDA-graph estimate), a {rank.margin_gib:.2f} GiB margin (max(1 GiB, 0.75 x transient)), "
            f"{rank.startup_gib:.2f} GiB held before start-up (CUDA context, NCCL)"] if rank.extensible else []),
