@@ -114,6 +114,8 @@ def test_single_dash_aliases_read_as_their_long_flags() -> None:
             args.quantization) == (4, 2, 2, True, "fp8")
     # a short flag vLLM has that moves nothing here is named back, with its value; a negative number is a value
     assert parse_serve_args("-asc 3 --seed -1").not_modelled == ("-asc", "--seed")
+    # in command form a leading short flag is a flag, not the model
+    assert parse_serve_args("vllm serve -tp 2 --model m", command=True).model == "m"
     with pytest.raises(InputError, match="--tensor-parallel-size must be an integer"):
         parse_serve_args("-tp two")
 

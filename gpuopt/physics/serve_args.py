@@ -106,7 +106,7 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
     if command:
         if tokens[:2] == ["vllm", "serve"]:
             tokens = tokens[2:]
-        if tokens and not tokens[0].startswith("--"):
+        if tokens and not _is_flag(tokens[0]):
             values["model"], tokens = tokens[0], tokens[1:]
     graphs = GraphFlags(flag, vllm_version)
     i = 0
