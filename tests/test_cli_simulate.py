@@ -55,11 +55,14 @@ def test_save_result_writes_every_key_vllm_writes(tmp_path: Path):
 
 
 def test_server_args_are_honoured_and_unknown_flags_named_on_stderr():
-    small = run("--server-args", "--max-num-seqs 2 --foo-bar 3 --enable-prefix-caching", "--json",
+    small = run("--server-args", "--max-num-seqs 2 --served-model-name chat --enable-prefix-caching", "--json",
                 "--random-output-len", "32")
     default = run("--json", "--random-output-len", "32")
     assert small.exit_code == 0, small.output
-    assert "note: --server-args --foo-bar is not modelled" in small.stderr
+    assert "note: --server-args --served-model-name is not modelled" in small.stderr
+    # a flag the release's own parser does not have is refused, as vLLM refuses it
+    typo = run("--server-args", "--max-num-seq 2")
+    assert typo.exit_code == 2 and typo.stderr.startswith("error: --server-args: --max-num-seq is not a flag of vLLM")
     assert json.loads(small.stdout)["duration"] > json.loads(default.stdout)["duration"]  # 2 at a time is slower
 
 

@@ -194,3 +194,17 @@ def test_simulate_reads_the_graph_flags_into_the_kv_budget() -> None:
     assert eager == 455_552
     assert "step times are simulated as with vLLM's default graphs" in note
     assert kv_tokens("-O1")[0] == 453_056
+
+
+def test_a_flag_the_release_does_not_have_is_refused_where_its_flags_were_read() -> None:
+    """--kv-cache-dtype-skip-layers came in 0.19.0: a 0.18 server refuses it ("unrecognized arguments"). Not
+    checked where that release's flags were not read (0.16) or no release is named."""
+    assert parse_serve_args("--kv-cache-dtype-skip-layers x", vllm_version="0.19.1").not_modelled == \
+        ("--kv-cache-dtype-skip-layers",)
+    with pytest.raises(InputError, match=r"--kv-cache-dtype-skip-layers is not a flag of vLLM 0.18 \(its parser, "
+                                         r"read in the 0.18.0 wheel"):
+        parse_serve_args("--kv-cache-dtype-skip-layers x", vllm_version="0.18")
+    with pytest.raises(InputError, match="-cc is not a flag of vLLM 0.11"):  # -cc came in 0.12
+        parse_serve_args("-cc.cudagraph_mode=NONE", vllm_version="0.11")
+    assert parse_serve_args("--kv_cache_dtype_skip_layers x", vllm_version="0.16").not_modelled
+    assert parse_serve_args("--made-up-flag", vllm_version=None).not_modelled == ("--made-up-flag",)

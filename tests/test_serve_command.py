@@ -16,7 +16,7 @@ from gpuopt.physics.context_limit import model_max_len, scaled_limit
 from gpuopt.physics.memory import ServingConfig, resolve, suggest_fixes
 from gpuopt.planner.checkpoints import known_checkpoint, table
 from gpuopt.planner.serve_command import vllm_command
-from gpuopt.planner.serve_flags import release_for, unknown_flags
+from gpuopt.planner.serve_flags import flags, release_for, unknown_flags
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import load_catalog
 
@@ -180,7 +180,15 @@ def test_one_node_when_the_replica_fits_one_instance():
 
 
 def test_release_lookup():
-    assert release_for("0.20") == "0.20.0" and release_for("0.19.1") == "0.18.0" and release_for("0.33") == "0.33.0"
+    assert release_for("0.20") == "0.20.0" and release_for("0.19.1") == "0.19.0" and release_for("0.33") == "0.33.0"
+    # 0.15 and 0.16 are not in the table (their wheels were not read): the newest older one, 0.14.0
+    assert release_for("0.16.2") == "0.14.0" and release_for("0.28.1") == "0.28.0"
+
+
+def test_flags_new_in_a_release_are_its_own():
+    """--kv-cache-dtype-skip-layers came in 0.19.0 (vllm/engine/arg_utils.py of its wheel): a 0.19.1 server
+    line with it parses there and not on 0.18."""
+    assert "--kv-cache-dtype-skip-layers" in flags("0.19.1") and "--kv-cache-dtype-skip-layers" not in flags("0.18")
 
 
 def shipped_plans():

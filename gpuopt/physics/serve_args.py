@@ -22,7 +22,8 @@ from gpuopt.errors import InputError
 from gpuopt.physics.cuda_graphs import OPTIMIZATION_LEVEL_FIRST, GraphSettings
 from gpuopt.physics.graph_flags import GraphFlags
 from gpuopt.physics.lora import rank_problem
-from gpuopt.physics.serve_flags import kv_cache_dtypes
+from gpuopt.physics.serve_flags import flags, kv_cache_dtypes, release_for
+from gpuopt.physics.vllm_profile import release_key
 from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
 
 _HUMAN_INT_FLAGS = {"kv-cache-memory-bytes": "kv_cache_memory_bytes"}  # vLLM's human_readable_int values
@@ -113,6 +114,8 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
     while i < len(tokens):
         tok = tokens[i]
         name, eq, inline = _flag_name(flag, tok, graphs)
+        if vllm_version is not None and (problem := _not_a_flag(tok, vllm_version)) is not None:
+            raise InputError(f"{flag}: {problem}")
         base, dot, key = name.partition(".")
 
         takes_value = (base in _INT_FLAGS or base in _HUMAN_INT_FLAGS or base in _FLOAT_FLAGS or base in _STR_FLAGS
@@ -180,6 +183,23 @@ def _flag_name(flag: str, tok: str, graphs: GraphFlags) -> tuple[str, str, str]:
     name, eq, inline = tok[1:].partition("=")
     base, dot, key = name.partition(".")
     return _SHORT_FLAGS.get(base, f"-{base}") + dot + key, eq, inline
+
+
+def _not_a_flag(tok: str, vllm_version: str) -> str | None:
+    """Why vLLM `vllm_version`'s parser would refuse this flag ("unrecognized arguments"), or None. Checked only
+    where the flags of that very release were read (physics/serve_flags.py; 0.15, 0.16 and releases before 0.8
+    were not), and not for gpuopt's own --tp / --pp / --dp shorthands, the -O<n> forms vLLM rewrites or
+    --cuda-graph-sizes (graph_flags names its successor)."""
+    written = tok.partition("=")[0].partition(".")[0]
+    if written.startswith("--"):
+        written = "--" + written[2:].replace("_", "-")
+    if written in ("--tp", "--pp", "--dp", "--cuda-graph-sizes") or written.startswith("-O"):  # the last: its own
+        return None
+    listed = release_for(vllm_version)
+    if release_key(listed)[:2] != release_key(vllm_version)[:2] or written in flags(vllm_version):
+        return None
+    return (f"{written} is not a flag of vLLM {vllm_version} (its parser, read in the {listed} wheel, would refuse "
+            "it: \"unrecognized arguments\")")
 
 
 def _is_flag(tok: str) -> bool:
