@@ -102,7 +102,8 @@ def test_performance_mode_is_read_and_checked_against_the_release():
     assert one["completed"] == two["completed"] == 3000
     assert two["mean_ttft_ms"] < one["mean_ttft_ms"]
     old = CliRunner().invoke(cli, [*base[:-2], "0.16", "--server-args", "--performance-mode throughput"])
-    assert old.exit_code == 2 and "error: --performance-mode is not a flag of vLLM 0.16" in old.stderr
+    assert old.exit_code == 2 and "--performance-mode is not a flag of vLLM 0.16" in old.stderr
+    assert "it came in 0.17.0" in old.stderr
 
 
 # ---- CUDA-graph flags (physics/graph_flags.py) and vLLM's single-dash forms -------------------------------
@@ -152,7 +153,7 @@ def test_the_compilation_config_is_read_as_json_or_dotted_keys() -> None:
     ("-cc.cudagraph_mode=HALF", "-cc cudagraph_mode must be one of NONE, PIECEWISE, FULL, FULL_DECODE_ONLY"),
     ("-cc.cudagraph_capture_sizes=[0,8]", "positive whole batch sizes"),
     ("-cc.cudagraph_capture_sizes=8", "takes a list of batch sizes"),
-    ("--cuda-graph-sizes 8", "--cuda-graph-sizes is not a flag of vLLM 0.33 (0.10-0.12 had it)"),
+    ("--cuda-graph-sizes 8", "--cuda-graph-sizes is not a flag of vLLM 0.33 (0.9-0.12 had it)"),
 ])
 def test_a_graph_flag_vllm_would_refuse_is_one_error(text: str, message: str) -> None:
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -198,7 +199,7 @@ def test_simulate_reads_the_graph_flags_into_the_kv_budget() -> None:
 
 def test_a_flag_the_release_does_not_have_is_refused_where_its_flags_were_read() -> None:
     """--kv-cache-dtype-skip-layers came in 0.19.0: a 0.18 server refuses it ("unrecognized arguments"). Not
-    checked where that release's flags were not read (0.16) or no release is named."""
+    checked where that release's flags were not read (0.7, before the table) or no release is named."""
     assert parse_serve_args("--kv-cache-dtype-skip-layers x", vllm_version="0.19.1").not_modelled == \
         ("--kv-cache-dtype-skip-layers",)
     with pytest.raises(InputError, match=r"--kv-cache-dtype-skip-layers is not a flag of vLLM 0.18 \(its parser, "
@@ -206,5 +207,5 @@ def test_a_flag_the_release_does_not_have_is_refused_where_its_flags_were_read()
         parse_serve_args("--kv-cache-dtype-skip-layers x", vllm_version="0.18")
     with pytest.raises(InputError, match="-cc is not a flag of vLLM 0.11"):  # -cc came in 0.12
         parse_serve_args("-cc.cudagraph_mode=NONE", vllm_version="0.11")
-    assert parse_serve_args("--kv_cache_dtype_skip_layers x", vllm_version="0.16").not_modelled
+    assert parse_serve_args("--kv_cache_dtype_skip_layers x", vllm_version="0.7.4").not_modelled
     assert parse_serve_args("--made-up-flag", vllm_version=None).not_modelled == ("--made-up-flag",)

@@ -181,8 +181,9 @@ def test_one_node_when_the_replica_fits_one_instance():
 
 def test_release_lookup():
     assert release_for("0.20") == "0.20.0" and release_for("0.19.1") == "0.19.0" and release_for("0.33") == "0.33.0"
-    # 0.15 and 0.16 are not in the table (their wheels were not read): the newest older one, 0.14.0
-    assert release_for("0.16.2") == "0.14.0" and release_for("0.28.1") == "0.28.0"
+    # every minor release from 0.8 to 0.34 is read; a patch release takes its minor's list
+    assert release_for("0.16.2") == "0.16.0" and release_for("0.28.1") == "0.28.0"
+    assert release_for("0.10.2") == "0.10.1" and release_for("0.7.4") == "0.8.0"  # before the table: the oldest
 
 
 def test_flags_new_in_a_release_are_its_own():

@@ -65,7 +65,7 @@ OPTIMIZATION_LEVEL_FIRST = (0, 12)  # `-O<n>` is --optimization-level; before, t
 class GraphSettings:
     """What a server set about its CUDA graphs; None everywhere is the release's default.
 
-    `mode` is compilation_config.cudagraph_mode; `capture_sizes` its cudagraph_capture_sizes (or 0.10-0.12's
+    `mode` is compilation_config.cudagraph_mode; `capture_sizes` its cudagraph_capture_sizes (or 0.9-0.12's
     `--cuda-graph-sizes` given several values); `max_capture_size` its max_cudagraph_capture_size (0.12+; 0.10-0.11's
     `--cuda-graph-sizes N`, one value: the grid up to N); `optimization_level` the `-O<n>` of the command line --
     `--optimization-level` from 0.12 (0: no graphs, 1: piecewise only, 2-3: the default), the compilation level

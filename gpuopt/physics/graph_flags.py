@@ -12,8 +12,9 @@ wheels: vllm/engine/arg_utils.py, vllm/config/compilation.py, vllm/utils/argpars
   named back as not modelled.
 - `-O<n>` / `-O <n>` / `--optimization-level n` (0-3): the optimization level from 0.12 (0: no graphs, 1:
   piecewise only); the compilation level before, where only 3 -- the default -- captures graphs.
-- `--cuda-graph-sizes` (0.10-0.12, one or more values): 0.10-0.11 read one value as the largest size of the
-  grid and several as the list; 0.12 (a deprecated alias) takes the list as it is. Later releases refuse it.
+- `--cuda-graph-sizes` (0.9-0.12, one or more values): 0.9-0.11 read one value as the largest size of the
+  grid and several as the list (read in the 0.10.1.1 and 0.11.0 wheels); 0.12 (a deprecated alias) takes the
+  list as it is. Later releases refuse it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from gpuopt.physics.vllm_profile import release_key, release_or_default
 from gpuopt.vocabulary import CUDAGRAPH_MODES, CudagraphMode
 
 HONOURED_KEYS = ("cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size")
-LIST_SIZES_FLAG_LAST = (0, 12)  # --cuda-graph-sizes: a flag of 0.10-0.12
+LIST_SIZES_FLAG_LAST = (0, 12)  # --cuda-graph-sizes: a flag of 0.9-0.12
 MAX_SIZE_KEY_FIRST = (0, 12)  # max_cudagraph_capture_size: a key from 0.12
 
 
@@ -77,7 +78,7 @@ class GraphFlags:
     def cuda_graph_sizes(self, values: list[str]) -> None:
         if self.release > LIST_SIZES_FLAG_LAST:
             raise InputError(f"{self._at('--cuda-graph-sizes')} is not a flag of vLLM "
-                             f"{release_or_default(self.vllm_version)} (0.10-0.12 had it): use --compilation-config "
+                             f"{release_or_default(self.vllm_version)} (0.9-0.12 had it): use --compilation-config "
                              "'{\"cudagraph_capture_sizes\": [...]}'")
         if not values:
             raise InputError(f"{self._at('--cuda-graph-sizes')} needs one or more batch sizes")

@@ -22,7 +22,7 @@ from gpuopt.errors import InputError
 from gpuopt.physics.cuda_graphs import OPTIMIZATION_LEVEL_FIRST, GraphSettings
 from gpuopt.physics.graph_flags import GraphFlags
 from gpuopt.physics.lora import rank_problem
-from gpuopt.physics.serve_flags import flags, kv_cache_dtypes, release_for
+from gpuopt.physics.serve_flags import flags, kv_cache_dtypes, release_for, releases
 from gpuopt.physics.vllm_profile import release_key
 from gpuopt.vocabulary import PERFORMANCE_MODES, PerformanceMode
 
@@ -187,8 +187,8 @@ def _flag_name(flag: str, tok: str, graphs: GraphFlags) -> tuple[str, str, str]:
 
 def _not_a_flag(tok: str, vllm_version: str) -> str | None:
     """Why vLLM `vllm_version`'s parser would refuse this flag ("unrecognized arguments"), or None. Checked only
-    where the flags of that very release were read (physics/serve_flags.py; 0.15, 0.16 and releases before 0.8
-    were not), and not for gpuopt's own --tp / --pp / --dp shorthands, the -O<n> forms vLLM rewrites or
+    where the flags of that very release were read (physics/serve_flags.py: every minor release from 0.8), and
+    not for gpuopt's own --tp / --pp / --dp shorthands, the -O<n> forms vLLM rewrites or
     --cuda-graph-sizes (graph_flags names its successor)."""
     written = tok.partition("=")[0].partition(".")[0]
     if written.startswith("--"):
@@ -198,8 +198,11 @@ def _not_a_flag(tok: str, vllm_version: str) -> str | None:
     listed = release_for(vllm_version)
     if release_key(listed)[:2] != release_key(vllm_version)[:2] or written in flags(vllm_version):
         return None
+    having = [v for v, known in sorted(releases().items(), key=lambda kv: release_key(kv[0])) if written in known]
+    since = ("; " + (f"it came in {having[0]}" if release_key(having[0]) > release_key(listed) else
+                     f"the last release that has it is {having[-1]}")) if having else ""
     return (f"{written} is not a flag of vLLM {vllm_version} (its parser, read in the {listed} wheel, would refuse "
-            "it: \"unrecognized arguments\")")
+            f"it: \"unrecognized arguments\"{since})")
 
 
 def _is_flag(tok: str) -> bool:
