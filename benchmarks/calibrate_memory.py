@@ -128,11 +128,12 @@ def graph_features(row: ObservedRow) -> tuple[float, float, str, bool]:
     moe or mxfp4 experts --, V2 runner) of a logged row."""
     arch, gpu = get_model(row.model), get_gpu(row.gpu)
     cfg, _ = resolve(arch, gpu, row.config)
-    share = graph_plan(arch, gpu, cfg).graphs / cuda_graphs.REFERENCE_GRAPHS
+    plan = graph_plan(arch, gpu, cfg)
+    share = plan.graphs / cuda_graphs.REFERENCE_GRAPHS
     # the split buffers: graph_gib's own sizing with every fitted part at zero
     acc = cuda_graphs.graph_gib(NO_FIT, arch, gpu, layers=0, tp=cfg.tensor_parallel, max_num_seqs=cfg.max_num_seqs,
                                 max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_version=cfg.vllm_version,
-                                precision=cfg.precision)
+                                precision=cfg.precision, plan=plan, language_model_only=cfg.language_model_only)
     kind = ("mxfp4" if cfg.precision == "mxfp4" else "moe") if arch.is_moe else "dense"
     v2 = on_v2_runner(get_profile(cfg.vllm_version), arch, gpu, cfg)
     return arch.num_hidden_layers / cfg.pipeline_parallel * share, acc, kind, v2

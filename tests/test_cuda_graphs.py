@@ -161,14 +161,14 @@ def test_interactivity_mode_captures_more_graphs() -> None:
 
 
 def test_the_runner_that_captures_picks_the_calibration() -> None:
-    """Llama-3.1-8B on an H100: v0.19 runs the V1 runner, 0.1486 + 0.01582 x 32 + 0.25 = 0.90484 GiB; 0.33
+    """Llama-3.1-8B on an H100: v0.19 runs the V1 runner, 0.1434 + 0.01634 x 32 + 0.25 = 0.91628 GiB; 0.33
     the V2 runner, 0.0937 + 0.01315 x 32 + 0.25 = 0.7645 GiB (both 102 graphs at the H100's 1,024 sequences);
     --enforce-eager none, -O1 (piecewise only) the 51 piecewise graphs without the split buffers."""
     def graphs(version: str, **kw: object) -> float:
         cfg = ServingConfig(max_model_len=8192, vllm_version=version, **kw)
         return estimate(L8, H100, cfg).binding_rank.cuda_graph_gib
 
-    assert graphs("0.19") == pytest.approx(0.90484, abs=1e-5)
+    assert graphs("0.19") == pytest.approx(0.91628, abs=1e-5)
     assert graphs("0.33") == pytest.approx(0.7645, abs=1e-5)
     assert graphs("0.33", enforce_eager=True) == 0.0
     assert graphs("0.33", cudagraphs=cuda_graphs.GraphSettings(optimization_level=1)) == pytest.approx(
@@ -203,3 +203,22 @@ def test_fit_takes_the_compilation_config_and_the_optimization_level() -> None:
     assert bad.exit_code == 2 and bad.stdout == ""
     assert bad.stderr.startswith("error: max_cudagraph_capture_size 32 differs from the largest of "
                                  "cudagraph_capture_sizes (16)")
+
+
+def test_a_multimodal_prefix_lm_runs_no_flashattention_3() -> None:
+    """gemma-3 is in vLLM's MM_PREFIX_LM_MODELS (0.13+): its image tokens attend bidirectionally, which FA3
+    cannot, so no split buffers. gemma-3-12b (48 layers) on an H100: v0.19 0.1434 + 0.01634 x 48 = 0.92772 GiB
+    (logged 0.94; 1.18 with the buffers), text-only or not; at 0.33 0.0937 + 0.01315 x 48 = 0.7249, and from 0.27
+    --language-model-only drops the prefix LM: FA3 again, + 32 x 512 x 16 heads x 256 x 4 B = 0.25 GiB."""
+    gemma3, gemma2 = get_model("google/gemma-3-12b-it"), get_model("google/gemma-2-9b-it")
+
+    def graphs(model: object, version: str, text_only: bool = False) -> float:
+        cfg = ServingConfig(max_model_len=8192, vllm_version=version, language_model_only=text_only)
+        return estimate(model, H100, cfg).binding_rank.cuda_graph_gib  # type: ignore[arg-type]
+
+    assert graphs(gemma3, "0.19") == graphs(gemma3, "0.19", text_only=True) == pytest.approx(0.92772, abs=1e-5)
+    assert graphs(gemma3, "0.33") == pytest.approx(0.7249, abs=1e-5)
+    assert graphs(gemma3, "0.33", text_only=True) == pytest.approx(0.9749, abs=1e-5)
+    assert not cuda_graphs.mm_prefix_lm(gemma3, "0.12")  # the list came in 0.13
+    assert not cuda_graphs.mm_prefix_lm(gemma2, "0.33")  # gemma-2 is text only: FA3 and its buffers
+    assert cuda_graphs.split_accumulator_bytes(gemma2, H100, 1, 512, "0.19", "bf16") / GIB == 0.25

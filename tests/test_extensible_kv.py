@@ -190,8 +190,7 @@ def test_a_set_kv_cache_is_taken_as_is_in_every_release() -> None:
 
 def test_a_set_kv_cache_larger_than_the_gpu_does_not_fit() -> None:
     """70 GiB + 14.9888 weights + 1.916 activation + 0.34 non-torch + 0.7645 graphs = 88.01 GiB > 79.19: vLLM
-    checks nothing and fails allocating it; only smaller weights help (int4 5.37 GiB, on the V1 runner's 0.9048
-    GiB of graphs: 78.53 GiB)."""
+    checks nothing and fails allocating it; only smaller weights help (int4 5.37 GiB: 78.39 GiB)."""
     args = ["fit", "--model", L8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192",
             "--kv-cache-memory-bytes", "70G"]
     result = CliRunner().invoke(cli, args)

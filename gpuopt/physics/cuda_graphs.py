@@ -59,6 +59,13 @@ SIXTEEN_STEP_FIRST = (0, 12)  # multiples of 16 above 256 (0.10-0.11: of 8 all t
 BUDGET_SIZE_FIRST = (0, 21)  # max_num_batched_tokens added to the list when below the ceiling, off the grid
 SEQS_SIZE_FIRST = (0, 31)  # max_num_seqs likewise (a uniform-decode size)
 OPTIMIZATION_LEVEL_FIRST = (0, 12)  # `-O<n>` is --optimization-level; before, the compilation level
+# vLLM's MM_PREFIX_LM_MODELS (ModelConfig.is_mm_prefix_lm, by config.json model_type) and the release each joined
+# the list (read in the 0.13.0, 0.14.0, 0.17.0, 0.19.0 and 0.21.0 wheels): their image tokens attend
+# bidirectionally, which FlashAttention 3 cannot do, so vLLM runs them on another backend (Triton; from 0.27 also
+# FlashAttention 4 where it resolves) -- without FA3's split buffers
+MM_PREFIX_LM_FIRST = {"gemma3": (0, 13), "paligemma": (0, 14), "molmo2": (0, 17), "bagel": (0, 19),
+                      "moondream3": (0, 21)}
+TEXT_ONLY_NO_PREFIX_FIRST = (0, 27)  # is_mm_prefix_lm(supports_multimodal=False) under --language-model-only
 
 
 @dataclass(frozen=True)
@@ -133,13 +140,28 @@ def capture_sizes(largest: int, interactivity: bool = False, vllm_version: str =
     return sorted(set(sizes))
 
 
-def runs_flash_attention_3(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precision: str) -> bool:
+def mm_prefix_lm(arch: ModelArchitecture, vllm_version: str, language_model_only: bool = False) -> bool:
+    """Whether vLLM serves this model as a multimodal prefix LM (bidirectional attention over image tokens):
+    listed by model type from the release in MM_PREFIX_LM_FIRST, unless served text-only from 0.27."""
+    first = MM_PREFIX_LM_FIRST.get(arch.model_type or "")
+    release = release_key(vllm_version)
+    if first is None or release < first:
+        return False
+    return not (language_model_only and release >= TEXT_ONLY_NO_PREFIX_FIRST)
+
+
+def runs_flash_attention_3(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precision: str,
+                           language_model_only: bool = False) -> bool:
     """Whether the model's attention runs FlashAttention 3 with full graphs in this release: Hopper, from 0.11,
     not fp32; MLA through FA3's MLA kernel from 0.12 (not a DSA model's sparse backends); head sizes up to 256
-    in multiples of 8; and some attention at all (a Mamba-only stack runs no attention backend)."""
+    in multiples of 8; some attention at all (a Mamba-only stack runs no attention backend); and not a
+    multimodal prefix LM (mm_prefix_lm: gemma-3's logged 0.94 GiB of v0.19 graphs match the model without the
+    buffers, 0.91, and not with them, 1.16)."""
     if gpu.compute_capability != HOPPER or release_key(vllm_version) < FULL_GRAPHS_FIRST or precision == "fp32":
         return False
     if not any(kind in KV_LAYER_KINDS for kind in arch.layer_kinds()):
+        return False
+    if mm_prefix_lm(arch, vllm_version, language_model_only):
         return False
     if arch.is_mla:
         return release_key(vllm_version) >= FA_MLA_FIRST and bool(arch.kv_lora_rank) and not arch.index_head_dim
@@ -195,10 +217,10 @@ def capture_plan(settings: GraphSettings, gpu: GpuSpec, vllm_version: str, max_n
 
 
 def split_accumulator_bytes(arch: ModelArchitecture, gpu: GpuSpec, tp: int, largest: int, vllm_version: str,
-                            precision: str) -> float:
+                            precision: str, language_model_only: bool = False) -> float:
     """FlashAttention 3's fp32 split-KV buffers in a full graph of `largest` tokens; 0 where vLLM does not run
     it (runs_flash_attention_3)."""
-    if not runs_flash_attention_3(arch, gpu, vllm_version, precision):
+    if not runs_flash_attention_3(arch, gpu, vllm_version, precision, language_model_only):
         return 0.0
     heads = max(1, arch.num_attention_heads // tp)
     value_head = arch.kv_lora_rank if arch.is_mla and arch.kv_lora_rank else arch.attn_head_dim
@@ -207,10 +229,10 @@ def split_accumulator_bytes(arch: ModelArchitecture, gpu: GpuSpec, tp: int, larg
 
 def model_plan(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precision: str, max_num_seqs: int,
                max_num_batched_tokens: int, *, interactivity: bool = False, enforce_eager: bool = False,
-               settings: GraphSettings = GraphSettings()) -> CapturePlan:
+               settings: GraphSettings = GraphSettings(), language_model_only: bool = False) -> CapturePlan:
     """capture_plan for this model: FULL captures mixed batches only where its attention runs FlashAttention 3
     with plain heads (not MLA)."""
-    fa3 = runs_flash_attention_3(arch, gpu, vllm_version, precision)
+    fa3 = runs_flash_attention_3(arch, gpu, vllm_version, precision, language_model_only)
     return capture_plan(settings, gpu, vllm_version, max_num_seqs, max_num_batched_tokens,
                         interactivity=interactivity, enforce_eager=enforce_eager, full_mixed=fa3 and not arch.is_mla)
 
@@ -218,7 +240,8 @@ def model_plan(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precisi
 def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, *, layers: int, tp: int,
               max_num_seqs: int, max_num_batched_tokens: int, vllm_version: str, precision: str,
               lora: bool = False, interactivity: bool = False, enforce_eager: bool = False,
-              settings: GraphSettings = GraphSettings(), plan: CapturePlan | None = None) -> float:
+              settings: GraphSettings = GraphSettings(), plan: CapturePlan | None = None,
+              language_model_only: bool = False) -> float:
     """CUDA-graph memory of one GPU holding `layers` decoder layers; 0 when no graph is captured (`plan`: the
     model's capture plan when already known, else model_plan). With LoRA vLLM captures every size twice from
     0.12, without adapters and with all slots active (`cudagraph_specialize_lora`; `get_lora_capture_cases`:
@@ -226,7 +249,8 @@ def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: G
     kernels as well; before 0.12 only the LoRA set."""
     if plan is None:
         plan = model_plan(arch, gpu, vllm_version, precision, max_num_seqs, max_num_batched_tokens,
-                          interactivity=interactivity, enforce_eager=enforce_eager, settings=settings)
+                          interactivity=interactivity, enforce_eager=enforce_eager, settings=settings,
+                          language_model_only=language_model_only)
     if not plan.graphs:
         return 0.0
     share = plan.graphs / REFERENCE_GRAPHS
@@ -238,4 +262,5 @@ def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: G
         moe = calibration.mxfp4_moe_per_layer_gib if precision == "mxfp4" else calibration.moe_per_layer_gib
     per_layer = plain + moe + (calibration.lora_per_layer_gib if lora else 0.0)
     return (calibration.base_gib + per_layer * layers * share
-            + split_accumulator_bytes(arch, gpu, tp, plan.largest_full, vllm_version, precision) / GIB)
+            + split_accumulator_bytes(arch, gpu, tp, plan.largest_full, vllm_version, precision,
+                                      language_model_only) / GIB)

@@ -669,7 +669,8 @@ def graph_plan(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> cu
     """The CUDA graphs vLLM captures for this model and configuration (cuda_graphs.model_plan)."""
     return cuda_graphs.model_plan(arch, gpu, cfg.vllm_version, cfg.precision, cfg.max_num_seqs,
                                   cfg.max_num_batched_tokens, interactivity=cfg.performance_mode == "interactivity",
-                                  enforce_eager=cfg.enforce_eager, settings=cfg.cudagraphs)
+                                  enforce_eager=cfg.enforce_eager, settings=cfg.cudagraphs,
+                                  language_model_only=cfg.language_model_only)
 
 
 def cuda_graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig,
@@ -678,7 +679,7 @@ def cuda_graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, g
     return cuda_graphs.graph_gib(calibration, arch, gpu, layers=layers, tp=cfg.tensor_parallel,
                                  max_num_seqs=cfg.max_num_seqs, max_num_batched_tokens=cfg.max_num_batched_tokens,
                                  vllm_version=cfg.vllm_version, precision=cfg.precision, lora=cfg.max_loras > 0,
-                                 plan=plan)
+                                 plan=plan, language_model_only=cfg.language_model_only)
 
 
 def on_v2_runner(profile: VllmProfile, arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> bool:
