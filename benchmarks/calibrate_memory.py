@@ -23,7 +23,7 @@ from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.physics import cuda_graphs  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.memory import GIB, activation_dtype_bytes, graph_plan, on_v2_runner, resolve  # noqa: E402
-from gpuopt.physics.vllm_profile import CudaGraphCalibration, get_profile  # noqa: E402
+from gpuopt.physics.vllm_profile import get_profile  # noqa: E402
 
 ERAS = {"0.11": ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16"), "0.17": ("0.17", "0.18", "0.19")}
 
@@ -119,7 +119,6 @@ def main() -> None:
     print_graphs(rows)
 
 
-NO_FIT = CudaGraphCalibration(base_gib=0.0, per_layer_gib=0.0, fitted_on="none")
 
 
 @cache  # each fit reads a row's features several times; resolving the row once is enough
@@ -130,10 +129,9 @@ def graph_features(row: ObservedRow) -> tuple[float, float, str, bool]:
     cfg, _ = resolve(arch, gpu, row.config)
     plan = graph_plan(arch, gpu, cfg)
     share = plan.graphs / cuda_graphs.REFERENCE_GRAPHS
-    # the split buffers: graph_gib's own sizing with every fitted part at zero
-    acc = cuda_graphs.graph_gib(NO_FIT, arch, gpu, layers=0, tp=cfg.tensor_parallel, max_num_seqs=cfg.max_num_seqs,
-                                max_num_batched_tokens=cfg.max_num_batched_tokens, vllm_version=cfg.vllm_version,
-                                precision=cfg.precision, plan=plan, language_model_only=cfg.language_model_only)
+    # the split buffers, computed (not fitted), in the largest full graph of the row's plan
+    acc = cuda_graphs.split_accumulator_bytes(arch, gpu, cfg.tensor_parallel, plan.largest_full, cfg.vllm_version,
+                                              cfg.precision, cfg.language_model_only) / GIB
     kind = ("mxfp4" if cfg.precision == "mxfp4" else "moe") if arch.is_moe else "dense"
     v2 = on_v2_runner(get_profile(cfg.vllm_version), arch, gpu, cfg)
     return arch.num_hidden_layers / cfg.pipeline_parallel * share, acc, kind, v2

@@ -147,13 +147,14 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
         raise InputError(*problems)
     for key in graphs.not_modelled:
         say("note", f"{key} is not modelled (no effect on memory)")
+    graph_settings = graphs.settings()
     cfg = ServingConfig(tensor_parallel=tp, pipeline_parallel=pp, precision=precision,  # type: ignore[arg-type]
                         kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
                         max_model_len=max_model_len, gpu_memory_utilization=gpu_memory_utilization,
                         max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
                         block_size=block_size, vllm_version=vllm_version,
                         interconnect=interconnect,  # type: ignore[arg-type]
-                        enforce_eager=enforce_eager, cudagraphs=graphs.settings() or GraphSettings(),
+                        enforce_eager=enforce_eager, cudagraphs=graph_settings or GraphSettings(),
                         language_model_only=language_model_only, data_parallel=dp,
                         expert_parallel=enable_expert_parallel,
                         max_loras=(1 if max_loras is None else max_loras) if enable_lora else 0,
@@ -174,7 +175,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     perf: dict[str, float | None] = {}
     infeasible_slo: str | None = None
     if est.fits and input_tokens is not None and output_tokens is not None:
-        if enforce_eager or graphs.settings() is not None:
+        if enforce_eager or graph_settings is not None:
             click.echo("note: --enforce-eager, --compilation-config and --optimization-level change memory only; "
                        "latency is predicted as with vLLM's default CUDA graphs", err=True)
         if enable_lora:

@@ -22,8 +22,8 @@ import yaml
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
 from gpuopt.physics.cuda_graphs import GraphSettings
+from gpuopt.physics.graph_flags import cudagraph_mode
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
-from gpuopt.vocabulary import CUDAGRAPH_MODES, CudagraphMode
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
 
@@ -212,10 +212,6 @@ def non_default_args(text: str) -> dict[str, Any]:
     return {key: ast.literal_eval(value) for key, value in ARG_PAIR.findall(text)}
 
 
-def _mode(name: str) -> CudagraphMode | None:
-    return next((m for m in CUDAGRAPH_MODES if m == name.upper()), None)
-
-
 def _last(pattern: re.Pattern[str], text: str) -> str | None:
     found = None
     for m in pattern.finditer(text):
@@ -233,7 +229,8 @@ def read_log(path: Path, text: str) -> MemoryObservation:
     args = _last(NON_DEFAULT, text)
     if args:
         parsed = non_default_args(args)
-        mode = CUDAGRAPH_MODE_IN_LOG.search(args)
+        found = CUDAGRAPH_MODE_IN_LOG.search(args)
+        mode = cudagraph_mode(found.group(1)) if found else None
         config = ServerConfig(
             model=parsed.get("model") or parsed.get("model_tag"), tensor_parallel=parsed.get("tensor_parallel_size"),
             pipeline_parallel=parsed.get("pipeline_parallel_size"),
@@ -242,7 +239,7 @@ def read_log(path: Path, text: str) -> MemoryObservation:
             gpu_memory_utilization=parsed.get("gpu_memory_utilization"),
             kv_cache_dtype=modelled_kv_cache_dtype(str(dtype)) if (dtype := parsed.get("kv_cache_dtype")) else None,
             enable_prefix_caching=parsed.get("enable_prefix_caching"), enforce_eager=parsed.get("enforce_eager"),
-            cudagraphs=GraphSettings(mode=_mode(mode.group(1))) if mode and _mode(mode.group(1)) else None)
+            cudagraphs=GraphSettings(mode=mode) if mode else None)
     version = _last(VERSION, text)
     weights = _last(LOG_PATTERNS["weights_gib"], text)
     graphs = _last(LOG_PATTERNS["cuda_graph_gib"], text)

@@ -32,8 +32,8 @@ Its parts, each from what drives it (read in the 0.11-0.34 wheels):
 
 The V1 model runner's graphs are fitted on the v0.19 H100 start-ups, the V2 runner's on the 0.27/0.28 logs
 that run it (RTX 4090, RTX 5090) -- the V2 runner is what every model starts on from 0.29. Which of the two
-differences between those sets (runner, or H100 against GeForce) makes the V2 figure 30 % lower per layer is
-not separable with the logs in ../shared/data; the runner is the code that captures, so it decides here.
+differences between those sets (runner, or H100 against GeForce) makes the V2 figure 20 % lower per layer and
+graph is not separable with the logs in ../shared/data; the runner is the code that captures, so it decides here.
 """
 
 from __future__ import annotations

@@ -114,11 +114,11 @@ class GraphFlags:
             self.not_modelled.append(f"{name} {key}")
             return
         if key == "cudagraph_mode":
-            mode = str(value).upper()
-            if mode not in CUDAGRAPH_MODES:
+            mode = cudagraph_mode(str(value))
+            if mode is None:
                 raise InputError(f"{self._at(name)} cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)} "
                                  f"(got {value!r})")
-            self.config[key] = _mode(mode)
+            self.config[key] = mode
         elif key == "cudagraph_capture_sizes":
             if not isinstance(value, list):
                 raise InputError(f"{self._at(name)} cudagraph_capture_sizes takes a list of batch sizes "
@@ -137,5 +137,6 @@ class GraphFlags:
         return size
 
 
-def _mode(name: str) -> CudagraphMode:
-    return next(m for m in CUDAGRAPH_MODES if m == name)
+def cudagraph_mode(name: str) -> CudagraphMode | None:
+    """A CUDAGraphMode name as vLLM reads it (any case: `CUDAGraphMode[value.upper()]`), else None."""
+    return next((m for m in CUDAGRAPH_MODES if m == name.upper()), None)
