@@ -53,6 +53,10 @@ PERFORMANCE_MODES: tuple[PerformanceMode, ...] = get_args(PerformanceMode)
 # for every size or only for decode batches, both, or none
 CudagraphMode = Literal["NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE"]
 CUDAGRAPH_MODES: tuple[CudagraphMode, ...] = get_args(CudagraphMode)
+# vLLM's CompilationMode (vllm/config/compilation.py, 0.12+; `-cc.mode`, an integer 0-3 or the name): only
+# VLLM_COMPILE splits the model into the pieces piecewise CUDA graphs capture
+CompilationMode = Literal["NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE"]
+COMPILATION_MODES: tuple[CompilationMode, ...] = get_args(CompilationMode)
 
 # ---- why a candidate is rejected ---------------------------------------------------------------------
 LatencyTarget = Literal["ttft", "tpot"]

@@ -388,7 +388,9 @@ def _value_for(param: click.Parameter) -> st.SearchStrategy[str]:
         plausible = st.sampled_from(['{"cudagraph_mode": "PIECEWISE"}', '{"cudagraph_mode": "none"}',
                                      '{"cudagraph_capture_sizes": [1, 2, 4, 8]}', '{"cudagraph_capture_sizes": []}',
                                      '{"max_cudagraph_capture_size": 8, "cudagraph_capture_sizes": [16]}',
-                                     '{"cudagraph_mode": 3}', '{"pass_config": {}}', '[1, 2]', '{', '3'])
+                                     '{"cudagraph_mode": 3}', '{"pass_config": {}}', '[1, 2]', '{', '3',
+                                     '{"mode": 0}', '{"mode": "none", "cudagraph_mode": "FULL"}', '{"mode": 7}',
+                                     '{"mode": true}', '{"mode": null}'])
     elif isinstance(param, click.Option) and param.name in ("discounts",):
         plausible = st.sampled_from(["aws=0.1", "aws=1.5", "aws", "azure=0.1", "aws=-0.2", "aws=abc"])
     else:
@@ -411,6 +413,7 @@ SERVER_FLAGS = ("--max-num-seqs 8", "--max-num-batched-tokens 16", "--no-enable-
                 """-cc '{"cudagraph_capture_sizes": []}'""", """-cc '{"cudagraph_capture_sizes": [true, -3]}'""",
                 """-cc '{"cudagraph_capture_sizes": [8], "max_cudagraph_capture_size": 16}'""",
                 """--compilation-config '{"cudagraph_mode": "FULL_DECODE_ONLY", "level": 0, "mode": 3}'""",
+                "-cc.mode=0", "-cc.mode=dynamo_trace_once", "-cc.mode=-1", "-cc.mode",
                 "--compilation-config '[1]'", "--compilation-config {bad", "--compilation-config 3",
                 "-cc.max_cudagraph_capture_size=0", "-cc.max_cudagraph_capture_size=1e9", "--cuda-graph-sizes 8",
                 "--cuda-graph-sizes 1 2 4", "--cuda-graph-sizes", "--optimization-level 9")

@@ -77,6 +77,34 @@ def test_modes_and_levels_choose_which_graphs_are_captured() -> None:
     assert capped.piecewise[-1] == 64 and len(capped.piecewise) == 11  # 1, 2, 4, 8..64
 
 
+def test_a_compilation_mode_other_than_vllm_compile_leaves_no_piecewise_graphs() -> None:
+    """Nothing compiled into pieces, nothing to capture piecewise (VllmConfig.__post_init__): 0.12 drops every
+    graph, 0.13-0.29 the modes that need pieces, 0.30+ only their piecewise half. H100, 1,024 sequences: 51 sizes."""
+    def plan(version: str, gpu: object = H100, breakable: bool = False, **kw: object) -> cuda_graphs.CapturePlan:
+        return cuda_graphs.capture_plan(cuda_graphs.GraphSettings(**kw), gpu, version, 1024, 8192,  # type: ignore
+                                        full_mixed=gpu is H100, breakable=breakable)
+    uncompiled = {"compilation_mode": "NONE"}
+    assert plan("0.12", **uncompiled).graphs == plan("0.12", mode="FULL", **uncompiled).graphs == 0
+    assert plan("0.19", **uncompiled).mode == "NONE"  # FULL_AND_PIECEWISE needs pieces
+    assert plan("0.19", mode="FULL_DECODE_ONLY", **uncompiled).graphs == 51
+    assert plan("0.19", mode="FULL", **uncompiled).graphs == 51  # FA3 captures mixed batches whole
+    assert plan("0.33", **uncompiled).mode == "FULL_DECODE_ONLY" and plan("0.33", **uncompiled).graphs == 51
+    assert plan("0.33", mode="PIECEWISE", **uncompiled).graphs == 0
+    assert plan("0.33", compilation_mode="VLLM_COMPILE").graphs == 102  # the default, said out loud
+    # FULL off FlashAttention 3 falls back by what was compiled: FULL_AND_PIECEWISE split at attention, else
+    # FULL_DECODE_ONLY
+    assert plan("0.33", A100, mode="FULL").mode == "FULL_AND_PIECEWISE"
+    assert plan("0.33", A100, mode="FULL", **uncompiled).mode == "FULL_DECODE_ONLY"
+    # -O0 compiles nothing: a cudagraph_mode set beside it keeps only what needs no pieces
+    assert plan("0.33", mode="FULL_AND_PIECEWISE", optimization_level=0).mode == "FULL_DECODE_ONLY"
+    assert plan("0.19", mode="FULL_AND_PIECEWISE", optimization_level=0).graphs == 0
+    # breakable graphs (DeepSeek-V3.2, GLM-5 from 0.29) compile nothing whatever the mode, and keep their pieces
+    assert plan("0.33", breakable=True, **uncompiled).graphs == 102
+    assert cuda_graphs.breakable_by_default(get_model("deepseek-ai/DeepSeek-V3.2-Exp"), "0.29")
+    assert not cuda_graphs.breakable_by_default(get_model("deepseek-ai/DeepSeek-V3.2-Exp"), "0.28")
+    assert not cuda_graphs.breakable_by_default(L8, "0.33")
+
+
 def test_settings_vllm_refuses_are_named() -> None:
     assert cuda_graphs.settings_problem(cuda_graphs.GraphSettings(capture_sizes=(1, 2, 8), max_capture_size=16)) \
         is not None
@@ -197,6 +225,11 @@ def test_fit_takes_the_compilation_config_and_the_optimization_level() -> None:
     assert fit()["cuda_graphs"] == {"mode": "FULL_AND_PIECEWISE", "piecewise": 51, "full": 51}
     assert fit("--optimization-level", "1")["kv_cache_tokens"] == 453_056
     assert fit("--optimization-level", "0")["kv_cache_tokens"] == fit("--enforce-eager")["kv_cache_tokens"] == 455_552
+    # compilation mode NONE at 0.33: full decode graphs only, 0.0937 + 0.01315 x 32 x 51/102 + 0.25 (FA3's
+    # buffers) = 0.5541 GiB: (55.6101 - 0.5541) x 8,192 = 451,018.8 -> 451,008 tokens
+    uncompiled = fit("--compilation-config", '{"mode": 0}')
+    assert uncompiled["cuda_graphs"] == {"mode": "FULL_DECODE_ONLY", "piecewise": 0, "full": 51}
+    assert (uncompiled["cuda_graph_gib"], uncompiled["kv_cache_tokens"]) == (0.5541, 451_008)
     bad = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
                                    "--compilation-config", '{"cudagraph_capture_sizes": [8, 16], '
                                    '"max_cudagraph_capture_size": 32}'])

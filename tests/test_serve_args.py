@@ -145,6 +145,12 @@ def test_the_compilation_config_is_read_as_json_or_dotted_keys() -> None:
     # up to 0.11 -O is --compilation-config itself, and its `level` the compilation level
     old = parse_serve_args("""-O '{"level": 0}'""", vllm_version="0.11").cudagraphs
     assert old is not None and old.optimization_level == 0
+    # the compilation mode (0.12+): CompilationMode's integer or its name in any case; 0.11 had no such key
+    for text in ("-cc.mode=1", "-cc.mode=stock_torch_compile", """-cc '{"mode": "STOCK_TORCH_COMPILE"}'"""):
+        settings = parse_serve_args(text, vllm_version="0.33").cudagraphs
+        assert settings is not None and settings.compilation_mode == "STOCK_TORCH_COMPILE"
+    assert parse_serve_args("-cc.mode=3", vllm_version="0.12").cudagraphs.compilation_mode == "VLLM_COMPILE"  # type: ignore[union-attr]
+    assert parse_serve_args("""-O '{"mode": 0}'""", vllm_version="0.11").not_modelled == ("-O mode",)
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -153,6 +159,8 @@ def test_the_compilation_config_is_read_as_json_or_dotted_keys() -> None:
     ("-cc.cudagraph_mode=HALF", "-cc cudagraph_mode must be one of NONE, PIECEWISE, FULL, FULL_DECODE_ONLY"),
     ("-cc.cudagraph_capture_sizes=[0,8]", "positive whole batch sizes"),
     ("-cc.cudagraph_capture_sizes=8", "takes a list of batch sizes"),
+    ("-cc.mode=4", "-cc mode must be one of NONE, STOCK_TORCH_COMPILE, DYNAMO_TRACE_ONCE, VLLM_COMPILE or 0-3"),
+    ("-cc.mode=eager", "-cc mode must be one of NONE, STOCK_TORCH_COMPILE"),
     ("--cuda-graph-sizes 8", "--cuda-graph-sizes is not a flag of vLLM 0.33 (0.9-0.12 had it)"),
 ])
 def test_a_graph_flag_vllm_would_refuse_is_one_error(text: str, message: str) -> None:

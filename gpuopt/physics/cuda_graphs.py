@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from gpuopt.hardware import GIB, GpuSpec
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import CudaGraphCalibration, release_key
-from gpuopt.vocabulary import KV_LAYER_KINDS, CudagraphMode
+from gpuopt.vocabulary import KV_LAYER_KINDS, CompilationMode, CudagraphMode
 
 # graphs of the v0.19 H100 start-ups the V1 calibration was fitted on (max_num_seqs 1,024: 51 sizes up to 512,
 # each captured piecewise and full): what the calibrations' per-layer figures are for
@@ -66,6 +66,31 @@ OPTIMIZATION_LEVEL_FIRST = (0, 12)  # `-O<n>` is --optimization-level; before, t
 MM_PREFIX_LM_FIRST = {"gemma3": (0, 13), "paligemma": (0, 14), "molmo2": (0, 17), "bagel": (0, 19),
                       "moondream3": (0, 21)}
 TEXT_ONLY_NO_PREFIX_FIRST = (0, 27)  # is_mm_prefix_lm(supports_multimodal=False) under --language-model-only
+# A compilation mode other than VLLM_COMPILE (`-cc.mode`, 0.12+) leaves no pieces to capture piecewise graphs of;
+# VllmConfig.__post_init__ then drops graphs (read in the 0.12.0-0.34.0 wheels): 0.12 every graph, 0.13-0.29
+# the modes that need pieces (PIECEWISE, FULL_AND_PIECEWISE) -> NONE, from 0.30 only their piecewise half
+# (`CUDAGraphMode.without_piecewise`: FULL_AND_PIECEWISE -> FULL_DECODE_ONLY)
+COMPILATION_MODE_FIRST = (0, 12)
+PIECEWISE_MODES_ONLY_FIRST = (0, 13)
+WITHOUT_PIECEWISE_FIRST = (0, 30)
+# ... except for the architectures that capture "breakable" CUDA graphs by default (vLLM's
+# DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES, from 0.29; the release each joined, read in the 0.29.0-0.34.0
+# wheels): vLLM compiles nothing for them and captures its graphs around the ops that cannot be, whatever the
+# compilation mode; VLLM_USE_BREAKABLE_CUDAGRAPH=1 does the same for any model (an environment variable, not read)
+BREAKABLE_BY_DEFAULT_FIRST = {
+    **dict.fromkeys(("DeepseekV32ForCausalLM", "DeepseekV32MTPModel", "DeepseekV4ForCausalLM", "DeepSeekV4MTPModel",
+                     "Dots3NoteForCausalLM", "Dots3NoteMTPModel", "GlmMoeDsaForCausalLM", "HYV4ForCausalLM",
+                     "HYV4MTPModel", "InklingForCausalLM", "InklingForConditionalGeneration",
+                     "KimiK3ForConditionalGeneration", "KimiK3MTPModel", "KimiLinearForCausalLM",
+                     "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration"), (0, 29)),
+    **dict.fromkeys(("DeepseekV41ForCausalLM", "DeepseekV4ForConditionalGeneration", "Glm5NextForCausalLM",
+                     "Glm5NextForConditionalGeneration", "Glm5NextMTPModel", "Qwen4ExpForCausalLM",
+                     "Qwen4ExpForConditionalGeneration", "Qwen4ExpMTP"), (0, 30)),
+    **dict.fromkeys(("AliceAIForCausalLM", "BeamForCausalLM", "MuseSparkForConditionalGeneration",
+                     "Step5ForCausalLM", "Step5ForConditionalGeneration"), (0, 33)),
+    **dict.fromkeys(("KimiK31ForConditionalGeneration", "MistralLarge4ForCausalLM", "MuseSparkForCausalLM"), (0, 34)),
+}
+BREAKABLE_BY_DEFAULT_ONLY = {"MuseSpark1xForCausalLM": ((0, 33), (0, 33))}  # listed in 0.33 alone
 
 
 @dataclass(frozen=True)
@@ -76,12 +101,14 @@ class GraphSettings:
     `--cuda-graph-sizes` given several values); `max_capture_size` its max_cudagraph_capture_size (0.12+; 0.10-0.11's
     `--cuda-graph-sizes N`, one value: the grid up to N); `optimization_level` the `-O<n>` of the command line --
     `--optimization-level` from 0.12 (0: no graphs, 1: piecewise only, 2-3: the default), the compilation level
-    before (3, VLLM's piecewise compilation, is the default; any other captures none)."""
+    before (3, VLLM's piecewise compilation, is the default; any other captures none); `compilation_mode` the
+    compilation config's `mode` (0.12+; unset: VLLM_COMPILE, or NONE at `-O0`)."""
 
     mode: CudagraphMode | None = None
     capture_sizes: tuple[int, ...] | None = None
     max_capture_size: int | None = None
     optimization_level: int | None = None
+    compilation_mode: CompilationMode | None = None
 
 
 @dataclass(frozen=True)
@@ -168,31 +195,63 @@ def runs_flash_attention_3(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: 
     return arch.attn_head_dim <= FA3_MAX_HEAD and arch.attn_head_dim % 8 == 0
 
 
-def captured_mode(settings: GraphSettings, vllm_version: str, enforce_eager: bool, full_mixed: bool) -> CudagraphMode:
+def breakable_by_default(arch: ModelArchitecture, vllm_version: str) -> bool:
+    """Whether vLLM captures this model's graphs as breakable CUDA graphs by default (BREAKABLE_BY_DEFAULT_FIRST)."""
+    name, release = arch.hf_architecture or "", release_key(vllm_version)
+    first = BREAKABLE_BY_DEFAULT_FIRST.get(name)
+    if first is not None:
+        return release >= first
+    span = BREAKABLE_BY_DEFAULT_ONLY.get(name)
+    return span is not None and span[0] <= release <= span[1]
+
+
+def captured_mode(settings: GraphSettings, vllm_version: str, enforce_eager: bool, full_mixed: bool,
+                  breakable: bool = False) -> CudagraphMode:
     """The cudagraph_mode vLLM runs with: none under --enforce-eager; the one set; else the optimization level's
     (0.12+: `-O0` none, `-O1` piecewise) or compilation level's (before: anything but 3 captures none); else the
-    release's default. FULL needs an attention backend that captures mixed batches (FlashAttention 3:
-    `full_mixed`); with any other vLLM falls back to FULL_AND_PIECEWISE (resolve_cudagraph_mode_and_sizes)."""
+    release's default. Then, from 0.12, a compilation mode other than VLLM_COMPILE drops what needs its pieces
+    (see COMPILATION_MODE_FIRST), unless the model's graphs are breakable (`breakable`). FULL needs an attention
+    backend that captures mixed batches (FlashAttention 3: `full_mixed`); with any other vLLM falls back
+    (resolve_cudagraph_mode_and_sizes) to FULL_AND_PIECEWISE where the compiled model is split at attention, else
+    -- nothing compiled, so nothing split -- to FULL_DECODE_ONLY."""
     if enforce_eager:
         return "NONE"
-    default: CudagraphMode = "FULL_AND_PIECEWISE" if release_key(vllm_version) >= FULL_GRAPHS_FIRST else "PIECEWISE"
+    release = release_key(vllm_version)
+    default: CudagraphMode = "FULL_AND_PIECEWISE" if release >= FULL_GRAPHS_FIRST else "PIECEWISE"
     mode = settings.mode
-    if mode is None and settings.optimization_level is not None:
-        level = settings.optimization_level
-        if release_key(vllm_version) >= OPTIMIZATION_LEVEL_FIRST:
+    level = settings.optimization_level
+    if mode is None and level is not None:
+        if release >= OPTIMIZATION_LEVEL_FIRST:
             mode = "NONE" if level == 0 else "PIECEWISE" if level == 1 else default
         else:
             mode = default if level == 3 else "NONE"
     mode = mode or default
-    return "FULL_AND_PIECEWISE" if mode == "FULL" and not full_mixed else mode
+    split = True  # the model is compiled by VLLM_COMPILE, split at attention
+    if release >= COMPILATION_MODE_FIRST:
+        compilation = settings.compilation_mode or ("NONE" if level == 0 else "VLLM_COMPILE")
+        split = compilation == "VLLM_COMPILE" and not breakable
+        if not split and not breakable:
+            mode = _without_pieces(mode, release)
+    if mode == "FULL" and not full_mixed:
+        return "FULL_AND_PIECEWISE" if split else "FULL_DECODE_ONLY"
+    return mode
+
+
+def _without_pieces(mode: CudagraphMode, release: tuple[int, ...]) -> CudagraphMode:
+    """What VllmConfig leaves of a cudagraph mode when nothing is compiled into pieces (COMPILATION_MODE_FIRST)."""
+    if release < PIECEWISE_MODES_ONLY_FIRST:
+        return "NONE"
+    if mode == "PIECEWISE" or (mode == "FULL_AND_PIECEWISE" and release < WITHOUT_PIECEWISE_FIRST):
+        return "NONE"
+    return "FULL_DECODE_ONLY" if mode == "FULL_AND_PIECEWISE" else mode
 
 
 def capture_plan(settings: GraphSettings, gpu: GpuSpec, vllm_version: str, max_num_seqs: int,
                  max_num_batched_tokens: int, *, interactivity: bool = False, enforce_eager: bool = False,
-                 full_mixed: bool = False) -> CapturePlan:
+                 full_mixed: bool = False, breakable: bool = False) -> CapturePlan:
     """The sizes vLLM captures piecewise and full graphs for (VllmConfig._set_cudagraph_sizes, then
     CudagraphDispatcher: full graphs of decode batches only up to max_num_seqs tokens, one a sequence)."""
-    mode = captured_mode(settings, vllm_version, enforce_eager, full_mixed)
+    mode = captured_mode(settings, vllm_version, enforce_eager, full_mixed, breakable)
     if mode == "NONE":
         return CapturePlan((), (), mode)
     if settings.capture_sizes is not None:
@@ -231,10 +290,11 @@ def model_plan(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precisi
                max_num_batched_tokens: int, *, interactivity: bool = False, enforce_eager: bool = False,
                settings: GraphSettings = GraphSettings(), language_model_only: bool = False) -> CapturePlan:
     """capture_plan for this model: FULL captures mixed batches only where its attention runs FlashAttention 3
-    with plain heads (not MLA)."""
+    with plain heads (not MLA); breakable graphs by its architecture."""
     fa3 = runs_flash_attention_3(arch, gpu, vllm_version, precision, language_model_only)
     return capture_plan(settings, gpu, vllm_version, max_num_seqs, max_num_batched_tokens,
-                        interactivity=interactivity, enforce_eager=enforce_eager, full_mixed=fa3 and not arch.is_mla)
+                        interactivity=interactivity, enforce_eager=enforce_eager, full_mixed=fa3 and not arch.is_mla,
+                        breakable=breakable_by_default(arch, vllm_version))
 
 
 def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, *, layers: int, tp: int,

@@ -8,8 +8,9 @@ wheels: vllm/engine/arg_utils.py, vllm/config/compilation.py, vllm/utils/argpars
   form vLLM's FlexibleArgumentParser accepts (`-cc.cudagraph_mode=PIECEWISE`, `--compilation-config.
   cudagraph_capture_sizes '[1,2,4,8]'`; a value is JSON where it parses, else a string). Its keys
   `cudagraph_mode` (a CUDAGraphMode name, any case), `cudagraph_capture_sizes` and `max_cudagraph_capture_size`
-  are honoured, and up to 0.11 `level` (as `-O<n>`); the others (0.12's compilation `mode`, passes, ...) are
-  named back as not modelled.
+  are honoured, from 0.12 the compilation `mode` (an integer 0-3 or a CompilationMode name: anything but
+  VLLM_COMPILE leaves no pieces for piecewise graphs), and up to 0.11 `level` (as `-O<n>`); the others
+  (passes, splitting_ops, backend, ...) are named back as not modelled.
 - `-O<n>` / `-O <n>` / `--optimization-level n` (0-3): the optimization level from 0.12 (0: no graphs, 1:
   piecewise only); the compilation level before, where only 3 -- the default -- captures graphs.
 - `--cuda-graph-sizes` (0.9-0.12, one or more values): 0.9-0.11 read one value as the largest size of the
@@ -25,11 +26,11 @@ from dataclasses import dataclass, field
 from gpuopt.errors import InputError
 from gpuopt.physics.cuda_graphs import OPTIMIZATION_LEVEL_FIRST, GraphSettings
 from gpuopt.physics.vllm_profile import release_key, release_or_default
-from gpuopt.vocabulary import CUDAGRAPH_MODES, CudagraphMode
+from gpuopt.vocabulary import COMPILATION_MODES, CUDAGRAPH_MODES, CompilationMode, CudagraphMode
 
-HONOURED_KEYS = ("cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size")
+HONOURED_KEYS = ("cudagraph_mode", "cudagraph_capture_sizes", "max_cudagraph_capture_size", "mode")
 LIST_SIZES_FLAG_LAST = (0, 12)  # --cuda-graph-sizes: a flag of 0.9-0.12
-MAX_SIZE_KEY_FIRST = (0, 12)  # max_cudagraph_capture_size: a key from 0.12
+MAX_SIZE_KEY_FIRST = (0, 12)  # max_cudagraph_capture_size and the compilation `mode`: keys from 0.12
 
 
 @dataclass
@@ -96,10 +97,13 @@ class GraphFlags:
                 ceiling = ceiling if ceiling is not None else self.sizes_flag[0]  # the grid up to it
             else:
                 sizes = self.sizes_flag
+        compilation = self.config.get("mode")
         return GraphSettings(mode=mode if isinstance(mode, str) else None,  # type: ignore[arg-type]
                              capture_sizes=tuple(sizes) if isinstance(sizes, list) else None,
                              max_capture_size=ceiling if isinstance(ceiling, int) else None,
-                             optimization_level=self.level)
+                             optimization_level=self.level,
+                             compilation_mode=compilation if isinstance(compilation, str) else None,  # type: ignore[arg-type]
+                             )
 
     def _at(self, name: str) -> str:
         """Where a problem is, for its error line: the flag within the option it came from (`--server-args:
@@ -110,10 +114,16 @@ class GraphFlags:
         if key == "level" and self.release < OPTIMIZATION_LEVEL_FIRST:  # 0.10-0.11: the compilation level, as -O<n>
             self.optimization_level(f"{name} level", str(value))
             return
-        if key not in HONOURED_KEYS or (key == "max_cudagraph_capture_size" and self.release < MAX_SIZE_KEY_FIRST):
+        if key not in HONOURED_KEYS or (key in ("max_cudagraph_capture_size", "mode")
+                                        and self.release < MAX_SIZE_KEY_FIRST):
             self.not_modelled.append(f"{name} {key}")
             return
-        if key == "cudagraph_mode":
+        if key == "mode":
+            if value is None:  # vLLM's unset: VLLM_COMPILE (NONE at -O0)
+                self.config.pop(key, None)
+            else:
+                self.config[key] = self._compilation_mode(name, value)
+        elif key == "cudagraph_mode":
             mode = cudagraph_mode(str(value))
             if mode is None:
                 raise InputError(f"{self._at(name)} cudagraph_mode must be one of {', '.join(CUDAGRAPH_MODES)} "
@@ -126,6 +136,17 @@ class GraphFlags:
             self.config[key] = [self._size(f"{name} cudagraph_capture_sizes", v) for v in value]
         else:
             self.config[key] = self._size(f"{name} {key}", value)
+
+    def _compilation_mode(self, name: str, value: object) -> CompilationMode:
+        """The compilation config's `mode` as CompilationConfig.validate_mode_before reads it: a name in any case,
+        or the enum's integer (0 NONE, 1 STOCK_TORCH_COMPILE, 2 DYNAMO_TRACE_ONCE, 3 VLLM_COMPILE)."""
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(COMPILATION_MODES):
+            return COMPILATION_MODES[value]
+        named = next((m for m in COMPILATION_MODES if isinstance(value, str) and m == value.upper()), None)
+        if named is None:
+            raise InputError(f"{self._at(name)} mode must be one of {', '.join(COMPILATION_MODES)} or 0-3 "
+                             f"(got {value!r})")
+        return named
 
     def _size(self, what: str, value: object) -> int:
         try:
