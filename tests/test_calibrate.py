@@ -359,3 +359,15 @@ def test_a_log_whose_arguments_hold_a_config_object_still_reads_the_literal_ones
     assert (config.model, config.max_model_len, config.gpu_memory_utilization, config.enforce_eager) == \
         ("Qwen/Qwen3-8B", 8192, 0.85, False)
     assert config.cudagraphs is not None and config.cudagraphs.mode == "PIECEWISE"
+    assert config.cudagraphs.compilation_mode is None  # `level=None`: not the mode
+    # a compilation mode other than VLLM_COMPILE, as the config object prints it: the graphs follow from it
+    log.write_text(
+        "INFO non-default args: {'model': 'Qwen/Qwen3-8B', 'compilation_config': CompilationConfig(level=None, "
+        "mode=<CompilationMode.NONE: 0>, cudagraph_mode=None)}\n"
+        "INFO Available KV cache memory: 10.50 GiB\n", encoding="utf-8")
+    settings = read_log(log, log.read_text()).config.cudagraphs
+    assert settings is not None and (settings.mode, settings.compilation_mode) == (None, "NONE")
+    log.write_text("INFO non-default args: {'compilation_config': {'mode': 2}, 'logprobs_mode': 'raw_logits'}\n"
+                   "INFO Available KV cache memory: 10.50 GiB\n", encoding="utf-8")
+    settings = read_log(log, log.read_text()).config.cudagraphs
+    assert settings is not None and settings.compilation_mode == "DYNAMO_TRACE_ONCE"

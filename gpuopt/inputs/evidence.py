@@ -22,7 +22,7 @@ import yaml
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
 from gpuopt.physics.cuda_graphs import GraphSettings
-from gpuopt.physics.graph_flags import cudagraph_mode
+from gpuopt.physics.graph_flags import compilation_mode, cudagraph_mode
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
@@ -196,7 +196,17 @@ NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")
 # a literal `'key': value` of the arguments dict, and the CUDA-graph mode however the config object prints it
 # (`'cudagraph_mode': 'PIECEWISE'`, `cudagraph_mode=<CUDAGraphMode.PIECEWISE: 1>`)
 ARG_PAIR = re.compile(r"'(\w+)': ('[^']*'|\"[^\"]*\"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|True|False|None)(?=[,}])")
-CUDAGRAPH_MODE_IN_LOG = re.compile(r"cudagraph_mode'?\s*[:=]\s*[<'\"]?(?:CUDAGraphMode\.)?([A-Za-z_]+)")
+CUDAGRAPH_MODE_IN_LOG = re.compile(r"cudagraph_mode'?\s*[:=]\s*([<'\"]?)(?:CUDAGraphMode\.)?([A-Za-z_]+)")
+# the compilation mode in the compilation config that follows (`mode=<CompilationMode.NONE: 0>`, `'mode': 0`)
+COMPILATION_MODE_IN_LOG = re.compile(r"(?<!\w)'?mode'?\s*[:=]\s*([<'\"]?)(?:CompilationMode\.)?([A-Za-z_]+|\d)")
+
+
+def _logged_mode(found: re.Match[str] | None) -> str | None:
+    """The value a mode pattern found, None where the repr printed a bare `None` (unset: vLLM's default, not
+    the NONE mode, which prints as an enum or a quoted name)."""
+    if found is None or (found.group(1) == "" and found.group(2) == "None"):
+        return None
+    return found.group(2)
 
 
 def non_default_args(text: str) -> dict[str, Any]:
@@ -229,8 +239,11 @@ def read_log(path: Path, text: str) -> MemoryObservation:
     args = _last(NON_DEFAULT, text)
     if args:
         parsed = non_default_args(args)
-        found = CUDAGRAPH_MODE_IN_LOG.search(args)
-        mode = cudagraph_mode(found.group(1)) if found else None
+        logged = _logged_mode(CUDAGRAPH_MODE_IN_LOG.search(args))
+        mode = cudagraph_mode(logged) if logged else None
+        at = args.find("compilation_config")
+        logged = _logged_mode(COMPILATION_MODE_IN_LOG.search(args, at)) if at >= 0 else None
+        compile_mode = compilation_mode(logged) if logged else None
         config = ServerConfig(
             model=parsed.get("model") or parsed.get("model_tag"), tensor_parallel=parsed.get("tensor_parallel_size"),
             pipeline_parallel=parsed.get("pipeline_parallel_size"),
@@ -239,7 +252,7 @@ def read_log(path: Path, text: str) -> MemoryObservation:
             gpu_memory_utilization=parsed.get("gpu_memory_utilization"),
             kv_cache_dtype=modelled_kv_cache_dtype(str(dtype)) if (dtype := parsed.get("kv_cache_dtype")) else None,
             enable_prefix_caching=parsed.get("enable_prefix_caching"), enforce_eager=parsed.get("enforce_eager"),
-            cudagraphs=GraphSettings(mode=mode) if mode else None)
+            cudagraphs=GraphSettings(mode=mode, compilation_mode=compile_mode) if mode or compile_mode else None)
     version = _last(VERSION, text)
     weights = _last(LOG_PATTERNS["weights_gib"], text)
     graphs = _last(LOG_PATTERNS["cuda_graph_gib"], text)

@@ -140,9 +140,11 @@ class GraphFlags:
     def _compilation_mode(self, name: str, value: object) -> CompilationMode:
         """The compilation config's `mode` as CompilationConfig.validate_mode_before reads it: a name in any case,
         or the enum's integer (0 NONE, 1 STOCK_TORCH_COMPILE, 2 DYNAMO_TRACE_ONCE, 3 VLLM_COMPILE)."""
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(COMPILATION_MODES):
-            return COMPILATION_MODES[value]
-        named = next((m for m in COMPILATION_MODES if isinstance(value, str) and m == value.upper()), None)
+        named = None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            named = compilation_mode(str(value))
+        elif isinstance(value, str) and not value.strip().isdigit():  # "3" is a string vLLM refuses
+            named = compilation_mode(value)
         if named is None:
             raise InputError(f"{self._at(name)} mode must be one of {', '.join(COMPILATION_MODES)} or 0-3 "
                              f"(got {value!r})")
@@ -156,6 +158,14 @@ class GraphFlags:
         if size < 1:
             raise InputError(f"{self._at(what)} takes positive whole batch sizes (got {value!r})")
         return size
+
+
+def compilation_mode(name: str) -> CompilationMode | None:
+    """A CompilationMode as vLLM reads or prints it -- its name in any case, or its integer (0-3) -- else None."""
+    if name.strip().isdigit():
+        value = int(name)
+        return COMPILATION_MODES[value] if value < len(COMPILATION_MODES) else None
+    return next((m for m in COMPILATION_MODES if m == name.upper()), None)
 
 
 def cudagraph_mode(name: str) -> CudagraphMode | None:
