@@ -151,6 +151,9 @@ def test_the_compilation_config_is_read_as_json_or_dotted_keys() -> None:
         assert settings is not None and settings.compilation_mode == "STOCK_TORCH_COMPILE"
     assert parse_serve_args("-cc.mode=3", vllm_version="0.12").cudagraphs.compilation_mode == "VLLM_COMPILE"  # type: ignore[union-attr]
     assert parse_serve_args("""-O '{"mode": 0}'""", vllm_version="0.11").not_modelled == ("-O mode",)
+    # JSON null is vLLM's unset -- the default -- not the NONE mode
+    assert parse_serve_args("""-cc '{"cudagraph_mode": null, "mode": null}'""").cudagraphs is None
+    assert parse_serve_args("-cc.cudagraph_mode=none").cudagraphs.mode == "NONE"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("text", "message"), [

@@ -118,11 +118,10 @@ class GraphFlags:
                                         and self.release < MAX_SIZE_KEY_FIRST):
             self.not_modelled.append(f"{name} {key}")
             return
-        if key == "mode":
-            if value is None:  # vLLM's unset: VLLM_COMPILE (NONE at -O0)
-                self.config.pop(key, None)
-            else:
-                self.config[key] = self._compilation_mode(name, value)
+        if value is None:  # JSON null: vLLM's unset, the default (not the NONE mode)
+            self.config.pop(key, None)
+        elif key == "mode":
+            self.config[key] = self._compilation_mode(name, value)
         elif key == "cudagraph_mode":
             mode = cudagraph_mode(str(value))
             if mode is None:
