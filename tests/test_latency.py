@@ -243,6 +243,25 @@ def test_fit_says_when_its_clients_queue():
     assert "note: 20,000 clients," in result.stderr and "wait in vLLM's queue" in result.stderr
 
 
+def test_an_overloaded_open_loop_reports_what_the_replica_serves_not_what_is_offered():
+    """1,000 requests/s of 128/128 on one H100 is far past its largest stable rate: it serves that rate (the
+    same throughput a saturated closed loop reaches), the admitted requests decode at its TPOT, and only the
+    queue -- TTFT -- is unbounded. The offered rate is reported beside it."""
+    def fit(*load: str) -> dict[str, float]:
+        result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--input-tokens", "128", "--output-tokens",
+                     "128", *load, "--json")
+        assert result.exit_code == 0, result.output
+        return dict(json.loads(result.stdout))
+
+    over, saturated = fit("--request-rate", "1000"), fit("--concurrency", "4096")
+    assert over["overloaded"] == 1.0 and over["offered_requests_per_second"] == 1000.0
+    assert over["requests_per_second"] == saturated["requests_per_second"] < 1000
+    assert over["output_tokens_per_second"] == pytest.approx(over["requests_per_second"] * 128, rel=1e-4)
+    assert over["output_tokens_per_second"] == saturated["output_tokens_per_second"]
+    assert over["tpot_ms"] == saturated["tpot_ms"] and over["ttft_ms"] is None
+    assert "offered_requests_per_second" not in fit("--request-rate", "1")
+
+
 def _closed_loop(clients: int) -> dict[str, float]:
     result = run("fit", "--model", LLAMA8, "--gpu", "H100-SXM-80GB", "--max-model-len", "8192", "--input-tokens",
                  "1000", "--output-tokens", "200", "--concurrency", str(clients), "--json")

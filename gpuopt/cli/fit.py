@@ -258,6 +258,17 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     }
     if not point.stable:
         out["overloaded"] = 1.0
+        if request_rate is not None:
+            # an open loop above the largest stable rate is served at that rate, the rest of the arrivals
+            # queueing without bound: what the replica delivers is that rate's throughput, not the offered load,
+            # and the requests it admits decode at that rate's TPOT (the scheduler's limits cap the batch); only
+            # TTFT, the queue, grows without bound
+            top = latency.max_rate(replica, input_tokens, output_tokens)
+            out["tpot_ms"] = _round(top.tpot_ms)
+            out["offered_requests_per_second"] = _round(request_rate)
+            out["requests_per_second"] = _round(min(top.requests_per_second, request_rate / dp) * dp)
+            out["output_tokens_per_second"] = _round(min(top.output_tokens_per_second,
+                                                         request_rate / dp * output_tokens) * dp)
     problem = None
     if ttft_slo_ms is not None or tpot_slo_ms is not None:
         try:
@@ -280,9 +291,11 @@ def perf_text(perf: dict[str, float | None]) -> str:
             return "unbounded (overloaded)"
         return f"{value:.4g}{unit}" if abs(value) >= 1e12 else f"{value:,.3f}{unit}"  # 1e300 req/s: not 300 digits
 
+    offered = perf.get("offered_requests_per_second")
+    served = f"; the most it serves, of {offered:,.3f} offered" if offered is not None else ""
     lines = [f"predicted TTFT: {show('ttft_ms', ' ms')}", f"predicted TPOT: {show('tpot_ms', ' ms')}",
              f"output tokens/s: {show('output_tokens_per_second', '')}",
-             f"requests/s: {show('requests_per_second', '')} (concurrency {show('concurrency', '')})"]
+             f"requests/s: {show('requests_per_second', '')} (concurrency {show('concurrency', '')}{served})"]
     if "requests_in_kv_cache" in perf:
         lines.append(f"requests of this size the KV cache holds at once: {show('requests_in_kv_cache', '')}")
     if perf.get("overloaded"):
