@@ -1,6 +1,7 @@
 """`vllm serve` commands that run as printed: real checkpoints, --dtype, multi-node forms, flags per release,
 and max_model_len within the model's limit."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import load_workload
 from gpuopt.physics.architecture import get_model, iter_models
 from gpuopt.physics.context_limit import model_max_len, scaled_limit
-from gpuopt.physics.memory import ServingConfig, resolve, suggest_fixes
+from gpuopt.physics.memory import ServingConfig, estimate_resolved, resolve, suggest_fixes
 from gpuopt.planner.checkpoints import known_checkpoint, table
 from gpuopt.planner.serve_command import vllm_command
 from gpuopt.planner.serve_flags import flags, release_for, unknown_flags
@@ -257,6 +258,29 @@ def test_fit_suggestions_never_exceed_the_model_limit():
     for fix in suggest_fixes(arch, gpu, resolved, profile):
         if fix.startswith("--max-model-len"):
             assert int(fix.split()[1]) <= 131072
+
+
+@pytest.mark.parametrize(("model", "gpu", "extra"), [
+    # on 0.9 an fp8 KV cache off Hopper starts vLLM's V0 engine, which gpuopt refuses: not a suggestion
+    ("codellama/CodeLlama-7b-hf", "L4-24GB", {"vllm_version": "0.9.2"}),
+    # on 0.20 a TP that cuts MiniMax-M2's 128 x 128 FP8 blocks is refused: neither --tp 8 nor --tp 16
+    ("MiniMaxAI/MiniMax-M2", "H100-SXM-80GB", {"vllm_version": "0.20", "gpu_memory_utilization": 0.6}),
+    ("MiniMaxAI/MiniMax-M2", "A100-SXM-40GB", {"vllm_version": "0.20"}),
+    ("meta-llama/Llama-3.1-70B-Instruct", "L4-24GB", {"max_model_len": 32768}),
+])
+def test_every_suggested_change_is_one_gpuopt_accepts_and_that_fits(model, gpu, extra):
+    arch, spec = get_model(model), get_gpu(gpu)
+    base = ServingConfig(**extra)
+    resolved, profile = resolve(arch, spec, base)
+    for fix in suggest_fixes(arch, spec, resolved, profile):
+        flag, value = fix.split()[:2]
+        field_name = {"--kv-cache-dtype": "kv_cache_dtype", "--precision": "precision", "--tp": "tensor_parallel",
+                      "--max-model-len": "max_model_len", "--dp": "data_parallel"}[flag]
+        change: dict[str, object] = {field_name: value if flag in ("--kv-cache-dtype", "--precision") else int(value)}
+        if flag == "--dp":
+            change["expert_parallel"] = True
+        fixed, fixed_profile = resolve(arch, spec, replace(base, **change))  # raises if gpuopt refuses it
+        assert estimate_resolved(arch, spec, fixed, fixed_profile).fits, fix
 
 
 def test_v0_29_has_its_own_flag_list_with_the_front_end_flags_that_moved():

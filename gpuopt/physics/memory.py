@@ -1031,9 +1031,17 @@ def suggest_fixes(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig, pr
     fixes: list[str] = []
 
     def fits(**changes: object) -> bool:
+        """Whether the changed configuration fits -- and is one `resolve` accepts for this release, so a
+        suggestion never draws an error: a TP cutting FP8 blocks in this release, LoRA limits, an fp8 KV cache
+        that would start vLLM's V0 engine."""
         new = replace(cfg, **changes)  # type: ignore[arg-type]
         if validate(arch, ServingConfig(tensor_parallel=new.tensor_parallel, pipeline_parallel=new.pipeline_parallel,
-                                        data_parallel=new.data_parallel, expert_parallel=new.expert_parallel)):
+                                        data_parallel=new.data_parallel, expert_parallel=new.expert_parallel,
+                                        precision=new.precision, vllm_version=new.vllm_version,
+                                        max_loras=new.max_loras, max_lora_rank=new.max_lora_rank,
+                                        fully_sharded_loras=new.fully_sharded_loras)):
+            return False
+        if v0_fallback(arch, gpu, new, profile) is not None:
             return False
         return estimate_resolved(arch, gpu, new, profile).fits
 
