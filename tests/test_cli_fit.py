@@ -21,6 +21,17 @@ def test_fit_text_reads_like_the_vllm_log_golden():
     check_golden("fit_llama8b_h100.txt", result.output)
 
 
+def test_fit_caveats_are_diagnostics_on_stderr_and_in_the_json():
+    """A cross-attention vision model's caveats: `warning:` lines on stderr in text mode (stdout carries the
+    result only), the "warnings" list in JSON."""
+    args = ("fit", "--model", "meta-llama/Llama-3.2-11B-Vision-Instruct", "--gpu", "A10-24GB", "--max-model-len",
+            "8192")
+    text, as_json = run(*args), run(*args, "--json")
+    assert "warning:" not in text.stdout and "cross-attention layers" in text.stderr
+    assert all(line.startswith(("warning: ", "note: ")) for line in text.stderr.splitlines())
+    assert any("cross-attention layers" in w for w in json.loads(as_json.stdout)["warnings"])
+
+
 def test_fit_json_has_the_contract_keys_and_is_deterministic():
     args = ("fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "h100-sxm-80gb", "--tp", "4",
             "--max-model-len", "32768", "--json")

@@ -185,7 +185,11 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                                         request_rate, ttft_slo_ms, tpot_slo_ms, enable_expert_parallel)
     if as_json:
         click.echo(json.dumps({**fit_json(est, suggestions), **perf}, indent=2, sort_keys=True))
-    else:
+    else:  # the estimate's caveats are diagnostics, on stderr (the JSON carries them as "warnings")
+        for warning in est.warnings:
+            say("warning", warning)
+        if perf.get("overloaded"):
+            say("warning", "this load is above what the replica sustains")
         click.echo(fit_text(est, suggestions))
         if perf:
             click.echo(perf_text(perf))
@@ -298,8 +302,6 @@ def perf_text(perf: dict[str, float | None]) -> str:
              f"requests/s: {show('requests_per_second', '')} (concurrency {show('concurrency', '')}{served})"]
     if "requests_in_kv_cache" in perf:
         lines.append(f"requests of this size the KV cache holds at once: {show('requests_in_kv_cache', '')}")
-    if perf.get("overloaded"):
-        lines.append("warning: this load is above what the replica sustains")
     if "max_requests_per_second_within_slo" in perf:
         lines.append(f"max requests/s within the SLOs: {show('max_requests_per_second_within_slo', '')}")
     return "\n".join(lines)

@@ -133,8 +133,6 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
                  + (f"; a request holds {rank.state_blocks_per_request} blocks in the Mamba / linear-attention layers "
                     f"(prefix caching {'on: align mode' if cfg.enable_prefix_caching else 'off'})"
                     if rank.state_blocks_per_request else "") + ")")
-    for w in est.warnings:
-        lines.append(f"warning: {w}")
     if est.fits:
         lines.append("fits: yes")
     else:
