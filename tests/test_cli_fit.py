@@ -107,6 +107,17 @@ def test_bad_parallelism_and_lengths_are_exit_2():
     assert any("--max-model-len must be positive" in e for e in errors)
 
 
+def test_nvlink_on_a_gpu_without_it_is_exit_2():
+    """An RTX 4090 has no NVLink: costing its TP 2 with NVLink's buffers (1.74 GiB of non-torch memory, not
+    0.34) and all-reduce speed would plan hardware that does not exist."""
+    args = ("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "RTX4090-24GB", "--tp", "2",
+            "--max-model-len", "8192", "--interconnect")
+    refused = run(*args, "nvlink")
+    assert refused.exit_code == 2 and refused.stdout == ""
+    assert refused.stderr.startswith("error: --interconnect nvlink: RTX4090-24GB has no NVLink")
+    assert run(*args, "pcie").exit_code == 0
+
+
 def test_model_config_missing_field_names_it(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000,
