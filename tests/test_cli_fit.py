@@ -107,6 +107,14 @@ def test_bad_parallelism_and_lengths_are_exit_2():
     assert any("--max-model-len must be positive" in e for e in errors)
 
 
+@pytest.mark.parametrize(("typed", "reported"), [("0.010", "0.10"), ("0.08", "0.8"), ("0.19.1", "0.19.1")])
+def test_a_release_is_reported_as_the_numbers_it_selects(typed, reported):
+    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--max-model-len",
+                 "8192", "--vllm-version", typed, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["vllm_version"] == reported
+
+
 def test_nvlink_on_a_gpu_without_it_is_exit_2():
     """An RTX 4090 has no NVLink: costing its TP 2 with NVLink's buffers (1.74 GiB of non-torch memory, not
     0.34) and all-reduce speed would plan hardware that does not exist."""
