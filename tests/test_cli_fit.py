@@ -126,6 +126,17 @@ def test_nvlink_on_a_gpu_without_it_is_exit_2():
     assert run(*args, "pcie").exit_code == 0
 
 
+def test_a_checkpoint_format_the_gpu_cannot_run_blames_the_gpu_unless_the_precision_was_asked_for():
+    """gpt-oss-20b ships MXFP4, whose Marlin kernels need sm80; a T4 is sm75. Without --precision the user chose
+    the GPU, not the format: the error names --gpu."""
+    default = run("fit", "--model", "openai/gpt-oss-20b", "--gpu", "T4-16GB")
+    assert default.exit_code == 2 and default.stdout == ""
+    assert default.stderr.startswith("error: --gpu T4-16GB: openai/gpt-oss-20b ships mxfp4 weights and mxfp4 kernels "
+                                     "(Marlin) need sm80 or newer; T4-16GB is Turing")
+    asked = run("fit", "--model", "openai/gpt-oss-20b", "--gpu", "T4-16GB", "--precision", "mxfp4")
+    assert asked.exit_code == 2 and asked.stderr.startswith("error: --precision mxfp4: mxfp4 kernels (Marlin)")
+
+
 def test_model_config_missing_field_names_it(tmp_path):
     cfg = tmp_path / "config.json"
     cfg.write_text(json.dumps({"hidden_size": 4096, "num_attention_heads": 32, "vocab_size": 32000,

@@ -163,7 +163,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
                         extensible_kv_cache=extensible_kv_cache, kv_cache_memory_bytes=kv_cache_memory_bytes,
                         enable_prefix_caching=prefix_caching)
     resolved, profile = resolve(arch, spec, cfg)
-    check_runs_on(spec, arch, resolved)
+    check_runs_on(spec, arch, resolved, precision_given=precision is not None)
     too_long = max_model_len_problem(arch, resolved.max_model_len, "--max-model-len")
     if too_long:
         raise InputError(too_long)

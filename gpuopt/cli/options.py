@@ -195,13 +195,18 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
     return arch
 
 
-def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfig) -> None:
+def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfig,
+                  precision_given: bool = True) -> None:
     """Exit 2 when vLLM cannot run the model in its resolved weight format on the GPU (the format's kernels),
-    or has no attention backend for it there (a DSA model's sparse MLA), naming the flag to change."""
+    or has no attention backend for it there (a DSA model's sparse MLA), naming the flag to change -- the GPU
+    when the format is the checkpoint's own (`precision_given` False: no --precision was passed)."""
     from gpuopt.physics import sparse_mla
     from gpuopt.physics.memory import precision_unsupported
 
     if (unsupported := precision_unsupported(gpu, resolved.precision, arch)) is not None:
-        raise InputError(f"--precision {resolved.precision}: {unsupported}")
+        if precision_given:
+            raise InputError(f"--precision {resolved.precision}: {unsupported}")
+        raise InputError(f"--gpu {gpu.gpu}: {arch.hf_id} ships {resolved.precision} weights and {unsupported}: "
+                         "pick another GPU, or --precision with a checkpoint in that format")
     if (no_backend := sparse_mla.unsupported(arch, gpu, resolved.vllm_version)) is not None:
         raise InputError(f"--gpu {gpu.gpu}: {no_backend}")

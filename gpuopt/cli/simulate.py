@@ -257,7 +257,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
         say("note", "--server-args --enable-lora: the adapter slots' memory is modelled, the LoRA kernels' "
                     "step time is not (the simulation runs the base model's)")
     resolved, profile = resolve(arch, spec, cfg)
-    check_runs_on(spec, arch, resolved)
+    check_runs_on(spec, arch, resolved, precision_given=cfg.precision is not None)
     mem = estimate_resolved(arch, spec, resolved, profile)
     if not mem.fits:
         click.echo(f"infeasible: {mem.reason}", err=True)
