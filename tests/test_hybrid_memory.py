@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpuopt.cli.models import kv_bytes_per_token, state_bytes_per_sequence
-from gpuopt.hardware import get_gpu
+from gpuopt.hardware import GIB, get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model
 from gpuopt.physics.memory import ServingConfig, estimate, hybrid_block_size, indexer_layers, kv_groups
 from gpuopt.vocabulary import KV_LAYER_KINDS, LAYER_KINDS, STATE_LAYER_KINDS
@@ -102,6 +102,22 @@ def test_state_makes_capacity_less_than_proportional_to_length(max_len: int) -> 
 def test_gemma3_vision_tower_is_in_the_weights() -> None:
     # the SigLIP tower gemma-3-4b documents, + 1152 x 5376 projector: 0.4231 B at 2 B
     assert get_model("google/gemma-3-27b-it").vision_params() == 423_100_000
+
+
+def test_the_vision_tower_is_split_over_tp_like_the_language_model() -> None:
+    """vLLM builds SigLIP from QKV/column/row-parallel layers (mm_encoder_tp_mode "weights", the default): at TP 2
+    each rank holds half the tower, 423,100,000 x 2 B / 2 = 0.39404 GiB (whole: 0.78809 GiB), on the first
+    PP stage only; --language-model-only loads none of it."""
+    from gpuopt.physics.memory import weights_bytes
+
+    arch = get_model("google/gemma-3-27b-it")
+    layers = range(arch.num_hidden_layers)
+    with_tower = weights_bytes(arch, "bf16", 2, layers, first=True, last=True)
+    without = weights_bytes(arch, "bf16", 2, layers, first=True, last=True, vision=False)
+    assert (with_tower - without) / GIB == pytest.approx(423_100_000 * 2 / 2 / GIB, rel=1e-12)
+    assert (with_tower - without) / GIB == pytest.approx(0.39404, abs=5e-6)
+    later = weights_bytes(arch, "bf16", 2, range(31, 62), first=False, last=True)
+    assert later == weights_bytes(arch, "bf16", 2, range(31, 62), first=False, last=True, vision=False)
 
 
 GLM52 = "zai-org/GLM-5.2"

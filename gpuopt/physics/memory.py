@@ -574,7 +574,10 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     routed experts are split across (ResolvedConfig.moe_shards; default tp). `vllm_version` decides which
     layers build a DSA indexer (indexer_layers; None: the default release).
     The vision tower sits on the first stage unless `vision` is off (`--language-model-only`: vLLM v0.21+
-    skips the modules a model marks as its towers when every modality limit is 0).
+    skips the modules a model marks as its towers when every modality limit is 0), split over the TP ranks like
+    the language model: vLLM builds its encoders (SigLIP, Pixtral, Qwen2.5-VL's ViT, ...) from the same
+    QKV/column/row-parallel layers, and `--mm-encoder-tp-mode` defaults to "weights" (its "data" mode, a whole
+    encoder per rank, is not modelled).
     """
     act = activation_dtype_bytes(arch, precision)
     linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
@@ -593,7 +596,7 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
               + p.experts / (expert_shards or tp) * expert_bytes * expert_scale + p.bias / tp * act)
     total += replicated_params(arch, layers, indexer_layers(arch, layers, vllm_version)) * act
     if first:
-        total += arch.embedding_params / tp * act + (arch.vision_params() * act if vision else 0.0)
+        total += (arch.embedding_params + (arch.vision_params() if vision else 0)) / tp * act
     if last:
         if not arch.tie_word_embeddings or not first:
             total += arch.lm_head_params / tp * act
