@@ -35,6 +35,8 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "max_loras": cfg.max_loras,
         "max_lora_rank": cfg.max_lora_rank if cfg.max_loras else None,
         "fully_sharded_loras": bool(cfg.max_loras) and cfg.fully_sharded_loras,
+        # total x gpu_memory_utilization; with "kv_sizing": "set" (--kv-cache-memory-bytes) vLLM sizes the cache
+        # by the bytes given and neither bounds anything (the text says "gpu_memory_utilization ignored")
         "budget_gib": plain(rank.budget_gib),
         "weights_gib": plain(rank.weights_gib),
         "lora_gib": plain(rank.lora_gib),
