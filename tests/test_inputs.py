@@ -161,7 +161,7 @@ def test_unknown_schema_version_names_the_supported_one(tmp_path):
 def test_quota_for_an_unknown_provider(tmp_path):
     path = write(tmp_path, WORKLOAD + "quotas: [{provider: azure, max_instances: 1}]\n")
     (msg,) = problems(load_workload, path)
-    assert msg.startswith(f"{path}:8: quotas: 0.provider: unknown provider 'azure' (known: alibaba, aws,")
+    assert msg.startswith(f"{path}:8: quotas.0.provider: unknown provider 'azure' (known: alibaba, aws,")
 
 
 def test_infinite_budget_and_unknown_currency(tmp_path):

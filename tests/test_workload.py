@@ -69,6 +69,16 @@ def test_bad_input_gives_one_line_per_problem_with_path_and_yaml_line(tmp_path):
     assert len(problems) == 4
 
 
+def test_a_repeated_workload_name_is_reported_at_the_repeat(tmp_path):
+    entry = "  - name: {}\n    model: meta-llama/Llama-3.1-8B-Instruct\n    requests_per_second: 1\n" \
+            "    input_tokens: 100\n    output_tokens: 50\n"
+    text = "schema_version: 1\nworkloads:\n" + entry.format("a") + entry.format("b") + entry.format("a")
+    with pytest.raises(ConfigError) as info:
+        load_workload(write(tmp_path, text))
+    assert [p.split(":", 1)[1] for p in info.value.problems] == [
+        "13: workloads.2.name: workload name 'a' is already used by workloads.0; names must be unique"]
+
+
 @pytest.mark.parametrize("text, needle", [
     ("schema_version: 1\nworkloads: [\n", "invalid YAML"),
     ("schema_version: 2\nworkloads: []\n", "schema_version: 2 is not supported"),

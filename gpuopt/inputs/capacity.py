@@ -160,10 +160,10 @@ class CapacityFile(Strict):
                 raise ValueError(f"scenario {name}: the demand multiplier must be positive (got {factor})")
         return value
 
-    @model_validator(mode="after")
-    def _check(self) -> CapacityFile:
-        unique_names(self.workloads)
-        return self
+    @field_validator("workloads")
+    @classmethod
+    def _unique_names(cls, value: list[CapacityWorkload]) -> list[CapacityWorkload]:
+        return unique_names(value)
 
 
 def demand_series(w: CapacityWorkload, horizon: Horizon) -> list[float]:

@@ -90,11 +90,16 @@ ProviderList = Annotated[list[str], AfterValidator(known_providers)]
 PriceKindList = Annotated[list[str], AfterValidator(known_price_kinds)]
 
 
-def unique_names(workloads: list[Any]) -> None:
-    names = [w.name for w in workloads]
-    dupes = sorted({n for n in names if names.count(n) > 1})
-    if dupes:
-        raise ValueError(f"workload names must be unique: {', '.join(dupes)} repeated")
+def unique_names(workloads: list[Any]) -> list[Any]:
+    """The workloads, whose names must be unique (reports, diffs and exports key on them); a repeat is reported
+    at its own entry (`N.name: ...`, which format_errors places on that entry's line)."""
+    first: dict[str, int] = {}
+    for i, w in enumerate(workloads):
+        if w.name in first:
+            raise ValueError(f"{i}.name: workload name {w.name!r} is already used by workloads.{first[w.name]}; "
+                             "names must be unique")
+        first[w.name] = i
+    return workloads
 
 
 def one_load_unit(requests_per_second: object, concurrency: object) -> None:
@@ -315,10 +320,10 @@ class WorkloadFile(Strict):
                 raise ValueError(f"discount for {p} must be a fraction in [0, 1) (got {d})")
         return value
 
-    @model_validator(mode="after")
-    def _unique_names(self) -> WorkloadFile:
-        unique_names(self.workloads)
-        return self
+    @field_validator("workloads")
+    @classmethod
+    def _unique_names(cls, value: list[Workload]) -> list[Workload]:
+        return unique_names(value)
 
 
 # ---- loading with YAML line numbers ------------------------------------------------------------------
@@ -378,14 +383,22 @@ def _message(err: Any) -> str:
     return msg
 
 
+# a list validator's message naming the entry it is about ("3.name: ..."): the entry joins the location
+WITHIN_LIST = re.compile(r"^(\d+)\.([A-Za-z_]\w*): ")
+
+
 def format_errors(path: Path, exc: ValidationError, root: yaml.Node | None) -> list[str]:
     lines = []
     for err in exc.errors():
         loc = _yaml_loc(tuple(err["loc"]))
+        message = _message(err)
+        if (entry := WITHIN_LIST.match(message)) is not None:
+            loc = (*loc, int(entry.group(1)), entry.group(2))
+            message = message[entry.end():]
         shown = ".".join(str(p) for p in loc)
         line = _node_line(root, loc)
         where = f"{path}:{line}" if line else str(path)
-        lines.append(f"{where}: {shown or '(file)'}: {_message(err)}")
+        lines.append(f"{where}: {shown or '(file)'}: {message}")
     return list(dict.fromkeys(lines))
 
 
