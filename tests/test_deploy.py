@@ -211,6 +211,32 @@ def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
     assert set(document) == {"name", "services", "volumes"}
 
 
+def test_a_dollar_in_user_text_is_literal_for_kubernetes_and_compose(plans: dict[str, Path]) -> None:
+    """Kubernetes expands $(VAR) in args (a model named m$(HF_TOKEN) would receive the pod's Secret) and Compose
+    interpolates ${VAR} everywhere; both read $$ as one $. The model and workload reach args, the sh -c line of
+    a multi-node group and Compose's labels written that way; HF_TOKEN's own ${HF_TOKEN:-} stays a variable."""
+    plan = _plan(plans["two"])
+    model = "org/m$(HF_TOKEN)${HF_TOKEN}${X:?boom}"
+    d = plan.deployments[0]
+    d = d.model_copy(update={"model": model, "vllm_command": d.vllm_command.replace(
+        d.vllm_command.split()[2], shlex.quote(model), 1)})
+    hostile = plan.model_copy(update={"deployments": [d]})
+    [k8s] = render_deploy(hostile, "k8s", DeployOptions())
+    deployment, _ = yaml.safe_load_all(k8s.text)
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["args"][0] == "org/m$$(HF_TOKEN)$${HF_TOKEN}$${X:?boom}"
+    assert deployment["metadata"]["annotations"]["gpuopt.io/model"] == model  # annotations are not expanded
+    [group] = render_deploy(_multi_node(hostile), "k8s", DeployOptions())
+    leader = next(yaml.safe_load_all(group.text))["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    script = leader["spec"]["containers"][0]["command"][2]
+    assert "'org/m$$(HF_TOKEN)$${HF_TOKEN}$${X:?boom}'" in script and "$(LWS_GROUP_SIZE)" in script
+    [compose] = render_deploy(hostile, "compose", DeployOptions())
+    service = yaml.safe_load(compose.text)["services"]["vllm-1"]
+    assert service["command"][0] == "org/m$$(HF_TOKEN)$${HF_TOKEN}$${X:?boom}"
+    assert service["labels"]["gpuopt.io/model"] == "org/m$$(HF_TOKEN)$${HF_TOKEN}$${X:?boom}"
+    assert service["environment"] == {"HF_TOKEN": "${HF_TOKEN:-}"}
+
+
 @pytest.mark.parametrize(("flag", "value", "ok"), [
     ("--image", "vllm/vllm-openai:v0.11.0", True),
     ("--image", "nvcr.io/nvidia/vllm:25.01-py3", True),

@@ -1,6 +1,8 @@
 """`vllm serve` commands that run as printed: real checkpoints, --dtype, multi-node forms, flags per release,
 and max_model_len within the model's limit."""
 
+import json
+import shlex
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from gpuopt.inputs.workload import load_workload
 from gpuopt.physics.architecture import get_model, iter_models
 from gpuopt.physics.context_limit import model_max_len, scaled_limit
 from gpuopt.physics.memory import ServingConfig, estimate_resolved, resolve, suggest_fixes
+from gpuopt.physics.resolution import resolve_model
 from gpuopt.planner.checkpoints import known_checkpoint, table
 from gpuopt.planner.serve_command import vllm_command
 from gpuopt.planner.serve_flags import flags, release_for, unknown_flags
@@ -53,6 +56,25 @@ def test_int8_without_a_known_checkpoint_says_so_and_what_to_produce():
     assert f"# no int8 checkpoint of {L70} is known to gpuopt: produce an INT8 W8A8 checkpoint" in command
     assert serve_lines(command)[0].startswith('vllm serve "$INT8_CHECKPOINT" --tensor-parallel-size 2')
     assert "--quantization" not in command
+
+
+def test_a_model_name_is_one_quoted_word_however_it_starts(tmp_path):
+    """Only gpuopt's own placeholder stays expandable: a model named "$(...)" -- a local folder, or the name of a
+    {config, name} model -- is one single-quoted word, and running the printed line runs nothing of it."""
+    hostile = '$(touch PWNED)`touch PWNED`"; touch PWNED; echo "'
+    arch = get_model(L70).model_copy(update={"hf_id": hostile})
+    [line] = serve_lines(vllm_command(arch, config(L70, "bf16", tp=4)))
+    assert shlex.split(line)[:3] == ["vllm", "serve", hostile]
+    assert line.startswith("vllm serve '$(touch PWNED)")
+    folder = tmp_path / "$(touch PWNED)"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}), encoding="utf-8")
+    local = resolve_model(str(folder))
+    [line] = serve_lines(vllm_command(local, config(L70, "bf16", tp=4)))
+    assert shlex.split(line)[2] == str(folder)  # a local checkpoint is served from its directory, not its name
 
 
 def test_the_workload_names_the_checkpoint():

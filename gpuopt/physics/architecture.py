@@ -139,6 +139,9 @@ class ModelArchitecture(BaseModel):
     active_params_b_reference: float | None = None
     source: str = ""
     notes: str = ""
+    # the checkpoint directory a local model was read from, which `vllm serve` loads (hf_id is then its folder
+    # name, what reports call it); None for registry, cached and Hub models
+    local_path: str | None = None
 
     # ---- derived shapes -------------------------------------------------------------------------
     def missing_fields(self) -> list[str]:

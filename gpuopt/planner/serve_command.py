@@ -34,21 +34,27 @@ DTYPE_FLAG = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 RAY_PORT = 6379
 
 
+class ShellVariable(str):
+    """A word the command leaves for the shell to expand ("$INT4_CHECKPOINT"): gpuopt's own placeholder, never a
+    user's text -- a model named "$(...)" is quoted like any other word."""
+
+
 def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mapping[WeightFormat, str],
                 fp8_native: bool, gpus: int) -> tuple[str, list[str], str]:
     """(the repository to serve, its flags, a comment that says where it comes from or "")."""
     precision = cfg.precision
     model = arch.hf_id
+    served = arch.local_path or model  # a local checkpoint is served from its directory
     if precision in checkpoints:
         return checkpoints[precision], [], f"# {precision} checkpoint named in the workload file"
     native = NATIVE_FORMAT.get(arch.native_quantization or "")
     if precision == native:
-        return model, [], ""
+        return served, [], ""
     if precision in DTYPE_FLAG and native is None:
-        return model, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
+        return served, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
     if arch.quantization is not None and arch.quantization.weight_format == precision:
         # the model is itself a quantized checkpoint in this format: vLLM detects its method from its config
-        return model, [], ""
+        return served, [], ""
     known = known_checkpoint(model, precision, fp8_native, gpus)
     if known is not None:
         method = known.vllm_quantization
@@ -56,16 +62,17 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         return known.checkpoint, [], (f"# {known.method.upper()} checkpoint of {model}, vLLM detects {method} "
                                       f"(cited in {cited})")
     if precision == "fp8" and native is None:
-        return model, ["--quantization", "fp8"], ""
+        return served, ["--quantization", "fp8"], ""
     variable = f"{precision.upper()}_CHECKPOINT"
     if native is not None:  # its repository holds only the native format; a flag cannot change that
         produce = (f"a {precision} checkpoint ({model} is published in {arch.native_quantization} only, and vLLM "
                    f"refuses a --quantization that contradicts a checkpoint's own)")
     else:
         produce = WHAT_TO_PRODUCE.get(precision, f"a {precision} checkpoint")
-    return f"${variable}", [], (f"# no {precision} checkpoint of {model} is known to gpuopt: produce {produce} and "
-                                f"export {variable}=its repository, or name it in the workload file "
-                                f"(checkpoints: {{{precision}: organisation/repository}})")
+    return ShellVariable(f"${variable}"), [], (
+        f"# no {precision} checkpoint of {model} is known to gpuopt: produce {produce} and "
+        f"export {variable}=its repository, or name it in the workload file "
+        f"(checkpoints: {{{precision}: organisation/repository}})")
 
 
 def _needs_dtype(precision: WeightFormat, checkpoint_dtype: str) -> bool:
@@ -81,8 +88,8 @@ def _needs_dtype(precision: WeightFormat, checkpoint_dtype: str) -> bool:
 
 
 def _join(words: list[str]) -> str:
-    """shlex.join, except that a "$VARIABLE" word stays expandable by the shell."""
-    return " ".join(f'"{w}"' if w.startswith("$") else shlex.quote(w) for w in words)
+    """shlex.join, except that gpuopt's own ShellVariable placeholders stay expandable."""
+    return " ".join(f'"{w}"' if isinstance(w, ShellVariable) else shlex.quote(w) for w in words)
 
 
 def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node: int | None = None,

@@ -137,6 +137,13 @@ def serve_args(d: Deployment) -> list[str]:
     return args
 
 
+def dollar_literal(text: str) -> str:
+    """Text a target's own variable syntax must leave alone: Kubernetes expands `$(VAR)` in a container's
+    command, args and env values (a model named `m$(HF_TOKEN)` would get the token from the pod's Secret), and
+    Compose interpolates `$VAR` / `${VAR}` in every value; both read `$$` as one literal `$`."""
+    return text.replace("$", "$$")
+
+
 def nodes(d: Deployment) -> int:
     """Instances one replica spans (pipeline stages across instances)."""
     return max(1, -(-d.gpus_per_replica // d.gpus_per_instance))

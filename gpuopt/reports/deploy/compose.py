@@ -22,6 +22,7 @@ from gpuopt.reports.deploy.common import (
     check_not_serverless,
     default_image,
     deployable,
+    dollar_literal,
     nodes,
     plan_id,
     refuse,
@@ -38,13 +39,13 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
     return {
         "image": default_image(plan, opts),
         "entrypoint": ["vllm", "serve"],
-        "command": serve_args(d),
+        "command": [dollar_literal(a) for a in serve_args(d)],
         "ports": [f"{VLLM_PORT + index}:{VLLM_PORT}"],
-        "environment": {"HF_TOKEN": "${HF_TOKEN:-}"},
+        "environment": {"HF_TOKEN": "${HF_TOKEN:-}"},  # the one value Compose is meant to interpolate
         "ipc": "host",
         "shm_size": "16gb",
         "volumes": ["hf-cache:/root/.cache/huggingface"],
-        "labels": trace_labels(plan, d, pid),
+        "labels": {key: dollar_literal(value) for key, value in trace_labels(plan, d, pid).items()},
         "healthcheck": {"test": ["CMD", "curl", "-f", f"http://localhost:{VLLM_PORT}/health"],
                         "interval": "30s", "timeout": "5s", "retries": 5, "start_period": "30m"},
         "deploy": {"resources": {"reservations": {"devices": [

@@ -22,6 +22,7 @@ from gpuopt.reports.deploy.common import (
     check_not_serverless,
     default_image,
     deployable,
+    dollar_literal,
     nodes,
     plan_id,
     refuse,
@@ -81,7 +82,7 @@ def _single_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid:
         "name": "vllm",
         "image": default_image(plan, opts),
         "command": ["vllm", "serve"],
-        "args": serve_args(d),
+        "args": [dollar_literal(a) for a in serve_args(d)],
         "env": _hf_token_env(),
         "ports": [{"containerPort": VLLM_PORT, "name": "http"}],
         "resources": _gpu_resources(d.gpus_per_replica),
@@ -110,7 +111,7 @@ def _multi_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: 
     gpus_per_pod = d.gpus_per_replica // size
     _, mounts = _volumes()
     script = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
-    serve = shlex.join(["vllm", "serve", *serve_args(d)])
+    serve = dollar_literal(shlex.join(["vllm", "serve", *serve_args(d)]))  # the $(LWS_...) below stay variables
     leader_cmd = f"bash {script} leader --ray_cluster_size=$(LWS_GROUP_SIZE); {serve}"
     worker_cmd = f"bash {script} worker --ray_address=$(LWS_LEADER_ADDRESS)"
     anti_affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
