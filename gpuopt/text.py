@@ -16,3 +16,15 @@ _UNSAFE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))} |
 def printable(text: str) -> str:
     """`text` as one line, with what could break or rewrite the line shown escaped."""
     return text.translate(_UNSAFE)
+
+
+# the same characters, for a whole result on stdout: line breaks and tabs are the result's own layout and stay;
+# the rest are written as \uXXXX, an escape JSON (whose strings may carry C1 controls and U+2028 raw), YAML's
+# double-quoted strings and a reader alike take for what it is
+_UNSAFE_IN_RESULTS = {c: f"\\u{c:04x}" for c in _UNSAFE if c not in (0x09, 0x0A)}
+
+
+def result_text(text: str) -> str:
+    """`text` (a whole result, many lines) with nothing a terminal would run: no ANSI escape sequence that
+    retitles the window, sets a hyperlink or resets the screen, no C1 control, no bidi override."""
+    return text.translate(_UNSAFE_IN_RESULTS)

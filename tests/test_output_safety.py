@@ -229,3 +229,39 @@ workloads:
     probe = dom_probe(result.stdout, tmp_path)
     assert "PWNED" not in probe["title"] and probe["scripts"] == 1 and probe["handlers"] == 0
     assert SCRIPT in probe["text"] and IMG in probe["text"]
+
+
+TERMINAL = "x\x1b]0;PWNED\x07\x1bc\x9b2J\u202e\u2028\x85y"  # retitle, reset, C1 CSI, bidi override, line breaks
+RUNS_IN_A_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "markdown", "html", "csv"])
+def test_no_result_carries_a_character_a_terminal_would_run(tmp_path, fmt):
+    """A model name with an OSC title sequence, a terminal reset, a C1 CSI, a bidi override and Unicode line
+    breaks: every format on stdout shows it escaped (`\\u001b`), and the JSON still decodes to the name."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(LLAMA_8B_CONFIG))
+    workload = tmp_path / "w.yaml"
+    workload.write_text(f"""schema_version: 1
+workloads:
+  - name: chat
+    model: {{config: {config}, name: {json.dumps(TERMINAL)}}}
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+""")
+    result = run("solve", workload, "--format", fmt)
+    assert result.exit_code == 0, result.output
+    assert not RUNS_IN_A_TERMINAL.search(result.stdout)
+    assert "\\u001b]0;PWNED" in result.stdout or "\\\\u001b]0;PWNED" in result.stdout
+    if fmt == "json":
+        assert {d["model"] for d in json.loads(result.stdout)["deployments"]} == {TERMINAL}
+
+
+def test_md_and_html_text_escape_control_characters():
+    from gpuopt.reports.formatting import html_text
+
+    assert md("a\x1b]0;x\x07b") == "a\\\\x1b\\]0;x\\\\x07b"
+    assert html_text("\x1bc<b>") == "\\u001bc&lt;b&gt;"
+    assert md_code_fence("vllm serve 'x\x1bc'\n--tp 1")[1] == "vllm serve 'x\\u001bc'\n--tp 1"

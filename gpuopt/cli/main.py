@@ -136,8 +136,11 @@ class GpuoptGroup(click.Group):
                 formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from gpuopt.cli.streams import escaped_results
+
         try:
-            return super().invoke(ctx)
+            with escaped_results():
+                return super().invoke(ctx)
         except GpuoptError as exc:
             raise ProblemsError(exc) from None
         except click.UsageError as exc:

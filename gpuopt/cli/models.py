@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from gpuopt.errors import InputError
@@ -23,6 +23,7 @@ from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
 from gpuopt.physics.vllm_profile import default_release
 from gpuopt.physics.vllm_support import release_problem, scanned_release, status
+from gpuopt.reports.formatting import console
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS
 
 # One representative CUDA capability per GPU generation, for the kernel table of `models show`.
@@ -154,7 +155,7 @@ def list_models(as_json: bool) -> None:
         table.add_row(r["id"], f"{r['params_b']:.2f}", f"{r['active_params_b']:.2f}", str(r["layers"]),
                       r["attention_kind"], f"{r['kv_bytes_per_token']['auto']:,.0f}",
                       "yes" if r["complete"] else "no: missing " + ", ".join(r["missing_fields"]))
-    Console(width=200).print(table)
+    console(sys.stdout, width=200).print(table)  # plain: no colour codes, no markup read in a model's name
 
 
 @models.command("show")
@@ -257,4 +258,4 @@ def list_checkpoints(base_model: str | None, as_json: bool) -> None:
         table.add_row(str(r["checkpoint"]), str(r["base_model"]), str(r["method"]), str(r["weight_bits"] or "mixed"),
                       str(r["vllm_quantization"] or "unconfirmed"), "yes" if r["plans_may_name_it"] else "no",
                       "yes" if r["resolves_offline"] else "no")
-    Console(width=220).print(table)
+    console(sys.stdout, width=220).print(table)

@@ -1,4 +1,5 @@
-"""Keep stdout for results: whatever a library writes while a command computes goes to stderr.
+"""Keep stdout for results: whatever a library writes while a command computes goes to stderr, and no result
+carries a character a terminal would run.
 
 HiGHS (highspy) prints its banner from C++ straight to file descriptor 1, whatever PuLP's `msg=False` says;
 with `--format json|csv|focus` that line makes stdout unparseable. Redirecting the descriptor itself (not
@@ -11,6 +12,9 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from typing import Any, TextIO
+
+from gpuopt.text import result_text
 
 
 @contextlib.contextmanager
@@ -32,3 +36,31 @@ def stdout_to_stderr() -> Iterator[None]:
             sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+class ResultStream:
+    """sys.stdout while a command runs. A result can carry what a user wrote -- a model name in a table, an
+    overlay's SKU, a field of a hand-edited plan -- and a terminal runs the control characters in it (an ESC
+    sequence retitles the window, sets a hyperlink or resets the screen). gpuopt writes none of its own to
+    stdout (its consoles have no colour), so every one that arrives is a user's, and is written escaped
+    (text.result_text); line breaks and tabs are the layout and stay. Everything else is the stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(result_text(text))
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def escaped_results() -> Iterator[None]:
+    """While the block runs, what is written to sys.stdout passes through ResultStream."""
+    with contextlib.redirect_stdout(ResultStream(sys.stdout)):
+        yield

@@ -14,6 +14,7 @@ import sys
 from typing import IO, TYPE_CHECKING
 
 from gpuopt.pricing.identifiers import FORMULA_PREFIXES  # one list: overlays refuse them, exports neutralise them
+from gpuopt.text import printable, result_text
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -37,8 +38,9 @@ def signed_money(value: float, currency: str) -> str:
 def md(text: object) -> str:
     """Text for a Markdown inline context (a table cell, a list item, a heading): HTML special characters
     become entities (raw HTML in Markdown passes straight into the HTML), Markdown punctuation is
-    backslash-escaped (no link, image, emphasis or cell break can be injected), line breaks become spaces."""
-    value = html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " ")
+    backslash-escaped (no link, image, emphasis or cell break can be injected), line breaks become spaces, and
+    control characters become escapes (text.printable)."""
+    value = printable(html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " "))
     return _MD_SPECIAL.sub(r"\\\1", value)
 
 
@@ -46,7 +48,7 @@ def md_code(text: object) -> str:
     """An identifier as inline code when that is safe (no backtick, no line break), else as escaped text.
     Code spans show their content literally, in Markdown viewers and in the HTML alike."""
     value = str(text)
-    if "`" in value or "\n" in value or "\r" in value or not value:
+    if "`" in value or value != printable(value) or not value:  # a line break or a control character
         return md(value)
     return f"`{value}`"
 
@@ -55,12 +57,13 @@ def md_code_fence(code: str, lang: str = "") -> list[str]:
     """A fenced code block whose fence is longer than any backtick run inside (so the code cannot close it)."""
     longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
     fence = "`" * max(3, longest + 1)
-    return [fence + lang, code.replace("\r", " "), fence]
+    return [fence + lang, result_text(code.replace("\r", " ")), fence]
 
 
 def html_text(text: object) -> str:
-    """Text for an HTML element or attribute."""
-    return html.escape(str(text), quote=True)
+    """Text for an HTML element or attribute; a control character (which a page shows as nothing, and a
+    terminal showing the file would run) written as an escape."""
+    return html.escape(result_text(str(text)), quote=True)
 
 
 def csv_cell(value: object) -> object:
