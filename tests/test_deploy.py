@@ -196,6 +196,24 @@ def test_cli_writes_files_and_refuses_bad_requests(plans: dict[str, Path], tmp_p
         _plan(plans["two"]).deployments)
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    ({"workload": "nope"}, "deployments.0.workload: 'nope' is not one of the plan's workloads (chat, code)"),
+    ({"gpus_per_instance": 0}, "deployments.0.gpus_per_instance: Input should be greater than or equal to 1"),
+])
+def test_a_hand_edited_plan_that_does_not_hold_together_is_exit_2(plans: dict[str, Path], tmp_path: Path,
+                                                                  edit: dict[str, object], message: str) -> None:
+    """A deployment of a workload the plan does not have, or of instances without GPUs: one error line, exit 2
+    (they were a StopIteration and a ZeroDivisionError, exit 70)."""
+    data = json.loads(plans["two"].read_text())
+    data["deployments"][0].update(edit)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    for target in ("skypilot", "compose"):
+        result = CliRunner().invoke(cli, ["deploy", str(bad), "--target", target])
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr == f"error: {bad}: not a valid gpuopt plan: {message}\n"
+
+
 def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
     plan = _plan(plans["two"])
     evil = "x; rm -rf / #$(id)"

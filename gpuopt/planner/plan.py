@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, with_config
+from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
 from gpuopt.vocabulary import RejectionKind
@@ -76,12 +76,13 @@ class Deployment(Frozen):
     region: str
     country: str
     gpu: str
-    gpus_per_instance: int
+    # at least one each: a plan read back from a file (report, diff, deploy) divides by them
+    gpus_per_instance: int = Field(ge=1)
     instances: float  # this deployment's share of the offering's instances (fractional when shared)
-    replicas: int
-    tensor_parallel: int
-    pipeline_parallel: int
-    gpus_per_replica: int
+    replicas: int = Field(ge=1)
+    tensor_parallel: int = Field(ge=1)
+    pipeline_parallel: int = Field(ge=1)
+    gpus_per_replica: int = Field(ge=1)
     weight_precision: str
     kv_cache_dtype: str
     max_model_len: int
@@ -299,3 +300,14 @@ class Plan(Frozen):
     candidates_form: CandidatesForm = "all"  # what `candidates` holds: every candidate, or none (see summary)
     candidate_summary: CandidateSummary | None = None
     profile: str | None = None  # the calibration profile the GPUs were read through (`--profile`), if any
+
+    @model_validator(mode="after")
+    def _deployments_serve_its_workloads(self) -> Plan:
+        """A deployment names a workload of the plan (a hand-edited plan may not): reports, diffs and deploy
+        artifacts look the workload up."""
+        names = {w.name for w in self.workloads}
+        for i, d in enumerate(self.deployments):
+            if d.workload not in names:
+                raise ValueError(f"deployments.{i}.workload: {d.workload!r} is not one of the plan's workloads "
+                                 f"({', '.join(sorted(names)) or 'none'})")
+        return self

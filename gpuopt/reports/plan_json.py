@@ -48,5 +48,6 @@ def load_any_plan(text: str, source: str) -> Plan | CapacityPlan:
         return kinds[data["kind"]].model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
-        raise InputError(f"{source}: not a valid gpuopt plan: {'.'.join(str(p) for p in first['loc'])}: "
-                         f"{first['msg']}") from None
+        where = ".".join(str(p) for p in first["loc"])
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise InputError(f"{source}: not a valid gpuopt plan: {where + ': ' if where else ''}{message}") from None
