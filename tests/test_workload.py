@@ -79,6 +79,16 @@ def test_a_repeated_workload_name_is_reported_at_the_repeat(tmp_path):
         "13: workloads.2.name: workload name 'a' is already used by workloads.0; names must be unique"]
 
 
+def test_an_unknown_residency_is_reported_at_its_line_with_what_a_selector_is(tmp_path):
+    text = ("schema_version: 1\nresidency: mars\nworkloads:\n  - name: a\n    model: meta-llama/Llama-3.1-8B-Instruct\n"
+            "    requests_per_second: 1\n    input_tokens: 100\n    output_tokens: 50\n")
+    with pytest.raises(ConfigError) as info:
+        load_workload(write(tmp_path, text))
+    assert [p.split(":", 1)[1] for p in info.value.problems] == [
+        "2: residency: unknown region selector 'mars' (use cn, global, us, eu, apac, or a region id such as "
+        "us-east-1 or cn-hangzhou); did you mean ams3?"]
+
+
 @pytest.mark.parametrize("text, needle", [
     ("schema_version: 1\nworkloads: [\n", "invalid YAML"),
     ("schema_version: 2\nworkloads: []\n", "schema_version: 2 is not supported"),

@@ -36,6 +36,7 @@ from gpuopt.inputs.workload import (
     MAX_REQUESTS_PER_SECOND,
     PriceKindList,
     ProviderList,
+    ResidencySelector,
     ServingTarget,
     Strict,
     load_versioned,
@@ -144,7 +145,7 @@ class CapacityWorkload(ServingTarget):
 
 class CapacityFile(Strict):
     schema_version: Literal[1]
-    residency: str | None = None
+    residency: ResidencySelector = None
     providers: ProviderList | None = None
     currency: Currency | None = None
     horizon: Horizon

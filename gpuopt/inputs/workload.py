@@ -85,7 +85,20 @@ def known_price_kinds(value: list[str]) -> list[str]:
     return value
 
 
+def known_residency(value: str | None) -> str | None:
+    """A residency selector the catalog reads (pricing/regions.py), checked in the file so the error names it."""
+    if value is not None:
+        from gpuopt.pricing.regions import Residency
+
+        try:
+            Residency(value)
+        except InputError as exc:
+            raise ValueError(exc.problems[0]) from None
+    return value
+
+
 # Lists every file validates the same way, wherever they appear
+ResidencySelector = Annotated[str | None, AfterValidator(known_residency)]
 ProviderList = Annotated[list[str], AfterValidator(known_providers)]
 PriceKindList = Annotated[list[str], AfterValidator(known_price_kinds)]
 
@@ -292,7 +305,7 @@ class Budget(Strict):
 
 class WorkloadFile(Strict):
     schema_version: Literal[1]
-    residency: str | None = None
+    residency: ResidencySelector = None
     providers: ProviderList | None = None
     currency: Currency | None = None
     price_kinds: PriceKindList = Field(default_factory=lambda: ["on-demand"], min_length=1)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib import resources
 
-from gpuopt.errors import UnknownNameError
+from gpuopt.errors import InputError, UnknownNameError
 
 GEO_SELECTORS = ("cn", "global", "us", "eu", "apac")
 
@@ -77,7 +77,17 @@ def _one(selector: str) -> Callable[[Region], bool]:
     if s in known:
         exact = known[s]
         return lambda r: r.region == exact
-    raise UnknownNameError("region selector", selector, [*GEO_SELECTORS, *sorted(regions())])
+    raise _unknown(selector)
+
+
+def _unknown(selector: str) -> UnknownNameError:
+    """An unknown selector, saying what a selector is (a close region id alone, "did you mean ams3?" for
+    "mars", would read as the only choice), then the close region ids."""
+    error = UnknownNameError("region selector", selector, sorted(regions()))
+    hint = f"; did you mean {', '.join(error.suggestions)}?" if error.suggestions else ""
+    InputError.__init__(error, f"unknown region selector '{selector}' (use {', '.join(GEO_SELECTORS)}, or a region "
+                               f"id such as us-east-1 or cn-hangzhou){hint}")
+    return error
 
 
 @dataclass(frozen=True)
@@ -93,7 +103,7 @@ class Residency:
     def predicates(self) -> list[Callable[[Region], bool]]:
         parts = [p for p in self.selector.split(",") if p.strip()]
         if not parts:
-            raise UnknownNameError("region selector", self.selector, GEO_SELECTORS)
+            raise _unknown(self.selector)
         return [_one(p) for p in parts]
 
     def allows(self, region_id: str, data_centre_countries: str = "") -> bool:
