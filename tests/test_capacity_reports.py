@@ -43,6 +43,18 @@ def plan_json(tmp_path, charge):
     return out, json.loads(out.read_text())
 
 
+def test_each_warning_is_printed_once_on_the_stream_that_shows_it(tmp_path):
+    """The table keeps stdout for the schedule and the warnings go to stderr (as solve's table does); a Markdown
+    document on stdout carries them in its own Warnings section, so stderr does not repeat them."""
+    path = tmp_path / "w.yaml"
+    path.write_text(EIGHT_QUARTERS.replace("CHARGE", "inside-horizon"))
+    table, document = run("plan", path), run("plan", path, "--format", "markdown")
+    assert table.exit_code == document.exit_code == 0
+    warnings = [line for line in table.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings and "warning" not in table.stdout
+    assert "## Warnings" in document.stdout and "warning:" not in document.stderr
+
+
 @pytest.mark.parametrize("charge", ["inside-horizon", "full-term"])
 def test_late_3_year_reservations_report_what_they_owe_after_the_horizon(tmp_path, charge):
     _, plan = plan_json(tmp_path, charge)

@@ -59,10 +59,13 @@ def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation
     (`explanation` given) exit code 1.
 
     Each message is printed once: warnings already printed (the catalog's `note:` lines, which the plan also
-    keeps for its reports) are skipped, and the `infeasible:` reasons go to stderr only when the result does
+    keeps for its reports) or shown in the result (a Markdown document on stdout) are skipped, and the
+    `infeasible:` reasons go to stderr only when the result does
     not already show them on the terminal (a table or markdown on stdout does; JSON, CSV, HTML or a file
     written with -o do not)."""
     shown = set(already_shown)
+    if output is None and fmt == "markdown":  # the document on stdout has its own Warnings section
+        shown.update(warnings)
     for warning in dict.fromkeys(warnings):
         if warning not in shown:
             say("warning", warning)

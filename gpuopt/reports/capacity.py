@@ -189,9 +189,7 @@ def render_capacity_table(plan: CapacityPlan, width: int | None = None) -> str:
         short = sorted({plan.periods[t].period for v in sc.shortfall.values() for t, x in enumerate(v) if x > 0})
         con.print(f"scenario {sc.name} (demand x{sc.multiplier:g}): {money(sc.total_cost, c)}"
                   + (f"; the base plan's replicas fall short in {', '.join(short)}" if short else ""))
-    for w in plan.warnings:
-        con.print(f"warning: {w}")
-    return buf.getvalue()
+    return buf.getvalue()  # the warnings go to stderr (cli/solve.deliver), as solve's table leaves them
 
 
 def render_capacity_html(plan: CapacityPlan) -> str:
