@@ -206,3 +206,11 @@ def test_each_provider_alternative_costs_what_solving_with_only_that_provider_co
         alone, _ = plan_workloads(wf, catalog, SolveOptions(providers=(alt.label.split()[1],), top=0,
                                                             today=dt.date(2026, 11, 29), premium=False))
         assert alone.total_cost_per_hour == alt.total_cost_per_hour
+
+
+def test_json_flag_is_format_json_and_refuses_another_format():
+    """`--json`, as fit and simulate take it, is `--format json`; beside another --format it is one error."""
+    example = str(EXAMPLES / "two-models.yaml")
+    assert run("solve", example, "--json").stdout == run("solve", example, "--format", "json").stdout
+    both = run("solve", example, "--json", "--format", "csv")
+    assert both.exit_code == 2 and both.stderr == "error: --json and --format csv: give one\n"

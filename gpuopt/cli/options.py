@@ -127,6 +127,19 @@ def output_option(help_text: str) -> Callable[[F], F]:
                         metavar="FILE", help=help_text)
 
 
+JSON_FLAG = click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (as fit and simulate "
+                                                                  "take it).")
+
+
+def with_json_flag(fmt: str, as_json: bool) -> str:
+    """The format asked for: --json is --format json; with another --format it is a contradiction."""
+    if not as_json:
+        return fmt
+    if fmt not in ("table", "json"):  # table is the default: not a choice the user made against --json
+        raise InputError(f"--json and --format {fmt}: give one")
+    return "json"
+
+
 def placement_options(func: F) -> F:
     """--region, --provider, --currency, --headroom, --vllm-version: where and how `solve` and `plan` place
     replicas."""

@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
-from gpuopt.cli.options import SafePath, headroom_problems, output_option, overlay_problems, placement_options
+from gpuopt.cli.options import (
+    JSON_FLAG,
+    SafePath,
+    headroom_problems,
+    output_option,
+    overlay_problems,
+    placement_options,
+    with_json_flag,
+)
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.solve import deliver, today
 from gpuopt.cli.streams import stdout_to_stderr
@@ -22,11 +30,13 @@ from gpuopt.reports.registry import formats, render_capacity_plan
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
 @click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--format", "fmt", type=click.Choice(formats("capacity")), default="table", show_default=True)
+@JSON_FLAG
 @output_option("Write the result to a file.")
 @profile_option
 @catalog_options
 def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
          headroom: float, vllm_version: str | None, sensitivity: bool, max_price_age: int | None, fmt: str,
+         as_json: bool,
          output: Path | None, profile_path: Path | None,
          overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """What to commit to in which period and what to rent, at the lowest cost over the horizon.
@@ -37,6 +47,7 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     from gpuopt.inputs.workload import fields_located_in
     from gpuopt.planner.capacity import CapacityOptions, describe, schedule
 
+    fmt = with_json_flag(fmt, as_json)
     cf = load_capacity_file(capacity_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)

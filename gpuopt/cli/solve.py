@@ -12,11 +12,13 @@ import click
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import (
     FINITE_FLOAT,
+    JSON_FLAG,
     SafePath,
     headroom_problems,
     output_option,
     overlay_problems,
     placement_options,
+    with_json_flag,
 )
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.streams import stdout_to_stderr
@@ -108,6 +110,7 @@ def budget_overrun(plan: Plan) -> str | None:
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the plan survives, the next plan's cost and a TPOT sweep.")
 @click.option("--format", "fmt", type=click.Choice(formats("plan")), default="table", show_default=True)
+@JSON_FLAG
 @click.option("--candidates", "candidates", type=click.Choice(["none", "summary", "all"]), default="summary",
               show_default=True,
               help="Considered candidates in the JSON: none, a summary (counts and the cheapest few per rejection "
@@ -117,7 +120,8 @@ def budget_overrun(plan: Plan) -> str | None:
 @catalog_options
 def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], currency: str | None,
           headroom: float, top: int, vllm_version: str | None, max_price_age: int | None,
-          max_monthly: float | None, sensitivity: bool, fmt: str, candidates: str, output: Path | None,
+          max_monthly: float | None, sensitivity: bool, fmt: str, as_json: bool, candidates: str,
+          output: Path | None,
           profile_path: Path | None,
           overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...]) -> None:
     """Find the cheapest deployment of the workloads in WORKLOAD_FILE.
@@ -127,6 +131,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     from gpuopt.planner.candidate_summary import with_candidates
     from gpuopt.planner.solve import SolveOptions, plan_workloads  # PuLP loads only when a solve runs
 
+    fmt = with_json_flag(fmt, as_json)
     wf = load_workload(workload_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
