@@ -77,11 +77,20 @@ def test_golden_chat_file(tmp_path: Path) -> None:
 
 
 def test_hostile_model_string_stays_one_yaml_value(tmp_path: Path) -> None:
-    evil = 'x"\n  injected: true # \u202e'
+    evil = 'x"; injected: true # [a](b)'
     code, err, out = _init(tmp_path, "--non-interactive", "--model", evil)
     assert code == 0, err
     assert yaml.safe_load(out.read_text())["workloads"][0]["model"] == evil
     assert "not in the registry" in err or "unknown" in err
+
+
+def test_a_model_string_with_a_line_break_or_control_character_is_refused(tmp_path: Path) -> None:
+    """A line break, NEL or bidi override is no model id: the file it would make does not load, so init writes
+    nothing (YAML would also read U+0085 in a double-quoted value back as a line break)."""
+    for evil in ('x"\n  injected: true # \u202e', "org/a\u2028b\x85c"):
+        code, err, out = _init(tmp_path, "--non-interactive", "--model", evil)
+        assert code == 2 and not out.exists()
+        assert "holds a control character or a line break (nothing written)" in err
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from gpuopt.pricing.identifiers import formula_problems, looks_like_formula
 from gpuopt.reports.formatting import csv_cell, md, md_code_fence
 from tests.conftest import run
 
+EXAMPLES = Path(__file__).parent.parent / "examples"
 LLAMA_8B_CONFIG = {
     "architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
     "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
@@ -235,10 +237,7 @@ TERMINAL = "x\x1b]0;PWNED\x07\x1bc\x9b2J\u202e\u2028\x85y"  # retitle, reset, C1
 RUNS_IN_A_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
-@pytest.mark.parametrize("fmt", ["table", "json", "markdown", "html", "csv"])
-def test_no_result_carries_a_character_a_terminal_would_run(tmp_path, fmt):
-    """A model name with an OSC title sequence, a terminal reset, a C1 CSI, a bidi override and Unicode line
-    breaks: every format on stdout shows it escaped (`\\u001b`), and the JSON still decodes to the name."""
+def test_a_name_with_a_control_character_is_refused_in_the_workload_file(tmp_path):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(LLAMA_8B_CONFIG))
     workload = tmp_path / "w.yaml"
@@ -249,12 +248,36 @@ workloads:
     requests_per_second: 1
     input_tokens: 500
     output_tokens: 100
-    max_model_len: 4096
 """)
-    result = run("solve", workload, "--format", fmt)
+    result = run("solve", workload)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == (f"error: {workload}:4: workloads.0.model.name: 'x\\x1b]0;PWNED\\x07\\x1bc\\x9b2J"
+                             "\\u202e\\u2028\\x85y' holds a control character or a line break\n")
+
+
+@pytest.fixture(scope="module")
+def saved_plan(tmp_path_factory):
+    """A saved plan whose deployment's model was edited by hand to an OSC title sequence, a terminal reset, a C1
+    CSI, a bidi override and Unicode line breaks (a plan file is not a workload file: nothing refuses them)."""
+    folder = tmp_path_factory.mktemp("plan")
+    saved = folder / "plan.json"
+    result = run("solve", EXAMPLES / "two-models.yaml", "--format", "json", "-o", saved)
+    assert result.exit_code == 0, result.output
+    data = json.loads(saved.read_text())
+    for d in data["deployments"] + data["workloads"]:
+        d["model"] = TERMINAL
+    data["deployments"][0]["sku"] = TERMINAL
+    saved.write_text(json.dumps(data))
+    return saved
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "markdown", "html", "csv"])
+def test_no_result_carries_a_character_a_terminal_would_run(saved_plan, fmt):
+    """Every format on stdout shows such a value escaped (`\\u001b`), and the JSON still decodes to it."""
+    result = run("report", saved_plan, "--format", fmt)
     assert result.exit_code == 0, result.output
     assert not RUNS_IN_A_TERMINAL.search(result.stdout)
-    assert "\\u001b]0;PWNED" in result.stdout or "\\\\u001b]0;PWNED" in result.stdout
+    assert re.search(r"(u001b|x1b)\\?\]0;PWNED", result.stdout)  # shown, escaped
     if fmt == "json":
         assert {d["model"] for d in json.loads(result.stdout)["deployments"]} == {TERMINAL}
 

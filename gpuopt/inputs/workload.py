@@ -41,7 +41,9 @@ from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -50,6 +52,7 @@ from pydantic import (
 
 from gpuopt.errors import ConfigError, FieldError, InputError
 from gpuopt.inputs.loader import check_input_file, load_yaml
+from gpuopt.text import printable
 from gpuopt.vocabulary import (
     CURRENCIES,
     MAX_TOKENS,
@@ -193,17 +196,30 @@ class Lora(Strict):
                                    "(row-parallel) split over the tensor-parallel GPUs; the rank must divide by TP")
 
 
+def one_line(value: str) -> str:
+    """A name or tag is one line of text: a control character or line break in it would split the lines of the
+    tables, commands and messages it reaches, or run in the terminal that shows them."""
+    if printable(value) != value:
+        raise ValueError(f"'{printable(value)}' holds a control character or a line break")
+    return value
+
+
+OneLine = Annotated[str, AfterValidator(one_line)]
+
+
 class ModelConfigRef(Strict):
     config: Annotated[Path, Field(strict=False)] = Field(
         description="A local Hugging Face config.json (relative to the workload file)")
-    name: str = Field(min_length=1)
+    name: OneLine = Field(min_length=1)
 
 
 class ServingTarget(Strict):
     """What a workload serves and how fast, without its traffic (shared by the workload and capacity files)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    model: str | ModelConfigRef
+    # a mapping is a {config, name} model, anything else must be an id: one branch's errors, not both
+    model: Annotated[Annotated[str, Tag("str")] | Annotated[ModelConfigRef, Tag("ModelConfigRef")],
+                     Discriminator(lambda v: "ModelConfigRef" if isinstance(v, dict | ModelConfigRef) else "str")]
     input_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Mean prompt tokens")
     output_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Mean output tokens")
     max_model_len: int | None = Field(default=None, gt=0, le=MAX_TOKENS)
@@ -227,6 +243,19 @@ class ServingTarget(Strict):
             raise ValueError(f"input_tokens + output_tokens ({self.input_tokens + self.output_tokens}) exceed "
                              f"max_model_len ({self.max_model_len})")
         return self
+
+    @field_validator("model")
+    @classmethod
+    def _one_line_model(cls, model: str | ModelConfigRef) -> str | ModelConfigRef:
+        return one_line(model) if isinstance(model, str) else model
+
+    @field_validator("tags")
+    @classmethod
+    def _one_line_tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        for key, value in tags.items():
+            one_line(key)
+            one_line(value)
+        return tags
 
     @field_validator("lengths")
     @classmethod

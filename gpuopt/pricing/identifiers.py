@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from gpuopt.text import printable
+
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 IDENTIFIER_COLUMNS = ("provider", "service", "sku", "region", "gpu", "price_kind", "currency", "interconnect",
                       "billing")
@@ -22,8 +24,10 @@ def looks_like_formula(text: str) -> bool:
 
 
 def formula_problems(path: str, rows: Iterable[tuple[int, Mapping[str, str]]]) -> list[str]:
-    """One problem per identifier cell that begins like a formula; `rows` are (line, values) pairs. Values
-    are checked before stripping: a leading tab or carriage return counts."""
+    """One problem per identifier cell that begins like a formula, and per cell of any column that holds a
+    control character or a line break (an identifier or a citation is one line of text: a line break in a
+    SKU split the rows of every table it reached, an ESC sequence ran in the terminal); `rows` are (line,
+    values) pairs. Values are checked before stripping: a leading tab or carriage return counts."""
     problems = []
     for line, values in rows:
         for column in IDENTIFIER_COLUMNS:
@@ -31,4 +35,8 @@ def formula_problems(path: str, rows: Iterable[tuple[int, Mapping[str, str]]]) -
             if looks_like_formula(value):
                 problems.append(f"{path}: row {line}: column '{column}': {value.strip()!r} begins with "
                                 f"{value[0]!r}, which a spreadsheet evaluates as a formula")
+        for column, value in values.items():
+            if value and printable(value) != value and not looks_like_formula(value):
+                problems.append(f"{path}: row {line}: column '{column}': '{printable(value)}' holds a control "
+                                "character or a line break")
     return problems

@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from gpuopt.planner.plan import Plan
+from gpuopt.text import printable
 
 if TYPE_CHECKING:
     from gpuopt.planner.capacity import CapacityPlan
@@ -44,7 +45,7 @@ def cost_by_provider_gpu(plan: Plan) -> str:
 
     totals: dict[str, float] = defaultdict(float)
     for line in plan.instances:
-        totals[f"{line.provider} {line.gpu}"] += line.cost_per_hour
+        totals[printable(f"{line.provider} {line.gpu}")] += line.cost_per_hour
     labels = sorted(totals)
     fig, ax = plt.subplots(figsize=(6.4, 0.5 + 0.45 * max(len(labels), 1)))
     ax.barh(labels, [totals[k] for k in labels], color="#3b6ea5")
@@ -58,7 +59,7 @@ def memory_per_gpu(plan: Plan) -> str:
     _setup()
     import matplotlib.pyplot as plt
 
-    labels = [f"{d.workload}\n{d.sku} TP{d.tensor_parallel}" for d in plan.deployments]
+    labels = [f"{printable(d.workload)}\n{printable(d.sku)} TP{d.tensor_parallel}" for d in plan.deployments]
     fig, ax = plt.subplots(figsize=(6.4, 0.6 + 0.6 * max(len(labels), 1)))
     left = [0.0] * len(labels)
     colors = ("#3b6ea5", "#e39b3b", "#8c8c8c", "#b55d9e", "#4f9e5b", "#d9d9d9")
@@ -86,7 +87,7 @@ def cost_vs_tpot(plan: Plan) -> str:
         ax.scatter([a.max_tpot_ms or 0.0 for a in alts], [a.total_cost_per_hour or 0.0 for a in alts],
                    color="#3b6ea5", label="alternatives")
         for a in alts:
-            ax.annotate(a.label, (a.max_tpot_ms or 0.0, a.total_cost_per_hour or 0.0), fontsize=7,
+            ax.annotate(printable(a.label), (a.max_tpot_ms or 0.0, a.total_cost_per_hour or 0.0), fontsize=7,
                         xytext=(4, 2), textcoords="offset points")
     ax.set_xlabel("predicted TPOT at planned load, ms (worst deployment)")
     ax.set_ylabel(f"{plan.currency} per hour")
@@ -100,14 +101,14 @@ def capacity_cost(plan: CapacityPlan) -> str:
     _setup()
     import matplotlib.pyplot as plt
 
-    labels = [p.period for p in plan.periods]
+    labels = [printable(p.period) for p in plan.periods]
     kinds = sorted({k for p in plan.periods for k in p.cost_by_price_kind})
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     bottom = [0.0] * len(labels)
     others = iter(COMMITMENT_COLORS * 4)
     for kind in kinds:
         values = [p.cost_by_price_kind.get(kind, 0.0) for p in plan.periods]
-        ax.bar(labels, values, bottom=bottom, label=kind, color=KIND_COLORS.get(kind) or next(others))
+        ax.bar(labels, values, bottom=bottom, label=printable(kind), color=KIND_COLORS.get(kind) or next(others))
         bottom = [a + b for a, b in zip(bottom, values, strict=True)]
     ax.set_ylabel(f"{plan.currency} per period")
     ax.set_title("Cost per period by price kind")
@@ -120,7 +121,7 @@ def capacity_vs_demand(plan: CapacityPlan) -> str:
     _setup()
     import matplotlib.pyplot as plt
 
-    labels = [p.period for p in plan.periods]
+    labels = [printable(p.period) for p in plan.periods]
     workloads = sorted({w for p in plan.periods for w in p.demand})
     fig, axes = plt.subplots(len(workloads) or 1, 1, figsize=(6.4, 0.8 + 2.2 * max(len(workloads), 1)),
                              squeeze=False)
@@ -128,7 +129,7 @@ def capacity_vs_demand(plan: CapacityPlan) -> str:
         ax.plot(labels, [p.demand.get(w, 0.0) for p in plan.periods], marker="o", color="#c0392b", label="demand")
         ax.step(labels, [p.capacity.get(w, 0.0) for p in plan.periods], where="mid", color="#3b6ea5",
                 label="capacity")
-        ax.set_title(w)
+        ax.set_title(printable(w))
         ax.set_ylabel(plan.demand_units.get(w, "load").replace("_", " "))
         ax.legend(fontsize=7)
     fig.tight_layout()
