@@ -288,3 +288,17 @@ def test_md_and_html_text_escape_control_characters():
     assert md("a\x1b]0;x\x07b") == "a\\\\x1b\\]0;x\\\\x07b"
     assert html_text("\x1bc<b>") == "\\u001bc&lt;b&gt;"
     assert md_code_fence("vllm serve 'x\x1bc'\n--tp 1")[1] == "vllm serve 'x\\u001bc'\n--tp 1"
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "utf-8"])
+def test_the_escaping_holds_on_the_real_stdout_whatever_its_encoding(saved_plan, encoding):
+    """On an ASCII stdout click writes through the stream's binary buffer with a text writer of its own; that
+    side escapes too (CliRunner cannot see it: it replaces the streams)."""
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": encoding}
+    done = subprocess.run([sys.executable, "-m", "gpuopt", "report", str(saved_plan), "--format", "table"],
+                          capture_output=True, env=env, check=False)
+    assert done.returncode == 0, done.stderr
+    assert not RUNS_IN_A_TERMINAL.search(done.stdout.decode("utf-8", "replace"))
+    assert b"PWNED" in done.stdout and b"\x1b" not in done.stdout

@@ -12,7 +12,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from gpuopt.text import result_text
 
@@ -51,12 +51,35 @@ class ResultStream:
     def write(self, text: str) -> int:
         return self._stream.write(result_text(text))
 
+    @property
+    def buffer(self) -> _EscapingBuffer:
+        """The binary side escapes too: click writes bytes there (`echo(b"...")`), and re-wraps it in a text
+        writer of its own when the stream's encoding is ASCII (PYTHONIOENCODING=ascii, a C locale), which
+        would otherwise reach the real stdout past `write`."""
+        return _EscapingBuffer(self._stream.buffer)
+
     def writelines(self, lines: Any) -> None:
         for line in lines:
             self.write(line)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class _EscapingBuffer:
+    """ResultStream's binary side: UTF-8 bytes in, result_text applied, the same bytes out otherwise (bytes that
+    are not UTF-8 pass through as they came, by surrogateescape)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+
+    def write(self, data: bytes) -> int:
+        text = bytes(data).decode("utf-8", "surrogateescape")
+        self._raw.write(result_text(text).encode("utf-8", "surrogateescape"))
+        return len(data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 @contextlib.contextmanager
