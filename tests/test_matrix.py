@@ -124,3 +124,17 @@ def test_a_quantized_checkpoint_is_sized_in_its_own_format_only() -> None:
     # the same 4-bit AWQ weights either way: the checkpoint's own, or the representative AWQ of the base
     assert awq.fits
     assert (awq.tensor_parallel, awq.kv_cache_tokens) == (base_int4.tensor_parallel, base_int4.kv_cache_tokens)
+
+
+def test_a_model_name_is_text_not_rich_markup(tmp_path) -> None:
+    """A local checkpoint named "[bold]mk": the table shows the name, rich reads no style in it (a "[/x]" in a
+    name raised MarkupError, exit 70)."""
+    folder = tmp_path / "[bold]mk"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}))
+    result = CliRunner().invoke(cli, ["matrix", str(folder), "--gpus", "H100-SXM-80GB"])
+    assert result.exit_code == 0, result.output
+    assert "[bold]mk" in result.stdout

@@ -302,3 +302,11 @@ def test_the_escaping_holds_on_the_real_stdout_whatever_its_encoding(saved_plan,
     assert done.returncode == 0, done.stderr
     assert not RUNS_IN_A_TERMINAL.search(done.stdout.decode("utf-8", "replace"))
     assert b"PWNED" in done.stdout and b"\x1b" not in done.stdout
+
+
+def test_an_overlays_free_text_with_a_leading_tab_and_a_control_character_is_refused():
+    """A formula prefix exempts an identifier from the control-character check (it has its own error); a free
+    text cell such as source has no formula check, so it is not exempt."""
+    problems = formula_problems("o.csv", [(2, {"source": "\rhi\x1b]0;PWN\x07"})])
+    assert problems == ["o.csv: row 2: column 'source': '\\x0dhi\\x1b]0;PWN\\x07' holds a control character or a "
+                        "line break"]

@@ -36,7 +36,7 @@ def formula_problems(path: str, rows: Iterable[tuple[int, Mapping[str, str]]]) -
                 problems.append(f"{path}: row {line}: column '{column}': {value.strip()!r} begins with "
                                 f"{value[0]!r}, which a spreadsheet evaluates as a formula")
         for column, value in values.items():
-            if value and printable(value) != value and not looks_like_formula(value):
+            if value and printable(value) != value and not (column in IDENTIFIER_COLUMNS and looks_like_formula(value)):
                 problems.append(f"{path}: row {line}: column '{column}': '{printable(value)}' holds a control "
                                 "character or a line break")
     return problems
