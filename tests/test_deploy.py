@@ -16,6 +16,7 @@ import yaml
 from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
+from gpuopt.errors import InputError
 from gpuopt.planner.plan import Plan
 from gpuopt.reports.deploy import DeployOptions, render_deploy
 from gpuopt.reports.plan_json import render_json
@@ -212,6 +213,19 @@ def test_a_hand_edited_plan_that_does_not_hold_together_is_exit_2(plans: dict[st
         result = CliRunner().invoke(cli, ["deploy", str(bad), "--target", target])
         assert result.exit_code == 2 and result.stdout == ""
         assert result.stderr == f"error: {bad}: not a valid gpuopt plan: {message}\n"
+
+
+@pytest.mark.parametrize("target", ["k8s", "skypilot", "compose"])
+def test_a_plan_without_a_known_checkpoint_is_not_deployed(plans: dict[str, Path], target: str) -> None:
+    """A plan serving "$INT4_CHECKPOINT" (gpuopt knows no int4 checkpoint of the model) cannot become an
+    artifact: Kubernetes would pass the text literally, and escaped for Compose it would be literal too."""
+    plan = _plan(plans["two"])
+    d = plan.deployments[0]
+    d = d.model_copy(update={"vllm_command": d.vllm_command.replace(d.vllm_command.split()[2],
+                                                                    '"$INT4_CHECKPOINT"', 1)})
+    with pytest.raises(InputError, match=r"deployment chat: its plan serves \$INT4_CHECKPOINT, a placeholder -- "
+                                         r"gpuopt knows no int4 checkpoint of .*; name one in the workload file"):
+        render_deploy(plan.model_copy(update={"deployments": [d]}), target, DeployOptions())
 
 
 def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:

@@ -103,6 +103,9 @@ def dns_name(*parts: str) -> str:
     return text or "vllm"
 
 
+# the variable gpuopt's command serves when it knows no checkpoint in the plan's format (serve_command.py)
+CHECKPOINT_PLACEHOLDER = re.compile(r"\$([A-Z0-9]+)_CHECKPOINT")
+
 NODE_FLAGS = {"--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--headless": 0,
               "--distributed-executor-backend": 1}
 """Flags of the plan's per-node steps (flag -> values it takes): each target starts the nodes its own way."""
@@ -130,6 +133,13 @@ def serve_args(d: Deployment) -> list[str]:
         args.append(token)
     if not args:
         raise InputError(f"deployment {d.workload}: its command names no model")
+    if (placeholder := CHECKPOINT_PLACEHOLDER.fullmatch(args[0])) is not None:
+        # the plan's own "$INT4_CHECKPOINT": gpuopt knows no checkpoint in that format, and an artifact has no
+        # shell to read the variable from (Kubernetes passes it literally, Compose would need it exported)
+        precision = placeholder.group(1).lower()
+        raise InputError(f"deployment {d.workload}: its plan serves {args[0]}, a placeholder -- gpuopt knows no "
+                         f"{precision} checkpoint of {d.model}; name one in the workload file (checkpoints: "
+                         f"{{{precision}: organisation/repository}}) and solve again")
     if nodes(d) > 1:
         args += ["--distributed-executor-backend", "ray"]  # the targets join the nodes in a Ray cluster
     if "--port" not in args:
