@@ -55,6 +55,20 @@ def test_each_warning_is_printed_once_on_the_stream_that_shows_it(tmp_path):
     assert "## Warnings" in document.stdout and "warning:" not in document.stderr
 
 
+def test_an_infeasible_capacity_document_keeps_its_warnings(tmp_path):
+    """deliver leaves a Markdown document's warnings off stderr, so an infeasible document must carry them."""
+    from gpuopt.planner.capacity import CapacityPlan
+    from gpuopt.reports.capacity import render_capacity_markdown
+
+    out, _ = plan_json(tmp_path, "inside-horizon")
+    plan = CapacityPlan.model_validate_json(out.read_text())
+    assert plan.warnings
+    infeasible = plan.model_copy(update={"status": "infeasible", "explanation": ["no offering meets the TPOT"]})
+    text = render_capacity_markdown(infeasible)
+    assert "**Infeasible**" in text and "## Warnings" in text
+    assert all(f"- {w}" in text or w[:20] in text for w in plan.warnings)
+
+
 @pytest.mark.parametrize("charge", ["inside-horizon", "full-term"])
 def test_late_3_year_reservations_report_what_they_owe_after_the_horizon(tmp_path, charge):
     _, plan = plan_json(tmp_path, charge)

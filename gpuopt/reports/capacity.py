@@ -76,7 +76,8 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
     c = md(plan.currency)
     out = ["# gpuopt capacity plan", ""]
     if plan.status != "optimal":
-        return "\n".join(out + ["**Infeasible**", "", *[f"- {md(e)}" for e in plan.explanation], ""])
+        return "\n".join(out + ["**Infeasible**", "", *[f"- {md(e)}" for e in plan.explanation], ""]
+                         + _warnings_section(plan.warnings))
     out += ["## Summary", "", "| | |", "|---|---|", *[f"| {md(k)} | {md(v)} |" for k, v in _summary_rows(plan)], ""]
     if plan.commitment_summary is not None:
         out += [f"Savings bases: {md(plan.commitment_summary.basis)}.", ""]
@@ -133,9 +134,12 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
                 "| TPOT targets x | status | total cost |", "|---|---|---|"]
         out += [f"| {x.tpot_factor:g} | {x.status} | {money(x.cost, c)} |" for x in sens.tpot_sweep]
         out.append("")
-    if plan.warnings:
-        out += ["## Warnings", "", *[f"- {md(w)}" for w in plan.warnings], ""]
-    return "\n".join(out)
+    return "\n".join(out + _warnings_section(plan.warnings))
+
+
+def _warnings_section(warnings: list[str]) -> list[str]:
+    """The document's Warnings (cli/solve.deliver leaves them off stderr when the document is on stdout)."""
+    return ["## Warnings", "", *[f"- {md(w)}" for w in warnings], ""] if warnings else []
 
 
 def render_capacity_table(plan: CapacityPlan, width: int | None = None) -> str:
