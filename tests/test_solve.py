@@ -214,3 +214,10 @@ def test_json_flag_is_format_json_and_refuses_another_format():
     assert run("solve", example, "--json").stdout == run("solve", example, "--format", "json").stdout
     both = run("solve", example, "--json", "--format", "csv")
     assert both.exit_code == 2 and both.stderr == "error: --json and --format csv: give one\n"
+
+
+def test_a_release_typed_with_leading_zeros_is_planned_and_reported_as_its_numbers():
+    """"0.019" selects 0.19 and the plan says 0.19 -- deploy turns it into `vllm==0.19.0` and an image tag."""
+    result = run("solve", str(EXAMPLES / "two-models.yaml"), "--vllm-version", "0.019", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["vllm_version"] == "0.19"

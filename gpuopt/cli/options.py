@@ -105,7 +105,7 @@ class VllmVersion(_StrParam):
             self.fail(f"{text} is newer than the newest modelled release {known[-1]} ({allowed})", param, ctx)
         if wanted < oldest:
             self.fail(f"{text} is older than the oldest modelled release {known[0]} ({allowed})", param, ctx)
-        return text
+        return ".".join(map(str, wanted))  # as numbers: "0.019" is the 0.19 it selects, in every output
 
 
 VLLM_VERSION = VllmVersion()
