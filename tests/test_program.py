@@ -247,3 +247,18 @@ def test_gpuopt_solver_picks_the_solver_and_rejects_unknown_names(monkeypatch):
     monkeypatch.setenv("GPUOPT_SOLVER", "gurobi")
     with pytest.raises(GpuoptError, match="GPUOPT_SOLVER must be cbc or highs"):
         make_solver(1.0)
+
+
+def test_an_offering_said_to_be_nvlinked_on_a_gpu_without_nvlink_is_planned_over_pcie():
+    """An overlay may say `interconnect: nvlink` for two L40S; they have no NVLink, so the candidate is costed
+    over PCIe (custom all-reduce off) rather than refused as a shape vLLM would not run."""
+    from dataclasses import replace
+
+    from gpuopt.planner.candidates import Policy, _screen
+    from gpuopt.pricing.catalog import Catalog
+    from gpuopt.pricing.fx import load_fx
+
+    l40s = replace(offering("g6e.12xlarge", 2, 10.0), gpu="L40S-48GB", gpu_mem_gib=48.0)
+    h100 = offering("p5", 2, 20.0)
+    screened = _screen(Catalog(offerings=(l40s, h100), fx=load_fx(use_cache=False)), Policy(None, (), (), "USD"))
+    assert [s.link for s in screened] == ["pcie", "nvlink"]

@@ -210,12 +210,19 @@ def load_architecture(model: str | None, model_config: Path | None) -> ModelArch
 
 def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfig,
                   precision_given: bool = True) -> None:
-    """Exit 2 when vLLM cannot run the model in its resolved weight format on the GPU (the format's kernels),
-    or has no attention backend for it there (a DSA model's sparse MLA), naming the flag to change -- the GPU
+    """Exit 2 when the GPUs are said to be joined by an NVLink they do not have, when vLLM cannot run the model
+    in its resolved weight format on the GPU (the format's kernels), or has no attention backend for it there (a
+    DSA model's sparse MLA), naming the flag to change -- the GPU
     when the format is the checkpoint's own (`precision_given` False: no --precision was passed)."""
     from gpuopt.physics import sparse_mla
     from gpuopt.physics.memory import precision_unsupported
 
+    if resolved.interconnect == "nvlink" and not gpu.nvlink_gb_s and \
+            resolved.tensor_parallel * resolved.pipeline_parallel > 1:
+        # NVLink decides custom all-reduce's buffers and NCCL's, and the all-reduce time: a GPU without it would
+        # be costed as hardware that does not exist
+        raise InputError(f"--interconnect nvlink: {gpu.gpu} has no NVLink (gpus.csv lists no NVLink bandwidth for "
+                         "it); its GPUs talk over PCIe: drop the option or use --interconnect pcie")
     if (unsupported := precision_unsupported(gpu, resolved.precision, arch)) is not None:
         if precision_given:
             raise InputError(f"--precision {resolved.precision}: {unsupported}")

@@ -376,11 +376,6 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
                          "KV cache from measured memory, which kv_cache_memory_bytes overrides\"); drop one")
     if (problem := cuda_graphs.settings_problem(cfg.cudagraphs)) is not None:
         raise InputError(problem)
-    if cfg.interconnect == "nvlink" and not gpu.nvlink_gb_s:
-        # NVLink decides custom all-reduce's buffers and NCCL's, and the all-reduce time: a GPU without it would
-        # be costed as hardware that does not exist
-        raise InputError(f"--interconnect nvlink: {gpu.gpu} has no NVLink (gpus.csv lists no NVLink bandwidth for "
-                         "it); its GPUs talk over PCIe: drop the option or use --interconnect pcie")
     extensible = ext is not None and cfg.extensible_kv_cache is not False and not cfg.kv_cache_memory_bytes
     default_gmu = ext.gpu_memory_utilization_off if ext is not None and not extensible else \
         profile.gpu_memory_utilization
