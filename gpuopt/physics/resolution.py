@@ -97,9 +97,10 @@ def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:
         config, folder = path, path.parent
     sides = {f: folder / f for f in SIDE_FILES if (folder / f).is_file()}
     arch = from_files(config, name or (path.name if path.is_dir() else None), sides)
-    # a directory, or the config.json inside one, is the checkpoint vLLM serves; another JSON file is a config only
+    # a directory, or the config.json inside one, is the checkpoint vLLM serves (as an absolute path: the command
+    # must not depend on the directory it is run from); another JSON file is a config only
     served = path if path.is_dir() else folder if path.name == CONFIG else None
-    return arch.model_copy(update={"local_path": str(served)}) if served is not None else arch
+    return arch.model_copy(update={"local_path": str(served.resolve())}) if served is not None else arch
 
 
 def _from_cache(repo_id: str) -> ModelArchitecture | None:
