@@ -371,3 +371,8 @@ def test_a_log_whose_arguments_hold_a_config_object_still_reads_the_literal_ones
                    "INFO Available KV cache memory: 10.50 GiB\n", encoding="utf-8")
     settings = read_log(log, log.read_text()).config.cudagraphs
     assert settings is not None and settings.compilation_mode == "DYNAMO_TRACE_ONCE"
+    # a `'mode':` of a later argument is not the compilation config's
+    log.write_text("INFO non-default args: {'compilation_config': {'cudagraph_mode': 'PIECEWISE'}, "
+                   "'speculative_config': {'mode': 0}}\nINFO Available KV cache memory: 10.50 GiB\n", encoding="utf-8")
+    settings = read_log(log, log.read_text()).config.cudagraphs
+    assert settings is not None and (settings.mode, settings.compilation_mode) == ("PIECEWISE", None)

@@ -145,6 +145,7 @@ def test_the_compilation_config_is_read_as_json_or_dotted_keys() -> None:
     # up to 0.11 -O is --compilation-config itself, and its `level` the compilation level
     old = parse_serve_args("""-O '{"level": 0}'""", vllm_version="0.11").cudagraphs
     assert old is not None and old.optimization_level == 0
+    assert parse_serve_args("""-O '{"level": null}'""", vllm_version="0.11").cudagraphs is None  # unset
     # the compilation mode (0.12+): CompilationMode's integer or its name in any case; 0.11 had no such key
     for text in ("-cc.mode=1", "-cc.mode=stock_torch_compile", """-cc '{"mode": "STOCK_TORCH_COMPILE"}'"""):
         settings = parse_serve_args(text, vllm_version="0.33").cudagraphs

@@ -214,6 +214,8 @@ def test_json_flag_is_format_json_and_refuses_another_format():
     assert run("solve", example, "--json").stdout == run("solve", example, "--format", "json").stdout
     both = run("solve", example, "--json", "--format", "csv")
     assert both.exit_code == 2 and both.stderr == "error: --json and --format csv: give one\n"
+    table = run("solve", example, "--format", "table", "--json")  # the default, but said
+    assert table.exit_code == 2 and table.stderr == "error: --json and --format table: give one\n"
 
 
 def test_a_release_typed_with_leading_zeros_is_planned_and_reported_as_its_numbers():

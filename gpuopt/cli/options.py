@@ -132,10 +132,13 @@ JSON_FLAG = click.option("--json", "as_json", is_flag=True, help="Shorthand for 
 
 
 def with_json_flag(fmt: str, as_json: bool) -> str:
-    """The format asked for: --json is --format json; with another --format it is a contradiction."""
+    """The format asked for: --json is --format json; with another --format given it is a contradiction (the
+    default table is no choice the user made against --json)."""
     if not as_json:
         return fmt
-    if fmt not in ("table", "json"):  # table is the default: not a choice the user made against --json
+    given = click.get_current_context().get_parameter_source("fmt") not in (
+        click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP)
+    if fmt != "json" and given:
         raise InputError(f"--json and --format {fmt}: give one")
     return "json"
 

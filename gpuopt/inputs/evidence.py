@@ -201,6 +201,21 @@ CUDAGRAPH_MODE_IN_LOG = re.compile(r"cudagraph_mode'?\s*[:=]\s*([<'\"]?)(?:CUDAG
 COMPILATION_MODE_IN_LOG = re.compile(r"(?<!\w)'?mode'?\s*[:=]\s*([<'\"]?)(?:CompilationMode\.)?([A-Za-z_]+|\d)")
 
 
+def _compilation_config(args: str) -> str:
+    """The compilation config's own text in the arguments' repr -- from `compilation_config` to the bracket that
+    closes its value -- so a later argument's `'mode':` is not taken for its mode; "" without one."""
+    at = args.find("compilation_config")
+    opening = next((i for i in range(at, len(args)) if args[i] in "({"), -1) if at >= 0 else -1
+    if opening < 0:
+        return ""
+    depth = 0
+    for i in range(opening, len(args)):
+        depth += {"(": 1, "{": 1, "[": 1, ")": -1, "}": -1, "]": -1}.get(args[i], 0)
+        if depth == 0:
+            return args[at:i + 1]
+    return args[at:]
+
+
 def _logged_mode(found: re.Match[str] | None) -> str | None:
     """The value a mode pattern found, None where the repr printed a bare `None` (unset: vLLM's default, not
     the NONE mode, which prints as an enum or a quoted name)."""
@@ -241,8 +256,8 @@ def read_log(path: Path, text: str) -> MemoryObservation:
         parsed = non_default_args(args)
         logged = _logged_mode(CUDAGRAPH_MODE_IN_LOG.search(args))
         mode = cudagraph_mode(logged) if logged else None
-        at = args.find("compilation_config")
-        logged = _logged_mode(COMPILATION_MODE_IN_LOG.search(args, at)) if at >= 0 else None
+        span = _compilation_config(args)
+        logged = _logged_mode(COMPILATION_MODE_IN_LOG.search(span)) if span else None
         compile_mode = compilation_mode(logged) if logged else None
         config = ServerConfig(
             model=parsed.get("model") or parsed.get("model_tag"), tensor_parallel=parsed.get("tensor_parallel_size"),

@@ -112,7 +112,10 @@ class GraphFlags:
 
     def _key(self, name: str, key: str, value: object) -> None:
         if key == "level" and self.release < OPTIMIZATION_LEVEL_FIRST:  # 0.10-0.11: the compilation level, as -O<n>
-            self.optimization_level(f"{name} level", str(value))
+            if value is None:  # JSON null: unset, the default level
+                self.level = None
+            else:
+                self.optimization_level(f"{name} level", str(value))
             return
         if key not in HONOURED_KEYS or (key in ("max_cudagraph_capture_size", "mode")
                                         and self.release < MAX_SIZE_KEY_FIRST):
