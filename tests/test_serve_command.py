@@ -282,19 +282,24 @@ def test_fit_suggestions_never_exceed_the_model_limit():
             assert int(fix.split()[1]) <= 131072
 
 
-@pytest.mark.parametrize(("model", "gpu", "extra"), [
+@pytest.mark.parametrize(("model", "gpu", "extra", "expected"), [
     # on 0.9 an fp8 KV cache off Hopper starts vLLM's V0 engine, which gpuopt refuses: not a suggestion
-    ("codellama/CodeLlama-7b-hf", "L4-24GB", {"vllm_version": "0.9.2"}),
-    # on 0.20 a TP that cuts MiniMax-M2's 128 x 128 FP8 blocks is refused: neither --tp 8 nor --tp 16
-    ("MiniMaxAI/MiniMax-M2", "H100-SXM-80GB", {"vllm_version": "0.20", "gpu_memory_utilization": 0.6}),
-    ("MiniMaxAI/MiniMax-M2", "A100-SXM-40GB", {"vllm_version": "0.20"}),
-    ("meta-llama/Llama-3.1-70B-Instruct", "L4-24GB", {"max_model_len": 32768}),
+    ("codellama/CodeLlama-7b-hf", "L4-24GB", {"vllm_version": "0.9.2"},
+     ["--precision fp8", "--tp 2", "--max-model-len 14016"]),
+    # on 0.20 a TP that cuts MiniMax-M2's 128 x 128 FP8 blocks is refused (1,536 / 8 = 192): no --tp 8 -- which
+    # 0.33 accepts (quant_sharding.py), so there it is the suggestion
+    ("MiniMaxAI/MiniMax-M2", "H100-SXM-80GB", {"vllm_version": "0.20", "gpu_memory_utilization": 0.6}, []),
+    ("MiniMaxAI/MiniMax-M2", "H100-SXM-80GB", {"vllm_version": "0.33", "gpu_memory_utilization": 0.6}, ["--tp 8"]),
+    ("MiniMaxAI/MiniMax-M2", "A100-SXM-40GB", {"vllm_version": "0.20"}, []),
+    ("meta-llama/Llama-3.1-70B-Instruct", "L4-24GB", {"max_model_len": 32768}, ["--tp 8"]),
 ])
-def test_every_suggested_change_is_one_gpuopt_accepts_and_that_fits(model, gpu, extra):
+def test_every_suggested_change_is_one_gpuopt_accepts_and_that_fits(model, gpu, extra, expected):
     arch, spec = get_model(model), get_gpu(gpu)
     base = ServingConfig(**extra)
     resolved, profile = resolve(arch, spec, base)
-    for fix in suggest_fixes(arch, spec, resolved, profile):
+    fixes = suggest_fixes(arch, spec, resolved, profile)
+    assert fixes == expected
+    for fix in fixes:
         flag, value = fix.split()[:2]
         field_name = {"--kv-cache-dtype": "kv_cache_dtype", "--precision": "precision", "--tp": "tensor_parallel",
                       "--max-model-len": "max_model_len", "--dp": "data_parallel"}[flag]
