@@ -52,6 +52,11 @@ class GpuSpec(BaseModel):
         return self.architecture == "Ampere"
 
     @property
+    def is_rocm(self) -> bool:
+        """An AMD Instinct GPU (CDNA), which vLLM runs on ROCm, where some defaults differ from CUDA's."""
+        return self.architecture.startswith("CDNA")
+
+    @property
     def compute_capability(self) -> int | None:
         """CUDA compute capability as vLLM compares it (major x 10 + minor); None for non-CUDA GPUs.
 

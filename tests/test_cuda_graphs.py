@@ -98,11 +98,23 @@ def test_a_compilation_mode_other_than_vllm_compile_leaves_no_piecewise_graphs()
     # -O0 compiles nothing: a cudagraph_mode set beside it keeps only what needs no pieces
     assert plan("0.33", mode="FULL_AND_PIECEWISE", optimization_level=0).mode == "FULL_DECODE_ONLY"
     assert plan("0.19", mode="FULL_AND_PIECEWISE", optimization_level=0).graphs == 0
-    # breakable graphs (DeepSeek-V3.2, GLM-5 from 0.29) compile nothing whatever the mode, and keep their pieces
+    # breakable graphs compile nothing whatever the mode, and keep their pieces
     assert plan("0.33", breakable=True, **uncompiled).graphs == 102
-    assert cuda_graphs.breakable_by_default(get_model("deepseek-ai/DeepSeek-V3.2-Exp"), "0.29")
-    assert not cuda_graphs.breakable_by_default(get_model("deepseek-ai/DeepSeek-V3.2-Exp"), "0.28")
-    assert not cuda_graphs.breakable_by_default(L8, "0.33")
+
+
+def test_which_architectures_vllm_serves_with_breakable_graphs_by_release_and_platform() -> None:
+    """DeepSeek-V3.2 and GLM-5 join the list in 0.29 (on NVIDIA; AMD drops DeepSeek-V3.2 in 0.29 and keeps only
+    DeepSeek-V4.1 from 0.30), Qwen3.5 in 0.34 on NVIDIA only; Llama never."""
+    mi300x = get_gpu("MI300X-192GB")
+    v32, glm5, qwen35 = (get_model(m) for m in ("deepseek-ai/DeepSeek-V3.2-Exp", "zai-org/GLM-5.2",
+                                                "Qwen/Qwen3.5-35B-A3B"))
+    breakable = cuda_graphs.breakable_by_default
+    assert [breakable(v32, H100, v) for v in ("0.22", "0.28", "0.29", "0.33")] == [False, False, True, True]
+    assert breakable(glm5, H100, "0.29") and breakable(glm5, mi300x, "0.29") and not breakable(glm5, mi300x, "0.30")
+    assert not breakable(v32, mi300x, "0.29")
+    assert breakable(qwen35, H100, "0.34") and not breakable(qwen35, H100, "0.33")
+    assert not breakable(qwen35, mi300x, "0.34")
+    assert not any(breakable(L8, gpu, "0.34") for gpu in (H100, mi300x))
 
 
 def test_settings_vllm_refuses_are_named() -> None:

@@ -39,7 +39,9 @@ graph is not separable with the logs in ../shared/data; the runner is the code t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
+from gpuopt.datafiles import data_yaml
 from gpuopt.hardware import GIB, GpuSpec
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import CudaGraphCalibration, release_key
@@ -73,24 +75,9 @@ TEXT_ONLY_NO_PREFIX_FIRST = (0, 27)  # is_mm_prefix_lm(supports_multimodal=False
 COMPILATION_MODE_FIRST = (0, 12)
 PIECEWISE_MODES_ONLY_FIRST = (0, 13)
 WITHOUT_PIECEWISE_FIRST = (0, 30)
-# ... except for the architectures that capture "breakable" CUDA graphs by default (vLLM's
-# DEFAULT_BREAKABLE_CUDAGRAPH_ARCHITECTURES, from 0.29; the release each joined, read in the 0.29.0-0.34.0
-# wheels): vLLM compiles nothing for them and captures its graphs around the ops that cannot be, whatever the
-# compilation mode; VLLM_USE_BREAKABLE_CUDAGRAPH=1 does the same for any model (an environment variable, not read)
-BREAKABLE_BY_DEFAULT_FIRST = {
-    **dict.fromkeys(("DeepseekV32ForCausalLM", "DeepseekV32MTPModel", "DeepseekV4ForCausalLM", "DeepSeekV4MTPModel",
-                     "Dots3NoteForCausalLM", "Dots3NoteMTPModel", "GlmMoeDsaForCausalLM", "HYV4ForCausalLM",
-                     "HYV4MTPModel", "InklingForCausalLM", "InklingForConditionalGeneration",
-                     "KimiK3ForConditionalGeneration", "KimiK3MTPModel", "KimiLinearForCausalLM",
-                     "MiniMaxM3SparseForCausalLM", "MiniMaxM3SparseForConditionalGeneration"), (0, 29)),
-    **dict.fromkeys(("DeepseekV41ForCausalLM", "DeepseekV4ForConditionalGeneration", "Glm5NextForCausalLM",
-                     "Glm5NextForConditionalGeneration", "Glm5NextMTPModel", "Qwen4ExpForCausalLM",
-                     "Qwen4ExpForConditionalGeneration", "Qwen4ExpMTP"), (0, 30)),
-    **dict.fromkeys(("AliceAIForCausalLM", "BeamForCausalLM", "MuseSparkForConditionalGeneration",
-                     "Step5ForCausalLM", "Step5ForConditionalGeneration"), (0, 33)),
-    **dict.fromkeys(("KimiK31ForConditionalGeneration", "MistralLarge4ForCausalLM", "MuseSparkForCausalLM"), (0, 34)),
-}
-BREAKABLE_BY_DEFAULT_ONLY = {"MuseSpark1xForCausalLM": ((0, 33), (0, 33))}  # listed in 0.33 alone
+# ... except for the architectures vLLM serves with "breakable" CUDA graphs by default
+# (gpuopt/data/vllm_breakable_cudagraphs.yaml): it compiles nothing for them, whatever the mode, and captures their
+# graphs around the ops that cannot be
 
 
 @dataclass(frozen=True)
@@ -195,14 +182,25 @@ def runs_flash_attention_3(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: 
     return arch.attn_head_dim <= FA3_MAX_HEAD and arch.attn_head_dim % 8 == 0
 
 
-def breakable_by_default(arch: ModelArchitecture, vllm_version: str) -> bool:
-    """Whether vLLM captures this model's graphs as breakable CUDA graphs by default (BREAKABLE_BY_DEFAULT_FIRST)."""
-    name, release = arch.hf_architecture or "", release_key(vllm_version)
-    first = BREAKABLE_BY_DEFAULT_FIRST.get(name)
-    if first is not None:
-        return release >= first
-    span = BREAKABLE_BY_DEFAULT_ONLY.get(name)
-    return span is not None and span[0] <= release <= span[1]
+@cache
+def _breakable_lists() -> tuple[tuple[tuple[int, ...], frozenset[str], frozenset[str]], ...]:
+    """(release, NVIDIA list, AMD list) per entry of vllm_breakable_cudagraphs.yaml, oldest first."""
+    entries = []
+    for entry in data_yaml("vllm_breakable_cudagraphs.yaml")["releases"]:
+        cuda = frozenset(entry["cuda"])
+        rocm = cuda if entry["rocm"] == "as cuda" else frozenset(entry["rocm"])
+        entries.append((release_key(str(entry["version"])), cuda, rocm))
+    return tuple(sorted(entries, key=lambda e: e[0]))
+
+
+def breakable_by_default(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str) -> bool:
+    """Whether vLLM serves this model with breakable CUDA graphs by default on this GPU's platform."""
+    release = release_key(vllm_version)
+    holding = [e for e in _breakable_lists() if e[0] <= release]
+    if not holding or not arch.hf_architecture:
+        return False
+    _, cuda, rocm = holding[-1]
+    return arch.hf_architecture in (rocm if gpu.is_rocm else cuda)
 
 
 def captured_mode(settings: GraphSettings, vllm_version: str, enforce_eager: bool, full_mixed: bool,
@@ -294,7 +292,7 @@ def model_plan(arch: ModelArchitecture, gpu: GpuSpec, vllm_version: str, precisi
     fa3 = runs_flash_attention_3(arch, gpu, vllm_version, precision, language_model_only)
     return capture_plan(settings, gpu, vllm_version, max_num_seqs, max_num_batched_tokens,
                         interactivity=interactivity, enforce_eager=enforce_eager, full_mixed=fa3 and not arch.is_mla,
-                        breakable=breakable_by_default(arch, vllm_version))
+                        breakable=breakable_by_default(arch, gpu, vllm_version))
 
 
 def graph_gib(calibration: CudaGraphCalibration, arch: ModelArchitecture, gpu: GpuSpec, *, layers: int, tp: int,
