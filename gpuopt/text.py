@@ -10,7 +10,12 @@ bidi overrides U+202A-U+202E and U+2066-U+2069 (they reorder text) are written a
 from __future__ import annotations
 
 _UNSAFE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))} | {
-    c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+    c: f"\\u{c:04x}" for c in (0x2028, 0x2029, *range(0x202A, 0x202F), *range(0x2066, 0x206A),
+                                0x200E, 0x200F, 0x061C)}  # the last three: bidi marks, which reorder too
+
+# characters nothing shows: a name holding one looks like another name (ad<U+200B>min), so inputs refuse them
+# (they change nothing on a terminal, so results keep them; reports use U+2060 themselves: formatting.md)
+INVISIBLE = frozenset(chr(c) for c in (*range(0x200B, 0x200E), 0x180E, 0xFEFF, *range(0x2060, 0x2065)))
 
 
 def printable(text: str) -> str:
@@ -28,3 +33,14 @@ def result_text(text: str) -> str:
     """`text` (a whole result, many lines) with nothing a terminal would run: no ANSI escape sequence that
     retitles the window, sets a hyperlink or resets the screen, no C1 control, no bidi override."""
     return text.translate(_UNSAFE_IN_RESULTS)
+
+
+def one_line_problem(text: str) -> str | None:
+    """Why `text` cannot be a name or a cell (one line of visible text), else None."""
+    if printable(text) != text:
+        return f"'{printable(text)}' holds a control character or a line break"
+    hidden = sorted({f"U+{ord(c):04X}" for c in text if c in INVISIBLE})
+    if hidden:
+        shown = text.translate({ord(c): f"\\u{ord(c):04x}" for c in INVISIBLE})
+        return f"'{shown}' holds an invisible character ({', '.join(hidden)}), so it would look like another name"
+    return None

@@ -197,6 +197,23 @@ def test_cli_writes_files_and_refuses_bad_requests(plans: dict[str, Path], tmp_p
         _plan(plans["two"]).deployments)
 
 
+def test_a_plans_release_is_numbers_before_it_reaches_a_pin_or_an_image_tag(plans: dict[str, Path],
+                                                                           tmp_path: Path) -> None:
+    """SkyPilot's setup ran `pip install vllm==<release>` unquoted and Compose interpolated the image tag: a
+    hand-edited release "0.33.0; touch x #" or "0.33.0-${HF_TOKEN}" is now refused when the plan is read."""
+    for release in ("0.33.0; touch PWNED #", "0.33.0-${HF_TOKEN}"):
+        data = json.loads(plans["two"].read_text())
+        data["vllm_version"] = release
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(data))
+        result = CliRunner().invoke(cli, ["deploy", str(bad), "--target", "skypilot"])
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr.startswith(f"error: {bad}: not a valid gpuopt plan: vllm_version: String should match")
+    [task] = [a for a in render_deploy(_plan(plans["two"]), "skypilot", DeployOptions())][:1]
+    setup = yaml.safe_load(task.text).get("setup")
+    assert setup is None or shlex.split(setup)[:2] == ["pip", "install"]
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     ({"workload": "nope"}, "deployments.0.workload: 'nope' is not one of the plan's workloads (chat, code)"),
     ({"gpus_per_instance": 0}, "deployments.0.gpus_per_instance: Input should be greater than or equal to 1"),

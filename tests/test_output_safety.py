@@ -310,3 +310,23 @@ def test_an_overlays_free_text_with_a_leading_tab_and_a_control_character_is_ref
     problems = formula_problems("o.csv", [(2, {"source": "\rhi\x1b]0;PWN\x07"})])
     assert problems == ["o.csv: row 2: column 'source': '\\x0dhi\\x1b]0;PWN\\x07' holds a control character or a "
                         "line break"]
+
+
+def test_an_at_name_in_markdown_is_no_mention_and_a_commit_pin_stays():
+    """A diff posted as a PR comment would ping @acme/security-team: a word joiner after the @ keeps the text;
+    `gpu_prices.csv@045df3b` (a source's commit) is no mention and is left alone."""
+    assert md("p5 @acme/security-team") == "p5 @\u2060acme/security-team"
+    assert md("gpu_prices.csv@045df3b") == "gpu\\_prices.csv@045df3b"
+
+
+@pytest.mark.parametrize("invisible", ["\u200b", "\u200d", "\ufeff", "\u2060", "\u180e"])
+def test_a_tag_with_an_invisible_character_is_refused(tmp_path, invisible):
+    """`ad<U+200B>min` looks like `admin`: names, tags and overlay cells refuse characters nothing shows."""
+    workload = tmp_path / "w.yaml"
+    workload.write_text("schema_version: 1\nworkloads:\n  - name: chat\n    model: meta-llama/Llama-3.1-8B-Instruct\n"
+                        f"    requests_per_second: 1\n    input_tokens: 500\n    output_tokens: 100\n"
+                        f"    tags: {{team: {json.dumps('ad' + invisible + 'min')}}}\n")
+    result = run("solve", workload)
+    assert result.exit_code == 2
+    assert f"workloads.0.tags: 'ad\\u{ord(invisible):04x}min' holds an invisible character" in result.stderr
+    assert formula_problems("o.csv", [(2, {"sku": "p5" + invisible})])

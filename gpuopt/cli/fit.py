@@ -35,6 +35,7 @@ from gpuopt.physics.memory import (
 )
 from gpuopt.physics.simulator import SchedulerConfig
 from gpuopt.reports.fit import fit_json, fit_text
+from gpuopt.text import printable
 from gpuopt.vocabulary import WEIGHT_FORMATS
 
 
@@ -196,7 +197,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     if not est.fits:
         raise SystemExit(EXIT_INFEASIBLE)
     if infeasible_slo:
-        click.echo(f"infeasible: {infeasible_slo}", err=True)
+        click.echo(f"infeasible: {printable(infeasible_slo)}", err=True)
         raise SystemExit(EXIT_INFEASIBLE)
 
 

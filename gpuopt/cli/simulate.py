@@ -43,6 +43,7 @@ from gpuopt.physics.traffic import (
     ShareGPTLengths,
     make_requests,
 )
+from gpuopt.text import printable
 from gpuopt.vocabulary import MAX_TOKENS, WEIGHT_FORMATS
 
 T = TypeVar("T", int, float, str)
@@ -260,7 +261,7 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     check_runs_on(spec, arch, resolved, precision_given=cfg.precision is not None)
     mem = estimate_resolved(arch, spec, resolved, profile)
     if not mem.fits:
-        click.echo(f"infeasible: {mem.reason}", err=True)
+        click.echo(f"infeasible: {printable(mem.reason or '')}", err=True)
         raise SystemExit(1)
     replica = latency.build_replica(arch, spec, mem, interconnect, expert_parallel=ep,
                                     async_scheduling=args.async_scheduling)

@@ -29,6 +29,7 @@ from gpuopt.inputs.workload import WorkloadFile, fields_located_in, load_workloa
 from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, CandidatesForm, Plan
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.registry import formats, render_plan
+from gpuopt.text import printable
 
 
 def today() -> dt.date:
@@ -75,7 +76,7 @@ def deliver(text: str, output: Path | None, warnings: Sequence[str], explanation
     if explanation is not None:
         if output is not None or fmt not in HUMAN_FORMATS:
             for line in explanation:
-                click.echo(f"infeasible: {line}", err=True)
+                click.echo(f"infeasible: {printable(line)}", err=True)
         raise SystemExit(EXIT_INFEASIBLE)
 
 

@@ -52,7 +52,7 @@ from pydantic import (
 
 from gpuopt.errors import ConfigError, FieldError, InputError
 from gpuopt.inputs.loader import check_input_file, load_yaml
-from gpuopt.text import printable
+from gpuopt.text import one_line_problem
 from gpuopt.vocabulary import (
     CURRENCIES,
     MAX_TOKENS,
@@ -199,8 +199,8 @@ class Lora(Strict):
 def one_line(value: str) -> str:
     """A name or tag is one line of text: a control character or line break in it would split the lines of the
     tables, commands and messages it reaches, or run in the terminal that shows them."""
-    if printable(value) != value:
-        raise ValueError(f"'{printable(value)}' holds a control character or a line break")
+    if (problem := one_line_problem(value)) is not None:
+        raise ValueError(problem)
     return value
 
 

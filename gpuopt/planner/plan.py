@@ -287,7 +287,8 @@ class Plan(Frozen):
     fx: str
     fx_as_of: str
     headroom: float
-    vllm_version: str
+    # numbers only: a plan read back from a file puts it in a pip pin and an image tag (deploy)
+    vllm_version: str = Field(pattern=r"^\d+(\.\d+){1,3}$")
     workloads: list[WorkloadSummary]
     unit_economics: list[UnitEconomics]
     rejections: list[Rejections]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gpuopt.text import printable
+from gpuopt.text import one_line_problem
 
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 IDENTIFIER_COLUMNS = ("provider", "service", "sku", "region", "gpu", "price_kind", "currency", "interconnect",
@@ -36,7 +36,8 @@ def formula_problems(path: str, rows: Iterable[tuple[int, Mapping[str, str]]]) -
                 problems.append(f"{path}: row {line}: column '{column}': {value.strip()!r} begins with "
                                 f"{value[0]!r}, which a spreadsheet evaluates as a formula")
         for column, value in values.items():
-            if value and printable(value) != value and not (column in IDENTIFIER_COLUMNS and looks_like_formula(value)):
-                problems.append(f"{path}: row {line}: column '{column}': '{printable(value)}' holds a control "
-                                "character or a line break")
+            if not value or (column in IDENTIFIER_COLUMNS and looks_like_formula(value)):
+                continue
+            if (problem := one_line_problem(value)) is not None:
+                problems.append(f"{path}: row {line}: column '{column}': {problem}")
     return problems

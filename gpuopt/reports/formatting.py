@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 # line (line-start syntax such as `#` or `-` cannot be reached: user text never starts a line, and line breaks
 # are removed).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+# an @name GitHub would turn into a mention (a diff posted as a PR comment would ping the team a plan file names):
+# an invisible word joiner after the @ keeps the text and drops the mention; `file.csv@045df3b` is no mention
+_MENTION = re.compile(r"(?<!\w)@(?=\w)")
 
 
 def money(value: float | None, currency: str, digits: int = 2) -> str:
@@ -39,9 +42,9 @@ def md(text: object) -> str:
     """Text for a Markdown inline context (a table cell, a list item, a heading): HTML special characters
     become entities (raw HTML in Markdown passes straight into the HTML), Markdown punctuation is
     backslash-escaped (no link, image, emphasis or cell break can be injected), line breaks become spaces, and
-    control characters become escapes (text.printable)."""
+    control characters become escapes (text.printable), and an @mention is no mention (_MENTION)."""
     value = printable(html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " "))
-    return _MD_SPECIAL.sub(r"\\\1", value)
+    return _MENTION.sub("@\u2060", _MD_SPECIAL.sub(r"\\\1", value))
 
 
 def md_code(text: object) -> str:

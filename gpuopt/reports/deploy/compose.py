@@ -36,22 +36,35 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
     """Replica `index` of one host: its own GPUs (Docker's `count` would hand every container the same
     first GPUs) and its own host port."""
     first = index * d.gpus_per_replica
-    return {
+    service = _literal({
         "image": default_image(plan, opts),
         "entrypoint": ["vllm", "serve"],
-        "command": [dollar_literal(a) for a in serve_args(d)],
+        "command": serve_args(d),
         "ports": [f"{VLLM_PORT + index}:{VLLM_PORT}"],
-        "environment": {"HF_TOKEN": "${HF_TOKEN:-}"},  # the one value Compose is meant to interpolate
         "ipc": "host",
         "shm_size": "16gb",
         "volumes": ["hf-cache:/root/.cache/huggingface"],
-        "labels": {key: dollar_literal(value) for key, value in trace_labels(plan, d, pid).items()},
+        "labels": trace_labels(plan, d, pid),
         "healthcheck": {"test": ["CMD", "curl", "-f", f"http://localhost:{VLLM_PORT}/health"],
                         "interval": "30s", "timeout": "5s", "retries": 5, "start_period": "30m"},
         "deploy": {"resources": {"reservations": {"devices": [
             {"driver": "nvidia", "device_ids": [str(first + g) for g in range(d.gpus_per_replica)],
              "capabilities": ["gpu"]}]}}},
-    }
+    })
+    # the one value Compose is meant to interpolate, added after every other value was made literal
+    return {**service, "environment": {"HF_TOKEN": "${HF_TOKEN:-}"}}
+
+
+def _literal(value: Any) -> Any:
+    """Every string of a service written so Compose interpolates nothing in it (dollar_literal): a `$` may come
+    from the plan file (a model name, a SKU, the release in the image tag)."""
+    if isinstance(value, str):
+        return dollar_literal(value)
+    if isinstance(value, list):
+        return [_literal(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _literal(v) for k, v in value.items()}
+    return value
 
 
 def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:

@@ -65,7 +65,7 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -
     if opts.image:  # a container image that has vLLM: nothing to install
         resources["image_id"] = f"docker:{opts.image}"
     else:
-        task["setup"] = f"pip install vllm=={vllm_release(plan)}\n"
+        task["setup"] = f"pip install {shlex.quote('vllm==' + vllm_release(plan))}\n"
     task["run"] = _run(d)
     if d.replicas > 1:
         task["service"] = {"readiness_probe": {"path": "/health", "initial_delay_seconds": 1200},
