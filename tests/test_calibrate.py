@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from gpuopt.cli.main import cli
 from gpuopt.cli.profile_option import apply_profile
+from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu, use_calibrated
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, ServerConfig, read_evidence, read_log
 from gpuopt.physics.profile import scale
@@ -376,3 +377,43 @@ def test_a_log_whose_arguments_hold_a_config_object_still_reads_the_literal_ones
                    "'speculative_config': {'mode': 0}}\nINFO Available KV cache memory: 10.50 GiB\n", encoding="utf-8")
     settings = read_log(log, log.read_text()).config.cudagraphs
     assert settings is not None and (settings.mode, settings.compilation_mode) == ("PIECEWISE", None)
+
+
+def _bench(tmp_path: Path, **fields: object) -> Path:
+    """A `vllm bench serve --save-result` file of 200 requests of 200 / 100 tokens, with `fields` changed."""
+    data: dict[str, object] = {"completed": 200, "num_prompts": 200, "request_rate": 4.0, "max_concurrency": None,
+                               "total_input_tokens": 40_000, "total_output_tokens": 20_000, "mean_ttft_ms": 120.0,
+                               "mean_tpot_ms": 30.0, "input_lens": [200] * 200, "output_lens": [100] * 200}
+    data.update(fields)
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"completed": True}, "completed: expected a whole number >= 0, got True"),
+    ({"completed": 1},
+     "completed: 1 requests would carry 40,000 prompt tokens each, where input_lens' 200 average 200"),
+    ({"completed": 201}, "completed: 201 requests, more than num_prompts (200)"),
+    ({"request_rate": "fast"}, 'request_rate: expected a positive number or "inf", got \'fast\''),
+    ({"mean_ttft_ms": -5}, "mean_ttft_ms: expected a number >= 0, got -5"),
+    ({"total_output_tokens": -100}, "total_output_tokens: expected a whole number >= 0, got -100"),
+    ({"max_concurrency": 0}, "max_concurrency: expected a positive number, got 0"),
+])
+def test_a_bench_file_that_could_not_have_been_written_is_one_error_per_field(tmp_path, fields, message):
+    """Replayed, such a file is a load that never ran: `"completed": true` (read as 1) made 200 requests of
+    42,597 tokens each and calibrate ran for minutes; a text rate was exit 70."""
+    from gpuopt.inputs.evidence import read_bench
+
+    path = _bench(tmp_path, **fields)
+    with pytest.raises(InputError) as info:
+        read_bench(path, path.read_text())
+    assert info.value.problems == (f"{path}: {message}",)
+
+
+def test_a_closed_loop_of_more_clients_than_prompts_is_one_of_the_prompts(tmp_path):
+    from gpuopt.inputs.evidence import read_bench
+
+    path = _bench(tmp_path, max_concurrency=10**12, request_rate="inf")
+    observation = read_bench(path, path.read_text())
+    assert (observation.protocol, observation.concurrency, observation.input_tokens) == ("closed-loop", 200.0, 200.0)

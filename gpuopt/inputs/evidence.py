@@ -13,7 +13,9 @@ import ast
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -151,33 +153,77 @@ def _finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+def _count(data: dict[str, Any], key: str) -> int | None:
+    """A whole count the file states (None: absent); a boolean, a fraction or a negative number is not one."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
+    return value
+
+
 def read_bench(path: Path, text: str) -> LatencyObservation:
-    """A `vllm bench serve --save-result` JSON file."""
+    """A `vllm bench serve --save-result` JSON file, its fields checked as vLLM writes them: a wrong one would be
+    replayed as a load that never ran (`"completed": true` read as 1 made 200 requests of 42,597 tokens each)."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg}); truncated?") from None
     if not isinstance(data, dict) or "completed" not in data or "total_output_tokens" not in data:
         raise InputError(f"{path}: not a `vllm bench serve --save-result` file (no completed/total_output_tokens)")
-    completed = int(data["completed"] or 0)
-    if completed <= 0:
-        raise InputError(f"{path}: no completed requests")
+    problems: list[str] = []
+
+    def check(reading: Callable[[], Any]) -> Any:
+        try:
+            return reading()
+        except ValueError as exc:
+            problems.append(f"{path}: {exc}")
+            return None
+
+    completed = check(partial(_count, data, "completed")) or 0
+    prompts = check(partial(_count, data, "num_prompts"))
+    totals = [check(partial(_count, data, key)) for key in ("total_input_tokens", "total_output_tokens")]
     rate = data.get("request_rate")
-    rate_f = None if rate in (None, "inf") else _finite(float(rate)) if isinstance(rate, int | float | str) else None
+    rate_f = None if rate in (None, "inf") else _finite(rate)
+    if rate not in (None, "inf") and (rate_f is None or rate_f <= 0):
+        problems.append(f"{path}: request_rate: expected a positive number or \"inf\", got {rate!r}")
     cap = _finite(data.get("max_concurrency"))
-    protocol: Protocol = "closed-loop" if cap else ("poisson" if rate_f else "all-at-once")
-    config = ServerConfig(model=data.get("model_id"))
+    if data.get("max_concurrency") is not None and (cap is None or cap < 1):
+        problems.append(f"{path}: max_concurrency: expected a positive number, got {data.get('max_concurrency')!r}")
+    means = {key: _finite(data.get(key)) for key in ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
+                                                     "output_throughput")}
+    for key, value in means.items():
+        if data.get(key) is not None and (value is None or value < 0):
+            problems.append(f"{path}: {key}: expected a number >= 0, got {data.get(key)!r}")
     ins, outs = data.get("input_lens") or [], data.get("output_lens") or []
+    if (isinstance(ins, list) and completed and len(ins) > completed and totals[0]
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in ins)
+            and totals[0] / completed > 2 * sum(ins) / len(ins)):
+        # input_lens lists every request sent (failed ones too), so it may be longer than `completed`; but a
+        # completed count that puts twice the listed prompt length on each request is not the run's
+        problems.append(f"{path}: completed: {completed} requests would carry {totals[0] / completed:,.0f} prompt "
+                        f"tokens each, where input_lens' {len(ins)} average {sum(ins) / len(ins):,.0f}")
+    if prompts is not None and completed > prompts:
+        problems.append(f"{path}: completed: {completed} requests, more than num_prompts ({prompts})")
+    if not problems and completed <= 0:
+        problems.append(f"{path}: no completed requests")
+    if problems:
+        raise InputError(*problems)
+    protocol: Protocol = "closed-loop" if cap else ("poisson" if rate_f else "all-at-once")
+    num_prompts = prompts or completed
+    config = ServerConfig(model=data.get("model_id"))
     whole = (isinstance(ins, list) and isinstance(outs, list) and len(ins) == len(outs) == completed
              and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in ins + outs))
     burstiness = _finite(data.get("burstiness"))
     return LatencyObservation(
         id=path.name, source=str(path), config=config, protocol=protocol,
-        input_tokens=float(data["total_input_tokens"]) / completed,
-        output_tokens=float(data["total_output_tokens"]) / completed,
-        num_prompts=int(data.get("num_prompts") or completed), concurrency=cap, request_rate=rate_f,
-        mean_ttft_ms=_finite(data.get("mean_ttft_ms")), mean_tpot_ms=_finite(data.get("mean_tpot_ms")),
-        mean_itl_ms=_finite(data.get("mean_itl_ms")), output_throughput=_finite(data.get("output_throughput")),
+        input_tokens=float(totals[0] or 0) / completed,
+        output_tokens=float(totals[1] or 0) / completed,
+        # a closed loop of more clients than prompts runs every prompt at once: the clients are the prompts
+        num_prompts=num_prompts, concurrency=None if cap is None else min(cap, float(num_prompts)),
+        request_rate=rate_f, mean_ttft_ms=means["mean_ttft_ms"], mean_tpot_ms=means["mean_tpot_ms"],
+        mean_itl_ms=means["mean_itl_ms"], output_throughput=means["output_throughput"],
         burstiness=burstiness if burstiness and burstiness > 0 else 1.0,
         lengths=tuple(zip(ins, outs, strict=True)) if whole else ())
 
