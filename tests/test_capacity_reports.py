@@ -157,6 +157,10 @@ def test_diff_of_solve_plans_in_two_currencies_is_in_one_currency(tmp_path):
     old = json.loads(usd.read_text())
     rate = float(re.search(r"1 USD = ([0-9.]+) CNY", old["fx"]).group(1))
     assert f"{old['total_cost_per_month'] * rate:,.2f} ->" in md and "converted from USD to CNY" in md
+    diff = json.loads(run("diff", usd, cny, "--format", "json").stdout)
+    # every figure is in CNY, the old plan's too: `currency` says so (currency_before is the old plan's own)
+    assert (diff["currency"], diff["currency_before"], diff["currency_after"]) == ("CNY", "USD", "CNY")
+    assert diff["total_monthly_before"] == pytest.approx(old["total_cost_per_month"] * rate, abs=0.01)
 
 
 def test_diff_refuses_a_solve_plan_against_a_capacity_plan(global_plan, tmp_path):

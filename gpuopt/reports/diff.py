@@ -16,7 +16,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpuopt.errors import InputError
 from gpuopt.planner.plan import Deployment, Plan
@@ -50,6 +50,13 @@ class PlanDiff(BaseModel):
     fx_note: str | None = None  # how the old plan's figures were converted, when they were
     kind: str = "gpuopt-plan"  # or gpuopt-capacity-plan: then lines are periods and totals the horizon's
     unit: str = "month"  # what line figures are per: month, or period
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def currency(self) -> str:
+        """The currency every figure of the diff is in, both plans' (a reader of `currency_before` alone took
+        the old plan's converted figures for its own currency)."""
+        return self.currency_after
 
 
 _RATE = re.compile(r"1 ([A-Z]{3}) = ([0-9.eE+-]+) ([A-Z]{3})")
