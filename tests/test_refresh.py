@@ -4,6 +4,7 @@ path uses; SDK clients are replaced at their method boundary (botocore Stubber f
 Tencent/Alibaba SDK client methods returning the SDK's own response models) and nothing touches the network."""
 
 import copy
+import csv
 import datetime as dt
 import hashlib
 import json
@@ -254,6 +255,20 @@ def test_tencent_replay_needs_type_and_zone_then_writes_the_row(cache):
                  "--as-of", "2026-08-04")
     assert result.exit_code == 0, result.output
     assert "tencent: 1 rows against the shipped snapshot" in result.stdout
+
+
+def test_tencent_replays_build_the_cache_up(cache):
+    """One inquiry prices one SKU, zone and charge: a second (the monthly price) adds its row and keeps the first
+    (each replay used to replace the whole cache, dropping the on-demand row for the 2023 shipped price)."""
+    common = ("--sku", "GN7.2XLARGE32", "--zone", "ap-guangzhou-3", "--as-of", "2026-08-04")
+    hourly = run("catalog", "refresh", "tencent", "--file", FIXTURES / "tencent_inquiry_price_run_instances.json",
+                 *common)
+    monthly = run("catalog", "refresh", "tencent", "--file",
+                  FIXTURES / "tencent_inquiry_price_run_instances_prepaid.json", *common, "--charge", "PREPAID")
+    assert hourly.exit_code == monthly.exit_code == 0, monthly.output
+    assert "1 new, 0 removed, 0 changed, 1 unchanged" in monthly.stdout
+    rows = list(csv.DictReader((cache / "catalog-tencent.csv").read_text().splitlines()))
+    assert sorted(r["price_kind"] for r in rows) == ["on-demand", "subscription-monthly"]
 
 
 # ---- TI-ONE (Tencent) --------------------------------------------------------------------------------------

@@ -282,6 +282,7 @@ def _shipped_rows() -> list[dict[str, str]]:
 def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regions: tuple[str, ...],
                       as_of: str | None, service: str, sku: str | None, zone: str | None, charge: str,
                       currency: str | None) -> None:
+    from gpuopt.pricing.columns import OFFERING_KEY
     from gpuopt.pricing.refresh import (
         Refreshed,
         RefreshError,
@@ -363,15 +364,21 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         previous = [r for r in shipped if r["provider"] == owner and (
             r["service"] == service_scope if service_scope else r["service"] not in others)]
         against = "the shipped snapshot (rows not in the answer keep their shipped price)"
-    path = write_cache(provider, result.rows)
-    for line in summary_lines(provider, previous, result.rows, against):
+    rows = result.rows
+    if provider == "tencent" and file is not None and target.is_file():
+        # an InquiryPriceRunInstances answer prices one SKU, zone and charge: it updates those rows of the cache
+        # and keeps the others, so replays build a cache up instead of each dropping the last one's rows
+        fresh = {tuple(r.get(c, "") for c in OFFERING_KEY) for r in rows}
+        rows = [r for r in previous if tuple(r.get(c, "") for c in OFFERING_KEY) not in fresh] + rows
+    path = write_cache(provider, rows)
+    for line in summary_lines(provider, previous, rows, against):
         click.echo(line)
     strange = unknown_gpus(result.rows)
     if strange:
         click.echo(f"  unplannable (GPU not in the GPU table; add its datasheet row): {', '.join(strange)}")
     for note in result.notes:
         say("note", f"{provider}: {note}")
-    click.echo(f"wrote {len(result.rows)} {provider} rows to {path}", err=True)
+    click.echo(f"wrote {len(rows)} {provider} rows to {path}", err=True)
 
 
 def _tencent_regions(shipped: list[dict[str, str]]) -> list[str]:
