@@ -799,6 +799,18 @@ def test_compare_laws(old, new):
     assert {c.key for c in forward if c.kind == "changed"} == {c.key for c in backward if c.kind == "changed"}
 
 
+def test_compare_reports_a_change_of_gpus_at_the_same_price_per_gpu():
+    """8 -> 16 GPUs at 10.00 USD/h halves the price per GPU: a change of -50 %, not "unchanged"."""
+    from gpuopt.pricing.refresh import compare
+
+    row = {"provider": "aws", "service": "ec2", "sku": "p", "region": "us-east-1", "price_kind": "on-demand",
+           "price_per_hour": "10", "currency": "USD", "gpu_count": "8"}
+    (change,) = compare([row], [{**row, "gpu_count": "16"}])
+    assert (change.kind, change.old, change.new, change.percent) == ("changed", "10 USD for 8 GPUs",
+                                                                      "10 USD for 16 GPUs", -50.0)
+    assert compare([row], [{**row, "as_of": "2026-12-01"}]) == []  # a date alone is no change of offering
+
+
 def test_alibaba_spot_history_through_the_sdk_model(monkeypatch):
     """The SpotPrices.SpotPriceType layout is the SDK's own model (alibabacloud_ecs20140526 to_map/from_map); no
     captured answer exists, so the prices here are test values, not catalog prices."""

@@ -171,8 +171,14 @@ def _price_label(row: Row) -> str:
     return f"{row['price_per_hour']} {row.get('currency', '')}".strip()
 
 
+def _gpus(row: Row) -> int | None:
+    text = (row.get("gpu_count") or "").strip()
+    return int(text) if text.isdigit() else None
+
+
 def compare(old: Sequence[Row], new: Sequence[Row]) -> list[Change]:
-    """New, removed and changed offerings (by provider, service, sku, region, price kind), in key order."""
+    """New, removed and changed offerings (by provider, service, sku, region, price kind), in key order; a
+    change is of the price or of the GPUs the instance has (then the percent is per GPU)."""
     before = {tuple(r.get(c, "") for c in OFFERING_KEY): r for r in old}
     after = {tuple(r.get(c, "") for c in OFFERING_KEY): r for r in new}
     changes: list[Change] = []
@@ -182,11 +188,20 @@ def compare(old: Sequence[Row], new: Sequence[Row]) -> list[Change]:
             changes.append(Change("new", key, new=_price_label(b)))
         elif b is None and a is not None:
             changes.append(Change("removed", key, old=_price_label(a)))
-        elif a is not None and b is not None and (_price_label(a) != _price_label(b)):
+        elif a is not None and b is not None:
+            # the GPUs an instance has count too: the same price for twice the GPUs halves the price per GPU
+            gpus = (_gpus(a), _gpus(b))
+            recount = gpus[0] != gpus[1]
+            if _price_label(a) == _price_label(b) and not recount:
+                continue
             pa, pb = parse_price(a.get("price_per_hour", "")), parse_price(b.get("price_per_hour", ""))
             same_currency = a.get("currency") == b.get("currency")
-            pct = (pb / pa - 1) * 100 if pa and pb and same_currency else None
-            changes.append(Change("changed", key, old=_price_label(a), new=_price_label(b), percent=pct))
+            pct = (pb / (gpus[1] or 1)) / (pa / (gpus[0] or 1)) * 100 - 100 if pa and pb and same_currency else None
+            old_label, new_label = _price_label(a), _price_label(b)
+            if recount:
+                old_label = f"{old_label} for {gpus[0] or '?'} GPUs"
+                new_label = f"{new_label} for {gpus[1] or '?'} GPUs"
+            changes.append(Change("changed", key, old=old_label, new=new_label, percent=pct))
     return changes
 
 
