@@ -203,3 +203,12 @@ def test_fit_names_the_triton_attention_it_prices(args, note):
     else:
         assert len(notes) == 1 and note in notes[0] and notes[0].startswith("note: ")
         assert "note" not in result.stdout
+
+
+def test_a_scheduler_limit_beyond_any_deployment_is_exit_2():
+    """10^14 batched tokens profiled an activation of 1.5e9 GiB and said so as 'does not fit'."""
+    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB",
+                 "--max-num-batched-tokens", "99999999999999")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == ("error: --max-num-batched-tokens 99,999,999,999,999 is beyond any deployment gpuopt "
+                             "plans (at most 10,000,000)\n")

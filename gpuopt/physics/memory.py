@@ -39,6 +39,7 @@ from gpuopt.physics.vllm_profile import (
 from gpuopt.physics.vllm_support import builds_indexer, release_problem
 from gpuopt.vocabulary import (
     KV_LAYER_KINDS,
+    MAX_TOKENS,
     STATE_LAYER_KINDS,
     WINDOWED_LAYER_KINDS,
     KvCacheDtype,
@@ -351,6 +352,8 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
                         ("--block-size", cfg.block_size)):
         if value is not None and value <= 0:
             problems.append(f"{name} must be positive (got {value})")
+        elif value is not None and value > MAX_TOKENS:  # past it, figures only overflow (1.5e9 GiB of activation)
+            problems.append(f"{name} {value:,} is beyond any deployment gpuopt plans (at most {MAX_TOKENS:,})")
     if (unserved := release_problem(arch, cfg.vllm_version)) is not None:
         problems.append(unserved)
     return problems + lora_problems(arch, cfg.max_loras, cfg.max_lora_rank, cfg.vllm_version,
