@@ -417,3 +417,14 @@ def test_a_closed_loop_of_more_clients_than_prompts_is_one_of_the_prompts(tmp_pa
     path = _bench(tmp_path, max_concurrency=10**12, request_rate="inf")
     observation = read_bench(path, path.read_text())
     assert (observation.protocol, observation.concurrency, observation.input_tokens) == ("closed-loop", 200.0, 200.0)
+
+
+def test_with_two_runs_of_a_factor_there_is_no_left_out_figure() -> None:
+    """Leaving one of two start-up logs out leaves one, too few to refit the memory offset: the 'left out'
+    column has no figure (it showed the uncalibrated error as if it were one)."""
+    memory = [o for o in _synthetic((1.0, 1.0, -0.4)) if isinstance(o, MemoryObservation)]
+    assert len(memory) == 2
+    result = calibrate(memory)
+    [entry] = result.profile.entries
+    assert entry.memory_offset_gib is not None and entry.memory_offset_gib.leave_one_out_error_pct is None
+    assert all(c.leave_one_out is None for c in result.comparisons)

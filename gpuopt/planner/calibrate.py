@@ -384,14 +384,18 @@ def _fit(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, b
 def _leave_one_out(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, bool],
                    factors: Factors) -> dict[str, dict[str, float]]:
     """Each observation predicted by a fit without it (a factor with too few observations left is not
-    refitted). The refit is one Gauss-Newton step from the full fit (its Jacobian there is cached): one
-    replay per left-out run instead of a whole refit."""
+    refitted; when none is, the observation has no left-out prediction, not the uncalibrated one). The refit
+    is one Gauss-Newton step from the full fit (its Jacobian there is cached): one replay per left-out run
+    instead of a whole refit."""
     loo: dict[str, dict[str, float]] = {}
     for o in items:
         rest = [x for x in items if x is not o]
         counts = dict(zip(METRICS, _counts(rest), strict=True))
-        f = _fit(rest, predictor, {n: ok and counts[n] >= MIN_OBSERVATIONS for n, ok in fitted.items()}, factors,
-                 one_step=True)
+        refit = {n: ok and counts[n] >= MIN_OBSERVATIONS for n, ok in fitted.items()}
+        if not any(refit.values()):  # nothing left to refit: the "left out" figure would be the uncalibrated one
+            loo[o.id] = {}
+            continue
+        f = _fit(rest, predictor, refit, factors, one_step=True)
         loo[o.id] = predictor(o, f)
     return loo
 
