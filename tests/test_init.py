@@ -118,7 +118,12 @@ def test_no_model_without_a_terminal_is_exit_2(tmp_path: Path) -> None:
     assert code == 2 and "--model is required" in err
 
 
-def test_an_answer_the_schema_rejects_names_the_file_and_writes_nothing(tmp_path: Path) -> None:
+def test_an_answer_the_schema_rejects_names_its_flag_and_writes_nothing(tmp_path: Path) -> None:
+    """The problem is said of the flag that gave the answer, not of a line of the file that was not written."""
     code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, "--name", "two words")
     assert code == 2 and not out.exists()
-    assert err.startswith(f"error: {out}:") and "workloads.0.name" in err and "(nothing written)" in err
+    assert err == "error: --name: String should match pattern '^[A-Za-z0-9_.-]+$' (nothing written)\n"
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, "--context", "10", "--input-tokens",
+                           "1000")
+    assert code == 2 and not out.exists()
+    assert err.startswith("error: --context: input_tokens + output_tokens (") and "(nothing written)" in err

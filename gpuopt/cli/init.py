@@ -9,6 +9,7 @@ live. `init` asks them in a terminal (each with the preset's answer as the defau
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -20,6 +21,29 @@ from gpuopt.cli.terminal import say
 from gpuopt.errors import ConfigError, InputError
 
 PRESET_NAMES = ("chat", "rag", "batch", "code", "agent")
+
+
+# the field of the written file each answer lands in, and the flag that gives it
+ANSWER_FLAGS = {"name": "--name", "model": "--model", "requests_per_second": "--requests-per-second",
+                "concurrency": "--concurrency", "input_tokens": "--input-tokens", "output_tokens": "--output-tokens",
+                "max_model_len": "--context", "slo.ttft_ms": "--ttft-ms", "slo.tpot_ms": "--tpot-ms"}
+_FIELD_AT = re.compile(r"^(?P<file>.+?):\d+: (?:workloads\.0(?:\.(?P<field>[\w.]+))?|(?P<top>\w+)): ")
+
+
+def _answer(problem: str, output: Path) -> str:
+    """A problem of the file about to be written, said of the flag whose answer it is ("--name: ..."), not of a
+    line of a file that does not exist; a field no flag gives keeps its place in the file."""
+    found = _FIELD_AT.match(problem)
+    if found is None or found["file"] != str(output):
+        return problem
+    field = found["field"] or found["top"]
+    message = problem[found.end():]
+    if field is None:  # the workload as a whole: its lengths against the context
+        flag = "--context" if "max_model_len" in message else None
+    else:
+        flag = ANSWER_FLAGS.get(field) or next((f for k, f in ANSWER_FLAGS.items() if field.startswith(k + ".")),
+                                               None)
+    return f"{flag}: {message}" if flag else problem
 
 
 def _positive(value: float | None, flag: str) -> None:
@@ -114,8 +138,8 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
             handle.write(text)
         try:
             load_workload(Path(tmp))
-        except ConfigError as exc:  # name the answer, not the temporary file
-            raise ConfigError(*(f"{problem.replace(tmp, str(output))} (nothing written)"
+        except ConfigError as exc:  # name the answer (the flag that gave it), not a line of an unwritten file
+            raise ConfigError(*(f"{_answer(problem.replace(tmp, str(output)), output)} (nothing written)"
                                 for problem in exc.problems)) from None
         os.replace(tmp, output)
     finally:
