@@ -165,10 +165,11 @@ KEY = "cn-hangzhou::ecs.gn7i-c8g1.2xlarge::vpc::linux::optimized"
     (lambda d: d["pricingInfo"][KEY]["hours"][0].update(price="NaN"), "hours[0].price: price 'NaN' is not a finite"),
     (lambda d: d["pricingInfo"][KEY]["hours"][0].update(price="-3"), "price '-3' is not a finite positive number"),
     (lambda d: d["pricingInfo"][KEY]["hours"][0].update(price=None), "price None is not a number"),
-    (lambda d: d["pricingInfo"].update({KEY: ["9.53"]}), f"pricingInfo['{KEY}']: expected an object, got list"),
-    (lambda d: d["pricingInfo"].update({KEY: {"hours": ["9.53"]}}), "hours[0]: expected an object, got str"),
+    (lambda d: d["pricingInfo"].update({KEY: ["9.53"]}), f"pricingInfo['{KEY}']: expected an object, got a list"),
+    (lambda d: d["pricingInfo"].update({KEY: {"hours": ["9.53"]}}), "hours[0]: expected an object, got a string"),
     (lambda d: d.update(currency="EUR"), "currency 'EUR' is not one the catalog prices in (USD, CNY)"),
-    (lambda d: d.update(pricingInfo=[]), "pricingInfo: expected an object, got list"),
+    (lambda d: d.update(pricingInfo=[]), "pricingInfo: expected an object, got a list"),
+    (lambda d: d.pop("pricingInfo"), "pricingInfo: expected an object, got nothing (the key is missing or null)"),
 ])
 def test_bad_alibaba_entries_are_exit_2_naming_file_and_entry_and_leave_the_cache(tmp_path, cache, mutate, message):
     good = run("catalog", "refresh", "alibaba", "--file", FIXTURES / "alibaba_instance_price_excerpt.json")

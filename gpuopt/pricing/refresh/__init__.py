@@ -56,15 +56,23 @@ def load_json(path: Path, what: str) -> Any:
                            "truncated?)") from None
 
 
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words (None is `null`, not NoneType)."""
+    if value is None:
+        return "nothing (the key is missing or null)"
+    kinds = ((bool, "a boolean"), (int | float, "a number"), (str, "a string"), (list, "a list"), (dict, "an object"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), type(value).__name__)
+
+
 def expect_object(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise RefreshError(f"{where}: expected an object, got {type(value).__name__}")
+        raise RefreshError(f"{where}: expected an object, got {_json_kind(value)}")
     return value
 
 
 def expect_list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
-        raise RefreshError(f"{where}: expected a list, got {type(value).__name__}")
+        raise RefreshError(f"{where}: expected a list, got {_json_kind(value)}")
     return value
 
 

@@ -72,6 +72,9 @@ def load_price_file(path: Path | None, url: str | None, timeout: float = 30.0) -
         except json.JSONDecodeError as exc:
             raise RefreshError(f"{url}: the Alibaba price file is not JSON (line {exc.lineno}: {exc.msg})") from None
     data = expect_object(data, label)
+    if "pricingInfo" not in data and "PriceInfo" in data:  # an ECS DescribePrice answer: one instance, one price
+        raise RefreshError(f"{label}: this is a DescribePrice answer (PriceInfo); `catalog refresh alibaba --file` "
+                           "reads the public price list instancePrice.json (pricingInfo)")
     expect_object(data.get("pricingInfo"), f"{label}: pricingInfo")
     return data, label
 
