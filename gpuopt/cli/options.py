@@ -176,6 +176,11 @@ def headroom_problems(headroom: float) -> list[str]:
     return [] if 0 < headroom <= 1 else [f"--headroom must be in (0, 1] (got {headroom})"]
 
 
+def placement_problems(overlays: tuple[Path, ...], headroom: float) -> list[str]:
+    """What `solve` and `plan` check of their shared flags before any work: the overlays and the headroom."""
+    return overlay_problems(overlays) + headroom_problems(headroom)
+
+
 def _is_dir(path: Path) -> bool:
     """Path.is_dir, except that a path the OS refuses (too long) is not a directory: the file check that
     follows says what is wrong with it, naming the flag."""

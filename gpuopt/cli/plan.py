@@ -10,10 +10,9 @@ from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import (
     JSON_FLAG,
     SafePath,
-    headroom_problems,
     output_option,
-    overlay_problems,
     placement_options,
+    placement_problems,
     with_json_flag,
 )
 from gpuopt.cli.profile_option import apply_profile, profile_option
@@ -51,7 +50,7 @@ def plan(capacity_file: Path, region: str | None, providers: tuple[str, ...], cu
     cf = load_capacity_file(capacity_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
-    problems = overlay_problems(overlays) + headroom_problems(headroom)
+    problems = placement_problems(overlays, headroom)
     if max_price_age is not None and max_price_age < 0:
         problems.append(f"--max-price-age must be >= 0 (got {max_price_age})")
     if problems:

@@ -14,10 +14,9 @@ from gpuopt.cli.options import (
     FINITE_FLOAT,
     JSON_FLAG,
     SafePath,
-    headroom_problems,
     output_option,
-    overlay_problems,
     placement_options,
+    placement_problems,
     with_json_flag,
 )
 from gpuopt.cli.profile_option import apply_profile, profile_option
@@ -136,7 +135,7 @@ def solve(workload_file: Path, region: str | None, providers: tuple[str, ...], c
     wf = load_workload(workload_file)
     currency = currency.upper() if currency else None
     check_names(providers, (), currency)
-    problems = overlay_problems(overlays) + headroom_problems(headroom)
+    problems = placement_problems(overlays, headroom)
     if top < 0:
         problems.append(f"--top must be >= 0 (got {top})")
     if max_price_age is not None and max_price_age < 0:
