@@ -282,7 +282,6 @@ def _shipped_rows() -> list[dict[str, str]]:
 def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regions: tuple[str, ...],
                       as_of: str | None, service: str, sku: str | None, zone: str | None, charge: str,
                       currency: str | None) -> None:
-    from gpuopt.pricing.columns import OFFERING_KEY
     from gpuopt.pricing.refresh import (
         Refreshed,
         RefreshError,
@@ -291,6 +290,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         read_rows,
         summary_lines,
         unknown_gpus,
+        updated,
         write_cache,
     )
 
@@ -368,8 +368,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     if provider == "tencent" and file is not None and target.is_file():
         # an InquiryPriceRunInstances answer prices one SKU, zone and charge: it updates those rows of the cache
         # and keeps the others, so replays build a cache up instead of each dropping the last one's rows
-        fresh = {tuple(r.get(c, "") for c in OFFERING_KEY) for r in rows}
-        rows = [r for r in previous if tuple(r.get(c, "") for c in OFFERING_KEY) not in fresh] + rows
+        rows = updated(previous, rows)
     path = write_cache(provider, rows)
     for line in summary_lines(provider, previous, rows, against):
         click.echo(line)

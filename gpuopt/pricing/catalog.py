@@ -30,6 +30,7 @@ from gpuopt.pricing.columns import (
     OVERLAY_MIN_COLUMNS,
     PRICE_KINDS,
     PROVIDERS,
+    offering_key,
 )
 from gpuopt.pricing.fx import FxTable, load_fx
 from gpuopt.pricing.identifiers import formula_problems
@@ -244,7 +245,7 @@ def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: 
             continue
         problems.extend(row_problems(row.values, f"{path}: row {row.line}", overlay=overlay,
                                      unknown_gpu_ok=unknown_gpu_ok))
-        key = tuple(row.values.get(c, "") for c in OFFERING_KEY)
+        key = offering_key(row.values)
         if key in seen:
             problems.append(f"{path}: row {row.line}: duplicate of row {seen[key]} (same {', '.join(OFFERING_KEY)})")
         else:

@@ -6,6 +6,8 @@ that lack any of the required ones.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, PROVIDERS
 
 CATALOG_COLUMNS: tuple[str, ...] = (
@@ -19,8 +21,14 @@ CATALOG_COLUMNS: tuple[str, ...] = (
 )
 HISTORY_COLUMNS: tuple[str, ...] = (*CATALOG_COLUMNS, "superseded_by_as_of")
 OFFERING_KEY: tuple[str, ...] = ("provider", "service", "sku", "region", "price_kind")
+
+
+def offering_key(row: Mapping[str, str]) -> tuple[str, ...]:
+    """The offering a catalog row prices (OFFERING_KEY's values; a missing one is "")."""
+    return tuple(row.get(c, "") for c in OFFERING_KEY)
+
 OVERLAY_MIN_COLUMNS: tuple[str, ...] = ("provider", "sku", "region", "price_kind", "price_per_hour", "currency")
 
 
 __all__ = ["CATALOG_COLUMNS", "CURRENCIES", "HISTORY_COLUMNS", "OFFERING_KEY", "OVERLAY_MIN_COLUMNS", "PRICE_KINDS",
-           "PROVIDERS"]
+           "PROVIDERS", "offering_key"]

@@ -28,7 +28,7 @@ from gpuopt.errors import GpuoptError
 from gpuopt.hardware import gpu_table
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.catalog import parse_price, read_csv_rows, read_text_file, row_problems
-from gpuopt.pricing.columns import CATALOG_COLUMNS, OFFERING_KEY
+from gpuopt.pricing.columns import CATALOG_COLUMNS, offering_key
 
 Row = dict[str, str]
 
@@ -101,7 +101,7 @@ def check_rows(label: str, rows: Sequence[Row]) -> list[str]:
     for row in rows:
         where = f"{label}: entry {row.get('sku', '?')} {row.get('region', '?')} {row.get('price_kind', '?')}"
         problems.extend(row_problems(row, where, unknown_gpu_ok=True))
-        key = tuple(row.get(c, "") for c in OFFERING_KEY)
+        key = offering_key(row)
         if key in seen:
             problems.append(f"{where}: appears twice")
         seen.add(key)
@@ -173,6 +173,13 @@ class Change:
         return f"{self.kind} {name}: {self.new or self.old}"
 
 
+def updated(previous: Sequence[Row], fresh: Sequence[Row]) -> list[Row]:
+    """`previous` with the offerings `fresh` prices replaced by its rows: what an answer that prices a few
+    offerings (a Tencent inquiry: one SKU, zone and charge) makes of a cache that holds more."""
+    priced = {offering_key(r) for r in fresh}
+    return [r for r in previous if offering_key(r) not in priced] + list(fresh)
+
+
 def _price_label(row: Row) -> str:
     if not row.get("price_per_hour"):
         return "unpriced"
@@ -187,8 +194,8 @@ def _gpus(row: Row) -> int | None:
 def compare(old: Sequence[Row], new: Sequence[Row]) -> list[Change]:
     """New, removed and changed offerings (by provider, service, sku, region, price kind), in key order; a
     change is of the price or of the GPUs the instance has (then the percent is per GPU)."""
-    before = {tuple(r.get(c, "") for c in OFFERING_KEY): r for r in old}
-    after = {tuple(r.get(c, "") for c in OFFERING_KEY): r for r in new}
+    before = {offering_key(r): r for r in old}
+    after = {offering_key(r): r for r in new}
     changes: list[Change] = []
     for key in sorted(before.keys() | after.keys()):
         a, b = before.get(key), after.get(key)
