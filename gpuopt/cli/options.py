@@ -90,7 +90,7 @@ class VllmVersion(_StrParam):
     name = "X.Y"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from gpuopt.physics.vllm_profile import profiles
+        from gpuopt.physics.vllm_profile import canonical_release, profiles
 
         text = str(value).strip()
         known = [p.version for p in profiles()]
@@ -105,7 +105,7 @@ class VllmVersion(_StrParam):
             self.fail(f"{text} is newer than the newest modelled release {known[-1]} ({allowed})", param, ctx)
         if wanted < oldest:
             self.fail(f"{text} is older than the oldest modelled release {known[0]} ({allowed})", param, ctx)
-        return ".".join(map(str, wanted))  # as numbers: "0.019" is the 0.19 it selects, in every output
+        return canonical_release(text)  # "0.019" is the 0.19 it selects, in every output
 
 
 VLLM_VERSION = VllmVersion()

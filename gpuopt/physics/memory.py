@@ -31,6 +31,7 @@ from gpuopt.physics.vllm_profile import (
     CudaGraphCalibration,
     StartupHeld,
     VllmProfile,
+    canonical_release,
     get_profile,
     profiles,
     release_key,
@@ -393,7 +394,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         max_num_batched_tokens=batched,
         block_size=cfg.block_size or profile.default_block_size,
         # as numbers, so "0.010" or "0.08" is reported (and matched) as the 0.10 or 0.8 it selects
-        vllm_version=".".join(map(str, release_key(cfg.vllm_version))) if cfg.vllm_version else profile.version,
+        vllm_version=canonical_release(cfg.vllm_version) if cfg.vllm_version else profile.version,
         interconnect=cfg.interconnect or default_link(gpu),
         enforce_eager=cfg.enforce_eager,
         cudagraphs=cfg.cudagraphs,

@@ -248,6 +248,12 @@ def release_key(version: str) -> tuple[int, ...]:
     return tuple(key)
 
 
+def canonical_release(version: str) -> str:
+    """A release as the numbers it selects ("0.019" -> "0.19", "v0.10.1.1" -> "0.10.1.1"): what plans, pins and
+    image tags carry, whoever typed it."""
+    return ".".join(map(str, release_key(version)))
+
+
 @cache
 def profiles() -> tuple[VllmProfile, ...]:
     raw = data_yaml("vllm_versions.yaml")
