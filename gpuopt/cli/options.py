@@ -220,8 +220,8 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
                   precision_given: bool = True) -> None:
     """Exit 2 when the GPUs are said to be joined by an NVLink they do not have, when vLLM cannot run the model
     in its resolved weight format on the GPU (the format's kernels), or has no attention backend for it there (a
-    DSA model's sparse MLA), naming the flag to change -- the GPU
-    when the format is the checkpoint's own (`precision_given` False: no --precision was passed)."""
+    DSA model's sparse MLA), naming the flag to change -- the GPU when the format is the checkpoint's own
+    (`precision_given` False: no --precision was passed)."""
     from gpuopt.physics import sparse_mla
     from gpuopt.physics.memory import precision_unsupported
 

@@ -38,7 +38,7 @@ def render_comparisons(rows: list[Comparison], title: str, after_label: str = "a
                       _pct(Comparison.error(r.after, r.observed)), _pct(Comparison.error(r.leave_one_out, r.observed)))
     out = io.StringIO()
     Console(file=out, width=width, force_terminal=False, color_system=None, markup=False,
-                    highlight=False).print(table)
+            highlight=False).print(table)
     return out.getvalue()
 
 

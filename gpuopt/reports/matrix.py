@@ -77,7 +77,7 @@ def render_table(q: MatrixQuery, cells: list[Cell], width: int | None = None) ->
         table.add_row(label, precision, *(cell_text(c) for c in row))
     out = io.StringIO()
     console = Console(file=out, width=width, force_terminal=False, color_system=None, markup=False,
-                    highlight=False)
+                      highlight=False)
     console.print(table)
     for line in _models(cells):
         console.print(line, markup=False, highlight=False)
