@@ -8,7 +8,8 @@ moved the light-load TPOT of the analytic model from 6 % to 19 % median error.
 The latency factors (per GPU architecture): eff_bw (share of HBM bandwidth a decode step reaches),
 eff_compute / eff_prefill (share of the tensor peak in decode and prompt tokens), the fixed step and server
 overheads and the all-reduce latency per link. The serving factors (see docs/simulator.md):
-  cpu_per_seq_us           host work per sequence per engine step
+  cpu_per_seq_us           host work per sequence per engine step (hidden under async scheduling)
+  seq_layer_us             GPU work per decoding sequence per attention layer (serial: never hidden)
   frontend_ms_per_request  API-server work per request, serialised (a burst queues there)
   frontend_us_per_prompt_token  the same per prompt token (tokenisation, prefix-cache block hashes)
   gemm_tile_tokens         a step's dense GEMMs cost as if they had this many more rows
@@ -56,12 +57,12 @@ from gpuopt.physics import latency  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
 
-SCALAR = ("cpu_per_seq_us", "frontend_ms_per_request", "frontend_us_per_prompt_token", "gemm_tile_tokens",
+SCALAR = ("cpu_per_seq_us", "seq_layer_us", "frontend_ms_per_request", "frontend_us_per_prompt_token", "gemm_tile_tokens",
           "moe_tile_tokens", "layer_fixed_us", "v0_host_factor", "dsa_token_layer_us", "triton_attention_factor")
 # factors a kind of replica has only when its rows are in the fit; without them (leave-one-model-out holding
 # the last such model out) they go to their floor, the value a replica of that kind with no evidence gets
 FLOORED_WHEN_UNINFORMED = ("dsa_token_layer_us", "triton_attention_factor")
-BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "frontend_ms_per_request": (0.01, 20.0),
+BOUNDS = {"cpu_per_seq_us": (0.5, 200.0), "seq_layer_us": (0.01, 10.0), "frontend_ms_per_request": (0.01, 20.0),
           "frontend_us_per_prompt_token": (0.01, 50.0), "gemm_tile_tokens": (1.0, 128.0),
           "moe_tile_tokens": (1.0, 1024.0), "layer_fixed_us": (0.5, 500.0), "v0_host_factor": (1.0, 30.0),
           "dsa_token_layer_us": (0.01, 20.0), "triton_attention_factor": (1.0, 8.0),
@@ -368,6 +369,8 @@ def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: Calibrat
         key = f"{path}.eff_compute"
         paths[path] = {"eff_compute": round(mp.eff_compute, 4), "eff_bw": mp.eff_bw,
                        "fitted_on": where.get(key, mp.fitted_on)}
+        if mp.borrows:
+            paths[path]["borrows"] = mp.borrows
     doc = {
         "source": "fitted by benchmarks/calibrate_serving.py (Levenberg-Marquardt, soft-L1 on log errors, each "
                   "metric family x protocol weighted equally, an observation counted once) on the replayable runs "

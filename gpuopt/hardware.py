@@ -14,6 +14,7 @@ from importlib import resources
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from gpuopt.errors import UnknownNameError
+from gpuopt.vocabulary import LinkKind
 
 GIB = 1024**3  # bytes in a GiB: the unit vLLM logs memory in, and the one gpus.csv's memory is in
 
@@ -35,6 +36,9 @@ class GpuSpec(BaseModel):
     pcie_gen: int | None
     source: str
     verified_against_source: str
+    # PCIe boards whose NVLink is a bridge between a pair of cards (data/nvlink_bridges.csv): None for NVLink
+    # through the baseboard (SXM/OAM, NVSwitch) and for GPUs without NVLink
+    nvlink_bridge_gpus: int | None = None
 
     @field_validator("hbm_tb_s", "bf16_tflops", "fp8_tflops", "int8_tops", "nvlink_gb_s", "pcie_gen",
                      mode="before")
@@ -46,6 +50,16 @@ class GpuSpec(BaseModel):
     @classmethod
     def _yes_no(cls, value: object) -> object:
         return str(value).strip().lower() == "yes" if isinstance(value, str) else value
+
+    def nvlink_joins(self, gpus: int) -> bool:
+        """Whether NVLink can join all of `gpus` of these cards: a bridge joins its pair, no more."""
+        return bool(self.nvlink_gb_s) and (self.nvlink_bridge_gpus is None or gpus <= self.nvlink_bridge_gpus)
+
+    @property
+    def default_link(self) -> LinkKind:
+        """The link of a replica's GPUs when nobody says: NVLink through the baseboard; PCIe for a card whose
+        NVLink is a bridge (the GPU table's notes: clouds rarely fit one) or that has none."""
+        return "nvlink" if self.nvlink_gb_s and self.nvlink_bridge_gpus is None else "pcie"
 
     @property
     def is_ampere(self) -> bool:
@@ -73,12 +87,21 @@ class GpuSpec(BaseModel):
 _CAPABILITY: dict[str, int] = {"Volta": 70, "Turing": 75, "Ampere": 80, "Ada Lovelace": 89, "Hopper": 90}
 
 
+def _rows(name: str) -> list[dict[str, str]]:
+    text = resources.files("gpuopt").joinpath(f"data/{name}").read_text(encoding="utf-8")
+    return list(csv.DictReader(text.splitlines()))
+
+
 @cache
 def gpu_table() -> dict[str, GpuSpec]:
-    text = resources.files("gpuopt").joinpath("data/gpus.csv").read_text(encoding="utf-8")
     fields = set(GpuSpec.model_fields)
-    specs = [GpuSpec.model_validate({k: v for k, v in row.items() if k in fields})
-             for row in csv.DictReader(text.splitlines())]
+    bridges = {row["gpu"]: int(row["bridge_gpus"]) for row in _rows("nvlink_bridges.csv")}
+    specs = [GpuSpec.model_validate({**{k: v for k, v in row.items() if k in fields},
+                                     "nvlink_bridge_gpus": bridges.get(row["gpu"])})
+             for row in _rows("gpus.csv")]
+    unknown = set(bridges) - {s.gpu for s in specs}
+    if unknown:
+        raise ValueError(f"data/nvlink_bridges.csv names GPUs gpus.csv lacks: {sorted(unknown)}")
     return {s.gpu: s for s in specs}
 
 

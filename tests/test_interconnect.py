@@ -49,3 +49,50 @@ def test_tp4_over_pcie_has_no_custom_all_reduce_buffers() -> None:
     # the rest of the budget is the same: PCIe leaves the difference to the KV cache
     assert pcie.memory.ranks[0].kv_cache_gib - nvlink.memory.ranks[0].kv_cache_gib == pytest.approx(
         nt.tp_multi_gib - (nt.tp_pcie_gib or nt.tp1_gib))
+
+
+@pytest.mark.parametrize("gpu", ["H100-PCIE-80GB", "A100-PCIE-80GB", "RTX-A6000-48GB", "A40-48GB", "A30-24GB"])
+def test_a_bridged_card_defaults_to_pcie_and_nvlink_joins_only_its_pair(gpu: str) -> None:
+    """data/nvlink_bridges.csv: these PCIe boards reach NVLink through a 2-card bridge, which the GPU table's
+    notes say clouds rarely fit; an SXM board's NVLink is its baseboard's."""
+    spec = get_gpu(gpu)
+    assert spec.nvlink_gb_s and spec.nvlink_bridge_gpus == 2
+    assert spec.default_link == "pcie"
+    assert spec.nvlink_joins(2) and not spec.nvlink_joins(4)
+    sxm = get_gpu(H100)
+    assert sxm.nvlink_bridge_gpus is None and sxm.default_link == "nvlink" and sxm.nvlink_joins(8)
+    assert get_gpu("L40S-48GB").default_link == "pcie" and not get_gpu("L40S-48GB").nvlink_joins(2)
+
+
+def test_fit_refuses_nvlink_across_more_cards_than_a_bridge_joins() -> None:
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    args = ["fit", "--model", "meta-llama/Llama-3.1-70B-Instruct", "--gpu", "H100-PCIE-80GB", "--max-model-len",
+            "8192", "--input-tokens", "4000", "--output-tokens", "200", "--json"]
+    runner = CliRunner()
+    refused = runner.invoke(cli, [*args, "--tp", "4", "--interconnect", "nvlink"])
+    assert refused.exit_code == 2
+    assert "a bridge between 2 cards" in refused.output
+    default, pcie = (runner.invoke(cli, [*args, "--tp", "4", *extra]) for extra in ([], ["--interconnect", "pcie"]))
+    assert default.exit_code == pcie.exit_code == 0
+    assert default.stdout == pcie.stdout  # no flag: the 4 cards talk over PCIe
+    bridged = runner.invoke(cli, [*args, "--tp", "2", "--interconnect", "nvlink"])
+    unbridged = runner.invoke(cli, [*args, "--tp", "2"])
+    assert bridged.exit_code == unbridged.exit_code == 0
+    import json
+    assert json.loads(bridged.stdout)["tpot_ms"] < json.loads(unbridged.stdout)["tpot_ms"]
+
+
+@pytest.mark.parametrize("tp, links", [(2, 1), (4, 3), (8, 7)])
+def test_infinity_fabric_gives_a_tp_group_the_links_to_its_members(tp: int, links: int) -> None:
+    """MI300X: 896 GB/s over 7 point-to-point links to the peers of an 8-GPU board (gpus.csv notes), no switch:
+    TP 2 all-reduces over one link, 64 GB/s a direction; an NVSwitch H100 has its 450 GB/s at any TP."""
+    from gpuopt.physics.memory import ServingConfig, estimate
+
+    arch = get_model(LLAMA8)
+    for gpu, expected in (("MI300X-192GB", 896e9 / 2 * links / 7), (H100, 900e9 / 2)):
+        spec = get_gpu(gpu)
+        mem = estimate(arch, spec, ServingConfig(tensor_parallel=tp, max_model_len=8192, interconnect="nvlink"))
+        assert latency.build_replica(arch, spec, mem).link_bytes_per_s == pytest.approx(expected)

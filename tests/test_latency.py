@@ -36,8 +36,10 @@ def test_batch1_decode_of_llama8b_on_h100_is_weights_over_bandwidth_plus_overhea
     cal = latency.calibration()
     serving = latency.serving_calibration()
     eff = cal.architectures["Hopper"].eff_bw
-    # fixed per step: the host overhead, one sequence's host work, and the per-layer floor of 32 layers
-    fixed = cal.step_overhead_ms * 1e-3 + serving.cpu_per_seq_us * 1e-6 + 32 * serving.layer_fixed_us * 1e-6
+    # fixed per step: the host overhead, one sequence's host work, the per-layer floor of 32 layers and the
+    # sequence's attention-kernel work in each of its 32 attention layers
+    fixed = (cal.step_overhead_ms * 1e-3 + serving.cpu_per_seq_us * 1e-6 + 32 * serving.layer_fixed_us * 1e-6
+             + 32 * serving.seq_layer_us * 1e-6)
     expected = 15_009_841_152 / (3.35e12 * eff) + fixed
     assert latency.step_time_s(r, 1, 0) == pytest.approx(expected, rel=1e-9)
     # at 8k context the KV read adds 8192 x 131,072 B on top
@@ -388,7 +390,9 @@ def test_dsa_prefill_pays_the_indexer_on_every_pair_and_attention_on_top_k():
     # 2 x 64 heads x 128 FLOPs per layer, 61 layers, at the FP8 peak (1,979 TFLOP/s on H200); the MLA
     # attention covers 2,048 tokens instead of 50,000
     index = 2 * 64 * 128 * 61 * 1000 * 50_000 / (ac.eff_prefill * 1979e12)
-    saved = 4 * r.attn_dim_per_gpu * 1000 * (50_000 - 2048) / (ac.eff_prefill * r.peak_flops)
+    # attention runs at the 16-bit peak (989.5 TFLOP/s): the KV cache is bf16 whatever the weights
+    assert r.attn_peak_flops == 989.5e12
+    saved = 4 * r.attn_dim_per_gpu * 1000 * (50_000 - 2048) / (ac.eff_prefill * 989.5e12)
     dsa = latency.step_parts_s(r, 0, 0, 1000, 50_000)[1]
     full = latency.step_parts_s(twin, 0, 0, 1000, 50_000)[1]
     assert dsa - full == pytest.approx(index - saved, rel=1e-9)
@@ -472,10 +476,12 @@ def test_triton_attention_scales_only_the_attention_flops():
 
     triton, flash = with_factor(r, 2.5), with_factor(r, 1.0)
     assert (triton.attn_time_scale, flash.attn_time_scale) == (2.5, 1.0)
-    # 2,000 prompt tokens attending to 1,000 tokens each on average: 4 x attn_dim x 2,000 x 1,000 FLOPs
+    # 2,000 prompt tokens attending to 1,000 tokens each on average in 12 of the 24 layers and to their
+    # 128-token window in the other 12: 4 x attn_dim x 2,000 x (1,000 + 128) / 2 FLOPs
+    assert (r.window, r.sliding_fraction) == (128, 0.5)
     _, c_triton, _ = latency.step_parts_s(triton, 0, 0, 2000, 1000)
     _, c_flash, _ = latency.step_parts_s(flash, 0, 0, 2000, 1000)
-    attention = 4 * r.attn_dim_per_gpu * 2000 * 1000 / (r.arch_cal.eff_prefill * r.peak_flops)
+    attention = 4 * r.attn_dim_per_gpu * 2000 * (1000 + 128) / 2 / (r.arch_cal.eff_prefill * r.attn_peak_flops)
     assert c_triton - c_flash == pytest.approx(1.5 * attention, rel=1e-9)
     llama = replica(LLAMA8, gpu="A100-SXM-80GB")
     assert with_factor(llama, 2.5).attn_time_scale == 1.0
@@ -501,18 +507,29 @@ def test_async_scheduling_hides_the_host_part_under_the_gpu_part():
     serial, overlapped = replica(), replica(async_scheduling=True)
     cal, serving = latency.calibration(), latency.serving_calibration()
     eff = cal.architectures["Hopper"].eff_bw
-    gpu = 15_009_841_152 / (3.35e12 * eff) + 32 * serving.layer_fixed_us * 1e-6
+    # the GPU part: the weights, the per-layer floor, and one sequence's attention-kernel work in 32 layers
+    gpu = 15_009_841_152 / (3.35e12 * eff) + 32 * (serving.layer_fixed_us + serving.seq_layer_us) * 1e-6
     host = cal.step_overhead_ms * 1e-3 + serving.cpu_per_seq_us * 1e-6
     # batch 1: the host work (~0.65 ms) is shorter than the GPU's (~6.9 ms): it disappears
     assert latency.step_time_s(serial, 1, 0) == pytest.approx(gpu + host, rel=1e-9)
     assert latency.step_time_s(overlapped, 1, 0) == pytest.approx(gpu, rel=1e-9)
-    # 4,000 sequences: the host work grows by cpu_per_seq_us each and outlasts the GPU: the step is the host's
+    # 4,000 sequences at 100 us of host work each (a slow host, no per-layer sequence work): the host's 400 ms
+    # outlast the GPU's ~90 ms, and the step is the host's
+    slow = serving.model_copy(update={"cpu_per_seq_us": 100.0, "seq_layer_us": 0.0})
+    serial, overlapped = (dataclasses.replace(r, serving=slow) for r in (serial, overlapped))
     t_mem, t_compute, t_rest = latency.step_parts_s(overlapped, 4000, 0)
-    host_4000 = cal.step_overhead_ms * 1e-3 + serving.cpu_per_seq_us * 1e-6 * 4000
+    host_4000 = cal.step_overhead_ms * 1e-3 + 100e-6 * 4000
     gpu_4000 = max(t_mem, t_compute) + t_rest - host_4000
     assert host_4000 > gpu_4000
     assert latency.step_time_s(overlapped, 4000, 0) == pytest.approx(host_4000, rel=1e-9)
     assert latency.step_time_s(serial, 4000, 0) == pytest.approx(gpu_4000 + host_4000, rel=1e-9)
+    # the sequences' attention-kernel work is GPU work: async scheduling hides none of it
+    busy = serving.model_copy(update={"cpu_per_seq_us": 1.0, "seq_layer_us": 2.0})
+    gpu_side = dataclasses.replace(overlapped, serving=busy)
+    t_mem, t_compute, t_rest = latency.step_parts_s(gpu_side, 4000, 0)
+    host = cal.step_overhead_ms * 1e-3 + 1e-6 * 4000
+    assert latency.step_time_s(gpu_side, 4000, 0) == pytest.approx(max(t_mem, t_compute) + t_rest - host, rel=1e-9)
+    assert t_rest - host >= 32 * 2.0e-6 * 4000
 
 
 def test_data_parallel_moe_steps_route_every_engines_tokens_through_half_the_experts():
@@ -579,3 +596,88 @@ def test_a_closed_loop_near_the_knee_holds_the_clients_asked():
     for clients in (0.5 * top.concurrency, 0.9 * top.concurrency, 0.99 * top.concurrency):
         point = latency.at_concurrency(r, clients, 500, 200)
         assert point.concurrency == pytest.approx(clients, rel=latency.CONCURRENCY_TOLERANCE)
+
+
+def test_attention_runs_at_the_kv_caches_math_not_the_weights():
+    """An INT8 checkpoint's GEMMs run at the INT8 peak, its attention (queries x a bf16 KV cache) at the 16-bit
+    one: RTX 4090, 660.6 TOPS INT8 and 165.2 TFLOP/s bf16. So a 30,000-token prompt of Llama-3.1-8B can be no
+    faster than its FLOPs at those peaks -- the bound the model broke when attention ran at the INT8 rate."""
+    r = replica(gpu="RTX4090-24GB", precision="int8", max_len=32768)
+    assert (r.peak_flops, r.attn_peak_flops) == (660.6e12, 165.2e12)
+    ac = r.arch_cal
+    gemm = 2 * (8_030_261_248 - 2 * 525_336_576) * 30_000  # embedding and LM head run no prompt GEMM
+    attention = 4 * (32 * 128 * 32) * 30_000 * 15_000  # 32 heads x 128 x 32 layers, 15,000 tokens on average
+    _, compute, _ = latency.step_parts_s(r, 0, 0, 30_000, 15_000)
+    assert compute == pytest.approx((gemm / 660.6e12 + attention / 165.2e12) / ac.eff_prefill, rel=1e-3)
+    assert compute > gemm / 660.6e12 + attention / 165.2e12  # never faster than the peaks
+    # FlashAttention 3 on Hopper attends in FP8 when the KV cache is FP8; a bf16 KV cache keeps bf16 math
+    assert replica(precision="fp8", kv="fp8").attn_peak_flops == 1979e12
+    assert replica(precision="fp8").attn_peak_flops == 989.5e12
+
+
+def test_prompt_tokens_skip_the_lm_head():
+    """vLLM computes logits only where it samples: a decode step runs the LM head for each sequence, a prompt
+    chunk for none of its tokens (128,256 x 4,096 = 525,336,576 parameters for Llama-3.1-8B)."""
+    r = replica()
+    assert r.lm_head_params_per_gpu == 525_336_576
+    ac = r.arch_cal
+    _, prompt, _ = latency.step_parts_s(r, 0, 0, 1000, 0)
+    _, decode, _ = latency.step_parts_s(r, 1000, 0)
+    gemm_tile = latency.serving_calibration().gemm_tile_tokens
+    tile = 2 * r.dense_active_params_per_gpu * gemm_tile / (ac.eff_compute * r.peak_flops)  # every step's padding
+    assert prompt == pytest.approx(tile + 2 * (r.dense_active_params_per_gpu - 525_336_576) * 1000
+                                   / (ac.eff_prefill * r.peak_flops), rel=1e-9)
+    assert decode == pytest.approx(2 * r.dense_active_params_per_gpu * (1000 + gemm_tile)
+                                   / (ac.eff_compute * r.peak_flops), rel=1e-9)
+
+
+def test_a_windowed_layer_attends_to_its_window_in_prefill_too():
+    """gemma-3-27b: 52 of 62 layers attend over a 1,024-token window. 1,000 prompt tokens at a mean context of
+    50,000 attend to 50,000 tokens in 10 layers and 1,024 in 52."""
+    r = replica("google/gemma-3-27b-it", max_len=65536)
+    assert (r.window, r.sliding_fraction) == (1024, pytest.approx(52 / 62))
+    full = dataclasses.replace(r, window=None, sliding_fraction=0.0)
+    per_pair = 4 * r.attn_dim_per_gpu / (r.arch_cal.eff_prefill * r.attn_peak_flops)
+    windowed = latency.step_parts_s(r, 0, 0, 1000, 50_000)[1]
+    unwindowed = latency.step_parts_s(full, 0, 0, 1000, 50_000)[1]
+    assert unwindowed - windowed == pytest.approx(per_pair * 1000 * (52 / 62) * (50_000 - 1024), rel=1e-9)
+
+
+def test_mla_attends_unabsorbed_in_prefill_and_in_the_latent_in_decode():
+    """DeepSeek-R1 (128 heads, qk_nope 128 + rope 64, v 128, kv_lora_rank 512, 61 layers) at TP 8: a prompt
+    token's (query, key) pair costs 2 x 192 + 2 x 128 = 640 FLOPs a head, a decode token's 2 x 576 + 2 x 512 =
+    2,176. DeepSeek-V3.2's sparse MLA stays latent in both."""
+    r = replica("deepseek-ai/DeepSeek-R1", gpu="H200-141GB", tp=8, precision="fp8", max_len=32768)
+    assert 4 * r.attn_dim_per_gpu == pytest.approx(2176 * 128 / 8 * 61)
+    assert 4 * r.attn_dim_prefill_per_gpu == pytest.approx(640 * 128 / 8 * 61)
+    v32 = replica(DSV32, gpu="H200-141GB", tp=8, precision="fp8", max_len=32768)
+    assert v32.attn_dim_prefill_per_gpu is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(["google/gemma-3-27b-it", "openai/gpt-oss-20b", DSV32]),
+       seqs=st.integers(1, 128), context=st.integers(1, 4000), steps=st.integers(1, 3000))
+def test_a_run_of_decode_steps_is_the_sum_of_its_steps_across_the_context_caps(model, seqs, context, steps):
+    """engine_steps_s prices many decode steps at once; a sliding window or a sparse indexer's top-k stops the
+    capped layers' KV read growing mid-run, which the vectorised steps follow exactly."""
+    r = R_CAPPED[model]
+    fast = latency.engine_steps_s(r, seqs, context, steps, False)
+    slow = [latency.engine_step_s(r, seqs, context + k, 0, 0, False) for k in range(steps)]
+    assert list(fast) == pytest.approx(slow, rel=1e-9)
+
+
+R_CAPPED = {"google/gemma-3-27b-it": replica("google/gemma-3-27b-it", max_len=16384),
+            "openai/gpt-oss-20b": replica("openai/gpt-oss-20b", precision="mxfp4", max_len=16384),
+            DSV32: replica(DSV32, gpu="H200-141GB", tp=8, precision="fp8", max_len=16384)}
+
+
+def test_a_moe_kernel_without_rows_runs_at_the_measured_path_it_borrows():
+    """Blackwell's MoE kernels have no load rows: they run at the Hopper block-FP8 grouped GEMM's fitted share
+    (serving_calibration.yaml `borrows`), so a faster GPU is not priced as an even faster kernel."""
+    serving = latency.serving_calibration()
+    assert serving.moe_paths["flashinfer_cutlass"].borrows == "fp8_block"
+    r = replica(QWEN_MOE, gpu="B200-180GB", precision="fp8")
+    assert r.moe == serving.moe_paths["fp8_block"]
+    h100 = replica(QWEN_MOE, precision="fp8")
+    # the same prompt on the B200 (2.3x the FP8 peak, 2.4x the bandwidth) is faster than on the H100
+    assert latency.prefill_time_s(r, 2000) < latency.prefill_time_s(h100, 2000)

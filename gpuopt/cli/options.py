@@ -231,6 +231,11 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
         # be costed as hardware that does not exist
         raise InputError(f"--interconnect nvlink: {gpu.gpu} has no NVLink (gpus.csv lists no NVLink bandwidth for "
                          "it); its GPUs talk over PCIe: drop the option or use --interconnect pcie")
+    gpus = resolved.tensor_parallel * resolved.pipeline_parallel
+    if resolved.interconnect == "nvlink" and gpu.nvlink_gb_s and not gpu.nvlink_joins(gpus):
+        raise InputError(f"--interconnect nvlink: {gpu.gpu}'s NVLink is a bridge between {gpu.nvlink_bridge_gpus} "
+                         f"cards (data/nvlink_bridges.csv), so {gpus} of them talk over PCIe: drop the option, use "
+                         f"--interconnect pcie, or {gpu.nvlink_bridge_gpus} GPUs")
     if (unsupported := precision_unsupported(gpu, resolved.precision, arch)) is not None:
         if precision_given:
             raise InputError(f"--precision {resolved.precision}: {unsupported}")

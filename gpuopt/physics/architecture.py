@@ -284,13 +284,14 @@ class ModelArchitecture(BaseModel):
                      for i in range(self.num_hidden_layers))
 
     @cached_property
-    def layer_prefix(self) -> tuple[tuple[int, int, int, int, int, int], ...]:
-        """Prefix sums of (linear, experts, bias, replicated, active, attention) over the layers."""
-        out = [(0, 0, 0, 0, 0, 0)]
+    def layer_prefix(self) -> tuple[tuple[int, int, int, int, int, int, int], ...]:
+        """Prefix sums of (linear, experts, bias, replicated, active, attention, replicated_linear) over the
+        layers."""
+        out = [(0, 0, 0, 0, 0, 0, 0)]
         for p, active in self.layer_table:
             last = out[-1]
             out.append((last[0] + p.linear, last[1] + p.experts, last[2] + p.bias, last[3] + p.replicated,
-                        last[4] + active, last[5] + p.attention))
+                        last[4] + active, last[5] + p.attention, last[6] + p.replicated_linear))
         return tuple(out)
 
     @cached_property
@@ -330,16 +331,22 @@ class ModelArchitecture(BaseModel):
         nh, hd = self.num_attention_heads, self.attn_head_dim
         linear = 0  # TP-sharded, quantisable
         replicated = 0  # norms, routers, MLA down-projections: every TP rank holds a copy
+        replicated_linear = 0  # the part of `replicated` that is a linear layer a checkpoint quantises
         bias = 0  # TP-sharded, never quantised
         if self.is_mla:
             rope, nope = self.qk_rope_head_dim or 0, self.qk_nope_head_dim or 0
             vhd, kvr = self.v_head_dim or hd, self.kv_lora_rank or 0
             if self.q_lora_rank:
                 replicated += h * self.q_lora_rank + self.q_lora_rank  # q_a_proj + q_a_layernorm
+                replicated_linear += h * self.q_lora_rank
                 linear += self.q_lora_rank * nh * (nope + rope)  # q_b_proj
             else:
                 linear += h * nh * (nope + rope)
             replicated += h * (kvr + rope) + kvr  # kv_a_proj_with_mqa + kv_a_layernorm
+            # vLLM builds both down-projections with the model's quant_config (ReplicatedLinear, or the fused
+            # DeepSeekV2FusedQkvAProjLinear with disable_tp; deepseek_v2.py, 0.34.0 wheel): an FP8 checkpoint
+            # stores them in FP8 like every other linear layer
+            replicated_linear += h * (kvr + rope)
             linear += kvr * nh * (nope + vhd) + nh * vhd * h  # kv_b_proj + o_proj
             replicated += self.indexer_params  # on every layer: memory.indexer_layers takes the skipped off
         elif (kind := self._layer_kind(index)) == "linear" and self.linear_num_value_heads:
@@ -380,7 +387,8 @@ class ModelArchitecture(BaseModel):
         experts = 0
         mlp_mats = 3 if self.mlp_kind == "gated" else 2
         if self.block_per_layer and self._layer_kind(index) != "ffn":
-            return LayerParams(linear=linear, experts=0, bias=bias, replicated=replicated, attention=mixer)
+            return LayerParams(linear=linear, experts=0, bias=bias, replicated=replicated, attention=mixer,
+                               replicated_linear=replicated_linear)
         if self.is_dense_layer(index):
             inter = self.intermediate_size or 0
             linear += mlp_mats * h * inter
@@ -396,7 +404,8 @@ class ModelArchitecture(BaseModel):
                 linear += mlp_mats * h * self.shared_expert_intermediate_size
             if self.shared_expert_gate:
                 replicated += h
-        return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated, attention=mixer)
+        return LayerParams(linear=linear, experts=experts, bias=bias, replicated=replicated, attention=mixer,
+                           replicated_linear=replicated_linear)
 
     def _compute_layer_active_params(self, index: int) -> int:
         p = self._compute_layer_params(index)
@@ -457,6 +466,7 @@ class LayerSums:
     replicated: int
     active: int
     attention: int = 0  # the token-mixer part of `linear` (checkpoints may leave it unquantized)
+    replicated_linear: int = 0  # the quantisable part of `replicated` (MLA down-projections)
 
 
 @dataclass(frozen=True)
@@ -466,6 +476,7 @@ class LayerParams:
     bias: int
     replicated: int
     attention: int = 0  # the token-mixer part of `linear` (attention, linear attention or Mamba projections)
+    replicated_linear: int = 0  # the quantisable part of `replicated`: MLA's q_a_proj and kv_a_proj_with_mqa
 
     @property
     def total(self) -> int:

@@ -156,6 +156,9 @@ class MoePath(BaseModel):
     eff_compute: float  # of the path's tensor peak (16-bit for Marlin/Triton, FP8 for block-FP8)
     eff_bw: float  # multiplies the architecture's eff_bw for expert weight reads
     fitted_on: str
+    # a path with no rows of its own runs at this fitted path's factors (ServingCalibration.moe_path), so a
+    # kernel nobody measured is not priced above the measured ones on a faster GPU
+    borrows: str | None = None
 
 
 class ServingCalibration(BaseModel):
@@ -186,6 +189,18 @@ class ServingCalibration(BaseModel):
     # FlashAttention kernels the architectures' efficiencies were fitted on (1: no rows to fit)
     triton_attention_factor: float = 1.0
     triton_attention_fitted_on: str = ""
+    # GPU time per decoding sequence per attention layer of a stage: the paged-attention decode kernels'
+    # per-sequence work that does not scale with its context (block-table walk, split-KV partial results and
+    # their combine, the per-sequence KV-cache write and rotary), serial with the step on the GPU -- unlike
+    # cpu_per_seq_us, async scheduling does not hide it. Linear-attention and Mamba layers have no paged
+    # context to walk (their state traffic is priced by bandwidth). 0: not fitted
+    seq_layer_us: float = 0.0
+
+
+    def moe_path(self, name: str) -> MoePath:
+        """The factors `name` runs at: its own, or those of the path it borrows."""
+        path = self.moe_paths[name]
+        return self.moe_paths[path.borrows] if path.borrows else path
 
 
 @cache
@@ -294,6 +309,12 @@ class Replica:
     expert_params_per_gpu: float = 0.0  # routed-expert parameters of the largest stage on one GPU (all experts)
     expert_parallel: bool = False  # experts placed whole on ranks (EP) instead of sliced (TP)
     moe_layers_per_stage: int = 0  # decoder layers of the largest stage with routed experts
+    attention_layers_per_stage: int = 0  # layers of the largest stage that hold a paged KV cache (KV_LAYER_KINDS)
+    # the same sum for prompt tokens where vLLM attends differently in prefill: MLA runs its prompts un-absorbed
+    # (heads of qk_nope + qk_rope against v_head_dim) and its decode in the latent space (_attention_width);
+    # None: as attn_dim_per_gpu
+    attn_dim_prefill_per_gpu: float | None = None
+    lm_head_params_per_gpu: float = 0.0  # inside active_params_per_gpu; prompt tokens do not run it (below)
     # data-parallel engines whose tokens a MoE layer sees (0: all config.data_parallel; fewer when the load
     # keeps only some busy -- simulator.simulate_dp)
     moe_peer_engines: int = 0
@@ -335,6 +356,7 @@ class Replica:
     v0_engine: bool = field(init=False, repr=False)  # vLLM < 0.8 ran the V0 engine
     index_peak_flops: float = field(init=False, repr=False)  # the DSA indexer's FP8 logits GEMM peak
     attention_backend: str = field(init=False, repr=False)  # attention_backend(): the kernel family
+    attn_peak_flops: float = field(init=False, repr=False)  # attention_peak_flops(): the math attention runs in
     attn_time_scale: float = field(init=False, repr=False)  # its attention FLOPs' time over FlashAttention's
 
     def __post_init__(self) -> None:
@@ -368,7 +390,7 @@ class Replica:
         path = (moe_kernel_path(self.gpu, self.config.precision, self.config.vllm_version, self.arch.quantization)
                 if self.expert_params_per_gpu else None)
         k, e = self.arch.experts_per_token or 1, self.arch.num_experts or 1
-        derived["moe"] = self.serving.moe_paths[path] if path else None
+        derived["moe"] = self.serving.moe_path(path) if path else None
         # Marlin and Triton dequantise to 16-bit tensor math; block-FP8 and Blackwell kernels run the FP8 peak
         fp8_paths = ("fp8_block", "fp8_block_v0", "flashinfer_cutlass")
         derived["moe_peak_flops"] = (derived["peak_flops"] if path in fp8_paths
@@ -379,15 +401,27 @@ class Replica:
         derived["dense_active_params_per_gpu"] = self.active_params_per_gpu - self.expert_params_per_gpu * k / e
         backend = attention_backend(self.gpu, self.arch, self.config.kv_cache_dtype)
         derived["attention_backend"] = backend
+        derived["attn_peak_flops"] = attention_peak_flops(self.gpu, self.config.precision,
+                                                          self.config.kv_cache_dtype, backend)
         derived["attn_time_scale"] = self.serving.triton_attention_factor if backend == "triton" else 1.0
         for name, value in derived.items():
             object.__setattr__(self, name, value)
 
     def _link_bytes_per_s(self) -> float:
         if self.interconnect == "nvlink" and self.gpu.nvlink_gb_s:
-            return self.gpu.nvlink_gb_s * 1e9 / 2  # datasheet NVLink figure is bidirectional
+            per_direction = self.gpu.nvlink_gb_s * 1e9 / 2  # datasheet NVLink figure is bidirectional
+            if self.gpu.is_rocm:
+                # AMD's Infinity Fabric is a full mesh of point-to-point links, not a switch: the table's figure
+                # is 7 links to the 7 peers of an 8-GPU baseboard (gpus.csv notes), and a TP group of k GPUs
+                # uses the k - 1 that reach its members
+                tp = self.config.tensor_parallel
+                return per_direction * min(max(tp - 1, 1), INFINITY_FABRIC_PEER_LINKS) / INFINITY_FABRIC_PEER_LINKS
+            return per_direction
         gen = str(self.gpu.pcie_gen or 4)
         return self.cal.pcie_gb_s.get(gen, min(self.cal.pcie_gb_s.values())) * 1e9
+
+
+INFINITY_FABRIC_PEER_LINKS = 7  # MI300X / MI355X: 7 of 8 links reach the peers on an 8-GPU UBB (gpus.csv notes)
 
 
 def tensor_peak_flops(gpu: GpuSpec, precision: str) -> float:
@@ -401,6 +435,18 @@ def tensor_peak_flops(gpu: GpuSpec, precision: str) -> float:
     if precision == "fp32":
         return bf16 / 2  # TF32-class tensor math: half the 16-bit rate on every listed GPU
     return bf16
+
+
+def attention_peak_flops(gpu: GpuSpec, precision: str, kv_cache_dtype: str, backend: str) -> float:
+    """Tensor FLOP/s the attention kernels run at. Attention multiplies activations (queries) by the KV cache,
+    not by weights, so the weight format does not set its math: 16-bit for a 16-bit KV cache whatever the
+    weights (an INT8 or FP8 checkpoint still attends in bf16), FP8 only where FlashAttention 3 runs an FP8 KV
+    cache (Hopper: vLLM quantises the queries and attends in FP8), TF32-class for fp32 models."""
+    if precision == "fp32":
+        return tensor_peak_flops(gpu, "fp32")
+    if backend == "flash_attn_3" and kv_cache_dtype.startswith("fp8"):
+        return tensor_peak_flops(gpu, "fp8")
+    return tensor_peak_flops(gpu, "bf16")
 
 
 def missing_specs(gpu: GpuSpec) -> list[str]:
@@ -432,7 +478,13 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     shards = cfg.moe_shards(arch)  # data parallelism splits a MoE model's experts further (memory.py)
     indexers = indexer_layers(arch, layers, cfg.vllm_version)
     replicated = replicated_params(arch, layers, indexers)  # IndexCache's skipped layers build no indexer
-    weights += p.linear / tp * linear_fmt + p.bias / tp * act + replicated * act
+    q = arch.quantization
+    # the MLA down-projections are stored like the attention projections (memory.weights_bytes): in the weight
+    # format, unless the served checkpoint leaves its attention in 16-bit
+    repl_fmt = act if (q is not None and cfg.precision == q.weight_format
+                       and (q.experts_only or q.attention_excluded)) else linear_fmt
+    weights += (p.linear / tp * linear_fmt + p.bias / tp * act + (replicated - p.replicated_linear) * act
+                + p.replicated_linear * repl_fmt)
     experts += p.experts / shards * expert_fmt
     expert_params = p.experts / shards
     routed_active = p.experts * (arch.experts_per_token or 1) / (arch.num_experts or 1)
@@ -446,7 +498,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     per_layer_kv = kv_bytes_per_token_per_layer(arch, tp, kv_dtype_bytes(arch, cfg.precision, cfg.kv_cache_dtype),
                                                 dsa_format(arch, gpu, cfg))
     state = sum(counts.get(k, 0) * arch.state_bytes_per_layer(k, tp, act) for k in STATE_LAYER_KINDS)
-    link = interconnect or ("nvlink" if gpu.nvlink_gb_s else "pcie")
+    link = interconnect or cfg.interconnect
     return Replica(
         arch=arch, gpu=gpu, config=cfg, interconnect=link, cal=cal,
         weight_bytes_per_gpu=weights, expert_bytes_per_gpu=experts,
@@ -456,6 +508,10 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
         window=arch.sliding_window, kv_capacity_tokens=memory.effective_kv_tokens, kv_pool=memory.kv_pool,
         expert_params_per_gpu=expert_params, expert_parallel=expert_parallel, state_bytes_per_seq_per_gpu=state,
         moe_layers_per_stage=sum(1 for i in layers if not arch.is_dense_layer(i)) if arch.is_moe else 0,
+        attention_layers_per_stage=kv_layers,
+        attn_dim_prefill_per_gpu=(arch.num_attention_heads * _prefill_attention_width(arch) / tp * kv_layers
+                                  if arch.is_mla and not indexers else None),
+        lm_head_params_per_gpu=arch.lm_head_params / tp,
         **_sparse_attention(arch, indexers),
         async_scheduling=(get_profile(cfg.vllm_version).async_scheduling_default if async_scheduling is None
                           else async_scheduling),
@@ -475,6 +531,18 @@ def _sparse_attention(arch: ModelArchitecture, kv_layers: int) -> dict[str, Any]
     return {"attend_cap": arch.index_topk,
             "index_flops_per_context_token": 2.0 * arch.index_n_heads * arch.index_head_dim * kv_layers,
             "index_bytes_per_context_token": float(indexer_bytes_per_token(arch) * kv_layers)}
+
+
+def _prefill_attention_width(arch: ModelArchitecture) -> float:
+    """_attention_width of a prompt token. MLA without a sparse indexer runs prompts un-absorbed (vLLM's
+    MLACommonImpl._forward_prefill: the latent is up-projected to per-head keys of qk_nope + qk_rope and values
+    of v_head_dim, then a FlashAttention varlen kernel), so a (query, context token) pair costs
+    2 x (qk_nope + qk_rope) + 2 x v_head_dim FLOPs a head -- 640 for DeepSeek-V3, where the absorbed decode form
+    costs 2,176. DSA models (FlashMLA sparse) stay in the latent space in both phases."""
+    if arch.is_mla and arch.kv_lora_rank and arch.qk_nope_head_dim:
+        qk = arch.qk_nope_head_dim + (arch.qk_rope_head_dim or 0)
+        return (qk + (arch.v_head_dim or arch.qk_nope_head_dim)) / 2
+    return _attention_width(arch)
 
 
 def _attention_width(arch: ModelArchitecture) -> float:
@@ -548,6 +616,10 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
     attended_prefill = prefill_context
     if r.window and r.sliding_fraction:
         kv_context = (1 - r.sliding_fraction) * context + r.sliding_fraction * min(context, r.window)
+        # a prompt token of a windowed layer attends to the window too (min of the mean: at most the mean of
+        # the min, so never cheaper than the kernel's work)
+        attended_prefill = ((1 - r.sliding_fraction) * prefill_context
+                            + r.sliding_fraction * min(prefill_context, r.window))
     if r.attend_cap:
         kv_context = min(context, r.attend_cap)
         attended_prefill = min(prefill_context, r.attend_cap)
@@ -557,10 +629,15 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
     # decode tokens (and the tile padding) run at the mixed-step efficiency, prompt tokens at the prefill one:
     # a step's compute time is then affine in both, which the analytic steady state relies on
     attn = 4 * r.attn_dim_per_gpu * r.attn_time_scale  # attention FLOPs per (query, context token) pair, priced
-    decode_flops = (2 * r.dense_active_params_per_gpu * (decode_seqs + sc.gemm_tile_tokens)
-                    + attn * decode_seqs * kv_context)
-    prefill_flops = 2 * r.dense_active_params_per_gpu * prefill_tokens + attn * prefill_tokens * attended_prefill
-    t_compute = (decode_flops / ac.eff_compute + prefill_flops / ac.eff_prefill) / r.peak_flops
+    attn_prefill = attn if r.attn_dim_prefill_per_gpu is None else 4 * r.attn_dim_prefill_per_gpu * r.attn_time_scale
+    # GEMMs at the weight format's peak; attention at its own (attention_peak_flops). Prompt tokens skip the
+    # LM head: vLLM computes logits only at the positions it samples (a finishing prompt's last token)
+    decode_gemm = 2 * r.dense_active_params_per_gpu * (decode_seqs + sc.gemm_tile_tokens)
+    prefill_gemm = 2 * (r.dense_active_params_per_gpu - r.lm_head_params_per_gpu) * prefill_tokens
+    decode_attn = attn * decode_seqs * kv_context
+    prefill_attn = attn_prefill * prefill_tokens * attended_prefill
+    t_compute = ((decode_gemm / ac.eff_compute + prefill_gemm / ac.eff_prefill) / r.peak_flops
+                 + (decode_attn / ac.eff_compute + prefill_attn / ac.eff_prefill) / r.attn_peak_flops)
     if r.index_flops_per_context_token:
         t_compute += r.index_flops_per_context_token * (
             decode_seqs * context / ac.eff_compute + prefill_tokens * prefill_context / ac.eff_prefill
@@ -575,7 +652,7 @@ def step_parts_s(r: Replica, decode_seqs: float, context: float, prefill_tokens:
                  + e * touched * expert_load * sc.moe_tile_tokens)
         t_compute += 2 * r.expert_params_per_gpu / e * pairs / (r.moe_peak_flops * r.moe.eff_compute)
     t_rest = step_cpu_s(r, decode_seqs) + r.allreduce_fixed_s + r.layers_per_stage * sc.layer_fixed_us * 1e-6 \
-        + r.allreduce_s_per_token * tokens
+        + r.allreduce_s_per_token * tokens + r.attention_layers_per_stage * sc.seq_layer_us * 1e-6 * decode_seqs
     if r.dp_fixed_s:
         t_rest += r.dp_fixed_s + r.dp_s_per_token * tokens
     if r.attend_cap:
@@ -978,13 +1055,25 @@ def engine_steps_s(r: Replica, decode_seqs: int, context: float, steps: int,
                    async_scheduling: bool) -> NDArray[Any]:
     """`steps` consecutive pure-decode steps of `decode_seqs` sequences whose mean context starts at `context`
     and grows by one token per step. Every part of a step is affine in the context (KV read, attention
-    FLOPs), so two evaluations give them all (sliding-window caps are taken at the first step)."""
-    a = step_parts_s(r, decode_seqs, context)
-    b = step_parts_s(r, decode_seqs, context + 1.0)
+    FLOPs) between the context caps -- a sliding window, a sparse indexer's top-k -- past which the capped
+    layers stop growing, so two evaluations per piece give them all."""
     k = np.arange(steps, dtype=float)
-    mem = a[0] + (b[0] - a[0]) * k
-    comp = a[1] + (b[1] - a[1]) * k
-    gpu = np.maximum(mem, comp) + a[2]
+    mem = np.empty(steps)
+    comp = np.empty(steps)
+    caps = sorted(c for c in ((r.window if r.sliding_fraction else None), r.attend_cap)
+                  if c and context < c < context + steps - 1)
+    starts = [context] + [float(c) for c in caps]
+    rest = 0.0
+    for i, start in enumerate(starts):
+        a = step_parts_s(r, decode_seqs, start)
+        b = step_parts_s(r, decode_seqs, start + 1.0)
+        rest = a[2] if i == 0 else rest  # the rest does not depend on the context
+        lo = 0 if i == 0 else math.ceil(start - context)
+        hi = steps if i + 1 == len(starts) else math.ceil(starts[i + 1] - context)
+        x = context + k[lo:hi] - start
+        mem[lo:hi] = a[0] + (b[0] - a[0]) * x
+        comp[lo:hi] = a[1] + (b[1] - a[1]) * x
+    gpu = np.maximum(mem, comp) + rest
     if not async_scheduling:
         return np.asarray(gpu)
     cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel  # as combined_step_s, vectorised

@@ -77,7 +77,7 @@ class ServingConfig:
     max_num_batched_tokens: int | None = None
     block_size: int | None = None  # None: the release's default (16; 64 from 0.34)
     vllm_version: str | None = None
-    interconnect: LinkKind | None = None  # None: NVLink when the GPU has it, else PCIe
+    interconnect: LinkKind | None = None  # None: default_link (NVLink on a baseboard, else PCIe)
     enforce_eager: bool = False  # `--enforce-eager`: no CUDA graphs captured, none budgeted
     # `--compilation-config` / `-O<n>` / `--cuda-graph-sizes`: which graphs, at which sizes (cuda_graphs.py)
     cudagraphs: GraphSettings = field(default_factory=GraphSettings)
@@ -482,8 +482,9 @@ def scheduler_limits(gpu: GpuSpec, cfg: ServingConfig, profile: VllmProfile, max
 
 
 def default_link(gpu: GpuSpec) -> LinkKind:
-    """The link between a replica's GPUs when the user does not say: NVLink when the GPU has it."""
-    return "nvlink" if gpu.nvlink_gb_s else "pcie"
+    """The link between a replica's GPUs when the user does not say (GpuSpec.default_link): NVLink through
+    the baseboard, PCIe for bridge-only and NVLink-less cards."""
+    return gpu.default_link
 
 
 # ---- the pieces ----------------------------------------------------------------------------------
@@ -593,7 +594,11 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     p = arch.layer_sums(layers)
     total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
               + p.experts / (expert_shards or tp) * expert_bytes * expert_scale + p.bias / tp * act)
-    total += replicated_params(arch, layers, indexer_layers(arch, layers, vllm_version)) * act
+    # replicated linears (MLA down-projections) are stored like the attention projections; the rest (norms,
+    # routers, DSA indexers) in 16-bit
+    repl_linear = p.replicated_linear
+    total += (replicated_params(arch, layers, indexer_layers(arch, layers, vllm_version)) - repl_linear) * act
+    total += repl_linear * attention_bytes
     if first:
         total += (arch.embedding_params + (arch.vision_params() if vision else 0)) / tp * act
     if last:

@@ -334,10 +334,11 @@ def _screen(catalog: Catalog, policy: Policy) -> list[_Screened]:
             if missing_specs:
                 rejected = ("gpu-data", f"the GPU table has no {', '.join(missing_specs)} for {o.gpu}")
         gpus = o.gpu_count or 0
-        # an offering said to be NVLinked (an overlay's word) on a GPU without NVLink talks over PCIe
+        # an offering said to be NVLinked (an overlay's word) on a GPU without NVLink, or more of a bridged card
+        # than its bridge joins, talks over PCIe
         spec = table.get(o.gpu)
         link: LinkKind = "nvlink" if (o.interconnect == "nvlink" and gpus > 1 and spec is not None
-                                      and spec.nvlink_gb_s) else "pcie"
+                                      and spec.nvlink_joins(gpus)) else "pcie"
         out.append(_Screened(o, price, None if rejected is None else Evaluation(False, rejected[1], rejected[0]),
                              spec, gpus, link))
     return out
