@@ -176,3 +176,46 @@ def test_awq_checkpoint_config_from_the_hub_page() -> None:
     assert awq is not None and (awq.method, awq.group_size, awq.symmetric) == ("awq", 128, False)
     assert arch.torch_dtype == "float16"
     assert awq.kernel_path(get_gpu("L40S-48GB").compute_capability).vllm_method == "awq_marlin"
+
+
+@pytest.mark.parametrize(("config", "field"), [
+    ({"quant_method": "compressed-tensors", "config_groups": [{"weights": {"num_bits": 4}}]}, "config_groups"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": []}}, "config_groups.group_0"),
+    ({"quant_method": "compressed-tensors", "config_groups": {"group_0": {"weights": {"num_bits": "4"}}}},
+     "num_bits"),
+    ({**AWQ, "bits": "four"}, "bits"),
+    ({**GPTQ, "group_size": None}, "group_size"),
+    ({**GPTQ, "group_size": 0}, "group_size"),
+    ({"quant_method": "fp8", "weight_block_size": [128, 0]}, "weight_block_size"),
+    ({"quant_method": "fp8", "weight_block_size": ["a", "b"]}, "weight_block_size"),
+    ({"quant_method": "fp8", "weight_block_size": [128]}, "weight_block_size"),
+    ({"quant_method": "fp8", "modules_to_not_convert": 5}, "modules_to_not_convert"),
+])
+def test_a_mistyped_quantization_field_is_one_error_naming_file_and_field(config: dict[str, Any],
+                                                                          field: str) -> None:
+    """Each used to escape as AttributeError / ValueError / TypeError / ZeroDivisionError (exit 70)."""
+    with pytest.raises(ConfigError) as info:
+        read_quantization({"quantization_config": config}, where="/ckpt/config.json")
+    assert len(info.value.problems) == 1
+    problem = info.value.problems[0]
+    assert problem.startswith("/ckpt/config.json quantization_config") and f"field '{field}'" in problem
+
+
+def test_a_side_file_error_names_the_side_file() -> None:
+    with pytest.raises(ConfigError) as info:
+        read_quantization({}, quantize_config={"bits": 4, "group_size": None}, where="/ckpt/config.json")
+    assert info.value.problems == ("/ckpt/quantize_config.json: field 'group_size' must be an integer (got null)",)
+
+
+def test_a_quantization_config_that_is_not_an_object_is_refused() -> None:
+    """A string cannot carry the quant_method vLLM reads: refused rather than read as unquantized."""
+    with pytest.raises(ConfigError) as info:
+        read_quantization({"quantization_config": "fp8"}, where="/ckpt/config.json")
+    assert info.value.problems == ("/ckpt/config.json: field 'quantization_config' must be a JSON object with a "
+                                   "quant_method (got \"fp8\")",)
+
+
+def test_awq_reads_w_bit_before_bits_as_vllm_does() -> None:
+    # AutoAWQConfig.from_config: get_from_keys(config, ["w_bit", "bits"]); 8-bit, group 64, zero points:
+    # 1 + 2/64 + 1/64 bytes per weight
+    assert q({"quant_method": "awq", "w_bit": 8, "bits": 4, "q_group_size": 64}).bytes_per_weight == 1 + 3 / 64

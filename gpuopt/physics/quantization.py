@@ -15,7 +15,9 @@ utils/marlin_utils.py `MARLIN_SUPPORTED_GROUP_SIZES`). Nothing is vendored; the 
 
 from __future__ import annotations
 
+import json
 from functools import cache
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -89,80 +91,153 @@ def _grouped_bytes(bits: int, group: int | None, scale_bytes: float, zero_point:
     return bits / 8 + scale_bytes / group + (bits / 8 / group if zero_point else 0.0)
 
 
-def _format_for(bits: int, float_weights: bool) -> WeightFormat:
+def _format_for(bits: int, float_weights: bool, source: str) -> WeightFormat:
     if bits == 8:
         return "fp8" if float_weights else "int8"
     if bits == 4:
         return "int4"
-    raise ConfigError(f"quantization_config: {bits}-bit weights are not modelled (4 or 8 bits are)")
+    raise ConfigError(f"{source}: {bits}-bit weights are not modelled (4 or 8 bits are)")
+
+
+# ---- typed fields -----------------------------------------------------------------------------------
+# A checkpoint's quantization file is input like any other: a value of the wrong type is refused here, naming
+# the file and the field, instead of failing inside int() or a division further down (exit 70).
+
+
+def _int_field(q: dict[str, Any], source: str, keys: tuple[str, ...], default: int | None,
+               nullable: bool = False) -> int | None:
+    """The first of `keys` the config has, as vLLM's QuantizationConfig.get_from_keys reads it (a key that is
+    present wins even when its value is null), which must be an integer; `default` when none is present.
+    `nullable`: null means unset (compressed-tensors' pydantic schemes declare such fields Optional)."""
+    for key in keys:
+        if key in q:
+            value = q[key]
+            if value is None and nullable:
+                return default
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"{source}: field '{key}' must be an integer (got {json.dumps(value)})")
+            return value
+    return default
+
+
+def _group_field(q: dict[str, Any], source: str, keys: tuple[str, ...], default: int) -> int:
+    """A quantization group size: a positive number of weights, or -1 for one group per output channel. vLLM
+    divides each layer's input size by it (auto_gptq.py / auto_awq.py create_weights), so null or 0 cannot
+    load."""
+    group = _int_field(q, source, keys, default)
+    if group is None or (group <= 0 and group != -1):
+        key = next((k for k in keys if k in q), keys[0])
+        raise ConfigError(f"{source}: field '{key}' must be a positive group size or -1 (got {json.dumps(group)})")
+    return group
+
+
+def _block_field(q: dict[str, Any], source: str, key: str) -> tuple[int, int] | None:
+    """A block-quantization shape [rows, columns] of positive integers (None when absent): vLLM's Fp8Config
+    refuses any other length ("must have 2 dimensions", fp8.py) and divides weight shapes by both."""
+    block = q.get(key)
+    if block is None:
+        return None
+    if (not isinstance(block, list) or len(block) != 2
+            or not all(isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in block)):
+        raise ConfigError(f"{source}: field '{key}' must be two positive integers [rows, columns] "
+                          f"(got {json.dumps(block)})")
+    return block[0], block[1]
+
+
+def _names_field(q: dict[str, Any], source: str, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """A list of module names (left unquantized): the first of `keys` that is set, each entry a string."""
+    for key in keys:
+        names = q.get(key)
+        if not names:
+            continue
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            raise ConfigError(f"{source}: field '{key}' must be a list of module names (got {json.dumps(names)})")
+        return tuple(names)
+    return ()
+
+
+def _dict_field(q: dict[str, Any], source: str, key: str) -> dict[str, Any] | None:
+    """A nested object of the config (None when absent or null)."""
+    value = q.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: field '{key}' must be a JSON object (got {json.dumps(value)})")
+    return value
 
 
 # ---- readers, one per on-disk format ------------------------------------------------------------------
 
 
-def _fp8(q: dict[str, Any]) -> Quantization:
-    block = q.get("weight_block_size")
-    if isinstance(block, list) and len(block) == 2:
+def _fp8(q: dict[str, Any], source: str) -> Quantization:
+    block = _block_field(q, source, "weight_block_size")
+    excluded = _names_field(q, source, ("modules_to_not_convert", "ignored_layers"))
+    if block is not None:
         # one fp32 scale per block of block[0] x block[1] weights
-        per = 1 + 4 / (int(block[0]) * int(block[1]))
+        per = 1 + 4 / (block[0] * block[1])
         return Quantization(method="fp8", scheme="fp8-block", weight_bits=8, activation_bits=8,
-                            group_size=int(block[1]), bytes_per_weight=per, weight_format="fp8",
-                            excluded_modules=tuple(q.get("modules_to_not_convert") or q.get("ignored_layers") or ()))
+                            group_size=block[1], bytes_per_weight=per, weight_format="fp8", excluded_modules=excluded)
     return Quantization(method="fp8", scheme="fp8-tensor", weight_bits=8, activation_bits=8, bytes_per_weight=1.0,
-                        weight_format="fp8",
-                        excluded_modules=tuple(q.get("modules_to_not_convert") or q.get("ignored_layers") or ()))
+                        weight_format="fp8", excluded_modules=excluded)
 
 
-def _awq(q: dict[str, Any]) -> Quantization:
-    bits, group = int(q.get("bits", q.get("w_bit", 4))), int(q.get("group_size", q.get("q_group_size", 128)))
+def _awq(q: dict[str, Any], source: str) -> Quantization:
+    # AutoAWQConfig.from_config reads w_bit before bits and q_group_size before group_size
+    bits = _int_field(q, source, ("w_bit", "bits"), 4) or 0
+    group = _group_field(q, source, ("q_group_size", "group_size"), 128)
     zero = bool(q.get("zero_point", True))
     return Quantization(method="awq", scheme="awq", weight_bits=bits, activation_bits=16, group_size=group,
                         symmetric=not zero, bytes_per_weight=_grouped_bytes(bits, group, 2, zero),
-                        weight_format=_format_for(bits, False),
-                        excluded_modules=tuple(q.get("modules_to_not_convert") or ()))
+                        weight_format=_format_for(bits, False, source),
+                        excluded_modules=_names_field(q, source, ("modules_to_not_convert",)))
 
 
 def _gptq(q: dict[str, Any], source: str) -> Quantization:
-    bits, group = int(q.get("bits", 4)), int(q.get("group_size", 128))
+    bits = _int_field(q, source, ("bits",), 4) or 0
+    group = _group_field(q, source, ("group_size",), 128)
     # GPTQ stores qzeros even when symmetric, and a g_idx of one int32 per input row (negligible)
     return Quantization(method="gptq", scheme="gptq", weight_bits=bits, activation_bits=16, group_size=group,
                         symmetric=bool(q.get("sym", True)), desc_act=bool(q.get("desc_act", False)),
-                        bytes_per_weight=_grouped_bytes(bits, group, 2, True), weight_format=_format_for(bits, False),
-                        excluded_modules=tuple(q.get("modules_to_not_convert") or ()), source=source)
+                        bytes_per_weight=_grouped_bytes(bits, group, 2, True),
+                        weight_format=_format_for(bits, False, source),
+                        excluded_modules=_names_field(q, source, ("modules_to_not_convert",)), source=source)
 
 
-def _bitsandbytes(q: dict[str, Any]) -> Quantization:
+def _bitsandbytes(q: dict[str, Any], source: str) -> Quantization:
+    skipped = _names_field(q, source, ("llm_int8_skip_modules",))
     if q.get("load_in_8bit"):
         return Quantization(method="bitsandbytes", scheme="llm-int8", weight_bits=8, activation_bits=16,
-                            bytes_per_weight=1.0, weight_format="int8",
-                            excluded_modules=tuple(q.get("llm_int8_skip_modules") or ()))
+                            bytes_per_weight=1.0, weight_format="int8", excluded_modules=skipped)
     # NF4/FP4 blocks of 64 with an absmax each: fp32, or 8-bit plus an fp32 per 256 absmaxes (double quant)
     absmax = 1 / 64 + 4 / (64 * 256) if q.get("bnb_4bit_use_double_quant") else 4 / 64
     return Quantization(method="bitsandbytes", scheme=str(q.get("bnb_4bit_quant_type", "nf4")), weight_bits=4,
                         activation_bits=16, group_size=64, bytes_per_weight=0.5 + absmax, weight_format="int4",
-                        excluded_modules=tuple(q.get("llm_int8_skip_modules") or ()))
+                        excluded_modules=skipped)
 
 
-def _mxfp4(q: dict[str, Any]) -> Quantization:
+def _mxfp4(q: dict[str, Any], source: str) -> Quantization:
     # OCP MX: 4-bit E2M1 values + one E8M0 scale byte per 32; vLLM quantizes the MoE experts only
     return Quantization(method="mxfp4", scheme="mxfp4", weight_bits=4, activation_bits=16, group_size=32,
                         bytes_per_weight=0.5 + 1 / 32, weight_format="mxfp4", experts_only=True,
-                        excluded_modules=tuple(q.get("modules_to_not_convert") or ()))
+                        excluded_modules=_names_field(q, source, ("modules_to_not_convert",)))
 
 
 def _modelopt(q: dict[str, Any], source: str) -> Quantization:
     nested = q.get("quantization")
     inner: dict[str, Any] = nested if isinstance(nested, dict) else q
     algo = str(inner.get("quant_algo", "")).upper()
-    excluded = tuple(inner.get("exclude_modules") or inner.get("ignore") or ())
+    excluded = _names_field(inner, source, ("exclude_modules", "ignore"))
+    kv_scheme = _dict_field(inner, source, "kv_cache_scheme")
     kv_fp8 = str(inner.get("kv_cache_quant_algo") or "").upper() == "FP8" or (
-        isinstance(inner.get("kv_cache_scheme"), dict) and inner["kv_cache_scheme"].get("num_bits") == 8)
+        kv_scheme is not None and kv_scheme.get("num_bits") == 8)
     if algo == "FP8":
         return Quantization(method="modelopt", scheme="modelopt-fp8", weight_bits=8, activation_bits=8,
                             bytes_per_weight=1.0, weight_format="fp8", excluded_modules=excluded, kv_cache_fp8=kv_fp8,
                             source=source)
     if algo == "NVFP4":
-        group = int(inner.get("group_size", 16))
+        group = _group_field(inner, source, ("group_size",), 16)
+        if group == -1:
+            raise ConfigError(f"{source}: field 'group_size' must be a positive group size for NVFP4 (got -1)")
         # E2M1 values + one FP8 (E4M3) scale per 16, plus a per-tensor fp32 scale (negligible)
         return Quantization(method="modelopt", scheme="nvfp4", weight_bits=4, activation_bits=4, group_size=group,
                             bytes_per_weight=0.5 + 1 / group, weight_format="int4", excluded_modules=excluded,
@@ -171,41 +246,50 @@ def _modelopt(q: dict[str, Any], source: str) -> Quantization:
                       "(FP8 and NVFP4 are)")
 
 
-def _compressed_tensors(q: dict[str, Any]) -> Quantization:
+def _compressed_tensors(q: dict[str, Any], source: str) -> Quantization:
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or not groups:
-        raise ConfigError("quantization_config: compressed-tensors without config_groups")
-    group = next(iter(groups.values()))
-    weights = group.get("weights") or {}
-    acts = group.get("input_activations") or None
-    bits = int(weights.get("num_bits", 8))
+        raise ConfigError(f"{source}: field 'config_groups' must be a non-empty JSON object of quantization "
+                          f"groups (got {json.dumps(groups)})")
+    name, group = next(iter(groups.items()))
+    where = f"{source} config_groups.{name}"
+    if not isinstance(group, dict):
+        raise ConfigError(f"{source}: field 'config_groups.{name}' must be a JSON object with 'weights' "
+                          f"(got {json.dumps(group)})")
+    weights = _dict_field(group, where, "weights") or {}
+    acts = _dict_field(group, where, "input_activations")
+    bits = _int_field(weights, f"{where}.weights", ("num_bits",), 8) or 0
     float_w = str(weights.get("type", "int")) == "float"
     strategy = str(weights.get("strategy", "tensor"))
-    group_size = weights.get("group_size")
+    group_size = _int_field(weights, f"{where}.weights", ("group_size",), None, nullable=True)
+    if group_size is not None and group_size <= 0 and group_size != -1:
+        raise ConfigError(f"{where}.weights: field 'group_size' must be a positive group size or -1 "
+                          f"(got {group_size})")
     sym = bool(weights.get("symmetric", True))
-    excluded = tuple(q.get("ignore") or ())
-    kv = q.get("kv_cache_scheme")
-    kv_fp8 = isinstance(kv, dict) and kv.get("num_bits") == 8
-    act_bits = int(acts.get("num_bits", 16)) if isinstance(acts, dict) else 16
+    excluded = _names_field(q, source, ("ignore",))
+    kv = _dict_field(q, source, "kv_cache_scheme")
+    kv_fp8 = kv is not None and kv.get("num_bits") == 8
+    act_bits = (_int_field(acts, f"{where}.input_activations", ("num_bits",), 16) or 16) if acts else 16
     if float_w and bits == 4:
         # compressed-tensors NVFP4: FP8 scale per 16 (group_size)
-        g = int(group_size or 16)
+        g = group_size if group_size and group_size > 0 else 16
         return Quantization(method="compressed-tensors", scheme="nvfp4" if act_bits == 4 else "nvfp4-w4a16",
                             weight_bits=4, activation_bits=act_bits, group_size=g, bytes_per_weight=0.5 + 1 / g,
                             weight_format="int4", excluded_modules=excluded, kv_cache_fp8=kv_fp8)
     if strategy == "block":
-        block = weights.get("block_structure") or [128, 128]
-        per = bits / 8 + 4 / (int(block[0]) * int(block[1]))
+        rows, cols = _block_field(weights, f"{where}.weights", "block_structure") or (128, 128)
+        per = bits / 8 + 4 / (rows * cols)
     elif strategy == "group":
-        per = _grouped_bytes(bits, int(group_size or 128), 2, not sym)
+        per = _grouped_bytes(bits, group_size or 128, 2, not sym)
     else:
         per = bits / 8
     kind = "fp8" if float_w else "int"
     scheme = f"w{bits}a{act_bits}" + (f"-{kind}" if bits == 8 else "")
     return Quantization(method="compressed-tensors", scheme=scheme, weight_bits=bits, activation_bits=act_bits,
-                        group_size=int(group_size) if group_size else (128 if strategy == "block" else None),
+                        group_size=group_size if group_size else (128 if strategy == "block" else None),
                         symmetric=sym, desc_act=bool(weights.get("actorder")), bytes_per_weight=per,
-                        weight_format=_format_for(bits, float_w), excluded_modules=excluded, kv_cache_fp8=kv_fp8)
+                        weight_format=_format_for(bits, float_w, f"{where}.weights"), excluded_modules=excluded,
+                        kv_cache_fp8=kv_fp8)
 
 
 def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | None = None,
@@ -217,41 +301,50 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
     """
     nested = config.get("text_config")
     text: dict[str, Any] = nested if isinstance(nested, dict) else {}
+    for key, holder in (("quantization_config", config), ("compression_config", config),
+                        ("quantization_config", text)):
+        value = holder.get(key)
+        if value is not None and not isinstance(value, dict):
+            # transformers and vLLM read it as a dict (`quant_method` key): a string cannot say the method
+            raise ConfigError(f"{where}: field '{key}' must be a JSON object with a quant_method "
+                              f"(got {json.dumps(value)})")
     q = (config.get("quantization_config") or config.get("compression_config") or text.get("quantization_config"))
     source = f"{where} quantization_config"
+    label = source  # where errors point: the side file's path when the quantization comes from one
     if not isinstance(q, dict):
+        side = str(Path(where).parent / "{}") if where.endswith("config.json") else "{}"
         if hf_quant_config:
-            q, source = hf_quant_config, "hf_quant_config.json"
+            q, source, label = hf_quant_config, "hf_quant_config.json", side.format("hf_quant_config.json")
             q = {"quant_method": "modelopt", **q}
         elif quantize_config:
-            q, source = quantize_config, "quantize_config.json"
+            q, source, label = quantize_config, "quantize_config.json", side.format("quantize_config.json")
             q = {"quant_method": "gptq", **q}
         else:
             return None
     method = str(q.get("quant_method", "")).lower()
     result: Quantization
     if method == "fp8":
-        result = _fp8(q)
+        result = _fp8(q, label)
     elif method in ("compressed-tensors", "compressed_tensors"):
-        result = _compressed_tensors(q)
+        result = _compressed_tensors(q, label)
     elif method == "awq":
-        result = _awq(q)
+        result = _awq(q, label)
     elif method == "gptq":
-        result = _gptq(q, source)
+        result = _gptq(q, label)
     elif method == "bitsandbytes":
-        result = _bitsandbytes(q)
+        result = _bitsandbytes(q, label)
     elif method == "mxfp4":
-        result = _mxfp4(q)
+        result = _mxfp4(q, label)
     elif method in ("modelopt", "modelopt_fp4"):
-        result = _modelopt(q, source)
+        result = _modelopt(q, label)
     elif "quant_method" not in q:
         # vLLM reads the method from this key alone (ModelConfig._parse_quant_hf_config) and refuses a
         # quantization_config without it, e.g. Paddle/FastDeploy's {"quantization": "mix_quant", ...}
-        raise ConfigError(f"{source}: no quant_method, so vLLM cannot tell how the "
+        raise ConfigError(f"{label}: no quant_method, so vLLM cannot tell how the "
                           f"checkpoint is quantized (keys: {', '.join(sorted(q)) or 'none'}; known methods: "
                           f"{', '.join(QUANT_METHODS)})")
     else:
-        raise ConfigError(f"{source}: unknown quant_method '{q.get('quant_method')}' "
+        raise ConfigError(f"{label}: unknown quant_method '{q.get('quant_method')}' "
                           f"(known: {', '.join(QUANT_METHODS)})")
     excluded = " ".join(result.excluded_modules)
     attention_excluded = result.attention_excluded or any(k in excluded for k in ("self_attn", "mixer.q_proj"))
@@ -330,16 +423,17 @@ def representative(weight_format: str) -> Quantization | None:
     mostly are (../shared/data/quantized_checkpoints.csv): block FP8 (Qwen3/DeepSeek/GLM FP8 releases), AWQ
     W4 group 128, MXFP4 experts, INT8 W8A8. None for 16/32-bit weights. Cached (frozen models): every replica
     the planner builds asks for its format's."""
+    where = f"representative {weight_format} checkpoint"
     if weight_format == "fp8":
-        return _fp8({"weight_block_size": [128, 128]})
+        return _fp8({"weight_block_size": [128, 128]}, where)
     if weight_format == "int4":
-        return _awq({"bits": 4, "group_size": 128})
+        return _awq({"bits": 4, "group_size": 128}, where)
     if weight_format == "mxfp4":
-        return _mxfp4({})
+        return _mxfp4({}, where)
     if weight_format == "int8":
         return _compressed_tensors({"config_groups": {"group_0": {
             "weights": {"num_bits": 8, "type": "int", "strategy": "channel"},
-            "input_activations": {"num_bits": 8, "type": "int", "dynamic": True}}}})
+            "input_activations": {"num_bits": 8, "type": "int", "dynamic": True}}}}, where)
     return None
 
 
