@@ -36,8 +36,7 @@ def test_every_row_of_models_csv_loads_once_and_the_required_models_are_there():
 def test_every_registry_row_is_consistent(arch):
     """Per row, so adding a model adds a case instead of breaking a count."""
     assert arch.source, "provenance"
-    assert arch.num_hidden_layers > 0 and arch.hidden_size > 0
-    assert arch.num_attention_heads % arch.num_key_value_heads == 0, "query heads share KV heads evenly"
+    assert arch.inconsistencies() == [], "the check a config.json is refused with (from_hf_dict)"
     if arch.attention_kind == "mha":
         assert arch.num_key_value_heads == arch.num_attention_heads
     kinds = arch.layer_kinds()
@@ -47,8 +46,6 @@ def test_every_registry_row_is_consistent(arch):
         assert set(kinds) == {"mla"}
     if arch.attention_kind not in ("mha", "gqa"):
         assert set(kinds) != {"full"}, f"layer_kinds() does not map attention kind {arch.attention_kind!r}"
-    if arch.is_moe:
-        assert arch.experts_per_token and arch.experts_per_token <= arch.num_experts
     if arch.missing_fields():
         return
     total, active = arch.total_params() / 1e9, arch.active_params() / 1e9
@@ -150,3 +147,33 @@ def test_hf_config_reads_the_dsa_indexer_and_its_top_k():
     assert (ref.index_n_heads, ref.index_head_dim, ref.index_topk) == (64, 128, 2048)
     assert get_model("zai-org/GLM-5").index_topk == 2048
     assert get_model("deepseek-ai/DeepSeek-V3").index_topk is None
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"num_key_value_heads": 0}, "field 'num_key_value_heads': Input should be greater than 0"),
+    ({"num_attention_heads": 0}, "field 'num_attention_heads': Input should be greater than 0"),
+    ({"num_hidden_layers": 0}, "field 'num_hidden_layers': Input should be greater than 0"),
+    ({"vocab_size": -5}, "field 'vocab_size': Input should be greater than 0"),
+    ({"hidden_size": "4096x"}, "field 'hidden_size' must be an integer (got \"4096x\")"),
+    # 32 query heads over 7 KV heads: 32 % 7 = 4, no whole groups
+    ({"num_key_value_heads": 7}, "field 'num_key_value_heads': the 32 attention heads do not divide into groups "
+                                 "over 7 KV heads"),
+    ({"num_local_experts": 8, "num_experts_per_tok": 16},
+     "field 'num_experts_per_tok': 16 experts per token but only 8 experts"),
+    ({"sliding_window": 4096, "layer_types": ["sliding_attention"] * 3},
+     "field 'layer_types' has 3 entries but num_hidden_layers is 32"),
+    ({"hybrid_override_pattern": "X" * 32}, "field 'hybrid_override_pattern' has unknown block kind(s) 'X' "
+                                            "(known: M * - E)"),
+])
+def test_an_impossible_config_is_one_error_naming_file_and_field(tmp_path, change, expected):
+    path = _write(tmp_path, {**LLAMA_8B_CONFIG, **change})
+    with pytest.raises(ConfigError) as info:
+        from_hf_config(path)
+    assert info.value.problems == (f"{path}: {expected}",)
+
+
+def test_the_consistency_check_the_registry_rows_are_held_to_catches_a_bad_row():
+    """inconsistencies() refuses a config (above) and holds every registry row (test_every_registry_row_...)."""
+    moe = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
+    assert moe.model_copy(update={"experts_per_token": 9}).inconsistencies() == [
+        ("experts_per_token", "9 experts per token but only 8 experts")]

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
@@ -96,3 +97,25 @@ def test_checkpoints_lists_the_known_ones_and_which_resolve_offline():
     assert unconfirmed and not any(r["resolves_offline"] for r in unconfirmed)
     missing = run("models", "checkpoints", "acme/nothing")
     assert missing.exit_code == 2 and missing.stderr.startswith("error: no known quantized checkpoint")
+
+
+LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+            "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+            "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    ({"num_key_value_heads": 0}, "num_key_value_heads"),  # was ZeroDivisionError in fit (exit 70)
+    ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 0]}}, "weight_block_size"),
+    ({"quantization_config": {"quant_method": "awq", "bits": "four", "group_size": 128}}, "bits"),
+    ({"hybrid_override_pattern": "X" * 32}, "hybrid_override_pattern"),  # was KeyError
+])
+def test_fit_and_show_on_a_bad_config_print_one_error_line_and_exit_2(tmp_path: Path, change: dict[str, object],
+                                                                      field: str) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({**LLAMA_8B, **change}))
+    for args in (("models", "show", str(tmp_path)), ("fit", "--model", str(tmp_path), "--gpu", "H100-SXM-80GB")):
+        result = run(*args)
+        assert result.exit_code == 2 and result.stdout == "", result.output
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / 'config.json'}"), lines
+        assert f"field '{field}'" in lines[0]

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuopt.errors import ConfigError, UnknownNameError
 from gpuopt.physics.quantization import Quantization, read_quantization
@@ -55,14 +55,15 @@ class ModelArchitecture(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     hf_id: str
-    num_hidden_layers: int
-    hidden_size: int
+    # sizes a model cannot have zero (or fewer) of: every shape and the KV cache divide by or multiply with them
+    num_hidden_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
     intermediate_size: int | None = None
     moe_intermediate_size: int | None = None
-    num_attention_heads: int
-    num_key_value_heads: int
+    num_attention_heads: int = Field(gt=0)
+    num_key_value_heads: int = Field(gt=0)
     head_dim: int | None = None
-    vocab_size: int | None = None
+    vocab_size: int | None = Field(default=None, gt=0)
     max_position_embeddings: int | None = None
     # rope scaling (physics/context_limit.py: the length limit and vLLM's cos/sin caches); None: unscaled
     model_type: str | None = None  # config.json model_type, where a vLLM rule depends on it (gemma3)
@@ -142,6 +143,32 @@ class ModelArchitecture(BaseModel):
     # the checkpoint directory a local model was read from, which `vllm serve` loads (hf_id is then its folder
     # name, what reports call it); None for registry, cached and Hub models
     local_path: str | None = None
+
+    # ---- consistency ----------------------------------------------------------------------------
+    def inconsistencies(self) -> list[tuple[str, str]]:
+        """(field, why) for every pair of fields no model can have together -- what vLLM would refuse or
+        crash on when building the model. The registry's rows are held to it by its tests, and a config.json
+        is refused with it (from_hf_dict), so the two paths check one rule set."""
+        problems: list[tuple[str, str]] = []
+        if not self.is_mla and self.num_attention_heads % self.num_key_value_heads:
+            # vLLM's Attention asserts num_heads % num_kv_heads == 0: each KV head serves a whole group of queries
+            problems.append(("num_key_value_heads", f"the {self.num_attention_heads} attention heads do not divide "
+                                                    f"into groups over {self.num_key_value_heads} KV heads"))
+        if self.is_moe and not self.experts_per_token:
+            problems.append(("experts_per_token", f"an MoE model ({self.num_experts} experts) needs the number of "
+                                                  "experts each token is routed to"))
+        elif self.is_moe and (self.experts_per_token or 0) > (self.num_experts or 0):
+            problems.append(("experts_per_token", f"{self.experts_per_token} experts per token but only "
+                                                  f"{self.num_experts} experts"))
+        if self.layer_pattern is not None:
+            if len(self.layer_pattern) != self.num_hidden_layers:
+                problems.append(("layer_pattern", f"{len(self.layer_pattern)} layers but num_hidden_layers is "
+                                                  f"{self.num_hidden_layers}"))
+            unknown = sorted(set(self.layer_pattern) - set(_PATTERN_KINDS))
+            if unknown:
+                problems.append(("layer_pattern", f"unknown layer kind(s) {', '.join(map(repr, unknown))} "
+                                                  f"(known: {' '.join(_PATTERN_KINDS)})"))
+        return problems
 
     # ---- derived shapes -------------------------------------------------------------------------
     def missing_fields(self) -> list[str]:
@@ -610,13 +637,22 @@ def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
     return from_hf_dict(raw, name=name or default, where=str(path))
 
 
-def _hybrid_fields(cfg: dict[str, Any], n_layers: int) -> dict[str, Any]:
+NEMOTRON_H_BLOCKS = "M*-E"
+"""hybrid_override_pattern's block kinds (vLLM nemotron_h.py ALL_DECODER_LAYER_TYPES): Mamba-2, attention,
+MLP, MoE."""
+
+
+def _hybrid_fields(cfg: dict[str, Any], n_layers: int, where: str) -> dict[str, Any]:
     """Layer pattern and state geometry of linear-attention and Mamba hybrids, as their configs state them."""
     data: dict[str, Any] = {}
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str) and len(pattern) != n_layers:
-        raise ConfigError(f"field 'hybrid_override_pattern' has {len(pattern)} entries but num_hidden_layers is "
-                          f"{n_layers}")
+        raise ConfigError(f"{where}: field 'hybrid_override_pattern' has {len(pattern)} entries but "
+                          f"num_hidden_layers is {n_layers}")
+    if isinstance(pattern, str) and (unknown := sorted(set(pattern) - set(NEMOTRON_H_BLOCKS))):
+        # vLLM's nemotron_h.py looks each character up in ALL_DECODER_LAYER_TYPES: any other is a KeyError
+        raise ConfigError(f"{where}: field 'hybrid_override_pattern' has unknown block kind(s) "
+                          f"{', '.join(map(repr, unknown))} (known: {' '.join(NEMOTRON_H_BLOCKS)})")
     if isinstance(pattern, str):  # Nemotron-H: one block per layer
         data.update(layer_pattern=pattern.replace("*", "F"), block_per_layer=True,
                     mamba_num_heads=cfg.get("mamba_num_heads"), mamba_head_dim=cfg.get("mamba_head_dim"),
@@ -701,7 +737,11 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     for field in _ALIASES:
         value = _pick(cfg, field)
         if value is not None and not isinstance(value, bool):
-            data[field] = value
+            if not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
+                # refused here, before the arithmetic below (shared-expert sizes, layer counts) meets it
+                raise ConfigError(f"{path}: field '{_config_key(cfg, field)}' must be an integer "
+                                  f"(got {json.dumps(value)})")
+            data[field] = int(value)
     data.setdefault("num_key_value_heads", data["num_attention_heads"])
     data["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", False))
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
@@ -724,6 +764,10 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     else:
         data["attention_kind"] = "gqa"
     layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and len(layer_types) != data["num_hidden_layers"]:
+        # one type per decoder layer (transformers' layer_type_validation refuses any other length)
+        raise ConfigError(f"{path}: field 'layer_types' has {len(layer_types)} entries but num_hidden_layers is "
+                          f"{data['num_hidden_layers']}")
     if isinstance(layer_types, list) and data.get("sliding_window"):
         n_sliding = sum(1 for t in layer_types if "sliding" in str(t))
         if 0 < n_sliding < len(layer_types):
@@ -745,7 +789,7 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         data["moe_intermediate_size"] = data.get("intermediate_size")
     if data.get("num_experts") and data.get("n_shared_experts") and not data.get("shared_expert_intermediate_size"):
         data["shared_expert_intermediate_size"] = int(data["n_shared_experts"]) * int(data["moe_intermediate_size"])
-    data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"])).items() if v is not None})
+    data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"]), path).items() if v is not None})
     data.update(_rope_fields(cfg))
     if cfg.get("mlp_hidden_act") == "relu2" or cfg.get("hidden_act") == "relu2":
         data["mlp_kind"] = "plain"  # squared-ReLU MLPs have no gate projection
@@ -763,7 +807,19 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     data["source"] = f"config {path}"
     data["checkpoint_bytes"], data["checkpoint_params"] = checkpoint_bytes, checkpoint_params
     try:
-        return ModelArchitecture.model_validate(data)
+        arch = ModelArchitecture.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(*(f"{path}: field '{'.'.join(str(p) for p in e['loc'])}': {e['msg']}"
+        raise ConfigError(*(f"{path}: field '{_config_key(cfg, '.'.join(str(p) for p in e['loc']))}': {e['msg']}"
                             for e in exc.errors())) from None
+    problems = arch.inconsistencies()
+    if problems:
+        raise ConfigError(*(f"{path}: field '{_config_key(cfg, field)}': {why}" for field, why in problems))
+    return arch
+
+
+def _config_key(cfg: dict[str, Any], field: str) -> str:
+    """The config.json key a ModelArchitecture field was read from (the alias the file uses), so an error
+    names what the user can find in their file."""
+    if field == "layer_pattern":
+        return "hybrid_override_pattern" if "hybrid_override_pattern" in cfg else "layer_types"
+    return next((key for key in _ALIASES.get(field, ()) if cfg.get(key) is not None), field)
