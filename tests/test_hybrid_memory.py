@@ -362,3 +362,26 @@ def test_fit_says_how_many_requests_of_the_shape_the_kv_cache_holds() -> None:
 
     assert held(QWEN35, "32768") == pytest.approx(154 / (1200 / 1056 + 9), abs=1e-3)
     assert held("meta-llama/Llama-3.1-8B-Instruct", "8192") == pytest.approx(449_280 / 1200, abs=1e-3)
+
+
+def test_a_hybrid_that_does_not_fit_says_what_one_request_takes_from_the_pool() -> None:
+    """Qwen3.5-35B-A3B on one H100 at its full 262,144 tokens (vLLM 0.33, align-mode prefix caching): a request
+    takes ceil(262,144 / 1,056) = 249 full-attention blocks + 9 state pages = 258 block ids, each a 1,056-token
+    page of 2 KV heads x 256 x 2 (K, V) x 2 B = 2,048 B per token in each of the 10 layers sharing the id:
+    258 x 10 x 1,056 x 2,048 B = 5.196 GiB. (It said 0.08 GiB: 258 blocks x 20,480 B/token x 16 tokens.)"""
+    est = estimate(get_model(QWEN35), get_gpu("H100-SXM-80GB"), ServingConfig())
+    rank = est.binding_rank
+    assert rank.blocks_per_request == 249 + 9 and rank.block_bytes == 10 * 1056 * 2048
+    need = 258 * 10 * 1056 * 2048 / GIB
+    assert not est.fits and est.reason is not None
+    assert f"needs {need:.2f} GiB of KV cache but only {rank.kv_cache_gib:.2f} GiB" in est.reason
+    assert est.kv_gib_short == pytest.approx(need - rank.kv_cache_gib)
+
+
+def test_a_plain_model_that_does_not_fit_needs_its_tokens_times_its_bytes_per_token() -> None:
+    """Llama-3.1-8B at 131,072 tokens: 8,192 blocks of 16 tokens x 32 layers x 2 x 8 heads x 128 x 2 B = 131,072 B
+    per token = 16.00 GiB, the same figure the one-group layout gives (block_bytes = 16 x 131,072)."""
+    est = estimate(get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("RTX4090-24GB"),
+                   ServingConfig(max_model_len=131072))
+    assert est.binding_rank.block_bytes == 16 * 131072
+    assert est.reason is not None and "needs 16.00 GiB of KV cache" in est.reason

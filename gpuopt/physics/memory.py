@@ -188,6 +188,16 @@ class RankMemory:
     # blocks a running request holds in the Mamba / linear-attention layers (state_cache: 1 page a layer group
     # without prefix caching, 2-3 with it); 0 for models without such layers
     state_blocks_per_request: int = 0
+    # bytes one block id takes from the pool: a page in each of the layers that share it (kv_layout), the page
+    # of a hybrid sized by hybrid_block_size -- what num_blocks divides the KV cache by
+    block_bytes: float = 0.0
+
+    @property
+    def request_kv_gib(self) -> float:
+        """KV cache one request of max_model_len takes from the pool: its blocks in every group, each a page in
+        every layer sharing the block id. Not blocks x kv_bytes_per_token x block_size: a hybrid's block holds
+        hybrid_block_size tokens and its linear-attention / Mamba groups take whole pages for their state."""
+        return self.blocks_per_request * self.block_bytes / GIB
 
     @property
     def free_after_kv_gib(self) -> float:
@@ -237,9 +247,7 @@ class MemoryEstimate:
     def kv_gib_short(self) -> float:
         """How much KV memory is missing for one max-length request (0 when it fits)."""
         rank = self.binding_rank
-        block_bytes = rank.kv_bytes_per_token * self.config.block_size
-        need = rank.blocks_per_request * block_bytes / GIB
-        return max(0.0, need - max(0.0, rank.kv_cache_gib))
+        return max(0.0, rank.request_kv_gib - max(0.0, rank.kv_cache_gib))
 
 
 # ---- validation --------------------------------------------------------------------------------
@@ -972,7 +980,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             kv_cache_gib=kv, kv_bytes_per_token=sum(g.layers * g.bytes_per_token_per_layer for g in groups),
             num_blocks=blocks, blocks_per_request=max(per_request, 1), kv_groups=groups, lora_gib=lora,
             extensible=ext is not None, startup_gib=startup, transient_gib=transient, margin_gib=margin,
-            state_blocks_per_request=state_blocks))
+            state_blocks_per_request=state_blocks, block_bytes=block_bytes))
     binding = min(ranks, key=lambda r: r.num_blocks)
     n_groups = sum(n for _, n in kv_layout(binding.kv_groups)[1]) or 1
     concurrency = binding.num_blocks / binding.blocks_per_request
@@ -1002,8 +1010,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                   + (f" + {worst.cuda_graph_gib:.2f} CUDA graphs" if worst.cuda_graph_in_budget else "")
                   + f" exceed the {worst.budget_gib:.2f} GiB budget by {-worst.kv_cache_gib:.2f} GiB")
     elif binding.num_blocks < binding.blocks_per_request:
-        need = binding.blocks_per_request * binding.kv_bytes_per_token * cfg.block_size / GIB
-        reason = (f"one request of max_model_len {cfg.max_model_len} needs {need:.2f} GiB of KV cache but only "
+        reason = (f"one request of max_model_len {cfg.max_model_len} needs {binding.request_kv_gib:.2f} GiB of KV "
+                  "cache but only "
                   f"{binding.kv_cache_gib:.2f} GiB is available")
     return MemoryEstimate(model=arch.hf_id, gpu=gpu.gpu, config=cfg, ranks=tuple(ranks), kv_cache_tokens=tokens,
                           max_concurrency=concurrency, fits=reason is None, reason=reason,
