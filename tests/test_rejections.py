@@ -3,14 +3,20 @@ a lone request misses and by how much, and the planner reads those fields, never
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from click.testing import CliRunner
+
+from gpuopt.cli.main import cli
 from gpuopt.errors import InfeasibleError, SloUnreachableError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import Slo, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import get_model
+from gpuopt.physics.checkpoint_table import TABLE
 from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.resolution import from_known_checkpoint
 from gpuopt.planner.candidates import Evaluation, Evaluator, Shape
 from gpuopt.vocabulary import REJECTION_KINDS
 
@@ -54,3 +60,48 @@ def test_a_rejection_always_has_a_kind():
         Evaluation(False, "no room", None)
     assert Evaluation(True, None, None).feasible
     assert {"fit", "ttft", "tpot", "capacity", "residency"} <= set(REJECTION_KINDS)
+
+
+QWEN32_GPTQ = "Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4"  # quantized_checkpoints.csv: avoid-multi-gpu (garbled output)
+QWEN72_GPTQ = "Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4"  # quantized_checkpoints.csv: avoid (may not stop generating)
+
+
+def test_the_planner_never_offers_a_multi_gpu_replica_of_an_avoid_multi_gpu_checkpoint():
+    arch = from_known_checkpoint(QWEN32_GPTQ)
+    assert arch is not None
+    w = Workload(name="w", model=QWEN32_GPTQ, requests_per_second=1, input_tokens=1000, output_tokens=200,
+                 slo=Slo(ttft_ms=5000, tpot_ms=200))
+    evaluate = Evaluator(w, arch, 8192, None)
+    for tp, pp in ((2, 1), (1, 2)):
+        ev = evaluate(Shape(H100, "nvlink", tp, pp, "int4", "auto"))
+        assert (ev.feasible, ev.reason_kind) == (False, "fit")
+        assert ev.reason == (f"{QWEN32_GPTQ} is marked avoid-multi-gpu in {TABLE}: garbled output on multi-GPU "
+                             "vLLM (Qwen docs gptq.md known issues); this shape has 2 GPUs per replica, serve it "
+                             "on one")
+    assert evaluate(Shape(H100, "pcie", 1, 1, "int4", "auto")).feasible  # one GPU: the table has nothing against it
+
+
+def test_fit_warns_about_a_checkpoint_the_table_marks_avoid():
+    """The warning is the estimate's: fit prints it on stderr and carries it in its JSON `warnings`."""
+    bad, multi = from_known_checkpoint(QWEN72_GPTQ), from_known_checkpoint(QWEN32_GPTQ)
+    assert bad is not None and multi is not None
+    gpu = get_gpu(H100)
+    avoid = f"{QWEN72_GPTQ} is marked avoid in {TABLE}: may not stop generating (Qwen docs gptq.md known issues)"
+    assert avoid in estimate(bad, gpu, ServingConfig(max_model_len=8192)).warnings
+    one = estimate(multi, gpu, ServingConfig(max_model_len=8192)).warnings
+    two = estimate(multi, gpu, ServingConfig(max_model_len=8192, tensor_parallel=2)).warnings
+    assert not any("avoid" in w for w in one)
+    assert [w for w in two if "avoid" in w] == [f"{QWEN32_GPTQ} is marked avoid-multi-gpu in {TABLE}: garbled output "
+                                                "on multi-GPU vLLM (Qwen docs gptq.md known issues); this shape has 2 "
+                                                "GPUs per replica, serve it on one"]
+
+
+def test_a_plan_for_an_avoid_checkpoint_warns(tmp_path):
+    workload = tmp_path / "w.yaml"
+    workload.write_text(f"schema_version: 1\nproviders: [runpod]\nworkloads:\n  - name: w\n    model: {QWEN72_GPTQ}\n"
+                        "    requests_per_second: 1\n    input_tokens: 1000\n    output_tokens: 200\n"
+                        "    max_model_len: 8192\n    slo: {ttft_ms: 5000, tpot_ms: 200}\n")
+    result = CliRunner().invoke(cli, ["solve", str(workload), "--format", "json", "--candidates", "none"])
+    assert result.exit_code == 0, result.output
+    assert (f"{QWEN72_GPTQ} is marked avoid in {TABLE}: may not stop generating (Qwen docs gptq.md known issues)"
+            in json.loads(result.stdout)["warnings"])

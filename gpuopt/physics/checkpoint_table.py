@@ -20,6 +20,8 @@ from importlib import resources
 # fallback on Ampere, unlike compressed-tensors FP8, block FP8 and vLLM's own --quantization fp8)
 NEEDS_NATIVE_FP8 = ("modelopt",)
 
+TABLE = "gpuopt's table of known quantized checkpoints (gpuopt/data/quantized_checkpoints.csv)"
+
 
 @dataclass(frozen=True)
 class Checkpoint:
@@ -39,11 +41,30 @@ class Checkpoint:
         """Whether a plan may name it (on a GPU with native FP8 or not, with this many GPUs)."""
         if self.use == "ok":
             ok = True
-        elif self.use.startswith("avoid-multi-gpu"):
+        elif self.multi_gpu_bad:
             ok = gpus == 1
         else:
             return False
         return ok and (self.vllm_quantization not in NEEDS_NATIVE_FP8 or fp8_native)
+
+    @property
+    def multi_gpu_bad(self) -> bool:
+        """The table marks it bad on more than one GPU per replica (gpuopt_use `avoid-multi-gpu: ...`)."""
+        return self.use.startswith("avoid-multi-gpu")
+
+    def caution(self, gpus: int) -> str | None:
+        """Why serving this checkpoint with `gpus` GPUs per replica (TP x PP) is a bad idea, quoting the row's
+        gpuopt_use (`avoid: <reason>`, or `avoid-multi-gpu: <reason>` with more than one GPU); None when the
+        table has nothing against it. Planning with a model the user named is their choice: fit and solve
+        warn with this; only the planner's own multi-GPU shapes of an avoid-multi-gpu checkpoint are refused."""
+        mark, _, reason = self.use.partition(":")
+        mark, reason = mark.strip(), reason.strip() or "no reason given"
+        if self.multi_gpu_bad and gpus > 1:
+            return (f"{self.checkpoint} is marked avoid-multi-gpu in {TABLE}: {reason}; this shape has {gpus} GPUs "
+                    "per replica, serve it on one")
+        if mark == "avoid":
+            return f"{self.checkpoint} is marked avoid in {TABLE}: {reason}"
+        return None
 
 
 @cache
@@ -56,7 +77,21 @@ def table() -> tuple[Checkpoint, ...]:
                  for r in csv.DictReader(text.splitlines()))
 
 
+@cache
+def _by_id() -> dict[str, Checkpoint]:
+    by_id: dict[str, Checkpoint] = {}
+    for c in table():
+        by_id.setdefault(c.checkpoint.lower(), c)  # the first row of an id, as a scan would find it
+    return by_id
+
+
 def find(checkpoint_id: str) -> Checkpoint | None:
-    """The row of this checkpoint id (Hugging Face ids are case-insensitive), or None."""
-    wanted = checkpoint_id.lower()
-    return next((c for c in table() if c.checkpoint.lower() == wanted), None)
+    """The row of this checkpoint id (Hugging Face ids are case-insensitive), or None. A dict lookup: the memory
+    model asks it for every shape it estimates (caution)."""
+    return _by_id().get(checkpoint_id.lower())
+
+
+def caution(model_id: str, gpus: int) -> str | None:
+    """Checkpoint.caution of the model's row, or None when the model is not a checkpoint of the table."""
+    row = find(model_id)
+    return None if row is None else row.caution(gpus)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuopt.errors import InputError, NotModelledError
 from gpuopt.hardware import GIB, GpuSpec
-from gpuopt.physics import cuda_graphs, fp8_kv_backend, quant_sharding, sparse_mla, state_cache
+from gpuopt.physics import checkpoint_table, cuda_graphs, fp8_kv_backend, quant_sharding, sparse_mla, state_cache
 from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.cuda_graphs import GraphSettings
@@ -922,6 +922,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                         "as on a fresh pod) raised the profiled activation peak by 0.65-0.94 GiB in logged 0.27 "
                         "start-ups with 1-64 adapter slots; the KV cache may come out that much smaller than "
                         "printed (docs/memory.md)")
+    if (known_bad := checkpoint_table.caution(arch.hf_id, tp * pp)) is not None:
+        warnings.append(known_bad)
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")

@@ -19,7 +19,7 @@ from typing import NamedTuple
 from gpuopt.errors import FieldError, InputError, NotModelledError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
-from gpuopt.physics import fp8_kv_backend, latency
+from gpuopt.physics import checkpoint_table, fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.lora import lora_problems
@@ -241,6 +241,11 @@ class Evaluator:
         return self.cache[shape]
 
     def _evaluate(self, shape: Shape) -> Evaluation:
+        gpus = shape.tensor_parallel * shape.pipeline_parallel
+        known = checkpoint_table.find(self.arch.hf_id)
+        if known is not None and known.multi_gpu_bad and gpus > 1:
+            # the table's avoid-multi-gpu (e.g. garbled output): the planner does not offer such a replica itself
+            return Evaluation(False, known.caution(gpus), "fit")
         gpu = get_gpu(shape.gpu)
         cfg = ServingConfig(tensor_parallel=shape.tensor_parallel, pipeline_parallel=shape.pipeline_parallel,
                             precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import WorkloadFile
+from gpuopt.physics import checkpoint_table
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import borrowed_notes, held_cache_tokens
 from gpuopt.physics.resolution import offline_description
@@ -78,6 +79,9 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     warnings: list[str] = list(catalog.notes)
     warnings += sorted({f"model {arch.hf_id}: {note}" for arch in archs.values()
                         if (note := offline_description(arch)) is not None})
+    # a workload's own model the known-checkpoint table marks `avoid` (its avoid-multi-gpu shapes are rejected
+    # per candidate instead: Evaluator)
+    warnings += sorted({note for arch in archs.values() if (note := checkpoint_table.caution(arch.hf_id, 1))})
     if solution.status == "optimal" and not solution.proven_optimal:
         warnings.append(f"the solver stopped at its time limit: the plan is feasible but not proven optimal "
                         f"({solution.variables} variables)")
