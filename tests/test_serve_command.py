@@ -373,3 +373,45 @@ def test_a_model_name_cannot_end_the_comment_and_start_a_command():
     two_nodes = vllm_command(evil, config(L70, "int8", tp=16), gpus_per_node=8)
     assert all(line.startswith(("#", "vllm serve", "ray ")) for line in two_nodes.splitlines())
     assert "evil\\x0atouch" in two_nodes.splitlines()[0]
+
+
+LLAMA_8B_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+                   "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+                   "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 131072,
+                   "torch_dtype": "float16"}
+LEGACY_GPTQ = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+LEGACY_AWQ = {"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_point": True, "version": "gemm"}
+
+
+def _int4_command(tmp_path: Path, side: dict[str, object] | None, in_config: dict[str, object] | None,
+                  capability: int | None) -> str:
+    folder = tmp_path / "ckpt"
+    folder.mkdir(exist_ok=True)
+    cfg = dict(LLAMA_8B_CONFIG, **({"quantization_config": in_config} if in_config else {}))
+    (folder / "config.json").write_text(json.dumps(cfg))
+    if side is not None:
+        (folder / "quantize_config.json").write_text(json.dumps(side))
+    arch = resolve_model(str(folder))
+    resolved, _ = resolve(arch, get_gpu("H100-SXM-80GB"), ServingConfig(precision="int4", max_model_len=8192))
+    [line] = serve_lines(vllm_command(arch, resolved, compute_capability=capability))
+    return line
+
+
+@pytest.mark.parametrize(("side", "capability", "method"), [
+    (LEGACY_GPTQ, 90, "gptq_marlin"),  # Marlin from sm80: the fast kernel's name
+    (LEGACY_GPTQ, 75, "gptq"),  # below sm80 only GPTQConfig (exllama) loads (GPTQMarlinConfig min capability 80)
+    ({**LEGACY_GPTQ, "sym": False}, 90, "gptq"),  # GPTQ-Marlin takes symmetric GPTQ only
+    (LEGACY_AWQ, 80, "awq_marlin"),
+    (LEGACY_AWQ, 75, "awq"),
+])
+def test_a_checkpoint_quantized_only_in_quantize_config_json_is_named_its_method(tmp_path, side, capability, method):
+    """vLLM reads the method from config.json alone; the file is read only once --quantization names one."""
+    line = _int4_command(tmp_path, side, None, capability)
+    assert f" --quantization {method} " in line
+
+
+def test_a_checkpoint_whose_config_json_states_its_quantization_gets_no_flag(tmp_path):
+    in_config = {"quant_method": "gptq", **LEGACY_GPTQ}
+    assert "--quantization" not in _int4_command(tmp_path, None, in_config, 90)
+    # quantize_config.json beside it is ignored: config.json's quantization_config comes first (vLLM and gpuopt)
+    assert "--quantization" not in _int4_command(tmp_path, LEGACY_GPTQ, in_config, 90)

@@ -464,7 +464,10 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
         return unsupported("AWQ needs compute capability 7.5 or newer")
     if q.method == "gptq" or (q.method == "compressed-tensors" and ab == 16 and q.scheme.startswith("w")
                               and q.weight_format in ("int4", "int8")):
-        marlin_ok = wb in (4, 8) and (q.group_size or -1) in MARLIN_GROUP_SIZES
+        # GPTQ-Marlin takes symmetric GPTQ only (gptq_marlin.py TYPE_MAP (4, True) / (8, True); 0.11's
+        # is_gptq_marlin_compatible); asymmetric GPTQ stays on the exllama kernel
+        marlin_ok = (wb in (4, 8) and (q.group_size or -1) in MARLIN_GROUP_SIZES
+                     and (q.symmetric or q.method != "gptq"))
         name = "gptq_marlin" if q.method == "gptq" else "compressed-tensors"
         if marlin_ok and cc >= 80:
             machete = cc == 90 and not q.desc_act and (q.group_size or -1) in MACHETE_GROUP_SIZES

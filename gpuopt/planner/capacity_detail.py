@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict
 
+from gpuopt.hardware import get_gpu
 from gpuopt.planner.candidates import CandidateResult, resolve_model
 from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike
 from gpuopt.planner.plan import HOURS_PER_MONTH
@@ -56,7 +57,8 @@ def running_lines(candidates: Sequence[CandidateResult], replicas: Mapping[tuple
             tensor_parallel=shape.tensor_parallel, pipeline_parallel=shape.pipeline_parallel,
             weight_precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,
             capacity=round(c.capacity * n, 4),
-            vllm_command=vllm_command(resolve_model(c.workload), memory.config)))
+            vllm_command=vllm_command(resolve_model(c.workload), memory.config,
+                                      compute_capability=get_gpu(o.gpu).compute_capability)))
     return sorted(out, key=lambda r: (r.workload, r.provider, r.sku, r.region, r.price_kind, r.tensor_parallel))
 
 

@@ -7,9 +7,11 @@ What makes a command run as printed, and run the kernel the latency model assume
   INT4/INT8 weights are made offline: the command names a real checkpoint (the workload's `checkpoints:`,
   else planner/checkpoints.py's table) and no `--quantization` flag, because vLLM reads the method from
   the checkpoint and picks its fast kernel (awq_marlin, gptq_marlin, compressed-tensors), where an explicit
-  `--quantization awq` forces the slow one. With no known checkpoint the command serves "$INT4_CHECKPOINT"
-  and says what to produce. FP8 names a known FP8 checkpoint, else `--quantization fp8` (vLLM quantises the
-  BF16 weights at load: dynamic W8A8, the kernel modelled) -- never on a natively quantised repository.
+  `--quantization awq` forces the slow one -- except a checkpoint that states its method only in
+  quantize_config.json, which vLLM does not look at unless told: it gets the fast kernel's name. With no known
+  checkpoint the command serves "$INT4_CHECKPOINT" and says what to produce. FP8 names a known FP8 checkpoint,
+  else `--quantization fp8` (vLLM quantises the BF16 weights at load: dynamic W8A8, the kernel modelled) --
+  never on a natively quantised repository.
 - a replica larger than one instance runs across nodes in the form the release supports: from 0.17 its
   multiprocessing backend (`--nnodes/--node-rank/--master-addr`, `--headless` on the other nodes), before
   that a Ray cluster (`ray start` on each node, `--distributed-executor-backend ray` on the head).
@@ -40,7 +42,7 @@ class ShellVariable(str):
 
 
 def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mapping[WeightFormat, str],
-                fp8_native: bool, gpus: int) -> tuple[str, list[str], str]:
+                fp8_native: bool, gpus: int, compute_capability: int | None) -> tuple[str, list[str], str]:
     """(the repository to serve, its flags, a comment that says where it comes from or "")."""
     precision = cfg.precision
     model = arch.hf_id
@@ -54,7 +56,7 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         return served, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
     if arch.quantization is not None and arch.quantization.weight_format == precision:
         # the model is itself a quantized checkpoint in this format: vLLM detects its method from its config
-        return served, [], ""
+        return served, _legacy_quantization_flag(arch, compute_capability), ""
     known = known_checkpoint(model, precision, fp8_native, gpus)
     if known is not None:
         method = known.vllm_quantization
@@ -75,6 +77,25 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         f"(checkpoints: {{{precision}: organisation/repository}})")
 
 
+def _legacy_quantization_flag(arch: ModelArchitecture, compute_capability: int | None) -> list[str]:
+    """`--quantization <method>` for a checkpoint whose quantization is only in AutoGPTQ's quantize_config.json.
+
+    vLLM reads the method from config.json's quantization_config alone (ModelConfig._verify_quantization:
+    model_arch_config.quantization_config, 0.33.0); without it and without --quantization it loads the
+    packed weights as 16-bit ones. Given --quantization, get_quant_config reads the file the method names
+    (get_config_filenames: quantize_config.json for GPTQ, GPTQ-Marlin and AWQ-Marlin). The name is the
+    fast kernel's (KernelPath.vllm_method: gptq_marlin / awq_marlin where Marlin applies on this GPU, else
+    gptq / awq): up to 0.21 an explicit `gptq` selects GPTQConfig (the exllama kernel) and `awq` AWQConfig
+    even where Marlin would run, and from 0.22 (GPTQ) / 0.24 (AWQ) all the names are one config choosing
+    its own kernel. Both Marlin names are registered in every release read (0.8.0, 0.8.5, 0.10.1.1 wheels,
+    0.11-0.34 sources: model_executor/layers/quantization/__init__.py). ModelOpt's hf_quant_config.json
+    needs no flag: vLLM reads that file into the config itself (transformers_utils/config.py)."""
+    q = arch.quantization
+    if q is None or q.source != "quantize_config.json" or q.method not in ("gptq", "awq"):
+        return []
+    return ["--quantization", q.kernel_path(compute_capability).vllm_method]
+
+
 def _needs_dtype(precision: WeightFormat, checkpoint_dtype: str) -> bool:
     """vLLM's `--dtype auto` serves a 16-bit checkpoint in its own dtype and a float32 one in 16 bits, so:
     fp32 plans always say float32; fp16 plans say float16 unless the checkpoint is FP16; a bf16 plan is "16-bit"
@@ -93,15 +114,17 @@ def _join(words: list[str]) -> str:
 
 
 def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node: int | None = None,
-                 checkpoints: Mapping[WeightFormat, str] | None = None, fp8_native: bool = True) -> str:
+                 checkpoints: Mapping[WeightFormat, str] | None = None, fp8_native: bool = True,
+                 compute_capability: int | None = None) -> str:
     """The command that starts one replica: one line on one node; the steps for each node, one per line,
     when the replica spans instances.
 
     `gpus_per_node`: GPUs of the instance the replica runs on (None: one node holds it); `checkpoints`: the
     workload's repositories per weight format; `fp8_native`: the GPU has FP8 tensor cores (ModelOpt FP8
-    checkpoints need them)."""
+    checkpoints need them); `compute_capability`: the GPU's (None: no CUDA GPU), which decides the method a
+    quantize_config.json-only checkpoint is named with (_legacy_quantization_flag)."""
     gpus = cfg.tensor_parallel * cfg.pipeline_parallel
-    repo, repo_flags, note = _repository(arch, cfg, checkpoints or {}, fp8_native, gpus)
+    repo, repo_flags, note = _repository(arch, cfg, checkpoints or {}, fp8_native, gpus, compute_capability)
     flags = ["--tensor-parallel-size", str(cfg.tensor_parallel)]
     if cfg.pipeline_parallel > 1:
         flags += ["--pipeline-parallel-size", str(cfg.pipeline_parallel)]
