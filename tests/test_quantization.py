@@ -219,3 +219,24 @@ def test_awq_reads_w_bit_before_bits_as_vllm_does() -> None:
     # AutoAWQConfig.from_config: get_from_keys(config, ["w_bit", "bits"]); 8-bit, group 64, zero points:
     # 1 + 2/64 + 1/64 bytes per weight
     assert q({"quant_method": "awq", "w_bit": 8, "bits": 4, "q_group_size": 64}).bytes_per_weight == 1 + 3 / 64
+
+
+@pytest.mark.parametrize("release, kv_dtype, kv_bytes", [("0.13", "auto", 6144), ("0.14", "fp8", 3072),
+                                                         ("0.33", "fp8", 3072)])
+def test_a_modelopt_checkpoint_with_an_fp8_kv_cache_gets_it_from_014(release: str, kv_dtype: str,
+                                                                     kv_bytes: int) -> None:
+    """Nemotron-3-Nano-30B-A3B-NVFP4's hf_quant_config.json sets kv_cache_quant_algo FP8. From vLLM 0.14,
+    `--kv-cache-dtype auto` resolves to fp8_e4m3 for such a ModelOpt checkpoint (resolve_kv_cache_dtype_string);
+    0.13 keeps the model dtype. Its 6 attention layers x 2 KV heads x 128 x 2 (K and V) = 3,072 values a token:
+    3,072 B in fp8, 6,144 in bf16."""
+    cfg = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json").read_text())
+    side = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config.json").read_text())
+    arch = from_hf_dict(cfg, name="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", hf_quant_config=side)
+    est = estimate(arch, get_gpu("B200-180GB"), ServingConfig(max_model_len=8192, vllm_version=release))
+    assert est.config.kv_cache_dtype == kv_dtype
+    attention = [g for g in est.ranks[0].kv_groups if g.kind == "full"]
+    assert sum(g.layers * g.bytes_per_token_per_layer for g in attention) == kv_bytes
+    # an explicit dtype stays as given, and a compressed-tensors kv_cache_scheme is not read this way
+    explicit = estimate(arch, get_gpu("B200-180GB"), ServingConfig(max_model_len=8192, kv_cache_dtype="fp8",
+                                                                   vllm_version="0.13"))
+    assert explicit.config.kv_cache_dtype == "fp8"

@@ -370,6 +370,23 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
                                     expert_parallel=cfg.expert_parallel, fully_sharded=cfg.fully_sharded_loras)
 
 
+CHECKPOINT_KV_DTYPE_FIRST = (0, 14)  # the first release whose EngineArgs resolves "auto" from a ModelOpt config
+
+
+def checkpoint_kv_cache_dtype(arch: ModelArchitecture, kv_cache_dtype: KvCacheDtype,
+                              vllm_version: str | None) -> KvCacheDtype:
+    """The KV cache dtype vLLM runs for `--kv-cache-dtype kv_cache_dtype`: from 0.14 an `auto` of a ModelOpt
+    checkpoint that quantises its KV cache to FP8 (`kv_cache_quant_algo: FP8`) becomes fp8_e4m3
+    (EngineArgs.create_engine_config -> utils/torch_utils.resolve_kv_cache_dtype_string, read in the 0.14.0 to
+    0.34.0 sources; 0.13.0 has no such step). Only ModelOpt configs are read that way, not compressed-tensors'
+    kv_cache_scheme. Nemotron-3-Nano-30B-A3B-NVFP4: 3,072 KV bytes a token instead of 6,144."""
+    q = arch.quantization
+    if (kv_cache_dtype == "auto" and q is not None and q.method == "modelopt" and q.kv_cache_fp8
+            and release_key(release_or_default(vllm_version)) >= CHECKPOINT_KV_DTYPE_FIRST):
+        return "fp8"
+    return kv_cache_dtype
+
+
 def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[ResolvedConfig, VllmProfile]:
     problems = validate(arch, cfg)
     if problems:
@@ -395,7 +412,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         tensor_parallel=cfg.tensor_parallel,
         pipeline_parallel=cfg.pipeline_parallel,
         precision=cfg.precision or default_precision(arch),
-        kv_cache_dtype=cfg.kv_cache_dtype,
+        kv_cache_dtype=checkpoint_kv_cache_dtype(arch, cfg.kv_cache_dtype, cfg.vllm_version or profile.version),
         max_model_len=max_len,
         gpu_memory_utilization=cfg.gpu_memory_utilization or default_gmu,
         max_num_seqs=seqs,
