@@ -57,8 +57,9 @@ from gpuopt.physics import latency  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
 
-SCALAR = ("cpu_per_seq_us", "seq_layer_us", "frontend_ms_per_request", "frontend_us_per_prompt_token", "gemm_tile_tokens",
-          "moe_tile_tokens", "layer_fixed_us", "v0_host_factor", "dsa_token_layer_us", "triton_attention_factor")
+SCALAR = ("cpu_per_seq_us", "seq_layer_us", "frontend_ms_per_request", "frontend_us_per_prompt_token",
+          "gemm_tile_tokens", "moe_tile_tokens", "layer_fixed_us", "v0_host_factor", "dsa_token_layer_us",
+          "triton_attention_factor")
 # factors a kind of replica has only when its rows are in the fit; without them (leave-one-model-out holding
 # the last such model out) they go to their floor, the value a replica of that kind with no evidence gets
 FLOORED_WHEN_UNINFORMED = ("dsa_token_layer_us", "triton_attention_factor")
