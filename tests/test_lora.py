@@ -58,9 +58,11 @@ def test_moe_experts_get_buffers_from_v012() -> None:
     vocab = 2 * (151936 + 2048)  # LM head + embedding (not tied)
     assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.27.1", 1, 16, 2.0) == \
         (48 * (attention + router + experts) + vocab) * 16 * 2
-    # v0.11 had no LoRA wrapper for fused MoE: the experts get none (and its LM head 256 extra-vocabulary rows)
+    # v0.11 had no LoRA wrapper for fused MoE: the experts get none (and its LM head 256 extra-vocabulary rows);
+    # Qwen3MoeForCausalLM declares no embedding_modules (vllm_architectures.csv "lora", not "lora+embedding"),
+    # so up to 0.11 its input embedding gets no buffers: the LM head's half of `vocab` only
     assert lora_bytes(arch, 1, range(48), True, True, 1, False, "0.11.0", 1, 16, 2.0) == \
-        (48 * (attention + router) + vocab) * 16 * 2 + 256 * 2048 * 2
+        (48 * (attention + router) + 151936 + 2048) * 16 * 2 + 256 * 2048 * 2
     # expert parallel over 2 GPUs: 64 whole experts each; TP=2 halves B of qkv and A of o_proj
     ep_attention = 3 * 2048 + (4096 + 1024) // 2 + 4096 // 2 + 2048
     ep_experts = 64 * (2 * 2048 + 3 * 768 + 2048)
@@ -110,7 +112,7 @@ def test_fit_cli_counts_the_slots_and_names_bad_values() -> None:
     assert bad.exit_code == 2
     assert bad.stderr.splitlines() == [
         "error: --max-loras must be >= 1 (got 0)",
-        "error: --max-lora-rank must be one of 1, 8, 16, 32, 64, 128, 256, 320, 512 (got 12): vLLM's LoRAConfig "
+        "error: --max-lora-rank must be one of 1, 8, 16, 32, 64, 128, 256, 320, 512 (got 12): vLLM 0.33's LoRAConfig "
         "accepts only these"]
     orphan = runner.invoke(cli, [*args, "--max-loras", "2"])
     assert orphan.exit_code == 2 and "need --enable-lora" in orphan.stderr
@@ -385,3 +387,17 @@ def test_an_awq_qwen35_keeps_in_proj_ba_whole_from_0_27() -> None:
         return lora_bytes(arch, 2, range(1), False, False, 2, False, version, 1, 16, 1.0) / 16
     assert layer0(awq, "0.33") - layer0(base, "0.33") == 32
     assert layer0(awq, "0.21") == layer0(base, "0.21")  # before maybe_disable_tp (read in 0.21.0 and 0.27.1)
+
+
+@pytest.mark.parametrize("release, ok", [("0.10", False), ("0.11", False), ("0.12", True), ("0.33", True)])
+def test_rank_one_is_a_choice_from_012(release: str, ok: bool) -> None:
+    """Up to 0.11 LoRAConfig allows possible_max_ranks = (8, 16, 32, 64, 128, 256, 320, 512); 0.12 made the
+    field a Literal (MaxLoRARanks) that adds 1. A plan must not print --max-lora-rank 1 for 0.11."""
+    from gpuopt.physics.lora import rank_problem
+
+    problem = rank_problem(1, release)
+    assert (problem is None) is ok
+    if not ok:
+        assert problem == (f"--max-lora-rank must be one of 8, 16, 32, 64, 128, 256, 320, 512 (got 1): vLLM "
+                           f"{release}'s LoRAConfig accepts only these")
+    assert rank_problem(16, release) is None and rank_problem(2, release) is not None

@@ -64,7 +64,7 @@ def test_a_class_newer_than_the_release_names_the_first_release_that_serves_it()
 
 
 def test_a_model_whose_class_is_not_known_is_not_checked() -> None:
-    arch = get_model("Qwen/Qwen3-8B")
+    arch = get_model("Qwen/Qwen3-32B")  # no class in ../shared/data nor in vLLM's test registry
     assert arch.hf_architecture is None
     assert status(arch, "0.33") is None and release_problem(arch, "0.10.1") is None
     assert lora_embedding_buffers(arch, "0.33")  # counted: the conservative side

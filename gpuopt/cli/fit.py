@@ -134,7 +134,7 @@ def fit(model: str | None, model_config: Path | None, gpu: str, tp: int, pp: int
     if max_loras is not None and max_loras < 1:
         problems.append(f"--max-loras must be >= 1 (got {max_loras})")
         # with no slot the memory model never sees the rank, so it is checked here
-        if max_lora_rank is not None and (bad_rank := rank_problem(max_lora_rank)) is not None:
+        if max_lora_rank is not None and (bad_rank := rank_problem(max_lora_rank, vllm_version)) is not None:
             problems.append(bad_rank)
     graphs = GraphFlags("", vllm_version)
     try:

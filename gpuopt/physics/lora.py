@@ -46,17 +46,22 @@ from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import release_key, release_or_default
 from gpuopt.physics.vllm_support import builds_indexer, lora_embedding_buffers, lora_problem
 
-# vLLM's LoRAConfig.max_lora_rank choices (MaxLoRARanks, 0.12.0-0.27.1; 0.11 accepts the same without 1)
+# vLLM's LoRAConfig.max_lora_rank choices: MaxLoRARanks from 0.12 (0.12.0-0.34.0 sources); up to 0.11
+# LoRAConfig.__post_init__'s possible_max_ranks, the same without 1 (0.10.1.1 and 0.11.0 sources)
 LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+RANK_ONE_FIRST = (0, 12)
 EXTRA_VOCAB = 256  # lora_extra_vocab_size, v0.11 and before
 _MIXERS_DESCRIBED = {"full", "sliding", "chunked", "mla", "ffn", "mamba"}
 
 
-def rank_problem(rank: int) -> str | None:
-    """The one check of a --max-lora-rank value (fit, --server-args, the memory model), None when valid."""
-    if rank in LORA_RANKS:
+def rank_problem(rank: int, vllm_version: str | None = None) -> str | None:
+    """The one check of a --max-lora-rank value (fit, --server-args, the memory model) against the release's
+    choices (None: the default release), None when valid."""
+    release = release_or_default(vllm_version)
+    ranks = LORA_RANKS if release_key(release) >= RANK_ONE_FIRST else LORA_RANKS[1:]
+    if rank in ranks:
         return None
-    return (f"--max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))} (got {rank}): vLLM's LoRAConfig "
+    return (f"--max-lora-rank must be one of {', '.join(map(str, ranks))} (got {rank}): vLLM {release}'s LoRAConfig "
             "accepts only these")
 
 
@@ -75,7 +80,7 @@ def lora_problems(arch: ModelArchitecture, max_loras: int, rank: int, vllm_versi
         return [unsupported]
     if max_loras < 0:
         problems.append(f"--max-loras must be >= 1 (got {max_loras})")
-    if (bad_rank := rank_problem(rank)) is not None:
+    if (bad_rank := rank_problem(rank, vllm_version)) is not None:
         problems.append(bad_rank)
     described = _MIXERS_DESCRIBED | ({"linear"} if gdn_layout(arch) is not None else set())
     other: list[str] = sorted(set(arch.layer_kinds()) - described)

@@ -156,7 +156,8 @@ def parse_serve_args(text: str, flag: str = "--server-args", vllm_version: str |
     if (settings := graphs.settings()) is not None:
         values["cudagraphs"] = settings
     rank = values.get("max_lora_rank")
-    if values.get("enable_lora") and isinstance(rank, int) and (bad_rank := rank_problem(rank)) is not None:
+    if values.get("enable_lora") and isinstance(rank, int) and \
+            (bad_rank := rank_problem(rank, vllm_version)) is not None:
         raise InputError(f"{flag}: {bad_rank}")
     return ServeArgs(**values, not_modelled=tuple(ignored))  # type: ignore[arg-type]
 
