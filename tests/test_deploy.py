@@ -131,7 +131,8 @@ def test_skypilot_tasks_pin_the_instance_and_validate(plans: dict[str, Path], tm
             assert task["resources"]["instance_type"] == d.sku
             assert task["resources"]["cloud"] == "aws"
             assert task["resources"].get("use_spot", False) == (d.price_kind == "spot")
-            assert task.get("service", {}).get("replicas", 1) == d.replicas
+            packed = d.replicas > 1 and d.gpus_per_instance // d.gpus_per_replica > 1  # no SkyServe for those
+            assert task.get("service", {}).get("replicas", 1) == (1 if packed else d.replicas)
             assert task.get("num_nodes", 1) == -(-d.gpus_per_replica // d.gpus_per_instance)
             path = tmp_path / f"{i}-{artifact.filename}"
             path.write_text(artifact.text, encoding="utf-8")
@@ -148,11 +149,73 @@ def test_pai_eas_service_has_the_shape_of_alibabas_examples(plans: dict[str, Pat
         assert set(service["containers"][0]) <= set(fixture["containers"][0]) | {"env"}
         assert re.fullmatch(r"[a-z0-9_]{3,63}", service["metadata"]["name"])
         assert service["metadata"]["instance"] == d.replicas
-        assert service["cloud"]["computing"]["instance_type"] == d.sku
+        if "cloud" in service:
+            assert service["cloud"]["computing"]["instance_type"] == d.sku
+        else:  # replicas packed on a machine: a dedicated resource group of the plan's machines
+            assert d.sku in service["metadata"]["resource"]
         served = shlex.split(d.vllm_command.split("  #")[0])[2]  # the repository the plan serves
         assert service["containers"][0]["command"].startswith(f"vllm serve {served} ")
         env = {e["name"]: e["value"] for e in service["containers"][0]["env"]}
         assert env["GPUOPT_WORKLOAD"] == d.workload
+
+
+def _packed(plan: Plan, replicas: int, gpus_per_replica: int, gpus_per_instance: int) -> Plan:
+    d = plan.deployments[0].model_copy(update={"replicas": replicas, "gpus_per_replica": gpus_per_replica,
+                                               "gpus_per_instance": gpus_per_instance, "pipeline_parallel": 1})
+    return plan.model_copy(update={"deployments": [d]})
+
+
+def test_skypilot_runs_every_replica_of_a_machine_on_it(plans: dict[str, Path], tmp_path: Path) -> None:
+    """3 replicas of 1 GPU on 2-GPU machines: the plan prices 2 machines (2 + 1 replicas), not 3 SkyServe
+    replicas of a 2-GPU machine each. Run with a stub `vllm`, node 0 starts replicas on GPUs 0 and 1 (ports
+    8000, 8001), node 1 only the third (GPU 0, port 8000)."""
+    plan = _packed(_plan(plans["two"]), replicas=3, gpus_per_replica=1, gpus_per_instance=2)
+    [artifact] = render_deploy(plan, "skypilot", DeployOptions())
+    task = yaml.safe_load(artifact.text)
+    assert "service" not in task and task["num_nodes"] == 2
+    assert task["resources"]["ports"] == [8000, 8001]
+    assert "ports 8000-8001" in artifact.text and "not a `sky serve` service" in artifact.text
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "vllm").write_text('#!/bin/sh\nshift $(($# - 1)); echo "gpu=$CUDA_VISIBLE_DEVICES port=$1"\n')
+    (stub / "vllm").chmod(0o755)
+    started = {}
+    for rank in (0, 1):
+        env = {"PATH": f"{stub}:/usr/bin:/bin", "SKYPILOT_NODE_RANK": str(rank)}
+        done = subprocess.run(["bash", "-c", task["run"]], env=env, capture_output=True, text=True, check=True)
+        started[rank] = sorted(done.stdout.splitlines())
+    assert started == {0: ["gpu=0 port=8000", "gpu=1 port=8001"], 1: ["gpu=0 port=8000"]}
+    path = tmp_path / artifact.filename
+    path.write_text(artifact.text, encoding="utf-8")
+    _validate_with_skypilot([path])
+
+
+def test_skypilot_one_packed_machine_is_one_node_with_disjoint_gpus(plans: dict[str, Path]) -> None:
+    """2 TP=2 replicas on one 4-GPU machine: one node (no num_nodes), GPUs 0,1 and 2,3."""
+    plan = _packed(_plan(plans["two"]), replicas=2, gpus_per_replica=2, gpus_per_instance=4)
+    task = yaml.safe_load(render_deploy(plan, "skypilot", DeployOptions())[0].text)
+    assert "num_nodes" not in task and "service" not in task
+    assert [line.split(" ")[0] for line in task["run"].splitlines()] == [
+        "CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=2,3", "wait"]
+
+
+def test_pai_eas_packed_replicas_use_a_resource_group_of_the_planned_machines(plans: dict[str, Path]) -> None:
+    """2 TP=2 replicas on one 4-GPU ECS type: a public-group EAS instance is a whole machine, so `instance: 2`
+    of that type would buy 2 machines; the service asks for 2 instances of 2 GPUs in a dedicated resource
+    group of 1 machine (Alibaba's Pattern 7: metadata.resource + metadata.gpu), whose id the user fills in."""
+    plan = _packed(_plan(plans["cn"]), replicas=2, gpus_per_replica=2, gpus_per_instance=4)
+    sku = plan.deployments[0].sku
+    service = json.loads(render_deploy(plan, "pai-eas", DeployOptions())[0].text)
+    assert "cloud" not in service  # cloud.computing and metadata.resource are mutually exclusive
+    assert service["metadata"]["instance"] == 2 and service["metadata"]["gpu"] == 2
+    assert service["metadata"]["resource"].startswith("FILL-IN: id (eas-r-...) of a dedicated resource group of "
+                                                      f"1 x {sku} ")
+    three = _packed(_plan(plans["cn"]), replicas=3, gpus_per_replica=2, gpus_per_instance=4)
+    assert f"group of 2 x {sku} " in json.loads(render_deploy(three, "pai-eas", DeployOptions())[0].text)[
+        "metadata"]["resource"]
+    one = _packed(_plan(plans["cn"]), replicas=1, gpus_per_replica=2, gpus_per_instance=4)
+    alone = json.loads(render_deploy(one, "pai-eas", DeployOptions())[0].text)
+    assert alone["cloud"] == {"computing": {"instance_type": sku}} and "resource" not in alone["metadata"]
 
 
 def test_compose_gives_each_replica_its_own_gpus_and_port(plans: dict[str, Path]) -> None:

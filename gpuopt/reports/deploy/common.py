@@ -111,10 +111,11 @@ NODE_FLAGS = {"--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--headless":
 """Flags of the plan's per-node steps (flag -> values it takes): each target starts the nodes its own way."""
 
 
-def serve_args(d: Deployment) -> list[str]:
+def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
     """The arguments after `vllm serve` (the model first), from the plan's command, with the port made
-    explicit. A single-node command is one line (its trailing `# ...` note is not an argument); a multi-node
-    one is the steps per node, of which the node-0 `vllm serve` line is taken without its node flags."""
+    explicit (`port`: a second replica on the same machine needs its own). A single-node command is one line
+    (its trailing `# ...` note is not an argument); a multi-node one is the steps per node, of which the
+    node-0 `vllm serve` line is taken without its node flags."""
     lines = [line.split("  # ", 1)[0].strip() for line in d.vllm_command.splitlines()]
     serve = [line for line in lines if line.startswith("vllm serve ")]
     if not serve:
@@ -143,7 +144,7 @@ def serve_args(d: Deployment) -> list[str]:
     if nodes(d) > 1:
         args += ["--distributed-executor-backend", "ray"]  # the targets join the nodes in a Ray cluster
     if "--port" not in args:
-        args += ["--port", str(VLLM_PORT)]
+        args += ["--port", str(port)]
     return args
 
 
@@ -157,6 +158,28 @@ def dollar_literal(text: str) -> str:
 def nodes(d: Deployment) -> int:
     """Instances one replica spans (pipeline stages across instances)."""
     return max(1, -(-d.gpus_per_replica // d.gpus_per_instance))
+
+
+def per_machine(d: Deployment) -> int:
+    """Replicas the plan packs on one instance: as many as its GPUs hold (two TP=2 replicas on a 4-GPU
+    machine), never more than the deployment has. The plan prices machines, not replicas, so a target that
+    gave each replica a machine of its own would buy this many times the planned bill."""
+    if nodes(d) > 1:
+        return 1
+    return max(1, min(d.replicas, d.gpus_per_instance // d.gpus_per_replica))
+
+
+def machines(d: Deployment) -> int:
+    """Instances the deployment runs on: its replicas packed per_machine to an instance, each spanning
+    nodes(d) instances when it is pipelined across them."""
+    return -(-d.replicas // per_machine(d)) * nodes(d)
+
+
+def replica_devices(d: Deployment, index: int) -> list[str]:
+    """The GPU ids (0-based on its machine) of the machine's replica `index`: consecutive blocks of
+    gpus_per_replica, so replicas sharing a machine never share a GPU."""
+    first = index * d.gpus_per_replica
+    return [str(first + g) for g in range(d.gpus_per_replica)]
 
 
 def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:

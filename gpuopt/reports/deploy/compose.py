@@ -23,9 +23,12 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     dollar_literal,
+    machines,
     nodes,
+    per_machine,
     plan_id,
     refuse,
+    replica_devices,
     serve_args,
     to_yaml,
     trace_labels,
@@ -35,7 +38,6 @@ from gpuopt.reports.deploy.common import (
 def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: str) -> dict[str, Any]:
     """Replica `index` of one host: its own GPUs (Docker's `count` would hand every container the same
     first GPUs) and its own host port."""
-    first = index * d.gpus_per_replica
     service = _literal({
         "image": default_image(plan, opts),
         "entrypoint": ["vllm", "serve"],
@@ -48,7 +50,7 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
         "healthcheck": {"test": ["CMD", "curl", "-f", f"http://localhost:{VLLM_PORT}/health"],
                         "interval": "30s", "timeout": "5s", "retries": 5, "start_period": "30m"},
         "deploy": {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "device_ids": [str(first + g) for g in range(d.gpus_per_replica)],
+            {"driver": "nvidia", "device_ids": replica_devices(d, index),
              "capabilities": ["gpu"]}]}}},
     })
     # the one value Compose is meant to interpolate, added after every other value was made literal
@@ -75,8 +77,8 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         if nodes(d) > 1:
             raise refuse(d, "compose", f"one replica spans {nodes(d)} instances; Compose drives one host")
         name = artifact_name(plan, d)
-        per_host = max(1, min(d.replicas, d.gpus_per_instance // d.gpus_per_replica))
-        hosts = -(-d.replicas // per_host)
+        per_host = per_machine(d)
+        hosts = machines(d)
         services = {f"vllm-{i + 1}": _service(plan, d, opts, i, pid) for i in range(per_host)}
         document = {"name": name, "services": services, "volumes": {"hf-cache": {}}}
         header = (f"# {name}: {d.replicas} replica(s), {per_host} per {json.dumps(d.sku)} host, on {hosts} host(s);\n"

@@ -9,6 +9,7 @@ Tencent cloud), so those plans are refused with the reason.
 
 from __future__ import annotations
 
+import json
 import shlex
 from typing import Any
 
@@ -20,9 +21,12 @@ from gpuopt.reports.deploy.common import (
     artifact_name,
     check_not_serverless,
     deployable,
+    machines,
     nodes,
+    per_machine,
     plan_id,
     refuse,
+    replica_devices,
     serve_args,
     to_yaml,
     trace_env,
@@ -34,7 +38,27 @@ SKYPILOT_CLOUDS = {"aws": "aws", "runpod": "runpod", "digitalocean": "do"}
 UNNAMED_REGIONS = ("global", "unknown", "")
 
 
+def _packed_run(d: Deployment) -> str:
+    """Every replica of a machine on that machine, each on its own GPUs (CUDA_VISIBLE_DEVICES, which vLLM
+    honours on ROCm too: platforms/rocm.py keeps it in step with HIP_VISIBLE_DEVICES) and its own port. With
+    several machines every node runs this script; a replica that exists only on the first machines (3 replicas,
+    2 per machine: the second machine holds one) is started on nodes whose $SKYPILOT_NODE_RANK is below the
+    count of machines that hold it."""
+    per_host, hosts = per_machine(d), machines(d)
+    lines = []
+    for i in range(per_host):
+        serve = shlex.join(["vllm", "serve", *serve_args(d, VLLM_PORT + i)])
+        line = f"CUDA_VISIBLE_DEVICES={','.join(replica_devices(d, i))} {serve} &"
+        holding = -(-(d.replicas - i) // per_host)  # machines on which replica slot i runs
+        if holding < hosts:
+            line = f'if [ "$SKYPILOT_NODE_RANK" -lt {holding} ]; then {line} fi'
+        lines.append(line)
+    return "\n".join([*lines, "wait"]) + "\n"
+
+
 def _run(d: Deployment) -> str:
+    if per_machine(d) > 1:
+        return _packed_run(d)
     serve = shlex.join(["vllm", "serve", *serve_args(d)])
     if nodes(d) == 1:
         return serve + "\n"
@@ -51,8 +75,10 @@ def _run(d: Deployment) -> str:
 
 
 def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> dict[str, Any]:
+    per_host = per_machine(d)
+    ports: int | list[int] = VLLM_PORT if per_host == 1 else [VLLM_PORT + i for i in range(per_host)]
     resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": d.sku,
-                                 "ports": VLLM_PORT}
+                                 "ports": ports}
     if d.region not in UNNAMED_REGIONS:
         resources["region"] = d.region
     if d.price_kind == "spot":
@@ -60,6 +86,8 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -
     task: dict[str, Any] = {"name": name}
     if nodes(d) > 1:
         task["num_nodes"] = nodes(d)
+    elif per_host > 1 and machines(d) > 1:
+        task["num_nodes"] = machines(d)  # one cluster of the plan's machines, each running its replicas
     task["envs"] = trace_env(plan, d, pid)
     task["resources"] = resources
     if opts.image:  # a container image that has vLLM: nothing to install
@@ -67,10 +95,28 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -
     else:
         task["setup"] = f"pip install {shlex.quote('vllm==' + vllm_release(plan))}\n"
     task["run"] = _run(d)
-    if d.replicas > 1:
+    if d.replicas > 1 and per_host == 1:
         task["service"] = {"readiness_probe": {"path": "/health", "initial_delay_seconds": 1200},
                            "replicas": d.replicas}
     return task
+
+
+def _header(d: Deployment, name: str) -> str:
+    """What the file launches, and, when the plan packs replicas on a machine, why it is a cluster and not a
+    SkyServe service: SkyServe's load balancer sends traffic to one port of each replica
+    (sky/serve/service_spec.py: `ports` is one int), and a SkyServe replica of one vLLM server per machine
+    would buy per_machine times the machines the plan prices."""
+    per_host, hosts = per_machine(d), machines(d)
+    if per_host == 1:
+        command = "sky serve up" if d.replicas > 1 else "sky launch"
+        return f"# {name}: {d.replicas} replica(s) on {hosts} {json.dumps(d.sku)} machine(s); {command} <this file>\n"
+    last = VLLM_PORT + per_host - 1
+    return (f"# {name}: {d.replicas} replicas of {d.gpus_per_replica} GPU(s), {per_host} per {json.dumps(d.sku)} "
+            f"machine, on {hosts} machine(s) as the plan prices them.\n"
+            f"# Each machine serves its replicas on ports {VLLM_PORT}-{last}. SkyServe balances over one port per "
+            "replica,\n"
+            "# so this is a `sky launch` cluster, not a `sky serve` service: put your own load balancer in front "
+            "of the ports.\n")
 
 
 def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
@@ -82,6 +128,6 @@ def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
             raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
                                         f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
         name = artifact_name(plan, d)
-        text = to_yaml(_task(plan, d, name, opts, pid))
+        text = _header(d, name) + to_yaml(_task(plan, d, name, opts, pid))
         out.append(Artifact(deployment=name, filename=f"{name}.sky.yaml", text=text))
     return out
