@@ -218,6 +218,42 @@ def test_pai_eas_packed_replicas_use_a_resource_group_of_the_planned_machines(pl
     assert alone["cloud"] == {"computing": {"instance_type": sku}} and "resource" not in alone["metadata"]
 
 
+def _on_mi300x(plan: Plan) -> Plan:
+    """The plan's first deployment on DigitalOcean's 8 x MI300X droplet (an AMD Instinct, ROCm GPU)."""
+    d = plan.deployments[0].model_copy(update={"provider": "digitalocean", "service": "droplet",
+                                               "sku": "gpu-mi300x8-1536gb", "region": "nyc1",
+                                               "gpu": "MI300X-192GB", "gpus_per_instance": 8})
+    return plan.model_copy(update={"deployments": [d]})
+
+
+def test_amd_gpus_are_requested_as_amd_gpus_in_an_image_the_user_names(plans: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """MI300X: `amd.com/gpu` (SkyPilot's AMD resource key), no NVIDIA toleration, and no CUDA image: the image
+    is --image or a FILL-IN placeholder no registry resolves; SkyPilot runs that image instead of
+    `pip install vllm` (a CUDA build); Compose, with no sourced way to pass AMD GPUs, refuses."""
+    plan = _on_mi300x(_plan(plans["two"]))
+    gpus = str(plan.deployments[0].gpus_per_replica)
+    for opts, image in ((DeployOptions(), "FILL-IN: a vLLM ROCm image (pass --image)"),
+                        (DeployOptions(image="registry.example.com/vllm-rocm:1"), "registry.example.com/vllm-rocm:1")):
+        deployment, _ = yaml.safe_load_all(render_deploy(plan, "k8s", opts)[0].text)
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["containers"][0]["resources"] == {"limits": {"amd.com/gpu": gpus}, "requests": {"amd.com/gpu": gpus}}
+        assert "tolerations" not in pod and pod["containers"][0]["image"] == image
+        [artifact] = render_deploy(plan, "skypilot", opts)
+        task = yaml.safe_load(artifact.text)
+        assert task["resources"]["image_id"] == f"docker:{image}" and "setup" not in task
+        assert task["resources"]["cloud"] == "do"
+        (tmp_path / f"{len(image)}.sky.yaml").write_text(artifact.text, encoding="utf-8")
+    [group] = render_deploy(_multi_node(plan), "k8s", DeployOptions())
+    lws = next(yaml.safe_load_all(group.text))
+    worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert worker["containers"][0]["resources"]["limits"] == {"amd.com/gpu": "8"} and "tolerations" not in worker
+    with pytest.raises(InputError, match="MI300X-192GB is an AMD GPU, and gpuopt has no source for handing AMD GPUs"):
+        render_deploy(plan, "compose", DeployOptions())
+    _validate_with_skypilot(sorted(tmp_path.glob("*.sky.yaml")))
+
+
 def test_compose_gives_each_replica_its_own_gpus_and_port(plans: dict[str, Path]) -> None:
     plan = _plan(plans["two"])
     d = plan.deployments[0]

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from gpuopt.errors import InputError
+from gpuopt.hardware import get_gpu
 from gpuopt.planner.plan import Deployment, Plan, WorkloadSummary
 
 VLLM_PORT = 8000
@@ -70,9 +71,27 @@ def vllm_release(plan: Plan) -> str:
     return ".".join(parts + ["0"] * (3 - len(parts)))
 
 
-def default_image(plan: Plan, opts: DeployOptions) -> str:
-    """vLLM's official OpenAI-server image at the release the plan was made for (tags are `v<release>`)."""
-    return opts.image or f"vllm/vllm-openai:v{vllm_release(plan)}"
+ROCM_IMAGE_PLACEHOLDER = "FILL-IN: a vLLM ROCm image (pass --image)"
+"""The image of a deployment on AMD GPUs when --image is not given: vllm/vllm-openai is built for CUDA, and no
+source at hand (vLLM's package, SkyPilot, the fixtures) names vLLM's ROCm image, so the artifact carries this
+text, which no registry resolves, rather than a guessed name."""
+AMD_GPU_RESOURCE = "amd.com/gpu"
+"""The Kubernetes extended resource of AMD GPUs, as SkyPilot requests them (sky/provision/kubernetes/utils.py
+SUPPORTED_GPU_RESOURCE_KEYS = {'amd': 'amd.com/gpu', 'nvidia': 'nvidia.com/gpu'})."""
+
+
+def is_amd(d: Deployment) -> bool:
+    """Whether the deployment's GPUs are AMD Instinct (ROCm), from the GPU table: a CUDA image, NVIDIA device
+    resources or a pip-installed (CUDA) vLLM would not run there."""
+    return get_gpu(d.gpu).is_rocm
+
+
+def default_image(plan: Plan, d: Deployment, opts: DeployOptions) -> str:
+    """--image, else vLLM's official OpenAI-server image at the release the plan was made for (tags are
+    `v<release>`), which is a CUDA build: AMD GPUs get ROCM_IMAGE_PLACEHOLDER instead."""
+    if opts.image:
+        return opts.image
+    return ROCM_IMAGE_PLACEHOLDER if is_amd(d) else f"vllm/vllm-openai:v{vllm_release(plan)}"
 
 
 class _PlainDumper(yaml.SafeDumper):

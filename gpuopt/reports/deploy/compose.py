@@ -23,6 +23,7 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     dollar_literal,
+    is_amd,
     machines,
     nodes,
     per_machine,
@@ -39,7 +40,7 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
     """Replica `index` of one host: its own GPUs (Docker's `count` would hand every container the same
     first GPUs) and its own host port."""
     service = _literal({
-        "image": default_image(plan, opts),
+        "image": default_image(plan, d, opts),
         "entrypoint": ["vllm", "serve"],
         "command": serve_args(d),
         "ports": [f"{VLLM_PORT + index}:{VLLM_PORT}"],
@@ -74,6 +75,10 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     pid = plan_id(plan)
     for d in deployable(plan):
         check_not_serverless(d, "compose")
+        if is_amd(d):
+            raise refuse(d, "compose", f"{d.gpu} is an AMD GPU, and gpuopt has no source for handing AMD GPUs to a "
+                                       "Compose service (its device reservations here name the NVIDIA driver); "
+                                       "use --target k8s or skypilot")
         if nodes(d) > 1:
             raise refuse(d, "compose", f"one replica spans {nodes(d)} instances; Compose drives one host")
         name = artifact_name(plan, d)

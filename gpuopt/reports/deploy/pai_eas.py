@@ -69,7 +69,7 @@ def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
             metadata["resource"] = resource_group_placeholder(d)
             metadata["gpu"] = d.gpus_per_replica
         service["containers"] = [{
-            "image": default_image(plan, opts),
+            "image": default_image(plan, d, opts),
             "port": VLLM_PORT,
             "command": shlex.join(["vllm", "serve", *serve_args(d)]),
             "env": env,

@@ -20,7 +20,9 @@ from gpuopt.reports.deploy.common import (
     DeployOptions,
     artifact_name,
     check_not_serverless,
+    default_image,
     deployable,
+    is_amd,
     machines,
     nodes,
     per_machine,
@@ -90,8 +92,10 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -
         task["num_nodes"] = machines(d)  # one cluster of the plan's machines, each running its replicas
     task["envs"] = trace_env(plan, d, pid)
     task["resources"] = resources
-    if opts.image:  # a container image that has vLLM: nothing to install
-        resources["image_id"] = f"docker:{opts.image}"
+    if opts.image or is_amd(d):
+        # a container image that has vLLM: nothing to install. `pip install vllm` is a CUDA build, so AMD GPUs
+        # run an image with a ROCm build, which the user names (default_image's placeholder otherwise)
+        resources["image_id"] = f"docker:{default_image(plan, d, opts)}"
     else:
         task["setup"] = f"pip install {shlex.quote('vllm==' + vllm_release(plan))}\n"
     task["run"] = _run(d)
