@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -252,6 +253,49 @@ def test_amd_gpus_are_requested_as_amd_gpus_in_an_image_the_user_names(plans: di
     with pytest.raises(InputError, match="MI300X-192GB is an AMD GPU, and gpuopt has no source for handing AMD GPUs"):
         render_deploy(plan, "compose", DeployOptions())
     _validate_with_skypilot(sorted(tmp_path.glob("*.sky.yaml")))
+
+
+@pytest.mark.parametrize(("sku", "gpu", "count", "expected"), [
+    ("2x H100 NVL", "H100-NVL-94GB", 2, "2x_H100-NVL_SECURE"),
+    ("1x A100 SXM", "A100-SXM-80GB", 1, "1x_A100-80GB-SXM_SECURE"),
+    ("8x H100 SXM", "H100-SXM-80GB", 8, "8x_H100-SXM_SECURE"),
+    ("4x H200", "H200-141GB", 4, "4x_H200-SXM_SECURE"),
+])
+def test_runpod_pods_get_skypilots_instance_type_names(plans: dict[str, Path], sku: str, gpu: str, count: int,
+                                                     expected: str) -> None:
+    """SkyPilot names RunPod machines f'{count}x_{accelerator}_SECURE' (fetch_runpod.py) and parses that name
+    back into RunPod's GPU id when it launches; gpuopt's "1x A100 SXM" is no SkyPilot instance type."""
+    d = _plan(plans["two"]).deployments[0].model_copy(update={
+        "provider": "runpod", "service": "pod-secure", "sku": sku, "gpu": gpu, "gpus_per_instance": count,
+        "region": "global", "replicas": 1, "gpus_per_replica": count})
+    plan = _plan(plans["two"]).model_copy(update={"deployments": [d]})
+    task = yaml.safe_load(render_deploy(plan, "skypilot", DeployOptions())[0].text)
+    assert task["resources"]["cloud"] == "runpod" and task["resources"]["instance_type"] == expected
+    assert "region" not in task["resources"]
+    community = plan.model_copy(update={"deployments": [d.model_copy(update={"service": "pod-community"})]})
+    with pytest.raises(InputError, match="SkyPilot's RunPod catalog has secure-cloud pods only"):
+        render_deploy(community, "skypilot", DeployOptions())
+
+
+def test_the_runpod_name_table_is_skypilots_own(tmp_path: Path) -> None:
+    """Every row names a GPU of gpuopt's table and an accelerator of SkyPilot's GPU_NAME_MAP with the RunPod
+    GPU id the row states (read from the installed SkyPilot when GPUOPT_SKYPILOT_PYTHON is set)."""
+    from gpuopt.hardware import get_gpu
+    from gpuopt.reports.deploy.skypilot import runpod_accelerators
+
+    rows = list(csv.DictReader((Path(__file__).parent.parent / "gpuopt" / "data" /
+                                "skypilot_runpod_accelerators.csv").read_text().splitlines()))
+    assert {r["gpu"]: r["skypilot_accelerator"] for r in rows} == runpod_accelerators()
+    for r in rows:
+        assert get_gpu(r["gpu"]).gpu == r["gpu"] and r["source"]
+    python = os.environ.get("GPUOPT_SKYPILOT_PYTHON")
+    if not python:
+        pytest.skip("GPUOPT_SKYPILOT_PYTHON is not set (.ci/run sets it)")
+    done = subprocess.run([python, "-c", "import json; from sky.provision.runpod.utils import GPU_NAME_MAP; "
+                                         "print(json.dumps(GPU_NAME_MAP))"], capture_output=True, text=True, check=True)
+    name_map = json.loads(done.stdout)
+    assert {r["skypilot_accelerator"]: name_map.get(r["skypilot_accelerator"]) for r in rows} == {
+        r["skypilot_accelerator"]: r["runpod_gpu_type_id"] for r in rows}
 
 
 def test_compose_gives_each_replica_its_own_gpus_and_port(plans: dict[str, Path]) -> None:

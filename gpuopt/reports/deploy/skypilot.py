@@ -1,16 +1,20 @@
 """SkyPilot task YAML per planned deployment (`sky launch`; `sky serve up` when the plan runs several
 replicas, through SkyServe's `service:` section).
 
-The instance is pinned by `instance_type` (the catalog's SKU is the cloud's instance type, which SkyPilot
-maps to its accelerators), with the plan's cloud and region, and `use_spot` for spot offerings. SkyPilot
-knows AWS, RunPod and DigitalOcean among gpuopt's providers (its `sky/clouds` package has no Alibaba or
-Tencent cloud), so those plans are refused with the reason.
+The instance is pinned by `instance_type` (an AWS or DigitalOcean SKU is the cloud's instance type, which
+SkyPilot maps to its accelerators; a RunPod pod is renamed to SkyPilot's `{count}x_{accelerator}_SECURE`),
+with the plan's cloud and region, and `use_spot` for spot offerings. SkyPilot knows AWS, RunPod and
+DigitalOcean among gpuopt's providers (its `sky/clouds` package has no Alibaba or Tencent cloud), so those
+plans are refused with the reason.
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import shlex
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from gpuopt.planner.plan import Deployment, Plan
@@ -34,6 +38,31 @@ from gpuopt.reports.deploy.common import (
     trace_env,
     vllm_release,
 )
+
+
+@cache
+def runpod_accelerators() -> dict[str, str]:
+    """gpuopt GPU -> the accelerator name in SkyPilot's RunPod instance types (data/skypilot_runpod_accelerators.csv,
+    each row read from SkyPilot's own GPU_NAME_MAP and fetch_runpod.py name overrides)."""
+    text = resources.files("gpuopt").joinpath("data/skypilot_runpod_accelerators.csv").read_text(encoding="utf-8")
+    return {row["gpu"]: row["skypilot_accelerator"] for row in csv.DictReader(text.splitlines())}
+
+
+def instance_type(d: Deployment) -> str:
+    """The plan's machine as SkyPilot's catalog names it. AWS and DigitalOcean SKUs are the clouds' own
+    instance types, which SkyPilot uses; RunPod's are gpuopt's "2x H100 NVL", which SkyPilot names
+    `{count}x_{accelerator}_SECURE` (sky/catalog/data_fetchers/fetch_runpod.py), the name it parses back
+    into RunPod's GPU id, count and cloud type when it launches (sky/provision/runpod/utils.py)."""
+    if d.provider != "runpod":
+        return d.sku
+    if d.service != "pod-secure":
+        raise refuse(d, "skypilot", f"SkyPilot's RunPod catalog has secure-cloud pods only (fetch_runpod.py skips "
+                                    f"community cloud), and the plan chose {d.service}")
+    accelerator = runpod_accelerators().get(d.gpu)
+    if accelerator is None:
+        raise refuse(d, "skypilot", f"gpuopt knows no SkyPilot RunPod name for {d.gpu}")
+    return f"{d.gpus_per_instance}x_{accelerator}_SECURE"
+
 
 SKYPILOT_CLOUDS = {"aws": "aws", "runpod": "runpod", "digitalocean": "do"}
 """gpuopt provider -> SkyPilot cloud name (sky/clouds: AWS, RunPod, DO)."""
@@ -79,7 +108,7 @@ def _run(d: Deployment) -> str:
 def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> dict[str, Any]:
     per_host = per_machine(d)
     ports: int | list[int] = VLLM_PORT if per_host == 1 else [VLLM_PORT + i for i in range(per_host)]
-    resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": d.sku,
+    resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": instance_type(d),
                                  "ports": ports}
     if d.region not in UNNAMED_REGIONS:
         resources["region"] = d.region
