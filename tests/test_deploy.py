@@ -396,11 +396,30 @@ def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
     hostile = plan.model_copy(update={"deployments": [d], "workloads": [w]})
     [k8s] = render_deploy(hostile, "k8s", DeployOptions())
     deployment, _ = yaml.safe_load_all(k8s.text)
-    assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", deployment["metadata"]["name"])
+    assert re.fullmatch(r"[a-z]([a-z0-9-]*[a-z0-9])?", deployment["metadata"]["name"])
     assert deployment["metadata"]["annotations"]["gpuopt.io/workload"] == evil
     [compose] = render_deploy(hostile, "compose", DeployOptions())
     document = yaml.safe_load(compose.text)
     assert set(document) == {"name", "services", "volumes"}
+
+
+@pytest.mark.parametrize(("workload", "expected"), [
+    ("7B_Chat.v2", "vllm-7b-chat-v2"), ("123", "vllm-123"), ("Chat", "chat"), ("--", "vllm"),
+    ("9" * 70, "vllm-" + "9" * 58),
+])
+def test_names_are_dns_1035_labels_that_kubernetes_services_and_skypilot_accept(
+        plans: dict[str, Path], workload: str, expected: str) -> None:
+    """A Service name must start with a letter (DNS-1035), as must a SkyPilot cluster name; a workload named
+    `7B_Chat.v2` gave the Service `7b-chat-v2`, and `123` gave `'123'`, both refused by the API server."""
+    plan = _plan(plans["two"])
+    d = plan.deployments[0].model_copy(update={"workload": workload})
+    w = plan.workloads[0].model_copy(update={"name": workload})
+    renamed = plan.model_copy(update={"deployments": [d], "workloads": [w]})
+    [artifact] = render_deploy(renamed, "k8s", DeployOptions())
+    deployment, service = yaml.safe_load_all(artifact.text)
+    assert (artifact.filename, deployment["metadata"]["name"], service["metadata"]["name"]) == (
+        f"{expected}.yaml", expected, expected)
+    assert yaml.safe_load(render_deploy(renamed, "skypilot", DeployOptions())[0].text)["name"] == expected
 
 
 def test_a_dollar_in_user_text_is_literal_for_kubernetes_and_compose(plans: dict[str, Path]) -> None:

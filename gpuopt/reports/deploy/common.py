@@ -115,11 +115,17 @@ def to_yaml(document: Any) -> str:
 
 
 def dns_name(*parts: str) -> str:
-    """A DNS-1123 label (Kubernetes names, Compose services, SkyPilot names): lowercase letters, digits and
-    '-', at most 63 characters, starting and ending with an alphanumeric."""
+    """A DNS-1035 label: lowercase letters, digits and '-', at most 63 characters, starting with a letter and
+    ending with an alphanumeric. Kubernetes Services must be one (a Service named `7b-chat` or `123` is
+    refused, though a Deployment may start with a digit), and so must SkyPilot cluster names (a letter first:
+    sky/skylet/constants.py CLUSTER_NAME_VALID_REGEX). The same name serves every object of a deployment, so
+    one that would start with a digit or be empty gets the prefix `vllm-` (`7B_Chat.v2` -> `vllm-7b-chat-v2`,
+    `123` -> `vllm-123`)."""
     text = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
-    text = re.sub(r"-{2,}", "-", text)[:63].strip("-")
-    return text or "vllm"
+    text = re.sub(r"-{2,}", "-", text)
+    if not text[:1].isalpha():
+        text = f"vllm-{text}"
+    return text[:63].strip("-")
 
 
 # the variable gpuopt's command serves when it knows no checkpoint in the plan's format (serve_command.py)
