@@ -209,6 +209,7 @@ def test_pai_eas_packed_replicas_use_a_resource_group_of_the_planned_machines(pl
     service = json.loads(render_deploy(plan, "pai-eas", DeployOptions())[0].text)
     assert "cloud" not in service  # cloud.computing and metadata.resource are mutually exclusive
     assert service["metadata"]["instance"] == 2 and service["metadata"]["gpu"] == 2
+    assert service["metadata"]["shm_size"] == 64  # TP=2, as Alibaba's own TP2 example sets
     assert service["metadata"]["resource"].startswith("FILL-IN: id (eas-r-...) of a dedicated resource group of "
                                                       f"1 x {sku} ")
     three = _packed(_plan(plans["cn"]), replicas=3, gpus_per_replica=2, gpus_per_instance=4)
@@ -217,6 +218,9 @@ def test_pai_eas_packed_replicas_use_a_resource_group_of_the_planned_machines(pl
     one = _packed(_plan(plans["cn"]), replicas=1, gpus_per_replica=2, gpus_per_instance=4)
     alone = json.loads(render_deploy(one, "pai-eas", DeployOptions())[0].text)
     assert alone["cloud"] == {"computing": {"instance_type": sku}} and "resource" not in alone["metadata"]
+    assert alone["metadata"]["shm_size"] == 64
+    single = _packed(_plan(plans["cn"]), replicas=1, gpus_per_replica=1, gpus_per_instance=1)
+    assert "shm_size" not in json.loads(render_deploy(single, "pai-eas", DeployOptions())[0].text)["metadata"]
 
 
 def _on_mi300x(plan: Plan) -> Plan:

@@ -40,6 +40,12 @@ def service_name(name: str) -> str:
     return text if len(text) >= 3 else (text + "_svc")[:63]
 
 
+SHM_SIZE_GB = 64
+"""`metadata.shm_size` (GB) of a replica on several GPUs: the value Alibaba's own vLLM TP=2 example sets
+(fixtures/pai_eas aiops-skills_config-schema_full-example.json); NCCL exchanges through /dev/shm where
+peer-to-peer is not available."""
+
+
 def resource_group_placeholder(d: Deployment) -> str:
     """The id of the dedicated resource group the user must create: gpuopt cannot know it, and a value that
     is not an id makes CreateService fail rather than run on other machines."""
@@ -60,6 +66,8 @@ def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         name = artifact_name(plan, d)
         env = [{"name": key, "value": value} for key, value in trace_env(plan, d, pid).items()]
         metadata: dict[str, Any] = {"name": service_name(name), "instance": d.replicas}
+        if d.gpus_per_replica > 1:
+            metadata["shm_size"] = SHM_SIZE_GB
         service: dict[str, Any] = {"metadata": metadata}
         if per_machine(d) == 1:
             service["cloud"] = {"computing": {"instance_type": d.sku}}
