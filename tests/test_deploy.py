@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import os
@@ -131,7 +132,8 @@ def test_skypilot_tasks_pin_the_instance_and_validate(plans: dict[str, Path], tm
             assert task["resources"]["instance_type"] == d.sku
             assert task["resources"]["cloud"] == "aws"
             assert task["resources"].get("use_spot", False) == (d.price_kind == "spot")
-            assert task.get("service", {}).get("replicas", 1) == d.replicas
+            packed = d.replicas > 1 and d.gpus_per_instance // d.gpus_per_replica > 1  # no SkyServe for those
+            assert task.get("service", {}).get("replicas", 1) == (1 if packed else d.replicas)
             assert task.get("num_nodes", 1) == -(-d.gpus_per_replica // d.gpus_per_instance)
             path = tmp_path / f"{i}-{artifact.filename}"
             path.write_text(artifact.text, encoding="utf-8")
@@ -148,11 +150,156 @@ def test_pai_eas_service_has_the_shape_of_alibabas_examples(plans: dict[str, Pat
         assert set(service["containers"][0]) <= set(fixture["containers"][0]) | {"env"}
         assert re.fullmatch(r"[a-z0-9_]{3,63}", service["metadata"]["name"])
         assert service["metadata"]["instance"] == d.replicas
-        assert service["cloud"]["computing"]["instance_type"] == d.sku
+        if "cloud" in service:
+            assert service["cloud"]["computing"]["instance_type"] == d.sku
+        else:  # replicas packed on a machine: a dedicated resource group of the plan's machines
+            assert d.sku in service["metadata"]["resource"]
         served = shlex.split(d.vllm_command.split("  #")[0])[2]  # the repository the plan serves
         assert service["containers"][0]["command"].startswith(f"vllm serve {served} ")
         env = {e["name"]: e["value"] for e in service["containers"][0]["env"]}
         assert env["GPUOPT_WORKLOAD"] == d.workload
+
+
+def _packed(plan: Plan, replicas: int, gpus_per_replica: int, gpus_per_instance: int) -> Plan:
+    d = plan.deployments[0].model_copy(update={"replicas": replicas, "gpus_per_replica": gpus_per_replica,
+                                               "gpus_per_instance": gpus_per_instance, "pipeline_parallel": 1})
+    return plan.model_copy(update={"deployments": [d]})
+
+
+def test_skypilot_runs_every_replica_of_a_machine_on_it(plans: dict[str, Path], tmp_path: Path) -> None:
+    """3 replicas of 1 GPU on 2-GPU machines: the plan prices 2 machines (2 + 1 replicas), not 3 SkyServe
+    replicas of a 2-GPU machine each. Run with a stub `vllm`, node 0 starts replicas on GPUs 0 and 1 (ports
+    8000, 8001), node 1 only the third (GPU 0, port 8000)."""
+    plan = _packed(_plan(plans["two"]), replicas=3, gpus_per_replica=1, gpus_per_instance=2)
+    [artifact] = render_deploy(plan, "skypilot", DeployOptions())
+    task = yaml.safe_load(artifact.text)
+    assert "service" not in task and task["num_nodes"] == 2
+    assert task["resources"]["ports"] == [8000, 8001]
+    assert "ports 8000-8001" in artifact.text and "not a `sky serve` service" in artifact.text
+    stub = tmp_path / "bin"
+    stub.mkdir()
+    (stub / "vllm").write_text('#!/bin/sh\nshift $(($# - 1)); echo "gpu=$CUDA_VISIBLE_DEVICES port=$1"\n')
+    (stub / "vllm").chmod(0o755)
+    started = {}
+    for rank in (0, 1):
+        env = {"PATH": f"{stub}:/usr/bin:/bin", "SKYPILOT_NODE_RANK": str(rank)}
+        done = subprocess.run(["bash", "-c", task["run"]], env=env, capture_output=True, text=True, check=True)
+        started[rank] = sorted(done.stdout.splitlines())
+    assert started == {0: ["gpu=0 port=8000", "gpu=1 port=8001"], 1: ["gpu=0 port=8000"]}
+    path = tmp_path / artifact.filename
+    path.write_text(artifact.text, encoding="utf-8")
+    _validate_with_skypilot([path])
+
+
+def test_skypilot_one_packed_machine_is_one_node_with_disjoint_gpus(plans: dict[str, Path]) -> None:
+    """2 TP=2 replicas on one 4-GPU machine: one node (no num_nodes), GPUs 0,1 and 2,3."""
+    plan = _packed(_plan(plans["two"]), replicas=2, gpus_per_replica=2, gpus_per_instance=4)
+    task = yaml.safe_load(render_deploy(plan, "skypilot", DeployOptions())[0].text)
+    assert "num_nodes" not in task and "service" not in task
+    assert [line.split(" ")[0] for line in task["run"].splitlines()] == [
+        "CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=2,3", "wait"]
+
+
+def test_pai_eas_packed_replicas_use_a_resource_group_of_the_planned_machines(plans: dict[str, Path]) -> None:
+    """2 TP=2 replicas on one 4-GPU ECS type: a public-group EAS instance is a whole machine, so `instance: 2`
+    of that type would buy 2 machines; the service asks for 2 instances of 2 GPUs in a dedicated resource
+    group of 1 machine (Alibaba's Pattern 7: metadata.resource + metadata.gpu), whose id the user fills in."""
+    plan = _packed(_plan(plans["cn"]), replicas=2, gpus_per_replica=2, gpus_per_instance=4)
+    sku = plan.deployments[0].sku
+    service = json.loads(render_deploy(plan, "pai-eas", DeployOptions())[0].text)
+    assert "cloud" not in service  # cloud.computing and metadata.resource are mutually exclusive
+    assert service["metadata"]["instance"] == 2 and service["metadata"]["gpu"] == 2
+    assert service["metadata"]["shm_size"] == 64  # TP=2, as Alibaba's own TP2 example sets
+    assert service["metadata"]["resource"].startswith("FILL-IN: id (eas-r-...) of a dedicated resource group of "
+                                                      f"1 x {sku} ")
+    three = _packed(_plan(plans["cn"]), replicas=3, gpus_per_replica=2, gpus_per_instance=4)
+    assert f"group of 2 x {sku} " in json.loads(render_deploy(three, "pai-eas", DeployOptions())[0].text)[
+        "metadata"]["resource"]
+    one = _packed(_plan(plans["cn"]), replicas=1, gpus_per_replica=2, gpus_per_instance=4)
+    alone = json.loads(render_deploy(one, "pai-eas", DeployOptions())[0].text)
+    assert alone["cloud"] == {"computing": {"instance_type": sku}} and "resource" not in alone["metadata"]
+    assert alone["metadata"]["shm_size"] == 64
+    single = _packed(_plan(plans["cn"]), replicas=1, gpus_per_replica=1, gpus_per_instance=1)
+    assert "shm_size" not in json.loads(render_deploy(single, "pai-eas", DeployOptions())[0].text)["metadata"]
+
+
+def _on_mi300x(plan: Plan) -> Plan:
+    """The plan's first deployment on DigitalOcean's 8 x MI300X droplet (an AMD Instinct, ROCm GPU)."""
+    d = plan.deployments[0].model_copy(update={"provider": "digitalocean", "service": "droplet",
+                                               "sku": "gpu-mi300x8-1536gb", "region": "nyc1",
+                                               "gpu": "MI300X-192GB", "gpus_per_instance": 8})
+    return plan.model_copy(update={"deployments": [d]})
+
+
+def test_amd_gpus_are_requested_as_amd_gpus_in_an_image_the_user_names(plans: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """MI300X: `amd.com/gpu` (SkyPilot's AMD resource key), no NVIDIA toleration, and no CUDA image: the image
+    is --image or a FILL-IN placeholder no registry resolves; SkyPilot runs that image instead of
+    `pip install vllm` (a CUDA build); Compose, with no sourced way to pass AMD GPUs, refuses."""
+    plan = _on_mi300x(_plan(plans["two"]))
+    gpus = str(plan.deployments[0].gpus_per_replica)
+    for opts, image in ((DeployOptions(), "FILL-IN: a vLLM ROCm image (pass --image)"),
+                        (DeployOptions(image="registry.example.com/vllm-rocm:1"), "registry.example.com/vllm-rocm:1")):
+        deployment, _ = yaml.safe_load_all(render_deploy(plan, "k8s", opts)[0].text)
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["containers"][0]["resources"] == {"limits": {"amd.com/gpu": gpus}, "requests": {"amd.com/gpu": gpus}}
+        assert "tolerations" not in pod and pod["containers"][0]["image"] == image
+        [artifact] = render_deploy(plan, "skypilot", opts)
+        task = yaml.safe_load(artifact.text)
+        assert task["resources"]["image_id"] == f"docker:{image}" and "setup" not in task
+        assert task["resources"]["cloud"] == "do"
+        (tmp_path / f"{len(image)}.sky.yaml").write_text(artifact.text, encoding="utf-8")
+    [group] = render_deploy(_multi_node(plan), "k8s", DeployOptions())
+    lws = next(yaml.safe_load_all(group.text))
+    worker = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert worker["containers"][0]["resources"]["limits"] == {"amd.com/gpu": "8"} and "tolerations" not in worker
+    with pytest.raises(InputError, match="MI300X-192GB is an AMD GPU, and gpuopt has no source for handing AMD GPUs"):
+        render_deploy(plan, "compose", DeployOptions())
+    _validate_with_skypilot(sorted(tmp_path.glob("*.sky.yaml")))
+
+
+@pytest.mark.parametrize(("sku", "gpu", "count", "expected"), [
+    ("2x H100 NVL", "H100-NVL-94GB", 2, "2x_H100-NVL_SECURE"),
+    ("1x A100 SXM", "A100-SXM-80GB", 1, "1x_A100-80GB-SXM_SECURE"),
+    ("8x H100 SXM", "H100-SXM-80GB", 8, "8x_H100-SXM_SECURE"),
+    ("4x H200", "H200-141GB", 4, "4x_H200-SXM_SECURE"),
+])
+def test_runpod_pods_get_skypilots_instance_type_names(plans: dict[str, Path], sku: str, gpu: str, count: int,
+                                                     expected: str) -> None:
+    """SkyPilot names RunPod machines f'{count}x_{accelerator}_SECURE' (fetch_runpod.py) and parses that name
+    back into RunPod's GPU id when it launches; gpuopt's "1x A100 SXM" is no SkyPilot instance type."""
+    d = _plan(plans["two"]).deployments[0].model_copy(update={
+        "provider": "runpod", "service": "pod-secure", "sku": sku, "gpu": gpu, "gpus_per_instance": count,
+        "region": "global", "replicas": 1, "gpus_per_replica": count})
+    plan = _plan(plans["two"]).model_copy(update={"deployments": [d]})
+    task = yaml.safe_load(render_deploy(plan, "skypilot", DeployOptions())[0].text)
+    assert task["resources"]["cloud"] == "runpod" and task["resources"]["instance_type"] == expected
+    assert "region" not in task["resources"]
+    community = plan.model_copy(update={"deployments": [d.model_copy(update={"service": "pod-community"})]})
+    with pytest.raises(InputError, match="SkyPilot's RunPod catalog has secure-cloud pods only"):
+        render_deploy(community, "skypilot", DeployOptions())
+
+
+def test_the_runpod_name_table_is_skypilots_own(tmp_path: Path) -> None:
+    """Every row names a GPU of gpuopt's table and an accelerator of SkyPilot's GPU_NAME_MAP with the RunPod
+    GPU id the row states (read from the installed SkyPilot when GPUOPT_SKYPILOT_PYTHON is set)."""
+    from gpuopt.hardware import get_gpu
+    from gpuopt.reports.deploy.skypilot import runpod_accelerators
+
+    rows = list(csv.DictReader((Path(__file__).parent.parent / "gpuopt" / "data" /
+                                "skypilot_runpod_accelerators.csv").read_text().splitlines()))
+    assert {r["gpu"]: r["skypilot_accelerator"] for r in rows} == runpod_accelerators()
+    for r in rows:
+        assert get_gpu(r["gpu"]).gpu == r["gpu"] and r["source"]
+    python = os.environ.get("GPUOPT_SKYPILOT_PYTHON")
+    if not python:
+        pytest.skip("GPUOPT_SKYPILOT_PYTHON is not set (.ci/run sets it)")
+    done = subprocess.run([python, "-c", "import json; from sky.provision.runpod.utils import GPU_NAME_MAP; "
+                                         "print(json.dumps(GPU_NAME_MAP))"], capture_output=True, text=True, check=True)
+    name_map = json.loads(done.stdout)
+    assert {r["skypilot_accelerator"]: name_map.get(r["skypilot_accelerator"]) for r in rows} == {
+        r["skypilot_accelerator"]: r["runpod_gpu_type_id"] for r in rows}
 
 
 def test_compose_gives_each_replica_its_own_gpus_and_port(plans: dict[str, Path]) -> None:
@@ -253,11 +400,30 @@ def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
     hostile = plan.model_copy(update={"deployments": [d], "workloads": [w]})
     [k8s] = render_deploy(hostile, "k8s", DeployOptions())
     deployment, _ = yaml.safe_load_all(k8s.text)
-    assert re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", deployment["metadata"]["name"])
+    assert re.fullmatch(r"[a-z]([a-z0-9-]*[a-z0-9])?", deployment["metadata"]["name"])
     assert deployment["metadata"]["annotations"]["gpuopt.io/workload"] == evil
     [compose] = render_deploy(hostile, "compose", DeployOptions())
     document = yaml.safe_load(compose.text)
     assert set(document) == {"name", "services", "volumes"}
+
+
+@pytest.mark.parametrize(("workload", "expected"), [
+    ("7B_Chat.v2", "vllm-7b-chat-v2"), ("123", "vllm-123"), ("Chat", "chat"), ("--", "vllm"),
+    ("9" * 70, "vllm-" + "9" * 58),
+])
+def test_names_are_dns_1035_labels_that_kubernetes_services_and_skypilot_accept(
+        plans: dict[str, Path], workload: str, expected: str) -> None:
+    """A Service name must start with a letter (DNS-1035), as must a SkyPilot cluster name; a workload named
+    `7B_Chat.v2` gave the Service `7b-chat-v2`, and `123` gave `'123'`, both refused by the API server."""
+    plan = _plan(plans["two"])
+    d = plan.deployments[0].model_copy(update={"workload": workload})
+    w = plan.workloads[0].model_copy(update={"name": workload})
+    renamed = plan.model_copy(update={"deployments": [d], "workloads": [w]})
+    [artifact] = render_deploy(renamed, "k8s", DeployOptions())
+    deployment, service = yaml.safe_load_all(artifact.text)
+    assert (artifact.filename, deployment["metadata"]["name"], service["metadata"]["name"]) == (
+        f"{expected}.yaml", expected, expected)
+    assert yaml.safe_load(render_deploy(renamed, "skypilot", DeployOptions())[0].text)["name"] == expected
 
 
 def test_a_dollar_in_user_text_is_literal_for_kubernetes_and_compose(plans: dict[str, Path]) -> None:

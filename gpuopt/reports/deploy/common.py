@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from gpuopt.errors import InputError
+from gpuopt.hardware import get_gpu
 from gpuopt.planner.plan import Deployment, Plan, WorkloadSummary
 
 VLLM_PORT = 8000
@@ -70,9 +71,27 @@ def vllm_release(plan: Plan) -> str:
     return ".".join(parts + ["0"] * (3 - len(parts)))
 
 
-def default_image(plan: Plan, opts: DeployOptions) -> str:
-    """vLLM's official OpenAI-server image at the release the plan was made for (tags are `v<release>`)."""
-    return opts.image or f"vllm/vllm-openai:v{vllm_release(plan)}"
+ROCM_IMAGE_PLACEHOLDER = "FILL-IN: a vLLM ROCm image (pass --image)"
+"""The image of a deployment on AMD GPUs when --image is not given: vllm/vllm-openai is built for CUDA, and no
+source at hand (vLLM's package, SkyPilot, the fixtures) names vLLM's ROCm image, so the artifact carries this
+text, which no registry resolves, rather than a guessed name."""
+AMD_GPU_RESOURCE = "amd.com/gpu"
+"""The Kubernetes extended resource of AMD GPUs, as SkyPilot requests them (sky/provision/kubernetes/utils.py
+SUPPORTED_GPU_RESOURCE_KEYS = {'amd': 'amd.com/gpu', 'nvidia': 'nvidia.com/gpu'})."""
+
+
+def is_amd(d: Deployment) -> bool:
+    """Whether the deployment's GPUs are AMD Instinct (ROCm), from the GPU table: a CUDA image, NVIDIA device
+    resources or a pip-installed (CUDA) vLLM would not run there."""
+    return get_gpu(d.gpu).is_rocm
+
+
+def default_image(plan: Plan, d: Deployment, opts: DeployOptions) -> str:
+    """--image, else vLLM's official OpenAI-server image at the release the plan was made for (tags are
+    `v<release>`), which is a CUDA build: AMD GPUs get ROCM_IMAGE_PLACEHOLDER instead."""
+    if opts.image:
+        return opts.image
+    return ROCM_IMAGE_PLACEHOLDER if is_amd(d) else f"vllm/vllm-openai:v{vllm_release(plan)}"
 
 
 class _PlainDumper(yaml.SafeDumper):
@@ -96,11 +115,17 @@ def to_yaml(document: Any) -> str:
 
 
 def dns_name(*parts: str) -> str:
-    """A DNS-1123 label (Kubernetes names, Compose services, SkyPilot names): lowercase letters, digits and
-    '-', at most 63 characters, starting and ending with an alphanumeric."""
+    """A DNS-1035 label: lowercase letters, digits and '-', at most 63 characters, starting with a letter and
+    ending with an alphanumeric. Kubernetes Services must be one (a Service named `7b-chat` or `123` is
+    refused, though a Deployment may start with a digit), and so must SkyPilot cluster names (a letter first:
+    sky/skylet/constants.py CLUSTER_NAME_VALID_REGEX). The same name serves every object of a deployment, so
+    one that would start with a digit or be empty gets the prefix `vllm-` (`7B_Chat.v2` -> `vllm-7b-chat-v2`,
+    `123` -> `vllm-123`)."""
     text = re.sub(r"[^a-z0-9-]+", "-", "-".join(parts).lower()).strip("-")
-    text = re.sub(r"-{2,}", "-", text)[:63].strip("-")
-    return text or "vllm"
+    text = re.sub(r"-{2,}", "-", text)
+    if not text[:1].isalpha():
+        text = f"vllm-{text}"
+    return text[:63].strip("-")
 
 
 # the variable gpuopt's command serves when it knows no checkpoint in the plan's format (serve_command.py)
@@ -111,10 +136,11 @@ NODE_FLAGS = {"--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--headless":
 """Flags of the plan's per-node steps (flag -> values it takes): each target starts the nodes its own way."""
 
 
-def serve_args(d: Deployment) -> list[str]:
+def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
     """The arguments after `vllm serve` (the model first), from the plan's command, with the port made
-    explicit. A single-node command is one line (its trailing `# ...` note is not an argument); a multi-node
-    one is the steps per node, of which the node-0 `vllm serve` line is taken without its node flags."""
+    explicit (`port`: a second replica on the same machine needs its own). A single-node command is one line
+    (its trailing `# ...` note is not an argument); a multi-node one is the steps per node, of which the
+    node-0 `vllm serve` line is taken without its node flags."""
     lines = [line.split("  # ", 1)[0].strip() for line in d.vllm_command.splitlines()]
     serve = [line for line in lines if line.startswith("vllm serve ")]
     if not serve:
@@ -143,7 +169,7 @@ def serve_args(d: Deployment) -> list[str]:
     if nodes(d) > 1:
         args += ["--distributed-executor-backend", "ray"]  # the targets join the nodes in a Ray cluster
     if "--port" not in args:
-        args += ["--port", str(VLLM_PORT)]
+        args += ["--port", str(port)]
     return args
 
 
@@ -157,6 +183,28 @@ def dollar_literal(text: str) -> str:
 def nodes(d: Deployment) -> int:
     """Instances one replica spans (pipeline stages across instances)."""
     return max(1, -(-d.gpus_per_replica // d.gpus_per_instance))
+
+
+def per_machine(d: Deployment) -> int:
+    """Replicas the plan packs on one instance: as many as its GPUs hold (two TP=2 replicas on a 4-GPU
+    machine), never more than the deployment has. The plan prices machines, not replicas, so a target that
+    gave each replica a machine of its own would buy this many times the planned bill."""
+    if nodes(d) > 1:
+        return 1
+    return max(1, min(d.replicas, d.gpus_per_instance // d.gpus_per_replica))
+
+
+def machines(d: Deployment) -> int:
+    """Instances the deployment runs on: its replicas packed per_machine to an instance, each spanning
+    nodes(d) instances when it is pipelined across them."""
+    return -(-d.replicas // per_machine(d)) * nodes(d)
+
+
+def replica_devices(d: Deployment, index: int) -> list[str]:
+    """The GPU ids (0-based on its machine) of the machine's replica `index`: consecutive blocks of
+    gpus_per_replica, so replicas sharing a machine never share a GPU."""
+    first = index * d.gpus_per_replica
+    return [str(first + g) for g in range(d.gpus_per_replica)]
 
 
 def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:

@@ -23,9 +23,13 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     dollar_literal,
+    is_amd,
+    machines,
     nodes,
+    per_machine,
     plan_id,
     refuse,
+    replica_devices,
     serve_args,
     to_yaml,
     trace_labels,
@@ -35,9 +39,8 @@ from gpuopt.reports.deploy.common import (
 def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: str) -> dict[str, Any]:
     """Replica `index` of one host: its own GPUs (Docker's `count` would hand every container the same
     first GPUs) and its own host port."""
-    first = index * d.gpus_per_replica
     service = _literal({
-        "image": default_image(plan, opts),
+        "image": default_image(plan, d, opts),
         "entrypoint": ["vllm", "serve"],
         "command": serve_args(d),
         "ports": [f"{VLLM_PORT + index}:{VLLM_PORT}"],
@@ -48,7 +51,7 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
         "healthcheck": {"test": ["CMD", "curl", "-f", f"http://localhost:{VLLM_PORT}/health"],
                         "interval": "30s", "timeout": "5s", "retries": 5, "start_period": "30m"},
         "deploy": {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "device_ids": [str(first + g) for g in range(d.gpus_per_replica)],
+            {"driver": "nvidia", "device_ids": replica_devices(d, index),
              "capabilities": ["gpu"]}]}}},
     })
     # the one value Compose is meant to interpolate, added after every other value was made literal
@@ -72,11 +75,15 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     pid = plan_id(plan)
     for d in deployable(plan):
         check_not_serverless(d, "compose")
+        if is_amd(d):
+            raise refuse(d, "compose", f"{d.gpu} is an AMD GPU, and gpuopt has no source for handing AMD GPUs to a "
+                                       "Compose service (its device reservations here name the NVIDIA driver); "
+                                       "use --target k8s or skypilot")
         if nodes(d) > 1:
             raise refuse(d, "compose", f"one replica spans {nodes(d)} instances; Compose drives one host")
         name = artifact_name(plan, d)
-        per_host = max(1, min(d.replicas, d.gpus_per_instance // d.gpus_per_replica))
-        hosts = -(-d.replicas // per_host)
+        per_host = per_machine(d)
+        hosts = machines(d)
         services = {f"vllm-{i + 1}": _service(plan, d, opts, i, pid) for i in range(per_host)}
         document = {"name": name, "services": services, "volumes": {"hf-cache": {}}}
         header = (f"# {name}: {d.replicas} replica(s), {per_host} per {json.dumps(d.sku)} host, on {hosts} host(s);\n"

@@ -6,6 +6,8 @@ fixtures/bench): `nvidia.com/gpu` limits, a memory-backed /dev/shm (NCCL falls b
 peer-to-peer is blocked), a model cache volume, readiness and liveness on vLLM's `/health`, and a startup
 probe that allows a long model download before liveness starts counting. Nodes are selected by the cloud's
 well-known `node.kubernetes.io/instance-type` label, which the provider's cloud controller sets to the SKU.
+AMD GPUs are `amd.com/gpu` (the resource SkyPilot requests), in an image the user names (vLLM's official
+image is a CUDA build).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.reports.deploy.common import (
+    AMD_GPU_RESOURCE,
     VLLM_PORT,
     Artifact,
     DeployOptions,
@@ -23,6 +26,7 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     dollar_literal,
+    is_amd,
     nodes,
     plan_id,
     refuse,
@@ -32,6 +36,7 @@ from gpuopt.reports.deploy.common import (
 )
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
 NODE_PROVIDERS = ("aws", "alibaba", "tencent", "digitalocean")
 """Providers whose GPU machines join a managed Kubernetes cluster as nodes labelled with their SKU (EKS,
 ACK, TKE, DOKS). RunPod rents pods, not nodes."""
@@ -56,8 +61,10 @@ def _volumes() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return volumes, mounts
 
 
-def _gpu_resources(gpus: int) -> dict[str, Any]:
-    return {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
+def _gpu_resources(d: Deployment, gpus: int) -> dict[str, Any]:
+    """The GPUs a pod requests, under its vendor's device-plugin resource (AMD's as SkyPilot names it)."""
+    key = AMD_GPU_RESOURCE if is_amd(d) else NVIDIA_GPU_RESOURCE
+    return {"limits": {key: str(gpus)}, "requests": {key: str(gpus)}}
 
 
 def _hf_token_env() -> list[dict[str, Any]]:
@@ -67,12 +74,12 @@ def _hf_token_env() -> list[dict[str, Any]]:
 
 def _pod_spec(d: Deployment, container: dict[str, Any]) -> dict[str, Any]:
     volumes, _ = _volumes()
-    return {
-        "nodeSelector": {INSTANCE_TYPE_LABEL: d.sku},
-        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-        "containers": [container],
-        "volumes": volumes,
-    }
+    spec: dict[str, Any] = {"nodeSelector": {INSTANCE_TYPE_LABEL: d.sku}}
+    if not is_amd(d):
+        # the taint of NVIDIA GPU nodes (fixtures/k8s eks-agentic-ai manifest); no source at hand names the
+        # taint AMD GPU nodes carry, so an AMD pod tolerates none: add your cluster's if it has one
+        spec["tolerations"] = [{"key": NVIDIA_GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    return {**spec, "containers": [container], "volumes": volumes}
 
 
 def _single_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> list[dict[str, Any]]:
@@ -80,12 +87,12 @@ def _single_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid:
     _, mounts = _volumes()
     container = {
         "name": "vllm",
-        "image": default_image(plan, opts),
+        "image": default_image(plan, d, opts),
         "command": ["vllm", "serve"],
         "args": [dollar_literal(a) for a in serve_args(d)],
         "env": _hf_token_env(),
         "ports": [{"containerPort": VLLM_PORT, "name": "http"}],
-        "resources": _gpu_resources(d.gpus_per_replica),
+        "resources": _gpu_resources(d, d.gpus_per_replica),
         "volumeMounts": mounts,
         **_probes(),
     }
@@ -122,11 +129,11 @@ def _multi_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: 
     def template(role: str, command: str, ports: list[int]) -> dict[str, Any]:
         container = {
             "name": f"vllm-{role}",
-            "image": default_image(plan, opts),
+            "image": default_image(plan, d, opts),
             "command": ["sh", "-c", command],
             "env": _hf_token_env(),
             "ports": [{"containerPort": p} for p in ports],
-            "resources": _gpu_resources(gpus_per_pod),
+            "resources": _gpu_resources(d, gpus_per_pod),
             "volumeMounts": mounts,
         }
         if role == "leader":

@@ -1,7 +1,9 @@
 """Alibaba Cloud PAI-EAS service JSON per planned deployment (the body of `eascmd create` / CreateService),
 in the shape of Alibaba's own vLLM examples (shared/data/fixtures/pai_eas): `metadata` (name, instance =
 replicas), `cloud.computing.instance_type` (the ECS GPU type the plan chose, public resource group),
-`containers` (image, port, command, a startup check on vLLM's `/health`).
+`containers` (image, port, command, a startup check on vLLM's `/health`). A public-group instance is a whole
+machine, so replicas the plan packs on one machine are instances of a dedicated resource group of the
+plan's machines instead (Alibaba's Pattern 7: `metadata.resource` and `metadata.gpu`), whose id the user fills in.
 
 PAI-EAS has no free-form labels in the documented fields, so the plan's id, cost and SLO travel as container
 environment variables (`GPUOPT_*`), which the console and `eascmd desc` show.
@@ -14,7 +16,7 @@ import re
 import shlex
 from typing import Any
 
-from gpuopt.planner.plan import Plan
+from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.reports.deploy.common import (
     VLLM_PORT,
     Artifact,
@@ -22,7 +24,9 @@ from gpuopt.reports.deploy.common import (
     artifact_name,
     default_image,
     deployable,
+    machines,
     nodes,
+    per_machine,
     plan_id,
     refuse,
     serve_args,
@@ -34,6 +38,19 @@ def service_name(name: str) -> str:
     """PAI-EAS service names: lowercase letters, digits and underscores, 3-63 characters."""
     text = re.sub(r"[^a-z0-9_]", "_", name.lower())[:63]
     return text if len(text) >= 3 else (text + "_svc")[:63]
+
+
+SHM_SIZE_GB = 64
+"""`metadata.shm_size` (GB) of a replica on several GPUs: the value Alibaba's own vLLM TP=2 example sets
+(fixtures/pai_eas aiops-skills_config-schema_full-example.json); NCCL exchanges through /dev/shm where
+peer-to-peer is not available."""
+
+
+def resource_group_placeholder(d: Deployment) -> str:
+    """The id of the dedicated resource group the user must create: gpuopt cannot know it, and a value that
+    is not an id makes CreateService fail rather than run on other machines."""
+    return (f"FILL-IN: id (eas-r-...) of a dedicated resource group of {machines(d)} x {d.sku} -- the machines "
+            f"this plan prices, {per_machine(d)} replicas of {d.gpus_per_replica} GPU(s) each")
 
 
 def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
@@ -48,18 +65,25 @@ def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
                                        "one machine")
         name = artifact_name(plan, d)
         env = [{"name": key, "value": value} for key, value in trace_env(plan, d, pid).items()]
-        service: dict[str, Any] = {
-            "metadata": {"name": service_name(name), "instance": d.replicas},
-            "cloud": {"computing": {"instance_type": d.sku}},
-            "containers": [{
-                "image": default_image(plan, opts),
-                "port": VLLM_PORT,
-                "command": shlex.join(["vllm", "serve", *serve_args(d)]),
-                "env": env,
-                "startup_check": {"http_get": {"path": "/health", "port": VLLM_PORT},
-                                  "initial_delay_seconds": 120, "period_seconds": 10, "failure_threshold": 30},
-            }],
-        }
+        metadata: dict[str, Any] = {"name": service_name(name), "instance": d.replicas}
+        if d.gpus_per_replica > 1:
+            metadata["shm_size"] = SHM_SIZE_GB
+        service: dict[str, Any] = {"metadata": metadata}
+        if per_machine(d) == 1:
+            service["cloud"] = {"computing": {"instance_type": d.sku}}
+        else:
+            # several replicas to a machine: a public-group instance is a whole machine, so instances of a
+            # dedicated resource group of the plan's machines, each taking its replica's GPUs (Pattern 7)
+            metadata["resource"] = resource_group_placeholder(d)
+            metadata["gpu"] = d.gpus_per_replica
+        service["containers"] = [{
+            "image": default_image(plan, d, opts),
+            "port": VLLM_PORT,
+            "command": shlex.join(["vllm", "serve", *serve_args(d)]),
+            "env": env,
+            "startup_check": {"http_get": {"path": "/health", "port": VLLM_PORT},
+                              "initial_delay_seconds": 120, "period_seconds": 10, "failure_threshold": 30},
+        }]
         text = json.dumps(service, indent=2, ensure_ascii=False) + "\n"
         out.append(Artifact(deployment=name, filename=f"{name}.pai-eas.json", text=text))
     return out

@@ -1,15 +1,20 @@
 """SkyPilot task YAML per planned deployment (`sky launch`; `sky serve up` when the plan runs several
 replicas, through SkyServe's `service:` section).
 
-The instance is pinned by `instance_type` (the catalog's SKU is the cloud's instance type, which SkyPilot
-maps to its accelerators), with the plan's cloud and region, and `use_spot` for spot offerings. SkyPilot
-knows AWS, RunPod and DigitalOcean among gpuopt's providers (its `sky/clouds` package has no Alibaba or
-Tencent cloud), so those plans are refused with the reason.
+The instance is pinned by `instance_type` (an AWS or DigitalOcean SKU is the cloud's instance type, which
+SkyPilot maps to its accelerators; a RunPod pod is renamed to SkyPilot's `{count}x_{accelerator}_SECURE`),
+with the plan's cloud and region, and `use_spot` for spot offerings. SkyPilot knows AWS, RunPod and
+DigitalOcean among gpuopt's providers (its `sky/clouds` package has no Alibaba or Tencent cloud), so those
+plans are refused with the reason.
 """
 
 from __future__ import annotations
 
+import csv
+import json
 import shlex
+from functools import cache
+from importlib import resources
 from typing import Any
 
 from gpuopt.planner.plan import Deployment, Plan
@@ -19,22 +24,72 @@ from gpuopt.reports.deploy.common import (
     DeployOptions,
     artifact_name,
     check_not_serverless,
+    default_image,
     deployable,
+    is_amd,
+    machines,
     nodes,
+    per_machine,
     plan_id,
     refuse,
+    replica_devices,
     serve_args,
     to_yaml,
     trace_env,
     vllm_release,
 )
 
+
+@cache
+def runpod_accelerators() -> dict[str, str]:
+    """gpuopt GPU -> the accelerator name in SkyPilot's RunPod instance types (data/skypilot_runpod_accelerators.csv,
+    each row read from SkyPilot's own GPU_NAME_MAP and fetch_runpod.py name overrides)."""
+    text = resources.files("gpuopt").joinpath("data/skypilot_runpod_accelerators.csv").read_text(encoding="utf-8")
+    return {row["gpu"]: row["skypilot_accelerator"] for row in csv.DictReader(text.splitlines())}
+
+
+def instance_type(d: Deployment) -> str:
+    """The plan's machine as SkyPilot's catalog names it. AWS and DigitalOcean SKUs are the clouds' own
+    instance types, which SkyPilot uses; RunPod's are gpuopt's "2x H100 NVL", which SkyPilot names
+    `{count}x_{accelerator}_SECURE` (sky/catalog/data_fetchers/fetch_runpod.py), the name it parses back
+    into RunPod's GPU id, count and cloud type when it launches (sky/provision/runpod/utils.py)."""
+    if d.provider != "runpod":
+        return d.sku
+    if d.service != "pod-secure":
+        raise refuse(d, "skypilot", f"SkyPilot's RunPod catalog has secure-cloud pods only (fetch_runpod.py skips "
+                                    f"community cloud), and the plan chose {d.service}")
+    accelerator = runpod_accelerators().get(d.gpu)
+    if accelerator is None:
+        raise refuse(d, "skypilot", f"gpuopt knows no SkyPilot RunPod name for {d.gpu}")
+    return f"{d.gpus_per_instance}x_{accelerator}_SECURE"
+
+
 SKYPILOT_CLOUDS = {"aws": "aws", "runpod": "runpod", "digitalocean": "do"}
 """gpuopt provider -> SkyPilot cloud name (sky/clouds: AWS, RunPod, DO)."""
 UNNAMED_REGIONS = ("global", "unknown", "")
 
 
+def _packed_run(d: Deployment) -> str:
+    """Every replica of a machine on that machine, each on its own GPUs (CUDA_VISIBLE_DEVICES, which vLLM
+    honours on ROCm too: platforms/rocm.py keeps it in step with HIP_VISIBLE_DEVICES) and its own port. With
+    several machines every node runs this script; a replica that exists only on the first machines (3 replicas,
+    2 per machine: the second machine holds one) is started on nodes whose $SKYPILOT_NODE_RANK is below the
+    count of machines that hold it."""
+    per_host, hosts = per_machine(d), machines(d)
+    lines = []
+    for i in range(per_host):
+        serve = shlex.join(["vllm", "serve", *serve_args(d, VLLM_PORT + i)])
+        line = f"CUDA_VISIBLE_DEVICES={','.join(replica_devices(d, i))} {serve} &"
+        holding = -(-(d.replicas - i) // per_host)  # machines on which replica slot i runs
+        if holding < hosts:
+            line = f'if [ "$SKYPILOT_NODE_RANK" -lt {holding} ]; then {line} fi'
+        lines.append(line)
+    return "\n".join([*lines, "wait"]) + "\n"
+
+
 def _run(d: Deployment) -> str:
+    if per_machine(d) > 1:
+        return _packed_run(d)
     serve = shlex.join(["vllm", "serve", *serve_args(d)])
     if nodes(d) == 1:
         return serve + "\n"
@@ -51,8 +106,10 @@ def _run(d: Deployment) -> str:
 
 
 def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> dict[str, Any]:
-    resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": d.sku,
-                                 "ports": VLLM_PORT}
+    per_host = per_machine(d)
+    ports: int | list[int] = VLLM_PORT if per_host == 1 else [VLLM_PORT + i for i in range(per_host)]
+    resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": instance_type(d),
+                                 "ports": ports}
     if d.region not in UNNAMED_REGIONS:
         resources["region"] = d.region
     if d.price_kind == "spot":
@@ -60,17 +117,39 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -
     task: dict[str, Any] = {"name": name}
     if nodes(d) > 1:
         task["num_nodes"] = nodes(d)
+    elif per_host > 1 and machines(d) > 1:
+        task["num_nodes"] = machines(d)  # one cluster of the plan's machines, each running its replicas
     task["envs"] = trace_env(plan, d, pid)
     task["resources"] = resources
-    if opts.image:  # a container image that has vLLM: nothing to install
-        resources["image_id"] = f"docker:{opts.image}"
+    if opts.image or is_amd(d):
+        # a container image that has vLLM: nothing to install. `pip install vllm` is a CUDA build, so AMD GPUs
+        # run an image with a ROCm build, which the user names (default_image's placeholder otherwise)
+        resources["image_id"] = f"docker:{default_image(plan, d, opts)}"
     else:
         task["setup"] = f"pip install {shlex.quote('vllm==' + vllm_release(plan))}\n"
     task["run"] = _run(d)
-    if d.replicas > 1:
+    if d.replicas > 1 and per_host == 1:
         task["service"] = {"readiness_probe": {"path": "/health", "initial_delay_seconds": 1200},
                            "replicas": d.replicas}
     return task
+
+
+def _header(d: Deployment, name: str) -> str:
+    """What the file launches, and, when the plan packs replicas on a machine, why it is a cluster and not a
+    SkyServe service: SkyServe's load balancer sends traffic to one port of each replica
+    (sky/serve/service_spec.py: `ports` is one int), and a SkyServe replica of one vLLM server per machine
+    would buy per_machine times the machines the plan prices."""
+    per_host, hosts = per_machine(d), machines(d)
+    if per_host == 1:
+        command = "sky serve up" if d.replicas > 1 else "sky launch"
+        return f"# {name}: {d.replicas} replica(s) on {hosts} {json.dumps(d.sku)} machine(s); {command} <this file>\n"
+    last = VLLM_PORT + per_host - 1
+    return (f"# {name}: {d.replicas} replicas of {d.gpus_per_replica} GPU(s), {per_host} per {json.dumps(d.sku)} "
+            f"machine, on {hosts} machine(s) as the plan prices them.\n"
+            f"# Each machine serves its replicas on ports {VLLM_PORT}-{last}. SkyServe balances over one port per "
+            "replica,\n"
+            "# so this is a `sky launch` cluster, not a `sky serve` service: put your own load balancer in front "
+            "of the ports.\n")
 
 
 def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
@@ -82,6 +161,6 @@ def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
             raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
                                         f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
         name = artifact_name(plan, d)
-        text = to_yaml(_task(plan, d, name, opts, pid))
+        text = _header(d, name) + to_yaml(_task(plan, d, name, opts, pid))
         out.append(Artifact(deployment=name, filename=f"{name}.sky.yaml", text=text))
     return out
