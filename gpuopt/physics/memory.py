@@ -782,17 +782,20 @@ def dsa_format(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> sp
 
 def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
               act_bytes: float = 2.0, vllm_version: str | None = None,
-              dsa: sparse_mla.KvFormat | None = None, sliding_as_full: bool = False) -> tuple[KvGroup, ...]:
+              dsa: sparse_mla.KvFormat | None = None, sliding_as_full: bool = False,
+              chunked_as_full: bool = False) -> tuple[KvGroup, ...]:
     """Layers of this stage that keep a KV cache or a per-sequence state, grouped by kind
     (cross-attention layers keep the encoder's KV, not the text's, and are left out). A DSA model's index
     keys are spread over its MLA layers: all of them hold one, or with IndexCache only the layers that
     build an indexer (indexer_layers), which vLLM pages as their own cache layers. `sliding_as_full`
-    (vLLM 0.8-0.9.0): windowed layers next to full ones are cached at full length."""
+    (vLLM 0.8-0.9.0): windowed layers next to full ones are cached at full length; `chunked_as_full`
+    (0.10.1-0.13): chunked-local layers next to full ones are (the hybrid allocator is off for them)."""
     per_layer = kv_bytes_per_token_per_layer(arch, tp, kv_bytes, dsa)
     counts = arch.layer_kind_counts(layers)
-    if sliding_as_full and counts.get("full") and any(k in counts for k in WINDOWED_LAYER_KINDS):
-        counts = {k: n for k, n in counts.items() if k not in WINDOWED_LAYER_KINDS} | {
-            "full": counts["full"] + sum(counts.get(k, 0) for k in WINDOWED_LAYER_KINDS)}
+    merged = WINDOWED_LAYER_KINDS if sliding_as_full else ("chunked",) if chunked_as_full else ()
+    if counts.get("full") and any(k in counts for k in merged):
+        counts = {k: n for k, n in counts.items() if k not in merged} | {
+            "full": counts["full"] + sum(counts.get(k, 0) for k in merged)}
     groups = []
     for kind in KV_LAYER_KINDS:
         n = counts.get(kind, 0)
@@ -983,7 +986,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
             margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)
             kv = min(budget - used, total - startup - used - margin) - transient
-        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version, dsa, profile.sliding_window_as_full)
+        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version, dsa, profile.sliding_window_as_full,
+                           profile.chunked_local_as_full)
         size, layout = kv_layout(groups)
         block = hybrid_block_size(groups, cfg.block_size, cfg.vllm_version)
         page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),
