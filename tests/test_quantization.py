@@ -40,8 +40,9 @@ def test_awq_bytes_and_kernels() -> None:
     assert awq.weight_format == "int4"
     assert awq.kernel_path(80).vllm_method == "awq_marlin"
     assert awq.kernel_path(90).linear == "marlin"  # AWQ Marlin does not go through Machete
-    turing = awq.kernel_path(75)
+    turing = awq.kernel_path(75, "0.11")  # AWQMarlinConfig needs sm80 in 0.11-0.13
     assert (turing.vllm_method, turing.linear) == ("awq", "awq-gemm")
+    assert awq.kernel_path(75, "0.14").linear == "marlin"  # Marlin from sm75 in 0.14
     assert not awq.kernel_path(70).supported
 
 
@@ -108,7 +109,8 @@ def test_modelopt_nvfp4_from_hf_quant_config() -> None:
     assert (nv.scheme, nv.group_size, nv.kv_cache_fp8, nv.attention_excluded) == ("nvfp4", 16, True, True)
     assert nv.bytes_per_weight == 0.5 + 1 / 16
     assert nv.kernel_path(100).linear == "flashinfer-cutlass-fp4"
-    assert not nv.kernel_path(75).supported
+    assert not nv.kernel_path(75, "0.13").supported  # ModelOpt NVFP4 needs sm80 up to 0.13, sm75 from 0.14
+    assert nv.kernel_path(75, "0.14").linear == "marlin-fp4"
 
 
 def test_unknown_and_unmodelled_methods_are_config_errors() -> None:
@@ -240,3 +242,42 @@ def test_a_modelopt_checkpoint_with_an_fp8_kv_cache_gets_it_from_014(release: st
     explicit = estimate(arch, get_gpu("B200-180GB"), ServingConfig(max_model_len=8192, kv_cache_dtype="fp8",
                                                                    vllm_version="0.13"))
     assert explicit.config.kv_cache_dtype == "fp8"
+
+
+@pytest.mark.parametrize(("release", "turing"), [
+    # Marlin (and Fp8Config / GPTQMarlinConfig / AWQMarlinConfig) from sm80 in 0.11-0.13, from sm75 in 0.14
+    ("0.11", "exllama"), ("0.13", "exllama"), ("0.14", "marlin"), ("0.33", "marlin"),
+])
+def test_marlin_runs_on_turing_from_0_14(release: str, turing: str) -> None:
+    assert q(GPTQ).kernel_path(75, release).linear == turing
+    fp8 = q({"quant_method": "fp8", "weight_block_size": [128, 128]})
+    path = fp8.kernel_path(75, release)
+    assert path.supported == (turing == "marlin")
+    assert not path.supported or (path.linear, path.activation_bits) == ("marlin-fp8", 16)
+    assert not q({"quant_method": "mxfp4"}).kernel_path(75, release).supported  # Mxfp4Config: sm80 throughout
+
+
+@pytest.mark.parametrize(("release", "on_a100"), [("0.25", None), ("0.27", "marlin-fp8"), ("0.33", "marlin-fp8")])
+def test_modelopt_fp8_runs_on_ampere_from_0_27(release: str, on_a100: str | None) -> None:
+    """ModelOptFp8Config.get_min_capability: 89 up to 0.25.0, 80 from 0.27.1 (FP8 Marlin below sm89)."""
+    modelopt = read_quantization({}, hf_quant_config={"quantization": {"quant_algo": "FP8"}})
+    assert modelopt is not None
+    path = modelopt.kernel_path(80, release)
+    assert (path.linear if path.supported else None) == on_a100
+    assert not modelopt.kernel_path(75, release).supported  # below 80 in every release
+    assert modelopt.kernel_path(89, release).activation_bits == 8
+
+
+def test_awq_8_bit_runs_in_no_release() -> None:
+    """uint8 is not an AWQ Marlin type (zero-point types: uint4 only) and the AWQ GEMM kernel is 4-bit only."""
+    eight = q({**AWQ, "bits": 8})
+    for release in ("0.11", "0.14", "0.33"):
+        for cc in (75, 80, 90):
+            assert not eight.kernel_path(cc, release).supported
+
+
+def test_bitsandbytes_is_gone_from_0_28() -> None:
+    bnb = q({"quant_method": "bitsandbytes", "load_in_4bit": True})
+    assert bnb.kernel_path(80, "0.27").supported
+    assert "removed in 0.28" in bnb.kernel_path(80, "0.28").note
+
