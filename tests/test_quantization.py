@@ -281,3 +281,14 @@ def test_bitsandbytes_is_gone_from_0_28() -> None:
     assert bnb.kernel_path(80, "0.27").supported
     assert "removed in 0.28" in bnb.kernel_path(80, "0.28").note
 
+
+def test_fp8_and_int4_plans_on_a_t4_by_release() -> None:
+    base = get_model("Qwen/Qwen3-8B")
+    t4, v100 = get_gpu("T4-16GB"), get_gpu("V100-16GB")
+    assert "FP8 needs compute capability 8.0 or newer in vLLM 0.13" in (
+        precision_unsupported(t4, "fp8", base, "0.13") or "")
+    assert precision_unsupported(t4, "fp8", base, "0.14") is None
+    assert precision_unsupported(t4, "fp8", base) is None  # the default release, 0.33
+    assert precision_unsupported(t4, "int4", base, "0.11") is None  # AWQ GEMM on sm75
+    assert precision_unsupported(t4, "mxfp4", get_model("openai/gpt-oss-20b")) is not None  # MXFP4 needs sm80
+    assert precision_unsupported(v100, "fp8", base) is not None and precision_unsupported(v100, "int4", base)

@@ -26,6 +26,7 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.lora import lora_bytes, lora_problems
+from gpuopt.physics.quantization import representative
 from gpuopt.physics.serve_flags import block_sizes, flags
 from gpuopt.physics.vllm_profile import (
     CudaGraphCalibration,
@@ -263,23 +264,28 @@ def default_precision(arch: ModelArchitecture) -> WeightFormat:
     return DTYPE_TO_FORMAT[arch.torch_dtype]
 
 
-def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture) -> str | None:
-    """Why vLLM cannot run this weight format on this GPU (None when it can)."""
+def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture,
+                          vllm_version: str | None = None) -> str | None:
+    """Why vLLM `vllm_version` (None: the default release) cannot run this weight format on this GPU (None
+    when it can). A quantized checkpoint is judged by its own kernels, a model planned in a quantized format
+    by those of the checkpoint that format stands for (quantization.representative: block FP8, AWQ int4,
+    MXFP4 experts, INT8 W8A8), both by quantization.select_kernel's per-release rules -- so fp8 and int4 run
+    on Turing from 0.14 (Marlin from sm75), and int4 already on 0.11's AWQ GEMM kernel."""
     q = arch.quantization
     if q is not None:
         if precision != q.weight_format:
             # vLLM loads a quantized checkpoint only in its own format (no re-quantizing AWQ to fp8, no bf16)
             return (f"{arch.hf_id} is a {q.method} {q.scheme} checkpoint ({q.weight_format}); it cannot be served "
                     f"as {precision}: use its base model for other precisions")
-        path = q.kernel_path(gpu.compute_capability)
+        path = q.kernel_path(gpu.compute_capability, vllm_version)
         return None if path.supported else f"{arch.hf_id} ({q.method} {q.scheme}): {path.note}"
     if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":
         return f"{arch.hf_id} has no MXFP4 checkpoint (mxfp4 is only for natively MXFP4 models such as gpt-oss)"
-    if precision == "fp8" and not gpu.fp8_native and not gpu.is_ampere:
-        return f"fp8 needs native FP8 (Ada/Hopper/Blackwell) or Ampere's W8A16 kernels; {gpu.gpu} is {gpu.architecture}"
-    if precision in ("mxfp4", "int4") and gpu.architecture in ("Turing", "Volta"):
-        # gpus.csv vllm_notes for T4: "many vLLM kernels (FlashAttention-2, Marlin) need sm80+"
-        return f"{precision} kernels (Marlin) need sm80 or newer; {gpu.gpu} is {gpu.architecture}"
+    stand_in = representative(precision)
+    if stand_in is not None and gpu.compute_capability is not None:
+        path = stand_in.kernel_path(gpu.compute_capability, vllm_version)
+        if not path.supported:
+            return f"{precision} on {gpu.gpu} ({gpu.architecture}, sm{gpu.compute_capability}): {path.note}"
     return None
 
 
@@ -308,7 +314,7 @@ def gpu_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitectu
     """Why vLLM cannot run this model in this weight format on this GPU (None when it can): the release's build
     (release_unsupported), the format's kernels (precision_unsupported), or a DSA model's sparse attention
     (sparse_mla.unsupported)."""
-    return (release_unsupported(gpu, vllm_version) or precision_unsupported(gpu, precision, arch)
+    return (release_unsupported(gpu, vllm_version) or precision_unsupported(gpu, precision, arch, vllm_version)
             or sparse_mla.unsupported(arch, gpu, vllm_version))
 
 
