@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gpuopt.errors import ConfigError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model
-from gpuopt.physics.memory import GIB, ServingConfig, estimate, precision_unsupported
+from gpuopt.physics.memory import GIB, ServingConfig, estimate, precision_unsupported, weights_bytes
 from gpuopt.physics.quantization import kernel_on, read_quantization
 from gpuopt.physics.resolution import from_local_path
 
@@ -106,7 +106,9 @@ def test_modelopt_nvfp4_from_hf_quant_config() -> None:
     arch = from_hf_dict(cfg, name="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", hf_quant_config=side)
     nv = arch.quantization
     assert nv is not None
-    assert (nv.scheme, nv.group_size, nv.kv_cache_fp8, nv.attention_excluded) == ("nvfp4", 16, True, True)
+    assert (nv.scheme, nv.group_size, nv.kv_cache_fp8, nv.attention_excluded) == ("nvfp4", 16, True, False)
+    # exclude_modules names the 6 attention layers and 6 of the 23 Mamba mixers one by one
+    assert nv.excluded_mixer_layers == (4, 5, 11, 12, 18, 19, 25, 26, 32, 33, 41, 42)
     assert nv.bytes_per_weight == 0.5 + 1 / 16
     assert nv.kernel_path(100).linear == "flashinfer-cutlass-fp4"
     assert not nv.kernel_path(75, "0.13").supported  # ModelOpt NVFP4 needs sm80 up to 0.13, sm75 from 0.14
@@ -292,3 +294,31 @@ def test_fp8_and_int4_plans_on_a_t4_by_release() -> None:
     assert precision_unsupported(t4, "int4", base, "0.11") is None  # AWQ GEMM on sm75
     assert precision_unsupported(t4, "mxfp4", get_model("openai/gpt-oss-20b")) is not None  # MXFP4 needs sm80
     assert precision_unsupported(v100, "fp8", base) is not None and precision_unsupported(v100, "int4", base)
+
+
+def test_only_the_mixers_an_exclusion_list_names_stay_16_bit() -> None:
+    cfg = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json").read_text())
+    side = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config.json").read_text())
+    arch = from_hf_dict(cfg, name="nv", hf_quant_config=side)
+    every = arch.model_copy(update={"quantization": arch.quantization.model_copy(  # type: ignore[union-attr]
+        update={"attention_excluded": True, "excluded_mixer_layers": ()})})
+    layers = range(arch.num_hidden_layers)
+    # a Mamba mixer: in_proj 2688 x (2 x 4096 + 2 x 8 x 128 + 64) = 27,697,152, out_proj 4096 x 2688 = 11,010,048,
+    # conv1d (4096 + 2048) x (4 + 1) = 30,720 -> 38,737,920; 17 of the 23 are not named, so they are NVFP4
+    # (0.5625 B) instead of 16-bit (2 B): 17 x 38,737,920 x 1.4375 = 946,657,920 B less
+    assert arch.layer_params(4).attention == 38_737_920
+    saved = (weights_bytes(every, "int4", 1, layers, True, True) - weights_bytes(arch, "int4", 1, layers, True, True))
+    assert saved == pytest.approx(17 * 38_737_920 * (2 - 0.5625), rel=1e-12)
+
+
+def test_a_dsa_indexers_norm_in_the_ignore_list_leaves_the_attention_quantized() -> None:
+    """GLM-5-FP8 ignores each layer's `self_attn.indexer.k_norm` and `self_attn.indexers_proj`: no attention
+    projection, so its attention stays FP8 (a substring test for "self_attn" made it all 16-bit)."""
+    names = ["lm_head", "model.layers.0.self_attn.indexer.k_norm", "model.layers.0.self_attn.indexers_proj",
+             "model.layers.0.self_attn.kv_a_layernorm", "model.layers.3.mlp.gate"]
+    fp8 = q({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": names})
+    assert (fp8.attention_excluded, fp8.excluded_mixer_layers, fp8.experts_only) == (False, (), False)
+    named = q({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.2.self_attn.o_proj"]})
+    assert (named.attention_excluded, named.excluded_mixer_layers) == (False, (2,))
+    pattern = q({"quant_method": "fp8", "modules_to_not_convert": ["self_attn"]})  # every layer's attention
+    assert (pattern.attention_excluded, pattern.excluded_mixer_layers) == (True, ())

@@ -623,13 +623,21 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
         attention_bytes = act if q.experts_only or q.attention_excluded else q.bytes_per_weight
     total = 0.0
     p = arch.layer_sums(layers)
-    total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
-              + p.experts / (expert_shards or tp) * expert_bytes * expert_scale + p.bias / tp * act)
+    # mixers a checkpoint leaves in 16-bit layer by layer (Quantization.excluded_mixer_layers): 16-bit here
+    mixer16 = repl16 = 0
+    if q is not None and precision == q.weight_format and attention_bytes != act:
+        for i in q.excluded_mixer_layers:
+            if i in layers:
+                mixer16 += arch.layer_params(i).attention
+                repl16 += arch.layer_params(i).replicated_linear
+    total += ((p.linear - p.attention) / tp * linear_bytes + (p.attention - mixer16) / tp * attention_bytes
+              + mixer16 / tp * act + p.experts / (expert_shards or tp) * expert_bytes * expert_scale
+              + p.bias / tp * act)
     # replicated linears (MLA down-projections) are stored like the attention projections; the rest (norms,
     # routers, DSA indexers) in 16-bit
     repl_linear = p.replicated_linear
     total += (replicated_params(arch, layers, indexer_layers(arch, layers, vllm_version)) - repl_linear) * act
-    total += repl_linear * attention_bytes
+    total += (repl_linear - repl16) * attention_bytes + repl16 * act
     if first:
         total += (arch.embedding_params + (arch.vision_params() if vision else 0)) / tp * act
     if last:

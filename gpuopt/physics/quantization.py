@@ -18,6 +18,7 @@ sm75, ModelOpt FP8 from sm80, no bitsandbytes) were read in their sources and ar
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -71,7 +72,10 @@ class Quantization(BaseModel):
     bytes_per_weight: float  # quantized weights with their scales and zero points
     weight_format: WeightFormat  # the memory/planning family: fp8, int8, int4 or mxfp4
     experts_only: bool = False  # only routed MoE experts are quantized (gpt-oss MXFP4, Kimi-K2.5 INT4)
-    attention_excluded: bool = False  # attention / token-mixer projections left in 16-bit
+    attention_excluded: bool = False  # attention / token-mixer projections of every layer left in 16-bit
+    # decoder layers whose token-mixer projections the checkpoint names one by one as left in 16-bit
+    # (Nemotron-3-Nano NVFP4: its 6 attention layers and 6 of its 23 Mamba mixers); see mixer_layers_excluded
+    excluded_mixer_layers: tuple[int, ...] = ()
     excluded_modules: tuple[str, ...] = ()  # left in 16-bit (lm_head, attention, vision tower, ...)
     kv_cache_fp8: bool = False
     source: str = "config.json quantization_config"
@@ -351,10 +355,32 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
         raise ConfigError(f"{label}: unknown quant_method '{q.get('quant_method')}' "
                           f"(known: {', '.join(QUANT_METHODS)})")
     excluded = " ".join(result.excluded_modules)
-    attention_excluded = result.attention_excluded or any(k in excluded for k in ("self_attn", "mixer.q_proj"))
+    per_layer = mixer_layers_excluded(result.excluded_modules)
+    # a name without a layer number (a pattern such as "re:.*self_attn.*", or "self_attn") covers every layer's
+    # attention; the indexer and norm modules under self_attn are no projections of it (GLM-5-FP8 names
+    # `self_attn.indexer.k_norm` and `self_attn.indexers_proj` of each layer, and quantizes the attention)
+    unnumbered = " ".join(m for m in result.excluded_modules if not _LAYER_NUMBER.search(m))
+    attention_excluded = result.attention_excluded or any(k in unnumbered for k in ("self_attn", "mixer.q_proj"))
     dense_excluded = any(k in excluded for k in ("shared_expert", "mlp.(gate", "mlp\\.(gate", ".mlp*"))
     return result.model_copy(update={"source": source, "attention_excluded": attention_excluded,
+                                     "excluded_mixer_layers": () if attention_excluded else per_layer,
                                      "experts_only": result.experts_only or (attention_excluded and dense_excluded)})
+
+
+_LAYER_NUMBER = re.compile(r"layers\.\d+\.")
+_MIXER_PROJECTION = re.compile(r"layers\.(\d+)\.(?:self_attn|mixer|linear_attn|attention)\.(\w*proj\w*)$")
+
+
+def mixer_layers_excluded(names: tuple[str, ...]) -> tuple[int, ...]:
+    """The decoder layers (sorted) whose token mixer an exclusion list names by layer number: a projection
+    of its attention or Mamba / linear-attention mixer (`model.layers.5.self_attn.q_proj`,
+    `backbone.layers.4.mixer.in_proj`), not its norms or a DSA indexer's modules. vLLM matches these names
+    exactly (ModelOpt exclude_modules, compressed-tensors ignore, fp8 ignored_layers), so only the layers
+    named are left in 16-bit. A layer with only some of its mixer projections named counts as wholly 16-bit
+    (the checkpoints read name all of a mixer's projections together)."""
+    layers = {int(m.group(1)) for name in names if (m := _MIXER_PROJECTION.search(name))
+              and "indexer" not in m.group(2)}
+    return tuple(sorted(layers))
 
 
 def described(method: str, weight_bits: int | None, vllm_quantization: str,
