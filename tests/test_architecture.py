@@ -177,3 +177,62 @@ def test_the_consistency_check_the_registry_rows_are_held_to_catches_a_bad_row()
     moe = get_model("mistralai/Mixtral-8x7B-Instruct-v0.1")
     assert moe.model_copy(update={"experts_per_token": 9}).inconsistencies() == [
         ("experts_per_token", "9 experts per token but only 8 experts")]
+
+
+# Maverick's text_config (../shared/data/model_configs/meta-llama__Llama-4-Maverick-17B-128E-Instruct
+# .aiconfigurator-abridged.json), the keys vLLM's llama4.py reads
+MAVERICK_TEXT = {
+    "model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384,
+    "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 48,
+    "vocab_size": 202048, "num_local_experts": 128, "num_experts_per_tok": 1, "interleave_moe_layer_step": 2,
+    "attention_chunk_size": 8192, "use_qk_norm": False, "torch_dtype": "bfloat16",
+}
+
+
+def test_llama4_config_has_dense_mlp_layers_a_shared_expert_and_chunked_attention(tmp_path):
+    cfg = {"architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "text_config": MAVERICK_TEXT}
+    arch = from_hf_config(_write(tmp_path, cfg), name="maverick")
+    # attention: q 40x128 = 5120, kv 8x128 = 1024; q_proj + o_proj 2 x 5120 x 5120 = 52,428,800, k/v 2 x 5120 x
+    # 1024 = 10,485,760 -> 62,914,560; two RMSNorms 2 x 5120 = 10,240
+    # layer 0 (dense, (0 + 1) % 2 != 0): MLP of intermediate_size_mlp, 3 x 5120 x 16384 = 251,658,240
+    assert arch.layer_params(0).total == 62_914_560 + 251_658_240 + 10_240
+    # layer 1 (MoE): 128 experts x 3 x 5120 x 8192 = 16,106,127,360, shared expert 3 x 5120 x 8192 =
+    # 125,829,120, router 5120 x 128 = 655,360
+    p = arch.layer_params(1)
+    assert (p.experts, p.linear, p.replicated) == (16_106_127_360, 62_914_560 + 125_829_120, 655_360 + 10_240)
+    # one token: attention + shared expert + router/norms + 1 of 128 experts (125,829,120)
+    assert arch.layer_active_params(1) == 188_743_680 + 665_600 + 125_829_120
+    # no no_rope_layers: transformers' default, NoPE (full attention) when (i + 1) % 4 == 0, else chunked
+    assert arch.layer_kinds()[:4] == ["chunked", "chunked", "chunked", "full"]
+    assert (arch.attention_kind, arch.sliding_window, arch.sliding_layers) == ("chunked-local mix", 8192, 36)
+    ref = get_model("meta-llama/Llama-4-Maverick-17B-128E-Instruct")
+    assert (arch.total_params(), arch.active_params()) == (ref.total_params(), ref.active_params())
+    assert arch.layer_kinds() == ref.layer_kinds()
+
+
+def test_llama4_scout_config_agrees_with_the_registry_row(tmp_path):
+    scout = {**MAVERICK_TEXT, "num_local_experts": 16, "interleave_moe_layer_step": 1}
+    arch = from_hf_config(_write(tmp_path, scout), name="scout")
+    ref = get_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    assert (arch.total_params(), arch.active_params()) == (ref.total_params(), ref.active_params())
+    assert round(arch.total_params() / 1e9, 2) == 107.77 and round(arch.active_params() / 1e9, 2) == 17.17
+    assert arch.layer_kinds() == ref.layer_kinds() and ref.layer_kinds().count("chunked") == 36
+
+
+def test_llama4_no_rope_layers_decide_which_layers_are_chunked(tmp_path):
+    # vLLM: no_rope_layers[i] == 0 -> NoPE layer, plain Attention; otherwise ChunkedLocalAttention
+    arch = from_hf_config(_write(tmp_path, {**MAVERICK_TEXT, "no_rope_layers": [0, 1] * 24}))
+    assert arch.layer_kinds()[:3] == ["full", "chunked", "full"] and arch.sliding_layers == 24
+    no_chunk = from_hf_config(_write(tmp_path, {**MAVERICK_TEXT, "attention_chunk_size": None}))
+    assert set(no_chunk.layer_kinds()) == {"full"} and no_chunk.sliding_window is None
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"no_rope_layers": [1] * 40}, "field 'no_rope_layers' has 40 entries but num_hidden_layers is 48"),
+    ({"intermediate_size_mlp": "16k"}, "field 'intermediate_size_mlp' must be a positive integer (got \"16k\")"),
+])
+def test_a_bad_llama4_field_is_one_error_naming_file_and_field(tmp_path, change, expected):
+    path = _write(tmp_path, {**MAVERICK_TEXT, **change})
+    with pytest.raises(ConfigError) as info:
+        from_hf_config(path)
+    assert info.value.problems == (f"{path}: {expected}",)

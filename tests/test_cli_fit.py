@@ -131,10 +131,10 @@ def test_a_checkpoint_format_the_gpu_cannot_run_blames_the_gpu_unless_the_precis
     the GPU, not the format: the error names --gpu."""
     default = run("fit", "--model", "openai/gpt-oss-20b", "--gpu", "T4-16GB")
     assert default.exit_code == 2 and default.stdout == ""
-    assert default.stderr.startswith("error: --gpu T4-16GB: openai/gpt-oss-20b ships mxfp4 weights and mxfp4 kernels "
-                                     "(Marlin) need sm80 or newer; T4-16GB is Turing")
+    assert default.stderr.startswith("error: --gpu T4-16GB: openai/gpt-oss-20b ships mxfp4 weights and mxfp4 on "
+                                     "T4-16GB (Turing, sm75): MXFP4 needs compute capability 8.0 or newer")
     asked = run("fit", "--model", "openai/gpt-oss-20b", "--gpu", "T4-16GB", "--precision", "mxfp4")
-    assert asked.exit_code == 2 and asked.stderr.startswith("error: --precision mxfp4: mxfp4 kernels (Marlin)")
+    assert asked.exit_code == 2 and asked.stderr.startswith("error: --precision mxfp4: mxfp4 on T4-16GB")
 
 
 def test_model_config_missing_field_names_it(tmp_path):
@@ -156,10 +156,14 @@ def test_a_dsa_model_on_a_gpu_without_a_sparse_mla_backend_is_one_error_line():
         "sparse MLA kernels): no attention backend starts"]
 
 
-def test_fp8_on_a_gpu_without_fp8_support_is_rejected():
-    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "T4-16GB", "--precision", "fp8")
-    assert result.exit_code == 2
-    assert "fp8 needs native FP8" in result.output
+def test_fp8_on_turing_is_rejected_before_vllm_0_14_only():
+    """Fp8Config and FP8 Marlin need sm80 up to 0.13 and sm75 from 0.14: a T4 runs FP8 weights on Marlin."""
+    args = ("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "T4-16GB", "--precision", "fp8",
+            "--max-model-len", "4096")
+    old = run(*args, "--vllm-version", "0.13")
+    assert old.exit_code == 2 and old.stderr.strip().splitlines() == [
+        "error: --precision fp8: fp8 on T4-16GB (Turing, sm75): FP8 needs compute capability 8.0 or newer in vLLM 0.13"]
+    assert run(*args, "--vllm-version", "0.14").exit_code == 0
 
 
 def test_models_list_and_show():

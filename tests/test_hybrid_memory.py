@@ -385,3 +385,20 @@ def test_a_plain_model_that_does_not_fit_needs_its_tokens_times_its_bytes_per_to
                    ServingConfig(max_model_len=131072))
     assert est.binding_rank.block_bytes == 16 * 131072
     assert est.reason is not None and "needs 16.00 GiB of KV cache" in est.reason
+
+
+@pytest.mark.parametrize(("release", "blocks"), [
+    # 0.10.1-0.13: the hybrid allocator is off for attention_chunk_size models, all 48 layers full length:
+    # 131,072 / 16 = 8,192 blocks, every layer sharing each block id
+    ("0.11", 8192), ("0.13", 8192),
+    # 0.14+: 12 full + 36 chunked layers, groups of 12 -> 1 full group (8,192 blocks) and 3 chunked groups of
+    # ceil(min(8192 + 8192 batched, 131072) / 16) = 1,024 blocks each: 8,192 + 3 x 1,024 = 11,264
+    ("0.14", 11264), ("0.33", 11264),
+])
+def test_llama4_chunked_layers_are_cached_at_full_length_before_0_14(release: str, blocks: int) -> None:
+    scout = get_model("meta-llama/Llama-4-Scout-17B-16E-Instruct")
+    est = estimate(scout, get_gpu("H100-SXM-80GB"),
+                   ServingConfig(tensor_parallel=4, max_model_len=131_072, vllm_version=release))
+    assert est.ranks[0].blocks_per_request == blocks
+    assert {g.kind: g.layers for g in est.ranks[0].kv_groups} == (
+        {"full": 48} if blocks == 8192 else {"full": 12, "chunked": 36})

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from gpuopt.errors import ConfigError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model
-from gpuopt.physics.memory import GIB, ServingConfig, estimate, precision_unsupported
+from gpuopt.physics.memory import GIB, ServingConfig, estimate, precision_unsupported, weights_bytes
 from gpuopt.physics.quantization import kernel_on, read_quantization
 from gpuopt.physics.resolution import from_local_path
 
@@ -40,8 +40,9 @@ def test_awq_bytes_and_kernels() -> None:
     assert awq.weight_format == "int4"
     assert awq.kernel_path(80).vllm_method == "awq_marlin"
     assert awq.kernel_path(90).linear == "marlin"  # AWQ Marlin does not go through Machete
-    turing = awq.kernel_path(75)
+    turing = awq.kernel_path(75, "0.11")  # AWQMarlinConfig needs sm80 in 0.11-0.13
     assert (turing.vllm_method, turing.linear) == ("awq", "awq-gemm")
+    assert awq.kernel_path(75, "0.14").linear == "marlin"  # Marlin from sm75 in 0.14
     assert not awq.kernel_path(70).supported
 
 
@@ -105,10 +106,13 @@ def test_modelopt_nvfp4_from_hf_quant_config() -> None:
     arch = from_hf_dict(cfg, name="nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4", hf_quant_config=side)
     nv = arch.quantization
     assert nv is not None
-    assert (nv.scheme, nv.group_size, nv.kv_cache_fp8, nv.attention_excluded) == ("nvfp4", 16, True, True)
+    assert (nv.scheme, nv.group_size, nv.kv_cache_fp8, nv.attention_excluded) == ("nvfp4", 16, True, False)
+    # exclude_modules names the 6 attention layers and 6 of the 23 Mamba mixers one by one
+    assert nv.excluded_mixer_layers == (4, 5, 11, 12, 18, 19, 25, 26, 32, 33, 41, 42)
     assert nv.bytes_per_weight == 0.5 + 1 / 16
     assert nv.kernel_path(100).linear == "flashinfer-cutlass-fp4"
-    assert not nv.kernel_path(75).supported
+    assert not nv.kernel_path(75, "0.13").supported  # ModelOpt NVFP4 needs sm80 up to 0.13, sm75 from 0.14
+    assert nv.kernel_path(75, "0.14").linear == "marlin-fp4"
 
 
 def test_unknown_and_unmodelled_methods_are_config_errors() -> None:
@@ -240,3 +244,81 @@ def test_a_modelopt_checkpoint_with_an_fp8_kv_cache_gets_it_from_014(release: st
     explicit = estimate(arch, get_gpu("B200-180GB"), ServingConfig(max_model_len=8192, kv_cache_dtype="fp8",
                                                                    vllm_version="0.13"))
     assert explicit.config.kv_cache_dtype == "fp8"
+
+
+@pytest.mark.parametrize(("release", "turing"), [
+    # Marlin (and Fp8Config / GPTQMarlinConfig / AWQMarlinConfig) from sm80 in 0.11-0.13, from sm75 in 0.14
+    ("0.11", "exllama"), ("0.13", "exllama"), ("0.14", "marlin"), ("0.33", "marlin"),
+])
+def test_marlin_runs_on_turing_from_0_14(release: str, turing: str) -> None:
+    assert q(GPTQ).kernel_path(75, release).linear == turing
+    fp8 = q({"quant_method": "fp8", "weight_block_size": [128, 128]})
+    path = fp8.kernel_path(75, release)
+    assert path.supported == (turing == "marlin")
+    assert not path.supported or (path.linear, path.activation_bits) == ("marlin-fp8", 16)
+    assert not q({"quant_method": "mxfp4"}).kernel_path(75, release).supported  # Mxfp4Config: sm80 throughout
+
+
+@pytest.mark.parametrize(("release", "on_a100"), [("0.25", None), ("0.27", "marlin-fp8"), ("0.33", "marlin-fp8")])
+def test_modelopt_fp8_runs_on_ampere_from_0_27(release: str, on_a100: str | None) -> None:
+    """ModelOptFp8Config.get_min_capability: 89 up to 0.25.0, 80 from 0.27.1 (FP8 Marlin below sm89)."""
+    modelopt = read_quantization({}, hf_quant_config={"quantization": {"quant_algo": "FP8"}})
+    assert modelopt is not None
+    path = modelopt.kernel_path(80, release)
+    assert (path.linear if path.supported else None) == on_a100
+    assert not modelopt.kernel_path(75, release).supported  # below 80 in every release
+    assert modelopt.kernel_path(89, release).activation_bits == 8
+
+
+def test_awq_8_bit_runs_in_no_release() -> None:
+    """uint8 is not an AWQ Marlin type (zero-point types: uint4 only) and the AWQ GEMM kernel is 4-bit only."""
+    eight = q({**AWQ, "bits": 8})
+    for release in ("0.11", "0.14", "0.33"):
+        for cc in (75, 80, 90):
+            assert not eight.kernel_path(cc, release).supported
+
+
+def test_bitsandbytes_is_gone_from_0_28() -> None:
+    bnb = q({"quant_method": "bitsandbytes", "load_in_4bit": True})
+    assert bnb.kernel_path(80, "0.27").supported
+    assert "removed in 0.28" in bnb.kernel_path(80, "0.28").note
+
+
+def test_fp8_and_int4_plans_on_a_t4_by_release() -> None:
+    base = get_model("Qwen/Qwen3-8B")
+    t4, v100 = get_gpu("T4-16GB"), get_gpu("V100-16GB")
+    assert "FP8 needs compute capability 8.0 or newer in vLLM 0.13" in (
+        precision_unsupported(t4, "fp8", base, "0.13") or "")
+    assert precision_unsupported(t4, "fp8", base, "0.14") is None
+    assert precision_unsupported(t4, "fp8", base) is None  # the default release, 0.33
+    assert precision_unsupported(t4, "int4", base, "0.11") is None  # AWQ GEMM on sm75
+    assert precision_unsupported(t4, "mxfp4", get_model("openai/gpt-oss-20b")) is not None  # MXFP4 needs sm80
+    assert precision_unsupported(v100, "fp8", base) is not None and precision_unsupported(v100, "int4", base)
+
+
+def test_only_the_mixers_an_exclusion_list_names_stay_16_bit() -> None:
+    cfg = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json").read_text())
+    side = json.loads((FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config.json").read_text())
+    arch = from_hf_dict(cfg, name="nv", hf_quant_config=side)
+    every = arch.model_copy(update={"quantization": arch.quantization.model_copy(  # type: ignore[union-attr]
+        update={"attention_excluded": True, "excluded_mixer_layers": ()})})
+    layers = range(arch.num_hidden_layers)
+    # a Mamba mixer: in_proj 2688 x (2 x 4096 + 2 x 8 x 128 + 64) = 27,697,152, out_proj 4096 x 2688 = 11,010,048,
+    # conv1d (4096 + 2048) x (4 + 1) = 30,720 -> 38,737,920; 17 of the 23 are not named, so they are NVFP4
+    # (0.5625 B) instead of 16-bit (2 B): 17 x 38,737,920 x 1.4375 = 946,657,920 B less
+    assert arch.layer_params(4).attention == 38_737_920
+    saved = (weights_bytes(every, "int4", 1, layers, True, True) - weights_bytes(arch, "int4", 1, layers, True, True))
+    assert saved == pytest.approx(17 * 38_737_920 * (2 - 0.5625), rel=1e-12)
+
+
+def test_a_dsa_indexers_norm_in_the_ignore_list_leaves_the_attention_quantized() -> None:
+    """GLM-5-FP8 ignores each layer's `self_attn.indexer.k_norm` and `self_attn.indexers_proj`: no attention
+    projection, so its attention stays FP8 (a substring test for "self_attn" made it all 16-bit)."""
+    names = ["lm_head", "model.layers.0.self_attn.indexer.k_norm", "model.layers.0.self_attn.indexers_proj",
+             "model.layers.0.self_attn.kv_a_layernorm", "model.layers.3.mlp.gate"]
+    fp8 = q({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": names})
+    assert (fp8.attention_excluded, fp8.excluded_mixer_layers, fp8.experts_only) == (False, (), False)
+    named = q({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.2.self_attn.o_proj"]})
+    assert (named.attention_excluded, named.excluded_mixer_layers) == (False, (2,))
+    pattern = q({"quant_method": "fp8", "modules_to_not_convert": ["self_attn"]})  # every layer's attention
+    assert (pattern.attention_excluded, pattern.excluded_mixer_layers) == (True, ())

@@ -384,7 +384,7 @@ LEGACY_AWQ = {"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_poin
 
 
 def _int4_command(tmp_path: Path, side: dict[str, object] | None, in_config: dict[str, object] | None,
-                  capability: int | None) -> str:
+                  capability: int | None, release: str | None = None) -> str:
     folder = tmp_path / "ckpt"
     folder.mkdir(exist_ok=True)
     cfg = dict(LLAMA_8B_CONFIG, **({"quantization_config": in_config} if in_config else {}))
@@ -392,21 +392,26 @@ def _int4_command(tmp_path: Path, side: dict[str, object] | None, in_config: dic
     if side is not None:
         (folder / "quantize_config.json").write_text(json.dumps(side))
     arch = resolve_model(str(folder))
-    resolved, _ = resolve(arch, get_gpu("H100-SXM-80GB"), ServingConfig(precision="int4", max_model_len=8192))
+    resolved, _ = resolve(arch, get_gpu("H100-SXM-80GB"), ServingConfig(precision="int4", max_model_len=8192,
+                                                                         vllm_version=release))
     [line] = serve_lines(vllm_command(arch, resolved, compute_capability=capability))
     return line
 
 
-@pytest.mark.parametrize(("side", "capability", "method"), [
-    (LEGACY_GPTQ, 90, "gptq_marlin"),  # Marlin from sm80: the fast kernel's name
-    (LEGACY_GPTQ, 75, "gptq"),  # below sm80 only GPTQConfig (exllama) loads (GPTQMarlinConfig min capability 80)
-    ({**LEGACY_GPTQ, "sym": False}, 90, "gptq"),  # GPTQ-Marlin takes symmetric GPTQ only
-    (LEGACY_AWQ, 80, "awq_marlin"),
-    (LEGACY_AWQ, 75, "awq"),
+@pytest.mark.parametrize(("side", "capability", "release", "method"), [
+    (LEGACY_GPTQ, 90, None, "gptq_marlin"),  # Marlin where it runs: the fast kernel's name
+    # below sm80 only GPTQConfig (exllama) loads in 0.11-0.13 (GPTQMarlinConfig min capability 80; 75 from 0.14)
+    (LEGACY_GPTQ, 75, "0.13", "gptq"),
+    (LEGACY_GPTQ, 75, "0.14", "gptq_marlin"),
+    ({**LEGACY_GPTQ, "sym": False}, 90, None, "gptq"),  # GPTQ-Marlin takes symmetric GPTQ only
+    (LEGACY_AWQ, 80, None, "awq_marlin"),
+    (LEGACY_AWQ, 75, "0.13", "awq"),
+    (LEGACY_AWQ, 75, None, "awq_marlin"),
 ])
-def test_a_checkpoint_quantized_only_in_quantize_config_json_is_named_its_method(tmp_path, side, capability, method):
+def test_a_checkpoint_quantized_only_in_quantize_config_json_is_named_its_method(tmp_path, side, capability, release,
+                                                                                  method):
     """vLLM reads the method from config.json alone; the file is read only once --quantization names one."""
-    line = _int4_command(tmp_path, side, None, capability)
+    line = _int4_command(tmp_path, side, None, capability, release)
     assert f" --quantization {method} " in line
 
 
@@ -415,3 +420,17 @@ def test_a_checkpoint_whose_config_json_states_its_quantization_gets_no_flag(tmp
     assert "--quantization" not in _int4_command(tmp_path, None, in_config, 90)
     # quantize_config.json beside it is ignored: config.json's quantization_config comes first (vLLM and gpuopt)
     assert "--quantization" not in _int4_command(tmp_path, LEGACY_GPTQ, in_config, 90)
+
+
+@pytest.mark.parametrize(("release", "expected"), [
+    # ModelOptFp8Config.get_min_capability 89 up to 0.25: vLLM quantizes the base model at load instead
+    ("0.25", "vllm serve meta-llama/Llama-3.1-70B-Instruct "),
+    ("0.33", "vllm serve nvidia/Llama-3.1-70B-Instruct-FP8 "),  # 80 from 0.27.1: FP8 Marlin on an A100
+])
+def test_a_modelopt_fp8_checkpoint_is_named_on_an_a100_from_0_27(release: str, expected: str) -> None:
+    l70 = "meta-llama/Llama-3.1-70B-Instruct"
+    arch = get_model(l70)
+    resolved, _ = resolve(arch, get_gpu("A100-SXM-80GB"), ServingConfig(precision="fp8", tensor_parallel=2,
+                                                                        max_model_len=8192, vllm_version=release))
+    command = vllm_command(arch, resolved, fp8_native=False, compute_capability=80)
+    assert command.startswith(expected)

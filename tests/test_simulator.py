@@ -398,9 +398,10 @@ def test_block_fp8_experts_before_vllm_0_8_take_their_own_kernel_path():
 
 def test_moe_speed_path_is_the_kernel_vllm_picks_for_the_checkpoint():
     """One rule set (quantization.select_kernel) decides commands, memory and speed: gpt-oss's MXFP4 experts
-    run OpenAI's triton_kernels on Hopper and Marlin on Ampere and Ada; 4-bit AWQ runs Marlin from sm80 and
-    moe-wna16 on Turing (priced at the Marlin path); 16-bit experts run Triton fused_moe on every GPU, Blackwell
-    included; a served 8-bit AWQ checkpoint takes the W8A16 Marlin path, not the plan format's W4A16 one."""
+    run OpenAI's triton_kernels on Hopper and Marlin on Ampere and Ada; 4-bit AWQ runs Marlin (from sm75 in the
+    default release, 0.33); 16-bit experts run Triton fused_moe on every GPU, Blackwell included; a served
+    8-bit GPTQ checkpoint takes the W8A16 Marlin path, not the plan format's W4A16 one (8-bit AWQ runs in no
+    release: quantization.select_kernel)."""
     h100, a100, l40s, t4, b200 = (get_gpu(g) for g in ("H100-SXM-80GB", "A100-SXM-80GB", "L40S-48GB", "T4-16GB",
                                                       "B200-180GB"))
     assert [latency.moe_kernel_path(g, "mxfp4") for g in (h100, a100, l40s)] == [
@@ -408,9 +409,9 @@ def test_moe_speed_path_is_the_kernel_vllm_picks_for_the_checkpoint():
     assert [latency.moe_kernel_path(g, "int4") for g in (h100, a100, t4)] == ["marlin_w4a16"] * 3
     assert [latency.moe_kernel_path(g, "fp16") for g in (h100, b200)] == ["triton_fused_moe"] * 2
     assert latency.moe_kernel_path(b200, "fp8") == "flashinfer_cutlass"
-    awq8 = read_quantization({"quantization_config": {"quant_method": "awq", "bits": 8, "group_size": 128}})
-    assert awq8 is not None and awq8.weight_format == "int8"
-    assert latency.moe_kernel_path(a100, "int8", checkpoint=awq8) == "marlin_w8a16"
+    gptq8 = read_quantization({"quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": 128}})
+    assert gptq8 is not None and gptq8.weight_format == "int8"
+    assert latency.moe_kernel_path(a100, "int8", checkpoint=gptq8) == "marlin_w8a16"
     assert latency.moe_kernel_path(a100, "int8") == "triton_fused_moe"  # the representative INT8 is W8A8
 
 

@@ -71,8 +71,11 @@ def state_bytes_per_sequence(arch: ModelArchitecture, tp: int = 1) -> float:
 
 
 def kernel_table(arch: ModelArchitecture) -> dict[str, KernelPath]:
+    """The kernels the default release picks for the checkpoint on each GPU generation (they differ by
+    release: quantization.select_kernel)."""
     q = arch.quantization
-    return {} if q is None else {name: q.kernel_path(cc) for name, cc in GENERATIONS}
+    release = default_release()
+    return {} if q is None else {name: q.kernel_path(cc, release) for name, cc in GENERATIONS}
 
 
 def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
@@ -218,6 +221,7 @@ def show_model(model_id: str, as_json: bool) -> None:
             shown = ", ".join(q.excluded_modules[:4]) + (f" (+{len(q.excluded_modules) - 4} more)"
                                                          if len(q.excluded_modules) > 4 else "")
             lines.append(f"left unquantized: {shown}")
+        lines.append(f"  kernels in vLLM {default_release()} (the default release):")
         for gen, path in kernel_table(arch).items():
             kern = (f"{path.vllm_method}: linear {path.linear}" + (f", MoE {path.moe}" if path.moe else "")
                     + f", W{path.weight_bits}A{path.activation_bits}") if path.supported else "not supported"

@@ -236,7 +236,7 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
         raise InputError(f"--interconnect nvlink: {gpu.gpu}'s NVLink is a bridge between {gpu.nvlink_bridge_gpus} "
                          f"cards (data/nvlink_bridges.csv), so {gpus} of them talk over PCIe: drop the option, use "
                          f"--interconnect pcie, or {gpu.nvlink_bridge_gpus} GPUs")
-    if (unsupported := precision_unsupported(gpu, resolved.precision, arch)) is not None:
+    if (unsupported := precision_unsupported(gpu, resolved.precision, arch, resolved.vllm_version)) is not None:
         if precision_given:
             raise InputError(f"--precision {resolved.precision}: {unsupported}")
         raise InputError(f"--gpu {gpu.gpu}: {arch.hf_id} ships {resolved.precision} weights and {unsupported}: "

@@ -104,9 +104,10 @@ class ModelArchitecture(BaseModel):
     native_quantization: Literal["mxfp4-experts", "fp8-block"] | None = None
     multimodal: bool = False
     vision_params_b: float | None = None
-    # hybrids: one character per decoder layer (F full attention, L linear attention, M Mamba-2, E MoE-only
-    # block, - MLP-only block; Nemotron-H's '*' is read as F). Blocks-per-layer models (Nemotron-H) hold
-    # ONE block per layer (a mixer or an FFN), the others a mixer and an FFN in every layer.
+    # hybrids: one character per decoder layer (F full attention, C chunked-local attention, L linear
+    # attention, M Mamba-2, E MoE-only block, - MLP-only block; Nemotron-H's '*' is read as F).
+    # Blocks-per-layer models (Nemotron-H) hold ONE block per layer (a mixer or an FFN), the others a mixer
+    # and an FFN in every layer.
     layer_pattern: str | None = None
     block_per_layer: bool = False
     attn_output_gate: bool = False
@@ -481,8 +482,8 @@ class ModelArchitecture(BaseModel):
         return 2 * heads * self.attn_head_dim
 
 
-_PATTERN_KINDS: dict[str, LayerKind] = {"F": "full", "*": "full", "L": "linear", "M": "mamba", "E": "ffn",
-                                         "-": "ffn"}
+_PATTERN_KINDS: dict[str, LayerKind] = {"F": "full", "*": "full", "C": "chunked", "L": "linear", "M": "mamba",
+                                         "E": "ffn", "-": "ffn"}
 
 
 @dataclass(frozen=True)
@@ -684,6 +685,61 @@ def _hybrid_fields(cfg: dict[str, Any], n_layers: int, where: str) -> dict[str, 
     return data
 
 
+LLAMA4_MODEL_TYPES = ("llama4", "llama4_text")
+"""config.json model_type of Llama-4 (the wrapper, and its text_config): the only models vLLM builds with
+ChunkedLocalAttention (model_executor/models/llama4.py, 0.11.0-0.34.0)."""
+
+
+def _llama4_fields(cfg: dict[str, Any], n_layers: int, where: str) -> dict[str, Any]:
+    """What vLLM's llama4.py builds that the generic keys miss (read in the 0.33.0 source):
+
+    * every MoE layer (`(i + 1) % interleave_moe_layer_step == 0`) has one shared expert as wide as the
+      routed ones (Llama4MoE: `shared_expert = LlamaMLP(intermediate_size=config.intermediate_size)`), and
+      `intermediate_size` is that expert width;
+    * the other layers are dense MLPs of `intermediate_size_mlp` (Llama4DecoderLayer);
+    * a layer with rope (`no_rope_layers[i] != 0`) uses ChunkedLocalAttention of `attention_chunk_size`, a
+      NoPE layer full attention. transformers' Llama4TextConfig (5.25.0) fills an absent or empty
+      `no_rope_layers` with `int((i + 1) % no_rope_layer_interval != 0)`, interval 4 by default: every 4th
+      layer global, so 36 chunked + 12 full of Scout's and Maverick's 48.
+
+    Read only for keys the config states (transformers' defaults for absent ones are not assumed)."""
+    data: dict[str, Any] = {"n_shared_experts": 1}
+    if cfg.get("num_local_experts") and isinstance(cfg.get("intermediate_size"), int):
+        data["moe_intermediate_size"] = cfg["intermediate_size"]
+        data["shared_expert_intermediate_size"] = cfg["intermediate_size"]
+    dense = cfg.get("intermediate_size_mlp")
+    if dense is not None:
+        if not isinstance(dense, int) or isinstance(dense, bool) or dense <= 0:
+            raise ConfigError(f"{where}: field 'intermediate_size_mlp' must be a positive integer "
+                              f"(got {json.dumps(dense)})")
+        data["intermediate_size"] = dense
+    chunk = cfg.get("attention_chunk_size")
+    if chunk is None:
+        return data  # vLLM: every layer plain Attention
+    if not isinstance(chunk, int) or isinstance(chunk, bool) or chunk <= 0:
+        raise ConfigError(f"{where}: field 'attention_chunk_size' must be a positive integer "
+                          f"(got {json.dumps(chunk)})")
+    no_rope = cfg.get("no_rope_layers")
+    if no_rope:
+        if not isinstance(no_rope, list) or not all(isinstance(v, int) for v in no_rope):
+            raise ConfigError(f"{where}: field 'no_rope_layers' must be a list of 0/1 per layer")
+        if len(no_rope) < n_layers:  # vLLM indexes it by layer: a shorter list is an IndexError
+            raise ConfigError(f"{where}: field 'no_rope_layers' has {len(no_rope)} entries but "
+                              f"num_hidden_layers is {n_layers}")
+        uses_rope = [v != 0 for v in no_rope[:n_layers]]
+    else:
+        interval = cfg.get("no_rope_layer_interval", 4)
+        if not isinstance(interval, int) or isinstance(interval, bool) or interval <= 0:
+            raise ConfigError(f"{where}: field 'no_rope_layer_interval' must be a positive integer "
+                              f"(got {json.dumps(interval)})")
+        uses_rope = [(i + 1) % interval != 0 for i in range(n_layers)]
+    pattern = "".join("C" if rope else "F" for rope in uses_rope)
+    if "C" in pattern:
+        data.update(layer_pattern=pattern, attention_kind="chunked-local mix", sliding_window=chunk,
+                    sliding_layers=pattern.count("C"))
+    return data
+
+
 def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
     """Rope scaling as the config states it, from `rope_scaling` or Transformers v5's `rope_parameters` (one
     dict, or one per layer type); original_max_position_embeddings inside the entry or at the top level
@@ -783,6 +839,8 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         data["attention_bias"] = "all"
     elif cfg.get("qkv_bias") is True or cfg.get("add_qkv_bias") is True or cfg.get("model_type") in ("qwen2",):
         data["attention_bias"] = "qkv"
+    if cfg.get("model_type") in LLAMA4_MODEL_TYPES:
+        data.update(_llama4_fields(cfg, int(data["num_hidden_layers"]), path))
     if cfg.get("moe_shared_expert_intermediate_size"):
         data["shared_expert_intermediate_size"] = cfg["moe_shared_expert_intermediate_size"]
     if data.get("num_experts") and not data.get("moe_intermediate_size"):

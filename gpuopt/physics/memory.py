@@ -26,6 +26,7 @@ from gpuopt.physics.architecture import DTYPE_BYTES, ModelArchitecture
 from gpuopt.physics.context_limit import default_max_len, model_max_len, rope_cache_positions
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.lora import lora_bytes, lora_problems
+from gpuopt.physics.quantization import representative
 from gpuopt.physics.serve_flags import block_sizes, flags
 from gpuopt.physics.vllm_profile import (
     CudaGraphCalibration,
@@ -263,23 +264,28 @@ def default_precision(arch: ModelArchitecture) -> WeightFormat:
     return DTYPE_TO_FORMAT[arch.torch_dtype]
 
 
-def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture) -> str | None:
-    """Why vLLM cannot run this weight format on this GPU (None when it can)."""
+def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture,
+                          vllm_version: str | None = None) -> str | None:
+    """Why vLLM `vllm_version` (None: the default release) cannot run this weight format on this GPU (None
+    when it can). A quantized checkpoint is judged by its own kernels, a model planned in a quantized format
+    by those of the checkpoint that format stands for (quantization.representative: block FP8, AWQ int4,
+    MXFP4 experts, INT8 W8A8), both by quantization.select_kernel's per-release rules -- so fp8 and int4 run
+    on Turing from 0.14 (Marlin from sm75), and int4 already on 0.11's AWQ GEMM kernel."""
     q = arch.quantization
     if q is not None:
         if precision != q.weight_format:
             # vLLM loads a quantized checkpoint only in its own format (no re-quantizing AWQ to fp8, no bf16)
             return (f"{arch.hf_id} is a {q.method} {q.scheme} checkpoint ({q.weight_format}); it cannot be served "
                     f"as {precision}: use its base model for other precisions")
-        path = q.kernel_path(gpu.compute_capability)
+        path = q.kernel_path(gpu.compute_capability, vllm_version)
         return None if path.supported else f"{arch.hf_id} ({q.method} {q.scheme}): {path.note}"
     if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":
         return f"{arch.hf_id} has no MXFP4 checkpoint (mxfp4 is only for natively MXFP4 models such as gpt-oss)"
-    if precision == "fp8" and not gpu.fp8_native and not gpu.is_ampere:
-        return f"fp8 needs native FP8 (Ada/Hopper/Blackwell) or Ampere's W8A16 kernels; {gpu.gpu} is {gpu.architecture}"
-    if precision in ("mxfp4", "int4") and gpu.architecture in ("Turing", "Volta"):
-        # gpus.csv vllm_notes for T4: "many vLLM kernels (FlashAttention-2, Marlin) need sm80+"
-        return f"{precision} kernels (Marlin) need sm80 or newer; {gpu.gpu} is {gpu.architecture}"
+    stand_in = representative(precision)
+    if stand_in is not None and gpu.compute_capability is not None:
+        path = stand_in.kernel_path(gpu.compute_capability, vllm_version)
+        if not path.supported:
+            return f"{precision} on {gpu.gpu} ({gpu.architecture}, sm{gpu.compute_capability}): {path.note}"
     return None
 
 
@@ -308,7 +314,7 @@ def gpu_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitectu
     """Why vLLM cannot run this model in this weight format on this GPU (None when it can): the release's build
     (release_unsupported), the format's kernels (precision_unsupported), or a DSA model's sparse attention
     (sparse_mla.unsupported)."""
-    return (release_unsupported(gpu, vllm_version) or precision_unsupported(gpu, precision, arch)
+    return (release_unsupported(gpu, vllm_version) or precision_unsupported(gpu, precision, arch, vllm_version)
             or sparse_mla.unsupported(arch, gpu, vllm_version))
 
 
@@ -617,13 +623,21 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
         attention_bytes = act if q.experts_only or q.attention_excluded else q.bytes_per_weight
     total = 0.0
     p = arch.layer_sums(layers)
-    total += ((p.linear - p.attention) / tp * linear_bytes + p.attention / tp * attention_bytes
-              + p.experts / (expert_shards or tp) * expert_bytes * expert_scale + p.bias / tp * act)
+    # mixers a checkpoint leaves in 16-bit layer by layer (Quantization.excluded_mixer_layers): 16-bit here
+    mixer16 = repl16 = 0
+    if q is not None and precision == q.weight_format and attention_bytes != act:
+        for i in q.excluded_mixer_layers:
+            if i in layers:
+                mixer16 += arch.layer_params(i).attention
+                repl16 += arch.layer_params(i).replicated_linear
+    total += ((p.linear - p.attention) / tp * linear_bytes + (p.attention - mixer16) / tp * attention_bytes
+              + mixer16 / tp * act + p.experts / (expert_shards or tp) * expert_bytes * expert_scale
+              + p.bias / tp * act)
     # replicated linears (MLA down-projections) are stored like the attention projections; the rest (norms,
     # routers, DSA indexers) in 16-bit
     repl_linear = p.replicated_linear
     total += (replicated_params(arch, layers, indexer_layers(arch, layers, vllm_version)) - repl_linear) * act
-    total += repl_linear * attention_bytes
+    total += (repl_linear - repl16) * attention_bytes + repl16 * act
     if first:
         total += (arch.embedding_params + (arch.vision_params() if vision else 0)) / tp * act
     if last:
@@ -782,17 +796,20 @@ def dsa_format(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> sp
 
 def kv_groups(arch: ModelArchitecture, layers: range, tp: int, kv_bytes: float,
               act_bytes: float = 2.0, vllm_version: str | None = None,
-              dsa: sparse_mla.KvFormat | None = None, sliding_as_full: bool = False) -> tuple[KvGroup, ...]:
+              dsa: sparse_mla.KvFormat | None = None, sliding_as_full: bool = False,
+              chunked_as_full: bool = False) -> tuple[KvGroup, ...]:
     """Layers of this stage that keep a KV cache or a per-sequence state, grouped by kind
     (cross-attention layers keep the encoder's KV, not the text's, and are left out). A DSA model's index
     keys are spread over its MLA layers: all of them hold one, or with IndexCache only the layers that
     build an indexer (indexer_layers), which vLLM pages as their own cache layers. `sliding_as_full`
-    (vLLM 0.8-0.9.0): windowed layers next to full ones are cached at full length."""
+    (vLLM 0.8-0.9.0): windowed layers next to full ones are cached at full length; `chunked_as_full`
+    (0.10.1-0.13): chunked-local layers next to full ones are (the hybrid allocator is off for them)."""
     per_layer = kv_bytes_per_token_per_layer(arch, tp, kv_bytes, dsa)
     counts = arch.layer_kind_counts(layers)
-    if sliding_as_full and counts.get("full") and any(k in counts for k in WINDOWED_LAYER_KINDS):
-        counts = {k: n for k, n in counts.items() if k not in WINDOWED_LAYER_KINDS} | {
-            "full": counts["full"] + sum(counts.get(k, 0) for k in WINDOWED_LAYER_KINDS)}
+    merged = WINDOWED_LAYER_KINDS if sliding_as_full else ("chunked",) if chunked_as_full else ()
+    if counts.get("full") and any(k in counts for k in merged):
+        counts = {k: n for k, n in counts.items() if k not in merged} | {
+            "full": counts["full"] + sum(counts.get(k, 0) for k in merged)}
     groups = []
     for kind in KV_LAYER_KINDS:
         n = counts.get(kind, 0)
@@ -983,7 +1000,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
             transient = a + cg  # peak_activation_memory: the profiled peak plus the CUDA-graph estimate
             margin = max(ext.margin_floor_gib, ext.margin_fraction * transient)
             kv = min(budget - used, total - startup - used - margin) - transient
-        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version, dsa, profile.sliding_window_as_full)
+        groups = kv_groups(arch, layers, tp, kv_b, act_b, cfg.vllm_version, dsa, profile.sliding_window_as_full,
+                           profile.chunked_local_as_full)
         size, layout = kv_layout(groups)
         block = hybrid_block_size(groups, cfg.block_size, cfg.vllm_version)
         page = max(max((block * g.bytes_per_token_per_layer for g in groups), default=0.0),

@@ -6,16 +6,19 @@ of them into one `Quantization`: the bytes each quantized weight takes with its 
 memory model's weight size), the modules left in 16-bit, and `kernel_path(gpu)` -- the GEMM and MoE kernels
 vLLM selects on that GPU generation, which decides the speed the latency model should assume.
 
-The selection rules were read in vLLM v0.11.0's source (vllm/model_executor/layers/quantization/: awq_marlin.py
+The selection rules were first read in vLLM v0.11.0's source (vllm/model_executor/layers/quantization/: awq_marlin.py
 `is_awq_marlin_compatible`, gptq_marlin.py `is_gptq_marlin_compatible`, kernels/mixed_precision/__init__.py
 `_POSSIBLE_KERNELS` (Machete before Marlin, Machete sm90 only and without act-order), fp8.py `use_marlin`
 below sm89, mxfp4.py `get_mxfp4_backend`, modelopt.py NVFP4 backends, compressed_tensors.py scheme choice,
-utils/marlin_utils.py `MARLIN_SUPPORTED_GROUP_SIZES`). Nothing is vendored; the rules are restated here.
+utils/marlin_utils.py `MARLIN_SUPPORTED_GROUP_SIZES`); the GPU generations later releases admit (Marlin from
+sm75, ModelOpt FP8 from sm80, no bitsandbytes) were read in their sources and are selected by release
+(select_kernel). Nothing is vendored; the rules are restated here.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -24,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuopt.errors import ConfigError
 from gpuopt.hardware import GpuSpec
+from gpuopt.physics.vllm_profile import release_key, release_or_default
 from gpuopt.vocabulary import WeightFormat
 
 QuantMethod = Literal["fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt"]
@@ -68,14 +72,18 @@ class Quantization(BaseModel):
     bytes_per_weight: float  # quantized weights with their scales and zero points
     weight_format: WeightFormat  # the memory/planning family: fp8, int8, int4 or mxfp4
     experts_only: bool = False  # only routed MoE experts are quantized (gpt-oss MXFP4, Kimi-K2.5 INT4)
-    attention_excluded: bool = False  # attention / token-mixer projections left in 16-bit
+    attention_excluded: bool = False  # attention / token-mixer projections of every layer left in 16-bit
+    # decoder layers whose token-mixer projections the checkpoint names one by one as left in 16-bit
+    # (Nemotron-3-Nano NVFP4: its 6 attention layers and 6 of its 23 Mamba mixers); see mixer_layers_excluded
+    excluded_mixer_layers: tuple[int, ...] = ()
     excluded_modules: tuple[str, ...] = ()  # left in 16-bit (lm_head, attention, vision tower, ...)
     kv_cache_fp8: bool = False
     source: str = "config.json quantization_config"
 
-    def kernel_path(self, capability: int | None) -> KernelPath:
-        """The kernels vLLM v0.11 picks on a GPU of this CUDA compute capability (None: ROCm/unknown)."""
-        return select_kernel(self, capability)
+    def kernel_path(self, capability: int | None, vllm_version: str | None = None) -> KernelPath:
+        """The kernels vLLM `vllm_version` (None: the default release) picks on a GPU of this CUDA compute
+        capability (None: ROCm/unknown)."""
+        return select_kernel(self, capability, vllm_version)
 
 
 # ---- bytes per weight -----------------------------------------------------------------------------
@@ -347,10 +355,32 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
         raise ConfigError(f"{label}: unknown quant_method '{q.get('quant_method')}' "
                           f"(known: {', '.join(QUANT_METHODS)})")
     excluded = " ".join(result.excluded_modules)
-    attention_excluded = result.attention_excluded or any(k in excluded for k in ("self_attn", "mixer.q_proj"))
+    per_layer = mixer_layers_excluded(result.excluded_modules)
+    # a name without a layer number (a pattern such as "re:.*self_attn.*", or "self_attn") covers every layer's
+    # attention; the indexer and norm modules under self_attn are no projections of it (GLM-5-FP8 names
+    # `self_attn.indexer.k_norm` and `self_attn.indexers_proj` of each layer, and quantizes the attention)
+    unnumbered = " ".join(m for m in result.excluded_modules if not _LAYER_NUMBER.search(m))
+    attention_excluded = result.attention_excluded or any(k in unnumbered for k in ("self_attn", "mixer.q_proj"))
     dense_excluded = any(k in excluded for k in ("shared_expert", "mlp.(gate", "mlp\\.(gate", ".mlp*"))
     return result.model_copy(update={"source": source, "attention_excluded": attention_excluded,
+                                     "excluded_mixer_layers": () if attention_excluded else per_layer,
                                      "experts_only": result.experts_only or (attention_excluded and dense_excluded)})
+
+
+_LAYER_NUMBER = re.compile(r"layers\.\d+\.")
+_MIXER_PROJECTION = re.compile(r"layers\.(\d+)\.(?:self_attn|mixer|linear_attn|attention)\.(\w*proj\w*)$")
+
+
+def mixer_layers_excluded(names: tuple[str, ...]) -> tuple[int, ...]:
+    """The decoder layers (sorted) whose token mixer an exclusion list names by layer number: a projection
+    of its attention or Mamba / linear-attention mixer (`model.layers.5.self_attn.q_proj`,
+    `backbone.layers.4.mixer.in_proj`), not its norms or a DSA indexer's modules. vLLM matches these names
+    exactly (ModelOpt exclude_modules, compressed-tensors ignore, fp8 ignored_layers), so only the layers
+    named are left in 16-bit. A layer with only some of its mixer projections named counts as wholly 16-bit
+    (the checkpoints read name all of a mixer's projections together)."""
+    layers = {int(m.group(1)) for name in names if (m := _MIXER_PROJECTION.search(name))
+              and "indexer" not in m.group(2)}
+    return tuple(sorted(layers))
 
 
 def described(method: str, weight_bits: int | None, vllm_quantization: str,
@@ -407,13 +437,24 @@ def described(method: str, weight_bits: int | None, vllm_quantization: str,
 # ---- kernel selection ------------------------------------------------------------------------------
 
 
-def kernel_on(quantization: Quantization | None, gpu: GpuSpec) -> KernelPath | None:
-    """The kernels a checkpoint runs with on this GPU (None for an unquantized checkpoint).
+def kernel_on(quantization: Quantization | None, gpu: GpuSpec, vllm_version: str | None = None) -> KernelPath | None:
+    """The kernels a checkpoint runs with on this GPU in this release (None: the default one); None for an
+    unquantized checkpoint.
 
     The interface for the latency model and simulator: `activation_bits` says whether GEMMs run on 16-bit
     math after dequantizing (weight-only Marlin/Machete) or on FP8/INT8/FP4 tensor cores.
     """
-    return None if quantization is None else quantization.kernel_path(gpu.compute_capability)
+    return None if quantization is None else quantization.kernel_path(gpu.compute_capability, vllm_version)
+
+
+def modelopt_fp8_runs(capability: int | None, vllm_version: str | None = None) -> bool:
+    """Whether vLLM `vllm_version` (None: the default release) loads a ModelOpt FP8 checkpoint on a GPU of
+    this capability (select_kernel: FP8 tensor cores up to 0.25, FP8 Marlin from sm80 from 0.27); what decides
+    whether a plan may name one of the table's ModelOpt FP8 checkpoints (checkpoint_table.NEEDS_NATIVE_FP8)."""
+    if capability is None:
+        return False
+    return select_kernel(_modelopt({"quant_algo": "FP8"}, "a ModelOpt FP8 checkpoint"), capability,
+                         vllm_version).supported
 
 
 @cache
@@ -437,8 +478,32 @@ def representative(weight_format: str) -> Quantization | None:
     return None
 
 
-def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
-    """vLLM v0.11's choice of kernels for this checkpoint on a GPU of `capability` (e.g. 89 for Ada).
+MARLIN_SM75_FROM = (0, 14)
+"""Marlin runs on sm75 from vLLM 0.14.0, on sm80 before: utils/marlin_utils.py query_marlin_supported_quant_types
+returns no types below 80 in the 0.11.0-0.13.0 sources and below 75 from 0.14.0, is_fp8_marlin_supported and
+is_fp4_marlin_supported (marlin_utils_fp8.py, marlin_utils_fp4.py) went from 80 to 75 in the same release, and
+with them the get_min_capability of Fp8Config (fp8.py), AWQMarlinConfig, GPTQMarlinConfig and ModelOpt's NVFP4
+config (80 -> 75). Read in the 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.17.0 ... 0.34.0 sources."""
+
+CT_MARLIN_SM75_FROM = (0, 17)
+"""compressed-tensors' FP8 W8A16 and NVFP4 schemes (compressed_tensors_w8a16_fp8.py, _w4a4_nvfp4.py,
+_w4a16_nvfp4.py get_min_capability) need sm80 in the 0.14.0 source and sm75 in 0.17.0; the 0.15 and 0.16
+sources read have no quantization package, so those two keep the older rule here (not settled)."""
+
+MODELOPT_FP8_SM80_FROM = (0, 27)
+"""ModelOptFp8Config.get_min_capability is 89 up to the 0.25.0 source and 80 from 0.27.1 (modelopt.py; 0.26
+not read: it keeps the older rule here), which then runs below sm89 on FP8 Marlin (kernels/linear's
+MarlinFP8ScaledMMLinearKernel)."""
+
+BITSANDBYTES_UNTIL = (0, 28)
+"""bitsandbytes.py is in the quantization package up to 0.27.1 and gone from 0.28.0 (QUANTIZATION_METHODS has
+no "bitsandbytes": "Unknown quantization method")."""
+
+
+def select_kernel(q: Quantization, capability: int | None, vllm_version: str | None = None) -> KernelPath:
+    """The kernels vLLM `vllm_version` (None: the default release) picks for this checkpoint on a GPU of
+    `capability` (e.g. 89 for Ada). The rules were read in 0.11.0 (module docstring); what later releases
+    changed is in MARLIN_SM75_FROM, CT_MARLIN_SM75_FROM, MODELOPT_FP8_SM80_FROM and BITSANDBYTES_UNTIL.
 
     None means no CUDA capability (ROCm): the CUDA-only kernels below do not apply and vLLM uses its
     ROCm/Triton paths; reported as such rather than guessed.
@@ -448,19 +513,30 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
         return KernelPath(vllm_method=q.method, linear="rocm/triton", moe="rocm/triton" if ab else None,
                           weight_bits=wb, activation_bits=ab, note="non-CUDA GPU: ROCm kernels, not modelled")
     cc = capability
+    release = release_or_default(vllm_version)
+    key = release_key(release)
+    marlin_cc = 75 if key >= MARLIN_SM75_FROM else 80
+    ct_marlin_cc = 75 if key >= CT_MARLIN_SM75_FROM else 80
 
     def unsupported(why: str) -> KernelPath:
         return KernelPath(vllm_method=q.method, linear="none", moe=None, weight_bits=wb, activation_bits=ab,
                           supported=False, note=why)
 
     if q.method == "awq":
-        marlin_ok = wb in (4, 8) and (q.group_size or -1) in MARLIN_GROUP_SIZES
-        if marlin_ok and cc >= 80:
+        if wb != 4:
+            # AWQ Marlin takes uint4 with zero points only (marlin_utils.py: has_zp -> [uint4]) and the AWQ GEMM
+            # kernel refuses any other width (awq.py "only 4-bit"; 0.24+ AutoAWQConfig TYPE_MAP {4}): every
+            # release read, 0.11.0-0.34.0
+            return unsupported(f"vLLM {release} runs AWQ with 4-bit weights only (got {wb}-bit)")
+        # AWQ without zero points is not a Marlin type either (has_zp False lists uint4b8/uint8b128 only)
+        marlin_ok = not q.symmetric and (q.group_size or -1) in MARLIN_GROUP_SIZES
+        if marlin_ok and cc >= marlin_cc:
             return KernelPath(vllm_method="awq_marlin", linear="marlin", moe="marlin-moe", weight_bits=wb,
                               activation_bits=16)
         if cc >= 75:
+            why = "not a Marlin layout" if not marlin_ok else f"Marlin needs sm{marlin_cc} in vLLM {release}"
             return KernelPath(vllm_method="awq", linear="awq-gemm", moe="moe-wna16", weight_bits=wb,
-                              activation_bits=16, note="Marlin needs sm80: the slower AWQ GEMM kernel")
+                              activation_bits=16, note=f"{why}: the slower AWQ GEMM kernel")
         return unsupported("AWQ needs compute capability 7.5 or newer")
     if q.method == "gptq" or (q.method == "compressed-tensors" and ab == 16 and q.scheme.startswith("w")
                               and q.weight_format in ("int4", "int8")):
@@ -469,22 +545,27 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
         marlin_ok = (wb in (4, 8) and (q.group_size or -1) in MARLIN_GROUP_SIZES
                      and (q.symmetric or q.method != "gptq"))
         name = "gptq_marlin" if q.method == "gptq" else "compressed-tensors"
-        if marlin_ok and cc >= 80:
+        if marlin_ok and cc >= marlin_cc:
             machete = cc == 90 and not q.desc_act and (q.group_size or -1) in MACHETE_GROUP_SIZES
             return KernelPath(vllm_method=name, linear="machete" if machete else "marlin", moe="marlin-moe",
                               weight_bits=wb, activation_bits=16)
         if q.method == "gptq" and cc >= 60:
             return KernelPath(vllm_method="gptq", linear="exllama", moe="moe-wna16", weight_bits=wb,
-                              activation_bits=16, note="Marlin needs sm80: GPTQ's exllama kernel")
-        return unsupported(f"{q.scheme} needs Marlin (compute capability 8.0 or newer)")
+                              activation_bits=16, note=f"Marlin needs sm{marlin_cc} in vLLM {release}: GPTQ's "
+                                                       "exllama kernel")
+        return unsupported(f"{q.scheme} needs Marlin (compute capability {marlin_cc / 10:.1f} or newer in vLLM "
+                           f"{release})")
     if q.method == "bitsandbytes":
+        if key >= BITSANDBYTES_UNTIL:
+            return unsupported(f"vLLM {release} has no bitsandbytes support (removed in 0.28)")
         if cc >= 70:
             return KernelPath(vllm_method="bitsandbytes", linear="bitsandbytes", moe="bitsandbytes",
                               weight_bits=wb, activation_bits=16, note="dequantizes on the fly: slow")
         return unsupported("bitsandbytes needs compute capability 7.0 or newer")
     if q.method == "mxfp4":
         # mxfp4.py get_mxfp4_backend: FlashInfer on sm100; OpenAI's triton_kernels (matmul_ogs) on sm90 (0.11
-        # and 0.13 alike); Marlin below sm90 and, from 0.13 (triton_kernels limited to sm90-sm10x), on sm120
+        # and 0.13 alike); Marlin below sm90 and, from 0.13 (triton_kernels limited to sm90-sm10x), on sm120.
+        # Mxfp4Config.get_min_capability is 80 in every release read (0.11.0-0.34.0)
         if 100 <= cc < 110:
             moe = "flashinfer-mxfp4"
         elif cc == 90:
@@ -502,25 +583,29 @@ def select_kernel(q: Quantization, capability: int | None) -> KernelPath:
             linear = "flashinfer-cutlass-fp4" if q.method == "modelopt" else "cutlass-fp4"
             return KernelPath(vllm_method=q.method, linear=linear, moe="flashinfer-cutlass-fp4-moe", weight_bits=4,
                               activation_bits=4)
-        if cc >= 80:
+        fp4_cc = marlin_cc if q.method == "modelopt" else ct_marlin_cc
+        if cc >= fp4_cc:
             return KernelPath(vllm_method=q.method, linear="marlin-fp4", moe="marlin-fp4-moe", weight_bits=4,
                               activation_bits=16, note="no FP4 tensor cores before Blackwell: weight-only Marlin")
-        return unsupported("NVFP4 needs compute capability 8.0 or newer")
+        return unsupported(f"NVFP4 needs compute capability {fp4_cc / 10:.1f} or newer in vLLM {release}")
     if q.weight_format == "fp8":
         block = q.scheme in ("fp8-block",) or (q.method == "compressed-tensors" and q.group_size == 128
                                               and q.bytes_per_weight > 1)
-        if q.method == "modelopt" and cc < 89:
-            return unsupported("ModelOpt FP8 needs compute capability 8.9 or newer")
+        if q.method == "modelopt":
+            fp8_cc = 80 if key >= MODELOPT_FP8_SM80_FROM else 89
+        else:
+            fp8_cc = ct_marlin_cc if q.method == "compressed-tensors" else marlin_cc
+        if cc < fp8_cc:
+            label = "ModelOpt FP8" if q.method == "modelopt" else "FP8"
+            return unsupported(f"{label} needs compute capability {fp8_cc / 10:.1f} or newer in vLLM {release}")
         if cc >= 89:
             block_kernel = "cutlass-block-fp8" if cc in (90, 100, 103) else "triton-block-fp8"
             linear = block_kernel if block else "cutlass-fp8"
             # FlashInfer FP8 MoE only with VLLM_USE_FLASHINFER_MOE_FP8=1 (off by default): Triton fused MoE
             return KernelPath(vllm_method=q.method, linear=linear, moe="triton-fp8-moe", weight_bits=8,
                               activation_bits=8)
-        if cc >= 80:
-            return KernelPath(vllm_method=q.method, linear="marlin-fp8", moe="marlin-fp8-moe", weight_bits=8,
-                              activation_bits=16, note="no FP8 tensor cores before Ada: weight-only FP8 Marlin")
-        return unsupported("FP8 needs compute capability 8.0 or newer")
+        return KernelPath(vllm_method=q.method, linear="marlin-fp8", moe="marlin-fp8-moe", weight_bits=8,
+                          activation_bits=16, note="no FP8 tensor cores before Ada: weight-only FP8 Marlin")
     if q.weight_format == "int8" and ab == 8:
         if cc >= 75:
             return KernelPath(vllm_method=q.method, linear="cutlass-int8", moe="triton-int8-moe", weight_bits=8,

@@ -199,6 +199,11 @@ class VllmProfile(BaseModel):
     startup_held: StartupHeld | None = None
     # 0.8.x-0.9.0: a model mixing sliding-window and full layers is cached as all full (unify_hybrid_kv_cache_specs)
     sliding_window_as_full: bool = False
+    # 0.10.1-0.13: chunked-local layers (Llama-4) next to full ones are cached at full length: VllmConfig turns
+    # the hybrid KV cache manager off for a model with attention_chunk_size unless
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (default "0" in vllm/envs.py up to 0.13.0, "1" from
+    # 0.14.0), and unify_hybrid_kv_cache_specs makes them FullAttentionSpec
+    chunked_local_as_full: bool = False
     # 0.8-0.10.1: what makes `vllm serve` start the V0 engine (V0Fallback); None: V1 only (0.11+)
     v0_fallback: V0Fallback | None = None
     # CacheConfig.DEFAULT_BLOCK_SIZE: what `--block-size` unset gives with the standard attention backends

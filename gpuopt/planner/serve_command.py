@@ -26,6 +26,7 @@ from collections.abc import Mapping
 
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import ResolvedConfig
+from gpuopt.physics.quantization import modelopt_fp8_runs
 from gpuopt.planner.checkpoints import WHAT_TO_PRODUCE, known_checkpoint
 from gpuopt.planner.serve_flags import supports
 from gpuopt.text import printable
@@ -56,8 +57,10 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         return served, (["--dtype", DTYPE_FLAG[precision]] if _needs_dtype(precision, arch.torch_dtype) else []), ""
     if arch.quantization is not None and arch.quantization.weight_format == precision:
         # the model is itself a quantized checkpoint in this format: vLLM detects its method from its config
-        return served, _legacy_quantization_flag(arch, compute_capability), ""
-    known = known_checkpoint(model, precision, fp8_native, gpus)
+        return served, _legacy_quantization_flag(arch, compute_capability, cfg.vllm_version), ""
+    # ModelOpt FP8 needs FP8 tensor cores up to 0.25 and runs on FP8 Marlin from sm80 from 0.27 (select_kernel)
+    modelopt_fp8 = fp8_native or modelopt_fp8_runs(compute_capability, cfg.vllm_version)
+    known = known_checkpoint(model, precision, modelopt_fp8, gpus)
     if known is not None:
         method = known.vllm_quantization
         cited = " · ".join(known.source.split(" ; ")[0].split(" · ")[:2])  # first citation, without its commit
@@ -77,7 +80,8 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         f"(checkpoints: {{{precision}: organisation/repository}})")
 
 
-def _legacy_quantization_flag(arch: ModelArchitecture, compute_capability: int | None) -> list[str]:
+def _legacy_quantization_flag(arch: ModelArchitecture, compute_capability: int | None,
+                              vllm_version: str | None = None) -> list[str]:
     """`--quantization <method>` for a checkpoint whose quantization is only in AutoGPTQ's quantize_config.json.
 
     vLLM reads the method from config.json's quantization_config alone (ModelConfig._verify_quantization:
@@ -93,7 +97,7 @@ def _legacy_quantization_flag(arch: ModelArchitecture, compute_capability: int |
     q = arch.quantization
     if q is None or q.source != "quantize_config.json" or q.method not in ("gptq", "awq"):
         return []
-    return ["--quantization", q.kernel_path(compute_capability).vllm_method]
+    return ["--quantization", q.kernel_path(compute_capability, vllm_version).vllm_method]
 
 
 def _needs_dtype(precision: WeightFormat, checkpoint_dtype: str) -> bool:
@@ -121,7 +125,8 @@ def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node:
 
     `gpus_per_node`: GPUs of the instance the replica runs on (None: one node holds it); `checkpoints`: the
     workload's repositories per weight format; `fp8_native`: the GPU has FP8 tensor cores (ModelOpt FP8
-    checkpoints need them); `compute_capability`: the GPU's (None: no CUDA GPU), which decides the method a
+    checkpoints need them up to vLLM 0.25; from 0.27 an sm80+ `compute_capability` will do);
+    `compute_capability`: the GPU's (None: no CUDA GPU), which also decides the method a
     quantize_config.json-only checkpoint is named with (_legacy_quantization_flag)."""
     gpus = cfg.tensor_parallel * cfg.pipeline_parallel
     repo, repo_flags, note = _repository(arch, cfg, checkpoints or {}, fp8_native, gpus, compute_capability)
