@@ -271,7 +271,7 @@ def moe_kernel_path(gpu: GpuSpec, precision: str, vllm_version: str = "0.11",
         return "flashinfer_cutlass"
     quant = checkpoint if checkpoint is not None and checkpoint.weight_format == precision \
         else representative(precision)
-    kernel = quant.kernel_path(gpu.compute_capability) if quant is not None else None
+    kernel = quant.kernel_path(gpu.compute_capability, vllm_version) if quant is not None else None
     if kernel is None or kernel.moe is None or not kernel.supported:
         return "triton_fused_moe"
     path = MOE_PATH_OF_KERNEL.get(kernel.moe, "triton_fused_moe")
