@@ -383,3 +383,26 @@ def test_expert_parallel_over_more_gpus_than_experts_is_refused():
     with pytest.raises(InputError, match="more GPUs than the 8 routed experts"):
         estimate(mixtral, H100, ServingConfig(tensor_parallel=2, data_parallel=8, expert_parallel=True,
                                               max_model_len=8192))
+
+
+@pytest.mark.parametrize("release, pp, v2, expected", [
+    ("0.25", 1, False, 8192),      # the scheduled step only
+    ("0.26", 1, False, 16384),     # async scheduling (default from 0.14): 2 batches in flight on the V1 runner
+    ("0.33", 1, True, 16384),      # the V2 runner: PP + 1 = 2
+    ("0.33", 2, True, 3 * 8192),   # PP 2 on the V2 runner: 3
+    ("0.33", 2, False, 2 * 8192),  # the V1 runner does not add a batch to PP
+])
+def test_windowed_layers_keep_every_batch_in_flight_from_026(release, pp, v2, expected):
+    """vLLM 0.26+ sizes a sliding-window request as window - 1 + max_in_flight_tokens (max_concurrent_batches x
+    max_num_batched_tokens), 0.25 as window - 1 + max_num_batched_tokens."""
+    from gpuopt.physics.memory import KvGroup, _blocks_for, in_flight_tokens, resolve
+    from gpuopt.physics.vllm_profile import get_profile
+
+    cfg, profile = resolve(LLAMA8, get_gpu("H100-SXM-80GB"),
+                           ServingConfig(pipeline_parallel=pp, max_model_len=32768, max_num_batched_tokens=8192,
+                                         vllm_version=release))
+    assert profile == get_profile(release)
+    assert in_flight_tokens(cfg, profile, v2) == expected
+    # a 4,096-token window in 16-token blocks: ceil((4,095 + in flight) / 16) + 1 blocks a request
+    window = KvGroup(kind="sliding", layers=1, bytes_per_token_per_layer=1.0, window=4096)
+    assert _blocks_for(window, 32768, 16, expected) == -(-(4095 + expected) // 16) + 1

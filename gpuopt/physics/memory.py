@@ -847,9 +847,30 @@ def hybrid_block_size(groups: tuple[KvGroup, ...], block_size: int, vllm_version
     return max(block_size, needed)
 
 
+IN_FLIGHT_FIRST = (0, 26)  # the first release whose windowed KV specs reserve every in-flight batch's tokens
+
+
+def in_flight_tokens(cfg: ResolvedConfig, profile: VllmProfile, v2: bool) -> int:
+    """Tokens a request's windowed (sliding, chunked-local) layers keep beyond their window: the step being
+    scheduled, and from 0.26 every batch in flight (VllmConfig.max_in_flight_tokens = max_concurrent_batches x
+    max_num_batched_tokens, read in the 0.26.0 to 0.34.0 sources; 0.25 reserves max_num_batched_tokens): out-of-
+    window blocks are freed as tokens are processed, so a step still running holds its blocks. Concurrent
+    batches: the PP stages, and with async scheduling one more on the V2 model runner, 2 on the V1 runner
+    without PP. Async scheduling is taken at the release's default (on from 0.14); `--no-async-scheduling`
+    passed to a server is not read here."""
+    batched = cfg.max_num_batched_tokens
+    if release_key(cfg.vllm_version) < IN_FLIGHT_FIRST:
+        return batched
+    pp = cfg.pipeline_parallel
+    if not profile.async_scheduling_default:
+        return pp * batched
+    return (pp + 1 if v2 else (2 if pp <= 1 else pp)) * batched
+
+
 def _blocks_for(group: KvGroup, max_model_len: int, block_size: int, batched_tokens: int,
                 state_pages: Mapping[LayerKind, int] | None = None) -> int:
     """Blocks one request of max_model_len tokens needs in one layer of this group (vLLM's KV specs);
+    `batched_tokens`: the tokens in flight a windowed layer keeps beyond its window (in_flight_tokens);
     `state_pages`: pages a request holds in each state layer kind (state_cache.pages_per_request; default 1)."""
     if group.kind == "sliding" and group.window:
         return math.ceil(min(group.window - 1 + batched_tokens, max_model_len) / block_size) + 1
@@ -1008,8 +1029,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                    max((g.state_bytes_per_layer for g in groups), default=0.0))
         block_bytes = page * size
         blocks = int(max(0.0, kv) * GIB // block_bytes) if block_bytes else 0
-        per_request = sum(n * _blocks_for(g, cfg.max_model_len, block, cfg.max_num_batched_tokens, pages)
-                          for g, n in layout)
+        in_flight = in_flight_tokens(cfg, profile, v2)
+        per_request = sum(n * _blocks_for(g, cfg.max_model_len, block, in_flight, pages) for g, n in layout)
         state_blocks = sum(n * pages[g.kind] for g, n in layout if g.kind in STATE_LAYER_KINDS)
         ranks.append(RankMemory(
             pp_stage=s, layers=len(layers), total_gib=total, budget_gib=budget, weights_gib=w, activation_gib=a,
