@@ -143,8 +143,13 @@ def test_diff_of_capacity_plans_in_two_currencies_converts_at_the_recorded_fx(gl
     old, new = json.loads(global_plan.read_text()), json.loads(cny.read_text())
     rate = float(re.search(r"1 USD = ([0-9.]+) CNY", old["fx"]).group(1))
     assert diff["currency_after"] == "CNY" and "at 6.6529" in diff["fx_note"] and "old plan's FX" in diff["fx_note"]
-    assert diff["total_monthly_before"] == pytest.approx(old["total_cost"] * rate, abs=0.01)
-    assert diff["total_delta"] == pytest.approx(new["total_cost"] - old["total_cost"] * rate, abs=0.01)
+    # the totals are the sums of the printed lines, each converted and rounded: within half a cent per line
+    # of the converted total (and of the cent the plan's own total may differ from its lines' sum)
+    lines = diff["lines"]
+    assert diff["total_monthly_before"] == round(sum(x["monthly_before"] for x in lines), 2)
+    slack = 0.005 * len(lines) + 0.01 * rate
+    assert diff["total_monthly_before"] == pytest.approx(old["total_cost"] * rate, abs=slack)
+    assert diff["total_delta"] == pytest.approx(new["total_cost"] - old["total_cost"] * rate, abs=slack + 0.01)
     assert abs(diff["total_delta"]) < 1.0  # the same schedule, priced in another currency
 
 
@@ -199,3 +204,63 @@ def test_the_capacity_table_fits_the_terminal(global_plan, monkeypatch, columns)
     assert "2027Q2" in text and "already running" in text
     if columns < 140:  # the block layout keeps each fact on its line
         assert "already running: 1 x aws g6e.xlarge (us-east-1) reserved-1y from 2027Q1" in text
+
+
+def _plan(charge, periods, commitments=(), total=None):
+    """A two-quarter capacity plan by hand: periods are (label, cost, purchases as (count, kind, price))."""
+    from gpuopt.planner.capacity import CapacityPlan
+
+    lines = [{"period": label, "demand": {"chat": 1.0}, "capacity": {"chat": 1.0}, "cost": cost,
+              "purchases": [{"provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
+                             "gpu": "L40S-48GB", "gpus_per_instance": 1, "price_kind": kind, "count": n,
+                             "committed": kind != "on-demand", "term_months": None if kind == "on-demand" else 12,
+                             "price_per_hour": price, "hours": 0.0, "cost": 0.0, "break_even_utilisation": None,
+                             "workloads": ["chat"]} for n, kind, price in bought]}
+             for label, cost, bought in periods]
+    spans = [{"bought": "2027Q1", "provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
+              "price_kind": "reserved-1y", "count": 2, "price_per_hour": 0.5, "start_month": 0, "term_months": 12,
+              "months_inside": 6, "months_after": 6, "cost_inside_horizon": 4380.0,
+              "obligation_after_horizon": owed, "workloads": ["chat"]} for owed in commitments]
+    owed = sum(commitments)
+    inside = sum(cost for _, cost, _ in periods)
+    return CapacityPlan.model_validate({
+        "status": "optimal", "currency": "USD", "horizon": "2 quarters from 2027Q1", "period": "quarter",
+        "charge": charge, "headroom": 0.8, "periods": lines,
+        "total_cost": total if total is not None else inside + (owed if charge == "full-term" else 0.0),
+        "all_on_demand_cost": 8760.0, "savings": 0.0, "committed_after_horizon": owed, "scenarios": [],
+        "explanation": [], "as_of_date": "2026-11-29", "commitments": spans})
+
+
+@pytest.mark.parametrize("charge", ["full-term", "inside-horizon"])
+def test_a_capacity_diff_shows_the_obligation_after_the_horizon_as_a_line_the_total_sums(charge):
+    """Old: 2 on-demand instances at 1.00/h in both quarters: 2 x 1.00 x 2,190 h = 4,380.00 each, 8,760.00.
+    New: 2 x reserved-1y at 0.50/h bought in 2027Q1: 2 x 0.50 x 2,190 = 2,190.00 per quarter; its 6 months
+    after the horizon owe 2 x 0.50 x 730 x 6 = 4,380.00, in the total under full-term only.
+    2027Q2 buys nothing new but pays the running reservation: changed, not removed."""
+    from gpuopt.reports.diff import diff_capacity, diff_markdown
+
+    old = _plan("full-term", [("2027Q1", 4380.0, [(2, "on-demand", 1.0)]), ("2027Q2", 4380.0, [(2, "on-demand", 1.0)])])
+    new = _plan(charge, [("2027Q1", 2190.0, [(2, "reserved-1y", 0.5)]), ("2027Q2", 2190.0, [])], [4380.0])
+    d = diff_capacity(old, new)
+    q1, q2, after = d.lines
+    assert (q1.delta, q2.delta) == (-2190.0, -2190.0)
+    assert q2.change == "changed" and any("running: nothing -> 2 x aws g6e.xlarge" in x for x in q2.details)
+    assert (after.deployment, after.line_kind) == ("after the horizon", "after-horizon")
+    in_total = 4380.0 if charge == "full-term" else 0.0
+    assert (after.monthly_before, after.monthly_after) == (0.0, in_total)
+    assert "4,380.00 USD owed after the horizon" in after.details[0]
+    assert ("not in its total" in after.details[0]) == (charge == "inside-horizon")
+    # full-term: 2,190 + 2,190 + 4,380 = 8,760.00, delta 0; inside-horizon: 4,380.00, delta -4,380.00
+    assert d.total_monthly_after == sum(x.monthly_after for x in d.lines) == 4380.0 + in_total
+    assert d.total_delta == sum(x.delta for x in d.lines) == in_total - 4380.0
+    assert "| after the horizon |" in diff_markdown(d)
+
+
+def test_a_capacity_diff_without_commitments_has_no_after_horizon_line():
+    """Both plans rent only: period lines only, and an identical period is unchanged (4,380.00 both sides)."""
+    from gpuopt.reports.diff import diff_capacity
+
+    plan = _plan("full-term", [("2027Q1", 4380.0, [(2, "on-demand", 1.0)]), ("2027Q2", 4380.0, [])])
+    d = diff_capacity(plan, plan)
+    assert [x.line_kind for x in d.lines] == ["period", "period"]
+    assert {x.change for x in d.lines} == {"unchanged"} and d.total_delta == 0.0
