@@ -131,3 +131,37 @@ def test_commitments_become_monthly_purchase_rows_plus_usage_rows_inside_the_hor
         effective[r["ChargePeriodStart"][:7]] += float(r["EffectiveCost"])
     assert effective["2027-01"] == 1460.0 and effective["2027-04"] == 0.0 and effective["2027-09"] == 1460.0
     assert sum(float(r["BilledCost"]) for r in rows) == 3 * 1460 + 12 * 1460
+
+
+DISCOUNTED = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+horizon: {periods: 3, period: quarter, start: 2027Q2}
+workloads:
+  - name: assistant
+    model: meta-llama/Llama-3.1-8B-Instruct
+    demand: {requests_per_second: [20, 20, 30]}
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+    price_kinds: [on-demand, reserved-1y]
+"""
+
+
+def test_a_discounted_capacity_plan_keeps_the_list_price_in_focus_list_columns(tmp_path):
+    """--discount aws=0.2: g6e.xlarge on-demand is listed at 1.861 USD/h and paid 1.861 x 0.8 = 1.4888; FOCUS
+    ListUnitPrice is the list price (it showed 1.4888), ContractedUnitPrice the discounted one."""
+    path, saved = tmp_path / "c.yaml", tmp_path / "c.json"
+    path.write_text(DISCOUNTED)
+    assert run("plan", path, "--discount", "aws=0.2", "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    rented = [x for p in plan["periods"] for x in p["purchases"] if x["price_kind"] == "on-demand"]
+    assert rented and {(x["list_price_per_hour"], x["price_per_hour"]) for x in rented} == {(1.861, 1.4888)}
+    out = run("report", saved, "--format", "focus").stdout
+    od = [r for r in rows_of(out) if r["SkuPriceId"] == "aws:ec2:g6e.xlarge:us-east-1:on-demand"]
+    assert od and {(r["ListUnitPrice"], r["ContractedUnitPrice"]) for r in od} == {("1.861", "1.4888")}
+    for r in od:  # the list cost is the list price x the quantity, not the discounted cost
+        assert float(r["ListCost"]) == pytest.approx(1.861 * float(r["PricingQuantity"]), abs=1e-4)
+        assert float(r["ListCost"]) > float(r["EffectiveCost"])

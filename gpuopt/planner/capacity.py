@@ -41,7 +41,7 @@ from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.planner.simcapacity import with_simulated_capacity
-from gpuopt.pricing.catalog import Catalog
+from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
 
 
@@ -225,6 +225,9 @@ class PurchaseLine(_Frozen):
     cost: float  # what this line costs (a commitment: its whole charge; rented: this period)
     break_even_utilisation: float | None  # commitment price / on-demand price of the same SKU and region
     workloads: list[str]
+    # the catalog's list price of this offering in the plan currency, before --discount and overlays (None when
+    # an overlay added the offering): FOCUS ListUnitPrice/ListCost must not show the discounted price
+    list_price_per_hour: float | None = None
 
 
 class PeriodLine(_Frozen):
@@ -292,6 +295,13 @@ def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
     return None if not od else round(c.instance_price / od, 4)
 
 
+def _list_price(p: CapacityProblem, o: Offering) -> float | None:
+    """The offering's catalog list price in the plan currency (8 decimals, as price_per_hour)."""
+    if o.list_price_per_hour is None or not o.currency:
+        return None
+    return round(p.catalog.fx.convert(o.list_price_per_hour, o.currency, p.currency), 8)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """A solved capacity problem: what plan_capacity describes, and what sensitivity.analyse_capacity
@@ -349,7 +359,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                 committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=round(price, 8),
                 hours=round(hours * pu.count, 2),
                 cost=round(price * hours * pu.count, 2), break_even_utilisation=_break_even(p, pu.offering),
-                workloads=sorted(users[(o.key, t)])))
+                workloads=sorted(users[(o.key, t)]), list_price_per_hour=_list_price(p, o)))
         periods.append(PeriodLine(period=label, demand={w: round(v[t], 4) for w, v in p.demand.items()},
                                   capacity={w: round(v[t], 4) for w, v in sol.capacity.items()},
                                   cost=round(sol.period_costs[t], 2), purchases=lines))
