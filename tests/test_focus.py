@@ -165,3 +165,36 @@ def test_a_discounted_capacity_plan_keeps_the_list_price_in_focus_list_columns(t
     for r in od:  # the list cost is the list price x the quantity, not the discounted cost
         assert float(r["ListCost"]) == pytest.approx(1.861 * float(r["PricingQuantity"]), abs=1e-4)
         assert float(r["ListCost"]) > float(r["EffectiveCost"])
+
+
+RESERVED = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+price_kinds: [reserved-1y, on-demand]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 12
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+"""
+
+
+def test_solve_unit_prices_keep_the_catalog_digits_so_focus_reproduces_the_plan(tmp_path):
+    """g6e.xlarge reserved-1y is 1.17243 USD/h in the catalog; written as 1.1724 its FOCUS month came to
+    1.1724 x 730 = 855.852 instead of 1.17243 x 730 = 855.8739 (0.02 short per instance)."""
+    path, saved = tmp_path / "r.yaml", tmp_path / "r.json"
+    path.write_text(RESERVED)
+    assert run("solve", path, "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    prices = {(d["sku"], d["price_kind"]): d["instance_price_per_hour"] for d in plan["deployments"]}
+    assert prices.get(("g6e.xlarge", "reserved-1y")) == 1.17243, prices
+    rows = rows_of(run("report", saved, "--format", "focus").stdout)
+    usage = [r for r in rows if r["ChargeCategory"] == "Usage"]
+    hours = {float(r["PricingQuantity"]) / d["instances"] for r, d in zip(usage, plan["deployments"], strict=True)}
+    (month_hours,) = hours  # every instance runs the whole charge month
+    expected = plan["total_cost_per_month"] / 730 * month_hours
+    assert sum(float(r["EffectiveCost"]) for r in usage) == pytest.approx(expected, abs=0.01)

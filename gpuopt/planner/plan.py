@@ -18,6 +18,10 @@ PlanStatus = Literal["optimal", "infeasible"]
 """What a solve ends in: a plan meeting every constraint (proven optimal or not: see the warnings), or none."""
 HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
 DEFAULT_HEADROOM = 0.8  # a replica is planned for at most this share of the load it sustains
+# unit prices and a deployment's share of instances are written with 8 decimals (at least the catalog's own
+# digits, and converted prices' too): FOCUS rows and readers of the JSON rebuild the plan's costs from them to
+# the cent (at 4 decimals 1.17243 became 1.1724, 0.02 per instance-month short). Costs stay at cents.
+PRICE_DIGITS = 8
 
 
 def plain(value: float, digits: int = 4) -> float:

@@ -28,6 +28,7 @@ from gpuopt.planner.candidates import (
 from gpuopt.planner.load import planned_and_capacity, planned_latency
 from gpuopt.planner.plan import (
     HOURS_PER_MONTH,
+    PRICE_DIGITS,
     Alternative,
     Candidate,
     Deployment,
@@ -162,14 +163,14 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
         out.append(Deployment(
             workload=c.workload.name, model=lens[c.workload.name].arch.hf_id, provider=o.provider,
             service=o.service, sku=o.sku, region=o.region, country=region_info(o.region).country, gpu=o.gpu,
-            gpus_per_instance=o.gpu_count or 0, instances=plain(n_inst * share), replicas=a.replicas,
+            gpus_per_instance=o.gpu_count or 0, instances=plain(n_inst * share, PRICE_DIGITS), replicas=a.replicas,
             tensor_parallel=c.shape.tensor_parallel, pipeline_parallel=c.shape.pipeline_parallel,
             gpus_per_replica=c.gpus_per_replica or 0, weight_precision=c.shape.precision,
             kv_cache_dtype=c.shape.kv_cache_dtype, max_model_len=mem.config.max_model_len,
             max_num_seqs=mem.config.max_num_seqs, gpu_memory_utilization=mem.config.gpu_memory_utilization,
-            price_kind=o.price_kind, instance_price_per_hour=plain(c.instance_price or 0.0),
+            price_kind=o.price_kind, instance_price_per_hour=plain(c.instance_price or 0.0, PRICE_DIGITS),
             list_price_per_hour=(None if o.list_price_per_hour is None or not o.currency else
-                                 plain(catalog.fx.convert(o.list_price_per_hour, o.currency, currency))),
+                                 plain(catalog.fx.convert(o.list_price_per_hour, o.currency, currency), PRICE_DIGITS)),
             cost_per_hour=plain(cost), cost_per_month=plain(cost * HOURS_PER_MONTH, 2),
             predicted=Predicted(ttft_ms=plain(point.ttft_ms, 2), tpot_ms=plain(point.tpot_ms, 3),
                                 replica_requests_per_second=plain(point.requests_per_second),
@@ -239,7 +240,7 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
         o = c.offering
         lines.append(InstanceLine(provider=o.provider, service=o.service, sku=o.sku, region=o.region,
                                   price_kind=o.price_kind, gpu=o.gpu, gpus_per_instance=o.gpu_count or 0,
-                                  instances=count, price_per_hour=plain(c.instance_price or 0.0),
+                                  instances=count, price_per_hour=plain(c.instance_price or 0.0, PRICE_DIGITS),
                                   cost_per_hour=plain((c.instance_price or 0.0) * count), workloads=sorted(users[key])))
     return lines
 
