@@ -15,6 +15,7 @@ from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
 from gpuopt.planner.commitments import spans
 from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.reports.capacity import render_capacity_focus
+from gpuopt.reports.focus import add_months
 from tests.conftest import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -76,7 +77,12 @@ def test_plan_focus_passes_the_validator_and_sums_to_the_period_costs(file, tmp_
     months = sorted(by_month)
     for index, period in enumerate(plan["periods"]):
         inside = months[3 * index:3 * index + 3]
-        assert sum(by_month[m] for m in inside) == pytest.approx(period["cost"], abs=0.01), period["period"]
+        # the period's 730-hour months re-priced at the calendar's hours: the period cost x real hours / 2,190
+        # (2027Q1: Jan 744 + Feb 672 + Mar 744 = 2,160 h; Q2 2,184; Q3 and Q4 2,208)
+        real = sum((add_months(dt.date.fromisoformat(m + "-01"), 1) - dt.date.fromisoformat(m + "-01")).days * 24
+                   for m in inside)
+        assert sum(by_month[m] for m in inside) == pytest.approx(period["cost"] * real / 2190, abs=0.05), \
+            period["period"]
 
 
 def _line(kind: str, count: int, price: float, committed: bool) -> PurchaseLine:
@@ -117,20 +123,27 @@ def test_a_late_reservation_owes_its_months_after_the_horizon_whatever_the_charg
 
 
 def test_commitments_become_monthly_purchase_rows_plus_usage_rows_inside_the_horizon():
+    """2 reserved instances at 1.00/h from July 2027 to June 2028: each month bills 2 x 1.00 x its real hours
+    (July 744, September 720, February 2028 a leap month: 29 x 24 = 696)."""
     rows = rows_of(render_capacity_focus(_plan("full-term")))
     purchases = [r for r in rows if r["ChargeCategory"] == "Purchase"]
     usage = [r for r in rows if r["ChargeCategory"] == "Usage" and r["PricingCategory"] == "Committed"]
     assert len(purchases) == 12 and len(usage) == 6
-    assert {float(r["BilledCost"]) for r in purchases} == {1460.0}
+    billed = {r["ChargePeriodStart"][:7]: float(r["BilledCost"]) for r in purchases}
+    assert (billed["2027-07"], billed["2027-09"], billed["2028-02"]) == (1488.0, 1440.0, 1392.0)
+    # the term: Jul-Dec 2027 184 days + Jan-Jun 2028 182 days = 366 days = 8,784 h (a leap year's February)
+    assert sum(billed.values()) == 2 * 8784
     assert {float(r["EffectiveCost"]) for r in purchases} == {0.0}
-    assert {float(r["EffectiveCost"]) for r in usage} == {1460.0}
+    assert {r["ChargePeriodStart"][:7]: float(r["EffectiveCost"]) for r in usage}["2027-09"] == 1440.0
     assert purchases[-1]["ChargePeriodStart"] == "2028-06-01T00:00:00Z"  # the term's last month, after the horizon
     assert {r["CommitmentDiscountStatus"] for r in usage} == {"Used"}
     effective: dict[str, float] = defaultdict(float)
     for r in rows:
         effective[r["ChargePeriodStart"][:7]] += float(r["EffectiveCost"])
-    assert effective["2027-01"] == 1460.0 and effective["2027-04"] == 0.0 and effective["2027-09"] == 1460.0
-    assert sum(float(r["BilledCost"]) for r in rows) == 3 * 1460 + 12 * 1460
+    # January: 1 on-demand instance at 2.00/h x 744 h; April: nothing runs; September: the reservation
+    assert effective["2027-01"] == 1488.0 and effective["2027-04"] == 0.0 and effective["2027-09"] == 1440.0
+    # rented: Jan 744 + Feb 672 + Mar 744 = 2,160 h x 2.00 = 4,320; reservations billed 2 x 8,784 = 17,568
+    assert sum(float(r["BilledCost"]) for r in rows) == 4320 + 17568
 
 
 DISCOUNTED = """schema_version: 1

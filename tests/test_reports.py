@@ -76,7 +76,9 @@ def test_focus_export_columns_and_costs(saved):
                 "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "Tags"}
     assert required <= set(rows[0])
     total = sum(float(r["EffectiveCost"]) for r in rows)
-    assert total == pytest.approx(plan["total_cost_per_month"], abs=0.05)
+    # December 2026 has 31 x 24 = 744 hours: the FOCUS month is the plan's 730-hour month x 744/730
+    assert total == pytest.approx(plan["total_cost_per_month"] * 744 / 730, abs=0.05)
+    assert {float(r["ConsumedQuantity"]) for r in rows} <= {744.0 * d["instances"] for d in plan["deployments"]}
     assert {r["PricingCategory"] for r in rows} == {"Standard"}
     assert rows[0]["ChargePeriodStart"] == "2026-12-01T00:00:00Z"
     assert json.loads(rows[0]["Tags"])["gpuopt-workload"] in {"chat", "code"}

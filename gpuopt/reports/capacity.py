@@ -250,7 +250,8 @@ def first_month(plan: CapacityPlan) -> dt.date:
 def render_capacity_focus(plan: CapacityPlan) -> str:
     """FOCUS rows per calendar month (reports/focus.py): rented instances as Usage in their period's months;
     each commitment as a monthly Purchase row over its whole term (after the horizon too) and, inside the
-    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost."""
+    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost re-priced
+    at the calendar months' real hours (reports/focus.py: FOCUS months are not 730-hour planning months)."""
     from gpuopt.planner.commitments import term_months
     from gpuopt.pricing.regions import region_info
 

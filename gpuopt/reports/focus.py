@@ -2,7 +2,12 @@
 
 What the rows mean
 - One row set per calendar month: ChargePeriod and BillingPeriod are that month (`2027-01-01T00:00:00Z` to
-  `2027-02-01T00:00:00Z`); quantities use the FinOps month of 730 hours per instance, as the plan's costs do.
+  `2027-02-01T00:00:00Z`), and the quantities are that month's real hours per instance (672 in February, 696
+  in a leap February, 720 in a 30-day month, 744 in a 31-day one), costs = rate x those hours: what the
+  provider bills for the period, so a row's ConsumedQuantity never contradicts its ChargePeriod. The plan's
+  own costs use the FinOps planning month of 730 hours (8,760 / 12), so a FOCUS month differs from the plan's
+  month by -58 h (February) to +14 h (31-day months), -7.9% to +1.9%; a whole non-leap year is 8,760 hours
+  either way.
 - Rented instances (on-demand, spot, community): a Usage row, BilledCost = EffectiveCost.
 - A commitment (reservation, savings plan, subscription): a Purchase row per month of its term, billed
   monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage; and, for each
@@ -24,8 +29,6 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
-
-from gpuopt.planner.plan import HOURS_PER_MONTH
 
 FOCUS_COLUMNS = (
     "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
@@ -96,9 +99,15 @@ class Charge:
     usage: bool = True  # a Usage row (False: a commitment month after the horizon, Purchase row only)
 
 
+def month_hours(month: dt.date) -> int:
+    """The real hours of the calendar month starting on `month` (UTC, no daylight saving): 672 to 744."""
+    return (add_months(month, 1) - month).days * 24
+
+
 def rows(charge: Charge) -> list[dict[str, Any]]:
     start, end = stamp(charge.month), stamp(add_months(charge.month, 1))
-    hours = float(round(charge.instances * HOURS_PER_MONTH, 4))  # decimal, never an integer column
+    # the charge period's real hours, not the 730-hour planning month (module docstring)
+    hours = float(round(charge.instances * month_hours(charge.month), 4))  # decimal, never an integer column
     cost = round(charge.unit_price * hours, 4)
     list_cost = round(charge.list_unit_price * hours, 4)
     common: dict[str, Any] = {
