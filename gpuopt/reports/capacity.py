@@ -220,14 +220,20 @@ def render_capacity_html(plan: CapacityPlan) -> str:
 
 
 def render_capacity_csv(plan: CapacityPlan) -> str:
+    """One row per purchase; every row names the plan's currency, FX and price dates (a CSV opened on its own
+    said neither what its figures are in nor how old their prices are)."""
+    plan_columns = {"currency": plan.currency, "fx": plan.fx, "fx_as_of": plan.fx_as_of,
+                    "catalog_as_of": plan.catalog_as_of, "oldest_price_as_of": plan.oldest_price_as_of}
     rows = []
     for p in plan.periods:
         for x in p.purchases:
             rows.append({"period": p.period, **{k: v for k, v in x.model_dump().items() if k != "workloads"},
-                         "workloads": ";".join(x.workloads), "period_cost": p.cost})
+                         "workloads": ";".join(x.workloads), "period_cost": p.cost, **plan_columns})
     columns = ["period", "provider", "service", "sku", "region", "gpu", "gpus_per_instance", "price_kind", "count",
                "committed", "term_months", "price_per_hour", "hours", "cost", "break_even_utilisation", "workloads",
-               "period_cost"]
+               "period_cost",
+               # added since the first release, after every older column (readers by position read the same)
+               "list_price_per_hour", *plan_columns]
     return _frame(rows, columns)
 
 
