@@ -203,3 +203,40 @@ def test_a_premium_with_no_excluded_offering_never_prints_none():
     same = plan.model_copy(update={"residency_premium": rp})
     for text in (render_markdown(same), render_table(same)):
         assert "None" not in text and "premium" in text.lower()
+
+
+def test_csv_states_its_currency_fx_and_price_dates_and_flattens_the_latency_points(saved):
+    """Every row says what its figures are in (the cn plan is in CNY at the plan's recorded FX) and how old
+    its prices are; at_planned_load and capacity (optional nested fields) are flattened like `predicted`."""
+    import csv
+    import io
+
+    plan = json.loads(saved["cn"].read_text())
+    rows = list(csv.DictReader(io.StringIO(run("report", saved["cn"], "--format", "csv").stdout)))
+    for row, d in zip(rows, plan["deployments"], strict=True):
+        assert (row["currency"], row["fx"], row["fx_as_of"]) == ("CNY", plan["fx"], plan["fx_as_of"])
+        assert (row["catalog_as_of"], row["oldest_price_as_of"]) == (plan["catalog_as_of"], plan["oldest_price_as_of"])
+        for name in ("at_planned_load", "capacity"):
+            assert d[name] is not None and json.loads(row[name]) == d[name]
+            assert float(row[f"{name}_tpot_ms"]) == d[name]["tpot_ms"]
+            assert float(row[f"{name}_requests_per_second"]) == d[name]["requests_per_second"]
+            assert row[f"{name}_source"] == d[name]["source"]
+    header = run("report", saved["cn"], "--format", "csv").stdout.splitlines()[0].split(",")
+    # columns added after the published ones, never before them (readers by position read the same)
+    assert header.index("memory_lora_gib") < header.index("currency") < header.index("at_planned_load_tpot_ms")
+
+
+def test_capacity_csv_states_its_currency_and_list_price(tmp_path):
+    """A purchase row names the plan's currency, FX and price dates; the list price sits beside the paid one."""
+    import csv
+    import io
+
+    saved = tmp_path / "cn.json"
+    result = run("plan", EXAMPLES / "capacity-cn.yaml", "--currency", "USD", "--format", "json", "-o", saved)
+    assert result.exit_code == 0
+    plan = json.loads(saved.read_text())
+    rows = list(csv.DictReader(io.StringIO(run("report", saved, "--format", "csv").stdout)))
+    assert rows and {(r["currency"], r["fx"], r["fx_as_of"]) for r in rows} == {("USD", plan["fx"], plan["fx_as_of"])}
+    assert {r["oldest_price_as_of"] for r in rows} == {plan["oldest_price_as_of"]}
+    first = plan["periods"][0]["purchases"][0]
+    assert float(rows[0]["list_price_per_hour"]) == first["list_price_per_hour"]
