@@ -211,3 +211,44 @@ def test_solve_unit_prices_keep_the_catalog_digits_so_focus_reproduces_the_plan(
     (month_hours,) = hours  # every instance runs the whole charge month
     expected = plan["total_cost_per_month"] / 730 * month_hours
     assert sum(float(r["EffectiveCost"]) for r in usage) == pytest.approx(expected, abs=0.01)
+
+
+def test_usage_a_commitment_covers_is_priced_at_the_on_demand_list_and_contracted_prices():
+    """FOCUS 1.0: ListUnitPrice is the public on-demand price, ContractedUnitPrice excludes commitment discounts.
+    2 reserved instances at 1.00/h whose SKU lists 2.50/h on demand and is contracted at 2.00/h: September 2027
+    (30 x 24 = 720 h x 2 = 1,440 h) lists 2.50 x 1,440 = 3,600, contracts 2.00 x 1,440 = 2,880 and costs
+    1.00 x 1,440 = 1,440 effectively; the Purchase row keeps the reservation's own prices (1,440 billed)."""
+    plan = _plan("full-term")
+    periods = [p.model_copy(update={"purchases": [x.model_copy(update={
+        "on_demand_price_per_hour": 2.0, "on_demand_list_price_per_hour": 2.5}) if x.committed else x
+        for x in p.purchases]}) for p in plan.periods]
+    rows = rows_of(render_capacity_focus(plan.model_copy(update={"periods": periods})))
+    september = [r for r in rows if r["ChargePeriodStart"].startswith("2027-09")]
+    usage = next(r for r in september if r["ChargeCategory"] == "Usage")
+    purchase = next(r for r in september if r["ChargeCategory"] == "Purchase")
+    assert (float(usage["ListUnitPrice"]), float(usage["ContractedUnitPrice"])) == (2.5, 2.0)
+    assert (float(usage["ListCost"]), float(usage["ContractedCost"]), float(usage["EffectiveCost"])) == (
+        3600.0, 2880.0, 1440.0)
+    assert usage["SkuPriceId"].endswith(":on-demand") and usage["CommitmentDiscountId"] == purchase[
+        "CommitmentDiscountId"]
+    assert (float(purchase["ListUnitPrice"]), float(purchase["BilledCost"])) == (1.0, 1440.0)
+    assert purchase["SkuPriceId"].endswith(":reserved-1y")
+
+
+def test_a_solved_reservation_lists_its_covered_usage_at_the_on_demand_price(tmp_path):
+    """--discount aws=0.2: g6e.xlarge lists 1.861/h on demand, contracted 1.861 x 0.8 = 1.4888; its 1-year
+    reservation lists 1.17243, costs 1.17243 x 0.8 = 0.937944. December 2026: 744 h per instance."""
+    path, saved = tmp_path / "r.yaml", tmp_path / "r.json"
+    path.write_text(RESERVED)
+    assert run("solve", path, "--discount", "aws=0.2", "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    d = next(d for d in plan["deployments"] if (d["sku"], d["price_kind"]) == ("g6e.xlarge", "reserved-1y"))
+    assert (d["on_demand_price_per_hour"], d["on_demand_list_price_per_hour"]) == (1.4888, 1.861)
+    rows = rows_of(run("report", saved, "--format", "focus").stdout)
+    usage = next(r for r in rows if r["ChargeCategory"] == "Usage" and r["SkuId"] == "g6e.xlarge")
+    hours = 744 * d["instances"]
+    assert float(usage["ConsumedQuantity"]) == hours
+    assert (float(usage["ListUnitPrice"]), float(usage["ContractedUnitPrice"])) == (1.861, 1.4888)
+    assert float(usage["EffectiveCost"]) == pytest.approx(0.937944 * hours, abs=1e-4)
+    purchase = next(r for r in rows if r["ChargeCategory"] == "Purchase" and r["SkuId"] == "g6e.xlarge")
+    assert (float(purchase["ListUnitPrice"]), float(purchase["ContractedUnitPrice"])) == (1.17243, 0.937944)

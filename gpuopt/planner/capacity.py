@@ -236,6 +236,11 @@ class PurchaseLine(_Frozen):
     # the catalog's list price of this offering in the plan currency, before --discount and overlays (None when
     # an overlay added the offering): FOCUS ListUnitPrice/ListCost must not show the discounted price
     list_price_per_hour: float | None = None
+    # a commitment: the on-demand price of the same SKU and region (after --discount and overlays) and its list
+    # price, in the plan currency: FOCUS prices the usage the commitment covers at them (None when rented, or
+    # when the catalog has no on-demand twin)
+    on_demand_price_per_hour: float | None = None
+    on_demand_list_price_per_hour: float | None = None
 
 
 class PeriodLine(_Frozen):
@@ -294,13 +299,16 @@ def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
     o = c.offering
     if o.price_kind in UNCOMMITTED or c.instance_price is None:
         return None
-    base = next((x for x in p.catalog.offerings if (x.provider, x.service, x.sku, x.region) ==
-                 (o.provider, o.service, o.sku, o.region) and x.price_kind == "on-demand"
-                 and x.price_per_hour is not None), None)
-    if base is None:
-        return None
-    od = p.catalog.price_in(base, p.currency)
-    return None if not od else round(c.instance_price / od, 4)
+    prices = p.catalog.on_demand_prices(o, p.currency)
+    return None if not prices or not prices[0] else round(c.instance_price / prices[0], 4)
+
+
+def _on_demand(p: CapacityProblem, o: Offering, committed: bool) -> dict[str, float]:
+    """A commitment's on-demand twin prices for its PurchaseLine (8 decimals); nothing for a rented line."""
+    prices = p.catalog.on_demand_prices(o, p.currency) if committed else None
+    if prices is None:
+        return {}
+    return {"on_demand_price_per_hour": round(prices[0], 8), "on_demand_list_price_per_hour": round(prices[1], 8)}
 
 
 def _charge(p: CapacityProblem, pu: Purchase, price: float) -> float:
@@ -387,7 +395,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                 committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=price,
                 hours=round(hours * pu.count, 2), cost=_charge(p, pu, price),
                 break_even_utilisation=_break_even(p, pu.offering), workloads=sorted(users[(o.key, t)]),
-                list_price_per_hour=_list_price(p, o)))
+                list_price_per_hour=_list_price(p, o), **_on_demand(p, o, pu.committed)))
         bought.append(lines)
     ledger = spans(list(zip(p.labels, bought, strict=True)), mpp)
     periods = []

@@ -108,6 +108,11 @@ class Deployment(Frozen):
     tags: dict[str, str]
     at_planned_load: LatencyAt | None = None  # at the load the plan sends each replica (demand / capacity share)
     capacity: LatencyAt | None = None  # at the most a replica sustains within the SLOs (before headroom)
+    # a commitment (reservation, savings plan, subscription): the on-demand price of the same SKU and region
+    # (after --discount and overlays) and its list price, in the plan currency; FOCUS prices the usage the
+    # commitment covers at them. None for rented capacity or when the catalog has no on-demand twin.
+    on_demand_price_per_hour: float | None = None
+    on_demand_list_price_per_hour: float | None = None
 
 
 class InstanceLine(Frozen):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuopt.hardware import get_gpu
+from gpuopt.inputs.capacity import UNCOMMITTED
 from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import borrowed_notes, held_cache_tokens
@@ -133,6 +134,15 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
 # ---- deployments ---------------------------------------------------------------------------------------
 
 
+def _on_demand_prices(catalog: Catalog, o: Offering, currency: str) -> dict[str, float]:
+    """A commitment's on-demand twin prices (8 decimals), for FOCUS rows of the usage it covers."""
+    prices = None if o.price_kind in UNCOMMITTED else catalog.on_demand_prices(o, currency)
+    if prices is None:
+        return {}
+    return {"on_demand_price_per_hour": plain(prices[0], PRICE_DIGITS),
+            "on_demand_list_price_per_hour": plain(prices[1], PRICE_DIGITS)}
+
+
 def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, catalog: Catalog,
                  currency: str) -> list[Deployment]:
     if solution.status != "optimal":
@@ -171,6 +181,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
             price_kind=o.price_kind, instance_price_per_hour=plain(c.instance_price or 0.0, PRICE_DIGITS),
             list_price_per_hour=(None if o.list_price_per_hour is None or not o.currency else
                                  plain(catalog.fx.convert(o.list_price_per_hour, o.currency, currency), PRICE_DIGITS)),
+            **_on_demand_prices(catalog, o, currency),
             cost_per_hour=plain(cost), cost_per_month=plain(cost * HOURS_PER_MONTH, 2),
             predicted=Predicted(ttft_ms=plain(point.ttft_ms, 2), tpot_ms=plain(point.tpot_ms, 3),
                                 replica_requests_per_second=plain(point.requests_per_second),

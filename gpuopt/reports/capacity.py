@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from gpuopt.planner.capacity import CapacityPlan, PeriodLine
+from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
 from gpuopt.planner.capacity_detail import active_commitments
 from gpuopt.planner.commitments import CHARGE_MODES, CommitmentSpan
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, rows
@@ -253,6 +253,14 @@ def first_month(plan: CapacityPlan) -> dt.date:
     return add_months(dt.date.fromisoformat(plan.as_of_date), 1)
 
 
+def _covered(x: PurchaseLine) -> tuple[float, float] | None:
+    """The on-demand twin's (contracted, list) prices of a commitment line, for the usage it covers."""
+    if x.on_demand_price_per_hour is None:
+        return None
+    listed = x.on_demand_list_price_per_hour
+    return x.on_demand_price_per_hour, x.on_demand_price_per_hour if listed is None else listed
+
+
 def render_capacity_focus(plan: CapacityPlan) -> str:
     """FOCUS rows per calendar month (reports/focus.py): rented instances as Usage in their period's months;
     each commitment as a monthly Purchase row over its whole term (after the horizon too) and, inside the
@@ -286,7 +294,7 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     if committed else None,
                     commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
                     if committed else None,
-                    usage=k < horizon_months))
+                    usage=k < horizon_months, covered_prices=_covered(x)))
     out.sort(key=lambda r: (str(r["ChargePeriodStart"]), str(r["ChargeCategory"]), str(r["SkuPriceId"])))
     return _frame(out, FOCUS_COLUMNS)
 

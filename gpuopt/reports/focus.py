@@ -10,11 +10,17 @@ What the rows mean
   either way.
 - Rented instances (on-demand, spot, community): a Usage row, BilledCost = EffectiveCost.
 - A commitment (reservation, savings plan, subscription): a Purchase row per month of its term, billed
-  monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage; and, for each
-  of its months inside the horizon, a Usage row carrying the amortised cost in EffectiveCost (BilledCost 0,
-  CommitmentDiscountStatus Used). Months after the horizon carry only the Purchase rows: the obligation.
-  So summing EffectiveCost per month (or period) gives the plan's cost of that month, and summing BilledCost
-  gives what the provider bills, after the horizon included.
+  monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage, priced at the
+  commitment's own list and contracted prices; and, for each of its months inside the horizon, a Usage row
+  carrying the amortised cost in EffectiveCost (BilledCost 0, CommitmentDiscountStatus Used). FOCUS 1.0
+  defines ListUnitPrice as the SKU's public price and ContractedUnitPrice as the price with negotiated
+  discounts but without commitment discounts, so that Usage row is priced at the same SKU's on-demand prices
+  (List* the catalog's list price, Contracted* after --discount and overlays; SkuPriceId the on-demand one),
+  and EffectiveCost alone carries the commitment's rate: ListCost - EffectiveCost is what the commitment
+  saves. Without an on-demand row for the SKU in the catalog, the commitment's own prices stand in. Months
+  after the horizon carry only the Purchase rows: the obligation. So summing EffectiveCost per month (or
+  period) gives the plan's cost of that month at the calendar's hours, and summing BilledCost gives what the
+  provider bills, after the horizon included.
 - The account is a projection: BillingAccountId `gpuopt-projection`, no sub-account, no resource id.
 
 `focus-validator` 1.0.0 (the newest on Python 3.11) checks the 1.0-preview names of five columns: Provider,
@@ -97,6 +103,9 @@ class Charge:
     commitment_id: str | None = None  # set for a commitment
     commitment_name: str | None = None
     usage: bool = True  # a Usage row (False: a commitment month after the horizon, Purchase row only)
+    # a commitment: the on-demand twin's (contracted, list) prices per instance-hour, at which FOCUS 1.0 prices
+    # the usage the commitment covers (None: the catalog has no on-demand twin; the commitment's own prices)
+    covered_prices: tuple[float, float] | None = None
 
 
 def month_hours(month: dt.date) -> int:
@@ -138,10 +147,19 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
                     "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": 0.0,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
         if charge.usage:
-            out.append({**common, **commitment, "CommitmentDiscountStatus": "Used", "ChargeCategory": "Usage",
-                        "ChargeFrequency": "Usage-Based", "ChargeDescription": charge.description,
-                        "BilledCost": 0.0, "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": cost,
-                        "ConsumedQuantity": hours, "ConsumedUnit": "Hours", "PricingCategory": "Committed"})
+            # FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes
+            # negotiated discounts but not commitment discounts, so covered usage is priced at the on-demand
+            # twin's prices and only EffectiveCost carries the commitment's rate
+            contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
+            twin = {} if charge.covered_prices is None else {
+                "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:on-demand"}
+            out.append({**common, **commitment, **twin, "CommitmentDiscountStatus": "Used",
+                        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+                        "ChargeDescription": charge.description, "BilledCost": 0.0,
+                        "ContractedUnitPrice": contracted, "ListUnitPrice": listed,
+                        "ContractedCost": round(contracted * hours, 4), "ListCost": round(listed * hours, 4),
+                        "EffectiveCost": cost, "ConsumedQuantity": hours, "ConsumedUnit": "Hours",
+                        "PricingCategory": "Committed"})
     elif charge.usage:
         out.append({**common, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
                     "ChargeDescription": charge.description, "BilledCost": cost, "ContractedCost": cost,

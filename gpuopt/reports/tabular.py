@@ -73,6 +73,8 @@ UNIT_COLUMNS = ("workload_cost_per_request", "workload_cost_per_million_output_t
 # so a reader that takes columns by position keeps reading the same ones.
 ADDED_COLUMNS = ("memory_lora_gib",)
 PLAN_COLUMNS = ("currency", "fx", "fx_as_of", "catalog_as_of", "oldest_price_as_of")  # plan_columns, then
+# the optional nested fields flattened, then these deployment fields (a commitment's on-demand twin prices)
+LATE_COLUMNS = ("on_demand_price_per_hour", "on_demand_list_price_per_hour")
 
 
 def _optional_nested() -> dict[str, list[str]]:
@@ -90,7 +92,7 @@ def _optional_nested() -> dict[str, list[str]]:
 def _deployment_columns() -> list[str]:
     """The JSON deployment fields flattened, then the unit economics of the deployment's workload, then the
     columns added since: ADDED_COLUMNS, the plan's currency, FX and price dates (PLAN_COLUMNS), the optional
-    nested fields flattened."""
+    nested fields flattened, LATE_COLUMNS."""
     cols: list[str] = []
     for name, field in Deployment.model_fields.items():
         sub = getattr(field.annotation, "model_fields", None)
@@ -98,9 +100,10 @@ def _deployment_columns() -> list[str]:
             cols += [f"{name}_{s}" for s in sub]
         else:
             cols.append(name)
-    cols = [c for c in cols if c not in ADDED_COLUMNS]
+    cols = [c for c in cols if c not in ADDED_COLUMNS and c not in LATE_COLUMNS]
     nested = [f"{name}_{s}" for name, subs in _optional_nested().items() for s in subs]
-    return cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS) + list(ADDED_COLUMNS) + list(PLAN_COLUMNS) + nested
+    return (cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS) + list(ADDED_COLUMNS) + list(PLAN_COLUMNS) + nested
+            + list(LATE_COLUMNS))
 
 
 def charge_month(plan: Plan) -> dt.date:
@@ -130,7 +133,9 @@ def render_focus(plan: Plan) -> str:
                         f"{d.weight_precision}){unit}",
             tags={"gpuopt-workload": d.workload, **d.tags},
             commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
-            commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None))
+            commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None,
+            covered_prices=None if d.on_demand_price_per_hour is None else (
+                d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour)))
     if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
         extra = {"x_BudgetMonthly": plan.budget.max_monthly_in_plan_currency, "x_BudgetMargin": plan.budget.margin}
         return _frame([{**row, **extra} for row in out], (*FOCUS_COLUMNS, *extra))
