@@ -240,3 +240,38 @@ def test_capacity_csv_states_its_currency_and_list_price(tmp_path):
     assert {r["oldest_price_as_of"] for r in rows} == {plan["oldest_price_as_of"]}
     first = plan["periods"][0]["purchases"][0]
     assert float(rows[0]["list_price_per_hour"]) == first["list_price_per_hour"]
+
+
+TWO_RESERVED = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+price_kinds: [reserved-1y, on-demand]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 12
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+  - name: code
+    model: Qwen/Qwen2.5-Coder-7B-Instruct
+    requests_per_second: 3
+    input_tokens: 2000
+    output_tokens: 200
+    max_model_len: 8192
+    slo: {ttft_ms: 1000, tpot_ms: 30}
+"""
+
+
+def test_the_monthly_total_is_the_sum_of_the_deployments_monthly_costs(tmp_path):
+    """At 2026-11 physics this plan is 1 x g5 at 0.63378, 1 x g6 at 0.52392 and 2 x g6e at 1.17243 (USD/h,
+    reserved-1y): lines 462.66 + 382.46 + 855.87 + 855.87 = 2,556.86, while 3.50256 x 730 = 2,556.8688 was
+    printed as 2,556.87. Whatever the plan, the total is its lines' sum."""
+    path, saved = tmp_path / "w.yaml", tmp_path / "w.json"
+    path.write_text(TWO_RESERVED)
+    assert run("solve", path, "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    assert plan["total_cost_per_month"] == round(sum(d["cost_per_month"] for d in plan["deployments"]), 2)
+    assert plan["total_cost_per_month"] == pytest.approx(plan["total_cost_per_hour"] * 730, abs=0.05)
