@@ -165,7 +165,13 @@ def test_diff_of_solve_plans_in_two_currencies_is_in_one_currency(tmp_path):
     diff = json.loads(run("diff", usd, cny, "--format", "json").stdout)
     # every figure is in CNY, the old plan's too: `currency` says so (currency_before is the old plan's own)
     assert (diff["currency"], diff["currency_before"], diff["currency_after"]) == ("CNY", "USD", "CNY")
-    assert diff["total_monthly_before"] == pytest.approx(old["total_cost_per_month"] * rate, abs=0.01)
+    lines = diff["lines"]
+    # the totals are the sums of the printed lines, each converted and rounded: within half a cent per line
+    assert diff["total_monthly_before"] == round(sum(x["monthly_before"] for x in lines), 2)
+    assert diff["total_monthly_after"] == round(sum(x["monthly_after"] for x in lines), 2) == \
+        json.loads(cny.read_text())["total_cost_per_month"]
+    assert diff["total_monthly_before"] == pytest.approx(old["total_cost_per_month"] * rate, abs=0.005 * len(lines))
+    assert "-0.00" not in md  # a zero delta is +0.00, never negative zero
 
 
 def test_diff_refuses_a_solve_plan_against_a_capacity_plan(global_plan, tmp_path):

@@ -8,6 +8,8 @@ changed; then, when a plan's total includes it (charge: full-term), the obligati
 the horizon as its own line, so the lines a reviewer reads add up to the total (the total was the plan's
 total_cost, which includes that obligation while no line showed it).
 
+Totals are the sums of the printed lines (in cents, after conversion), so a diff adds up as a reviewer checks it.
+
 Currencies: figures are shown in the new plan's currency. The old plan's figures are converted at the rate
 the old plan recorded (its `fx`), else at the new plan's, else -- capacity plans record none -- at the
 shipped FX table, and the diff says which. A pair no table knows is refused (exit 2), never subtracted raw.
@@ -132,15 +134,17 @@ def diff_plans(old: Plan, new: Plan) -> PlanDiff:
     lines = []
     for key in sorted(set(before) | set(after)):
         a, b = before.get(key, []), after.get(key, [])
-        mb = sum(d.cost_per_month for d in a) * factor
-        ma = sum(d.cost_per_month for d in b)
+        mb = plain(sum(d.cost_per_month for d in a) * factor, 2)
+        ma = plain(sum(d.cost_per_month for d in b), 2)
         change, details = _change(sorted(_shape(d) for d in a), sorted(_shape(d) for d in b), mb, ma)
         lines.append(DiffLine(workload=key[0], deployment=f"{key[1]} {key[2]} ({key[3]}, {key[4]})", change=change,
-                              monthly_before=round(mb, 2), monthly_after=round(ma, 2), delta=round(ma - mb, 2),
-                              details=details))
-    tb, ta = (old.total_cost_per_month or 0.0) * factor, new.total_cost_per_month or 0.0
-    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=round(tb, 2),
-                    total_monthly_after=round(ta, 2), total_delta=round(ta - tb, 2), lines=lines, fx_note=note)
+                              monthly_before=mb, monthly_after=ma, delta=plain(ma - mb, 2), details=details))
+    # the sums of the printed lines (a plan's total_cost_per_month is its deployments' sum; converted, each
+    # line is rounded before it is added, as a reader adds them); never -0.00
+    tb = plain(sum(x.monthly_before for x in lines), 2)
+    ta = plain(sum(x.monthly_after for x in lines), 2)
+    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=tb,
+                    total_monthly_after=ta, total_delta=plain(ta - tb, 2), lines=lines, fx_note=note)
 
 
 def _purchase(x: PurchaseLine) -> str:
