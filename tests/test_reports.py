@@ -275,3 +275,12 @@ def test_the_monthly_total_is_the_sum_of_the_deployments_monthly_costs(tmp_path)
     plan = json.loads(saved.read_text())
     assert plan["total_cost_per_month"] == round(sum(d["cost_per_month"] for d in plan["deployments"]), 2)
     assert plan["total_cost_per_month"] == pytest.approx(plan["total_cost_per_hour"] * 730, abs=0.05)
+
+
+def test_unit_economics_of_a_rate_workload_are_per_its_whole_demand(saved):
+    """cn-chat-70b asks 2 requests/s: cost per request = cost per hour / (2 x 3,600), not / (1.9999 x 3,600)
+    from the replicas' rounded rates (0.020135 became 0.020134 CNY at 144.967 CNY/h)."""
+    plan = json.loads(saved["cn"].read_text())
+    (u,) = plan["unit_economics"]
+    assert u["requests_per_second"] == 2.0
+    assert u["cost_per_request"] == round(u["cost_per_hour"] / 7200, 8)

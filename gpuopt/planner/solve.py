@@ -215,7 +215,9 @@ def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[Uni
         if not mine:
             continue
         cost = sum(d.cost_per_hour for d in mine)
-        rps = sum(d.replicas * d.predicted.planned_requests_per_second_per_replica for d in mine)
+        # the plan sends a rate workload its whole demand; summing the replicas' rounded rates gave 11.9999 for 12
+        rps = w.requests_per_second if w.requests_per_second is not None else \
+            sum(d.replicas * d.predicted.planned_requests_per_second_per_replica for d in mine)
         per_hour = max(rps * 3600, 1e-12)
         out.append(UnitEconomics(
             workload=w.name, cost_per_hour=plain(cost), requests_per_second=plain(rps),
