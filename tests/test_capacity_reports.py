@@ -143,8 +143,13 @@ def test_diff_of_capacity_plans_in_two_currencies_converts_at_the_recorded_fx(gl
     old, new = json.loads(global_plan.read_text()), json.loads(cny.read_text())
     rate = float(re.search(r"1 USD = ([0-9.]+) CNY", old["fx"]).group(1))
     assert diff["currency_after"] == "CNY" and "at 6.6529" in diff["fx_note"] and "old plan's FX" in diff["fx_note"]
-    assert diff["total_monthly_before"] == pytest.approx(old["total_cost"] * rate, abs=0.01)
-    assert diff["total_delta"] == pytest.approx(new["total_cost"] - old["total_cost"] * rate, abs=0.01)
+    # the totals are the sums of the printed lines, each converted and rounded: within half a cent per line
+    # of the converted total
+    lines = diff["lines"]
+    assert diff["total_monthly_before"] == round(sum(x["monthly_before"] for x in lines), 2)
+    slack = 0.005 * len(lines)
+    assert diff["total_monthly_before"] == pytest.approx(old["total_cost"] * rate, abs=slack)
+    assert diff["total_delta"] == pytest.approx(new["total_cost"] - old["total_cost"] * rate, abs=slack + 0.01)
     assert abs(diff["total_delta"]) < 1.0  # the same schedule, priced in another currency
 
 
@@ -160,7 +165,13 @@ def test_diff_of_solve_plans_in_two_currencies_is_in_one_currency(tmp_path):
     diff = json.loads(run("diff", usd, cny, "--format", "json").stdout)
     # every figure is in CNY, the old plan's too: `currency` says so (currency_before is the old plan's own)
     assert (diff["currency"], diff["currency_before"], diff["currency_after"]) == ("CNY", "USD", "CNY")
-    assert diff["total_monthly_before"] == pytest.approx(old["total_cost_per_month"] * rate, abs=0.01)
+    lines = diff["lines"]
+    # the totals are the sums of the printed lines, each converted and rounded: within half a cent per line
+    assert diff["total_monthly_before"] == round(sum(x["monthly_before"] for x in lines), 2)
+    assert diff["total_monthly_after"] == round(sum(x["monthly_after"] for x in lines), 2) == \
+        json.loads(cny.read_text())["total_cost_per_month"]
+    assert diff["total_monthly_before"] == pytest.approx(old["total_cost_per_month"] * rate, abs=0.005 * len(lines))
+    assert "-0.00" not in md  # a zero delta is +0.00, never negative zero
 
 
 def test_diff_refuses_a_solve_plan_against_a_capacity_plan(global_plan, tmp_path):
@@ -199,3 +210,112 @@ def test_the_capacity_table_fits_the_terminal(global_plan, monkeypatch, columns)
     assert "2027Q2" in text and "already running" in text
     if columns < 140:  # the block layout keeps each fact on its line
         assert "already running: 1 x aws g6e.xlarge (us-east-1) reserved-1y from 2027Q1" in text
+
+
+def _plan(charge, periods, commitments=(), total=None):
+    """A two-quarter capacity plan by hand: periods are (label, cost, purchases as (count, kind, price))."""
+    from gpuopt.planner.capacity import CapacityPlan
+
+    lines = [{"period": label, "demand": {"chat": 1.0}, "capacity": {"chat": 1.0}, "cost": cost,
+              "purchases": [{"provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
+                             "gpu": "L40S-48GB", "gpus_per_instance": 1, "price_kind": kind, "count": n,
+                             "committed": kind != "on-demand", "term_months": None if kind == "on-demand" else 12,
+                             "price_per_hour": price, "hours": 0.0, "cost": 0.0, "break_even_utilisation": None,
+                             "workloads": ["chat"]} for n, kind, price in bought]}
+             for label, cost, bought in periods]
+    spans = [{"bought": "2027Q1", "provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
+              "price_kind": "reserved-1y", "count": 2, "price_per_hour": 0.5, "start_month": 0, "term_months": 12,
+              "months_inside": 6, "months_after": 6, "cost_inside_horizon": 4380.0,
+              "obligation_after_horizon": owed, "workloads": ["chat"]} for owed in commitments]
+    owed = sum(commitments)
+    inside = sum(cost for _, cost, _ in periods)
+    return CapacityPlan.model_validate({
+        "status": "optimal", "currency": "USD", "horizon": "2 quarters from 2027Q1", "period": "quarter",
+        "charge": charge, "headroom": 0.8, "periods": lines,
+        "total_cost": total if total is not None else inside + (owed if charge == "full-term" else 0.0),
+        "all_on_demand_cost": 8760.0, "savings": 0.0, "committed_after_horizon": owed, "scenarios": [],
+        "explanation": [], "as_of_date": "2026-11-29", "commitments": spans})
+
+
+@pytest.mark.parametrize("charge", ["full-term", "inside-horizon"])
+def test_a_capacity_diff_shows_the_obligation_after_the_horizon_as_a_line_the_total_sums(charge):
+    """Old: 2 on-demand instances at 1.00/h in both quarters: 2 x 1.00 x 2,190 h = 4,380.00 each, 8,760.00.
+    New: 2 x reserved-1y at 0.50/h bought in 2027Q1: 2 x 0.50 x 2,190 = 2,190.00 per quarter; its 6 months
+    after the horizon owe 2 x 0.50 x 730 x 6 = 4,380.00, in the total under full-term only.
+    2027Q2 buys nothing new but pays the running reservation: changed, not removed."""
+    from gpuopt.reports.diff import diff_capacity, diff_markdown
+
+    old = _plan("full-term", [("2027Q1", 4380.0, [(2, "on-demand", 1.0)]), ("2027Q2", 4380.0, [(2, "on-demand", 1.0)])])
+    new = _plan(charge, [("2027Q1", 2190.0, [(2, "reserved-1y", 0.5)]), ("2027Q2", 2190.0, [])], [4380.0])
+    d = diff_capacity(old, new)
+    q1, q2, after = d.lines
+    assert (q1.delta, q2.delta) == (-2190.0, -2190.0)
+    assert q2.change == "changed" and any("running: nothing -> 2 x aws g6e.xlarge" in x for x in q2.details)
+    assert (after.deployment, after.line_kind) == ("after the horizon", "after-horizon")
+    in_total = 4380.0 if charge == "full-term" else 0.0
+    assert (after.monthly_before, after.monthly_after) == (0.0, in_total)
+    assert "4,380.00 USD owed after the horizon" in after.details[0]
+    assert ("not in its total" in after.details[0]) == (charge == "inside-horizon")
+    # full-term: 2,190 + 2,190 + 4,380 = 8,760.00, delta 0; inside-horizon: 4,380.00, delta -4,380.00
+    assert d.total_monthly_after == sum(x.monthly_after for x in d.lines) == 4380.0 + in_total
+    assert d.total_delta == sum(x.delta for x in d.lines) == in_total - 4380.0
+    assert "| after the horizon |" in diff_markdown(d)
+
+
+def test_a_capacity_diff_without_commitments_has_no_after_horizon_line():
+    """Both plans rent only: period lines only, and an identical period is unchanged (4,380.00 both sides)."""
+    from gpuopt.reports.diff import diff_capacity
+
+    plan = _plan("full-term", [("2027Q1", 4380.0, [(2, "on-demand", 1.0)]), ("2027Q2", 4380.0, [])])
+    d = diff_capacity(plan, plan)
+    assert [x.line_kind for x in d.lines] == ["period", "period"]
+    assert {x.change for x in d.lines} == {"unchanged"} and d.total_delta == 0.0
+
+
+def test_a_commitment_is_spread_over_its_periods_in_cents_that_sum_to_its_charge():
+    """1 x 1.17243/h for 12 months: 1.17243 x 8,760 h = 10,270.4868 -> 10,270.49 (1,027,049 cents). Over 4
+    quarters, cumulative rounding: 256,762.25 -> 256,762; 513,524.5 -> 513,525; 770,286.75 -> 770,287;
+    1,027,049: 2,567.62 + 2,567.63 + 2,567.62 + 2,567.62 = 10,270.49."""
+    from gpuopt.planner.commitments import period_charges
+
+    assert period_charges(1.17243, 1, 12, 3) == [2567.62, 2567.63, 2567.62, 2567.62]
+    # 2 x 0.5/h for one quarter (a monthly subscription renewed for it): 2 x 0.5 x 2,190 h = 2,190.00
+    assert period_charges(0.5, 2, 3, 3) == [2190.0]
+
+
+@pytest.mark.parametrize("charge", ["inside-horizon", "full-term"])
+def test_every_capacity_total_is_the_sum_of_its_printed_lines(tmp_path, charge):
+    """Per period: cost = the sum of its split by price kind; a commitment's cost inside + owed after = its
+    purchase line's cost (full-term); total = the period costs (+ the obligation after, full-term); savings and
+    cash savings of the same quantity are one figure. All to the cent, not approximately."""
+    _, plan = plan_json(tmp_path, charge)
+    for p in plan["periods"]:
+        assert p["cost"] == round(sum(p["cost_by_price_kind"].values()), 2), p["period"]
+        rented = [x for x in p["purchases"] if not x["committed"]]
+        for kind in {x["price_kind"] for x in rented}:
+            assert p["cost_by_price_kind"][kind] == round(sum(x["cost"] for x in rented if x["price_kind"] == kind), 2)
+    s = plan["commitment_summary"]
+    inside = round(sum(p["cost"] for p in plan["periods"]), 2)
+    after = round(sum(c["obligation_after_horizon"] for c in plan["commitments"]), 2)
+    assert (s["cost_inside_horizon"], s["obligation_after_horizon"], plan["committed_after_horizon"]) == (
+        inside, after, after)
+    assert plan["total_cost"] == round(inside + (after if charge == "full-term" else 0.0), 2)
+    assert plan["savings"] == round(plan["all_on_demand_cost"] - plan["total_cost"], 2)
+    if charge == "full-term":
+        assert plan["savings"] == s["savings_cash"]
+        bought = {(p["period"], x["sku"], x["price_kind"]): x["cost"] for p in plan["periods"] for x in p["purchases"]
+                  if x["committed"]}
+        for c in plan["commitments"]:
+            assert round(c["cost_inside_horizon"] + c["obligation_after_horizon"], 2) == bought[
+                (c["bought"], c["sku"], c["price_kind"])]
+    else:
+        assert plan["savings"] == s["savings_amortised"]
+
+
+def test_an_all_on_demand_plan_saves_exactly_nothing(tmp_path):
+    """The schedule is its own baseline: savings 0.00, not a cent either way."""
+    path, out = tmp_path / "od.yaml", tmp_path / "od.json"
+    path.write_text(EIGHT_QUARTERS.replace("CHARGE", "full-term").replace("[on-demand, reserved-3y]", "[on-demand]"))
+    assert run("plan", path, "--format", "json", "-o", out).exit_code == 0
+    plan = json.loads(out.read_text())
+    assert plan["total_cost"] == plan["all_on_demand_cost"] and plan["savings"] == 0.0

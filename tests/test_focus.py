@@ -15,6 +15,7 @@ from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
 from gpuopt.planner.commitments import spans
 from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.reports.capacity import render_capacity_focus
+from gpuopt.reports.focus import add_months
 from tests.conftest import run
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -76,7 +77,12 @@ def test_plan_focus_passes_the_validator_and_sums_to_the_period_costs(file, tmp_
     months = sorted(by_month)
     for index, period in enumerate(plan["periods"]):
         inside = months[3 * index:3 * index + 3]
-        assert sum(by_month[m] for m in inside) == pytest.approx(period["cost"], abs=0.01), period["period"]
+        # the period's 730-hour months re-priced at the calendar's hours: the period cost x real hours / 2,190
+        # (2027Q1: Jan 744 + Feb 672 + Mar 744 = 2,160 h; Q2 2,184; Q3 and Q4 2,208)
+        real = sum((add_months(dt.date.fromisoformat(m + "-01"), 1) - dt.date.fromisoformat(m + "-01")).days * 24
+                   for m in inside)
+        assert sum(by_month[m] for m in inside) == pytest.approx(period["cost"] * real / 2190, abs=0.05), \
+            period["period"]
 
 
 def _line(kind: str, count: int, price: float, committed: bool) -> PurchaseLine:
@@ -117,17 +123,132 @@ def test_a_late_reservation_owes_its_months_after_the_horizon_whatever_the_charg
 
 
 def test_commitments_become_monthly_purchase_rows_plus_usage_rows_inside_the_horizon():
+    """2 reserved instances at 1.00/h from July 2027 to June 2028: each month bills 2 x 1.00 x its real hours
+    (July 744, September 720, February 2028 a leap month: 29 x 24 = 696)."""
     rows = rows_of(render_capacity_focus(_plan("full-term")))
     purchases = [r for r in rows if r["ChargeCategory"] == "Purchase"]
     usage = [r for r in rows if r["ChargeCategory"] == "Usage" and r["PricingCategory"] == "Committed"]
     assert len(purchases) == 12 and len(usage) == 6
-    assert {float(r["BilledCost"]) for r in purchases} == {1460.0}
+    billed = {r["ChargePeriodStart"][:7]: float(r["BilledCost"]) for r in purchases}
+    assert (billed["2027-07"], billed["2027-09"], billed["2028-02"]) == (1488.0, 1440.0, 1392.0)
+    # the term: Jul-Dec 2027 184 days + Jan-Jun 2028 182 days = 366 days = 8,784 h (a leap year's February)
+    assert sum(billed.values()) == 2 * 8784
     assert {float(r["EffectiveCost"]) for r in purchases} == {0.0}
-    assert {float(r["EffectiveCost"]) for r in usage} == {1460.0}
+    assert {r["ChargePeriodStart"][:7]: float(r["EffectiveCost"]) for r in usage}["2027-09"] == 1440.0
     assert purchases[-1]["ChargePeriodStart"] == "2028-06-01T00:00:00Z"  # the term's last month, after the horizon
     assert {r["CommitmentDiscountStatus"] for r in usage} == {"Used"}
     effective: dict[str, float] = defaultdict(float)
     for r in rows:
         effective[r["ChargePeriodStart"][:7]] += float(r["EffectiveCost"])
-    assert effective["2027-01"] == 1460.0 and effective["2027-04"] == 0.0 and effective["2027-09"] == 1460.0
-    assert sum(float(r["BilledCost"]) for r in rows) == 3 * 1460 + 12 * 1460
+    # January: 1 on-demand instance at 2.00/h x 744 h; April: nothing runs; September: the reservation
+    assert effective["2027-01"] == 1488.0 and effective["2027-04"] == 0.0 and effective["2027-09"] == 1440.0
+    # rented: Jan 744 + Feb 672 + Mar 744 = 2,160 h x 2.00 = 4,320; reservations billed 2 x 8,784 = 17,568
+    assert sum(float(r["BilledCost"]) for r in rows) == 4320 + 17568
+
+
+DISCOUNTED = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+horizon: {periods: 3, period: quarter, start: 2027Q2}
+workloads:
+  - name: assistant
+    model: meta-llama/Llama-3.1-8B-Instruct
+    demand: {requests_per_second: [20, 20, 30]}
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+    price_kinds: [on-demand, reserved-1y]
+"""
+
+
+def test_a_discounted_capacity_plan_keeps_the_list_price_in_focus_list_columns(tmp_path):
+    """--discount aws=0.2: g6e.xlarge on-demand is listed at 1.861 USD/h and paid 1.861 x 0.8 = 1.4888; FOCUS
+    ListUnitPrice is the list price (it showed 1.4888), ContractedUnitPrice the discounted one."""
+    path, saved = tmp_path / "c.yaml", tmp_path / "c.json"
+    path.write_text(DISCOUNTED)
+    assert run("plan", path, "--discount", "aws=0.2", "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    rented = [x for p in plan["periods"] for x in p["purchases"] if x["price_kind"] == "on-demand"]
+    assert rented and {(x["list_price_per_hour"], x["price_per_hour"]) for x in rented} == {(1.861, 1.4888)}
+    out = run("report", saved, "--format", "focus").stdout
+    od = [r for r in rows_of(out) if r["SkuPriceId"] == "aws:ec2:g6e.xlarge:us-east-1:on-demand"]
+    assert od and {(r["ListUnitPrice"], r["ContractedUnitPrice"]) for r in od} == {("1.861", "1.4888")}
+    for r in od:  # the list cost is the list price x the quantity, not the discounted cost
+        assert float(r["ListCost"]) == pytest.approx(1.861 * float(r["PricingQuantity"]), abs=1e-4)
+        assert float(r["ListCost"]) > float(r["EffectiveCost"])
+
+
+RESERVED = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+price_kinds: [reserved-1y, on-demand]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 12
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+"""
+
+
+def test_solve_unit_prices_keep_the_catalog_digits_so_focus_reproduces_the_plan(tmp_path):
+    """g6e.xlarge reserved-1y is 1.17243 USD/h in the catalog; written as 1.1724 its FOCUS month came to
+    1.1724 x 730 = 855.852 instead of 1.17243 x 730 = 855.8739 (0.02 short per instance)."""
+    path, saved = tmp_path / "r.yaml", tmp_path / "r.json"
+    path.write_text(RESERVED)
+    assert run("solve", path, "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    prices = {(d["sku"], d["price_kind"]): d["instance_price_per_hour"] for d in plan["deployments"]}
+    assert prices.get(("g6e.xlarge", "reserved-1y")) == 1.17243, prices
+    rows = rows_of(run("report", saved, "--format", "focus").stdout)
+    usage = [r for r in rows if r["ChargeCategory"] == "Usage"]
+    hours = {float(r["PricingQuantity"]) / d["instances"] for r, d in zip(usage, plan["deployments"], strict=True)}
+    (month_hours,) = hours  # every instance runs the whole charge month
+    expected = plan["total_cost_per_month"] / 730 * month_hours
+    assert sum(float(r["EffectiveCost"]) for r in usage) == pytest.approx(expected, abs=0.01)
+
+
+def test_usage_a_commitment_covers_is_priced_at_the_on_demand_list_and_contracted_prices():
+    """FOCUS 1.0: ListUnitPrice is the public on-demand price, ContractedUnitPrice excludes commitment discounts.
+    2 reserved instances at 1.00/h whose SKU lists 2.50/h on demand and is contracted at 2.00/h: September 2027
+    (30 x 24 = 720 h x 2 = 1,440 h) lists 2.50 x 1,440 = 3,600, contracts 2.00 x 1,440 = 2,880 and costs
+    1.00 x 1,440 = 1,440 effectively; the Purchase row keeps the reservation's own prices (1,440 billed)."""
+    plan = _plan("full-term")
+    periods = [p.model_copy(update={"purchases": [x.model_copy(update={
+        "on_demand_price_per_hour": 2.0, "on_demand_list_price_per_hour": 2.5}) if x.committed else x
+        for x in p.purchases]}) for p in plan.periods]
+    rows = rows_of(render_capacity_focus(plan.model_copy(update={"periods": periods})))
+    september = [r for r in rows if r["ChargePeriodStart"].startswith("2027-09")]
+    usage = next(r for r in september if r["ChargeCategory"] == "Usage")
+    purchase = next(r for r in september if r["ChargeCategory"] == "Purchase")
+    assert (float(usage["ListUnitPrice"]), float(usage["ContractedUnitPrice"])) == (2.5, 2.0)
+    assert (float(usage["ListCost"]), float(usage["ContractedCost"]), float(usage["EffectiveCost"])) == (
+        3600.0, 2880.0, 1440.0)
+    assert usage["SkuPriceId"].endswith(":on-demand") and usage["CommitmentDiscountId"] == purchase[
+        "CommitmentDiscountId"]
+    assert (float(purchase["ListUnitPrice"]), float(purchase["BilledCost"])) == (1.0, 1440.0)
+    assert purchase["SkuPriceId"].endswith(":reserved-1y")
+
+
+def test_a_solved_reservation_lists_its_covered_usage_at_the_on_demand_price(tmp_path):
+    """--discount aws=0.2: g6e.xlarge lists 1.861/h on demand, contracted 1.861 x 0.8 = 1.4888; its 1-year
+    reservation lists 1.17243, costs 1.17243 x 0.8 = 0.937944. December 2026: 744 h per instance."""
+    path, saved = tmp_path / "r.yaml", tmp_path / "r.json"
+    path.write_text(RESERVED)
+    assert run("solve", path, "--discount", "aws=0.2", "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    d = next(d for d in plan["deployments"] if (d["sku"], d["price_kind"]) == ("g6e.xlarge", "reserved-1y"))
+    assert (d["on_demand_price_per_hour"], d["on_demand_list_price_per_hour"]) == (1.4888, 1.861)
+    rows = rows_of(run("report", saved, "--format", "focus").stdout)
+    usage = next(r for r in rows if r["ChargeCategory"] == "Usage" and r["SkuId"] == "g6e.xlarge")
+    hours = 744 * d["instances"]
+    assert float(usage["ConsumedQuantity"]) == hours
+    assert (float(usage["ListUnitPrice"]), float(usage["ContractedUnitPrice"])) == (1.861, 1.4888)
+    assert float(usage["EffectiveCost"]) == pytest.approx(0.937944 * hours, abs=1e-4)
+    purchase = next(r for r in rows if r["ChargeCategory"] == "Purchase" and r["SkuId"] == "g6e.xlarge")
+    assert (float(purchase["ListUnitPrice"]), float(purchase["ContractedUnitPrice"])) == (1.17243, 0.937944)

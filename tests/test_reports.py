@@ -76,7 +76,9 @@ def test_focus_export_columns_and_costs(saved):
                 "ResourceType", "ServiceCategory", "ServiceName", "SkuId", "Tags"}
     assert required <= set(rows[0])
     total = sum(float(r["EffectiveCost"]) for r in rows)
-    assert total == pytest.approx(plan["total_cost_per_month"], abs=0.05)
+    # December 2026 has 31 x 24 = 744 hours: the FOCUS month is the plan's 730-hour month x 744/730
+    assert total == pytest.approx(plan["total_cost_per_month"] * 744 / 730, abs=0.05)
+    assert {float(r["ConsumedQuantity"]) for r in rows} <= {744.0 * d["instances"] for d in plan["deployments"]}
     assert {r["PricingCategory"] for r in rows} == {"Standard"}
     assert rows[0]["ChargePeriodStart"] == "2026-12-01T00:00:00Z"
     assert json.loads(rows[0]["Tags"])["gpuopt-workload"] in {"chat", "code"}
@@ -201,3 +203,84 @@ def test_a_premium_with_no_excluded_offering_never_prints_none():
     same = plan.model_copy(update={"residency_premium": rp})
     for text in (render_markdown(same), render_table(same)):
         assert "None" not in text and "premium" in text.lower()
+
+
+def test_csv_states_its_currency_fx_and_price_dates_and_flattens_the_latency_points(saved):
+    """Every row says what its figures are in (the cn plan is in CNY at the plan's recorded FX) and how old
+    its prices are; at_planned_load and capacity (optional nested fields) are flattened like `predicted`."""
+    import csv
+    import io
+
+    plan = json.loads(saved["cn"].read_text())
+    rows = list(csv.DictReader(io.StringIO(run("report", saved["cn"], "--format", "csv").stdout)))
+    for row, d in zip(rows, plan["deployments"], strict=True):
+        assert (row["currency"], row["fx"], row["fx_as_of"]) == ("CNY", plan["fx"], plan["fx_as_of"])
+        assert (row["catalog_as_of"], row["oldest_price_as_of"]) == (plan["catalog_as_of"], plan["oldest_price_as_of"])
+        for name in ("at_planned_load", "capacity"):
+            assert d[name] is not None and json.loads(row[name]) == d[name]
+            assert float(row[f"{name}_tpot_ms"]) == d[name]["tpot_ms"]
+            assert float(row[f"{name}_requests_per_second"]) == d[name]["requests_per_second"]
+            assert row[f"{name}_source"] == d[name]["source"]
+    header = run("report", saved["cn"], "--format", "csv").stdout.splitlines()[0].split(",")
+    # columns added after the published ones, never before them (readers by position read the same)
+    assert header.index("memory_lora_gib") < header.index("currency") < header.index("at_planned_load_tpot_ms")
+
+
+def test_capacity_csv_states_its_currency_and_list_price(tmp_path):
+    """A purchase row names the plan's currency, FX and price dates; the list price sits beside the paid one."""
+    import csv
+    import io
+
+    saved = tmp_path / "cn.json"
+    result = run("plan", EXAMPLES / "capacity-cn.yaml", "--currency", "USD", "--format", "json", "-o", saved)
+    assert result.exit_code == 0
+    plan = json.loads(saved.read_text())
+    rows = list(csv.DictReader(io.StringIO(run("report", saved, "--format", "csv").stdout)))
+    assert rows and {(r["currency"], r["fx"], r["fx_as_of"]) for r in rows} == {("USD", plan["fx"], plan["fx_as_of"])}
+    assert {r["oldest_price_as_of"] for r in rows} == {plan["oldest_price_as_of"]}
+    first = plan["periods"][0]["purchases"][0]
+    assert float(rows[0]["list_price_per_hour"]) == first["list_price_per_hour"]
+
+
+TWO_RESERVED = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+price_kinds: [reserved-1y, on-demand]
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 12
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+  - name: code
+    model: Qwen/Qwen2.5-Coder-7B-Instruct
+    requests_per_second: 3
+    input_tokens: 2000
+    output_tokens: 200
+    max_model_len: 8192
+    slo: {ttft_ms: 1000, tpot_ms: 30}
+"""
+
+
+def test_the_monthly_total_is_the_sum_of_the_deployments_monthly_costs(tmp_path):
+    """At 2026-11 physics this plan is 1 x g5 at 0.63378, 1 x g6 at 0.52392 and 2 x g6e at 1.17243 (USD/h,
+    reserved-1y): lines 462.66 + 382.46 + 855.87 + 855.87 = 2,556.86, while 3.50256 x 730 = 2,556.8688 was
+    printed as 2,556.87. Whatever the plan, the total is its lines' sum."""
+    path, saved = tmp_path / "w.yaml", tmp_path / "w.json"
+    path.write_text(TWO_RESERVED)
+    assert run("solve", path, "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    assert plan["total_cost_per_month"] == round(sum(d["cost_per_month"] for d in plan["deployments"]), 2)
+    assert plan["total_cost_per_month"] == pytest.approx(plan["total_cost_per_hour"] * 730, abs=0.05)
+
+
+def test_unit_economics_of_a_rate_workload_are_per_its_whole_demand(saved):
+    """cn-chat-70b asks 2 requests/s: cost per request = cost per hour / (2 x 3,600), not / (1.9999 x 3,600)
+    from the replicas' rounded rates (0.020135 became 0.020134 CNY at 144.967 CNY/h)."""
+    plan = json.loads(saved["cn"].read_text())
+    (u,) = plan["unit_economics"]
+    assert u["requests_per_second"] == 2.0
+    assert u["cost_per_request"] == round(u["cost_per_hour"] / 7200, 8)

@@ -36,12 +36,20 @@ from gpuopt.inputs.workload import Workload
 from gpuopt.physics.latency import borrowed_notes
 from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
 from gpuopt.planner.capacity_detail import RunningLine, cost_by_price_kind, running_lines
-from gpuopt.planner.commitments import CommitmentSpan, CommitmentSummary, kept_in_scenarios, spans
+from gpuopt.planner.commitments import (
+    CommitmentSpan,
+    CommitmentSummary,
+    cents,
+    kept_in_scenarios,
+    period_charges,
+    spans,
+    term_months,
+)
 from gpuopt.planner.commitments import summarise as summarise_commitments
-from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity
+from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity, plain
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.planner.simcapacity import with_simulated_capacity
-from gpuopt.pricing.catalog import Catalog
+from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
 
 
@@ -225,6 +233,14 @@ class PurchaseLine(_Frozen):
     cost: float  # what this line costs (a commitment: its whole charge; rented: this period)
     break_even_utilisation: float | None  # commitment price / on-demand price of the same SKU and region
     workloads: list[str]
+    # the catalog's list price of this offering in the plan currency, before --discount and overlays (None when
+    # an overlay added the offering): FOCUS ListUnitPrice/ListCost must not show the discounted price
+    list_price_per_hour: float | None = None
+    # a commitment: the on-demand price of the same SKU and region (after --discount and overlays) and its list
+    # price, in the plan currency: FOCUS prices the usage the commitment covers at them (None when rented, or
+    # when the catalog has no on-demand twin)
+    on_demand_price_per_hour: float | None = None
+    on_demand_list_price_per_hour: float | None = None
 
 
 class PeriodLine(_Frozen):
@@ -283,13 +299,43 @@ def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
     o = c.offering
     if o.price_kind in UNCOMMITTED or c.instance_price is None:
         return None
-    base = next((x for x in p.catalog.offerings if (x.provider, x.service, x.sku, x.region) ==
-                 (o.provider, o.service, o.sku, o.region) and x.price_kind == "on-demand"
-                 and x.price_per_hour is not None), None)
-    if base is None:
+    prices = p.catalog.on_demand_prices(o, p.currency)
+    return None if not prices or not prices[0] else round(c.instance_price / prices[0], 4)
+
+
+def _on_demand(p: CapacityProblem, o: Offering, committed: bool) -> dict[str, float]:
+    """A commitment's on-demand twin prices for its PurchaseLine (8 decimals); nothing for a rented line."""
+    prices = p.catalog.on_demand_prices(o, p.currency) if committed else None
+    if prices is None:
+        return {}
+    return {"on_demand_price_per_hour": round(prices[0], 8), "on_demand_list_price_per_hour": round(prices[1], 8)}
+
+
+def _charge(p: CapacityProblem, pu: Purchase, price: float) -> float:
+    """What a purchase line costs, to the cent: rented, price x the period's hours x count; a commitment, its
+    period charges (commitments.period_charges) over its whole term (charge: full-term) or over its periods
+    inside the horizon (inside-horizon) -- the same cents the period costs and the commitment ledger print."""
+    if not pu.committed:
+        return round(price * p.hours_per_period * pu.count, 2)
+    mpp = p.cf.horizon.months_per_period
+    charges = period_charges(price, pu.count, term_months(pu.offering.offering.price_kind, mpp), mpp)
+    return cents(charges if p.cf.charge == "full-term" else charges[:len(p.labels) - pu.period])
+
+
+def printed_total(p: CapacityProblem, sol: CapacitySolution) -> float | None:
+    """A schedule's total by the rule its plan prints: the sum of its purchase lines' cents (= the period costs
+    plus, under full-term, the obligation after the horizon). The all-on-demand baseline and the scenarios use
+    it too, so a schedule compared with itself saves exactly 0.00."""
+    if sol.total_cost is None:
         return None
-    od = p.catalog.price_in(base, p.currency)
-    return None if not od else round(c.instance_price / od, 4)
+    return cents(_charge(p, pu, round(float(pu.offering.instance_price or 0.0), 8)) for pu in sol.purchases)
+
+
+def _list_price(p: CapacityProblem, o: Offering) -> float | None:
+    """The offering's catalog list price in the plan currency (8 decimals, as price_per_hour)."""
+    if o.list_price_per_hour is None or not o.currency:
+        return None
+    return round(p.catalog.fx.convert(o.list_price_per_hour, o.currency, p.currency), 8)
 
 
 @dataclass(frozen=True)
@@ -335,24 +381,30 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
             for s in range(t - term_periods(c.offering.price_kind, cf.horizon.months_per_period) + 1, t + 1):
                 users[(c.offering.key, s)].add(c.workload.name)
     mpp = cf.horizon.months_per_period
-    periods = []
-    for t, label in enumerate(p.labels):
+    bought: list[list[PurchaseLine]] = []
+    for t in range(len(p.labels)):
         lines = []
         for pu in (x for x in sol.purchases if x.period == t):
             o = pu.offering.offering
-            price = float(pu.offering.instance_price or 0.0)
+            price = round(float(pu.offering.instance_price or 0.0), 8)
             hours = commitment_hours(o.price_kind, t, len(p.labels), mpp, cf.charge) if pu.committed \
                 else p.hours_per_period
             lines.append(PurchaseLine(
                 provider=o.provider, service=o.service, sku=o.sku, region=o.region, gpu=o.gpu,
                 gpus_per_instance=o.gpu_count or 0, price_kind=o.price_kind, count=pu.count,
-                committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=round(price, 8),
-                hours=round(hours * pu.count, 2),
-                cost=round(price * hours * pu.count, 2), break_even_utilisation=_break_even(p, pu.offering),
-                workloads=sorted(users[(o.key, t)])))
+                committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=price,
+                hours=round(hours * pu.count, 2), cost=_charge(p, pu, price),
+                break_even_utilisation=_break_even(p, pu.offering), workloads=sorted(users[(o.key, t)]),
+                list_price_per_hour=_list_price(p, o), **_on_demand(p, o, pu.committed)))
+        bought.append(lines)
+    ledger = spans(list(zip(p.labels, bought, strict=True)), mpp)
+    periods = []
+    for t, label in enumerate(p.labels):
+        split = cost_by_price_kind(bought[t], ledger, t, mpp)
         periods.append(PeriodLine(period=label, demand={w: round(v[t], 4) for w, v in p.demand.items()},
                                   capacity={w: round(v[t], 4) for w, v in sol.capacity.items()},
-                                  cost=round(sol.period_costs[t], 2), purchases=lines))
+                                  cost=cents(split.values()), purchases=bought[t], cost_by_price_kind=split,
+                                  running=running_lines(p.candidates, sol.replicas, t)))
     scenarios = []
     for name, factor in sorted(cf.scenarios.items(), key=lambda kv: kv[1]):
         run = solve_capacity(p, opts.headroom, scale=factor, fixed_commitments=kept_in_scenarios(sol.commitments_fixed))
@@ -360,11 +412,13 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                          for t, d in enumerate(series)] for w, series in p.demand.items()}
         idle = {w: [round(max(0.0, sol.capacity[w][t] * opts.headroom - d * factor), 4)
                     for t, d in enumerate(series)] for w, series in p.demand.items()}
-        scenarios.append(ScenarioLine(name=name, multiplier=factor,
-                                      total_cost=None if run.total_cost is None else round(run.total_cost, 2),
+        scenarios.append(ScenarioLine(name=name, multiplier=factor, total_cost=printed_total(p, run),
                                       shortfall=shortfall, idle=idle))
-    od = None if baseline is None or baseline.total_cost is None else round(baseline.total_cost, 2)
-    total = round(sol.total_cost, 2)
+    od = None if baseline is None else printed_total(p, baseline)
+    summary = summarise_commitments(cf.charge, [x.cost for x in periods], ledger, od)
+    # the sum of the printed lines: the period costs, plus the obligation after the horizon when it is charged
+    total = cents((summary.cost_inside_horizon,
+                   summary.obligation_after_horizon if cf.charge == "full-term" else 0.0))
     warnings = [f"the solver stopped at its time limit on the {what}: feasible, not proven optimal"
                 for what, run in (("plan", sol), ("all-on-demand baseline", baseline))
                 if run is not None and run.status == "optimal" and not run.proven_optimal]
@@ -378,15 +432,10 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
     warnings += stale + [w for _, w in old_commitments]
     warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
     fx = solved.catalog.fx if solved.catalog is not None else None
-    ledger = spans([(x.period, x.purchases) for x in periods], mpp)
-    periods = [x.model_copy(update={"cost_by_price_kind": cost_by_price_kind(x.purchases, ledger, t, mpp),
-                                    "running": running_lines(p.candidates, sol.replicas, t)})
-               for t, x in enumerate(periods)]
-    summary = summarise_commitments(cf.charge, [x.cost for x in periods], ledger, od)
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, period=cf.horizon.period,
                         charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,
-                        savings=None if od is None else round(od - total, 2),
+                        savings=None if od is None else plain(od - total, 2),
                         committed_after_horizon=summary.obligation_after_horizon, scenarios=scenarios,
                         explanation=[], as_of_date=today, warnings=warnings,
                         oldest_price_as_of=oldest_price_date(chosen), fx="" if fx is None else fx.describe(),

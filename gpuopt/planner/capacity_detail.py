@@ -13,8 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuopt.hardware import get_gpu
 from gpuopt.planner.candidates import CandidateResult, resolve_model
-from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike
-from gpuopt.planner.plan import HOURS_PER_MONTH
+from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike, cents, period_charges
 from gpuopt.planner.serve_command import vllm_command
 
 
@@ -71,13 +70,14 @@ def active_commitments(commitments: Sequence[CommitmentSpan], period: int, month
 
 def cost_by_price_kind(purchases: Sequence[PurchaseLike], commitments: Sequence[CommitmentSpan], period: int,
                        months_per_period: int) -> dict[str, float]:
-    """The period's cost split by price kind: rented instances of the period, plus every active commitment
-    amortised over the period's months (730 h each). Sums to the period's cost."""
-    hours = HOURS_PER_MONTH * months_per_period
-    split: dict[str, float] = defaultdict(float)
+    """The period's cost split by price kind: the printed cost of each rented purchase of the period, plus
+    every active commitment's charge for this period (`period_charges`, whole cents of its whole-term
+    charge). The period's cost is the sum of these figures."""
+    split: dict[str, list[float]] = defaultdict(list)
     for p in purchases:
         if not p.committed:
-            split[p.price_kind] += p.price_per_hour * hours * p.count
+            split[p.price_kind].append(p.cost)
     for c in active_commitments(commitments, period, months_per_period):
-        split[c.price_kind] += c.price_per_hour * hours * c.count
-    return {k: round(v, 2) for k, v in sorted(split.items())}
+        charges = period_charges(c.price_per_hour, c.count, c.term_months, months_per_period)
+        split[c.price_kind].append(charges[period - c.start_month // months_per_period])
+    return {k: cents(v) for k, v in sorted(split.items())}

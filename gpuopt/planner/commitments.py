@@ -12,17 +12,22 @@ months x count) and what it still owes after; and compares with renting on deman
 
 A monthly subscription is renewed month by month: it never outlives its period, and a scenario re-plan need
 not keep it (`kept_in_scenarios`).
+
+Cents: a commitment's whole-term charge is rounded to the cent once, then spread over its periods in whole
+cents (`period_charges`, cumulative rounding), so its per-period amortisation, its cost inside the horizon and
+its obligation after it are printed figures that add up to its charge exactly; the plan's period costs and
+totals are sums of such figures (a total rounded on its own drifted a cent from its printed lines).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED
-from gpuopt.planner.plan import HOURS_PER_MONTH
+from gpuopt.planner.plan import HOURS_PER_MONTH, plain
 
 CHARGE_MODES = {
     "full-term": "every commitment is charged for its whole term, also the months after the horizon "
@@ -52,6 +57,8 @@ class PurchaseLike(Protocol):
     def committed(self) -> bool: ...
     @property
     def price_per_hour(self) -> float: ...
+    @property
+    def cost(self) -> float: ...
     @property
     def workloads(self) -> list[str]: ...
 
@@ -100,6 +107,16 @@ def term_months(price_kind: str, months_per_period: int) -> int:
     return TERM_MONTHS.get(price_kind, months_per_period)
 
 
+def period_charges(price_per_hour: float, count: int, months: int, months_per_period: int) -> list[float]:
+    """A commitment's charge per period of its term, in cents that sum exactly to its whole-term charge
+    (price x 730 h x months x count, rounded once): period k gets round(C k+1/P) - round(C k/P) in cents
+    (round half up, integers), so no period drifts more than a cent from the exact amortisation."""
+    periods = max(1, months // months_per_period)
+    total = round(price_per_hour * count * HOURS_PER_MONTH * months * 100)  # whole cents
+    edges = [(2 * total * k + periods) // (2 * periods) for k in range(periods + 1)]
+    return [(edges[k + 1] - edges[k]) / 100 for k in range(periods)]
+
+
 def spans(periods: Sequence[tuple[str, Sequence[PurchaseLike]]], months_per_period: int) -> list[CommitmentSpan]:
     """Every commitment purchase of a schedule; `periods` are (label, purchases) in order."""
     horizon_months = len(periods) * months_per_period
@@ -111,26 +128,33 @@ def spans(periods: Sequence[tuple[str, Sequence[PurchaseLike]]], months_per_peri
                 continue
             term = term_months(p.price_kind, months_per_period)
             inside = min(term, horizon_months - start)
-            monthly = p.price_per_hour * HOURS_PER_MONTH * p.count
+            charges = period_charges(p.price_per_hour, p.count, term, months_per_period)
+            split = inside // months_per_period
             out.append(CommitmentSpan(
                 bought=label, provider=p.provider, service=p.service, sku=p.sku, region=p.region,
                 price_kind=p.price_kind, count=p.count, price_per_hour=p.price_per_hour, start_month=start,
                 term_months=term, months_inside=inside, months_after=term - inside,
-                cost_inside_horizon=round(monthly * inside, 2),
-                obligation_after_horizon=round(monthly * (term - inside), 2),
+                cost_inside_horizon=cents(charges[:split]), obligation_after_horizon=cents(charges[split:]),
                 workloads=sorted(p.workloads)))
     return out
 
 
+def cents(amounts: Iterable[float]) -> float:
+    """The sum of printed cent amounts, itself to the cent (float sums of cents carry 1e-12 noise; never -0.0)."""
+    return plain(sum(amounts), 2)
+
+
 def summarise(charge: str, period_costs: Sequence[float], commitments: Sequence[CommitmentSpan],
               all_on_demand: float | None) -> CommitmentSummary:
-    inside = round(sum(period_costs), 2)
-    after = round(sum(c.obligation_after_horizon for c in commitments), 2)
+    """Both bases from the printed figures: the period costs and each commitment's obligation (cents), so the
+    cash savings equal all on-demand - the total under full-term to the cent (one quantity, one figure)."""
+    inside = cents(period_costs)
+    after = cents(c.obligation_after_horizon for c in commitments)
     return CommitmentSummary(
         charge=charge, charge_explained=CHARGE_MODES.get(charge, charge), cost_inside_horizon=inside,
         obligation_after_horizon=after, all_on_demand_cost=all_on_demand,
-        savings_amortised=None if all_on_demand is None else round(all_on_demand - inside, 2),
-        savings_cash=None if all_on_demand is None else round(all_on_demand - inside - after, 2),
+        savings_amortised=None if all_on_demand is None else plain(all_on_demand - inside, 2),
+        savings_cash=None if all_on_demand is None else plain(all_on_demand - cents((inside, after)), 2),
         basis="amortised: commitments counted for their months inside the horizon, against renting the same "
               "demand on demand over the same periods; cash: the same plus every obligation after the horizon")
 

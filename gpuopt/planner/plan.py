@@ -18,6 +18,10 @@ PlanStatus = Literal["optimal", "infeasible"]
 """What a solve ends in: a plan meeting every constraint (proven optimal or not: see the warnings), or none."""
 HOURS_PER_MONTH = 730  # the FinOps convention for monthly cost
 DEFAULT_HEADROOM = 0.8  # a replica is planned for at most this share of the load it sustains
+# unit prices and a deployment's share of instances are written with 8 decimals (at least the catalog's own
+# digits, and converted prices' too): FOCUS rows and readers of the JSON rebuild the plan's costs from them to
+# the cent (at 4 decimals 1.17243 became 1.1724, 0.02 per instance-month short). Costs stay at cents.
+PRICE_DIGITS = 8
 
 
 def plain(value: float, digits: int = 4) -> float:
@@ -104,6 +108,11 @@ class Deployment(Frozen):
     tags: dict[str, str]
     at_planned_load: LatencyAt | None = None  # at the load the plan sends each replica (demand / capacity share)
     capacity: LatencyAt | None = None  # at the most a replica sustains within the SLOs (before headroom)
+    # a commitment (reservation, savings plan, subscription): the on-demand price of the same SKU and region
+    # (after --discount and overlays) and its list price, in the plan currency; FOCUS prices the usage the
+    # commitment covers at them. None for rented capacity or when the catalog has no on-demand twin.
+    on_demand_price_per_hour: float | None = None
+    on_demand_list_price_per_hour: float | None = None
 
 
 class InstanceLine(Frozen):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gpuopt.hardware import get_gpu
+from gpuopt.inputs.capacity import UNCOMMITTED
 from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics import checkpoint_table
 from gpuopt.physics.architecture import ModelArchitecture
@@ -29,6 +30,7 @@ from gpuopt.planner.candidates import (
 from gpuopt.planner.load import planned_and_capacity, planned_latency
 from gpuopt.planner.plan import (
     HOURS_PER_MONTH,
+    PRICE_DIGITS,
     Alternative,
     Candidate,
     Deployment,
@@ -105,8 +107,10 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         status="optimal" if solution.status == "optimal" else "infeasible",
         currency=currency,
         total_cost_per_hour=None if solution.cost_per_hour is None else plain(solution.cost_per_hour),
+        # the sum of the deployments' printed monthly costs (rounding the hourly total x 730 on its own drifted
+        # a cent from the lines a reviewer adds up)
         total_cost_per_month=(None if solution.cost_per_hour is None
-                              else plain(solution.cost_per_hour * HOURS_PER_MONTH, 2)),
+                              else plain(sum(d.cost_per_month for d in deployments), 2)),
         deployments=deployments,
         instances=_instance_lines(solution),
         alternatives=alternatives,
@@ -134,6 +138,15 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
 
 
 # ---- deployments ---------------------------------------------------------------------------------------
+
+
+def _on_demand_prices(catalog: Catalog, o: Offering, currency: str) -> dict[str, float]:
+    """A commitment's on-demand twin prices (8 decimals), for FOCUS rows of the usage it covers."""
+    prices = None if o.price_kind in UNCOMMITTED else catalog.on_demand_prices(o, currency)
+    if prices is None:
+        return {}
+    return {"on_demand_price_per_hour": plain(prices[0], PRICE_DIGITS),
+            "on_demand_list_price_per_hour": plain(prices[1], PRICE_DIGITS)}
 
 
 def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, catalog: Catalog,
@@ -166,14 +179,15 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
         out.append(Deployment(
             workload=c.workload.name, model=lens[c.workload.name].arch.hf_id, provider=o.provider,
             service=o.service, sku=o.sku, region=o.region, country=region_info(o.region).country, gpu=o.gpu,
-            gpus_per_instance=o.gpu_count or 0, instances=plain(n_inst * share), replicas=a.replicas,
+            gpus_per_instance=o.gpu_count or 0, instances=plain(n_inst * share, PRICE_DIGITS), replicas=a.replicas,
             tensor_parallel=c.shape.tensor_parallel, pipeline_parallel=c.shape.pipeline_parallel,
             gpus_per_replica=c.gpus_per_replica or 0, weight_precision=c.shape.precision,
             kv_cache_dtype=c.shape.kv_cache_dtype, max_model_len=mem.config.max_model_len,
             max_num_seqs=mem.config.max_num_seqs, gpu_memory_utilization=mem.config.gpu_memory_utilization,
-            price_kind=o.price_kind, instance_price_per_hour=plain(c.instance_price or 0.0),
+            price_kind=o.price_kind, instance_price_per_hour=plain(c.instance_price or 0.0, PRICE_DIGITS),
             list_price_per_hour=(None if o.list_price_per_hour is None or not o.currency else
-                                 plain(catalog.fx.convert(o.list_price_per_hour, o.currency, currency))),
+                                 plain(catalog.fx.convert(o.list_price_per_hour, o.currency, currency), PRICE_DIGITS)),
+            **_on_demand_prices(catalog, o, currency),
             cost_per_hour=plain(cost), cost_per_month=plain(cost * HOURS_PER_MONTH, 2),
             predicted=Predicted(ttft_ms=plain(point.ttft_ms, 2), tpot_ms=plain(point.tpot_ms, 3),
                                 replica_requests_per_second=plain(point.requests_per_second),
@@ -206,7 +220,9 @@ def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[Uni
         if not mine:
             continue
         cost = sum(d.cost_per_hour for d in mine)
-        rps = sum(d.replicas * d.predicted.planned_requests_per_second_per_replica for d in mine)
+        # the plan sends a rate workload its whole demand; summing the replicas' rounded rates gave 11.9999 for 12
+        rps = w.requests_per_second if w.requests_per_second is not None else \
+            sum(d.replicas * d.predicted.planned_requests_per_second_per_replica for d in mine)
         per_hour = max(rps * 3600, 1e-12)
         out.append(UnitEconomics(
             workload=w.name, cost_per_hour=plain(cost), requests_per_second=plain(rps),
@@ -244,7 +260,7 @@ def _instance_lines(solution: Solution) -> list[InstanceLine]:
         o = c.offering
         lines.append(InstanceLine(provider=o.provider, service=o.service, sku=o.sku, region=o.region,
                                   price_kind=o.price_kind, gpu=o.gpu, gpus_per_instance=o.gpu_count or 0,
-                                  instances=count, price_per_hour=plain(c.instance_price or 0.0),
+                                  instances=count, price_per_hour=plain(c.instance_price or 0.0, PRICE_DIGITS),
                                   cost_per_hour=plain((c.instance_price or 0.0) * count), workloads=sorted(users[key])))
     return lines
 

@@ -125,6 +125,25 @@ class Catalog:
             return None
         return self.fx.convert(offering.price_per_hour, offering.currency, currency)
 
+    def on_demand_twin(self, offering: Offering) -> Offering | None:
+        """The priced on-demand offering of the same provider, service, SKU and region (None if the catalog
+        has none): what usage a commitment covers would cost without it."""
+        key = (offering.provider, offering.service, offering.sku, offering.region)
+        return next((x for x in self.offerings if (x.provider, x.service, x.sku, x.region) == key
+                     and x.price_kind == "on-demand" and x.price_per_hour is not None), None)
+
+    def on_demand_prices(self, offering: Offering, currency: str) -> tuple[float, float] | None:
+        """(contracted, list) per hour of the offering's on-demand twin in `currency`: contracted after
+        --discount and overlays, list the catalog's published price (contracted when an overlay added the
+        row). FOCUS prices usage a commitment covers at these (ListUnitPrice, ContractedUnitPrice)."""
+        twin = self.on_demand_twin(offering)
+        contracted = None if twin is None else self.price_in(twin, currency)
+        if twin is None or contracted is None:
+            return None
+        listed = contracted if twin.list_price_per_hour is None or not twin.currency else \
+            self.fx.convert(twin.list_price_per_hour, twin.currency, currency)
+        return contracted, listed
+
     @property
     def as_of(self) -> str:
         """Newest as_of date among the priced rows (the catalog's date)."""

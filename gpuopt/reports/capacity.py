@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 
-from gpuopt.planner.capacity import CapacityPlan, PeriodLine
+from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
 from gpuopt.planner.capacity_detail import active_commitments
 from gpuopt.planner.commitments import CHARGE_MODES, CommitmentSpan
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, rows
@@ -220,14 +220,20 @@ def render_capacity_html(plan: CapacityPlan) -> str:
 
 
 def render_capacity_csv(plan: CapacityPlan) -> str:
+    """One row per purchase; every row names the plan's currency, FX and price dates (a CSV opened on its own
+    said neither what its figures are in nor how old their prices are)."""
+    plan_columns = {"currency": plan.currency, "fx": plan.fx, "fx_as_of": plan.fx_as_of,
+                    "catalog_as_of": plan.catalog_as_of, "oldest_price_as_of": plan.oldest_price_as_of}
     rows = []
     for p in plan.periods:
         for x in p.purchases:
             rows.append({"period": p.period, **{k: v for k, v in x.model_dump().items() if k != "workloads"},
-                         "workloads": ";".join(x.workloads), "period_cost": p.cost})
+                         "workloads": ";".join(x.workloads), "period_cost": p.cost, **plan_columns})
     columns = ["period", "provider", "service", "sku", "region", "gpu", "gpus_per_instance", "price_kind", "count",
                "committed", "term_months", "price_per_hour", "hours", "cost", "break_even_utilisation", "workloads",
-               "period_cost"]
+               "period_cost",
+               # added since the first release, after every older column (readers by position read the same)
+               "list_price_per_hour", *plan_columns]
     return _frame(rows, columns)
 
 
@@ -247,10 +253,19 @@ def first_month(plan: CapacityPlan) -> dt.date:
     return add_months(dt.date.fromisoformat(plan.as_of_date), 1)
 
 
+def _covered(x: PurchaseLine) -> tuple[float, float] | None:
+    """The on-demand twin's (contracted, list) prices of a commitment line, for the usage it covers."""
+    if x.on_demand_price_per_hour is None:
+        return None
+    listed = x.on_demand_list_price_per_hour
+    return x.on_demand_price_per_hour, x.on_demand_price_per_hour if listed is None else listed
+
+
 def render_capacity_focus(plan: CapacityPlan) -> str:
     """FOCUS rows per calendar month (reports/focus.py): rented instances as Usage in their period's months;
     each commitment as a monthly Purchase row over its whole term (after the horizon too) and, inside the
-    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost."""
+    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost re-priced
+    at the calendar months' real hours (reports/focus.py: FOCUS months are not 730-hour planning months)."""
     from gpuopt.planner.commitments import term_months
     from gpuopt.pricing.regions import region_info
 
@@ -270,7 +285,8 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     month=add_months(start, k), currency=plan.currency, provider=x.provider, service=x.service,
                     sku=x.sku, region=x.region, region_name=region_name,
                     resource_type=f"GPU instance ({x.gpu} x{x.gpus_per_instance})", price_kind=x.price_kind,
-                    instances=x.count, unit_price=x.price_per_hour, list_unit_price=x.price_per_hour,
+                    instances=x.count, unit_price=x.price_per_hour,
+                    list_unit_price=x.price_per_hour if x.list_price_per_hour is None else x.list_price_per_hour,
                     description=f"{p.period}: {x.count} x {x.sku} {x.price_kind}"
                                 + (f", month {m + 1} of {len(months)}" if committed else ""),
                     tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period},
@@ -278,7 +294,7 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     if committed else None,
                     commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
                     if committed else None,
-                    usage=k < horizon_months))
+                    usage=k < horizon_months, covered_prices=_covered(x)))
     out.sort(key=lambda r: (str(r["ChargePeriodStart"]), str(r["ChargeCategory"]), str(r["SkuPriceId"])))
     return _frame(out, FOCUS_COLUMNS)
 

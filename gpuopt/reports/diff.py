@@ -3,7 +3,12 @@
 Solve plans: per deployment and in total, monthly cost before and after, what was added, removed or changed
 (GPU, precision, TP, replicas). A deployment is identified by (workload, provider, SKU, region, price kind);
 the shapes it runs (replicas x GPU, TP/PP, formats) are what "changed" compares.
-Capacity plans: per period, cost before and after and the purchases that changed; in total, the horizon cost.
+Capacity plans: per period, cost before and after, the purchases and the commitments already running that
+changed; then, when a plan's total includes it (charge: full-term), the obligation its commitments carry past
+the horizon as its own line, so the lines a reviewer reads add up to the total (the total was the plan's
+total_cost, which includes that obligation while no line showed it).
+
+Totals are the sums of the printed lines (in cents, after conversion), so a diff adds up as a reviewer checks it.
 
 Currencies: figures are shown in the new plan's currency. The old plan's figures are converted at the rate
 the old plan recorded (its `fx`), else at the new plan's, else -- capacity plans record none -- at the
@@ -19,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import Deployment, Plan
+from gpuopt.planner.plan import Deployment, Plan, plain
 from gpuopt.reports.formatting import md
 
 if TYPE_CHECKING:
@@ -30,12 +35,13 @@ class DiffLine(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     workload: str
-    deployment: str
+    deployment: str  # the deployment, "period 2027Q1", or "after the horizon"
     change: str  # added | removed | changed | unchanged
     monthly_before: float  # per month (solve plans) or per period (capacity plans), in `currency_after`
     monthly_after: float
     delta: float
     details: list[str]
+    line_kind: str = "deployment"  # deployment (solve plans), period or after-horizon (capacity plans)
 
 
 class PlanDiff(BaseModel):
@@ -48,7 +54,7 @@ class PlanDiff(BaseModel):
     total_delta: float
     lines: list[DiffLine]
     fx_note: str | None = None  # how the old plan's figures were converted, when they were
-    kind: str = "gpuopt-plan"  # or gpuopt-capacity-plan: then lines are periods and totals the horizon's
+    kind: str = "gpuopt-plan"  # or gpuopt-capacity-plan: lines are periods (+ after the horizon), totals their sums
     unit: str = "month"  # what line figures are per: month, or period
 
     @computed_field  # type: ignore[prop-decorator]
@@ -128,41 +134,92 @@ def diff_plans(old: Plan, new: Plan) -> PlanDiff:
     lines = []
     for key in sorted(set(before) | set(after)):
         a, b = before.get(key, []), after.get(key, [])
-        mb = sum(d.cost_per_month for d in a) * factor
-        ma = sum(d.cost_per_month for d in b)
+        mb = plain(sum(d.cost_per_month for d in a) * factor, 2)
+        ma = plain(sum(d.cost_per_month for d in b), 2)
         change, details = _change(sorted(_shape(d) for d in a), sorted(_shape(d) for d in b), mb, ma)
         lines.append(DiffLine(workload=key[0], deployment=f"{key[1]} {key[2]} ({key[3]}, {key[4]})", change=change,
-                              monthly_before=round(mb, 2), monthly_after=round(ma, 2), delta=round(ma - mb, 2),
-                              details=details))
-    tb, ta = (old.total_cost_per_month or 0.0) * factor, new.total_cost_per_month or 0.0
-    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=round(tb, 2),
-                    total_monthly_after=round(ta, 2), total_delta=round(ta - tb, 2), lines=lines, fx_note=note)
+                              monthly_before=mb, monthly_after=ma, delta=plain(ma - mb, 2), details=details))
+    # the sums of the printed lines (a plan's total_cost_per_month is its deployments' sum; converted, each
+    # line is rounded before it is added, as a reader adds them); never -0.00
+    tb = plain(sum(x.monthly_before for x in lines), 2)
+    ta = plain(sum(x.monthly_after for x in lines), 2)
+    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=tb,
+                    total_monthly_after=ta, total_delta=plain(ta - tb, 2), lines=lines, fx_note=note)
 
 
 def _purchase(x: PurchaseLine) -> str:
     return f"{x.count} x {x.provider} {x.sku} ({x.region}, {x.price_kind})"
 
 
+def _running(plan: CapacityPlan, index: int) -> list[str]:
+    """Commitments bought before period `index` and still running in it: a period that buys nothing may still
+    pay for them (it is not `removed` for that)."""
+    from gpuopt.planner.capacity_detail import active_commitments
+
+    mpp = plan.months_per_period
+    return sorted(f"{c.count} x {c.provider} {c.sku} ({c.region}, {c.price_kind}) from {c.bought}"
+                  for c in active_commitments(plan.commitments, index, mpp) if c.start_month < index * mpp)
+
+
+def _holdings(plan: CapacityPlan, index: int) -> tuple[list[str], list[str]]:
+    return sorted(_purchase(x) for x in plan.periods[index].purchases), _running(plan, index)
+
+
+def owed_in_total(plan: CapacityPlan) -> float:
+    """The part of `total_cost` past the horizon: the commitments' obligation when the plan charges full terms
+    (total = periods + obligation); 0 under inside-horizon, whose total leaves the obligation out."""
+    return plan.committed_after_horizon if plan.charge == "full-term" else 0.0
+
+
+def _owed_text(plan: CapacityPlan, which: str, factor: float, currency: str) -> str | None:
+    if not plan.committed_after_horizon:
+        return None
+    owed = plan.committed_after_horizon * factor
+    spans = "; ".join(f"{c.count} x {c.provider} {c.sku} ({c.region}, {c.price_kind}) from {c.bought}, "
+                      f"{c.months_after} months" for c in plan.commitments if c.months_after > 0)
+    if plan.charge == "full-term":
+        return f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans})"
+    return (f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans}), not in its total "
+            "(charge: inside-horizon)")
+
+
 def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
-    """Per period (matched by label) the cost and the purchases before and after; totals over the horizon."""
+    """Per period (matched by label) the cost, the purchases and the commitments already running, before and
+    after; then the obligation after the horizon that each total includes, as its own line. The totals are the
+    sums of the printed (rounded) lines, so they add up as a reviewer checks them."""
     factor, note = conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
-    before = {p.period: p for p in old.periods}
-    after = {p.period: p for p in new.periods}
+    before = {p.period: i for i, p in enumerate(old.periods)}
+    after = {p.period: i for i, p in enumerate(new.periods)}
     lines = []
     for label in sorted(set(before) | set(after)):
-        a, b = before.get(label), after.get(label)
-        mb = (a.cost if a else 0.0) * factor
-        ma = b.cost if b else 0.0
-        change, details = _change(sorted(_purchase(x) for x in a.purchases) if a else [],
-                                  sorted(_purchase(x) for x in b.purchases) if b else [], mb, ma)
-        if a and b and change == "added":  # a period present in both with no purchase before
-            change = "changed"
-        lines.append(DiffLine(workload="(all)", deployment=f"period {label}", change=change,
-                              monthly_before=round(mb, 2), monthly_after=round(ma, 2), delta=round(ma - mb, 2),
-                              details=details))
-    tb, ta = (old.total_cost or 0.0) * factor, new.total_cost or 0.0
-    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=round(tb, 2),
-                    total_monthly_after=round(ta, 2), total_delta=round(ta - tb, 2), lines=lines, fx_note=note,
+        i, j = before.get(label), after.get(label)
+        mb = round(old.periods[i].cost * factor, 2) if i is not None else 0.0
+        ma = round(new.periods[j].cost, 2) if j is not None else 0.0
+        if i is None or j is None:  # a period only one horizon has
+            change = "added" if i is None else "removed"
+            bought, running = _holdings(new, j) if j is not None else _holdings(old, i or 0)
+            details = bought + [f"running: {x}" for x in running]
+        else:
+            (bb, rb), (ba, ra) = _holdings(old, i), _holdings(new, j)
+            details = []
+            if bb != ba:
+                details.append(f"bought: {'; '.join(bb) or 'nothing'} -> {'; '.join(ba) or 'nothing'}")
+            if rb != ra:
+                details.append(f"running: {'; '.join(rb) or 'nothing'} -> {'; '.join(ra) or 'nothing'}")
+            change = "changed" if details or abs(ma - mb) > 0.005 else "unchanged"
+        lines.append(DiffLine(workload="(all)", deployment=f"period {label}", change=change, monthly_before=mb,
+                              monthly_after=ma, delta=plain(ma - mb, 2), details=details, line_kind="period"))
+    notes = [t for t in (_owed_text(old, "before", factor, new.currency), _owed_text(new, "after", 1.0, new.currency))
+             if t is not None]
+    if notes:
+        ob, oa = round(owed_in_total(old) * factor, 2), round(owed_in_total(new), 2)
+        change = "unchanged" if abs(oa - ob) <= 0.005 else ("added" if not ob else "removed" if not oa else "changed")
+        lines.append(DiffLine(workload="(all)", deployment="after the horizon", change=change, monthly_before=ob,
+                              monthly_after=oa, delta=plain(oa - ob, 2), details=notes, line_kind="after-horizon"))
+    tb = plain(sum(x.monthly_before for x in lines), 2)
+    ta = plain(sum(x.monthly_after for x in lines), 2)
+    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=tb,
+                    total_monthly_after=ta, total_delta=plain(ta - tb, 2), lines=lines, fx_note=note,
                     kind="gpuopt-capacity-plan", unit="period")
 
 
@@ -176,7 +233,11 @@ def diff_any(old: Plan | CapacityPlan, new: Plan | CapacityPlan) -> PlanDiff:
 
 
 def _totals_label(d: PlanDiff) -> str:
-    return "Total per month" if d.unit == "month" else "Total over the horizon"
+    if d.unit == "month":
+        return "Total per month"
+    if any(x.line_kind == "after-horizon" for x in d.lines):
+        return "Total over the horizon and owed after it"
+    return "Total over the horizon"
 
 
 def diff_json(d: PlanDiff) -> str:

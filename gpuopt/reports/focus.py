@@ -2,14 +2,25 @@
 
 What the rows mean
 - One row set per calendar month: ChargePeriod and BillingPeriod are that month (`2027-01-01T00:00:00Z` to
-  `2027-02-01T00:00:00Z`); quantities use the FinOps month of 730 hours per instance, as the plan's costs do.
+  `2027-02-01T00:00:00Z`), and the quantities are that month's real hours per instance (672 in February, 696
+  in a leap February, 720 in a 30-day month, 744 in a 31-day one), costs = rate x those hours: what the
+  provider bills for the period, so a row's ConsumedQuantity never contradicts its ChargePeriod. The plan's
+  own costs use the FinOps planning month of 730 hours (8,760 / 12), so a FOCUS month differs from the plan's
+  month by -58 h (February) to +14 h (31-day months), -7.9% to +1.9%; a whole non-leap year is 8,760 hours
+  either way.
 - Rented instances (on-demand, spot, community): a Usage row, BilledCost = EffectiveCost.
 - A commitment (reservation, savings plan, subscription): a Purchase row per month of its term, billed
-  monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage; and, for each
-  of its months inside the horizon, a Usage row carrying the amortised cost in EffectiveCost (BilledCost 0,
-  CommitmentDiscountStatus Used). Months after the horizon carry only the Purchase rows: the obligation.
-  So summing EffectiveCost per month (or period) gives the plan's cost of that month, and summing BilledCost
-  gives what the provider bills, after the horizon included.
+  monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage, priced at the
+  commitment's own list and contracted prices; and, for each of its months inside the horizon, a Usage row
+  carrying the amortised cost in EffectiveCost (BilledCost 0, CommitmentDiscountStatus Used). FOCUS 1.0
+  defines ListUnitPrice as the SKU's public price and ContractedUnitPrice as the price with negotiated
+  discounts but without commitment discounts, so that Usage row is priced at the same SKU's on-demand prices
+  (List* the catalog's list price, Contracted* after --discount and overlays; SkuPriceId the on-demand one),
+  and EffectiveCost alone carries the commitment's rate: ListCost - EffectiveCost is what the commitment
+  saves. Without an on-demand row for the SKU in the catalog, the commitment's own prices stand in. Months
+  after the horizon carry only the Purchase rows: the obligation. So summing EffectiveCost per month (or
+  period) gives the plan's cost of that month at the calendar's hours, and summing BilledCost gives what the
+  provider bills, after the horizon included.
 - The account is a projection: BillingAccountId `gpuopt-projection`, no sub-account, no resource id.
 
 `focus-validator` 1.0.0 (the newest on Python 3.11) checks the 1.0-preview names of five columns: Provider,
@@ -24,8 +35,6 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
-
-from gpuopt.planner.plan import HOURS_PER_MONTH
 
 FOCUS_COLUMNS = (
     "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
@@ -94,11 +103,20 @@ class Charge:
     commitment_id: str | None = None  # set for a commitment
     commitment_name: str | None = None
     usage: bool = True  # a Usage row (False: a commitment month after the horizon, Purchase row only)
+    # a commitment: the on-demand twin's (contracted, list) prices per instance-hour, at which FOCUS 1.0 prices
+    # the usage the commitment covers (None: the catalog has no on-demand twin; the commitment's own prices)
+    covered_prices: tuple[float, float] | None = None
+
+
+def month_hours(month: dt.date) -> int:
+    """The real hours of the calendar month starting on `month` (UTC, no daylight saving): 672 to 744."""
+    return (add_months(month, 1) - month).days * 24
 
 
 def rows(charge: Charge) -> list[dict[str, Any]]:
     start, end = stamp(charge.month), stamp(add_months(charge.month, 1))
-    hours = float(round(charge.instances * HOURS_PER_MONTH, 4))  # decimal, never an integer column
+    # the charge period's real hours, not the 730-hour planning month (module docstring)
+    hours = float(round(charge.instances * month_hours(charge.month), 4))  # decimal, never an integer column
     cost = round(charge.unit_price * hours, 4)
     list_cost = round(charge.list_unit_price * hours, 4)
     common: dict[str, Any] = {
@@ -129,10 +147,19 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
                     "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": 0.0,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
         if charge.usage:
-            out.append({**common, **commitment, "CommitmentDiscountStatus": "Used", "ChargeCategory": "Usage",
-                        "ChargeFrequency": "Usage-Based", "ChargeDescription": charge.description,
-                        "BilledCost": 0.0, "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": cost,
-                        "ConsumedQuantity": hours, "ConsumedUnit": "Hours", "PricingCategory": "Committed"})
+            # FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes
+            # negotiated discounts but not commitment discounts, so covered usage is priced at the on-demand
+            # twin's prices and only EffectiveCost carries the commitment's rate
+            contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
+            twin = {} if charge.covered_prices is None else {
+                "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:on-demand"}
+            out.append({**common, **commitment, **twin, "CommitmentDiscountStatus": "Used",
+                        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+                        "ChargeDescription": charge.description, "BilledCost": 0.0,
+                        "ContractedUnitPrice": contracted, "ListUnitPrice": listed,
+                        "ContractedCost": round(contracted * hours, 4), "ListCost": round(listed * hours, 4),
+                        "EffectiveCost": cost, "ConsumedQuantity": hours, "ConsumedUnit": "Hours",
+                        "PricingCategory": "Committed"})
     elif charge.usage:
         out.append({**common, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
                     "ChargeDescription": charge.description, "BilledCost": cost, "ContractedCost": cost,

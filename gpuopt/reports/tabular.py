@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import typing
 from typing import Any
 
 from gpuopt.planner.plan import Deployment, Plan
@@ -41,14 +42,26 @@ def render_csv(plan: Plan) -> str:
     economics = {u.workload: u for u in plan.unit_economics}
     for r in records:
         r["tags"] = json.dumps(r["tags"], sort_keys=True)
+        for name in _optional_nested():  # flattened here: json_normalize leaves a None one as one empty cell
+            value = r[name]
+            r[name] = None if value is None else json.dumps(value, sort_keys=True)
+            for key in _optional_nested()[name]:
+                r[f"{name}_{key}"] = None if value is None else value[key]
         u = economics.get(r["workload"])
         for key in UNIT_COLUMNS:
             r[key] = getattr(u, key.removeprefix("workload_"), None) if u else None
     if not records:
         return ",".join(_deployment_columns()) + "\n"
     flat = pd.json_normalize(records, sep="_")
-    return _frame([{**{str(k): v for k, v in row.items()}, **budget_columns(plan)}
+    return _frame([{**{str(k): v for k, v in row.items()}, **budget_columns(plan), **plan_columns(plan)}
                    for row in flat.to_dict(orient="records")], _deployment_columns())
+
+
+def plan_columns(plan: Plan) -> dict[str, str]:
+    """What every money figure of the row is in and priced at (the same on every row): a CSV opened on its own
+    said neither its currency nor its FX."""
+    return {"currency": plan.currency, "fx": plan.fx, "fx_as_of": plan.fx_as_of,
+            "catalog_as_of": plan.catalog_as_of, "oldest_price_as_of": plan.oldest_price_as_of}
 
 
 BUDGET_COLUMNS = ("budget_max_monthly", "budget_margin", "budget_over")  # in the plan currency, per month
@@ -59,11 +72,27 @@ UNIT_COLUMNS = ("workload_cost_per_request", "workload_cost_per_million_output_t
 # Deployment fields added after the CSV's column order was first published: they go after every older column,
 # so a reader that takes columns by position keeps reading the same ones.
 ADDED_COLUMNS = ("memory_lora_gib",)
+PLAN_COLUMNS = ("currency", "fx", "fx_as_of", "catalog_as_of", "oldest_price_as_of")  # plan_columns, then
+# the optional nested fields flattened, then these deployment fields (a commitment's on-demand twin prices)
+LATE_COLUMNS = ("on_demand_price_per_hour", "on_demand_list_price_per_hour")
+
+
+def _optional_nested() -> dict[str, list[str]]:
+    """Deployment fields that are an optional nested model (at_planned_load, capacity) -> their sub-fields.
+    Their own columns were published empty (never flattened); they now hold the object as JSON and the
+    flattened `name_sub` columns go at the end."""
+    out: dict[str, list[str]] = {}
+    for name, field in Deployment.model_fields.items():
+        models = [a for a in typing.get_args(field.annotation) if hasattr(a, "model_fields")]
+        if models:
+            out[name] = list(models[0].model_fields)
+    return out
 
 
 def _deployment_columns() -> list[str]:
     """The JSON deployment fields flattened, then the unit economics of the deployment's workload, then the
-    columns added since (ADDED_COLUMNS)."""
+    columns added since: ADDED_COLUMNS, the plan's currency, FX and price dates (PLAN_COLUMNS), the optional
+    nested fields flattened, LATE_COLUMNS."""
     cols: list[str] = []
     for name, field in Deployment.model_fields.items():
         sub = getattr(field.annotation, "model_fields", None)
@@ -71,8 +100,10 @@ def _deployment_columns() -> list[str]:
             cols += [f"{name}_{s}" for s in sub]
         else:
             cols.append(name)
-    cols = [c for c in cols if c not in ADDED_COLUMNS]
-    return cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS) + list(ADDED_COLUMNS)
+    cols = [c for c in cols if c not in ADDED_COLUMNS and c not in LATE_COLUMNS]
+    nested = [f"{name}_{s}" for name, subs in _optional_nested().items() for s in subs]
+    return (cols + list(UNIT_COLUMNS) + list(BUDGET_COLUMNS) + list(ADDED_COLUMNS) + list(PLAN_COLUMNS) + nested
+            + list(LATE_COLUMNS))
 
 
 def charge_month(plan: Plan) -> dt.date:
@@ -102,7 +133,9 @@ def render_focus(plan: Plan) -> str:
                         f"{d.weight_precision}){unit}",
             tags={"gpuopt-workload": d.workload, **d.tags},
             commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
-            commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None))
+            commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None,
+            covered_prices=None if d.on_demand_price_per_hour is None else (
+                d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour)))
     if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
         extra = {"x_BudgetMonthly": plan.budget.max_monthly_in_plan_currency, "x_BudgetMargin": plan.budget.margin}
         return _frame([{**row, **extra} for row in out], (*FOCUS_COLUMNS, *extra))
