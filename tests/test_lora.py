@@ -217,10 +217,15 @@ def test_the_lora_example_plans_the_slots_it_reserves() -> None:
     assert deployment["tensor_parallel"] == 1
     assert deployment["memory"]["weights_gib"] == pytest.approx(14.99 + lora, abs=0.01)
     assert deployment["memory"]["lora_gib"] == pytest.approx(lora, abs=1e-4)  # 5.5049 GiB, apart too
-    # the CSV carries it as its last column, so readers that take columns by position keep their columns
+    # the CSV carries it after the columns published before it (appended, so readers that take columns by
+    # position keep theirs; later columns come after it)
+    import csv as _csv
     csv_out = CliRunner().invoke(cli, ["solve", str(example), "--format", "csv"])
-    header, row = csv_out.stdout.splitlines()[:2]
-    assert header.split(",")[-1] == "memory_lora_gib" and float(row.split(",")[-1]) == pytest.approx(lora, abs=1e-4)
+    header, row = list(_csv.reader(csv_out.stdout.splitlines()))[:2]
+    at = header.index("memory_lora_gib")
+    # column 53 of 76: after the 52 published before it, before the currency/FX columns added later
+    assert (at, header[at + 1]) == (52, "currency")
+    assert float(row[at]) == pytest.approx(lora, abs=1e-4)
 
 
 def test_fully_sharded_loras_split_column_a_and_row_b_over_the_tp_group() -> None:
