@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
 from tests.conftest import check_golden, run
+from tests.test_focus import RESERVED
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 PLANS = {"cn": (EXAMPLES / "cn-chat-70b.yaml", ["--region", "cn"]), "two": (EXAMPLES / "two-models.yaml", [])}
@@ -242,20 +243,7 @@ def test_capacity_csv_states_its_currency_and_list_price(tmp_path):
     assert float(rows[0]["list_price_per_hour"]) == first["list_price_per_hour"]
 
 
-TWO_RESERVED = """schema_version: 1
-residency: us
-currency: USD
-providers: [aws]
-price_kinds: [reserved-1y, on-demand]
-workloads:
-  - name: chat
-    model: meta-llama/Llama-3.1-8B-Instruct
-    requests_per_second: 12
-    input_tokens: 1000
-    output_tokens: 250
-    max_model_len: 8192
-    slo: {ttft_ms: 1500, tpot_ms: 40}
-  - name: code
+TWO_RESERVED = RESERVED + """  - name: code
     model: Qwen/Qwen2.5-Coder-7B-Instruct
     requests_per_second: 3
     input_tokens: 2000
