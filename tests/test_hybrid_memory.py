@@ -143,7 +143,9 @@ def test_indexcache_builds_the_indexers_the_config_lists() -> None:
 
 def test_indexcache_memory_by_release() -> None:
     """The 57 skipped indexers: 57 x 9,371,904 replicated parameters (wq_b 2,048 x 32 x 128, wk 6,144 x 128,
-    k_norm 2 x 128, weights_proj 6,144 x 32) x 2 B = 0.99482 GiB less on every GPU; KV per token per GPU
+    k_norm 2 x 128, weights_proj 6,144 x 32), wq_b in FP8 (1 B: vLLM builds it with the quant_config) and the
+    other 983,296 in 16-bit (wk is fused with weights_proj, unquantised, from 0.20): 57 x (8,388,608 x 1 +
+    983,296 x 2) B = 590,246,400 B = 0.54971 GiB less on every GPU; KV per token per GPU
     (MLA 512 + 64 values x 2 B, not split by TP) 78 x 1,152 + 21 x 132 index bytes = 92,628 B, against
     78 x (1,152 + 132) = 100,152 B when every layer holds index keys."""
     arch, gpu = get_model(GLM52), get_gpu("B200-180GB")
@@ -153,7 +155,7 @@ def test_indexcache_memory_by_release() -> None:
                                                  vllm_version=version)).binding_rank
     old, new = at("0.21"), at("0.33")
     assert arch.indexer_params == 2048 * 32 * 128 + 6144 * 128 + 2 * 128 + 6144 * 32 == 9_371_904
-    assert old.weights_gib - new.weights_gib == pytest.approx(57 * 9_371_904 * 2 / 2**30, rel=1e-9)
+    assert old.weights_gib - new.weights_gib == pytest.approx(57 * (8_388_608 + 983_296 * 2) / 2**30, rel=1e-9)
     assert old.kv_bytes_per_token == 100_152 and new.kv_bytes_per_token == pytest.approx(92_628, abs=1e-6)
 
 

@@ -406,3 +406,19 @@ def test_windowed_layers_keep_every_batch_in_flight_from_026(release, pp, v2, ex
     # a 4,096-token window in 16-token blocks: ceil((4,095 + in flight) / 16) + 1 blocks a request
     window = KvGroup(kind="sliding", layers=1, bytes_per_token_per_layer=1.0, window=4096)
     assert _blocks_for(window, 32768, 16, expected) == -(-(4095 + expected) // 16) + 1
+
+
+def test_a_dsa_indexers_projections_are_stored_in_the_weight_format_as_vllm_builds_them():
+    """DeepSeek-V3.2's indexer (64 heads x 128, q_lora_rank 1,536, hidden 7,168) in each of its 61 layers: vLLM
+    builds wq_b with the model's quant_config in every release, and wk too up to 0.19; 0.20 fused wk with
+    weights_proj into one unquantised linear. In FP8 (1 B a weight) against 16-bit (2 B), per GPU (replicated):
+    wq_b saves 61 x 1,536 x 64 x 128 x 1 B = 767,557,632 B from 0.20, and wk 61 x 7,168 x 128 x 1 B =
+    55,967,744 B more up to 0.19."""
+    from gpuopt.physics.memory import indexer_linear_params
+
+    arch = get_model("deepseek-ai/DeepSeek-V3.2")
+    assert indexer_linear_params(arch, "0.33") == 1536 * 64 * 128
+    assert indexer_linear_params(arch, "0.19") == 1536 * 64 * 128 + 7168 * 128
+    assert indexer_linear_params(LLAMA8, "0.33") == 0
+    old, new = (weights_bytes(arch, "fp8", 8, range(61), True, True, vllm_version=v) for v in ("0.19", "0.33"))
+    assert new - old == 55_967_744

@@ -51,6 +51,7 @@ from gpuopt.physics.memory import (
     indexer_layers,
     kv_bytes_per_token_per_layer,
     kv_dtype_bytes,
+    replicated_linear_params,
     replicated_params,
 )
 from gpuopt.physics.quantization import Quantization, representative
@@ -479,12 +480,14 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     indexers = indexer_layers(arch, layers, cfg.vllm_version)
     replicated = replicated_params(arch, layers, indexers)  # IndexCache's skipped layers build no indexer
     q = arch.quantization
-    # the MLA down-projections are stored like the attention projections (memory.weights_bytes): in the weight
-    # format, unless the served checkpoint leaves its attention in 16-bit
+    # the MLA down-projections and a DSA indexer's quantised projections are stored like the attention
+    # projections (memory.weights_bytes): in the weight format, unless the served checkpoint leaves its
+    # attention in 16-bit
     repl_fmt = act if (q is not None and cfg.precision == q.weight_format
                        and (q.experts_only or q.attention_excluded)) else linear_fmt
-    weights += (p.linear / tp * linear_fmt + p.bias / tp * act + (replicated - p.replicated_linear) * act
-                + p.replicated_linear * repl_fmt)
+    repl_linear = replicated_linear_params(arch, layers, indexers, cfg.vllm_version)
+    weights += (p.linear / tp * linear_fmt + p.bias / tp * act + (replicated - repl_linear) * act
+                + repl_linear * repl_fmt)
     experts += p.experts / shards * expert_fmt
     expert_params = p.experts / shards
     routed_active = p.experts * (arch.experts_per_token or 1) / (arch.num_experts or 1)

@@ -585,6 +585,29 @@ def indexer_layers(arch: ModelArchitecture, layers: range, vllm_version: str | N
     return sum(builds_indexer(arch, i, vllm_version) for i in layers)
 
 
+INDEXER_WK_UNQUANTISED_FIRST = (0, 20)  # wk fused with weights_proj into one unquantised linear
+
+
+def indexer_linear_params(arch: ModelArchitecture, vllm_version: str | None) -> int:
+    """The part of one DSA indexer that vLLM builds with the model's quant_config, so that a quantised checkpoint
+    stores it in its format: wq_b (q_lora_rank -> index heads x dim) in every release that serves DSA (0.11.0-0.34.0
+    sources), and wk (hidden -> dim) up to 0.19; the 0.20.0 wheel fuses wk with weights_proj into one
+    MergedColumnParallelLinear built with quant_config=None. weights_proj and k_norm stay 16-bit. 0 without DSA."""
+    if not arch.indexer_params or not arch.index_n_heads or not arch.index_head_dim:
+        return 0
+    h = arch.hidden_size
+    wq_b = (arch.q_lora_rank or h) * arch.index_n_heads * arch.index_head_dim
+    fused = release_key(release_or_default(vllm_version)) >= INDEXER_WK_UNQUANTISED_FIRST
+    return wq_b + (0 if fused else h * arch.index_head_dim)
+
+
+def replicated_linear_params(arch: ModelArchitecture, layers: range, indexers: int,
+                             vllm_version: str | None) -> int:
+    """The replicated parameters a checkpoint quantises like its attention: MLA's down-projections
+    (LayerSums.replicated_linear) and the quantised part of the `indexers` DSA indexers these layers build."""
+    return arch.layer_sums(layers).replicated_linear + indexers * indexer_linear_params(arch, vllm_version)
+
+
 def replicated_params(arch: ModelArchitecture, layers: range, indexers: int) -> int:
     """Parameters every GPU of a stage holds whole (norms, routers, MLA down-projections, DSA indexers: the
     layer tables' `replicated`), less the indexers of the layers that build none (IndexCache: `indexers` of
@@ -633,10 +656,11 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     total += ((p.linear - p.attention) / tp * linear_bytes + (p.attention - mixer16) / tp * attention_bytes
               + mixer16 / tp * act + p.experts / (expert_shards or tp) * expert_bytes * expert_scale
               + p.bias / tp * act)
-    # replicated linears (MLA down-projections) are stored like the attention projections; the rest (norms,
-    # routers, DSA indexers) in 16-bit
-    repl_linear = p.replicated_linear
-    total += (replicated_params(arch, layers, indexer_layers(arch, layers, vllm_version)) - repl_linear) * act
+    # replicated linears (MLA down-projections, a DSA indexer's quantised projections) are stored like the
+    # attention projections; the rest (norms, routers, the indexer's weights_proj) in 16-bit
+    indexers = indexer_layers(arch, layers, vllm_version)
+    repl_linear = replicated_linear_params(arch, layers, indexers, vllm_version)
+    total += (replicated_params(arch, layers, indexers) - repl_linear) * act
     total += (repl_linear - repl16) * attention_bytes + repl16 * act
     if first:
         total += (arch.embedding_params + (arch.vision_params() if vision else 0)) / tp * act
