@@ -8,6 +8,7 @@ through gpuopt.inputs.loader instead (duplicate keys and deep nesting rejected, 
 
 from __future__ import annotations
 
+import csv
 from importlib import resources
 from typing import Any
 
@@ -19,6 +20,11 @@ _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 def data_text(name: str) -> str:
     """The text of gpuopt/data/`name`."""
     return resources.files("gpuopt").joinpath("data", name).read_text(encoding="utf-8")
+
+
+def data_csv(name: str) -> list[dict[str, str]]:
+    """gpuopt/data/`name` read as CSV rows, each a dict keyed by the header."""
+    return list(csv.DictReader(data_text(name).splitlines()))
 
 
 def data_yaml(name: str) -> Any:

@@ -7,12 +7,11 @@ a vLLM log or estimated from the H100 ratio; the table keeps each row's datashee
 
 from __future__ import annotations
 
-import csv
 from functools import cache
-from importlib import resources
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from gpuopt.datafiles import data_csv
 from gpuopt.errors import UnknownNameError
 from gpuopt.vocabulary import LinkKind
 
@@ -87,18 +86,13 @@ class GpuSpec(BaseModel):
 _CAPABILITY: dict[str, int] = {"Volta": 70, "Turing": 75, "Ampere": 80, "Ada Lovelace": 89, "Hopper": 90}
 
 
-def _rows(name: str) -> list[dict[str, str]]:
-    text = resources.files("gpuopt").joinpath(f"data/{name}").read_text(encoding="utf-8")
-    return list(csv.DictReader(text.splitlines()))
-
-
 @cache
 def gpu_table() -> dict[str, GpuSpec]:
     fields = set(GpuSpec.model_fields)
-    bridges = {row["gpu"]: int(row["bridge_gpus"]) for row in _rows("nvlink_bridges.csv")}
+    bridges = {row["gpu"]: int(row["bridge_gpus"]) for row in data_csv("nvlink_bridges.csv")}
     specs = [GpuSpec.model_validate({**{k: v for k, v in row.items() if k in fields},
                                      "nvlink_bridge_gpus": bridges.get(row["gpu"])})
-             for row in _rows("gpus.csv")]
+             for row in data_csv("gpus.csv")]
     unknown = set(bridges) - {s.gpu for s in specs}
     if unknown:
         raise ValueError(f"data/nvlink_bridges.csv names GPUs gpus.csv lacks: {sorted(unknown)}")

@@ -9,17 +9,16 @@ replicated tensors (norms, routers, MLA down-projections).
 
 from __future__ import annotations
 
-import csv
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache, cached_property
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gpuopt.datafiles import data_csv
 from gpuopt.errors import ConfigError, UnknownNameError
 from gpuopt.physics.quantization import Quantization, read_quantization
 from gpuopt.vocabulary import AttentionKind, LayerKind
@@ -536,35 +535,31 @@ def _layer_rows() -> dict[str, dict[str, str]]:
     """gpuopt/data/model_layers.csv: per-model layer facts models.csv has no columns for (hybrid layer
     patterns, Gated DeltaNet / Mamba-2 state geometry, DSA indexer, interleaved MoE), keyed by hf_id, each
     with the config it was read from. Kept apart so models.csv rows stay one flat record per model."""
-    text = resources.files("gpuopt").joinpath("data/model_layers.csv").read_text(encoding="utf-8")
     return {r["hf_id"]: {k: v for k, v in r.items() if k not in ("hf_id", "source")}
-            for r in csv.DictReader(text.splitlines())}
+            for r in data_csv("model_layers.csv")}
 
 
 def _rope_rows() -> dict[str, dict[str, str]]:
     """gpuopt/data/model_rope.csv: rope scaling (type, factor, original length, Gemma 3's local rope and
     model_type) of the registry models whose config gives one, each with the config it was read from."""
-    text = resources.files("gpuopt").joinpath("data/model_rope.csv").read_text(encoding="utf-8")
     return {r["hf_id"]: {k: v for k, v in r.items() if k not in ("hf_id", "source")}
-            for r in csv.DictReader(text.splitlines())}
+            for r in data_csv("model_rope.csv")}
 
 
 def _class_rows() -> dict[str, dict[str, str]]:
     """gpuopt/data/model_hf_architectures.csv: the config.json class of the registry models whose class a
     source in ../shared/data states (a config in model_configs/, or the config a models.csv row cites)."""
-    text = resources.files("gpuopt").joinpath("data/model_hf_architectures.csv").read_text(encoding="utf-8")
-    return {r["hf_id"]: {"hf_architecture": r["hf_architecture"]} for r in csv.DictReader(text.splitlines())}
+    return {r["hf_id"]: {"hf_architecture": r["hf_architecture"]} for r in data_csv("model_hf_architectures.csv")}
 
 
 @cache
 def registry() -> dict[str, ModelArchitecture]:
     """All shipped architectures by Hugging Face id (package data gpuopt/data/models.csv + model_layers.csv
     + model_rope.csv + model_hf_architectures.csv)."""
-    text = resources.files("gpuopt").joinpath("data/models.csv").read_text(encoding="utf-8")
     layers, rope, classes = _layer_rows(), _rope_rows(), _class_rows()
     models = [_parse_row({**r, **layers.get(r["hf_id"], {}), **rope.get(r["hf_id"], {}),
                           **classes.get(r["hf_id"], {})})
-              for r in csv.DictReader(text.splitlines())]
+              for r in data_csv("models.csv")]
     return {m.hf_id: m for m in models}
 
 

@@ -11,10 +11,10 @@ GPTQ group size 128, block FP8 128 x 128) and is said in the architecture's note
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
+
+from gpuopt.datafiles import data_csv
 
 # vLLM methods whose kernels need native FP8 tensor cores (ModelOpt FP8 is static W8A8 only: no W8A16
 # fallback on Ampere, unlike compressed-tensors FP8, block FP8 and vLLM's own --quantization fp8)
@@ -69,12 +69,11 @@ class Checkpoint:
 
 @cache
 def table() -> tuple[Checkpoint, ...]:
-    text = resources.files("gpuopt").joinpath("data/quantized_checkpoints.csv").read_text(encoding="utf-8")
     return tuple(Checkpoint(base_model=r["base_model"], checkpoint=r["checkpoint"], method=r["method"],
                             weight_bits=int(r["weight_bits"]) if r["weight_bits"].isdigit() else None,
                             group_size=r["group_size"], activation=r["activation"],
                             vllm_quantization=r["vllm_quantization"], use=r["gpuopt_use"], source=r["source"])
-                 for r in csv.DictReader(text.splitlines()))
+                 for r in data_csv("quantized_checkpoints.csv"))
 
 
 @cache

@@ -23,17 +23,16 @@ A model's class is known when it was read from a config.json, and for the regist
 
 from __future__ import annotations
 
-import csv
 from functools import cache
 
-from gpuopt.datafiles import data_text
+from gpuopt.datafiles import data_csv
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.vllm_profile import profiles, release_key, release_or_default
 
 
 @cache
 def _table() -> tuple[tuple[str, ...], dict[str, dict[str, str]]]:
-    rows = list(csv.DictReader(data_text("vllm_architectures.csv").splitlines()))
+    rows = data_csv("vllm_architectures.csv")
     releases = tuple(k for k in rows[0] if k not in ("architecture", "source", "as_of"))
     return releases, {r["architecture"]: {v: r[v] for v in releases} for r in rows}
 

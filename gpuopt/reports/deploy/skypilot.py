@@ -10,13 +10,12 @@ plans are refused with the reason.
 
 from __future__ import annotations
 
-import csv
 import json
 import shlex
 from functools import cache
-from importlib import resources
 from typing import Any
 
+from gpuopt.datafiles import data_csv
 from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.reports.deploy.common import (
     VLLM_PORT,
@@ -44,8 +43,7 @@ from gpuopt.reports.deploy.common import (
 def runpod_accelerators() -> dict[str, str]:
     """gpuopt GPU -> the accelerator name in SkyPilot's RunPod instance types (data/skypilot_runpod_accelerators.csv,
     each row read from SkyPilot's own GPU_NAME_MAP and fetch_runpod.py name overrides)."""
-    text = resources.files("gpuopt").joinpath("data/skypilot_runpod_accelerators.csv").read_text(encoding="utf-8")
-    return {row["gpu"]: row["skypilot_accelerator"] for row in csv.DictReader(text.splitlines())}
+    return {row["gpu"]: row["skypilot_accelerator"] for row in data_csv("skypilot_runpod_accelerators.csv")}
 
 
 def instance_type(d: Deployment) -> str:
