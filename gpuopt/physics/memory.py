@@ -78,7 +78,7 @@ class ServingConfig:
     max_num_batched_tokens: int | None = None
     block_size: int | None = None  # None: the release's default (16; 64 from 0.34)
     vllm_version: str | None = None
-    interconnect: LinkKind | None = None  # None: default_link (NVLink on a baseboard, else PCIe)
+    interconnect: LinkKind | None = None  # None: GpuSpec.default_link (NVLink on a baseboard, else PCIe)
     enforce_eager: bool = False  # `--enforce-eager`: no CUDA graphs captured, none budgeted
     # `--compilation-config` / `-O<n>` / `--cuda-graph-sizes`: which graphs, at which sizes (cuda_graphs.py)
     cudagraphs: GraphSettings = field(default_factory=GraphSettings)
@@ -426,7 +426,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         block_size=cfg.block_size or profile.default_block_size,
         # as numbers, so "0.010" or "0.08" is reported (and matched) as the 0.10 or 0.8 it selects
         vllm_version=canonical_release(cfg.vllm_version) if cfg.vllm_version else profile.version,
-        interconnect=cfg.interconnect or default_link(gpu),
+        interconnect=cfg.interconnect or gpu.default_link,
         enforce_eager=cfg.enforce_eager,
         cudagraphs=cfg.cudagraphs,
         language_model_only=cfg.language_model_only,
@@ -510,12 +510,6 @@ def scheduler_limits(gpu: GpuSpec, cfg: ServingConfig, profile: VllmProfile, max
     if problems:
         raise InputError(*problems)
     return seqs, batched
-
-
-def default_link(gpu: GpuSpec) -> LinkKind:
-    """The link between a replica's GPUs when the user does not say (GpuSpec.default_link): NVLink through
-    the baseboard, PCIe for bridge-only and NVLink-less cards."""
-    return gpu.default_link
 
 
 # ---- the pieces ----------------------------------------------------------------------------------
