@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache, cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -334,13 +334,19 @@ class ModelArchitecture(BaseModel):
         return out
 
     @property
-    def indexer_params(self) -> int:
-        """One DSA indexer (replicated on every GPU): wq_b (q_lora -> heads x dim), wk (h -> dim), its k_norm
-        LayerNorm, weights_proj (h -> heads); 0 without one."""
+    def indexer_modules(self) -> IndexerParams:
+        """One DSA indexer's parameters by module (replicated on every GPU): wq_b (q_lora -> heads x dim), wk
+        (h -> dim), its k_norm LayerNorm (weight and bias), weights_proj (h -> heads); all 0 without one."""
         if not (self.is_mla and self.index_n_heads and self.index_head_dim):
-            return 0
+            return IndexerParams(0, 0, 0, 0)
         ih, idim, h = self.index_n_heads, self.index_head_dim, self.hidden_size
-        return (self.q_lora_rank or h) * ih * idim + h * idim + 2 * idim + h * ih
+        return IndexerParams(wq_b=(self.q_lora_rank or h) * ih * idim, wk=h * idim, k_norm=2 * idim,
+                             weights_proj=h * ih)
+
+    @property
+    def indexer_params(self) -> int:
+        """One DSA indexer's parameters (indexer_modules summed); 0 without one."""
+        return sum(self.indexer_modules)
 
     def indexer_skipped(self, index: int) -> bool:
         """Whether decoder layer `index` reuses an earlier layer's top-k instead of building an indexer
@@ -483,6 +489,15 @@ class ModelArchitecture(BaseModel):
 
 _PATTERN_KINDS: dict[str, LayerKind] = {"F": "full", "*": "full", "C": "chunked", "L": "linear", "M": "mamba",
                                          "E": "ffn", "-": "ffn"}
+
+
+class IndexerParams(NamedTuple):
+    """A DSA indexer's parameters by module (ModelArchitecture.indexer_modules)."""
+
+    wq_b: int
+    wk: int
+    k_norm: int
+    weights_proj: int
 
 
 @dataclass(frozen=True)

@@ -587,12 +587,9 @@ def indexer_linear_params(arch: ModelArchitecture, vllm_version: str | None) -> 
     stores it in its format: wq_b (q_lora_rank -> index heads x dim) in every release that serves DSA (0.11.0-0.34.0
     sources), and wk (hidden -> dim) up to 0.19; the 0.20.0 wheel fuses wk with weights_proj into one
     MergedColumnParallelLinear built with quant_config=None. weights_proj and k_norm stay 16-bit. 0 without DSA."""
-    if not arch.indexer_params or not arch.index_n_heads or not arch.index_head_dim:
-        return 0
-    h = arch.hidden_size
-    wq_b = (arch.q_lora_rank or h) * arch.index_n_heads * arch.index_head_dim
+    modules = arch.indexer_modules
     fused = release_key(release_or_default(vllm_version)) >= INDEXER_WK_UNQUANTISED_FIRST
-    return wq_b + (0 if fused else h * arch.index_head_dim)
+    return modules.wq_b + (0 if fused else modules.wk)
 
 
 def replicated_linear_params(arch: ModelArchitecture, layers: range, indexers: int,
