@@ -17,14 +17,20 @@ import yaml
 _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def data_text(name: str) -> str:
-    """The text of gpuopt/data/`name`."""
-    return resources.files("gpuopt").joinpath("data", name).read_text(encoding="utf-8")
+def data_text(name: str, package: str = "gpuopt") -> str:
+    """The text of `package`/data/`name` (the pricing layer keeps its catalog, regions and FX in
+    gpuopt.pricing/data, beside the code that owns them)."""
+    return resources.files(package).joinpath("data", name).read_text(encoding="utf-8")
 
 
-def data_csv(name: str) -> list[dict[str, str]]:
-    """gpuopt/data/`name` read as CSV rows, each a dict keyed by the header."""
-    return list(csv.DictReader(data_text(name).splitlines()))
+def data_csv(name: str, package: str = "gpuopt") -> list[dict[str, str]]:
+    """`package`/data/`name` read as CSV rows, each a dict keyed by the header."""
+    return csv_rows(data_text(name, package))
+
+
+def csv_rows(text: str) -> list[dict[str, str]]:
+    """CSV text as rows, each a dict keyed by the header (for data that may also come from a user's cache)."""
+    return list(csv.DictReader(text.splitlines()))
 
 
 def data_yaml(name: str) -> Any:

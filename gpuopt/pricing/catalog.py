@@ -17,9 +17,9 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from importlib import resources
 from pathlib import Path
 
+from gpuopt.datafiles import data_text
 from gpuopt.errors import InputError
 from gpuopt.hardware import gpu_table
 from gpuopt.pricing.cache import cache_dir
@@ -288,7 +288,7 @@ def _offering(v: dict[str, str], origin: str) -> Offering:
 
 
 def shipped_text() -> str:
-    return resources.files("gpuopt.pricing").joinpath("data/catalog.csv").read_text(encoding="utf-8")
+    return data_text("catalog.csv", package="gpuopt.pricing")
 
 
 def read_text_file(path: Path) -> str:

@@ -6,11 +6,10 @@ for a currency, and the rate and its date go into the output.
 
 from __future__ import annotations
 
-import csv
 import math
 from dataclasses import dataclass, field
-from importlib import resources
 
+from gpuopt.datafiles import csv_rows, data_text
 from gpuopt.errors import InputError
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.columns import CURRENCIES
@@ -64,7 +63,7 @@ class FxTable:
 
 def _rates(text: str) -> dict[tuple[str, str], FxRate]:
     out = {}
-    for r in csv.DictReader(text.splitlines()):
+    for r in csv_rows(text):
         rate = float(r["rate"])
         if not (math.isfinite(rate) and rate > 0) or r["base"] not in CURRENCIES or r["quote"] not in CURRENCIES:
             raise ValueError(f"bad rate row {r}")
@@ -74,7 +73,7 @@ def _rates(text: str) -> dict[tuple[str, str], FxRate]:
 
 def load_fx(overrides: dict[tuple[str, str], float] | None = None, use_cache: bool = True) -> FxTable:
     """The shipped dated rates, replaced pair by pair by a newer `gpuopt catalog refresh fx` in the cache."""
-    rates = _rates(resources.files("gpuopt.pricing").joinpath("data/fx.csv").read_text(encoding="utf-8"))
+    rates = _rates(data_text("fx.csv", package="gpuopt.pricing"))
     cached = cache_dir() / "fx.csv"
     if use_cache and cached.is_file():
         try:

@@ -14,12 +14,11 @@ through a CN country (none is listed: no such provider has a mainland data centr
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache, cached_property
-from importlib import resources
 
+from gpuopt.datafiles import data_csv
 from gpuopt.errors import InputError, UnknownNameError
 
 GEO_SELECTORS = ("cn", "global", "us", "eu", "apac")
@@ -35,9 +34,8 @@ class Region:
 
 @cache
 def regions() -> dict[str, Region]:
-    text = resources.files("gpuopt.pricing").joinpath("data/regions.csv").read_text(encoding="utf-8")
     out = {}
-    for row in csv.DictReader(text.splitlines()):
+    for row in data_csv("regions.csv", package="gpuopt.pricing"):
         out[row["region"]] = Region(row["region"], row["country"], row["jurisdiction"], row["geo"])
     return out
 
@@ -49,9 +47,8 @@ def region_info(region_id: str) -> Region:
 @cache
 def countries() -> dict[str, Region]:
     """Country code -> (country, jurisdiction, geo), for rows that carry data-centre countries."""
-    text = resources.files("gpuopt.pricing").joinpath("data/countries.csv").read_text(encoding="utf-8")
     return {r["country"]: Region("", r["country"], r["jurisdiction"], r["geo"])
-            for r in csv.DictReader(text.splitlines())}
+            for r in data_csv("countries.csv", package="gpuopt.pricing")}
 
 
 def split_countries(value: str) -> tuple[str, ...]:
