@@ -10,7 +10,9 @@ from gpuopt.errors import InfeasibleError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import get_model
+from gpuopt.physics.context_limit import rope_cache_positions
 from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.quantization import Quantization
 from tests.conftest import run
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
@@ -681,3 +683,38 @@ def test_a_moe_kernel_without_rows_runs_at_the_measured_path_it_borrows():
     h100 = replica(QWEN_MOE, precision="fp8")
     # the same prompt on the B200 (2.3x the FP8 peak, 2.4x the bandwidth) is faster than on the H100
     assert latency.prefill_time_s(r, 2000) < latency.prefill_time_s(h100, 2000)
+
+
+def test_a_step_reads_the_bytes_the_gpu_stores_an_experts_only_checkpoints_dense_layers_in_16_bit():
+    # an FP8 checkpoint that quantises only the routed experts (as Kimi-K2.5's INT4 does) keeps attention, the
+    # router and the LM head in bf16: each decode step streams those 16-bit bytes, exactly as the bf16 model's,
+    # and the experts at one byte a weight -- half the bf16 model's expert bytes
+    arch = get_model("Qwen/Qwen3-30B-A3B")
+    fp8_experts = Quantization(method="fp8", scheme="fp8-tensor", weight_bits=8, activation_bits=8,
+                               bytes_per_weight=1.0, weight_format="fp8", experts_only=True)
+    quantised = arch.model_copy(update={"quantization": fp8_experts})
+    spec = get_gpu("H100-SXM-80GB")
+
+    def built(a, precision):
+        mem = estimate(a, spec, ServingConfig(precision=precision, max_model_len=8192))
+        return latency.build_replica(a, spec, mem)
+
+    bf16, fp8 = built(arch, "bf16"), built(quantised, "fp8")
+    assert fp8.weight_bytes_per_gpu == bf16.weight_bytes_per_gpu
+    assert fp8.expert_bytes_per_gpu == pytest.approx(bf16.expert_bytes_per_gpu / 2, rel=1e-12)
+    # and the memory model holds by the same rule: the step's bytes + the bf16 embedding, final norm and rotary
+    # cos/sin cache (which no decode step streams whole)
+    mem = estimate(quantised, spec, ServingConfig(precision="fp8", max_model_len=8192))
+    unread = (arch.embedding_params + arch.final_norm_params + rope_cache_positions(arch) * arch.rotary_dim) * 2
+    assert mem.ranks[0].weights_gib * 2**30 == pytest.approx(
+        fp8.weight_bytes_per_gpu + fp8.expert_bytes_per_gpu + unread, rel=1e-12)
+
+
+def test_mxfp4_experts_are_read_with_the_padding_the_kernel_adds():
+    # Marlin MXFP4 on an A100 pads gpt-oss's 2,880 x 2,880 experts to 3,072 x 2,944 (hidden to 256, intermediate
+    # to 128): every step streams the padded tiles, 9.04 % more than the H100's Triton layout (2,880 = 45 x 64)
+    a100 = replica("openai/gpt-oss-20b", gpu="A100-SXM-80GB", precision="mxfp4")
+    h100 = replica("openai/gpt-oss-20b", gpu="H100-SXM-80GB", precision="mxfp4")
+    assert a100.expert_bytes_per_gpu / h100.expert_bytes_per_gpu == pytest.approx(3072 * 2944 / (2880 * 2880),
+                                                                                  rel=1e-12)
+    assert a100.weight_bytes_per_gpu == h100.weight_bytes_per_gpu

@@ -41,17 +41,17 @@ from gpuopt.errors import InputError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import (
-    WEIGHT_BYTES,
     KvPool,
     MemoryEstimate,
     ResolvedConfig,
     activation_dtype_bytes,
     dsa_format,
+    expert_layout,
     indexer_bytes_per_token,
     indexer_layers,
     kv_bytes_per_token_per_layer,
     kv_dtype_bytes,
-    replicated_linear_params,
+    layer_weight_bytes,
     replicated_params,
 )
 from gpuopt.physics.quantization import Quantization, representative
@@ -468,30 +468,21 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     tp = cfg.tensor_parallel
     largest = max(memory.ranks, key=lambda r: r.layers)
     layers = range(0, largest.layers)  # a stage's worth of layers (shapes repeat; first layers for MoE dense)
-    wfmt = WEIGHT_BYTES[cfg.precision]
     act = activation_dtype_bytes(arch, cfg.precision)
-    expert_fmt = wfmt
-    linear_fmt = act if cfg.precision == "mxfp4" else wfmt
-    weights = 0.0
-    experts = 0.0
-    active = 0.0
     p = arch.layer_sums(layers)
     shards = cfg.moe_shards(arch)  # data parallelism splits a MoE model's experts further (memory.py)
     indexers = indexer_layers(arch, layers, cfg.vllm_version)
-    replicated = replicated_params(arch, layers, indexers)  # IndexCache's skipped layers build no indexer
-    q = arch.quantization
-    # the MLA down-projections and a DSA indexer's quantised projections are stored like the attention
-    # projections (memory.weights_bytes): in the weight format, unless the served checkpoint leaves its
-    # attention in 16-bit
-    repl_fmt = act if (q is not None and cfg.precision == q.weight_format
-                       and (q.experts_only or q.attention_excluded)) else linear_fmt
-    repl_linear = replicated_linear_params(arch, layers, indexers, cfg.vllm_version)
-    weights += (p.linear / tp * linear_fmt + p.bias / tp * act + (replicated - repl_linear) * act
-                + repl_linear * repl_fmt)
-    experts += p.experts / shards * expert_fmt
+    # a step streams what the GPU stores (memory.layer_weight_bytes: the checkpoint's own bytes per weight, the
+    # modules it leaves in 16-bit, the kernel's padding of MXFP4 experts); experts are the mean GPU's share
+    # here, the busiest GPU's excess is _expert_parallel_imbalance's
+    stored = layer_weight_bytes(arch, cfg.precision, tp, layers, expert_layout(arch, gpu, cfg).scale, shards,
+                                cfg.vllm_version)
+    weights = stored.dense
+    experts = stored.experts
     expert_params = p.experts / shards
+    replicated = replicated_params(arch, layers, indexers)  # IndexCache's skipped layers build no indexer
     routed_active = p.experts * (arch.experts_per_token or 1) / (arch.num_experts or 1)
-    active += (p.active - p.replicated - routed_active) / tp + replicated + routed_active / shards
+    active = (p.active - p.replicated - routed_active) / tp + replicated + routed_active / shards
     # the LM head is read every step on the last stage (embedding lookups read only the rows they need)
     weights += arch.lm_head_params / tp * act
     active += arch.lm_head_params / tp

@@ -557,6 +557,28 @@ def mxfp4_expert_scale(arch: ModelArchitecture, gpu: GpuSpec, tp: int) -> float:
     return 1.0
 
 
+@dataclass(frozen=True)
+class ExpertLayout:
+    """How a replica's GPUs hold the routed experts: `held_shards` -- the experts' total over what the first GPU
+    holds -- and `scale`, the kernel's padding of each GPU's slice (mxfp4_expert_scale)."""
+
+    held_shards: float
+    scale: float
+
+
+def expert_layout(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig) -> ExpertLayout:
+    """The MXFP4 kernels pad each GPU's slice of an expert: whole experts with expert parallelism, dealt as
+    vLLM's determine_expert_map does (E // ep each, the remainder one more on the first ranks: the first GPU,
+    the one reported and the one a step waits for, holds ceil(E / ep))."""
+    shards = cfg.moe_shards(arch)
+    sliced = 1 if cfg.expert_parallel else shards
+    held: float = shards
+    if cfg.expert_parallel and arch.num_experts and shards > 1:
+        held = arch.num_experts / math.ceil(arch.num_experts / shards)
+    scale = mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0
+    return ExpertLayout(held_shards=held, scale=scale)
+
+
 def stage_layers(num_layers: int, pp: int) -> list[range]:
     """Decoder layers of each PP stage: an even split, remainder layers on the stages before the last
     (the last stage also carries the LM head and the sampler)."""
@@ -606,15 +628,81 @@ def replicated_params(arch: ModelArchitecture, layers: range, indexers: int) -> 
     return arch.layer_sums(layers).replicated - (len(layers) - indexers) * arch.indexer_params
 
 
+@dataclass(frozen=True)
+class StoredBytes:
+    """Bytes per parameter of each kind of weight as the served checkpoint stores them.
+
+    One rule for what vLLM holds (memory.weights_bytes) and what each decode step reads (latency.build_replica):
+    a step streams the bytes the GPU stores, so the two must never disagree."""
+
+    dense: float  # dense MLP and other non-attention linear projections
+    attention: float  # attention / token-mixer projections, MLA down-projections, a DSA indexer's wq_b and wk
+    expert: float  # routed MoE experts
+    act: float  # the 16-bit rest: embeddings, LM head, norms, biases, routers
+
+
+def stored_bytes(arch: ModelArchitecture, precision: WeightFormat) -> StoredBytes:
+    """Linear layers and experts in the weight format (MXFP4 quantises experts only); a checkpoint served in its
+    own format at its exact bytes per weight (scales and zero points included), with the modules it leaves in
+    16-bit (attention, dense and shared MLPs) at 16-bit."""
+    act = activation_dtype_bytes(arch, precision)
+    linear = WEIGHT_BYTES[precision] if precision != "mxfp4" else act
+    expert = WEIGHT_BYTES[precision]
+    attention = linear
+    q = arch.quantization
+    if q is not None and precision == q.weight_format:
+        expert = q.bytes_per_weight
+        linear = act if q.experts_only else q.bytes_per_weight
+        attention = act if q.experts_only or q.attention_excluded else q.bytes_per_weight
+    return StoredBytes(dense=linear, attention=attention, expert=expert, act=act)
+
+
+@dataclass(frozen=True)
+class LayerWeights:
+    """Bytes of a stage's decoder layers on one GPU: the routed experts apart from the rest (a decode step reads
+    all of the rest but only the experts its tokens route to)."""
+
+    dense: float
+    experts: float
+
+
+def layer_weight_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
+                       expert_scale: float = 1.0, expert_shards: float | None = None,
+                       vllm_version: str | None = None) -> LayerWeights:
+    """Bytes on one GPU of the decoder layers `layers` (see weights_bytes for the arguments).
+
+    Linear layers and MoE experts are sharded by TP; norms, routers, MLA down-projections and a DSA indexer are
+    replicated. Replicated linears (MLA down-projections, the indexer's quantised projections) are stored like
+    the attention projections; the rest (norms, routers, the indexer's weights_proj) in 16-bit."""
+    fmt = stored_bytes(arch, precision)
+    act = fmt.act
+    q = arch.quantization
+    p = arch.layer_sums(layers)
+    # mixers a checkpoint leaves in 16-bit layer by layer (Quantization.excluded_mixer_layers): 16-bit here
+    mixer16 = repl16 = 0
+    if q is not None and precision == q.weight_format and fmt.attention != act:
+        for i in q.excluded_mixer_layers:
+            if i in layers:
+                mixer16 += arch.layer_params(i).attention
+                repl16 += arch.layer_params(i).replicated_linear
+    dense = ((p.linear - p.attention) / tp * fmt.dense + (p.attention - mixer16) / tp * fmt.attention
+             + mixer16 / tp * act + p.bias / tp * act)
+    indexers = indexer_layers(arch, layers, vllm_version)
+    repl_linear = replicated_linear_params(arch, layers, indexers, vllm_version)
+    dense += (replicated_params(arch, layers, indexers) - repl_linear) * act
+    dense += (repl_linear - repl16) * fmt.attention + repl16 * act
+    experts = p.experts / (expert_shards or tp) * fmt.expert * expert_scale
+    return LayerWeights(dense=dense, experts=experts)
+
+
 def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, layers: range,
                   first: bool, last: bool, vision: bool = True, expert_scale: float = 1.0,
                   expert_shards: float | None = None, vllm_version: str | None = None) -> float:
     """Bytes of weights on one GPU of a stage.
 
-    Linear layers and MoE experts are sharded by TP and stored in the weight format; the vocab-parallel
-    embedding and LM head are sharded by TP but stay in 16-bit; norms, routers and MLA down-projections
-    are replicated. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions from
-    context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
+    The decoder layers as layer_weight_bytes stores them; the vocab-parallel embedding and LM head are sharded
+    by TP but stay in 16-bit. The rotary cos/sin caches (positions x rotary_dim in the model dtype, positions
+    from context_limit.rope_cache_positions) are counted too: vLLM's "Model loading took" includes them.
     `expert_scale` is the kernel's padding of routed experts (mxfp4_expert_scale); `expert_shards` the GPUs
     routed experts are split across (ResolvedConfig.moe_shards; default tp). `vllm_version` decides which
     layers build a DSA indexer (indexer_layers; None: the default release).
@@ -625,34 +713,8 @@ def weights_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int, lay
     encoder per rank, is not modelled).
     """
     act = activation_dtype_bytes(arch, precision)
-    linear_bytes = WEIGHT_BYTES[precision] if precision not in ("mxfp4",) else act
-    expert_bytes = WEIGHT_BYTES[precision]
-    attention_bytes = linear_bytes
-    q = arch.quantization
-    if q is not None and precision == q.weight_format:
-        # the checkpoint's own format: its exact bytes per weight, scales and zero points included, and
-        # the modules it leaves in 16-bit (attention, dense/shared MLPs) at 16-bit
-        expert_bytes = q.bytes_per_weight
-        linear_bytes = act if q.experts_only else q.bytes_per_weight
-        attention_bytes = act if q.experts_only or q.attention_excluded else q.bytes_per_weight
-    total = 0.0
-    p = arch.layer_sums(layers)
-    # mixers a checkpoint leaves in 16-bit layer by layer (Quantization.excluded_mixer_layers): 16-bit here
-    mixer16 = repl16 = 0
-    if q is not None and precision == q.weight_format and attention_bytes != act:
-        for i in q.excluded_mixer_layers:
-            if i in layers:
-                mixer16 += arch.layer_params(i).attention
-                repl16 += arch.layer_params(i).replicated_linear
-    total += ((p.linear - p.attention) / tp * linear_bytes + (p.attention - mixer16) / tp * attention_bytes
-              + mixer16 / tp * act + p.experts / (expert_shards or tp) * expert_bytes * expert_scale
-              + p.bias / tp * act)
-    # replicated linears (MLA down-projections, a DSA indexer's quantised projections) are stored like the
-    # attention projections; the rest (norms, routers, the indexer's weights_proj) in 16-bit
-    indexers = indexer_layers(arch, layers, vllm_version)
-    repl_linear = replicated_linear_params(arch, layers, indexers, vllm_version)
-    total += (replicated_params(arch, layers, indexers) - repl_linear) * act
-    total += (repl_linear - repl16) * attention_bytes + repl16 * act
+    stage = layer_weight_bytes(arch, precision, tp, layers, expert_scale, expert_shards, vllm_version)
+    total = stage.dense + stage.experts
     if first:
         total += (arch.embedding_params + (arch.vision_params() if vision else 0)) / tp * act
     if last:
@@ -1003,18 +1065,12 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
     ranks = []
     stages = stage_layers(arch.num_hidden_layers, pp)
     shards = cfg.moe_shards(arch)
-    # the MXFP4 kernels pad each GPU's slice of an expert: whole experts with expert parallelism, dealt as
-    # vLLM's determine_expert_map does (E // ep each, the remainder one more on the first ranks: the first
-    # GPU, the one reported, holds ceil(E / ep))
-    sliced = 1 if cfg.expert_parallel else shards
-    held: float = shards
-    if cfg.expert_parallel and arch.num_experts and shards > 1:
-        held = arch.num_experts / math.ceil(arch.num_experts / shards)
+    experts = expert_layout(arch, gpu, cfg)
     for s, layers in enumerate(stages):
         first, last = s == 0, s == pp - 1
         w = weights_bytes(arch, cfg.precision, tp, layers, first, last, vision=not cfg.language_model_only,
-                          expert_scale=mxfp4_expert_scale(arch, gpu, sliced) if cfg.precision == "mxfp4" else 1.0,
-                          expert_shards=held, vllm_version=cfg.vllm_version) / GIB
+                          expert_scale=experts.scale, expert_shards=experts.held_shards,
+                          vllm_version=cfg.vllm_version) / GIB
         lora = lora_bytes(arch, tp, layers, first, last, shards, cfg.expert_parallel, cfg.vllm_version,
                           cfg.max_loras, cfg.max_lora_rank, act_b, cfg.fully_sharded_loras) / GIB
         w += lora
