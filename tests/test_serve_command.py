@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -23,6 +24,7 @@ from gpuopt.planner.serve_command import vllm_command
 from gpuopt.planner.serve_flags import flags, release_for, unknown_flags
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import load_catalog
+from tools import extract_vllm_serve_flags
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 L70 = "meta-llama/Llama-3.1-70B-Instruct"
@@ -344,12 +346,7 @@ def test_a_quantized_checkpoint_is_planned_in_its_own_format_and_served_as_itsel
 def test_the_flag_reader_takes_0_8s_argparse_choices_where_no_literal_alias_exists(tmp_path: Path) -> None:
     """vLLM 0.8.0-0.8.4 list --kv-cache-dtype and --block-size values in add_argument(choices=[...]) in
     engine/arg_utils.py; their vllm/config.py has no CacheDType / BlockSize alias yet."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location(
-        "extract_vllm_serve_flags", Path(__file__).parents[1] / "tools" / "extract_vllm_serve_flags.py")
-    assert spec is not None and spec.loader is not None
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
+    tool = extract_vllm_serve_flags
     (tmp_path / "vllm" / "engine").mkdir(parents=True)
     arg_utils = tmp_path / "vllm" / "engine" / "arg_utils.py"
     arg_utils.write_text("def add(parser):\n"
@@ -361,6 +358,311 @@ def test_the_flag_reader_takes_0_8s_argparse_choices_where_no_literal_alias_exis
     assert tool.block_sizes(config, arg_utils) == [8, 16]
     config.write_text("from typing import Literal\nCacheDType = Literal['auto', 'fp8_e5m2']\n")
     assert tool.kv_cache_dtypes(config, arg_utils) == ["auto", "fp8_e5m2"]  # the alias wins where it exists
+
+
+# A vLLM source tree in miniature, each file shaped as the release's: `vllm serve` builds its parser in
+# ServeSubcommand.subparser_init (cli/serve.py), make_arg_parser (entrypoints/openai/cli_args.py, with
+# FrontendArgs' one flag per field) and EngineArgs.add_cli_args, whose get_kwargs(Config) gives each config
+# dataclass field its argparse kwargs. _compute_kwargs is 0.21-0.34's; the tests swap in older parts.
+TINY_VLLM = {
+    "vllm/utils/argparse_utils.py": """
+import argparse
+
+class FlexibleArgumentParser(argparse.ArgumentParser):
+    pass
+""",
+    "vllm/entrypoints/cli/serve.py": """
+from vllm.entrypoints.openai.cli_args import make_arg_parser
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+class ServeSubcommand:
+    def subparser_init(self, subparsers) -> FlexibleArgumentParser:
+        serve_parser = subparsers.add_parser("serve", usage="vllm serve [model_tag] [options]")
+        serve_parser.add_argument("--grpc", action="store_true", default=False)
+        return make_arg_parser(serve_parser)
+""",
+    "vllm/entrypoints/openai/cli_args.py": """
+from dataclasses import dataclass
+from vllm.config import config
+from vllm.engine.arg_utils import AsyncEngineArgs, get_kwargs
+
+@config
+@dataclass
+class BaseFrontendArgs:
+    enable_auto_tool_choice: bool = False
+    chat_template: str | None = None
+
+    @classmethod
+    def _customize_cli_kwargs(cls, frontend_kwargs):
+        frontend_kwargs["chat_template"]["type"] = str
+        return frontend_kwargs
+
+    @classmethod
+    def add_cli_args(cls, parser):
+        frontend_kwargs = get_kwargs(cls)
+        frontend_kwargs = cls._customize_cli_kwargs(frontend_kwargs)
+        group = parser.add_argument_group(title=cls.__name__)
+        for key, value in frontend_kwargs.items():
+            group.add_argument(f"--{key.replace('_', '-')}", **value)
+        return parser
+
+@config
+@dataclass
+class FrontendArgs(BaseFrontendArgs):
+    port: int = 8000
+
+def make_arg_parser(parser):
+    parser.add_argument("model_tag", type=str, nargs="?")
+    parser.add_argument("--config")
+    parser = FrontendArgs.add_cli_args(parser)
+    parser = AsyncEngineArgs.add_cli_args(parser)
+    return parser
+""",
+    "vllm/config/__init__.py": """
+from vllm.config.lora import LoRAConfig
+from vllm.config.model import ModelConfig
+from vllm.config.utils import config
+""",
+    "vllm/config/utils.py": """
+def config(cls):
+    return cls
+""",
+    "vllm/config/model.py": """
+from dataclasses import dataclass
+from typing import Optional
+from vllm.config.utils import config
+
+HfToken = bool | str | None
+
+@config
+@dataclass
+class ModelConfig:
+    hf_token: HfToken = None
+    trust_remote_code: bool = False
+    enforce_eager: Optional[bool] = None
+    max_model_len: int | None = None
+""",
+    "vllm/config/lora.py": """
+from dataclasses import dataclass
+from vllm.config.utils import config
+
+@config
+@dataclass
+class LoRAConfig:
+    bias_enabled: bool = False
+""",
+    "vllm/engine/arg_utils.py": """
+import argparse
+import sys
+from dataclasses import dataclass, fields, is_dataclass
+from types import UnionType
+from typing import Annotated, Union, get_args, get_origin
+from vllm.config import LoRAConfig, ModelConfig
+
+def contains_type(type_hints, type):
+    return any(th is type or get_origin(th) is type for th in type_hints)
+
+def get_type_hints(type_hint):
+    type_hints = set()
+    origin = get_origin(type_hint)
+    args = get_args(type_hint)
+    if origin is Annotated:
+        type_hints.update(get_type_hints(args[0]))
+    elif origin in {Union, UnionType}:
+        for arg in args:
+            type_hints.update(get_type_hints(arg))
+    else:
+        type_hints.add(type_hint)
+    return type_hints
+
+def _compute_kwargs(cls):
+    kwargs = {}
+    for field in fields(cls):
+        type_hints = get_type_hints(field.type)
+        dataclass_cls = next((th for th in type_hints if is_dataclass(th)), None)
+        name = field.name
+        kwargs[name] = {"default": field.default}
+        if dataclass_cls is not None:
+            kwargs[name]["type"] = dataclass_cls
+        elif type_hints == {bool, str, type(None)}:
+            kwargs[name]["type"] = str
+            kwargs[name]["nargs"] = "?"
+            kwargs[name]["const"] = True
+        elif contains_type(type_hints, bool):
+            kwargs[name]["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs[name]["type"] = str
+    return kwargs
+
+def get_kwargs(cls):
+    return _compute_kwargs(cls)
+
+@dataclass
+class EngineArgs:
+    hf_token: bool | str | None = ModelConfig.hf_token
+    enable_lora_bias: bool = LoRAConfig.bias_enabled
+
+    @staticmethod
+    def add_cli_args(parser):
+        model_kwargs = get_kwargs(ModelConfig)
+        model_group = parser.add_argument_group(title="ModelConfig")
+        if not ("serve" in sys.argv[1:] and "--help" in sys.argv[1:]):
+            model_group.add_argument("--model", type=str)
+        model_group.add_argument("--hf-token", **model_kwargs["hf_token"])
+        model_group.add_argument("--trust-remote-code", **model_kwargs["trust_remote_code"])
+        model_group.add_argument("--enforce-eager", **{**model_kwargs["enforce_eager"], "default": None})
+        model_group.add_argument("--max-model-len", **model_kwargs["max_model_len"])
+        lora_kwargs = get_kwargs(LoRAConfig)
+        lora_group = parser.add_argument_group(title="LoRAConfig")
+        lora_group.add_argument("--enable-lora-bias", **lora_kwargs["bias_enabled"])
+        return parser
+
+@dataclass
+class AsyncEngineArgs(EngineArgs):
+    @staticmethod
+    def add_cli_args(parser):
+        parser = EngineArgs.add_cli_args(parser)
+        parser.add_argument("--enable-log-requests", action=argparse.BooleanOptionalAction, default=False)
+        return parser
+""",
+}
+# 0.33 on: FlexibleArgumentParser registers EnableDisableAction for action=BooleanOptionalAction (its __init__ as
+# vllm/utils/argparse_utils.py has it, less the help-only option strings)
+ENABLE_DISABLE = """
+import argparse
+
+class EnableDisableAction(argparse.BooleanOptionalAction):
+    _inverse_prefixes = {"--enable-": "--disable-", "--disable-": "--enable-"}
+
+    def __init__(self, option_strings, dest, *args, **kwargs):
+        super().__init__(option_strings, dest, *args, **kwargs)
+        inverses = [inverse + opt.removeprefix(prefix) for opt in option_strings
+                    for prefix, inverse in self._inverse_prefixes.items() if opt.startswith(prefix)]
+        self.option_strings = [*self.option_strings, *inverses]
+
+class FlexibleArgumentParser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", argparse.BooleanOptionalAction, EnableDisableAction)
+"""
+ONLY_TYPING_UNION = ("origin in {Union, UnionType}", "origin is Union")  # get_type_hints up to 0.11
+NO_OPTIONAL_VALUE = ("""        elif type_hints == {bool, str, type(None)}:
+            kwargs[name]["type"] = str
+            kwargs[name]["nargs"] = "?"
+            kwargs[name]["const"] = True
+""", "")  # _compute_kwargs up to 0.20
+
+
+def _tiny_vllm(root: Path, changes: dict[str, tuple[str, str]] | None = None,
+               files: dict[str, str] | None = None) -> Path:
+    """TINY_VLLM written under root, with each change {file: (old text, new text)} made and `files` replaced."""
+    for rel, text in {**TINY_VLLM, **(files or {})}.items():
+        old, new = (changes or {}).get(rel, ("", ""))
+        assert old in text
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text.replace(old, new) if old else text)
+    return root
+
+
+def _read_flags(root: Path, capsys: pytest.CaptureFixture[str]) -> set[str]:
+    """The flags the reader prints for the tree (its YAML entry, as gpuopt/data/vllm_serve_flags.yaml gets it)."""
+    extract_vllm_serve_flags.main("0.0.0", root, "tiny wheel")
+    [entry] = yaml.safe_load(capsys.readouterr().out)
+    return set(entry["flags"])
+
+
+def test_the_flag_reader_gives_no_x_to_a_bool_field_but_not_to_a_bool_or_str_one(tmp_path, capsys) -> None:
+    """get_kwargs makes a field admitting bool a BooleanOptionalAction, except (0.21 on) a `bool | str | None`
+    one: ModelConfig.hf_token takes an optional value (nargs="?"), so `--no-hf-token` does not parse. The type
+    is the config class's (through the HfToken alias), not EngineArgs'; an argument whose kwargs spread the
+    field's (`**{**kwargs["f"], "default": None}`) keeps its action."""
+    found = _read_flags(_tiny_vllm(tmp_path), capsys)
+    assert {"--hf-token", "--trust-remote-code", "--no-trust-remote-code", "--enforce-eager",
+            "--no-enforce-eager", "--max-model-len", "--model"} <= found
+    assert "--no-hf-token" not in found and "--no-max-model-len" not in found
+
+
+def test_before_0_21_a_bool_or_str_field_was_a_boolean_optional_action(tmp_path, capsys) -> None:
+    """The rule is read from the release's own get_kwargs: without the `type_hints == {bool, str, NoneType}`
+    branch (0.12-0.20's shape) a field admitting bool gets --no-X whatever else it admits."""
+    tree = _tiny_vllm(tmp_path, {"vllm/engine/arg_utils.py": NO_OPTIONAL_VALUE})
+    assert "--no-hf-token" in _read_flags(tree, capsys)
+
+
+def test_before_0_12_get_kwargs_did_not_unpack_a_pep_604_union(tmp_path, capsys) -> None:
+    """get_type_hints up to 0.11 unpacked typing.Union only: a `bool | None` field (a types.UnionType) then took
+    a value, while an `Optional[bool]` one got --no-X."""
+    tree = _tiny_vllm(tmp_path, {
+        "vllm/engine/arg_utils.py": ONLY_TYPING_UNION,
+        "vllm/config/model.py": ("trust_remote_code: bool = False", "trust_remote_code: bool | None = None")})
+    found = _read_flags(tree, capsys)
+    assert {"--no-enforce-eager", "--trust-remote-code"} <= found and "--no-trust-remote-code" not in found
+
+
+def test_the_flag_reader_negates_by_the_config_field_an_argument_takes(tmp_path, capsys) -> None:
+    """--enable-lora-bias takes LoRAConfig.bias_enabled (a bool): --no-enable-lora-bias parses, though no
+    EngineArgs field is called bias_enabled. FrontendArgs' flags come from its fields and its base's, through
+    BaseFrontendArgs.add_cli_args called on FrontendArgs."""
+    found = _read_flags(_tiny_vllm(tmp_path), capsys)
+    assert {"--enable-lora-bias", "--no-enable-lora-bias", "--enable-auto-tool-choice",
+            "--no-enable-auto-tool-choice", "--chat-template", "--port", "--enable-log-requests",
+            "--no-enable-log-requests"} <= found
+    assert "--no-port" not in found and "--no-chat-template" not in found
+
+
+def test_the_flag_reader_finds_the_flags_cli_serve_and_make_arg_parser_add(tmp_path, capsys) -> None:
+    """`vllm serve` flags added outside arg_utils.py: --grpc in ServeSubcommand.subparser_init (0.18-0.19),
+    --config in make_arg_parser (0.10 on; in subparser_init before), and argparse's own -h/--help."""
+    found = _read_flags(_tiny_vllm(tmp_path), capsys)
+    assert {"--grpc", "--config", "-h", "--help"} <= found
+    assert "--no-grpc" not in found and "model_tag" not in found
+
+
+def test_the_flag_reader_keeps_the_side_of_an_argv_test_vllm_serve_takes(tmp_path, capsys) -> None:
+    """0.9.0 added --model only when 'serve' was not in sys.argv: no `vllm serve` flag there."""
+    tree = _tiny_vllm(tmp_path, {"vllm/engine/arg_utils.py": (
+        'if not ("serve" in sys.argv[1:] and "--help" in sys.argv[1:]):',
+        "if 'serve' not in sys.argv[1:] and '--help' not in sys.argv[1:]:")})
+    assert "--model" not in _read_flags(tree, capsys)
+
+
+def test_from_0_33_a_boolean_optional_enable_flag_also_takes_its_disable_form(tmp_path, capsys) -> None:
+    """FlexibleArgumentParser registers EnableDisableAction for BooleanOptionalAction (0.33 on): --enable-X
+    then also parses as --disable-X (--no-enable-X still does), --disable-X as --enable-X."""
+    found = _read_flags(_tiny_vllm(tmp_path, files={"vllm/utils/argparse_utils.py": ENABLE_DISABLE}), capsys)
+    assert {"--enable-log-requests", "--no-enable-log-requests", "--disable-log-requests",
+            "--disable-lora-bias", "--disable-auto-tool-choice"} <= found
+    assert "--disable-trust-remote-code" not in found and "--disable-grpc" not in found
+
+
+@pytest.mark.parametrize(("changes", "files"), [
+    ({}, {}),
+    ({"vllm/engine/arg_utils.py": NO_OPTIONAL_VALUE}, {}),
+    ({"vllm/engine/arg_utils.py": ONLY_TYPING_UNION,
+      "vllm/config/model.py": ("trust_remote_code: bool = False", "trust_remote_code: bool | None = None")}, {}),
+    ({}, {"vllm/utils/argparse_utils.py": ENABLE_DISABLE}),
+])
+def test_the_flag_reader_agrees_with_argparse_on_a_tree_it_can_run(tmp_path, capsys, monkeypatch, changes,
+                                                                   files) -> None:
+    """The miniature needs no torch: built for real (`vllm serve MODEL` in sys.argv), its serve parser accepts
+    exactly the option strings the reader lists."""
+    import argparse
+    import importlib
+    import sys
+    root = _tiny_vllm(tmp_path, changes, files)
+    listed = _read_flags(root, capsys)
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.setattr(sys, "argv", ["vllm", "serve", "MODEL"])
+    for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        serve = importlib.import_module("vllm.entrypoints.cli.serve")
+        main: argparse.ArgumentParser = importlib.import_module("vllm.utils.argparse_utils").FlexibleArgumentParser()
+        parser = serve.ServeSubcommand().subparser_init(main.add_subparsers())
+        assert set(parser._option_string_actions) == listed
+    finally:
+        for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+            del sys.modules[name]
 
 
 def test_a_model_name_cannot_end_the_comment_and_start_a_command():
