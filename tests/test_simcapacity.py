@@ -134,3 +134,39 @@ def test_the_warm_up_fills_the_kv_cache_with_what_a_running_request_holds():
     assert warmup_requests(sched, FixedLengths(1000, 2000), 1.0, 1000.0, 50.0) == 8
     # a tight TTFT/TPOT bound binds first: 0.05 requests/s x 101 s = 5.05 -> 6
     assert warmup_requests(sched, FixedLengths(1000, 2000), 0.05, 1000.0, 50.0) == 6
+
+
+def test_the_warm_up_of_a_length_mix_lasts_the_long_requests_lifetime():
+    # 80 % 300/80 and 20 % 8,500/1,500 tokens at p90 targets 3 s / 50 ms: a long request lives up to
+    # 3 + 1,500 x 0.05 = 78 s and holds 98.7 % of the steady KV population (0.2 x 78 s x 9,250 tokens against
+    # 0.8 x 7 s x 340), so the warm-up sends 2 requests/s x 78 s = 156 requests -- the mean request's lifetime,
+    # 3 + 364 x 0.05 = 21.2 s, gave 43, and the KV cache filled only after the measured requests
+    from gpuopt.physics.simulator import SchedulerConfig
+    from gpuopt.physics.steady_state import warmup_requests
+    from gpuopt.physics.traffic import FixedLengths, HistogramLengths
+
+    sched = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=10**6)
+    mix = HistogramLengths(((300, 80, 0.8), (8500, 1500, 0.2)))
+    assert warmup_requests(sched, mix, 2.0, 3000.0, 50.0) == 156
+    # one length: the end-to-end bound, as before (2 x (3 + 364 x 0.05) = 42.4)
+    assert warmup_requests(sched, FixedLengths(1940, 364), 2.0, 3000.0, 50.0) == 43
+
+
+def test_the_kv_cache_must_hold_the_in_flight_populations_swings():
+    # requests of 1,000 / 1,000 tokens living 10 s, blocks of 16 tokens: each holds 62.5 blocks at its first
+    # token and 125 at its last; M/G/infinity at r requests/s: mean 10 r (62.5 + 125) / 2 = 937.5 r blocks,
+    # variance 10 r (62.5^2 + 62.5 x 125 + 125^2) / 3 = 91,145.8 r; with 10,000 blocks, mean + 3 sd fits at
+    # 7.9 requests/s (7,406 + 3 x 848.6 = 9,952) and not at 8 (7,500 + 3 x 853.9 = 10,062), where the mean
+    # alone fills 75 % of the cache
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from gpuopt.physics.simulator import SchedulerConfig
+    from gpuopt.physics.steady_state import kv_fluctuation_fits
+
+    sched = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=10_000)
+    window = SimpleNamespace(e2el_s=np.full(400, 10.0), input_tokens=np.full(400, 1000),
+                             output_tokens=np.full(400, 1000))
+    assert kv_fluctuation_fits(window, sched, 7.9)
+    assert not kv_fluctuation_fits(window, sched, 8.0)

@@ -7,13 +7,18 @@ requests of 200 in / 800 out on one H100 "met" 60 ms TPOT at 479 requests/s, 40x
 sustains). `steady_run` therefore surrounds the measured requests with a warm-up and a tail drawn from the
 same traffic:
 
-- warm-up: as many requests as the steady state holds, rate x the targets' end-to-end bound (TTFT target +
-  mean output x TPOT target; a request that meets both lives no longer), at most what the engine can hold
-  (max_num_seqs, and the KV blocks over those a running request holds on average: the prompt and half the
-  output in each group of the pool (latency.held_kv_tokens; the whole request, used before 2026-12-02,
-  under-counted long-output steady states by up to 40 %), a hybrid's state pages besides); they fill the
-  engine to its steady population
-  before the first measured request arrives;
+- warm-up: the requests sent while the steady population builds up. A request of lengths (in, out) lives at
+  most TTFT target + out x TPOT target (a request that meets both lives no longer), and the population of
+  such requests is steady once the first of them finish, one lifetime after the traffic starts; so the
+  warm-up lasts the lifetime of the long-lived requests -- the shortest lifetime past which requests holding
+  `STEADY_SHARE` of the steady KV population live (lifetime x tokens held, over a fixed sample of the
+  lengths) -- rate x that many requests. At most the engine's population (max_num_seqs, and the KV blocks
+  over those a running request holds on average, time-weighted: the prompt and half the output in each
+  group of the pool, latency.held_kv_tokens, a hybrid's state pages besides) times that lifetime over the
+  mean one. With one length this is rate x the end-to-end bound, capped at the engine's population, as
+  before; a length mix used the mean lifetime and the mean request's tokens until 2026-12-03, so a chat mix
+  of 80 % 300/80 and 20 % 8,500/1,500 tokens filled the KV cache only after the measured requests, and
+  Llama-3.1-8B on an H100 NVL was planned at 12.2 requests/s where it sustains 8.7;
 - measured: `measured` requests (400), summarised as `vllm bench serve` would summarise them alone;
 - tail: as many as the warm-up, so the last measured requests finish under the same load instead of a drain.
 
@@ -21,7 +26,9 @@ A rate the replica cannot sustain shows as a queue that grows while the measured
 unstable when the backlog (sent, no first token yet) grows by more than `UNSTABLE_GROWTH` of the measured
 requests between the first and the last measured arrival (random-walk noise at capacity is about
 sqrt(measured), 5 % of 400; an overload of 10 % adds 10 %). This catches TPOT-only targets, which a growing
-queue does not breach.
+queue does not breach. It is also unstable when the KV cache cannot hold the in-flight population's swings
+(kv_fluctuation_fits: its mean plus three standard deviations), which a window shorter than the long
+requests' lifetime never sees.
 
 `steady_capacity` searches the rate: from a start (the analytic capacity) up by 1.5x or down by 0.6x until
 the targets flip, then bisection to SEARCH_TOLERANCE; the fixed seed freezes the sampling noise, so the
@@ -33,12 +40,17 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
+
 from gpuopt.errors import InputError
 from gpuopt.physics.latency import LoadPoint, Replica, held_kv_tokens, max_rate
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate
 from gpuopt.physics.traffic import ConstantArrivals, FixedLengths, LengthDistribution, PoissonArrivals, make_requests
 
 MEASURED = 400
+LIFETIME_SAMPLE = 4096  # lengths drawn (fixed seed) to size the warm-up of a length mix
+KV_FLUCTUATION_SD = 3.0  # standard deviations of the in-flight KV the cache must hold (kv_fluctuation_fits)
+STEADY_SHARE = 0.95  # share of the steady KV population whose requests the warm-up lets reach steady state
 UNSTABLE_GROWTH = 0.10
 SEARCH_TOLERANCE = 0.04  # relative width of the final rate bracket (the model's own error is larger)
 Summary = dict[str, float | int]
@@ -53,13 +65,27 @@ def percentile_key(percentile: int | None) -> str:
 
 def warmup_requests(sched: SchedulerConfig, lengths: LengthDistribution, rate: float, ttft_slo_ms: float | None,
                     tpot_slo_ms: float | None) -> int:
-    """How many requests the steady state at `rate` holds at most (see the module docstring)."""
-    held = held_kv_tokens(lengths.mean_input_tokens, lengths.mean_output_tokens, sched.block_size)
+    """How many requests the warm-up sends before the measured ones (see the module docstring)."""
+    ins, outs = lengths.sample(np.random.default_rng(0), LIFETIME_SAMPLE)
+    ins, outs = ins.astype(float), outs.astype(float)
+    # each request's lifetime bound, in seconds with both targets, else in decode steps (only ratios are used)
+    timed = ttft_slo_ms is not None and tpot_slo_ms is not None
+    lives = (ttft_slo_ms + outs * tpot_slo_ms) / 1e3 if ttft_slo_ms is not None and tpot_slo_ms is not None \
+        else outs + 1.0
+    # a running request holds about its prompt and half its output; the population in flight is time-weighted
+    # (each request counts for as long as it lives) and its KV by what each holds meanwhile
+    population = lives * (ins + outs / 2)
+    order = np.argsort(lives, kind="stable")
+    reached = np.cumsum(population[order]) / population.sum()
+    long_life = float(lives[order][min(int(np.searchsorted(reached, STEADY_SHARE)), len(order) - 1)])
+    mean_life = float(lives.mean())
+    held = held_kv_tokens(float((lives * ins).sum() / lives.sum()), float((lives * outs).sum() / lives.sum()),
+                          sched.block_size)
     engine = min(sched.max_num_seqs, sched.num_gpu_blocks / max(sched.pool.blocks_held(held), 1.0 / sched.block_size))
-    if ttft_slo_ms is not None and tpot_slo_ms is not None:
-        e2e_s = (ttft_slo_ms + lengths.mean_output_tokens * tpot_slo_ms) / 1e3
-        engine = min(engine, rate * e2e_s)
-    return max(0, math.ceil(engine))
+    sent = engine * long_life / mean_life
+    if timed:
+        sent = min(sent, rate * long_life)
+    return max(0, math.ceil(sent))
 
 
 def steady_run(replica: Replica, lengths: LengthDistribution, rate: float, ttft_slo_ms: float | None,
@@ -73,7 +99,33 @@ def steady_run(replica: Replica, lengths: LengthDistribution, rate: float, ttft_
     whole = simulate(replica, reqs, sched=sched, seed=seed)
     first, last = float(whole.send_s[warm]), float(whole.send_s[warm + measured - 1])
     growth = whole.backlog(last) - whole.backlog(first)
-    return whole.window(warm, warm + measured), growth <= UNSTABLE_GROWTH * measured
+    window = whole.window(warm, warm + measured)
+    return window, growth <= UNSTABLE_GROWTH * measured and kv_fluctuation_fits(window, sched, rate)
+
+
+def kv_fluctuation_fits(window: SimResult, sched: SchedulerConfig, rate: float) -> bool:
+    """Whether the KV cache holds the steady population's KV `KV_FLUCTUATION_SD` standard deviations above its
+    mean.
+
+    Requests in flight under Poisson traffic are an M/G/infinity population: a request that lives L seconds
+    holding h(t) blocks adds rate x E[integral h] to the mean of the blocks in use and rate x E[integral h^2] to
+    their variance (h grows from the prompt's blocks to the whole request's over the request's life; its mean
+    square over a linear growth from a to b is (a^2 + ab + b^2) / 3). The measured window is shorter than one
+    lifetime of long requests (400 requests of a chat mix with 1,500-token answers span 45 s, such a request
+    lives 60), so it never sees the slow swings of their number; when one fills the cache, vLLM preempts and
+    recomputes, and the lost work can tip the replica into a queue that never drains: Llama-3.1-8B on an H100
+    NVL with 80 % 300/80 and 20 % 8,500/1,500-token requests met p90 targets in a 400-request window at
+    10.2 requests/s, ran out of KV at 9.0 over 6,000 requests (p90 TTFT 5.5 s) and held at 8.5 (peak 91 %).
+    Three standard deviations put its capacity at 8.5-9."""
+    if rate <= 0 or window.e2el_s.size == 0:
+        return True
+    first = np.array([sched.pool.blocks_held(float(i)) for i in window.input_tokens])
+    whole = np.array([sched.pool.blocks_held(float(i + o))
+                      for i, o in zip(window.input_tokens, window.output_tokens, strict=True)])
+    lives = window.e2el_s
+    mean = rate * float((lives * (first + whole) / 2).mean())
+    variance = rate * float((lives * (first**2 + first * whole + whole**2) / 3).mean())
+    return mean + KV_FLUCTUATION_SD * math.sqrt(variance) <= sched.num_gpu_blocks
 
 
 def meets(summary: Summary, stable: bool, ttft_slo_ms: float | None, tpot_slo_ms: float | None,
