@@ -272,3 +272,20 @@ def test_unit_economics_of_a_rate_workload_are_per_its_whole_demand(saved):
     (u,) = plan["unit_economics"]
     assert u["requests_per_second"] == 2.0
     assert u["cost_per_request"] == round(u["cost_per_hour"] / 7200, 8)
+
+
+def test_a_closed_loops_requests_per_second_are_littles_law_at_its_planned_clients():
+    """batch-summarisation keeps 64 clients (2,000 in / 500 out): its unit economics and each replica's planned
+    rate are the planned point's own -- clients / (TTFT + 499 x TPOT) -- not the capacity's rate times the
+    clients' share of it (0.75 x 1.18 = 0.88 requests/s where the 64 clients send 1.13: every cost per request
+    was 28 % high)."""
+    plan = json.loads(run("solve", EXAMPLES / "batch-summarisation.yaml", "--format", "json").stdout)
+    for d in plan["deployments"]:
+        at = d["at_planned_load"]
+        assert at["requests_per_second"] * (at["ttft_ms"] + 499 * at["tpot_ms"]) / 1e3 == pytest.approx(
+            at["concurrency"], rel=2e-3)
+        assert d["predicted"]["planned_requests_per_second_per_replica"] == at["requests_per_second"]
+    (u,) = plan["unit_economics"]
+    planned = sum(d["replicas"] * d["at_planned_load"]["requests_per_second"] for d in plan["deployments"])
+    assert u["requests_per_second"] == pytest.approx(planned, abs=1e-4)
+    assert u["cost_per_request"] == round(u["cost_per_hour"] / (3600 * planned), 8)
