@@ -316,8 +316,8 @@ NON_FINITE_PRICE_TEXT = st.sampled_from(["nan", "NaN", "inf", "-inf", "1e400", "
 @st.composite
 def overlay_csv(draw: st.DrawFn, non_finite_prices: bool = False) -> bytes:
     """An overlay CSV: rows of the shipped catalog with prices and other cells mutated, columns dropped or
-    renamed, sometimes cut short. `non_finite_prices` adds nan/inf/1e400 prices, which pricing/ rejects only
-    after the pricing fixes land (see test_fuzz.py)."""
+    renamed, sometimes cut short. `non_finite_prices` adds nan/inf/1e400 prices, which pricing/ refuses (exit 2:
+    test_fuzz.py test_non_finite_overlay_prices_are_refused)."""
     rows = draw(st.lists(st.sampled_from(catalog_rows()), min_size=1, max_size=4))
     columns = ["provider", "service", "sku", "region", "gpu", "gpu_count", "price_per_hour", "currency", "price_kind"]
     if draw(st.booleans()):

@@ -10,6 +10,7 @@ import click
 from gpuopt.cli.options import (
     FINITE_FLOAT,
     HUMAN_INT,
+    MODEL_HELP,
     VLLM_VERSION,
     VLLM_VERSION_HELP,
     SafePath,
@@ -40,9 +41,7 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 
 
 @click.command()
-@click.option("--model", "model", metavar="ID",
-              help="Registry id (`gpuopt models list`), local checkpoint directory or config.json, or Hugging Face "
-                   "id (cache, then Hub; HF_HUB_OFFLINE=1 keeps it offline).")
+@click.option("--model", "model", metavar="ID", help=MODEL_HELP)
 @click.option("--model-config", type=SafePath(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")

@@ -67,7 +67,9 @@ def _positive(value: float | None, flag: str) -> None:
               help="Quality sensitivity: high/medium keep BF16/FP8; low also allows INT4.")
 @click.option("--residency", default=None, help="Where the data may live: global, us, eu, apac, cn or region ids.")
 @click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency of the plan (default: CNY for cn).")
-@click.option("--budget-monthly", type=FINITE_FLOAT, help="Monthly budget; plans above it are refused (exit 3).")
+@click.option("--budget-monthly", type=FINITE_FLOAT,
+              help="Monthly budget (the file's budget.max_monthly): `gpuopt solve` prints a plan above it and "
+                   "exits 3.")
 @click.option("-o", "--output", type=SafePath(path_type=Path), default=Path("workload.yaml"), show_default=True)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @click.option("--interactive/--non-interactive", default=None,

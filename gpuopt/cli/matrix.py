@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, output_option
+from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, VLLM_VERSION_HELP, output_option
 from gpuopt.errors import InputError
 
 FORMAT_NAMES = ("table", "markdown", "csv", "json", "html")
@@ -34,7 +34,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency (default: CNY for cn, else USD).")
 @click.option("--headroom", type=FINITE_FLOAT, default=0.8, show_default=True,
               help="Plan each replica for this share of the load it sustains.")
-@click.option("--vllm-version", type=VLLM_VERSION, help="vLLM release (default: the newest profile).")
+@click.option("--vllm-version", type=VLLM_VERSION, help=VLLM_VERSION_HELP)
 @click.option("--format", "fmt", type=click.Choice(FORMAT_NAMES), default="table", show_default=True)
 @output_option("Write to a file.")
 def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str, ...], context: int,

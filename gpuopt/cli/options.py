@@ -71,6 +71,10 @@ HUMAN_INT = HumanInt()
 # (a test holds the two together: click help is fixed when the module is imported, before any data is read)
 VLLM_VERSION_HELP = "vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only)."
 
+# the help of --model wherever load_architecture resolves it (fit, simulate)
+MODEL_HELP = ("Registry id (`gpuopt models list`), local checkpoint directory or config.json, or Hugging Face id "
+              "(cache, then Hub; HF_HUB_OFFLINE=1 keeps it offline).")
+
 
 class SafePath(click.Path):
     """click.Path that refuses a NUL byte as a usage error: click stats every path it converts and catches

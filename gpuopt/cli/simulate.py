@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import click
 
-from gpuopt.cli.options import VLLM_VERSION_HELP, SafePath, check_runs_on, load_architecture
+from gpuopt.cli.options import MODEL_HELP, VLLM_VERSION_HELP, SafePath, check_runs_on, load_architecture
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
@@ -114,7 +114,7 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 
 
 @click.command()
-@click.option("--model", "model", metavar="ID", help="Registry model id (see `gpuopt models list`).")
+@click.option("--model", "model", metavar="ID", help=MODEL_HELP)
 @click.option("--model-config", type=SafePath(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")

@@ -95,7 +95,7 @@ def render_workload(a: Answers) -> str:
     if price_kinds:
         lines.append(f"price_kinds: {_scalar(price_kinds)}  # {_why(p, 'price_kinds', None)}")
     if a.budget_monthly is not None:
-        lines += ["budget:  # the plan is refused (exit 3) above this monthly cost (730-hour months)",
+        lines += ["budget:  # a plan above this monthly cost (730-hour months) is printed, then exit 3",
                   f"  max_monthly: {_scalar(a.budget_monthly)}", f"  currency: {currency}"]
     fields = [
         ("input_tokens", a.input_tokens), ("output_tokens", a.output_tokens), ("max_model_len", a.max_model_len),
