@@ -289,3 +289,13 @@ def test_a_closed_loops_requests_per_second_are_littles_law_at_its_planned_clien
     planned = sum(d["replicas"] * d["at_planned_load"]["requests_per_second"] for d in plan["deployments"])
     assert u["requests_per_second"] == pytest.approx(planned, abs=1e-4)
     assert u["cost_per_request"] == round(u["cost_per_hour"] / (3600 * planned), 8)
+
+
+def test_every_workload_has_its_rejections_explained(saved):
+    """two-models' rejections are listed by workload, then count: its table's five and Markdown's twelve were all
+    `chat`'s, and `code`'s 1,052 residency rejections appeared in neither."""
+    for fmt, first_cell in (("table", "│ code "), ("markdown", "| code |")):
+        out = run("report", saved["two"], "--format", fmt).stdout
+        rejections = out[out.index("Top rejections"):]
+        assert first_cell in rejections, fmt
+        assert "│ chat " in rejections or "| chat |" in rejections

@@ -736,3 +736,21 @@ def test_a_modelopt_fp8_checkpoint_is_named_on_an_a100_from_0_27(release: str, e
                                                                         max_model_len=8192, vllm_version=release))
     command = vllm_command(arch, resolved, fp8_native=False, compute_capability=80)
     assert command.startswith(expected)
+
+
+def test_a_checkpoints_command_cites_the_source_that_names_it():
+    # RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic's row cites a Qwen2.5-VL config directory first and its own
+    # tasks.yml second: the command comment named the VL model's file
+    from gpuopt.physics.checkpoint_table import find, table
+    from gpuopt.planner.serve_command import _citation
+
+    row = find("RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic")
+    assert row is not None
+    assert _citation(row.source, row.checkpoint) == (
+        "neuralmagic/model-validation-configs · RedHatAI/Qwen2.5-7B-Instruct-FP8-dynamic/accuracy/tasks.yml")
+    for c in table():  # every row: a citation whose repository or file names the checkpoint wherever one does
+        shown = [" · ".join(part.split(" · ")[:2]) for part in c.source.split(" ; ")]
+        cited = _citation(c.source, c.checkpoint)
+        assert cited in shown
+        if any(c.checkpoint in part for part in shown):
+            assert c.checkpoint in cited, c.checkpoint

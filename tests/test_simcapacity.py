@@ -109,6 +109,15 @@ workloads:
         assert at.percentile == 99 and at.tpot_percentile_ms is not None and at.tpot_percentile_ms <= 40
         assert cap.tpot_percentile_ms is not None and cap.ttft_percentile_ms is not None
         assert at.requests_per_second <= cap.requests_per_second
+    # the table shows the p99 figures the targets bind, marked, not the means
+    from gpuopt.reports.plan_table import render_table
+
+    table = render_table(plan, width=200)
+    for d in plan.deployments:
+        at = d.at_planned_load
+        assert f"{at.ttft_percentile_ms:,.0f} p99" in table and f"{at.tpot_percentile_ms:.1f} p99" in table
+    narrow = render_table(plan, width=80)
+    assert f"TPOT {plan.deployments[0].at_planned_load.tpot_percentile_ms:.1f} ms p99" in narrow
 
 
 def test_sharegpt_screen_bins_keep_the_means():

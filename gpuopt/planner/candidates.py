@@ -36,7 +36,7 @@ from gpuopt.physics.vllm_support import release_problem
 from gpuopt.planner.mix import capacity_point
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
-from gpuopt.pricing.regions import Residency, region_info
+from gpuopt.pricing.regions import Residency, region_info, split_countries
 from gpuopt.vocabulary import KvCacheDtype, LinkKind, RejectionKind, WeightFormat
 
 TP_SIZES = (1, 2, 4, 8, 16)
@@ -210,7 +210,10 @@ def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[Rejectio
 def _policy_reason(o: Offering, policy: Policy) -> tuple[RejectionKind, str] | None:
     if policy.residency is not None and not policy.residency.allows(o.region, o.countries):
         info = region_info(o.region)
-        where = f"{o.region} ({info.country or 'no country'})"
+        # a "global" offering's data-centre countries (Offering.countries) are what residency reads: say so when
+        # its source lists none, beside a provider whose global rows do list theirs
+        listed = ", ".join(split_countries(o.countries)) or "no data-centre country in its source"
+        where = f"{o.region} ({info.country or listed})"
         return "residency", f"region {where} is outside residency '{policy.residency.selector}'"
     if policy.price_kinds and o.price_kind not in policy.price_kinds:
         return "price-kind", f"price kind {o.price_kind} not allowed (allowed: {', '.join(policy.price_kinds)})"

@@ -63,7 +63,7 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
     known = known_checkpoint(model, precision, modelopt_fp8, gpus)
     if known is not None:
         method = known.vllm_quantization
-        cited = " · ".join(known.source.split(" ; ")[0].split(" · ")[:2])  # first citation, without its commit
+        cited = _citation(known.source, known.checkpoint)
         return known.checkpoint, [], (f"# {known.method.upper()} checkpoint of {model}, vLLM detects {method} "
                                       f"(cited in {cited})")
     if precision == "fp8" and native is None:
@@ -78,6 +78,14 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
         f"# no {precision} checkpoint of {model} is known to gpuopt: produce {produce} and "
         f"export {variable}=its repository, or name it in the workload file "
         f"(checkpoints: {{{precision}: organisation/repository}})")
+
+
+def _citation(source: str, checkpoint: str) -> str:
+    """The citation of `source` (" ; "-separated, each "repository · path · commit") to show beside a command,
+    without its commit: the first that names the checkpoint itself, else the first (a row may cite a config
+    directory of a sibling model before the checkpoint's own, and the command comment named the sibling)."""
+    shown = [" · ".join(c.strip().split(" · ")[:2]) for c in source.split(" ; ") if c.strip()]
+    return next((c for c in shown if checkpoint in c), shown[0] if shown else "")
 
 
 def _legacy_quantization_flag(arch: ModelArchitecture, compute_capability: int | None,

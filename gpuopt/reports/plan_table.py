@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, LatencyAt, Plan, Predicted
 from gpuopt.reports.formatting import console, money, terminal_width
-from gpuopt.reports.markdown import budget_line, instance_count
+from gpuopt.reports.markdown import budget_line, instance_count, top_rejections
 
 TOP_REJECTIONS = 5
 WIDE_TABLE = 140  # the deployments table needs this many columns; below, one block per deployment
@@ -23,6 +23,17 @@ WIDE_TABLE = 140  # the deployments table needs this many columns; below, one bl
 def _at_load(d: Deployment) -> LatencyAt | Predicted:
     """Latency at the load the plan sends each replica (plans saved before it existed: at capacity)."""
     return d.at_planned_load or d.predicted
+
+
+def _latencies(d: Deployment) -> tuple[str, str]:
+    """TTFT and TPOT at the planned load as the table shows them: at the workload's SLO percentile when it has
+    one, marked (`412 p90`), since that is what the targets bind; the means otherwise."""
+    at = d.at_planned_load
+    if at is not None and at.percentile is not None and at.ttft_percentile_ms is not None \
+            and at.tpot_percentile_ms is not None:
+        mark = "median" if at.percentile == 50 else f"p{at.percentile}"
+        return f"{at.ttft_percentile_ms:,.0f} {mark}", f"{at.tpot_percentile_ms:.1f} {mark}"
+    return f"{_at_load(d).ttft_ms:,.0f}", f"{_at_load(d).tpot_ms:.1f}"
 
 
 def _tp(d: Deployment) -> str:
@@ -41,19 +52,20 @@ def _deployments_wide(plan: Plan) -> Table:
         table.add_row(d.workload, f"{d.provider} {d.sku} ({d.region})", d.price_kind,
                       f"{d.gpu} x{d.gpus_per_instance}", instance_count(plan, d), str(d.replicas), _tp(d),
                       f"{d.weight_precision}/KV {d.kv_cache_dtype}", f"{d.cost_per_hour:,.2f}",
-                      f"{d.cost_per_month:,.0f}", f"{_at_load(d).ttft_ms:,.0f}", f"{_at_load(d).tpot_ms:.1f}",
-                      f"{d.kv_utilisation:.0%}")
+                      f"{d.cost_per_month:,.0f}", *_latencies(d), f"{d.kv_utilisation:.0%}")
     return table
 
 
 def _deployment_block(plan: Plan, d: Deployment) -> list[str]:
     c = plan.currency
+    ttft, tpot = _latencies(d)
     return [f"{d.workload}: {d.model}",
             f"  {d.provider} {d.sku} ({d.region}), {d.price_kind}",
             f"  {instance_count(plan, d)} instance(s) of {d.gpu} x{d.gpus_per_instance}; {d.replicas} replica(s), "
             f"TP {_tp(d)}, weights {d.weight_precision}, KV {d.kv_cache_dtype}",
             f"  {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c, 0)}/month; TTFT "
-            f"{_at_load(d).ttft_ms:,.0f} ms, TPOT {_at_load(d).tpot_ms:.1f} ms at the planned load, "
+            f"{ttft.replace(' ', ' ms ', 1) if ' ' in ttft else ttft + ' ms'}, TPOT "
+            f"{tpot.replace(' ', ' ms ', 1) if ' ' in tpot else tpot + ' ms'} at the planned load, "
             f"KV {d.kv_utilisation:.0%} used"]
 
 
@@ -130,7 +142,7 @@ def _rejections(con: object, plan: Plan, compact: bool) -> None:
     from rich.console import Console
 
     assert isinstance(con, Console)
-    top = plan.rejections[:TOP_REJECTIONS]
+    top = top_rejections(plan, TOP_REJECTIONS)
     if not top:
         return
     if compact:
