@@ -179,3 +179,10 @@ def test_the_kv_cache_must_hold_the_in_flight_populations_swings():
                              output_tokens=np.full(400, 1000))
     assert kv_fluctuation_fits(window, sched, 7.9)
     assert not kv_fluctuation_fits(window, sched, 8.0)
+    # a window of 400 requests at 8 requests/s lasts 50 s: 5 lifetimes of 10 s, too few to have seen the swings;
+    # requests living 5 s fit 10 lifetimes in it, and the window's own latencies are trusted
+    short = SimpleNamespace(e2el_s=np.full(400, 5.0), input_tokens=window.input_tokens,
+                            output_tokens=window.output_tokens)
+    tiny = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=100)
+    assert kv_fluctuation_fits(short, tiny, 8.0)
+    assert not kv_fluctuation_fits(short, tiny, 8.1)  # 400 / 8.1 = 49.4 s < 10 x 5 s: checked, and 100 blocks fail
