@@ -61,7 +61,9 @@ def test_k8s_manifests_validate_and_carry_the_plan(plans: dict[str, Path]) -> No
     names = [d.workload for d in plan.deployments]
     assert [a.filename for a in artifacts] == [
         f"{w}.yaml" if names.count(w) == 1 else f"{w}-{names[:i + 1].count(w)}.yaml" for i, w in enumerate(names)]
-    plan_id = hashlib.sha256(render_json(plan).encode()).hexdigest()[:12]
+    # the plan's JSON in the --candidates none form (the fixture saved the default, summary)
+    bare = plan.model_copy(update={"candidates": [], "candidates_form": "none", "candidate_summary": None})
+    plan_id = hashlib.sha256(render_json(bare).encode()).hexdigest()[:12]
     for artifact, d in zip(artifacts, plan.deployments, strict=True):
         docs = list(yaml.safe_load_all(artifact.text))
         for doc in docs:
@@ -472,3 +474,18 @@ def test_image_and_namespace_are_what_the_tools_accept(plans: dict[str, Path], t
     else:
         assert result.exit_code == 2 and result.stderr.startswith(f"error: {flag} ")
         assert not (tmp_path / "o").exists()
+
+
+def test_the_plan_id_is_the_same_in_every_candidates_form(tmp_path: Path) -> None:
+    """One solve saved with --candidates none, summary and all differs in the candidate fields only, so its
+    artifacts carry one plan id: the SHA-256 of the file saved with --candidates none (each form had its own)."""
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    ids = {}
+    for form in ("none", "summary", "all"):
+        path = _solve(tmp_path, "cn-chat-70b.yaml", "--region", "cn", "--provider", "alibaba", "--candidates", form)
+        saved = path.rename(tmp_path / f"{form}.json")
+        [artifact, *_] = render_deploy(_plan(saved), "k8s", DeployOptions())
+        ids[form] = next(yaml.safe_load_all(artifact.text))["metadata"]["annotations"]["gpuopt.io/plan-id"]
+        if form == "none":
+            none_sha = hashlib.sha256(saved.read_bytes()).hexdigest()[:12]
+    assert ids == {"none": none_sha, "summary": none_sha, "all": none_sha}

@@ -58,10 +58,14 @@ class Artifact:
 
 
 def plan_id(plan: Plan) -> str:
-    """A short, stable id of the plan: the first 12 hex digits of the SHA-256 of its JSON contract."""
+    """A short, stable id of the plan: the first 12 hex digits of the SHA-256 of its JSON contract in the
+    `--candidates none` form. The candidate fields (`candidates`, `candidates_form`, `candidate_summary`) are
+    all that differs between the forms one solve is saved in (docs/reports.md), so the plan saved with
+    `--candidates all`, `summary` or `none` has one id."""
     from gpuopt.reports.plan_json import render_json
 
-    return hashlib.sha256(render_json(plan).encode("utf-8")).hexdigest()[:12]
+    bare = plan.model_copy(update={"candidates": [], "candidates_form": "none", "candidate_summary": None})
+    return hashlib.sha256(render_json(bare).encode("utf-8")).hexdigest()[:12]
 
 
 def vllm_release(plan: Plan) -> str:
