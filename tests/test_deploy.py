@@ -489,3 +489,59 @@ def test_the_plan_id_is_the_same_in_every_candidates_form(tmp_path: Path) -> Non
         if form == "none":
             none_sha = hashlib.sha256(saved.read_bytes()).hexdigest()[:12]
     assert ids == {"none": none_sha, "summary": none_sha, "all": none_sha}
+
+
+def _trace(target: str, artifact_text: str) -> dict[str, str]:
+    """The GPUOPT facts of an artifact as label key -> value (environment variables named back as labels)."""
+    if target == "pai-eas":
+        env = {e["name"]: e["value"] for e in json.loads(artifact_text)["containers"][0]["env"]}
+    elif target == "skypilot":
+        env = yaml.safe_load(artifact_text)["envs"]
+    elif target == "compose":
+        return dict(next(iter(yaml.safe_load(artifact_text)["services"].values()))["labels"])
+    else:
+        return dict(next(yaml.safe_load_all(artifact_text))["metadata"]["annotations"])
+    return {"gpuopt.io/" + k.removeprefix("GPUOPT_").lower().replace("_", "-"): v for k, v in env.items()}
+
+
+@pytest.mark.parametrize("target", ["k8s", "skypilot", "compose", "pai-eas"])
+def test_planned_load_is_the_deployments_own_load(plans: dict[str, Path], target: str) -> None:
+    """planned-load was the workload's whole demand on every deployment (cn-chat's two deployments both said
+    2 requests_per_second, 4 when summed). It is the deployment's replicas x at_planned_load (requests per
+    second, or requests in flight for a concurrency workload); workload-demand keeps the demand. The values
+    are set by hand: 3 x 0.5453 = 1.6359 and 2 x 0.1821 = 0.3642 req/s; 2 x 15 = 30 concurrent, where
+    predicted.planned_requests_per_second_per_replica (0.7997) is a rate and must not be read."""
+    plan = _plan(plans["cn" if target == "pai-eas" else "two"])
+    d = plan.deployments[0]
+    assert d.at_planned_load is not None
+    w = next(x for x in plan.workloads if x.name == d.workload)
+
+    def labels(replicas: int, rps: float, concurrency: float, unit: str, demand: float) -> dict[str, str]:
+        at = d.at_planned_load.model_copy(update={"requests_per_second": rps, "concurrency": concurrency})
+        edited = d.model_copy(update={"replicas": replicas, "at_planned_load": at, "predicted": d.predicted.model_copy(
+            update={"planned_requests_per_second_per_replica": 0.7997})})
+        summary = w.model_copy(update={"demand": demand, "demand_unit": unit})
+        one = plan.model_copy(update={"deployments": [edited], "workloads": [summary]})
+        return _trace(target, render_deploy(one, target, DeployOptions())[0].text)
+
+    rate = labels(3, 0.5453, 17.34, "requests_per_second", 2.0)
+    assert (rate["gpuopt.io/planned-load"], rate["gpuopt.io/workload-demand"]) == (
+        "1.6359 requests_per_second", "2 requests_per_second")
+    assert labels(2, 0.1821, 6.25, "requests_per_second", 2.0)["gpuopt.io/planned-load"] == "0.3642 requests_per_second"
+    conc = labels(2, 0.7997, 15.0, "concurrency", 30.0)
+    assert (conc["gpuopt.io/planned-load"], conc["gpuopt.io/workload-demand"]) == ("30 concurrency", "30 concurrency")
+
+
+def test_a_workloads_deployments_split_its_demand(plans: dict[str, Path]) -> None:
+    """cn-chat-70b in cn: support-chat is served by two deployments (the plan sends them 1.6359 and 0.3641
+    req/s); their planned-load labels are those loads, and add up to the 2 req/s of workload-demand."""
+    plan = _plan(plans["cn"])
+    assert [d.workload for d in plan.deployments] == ["support-chat", "support-chat"]
+    loads = []
+    for artifact, d in zip(render_deploy(plan, "k8s", DeployOptions()), plan.deployments, strict=True):
+        notes = next(yaml.safe_load_all(artifact.text))["metadata"]["annotations"]
+        assert d.at_planned_load is not None and d.replicas == 1
+        assert notes["gpuopt.io/planned-load"] == f"{d.at_planned_load.requests_per_second:g} requests_per_second"
+        assert notes["gpuopt.io/workload-demand"] == "2 requests_per_second"
+        loads.append(float(notes["gpuopt.io/planned-load"].split()[0]))
+    assert loads[0] != loads[1] and sum(loads) == pytest.approx(2.0, abs=2e-4)

@@ -215,10 +215,31 @@ def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:
     return next(w for w in plan.workloads if w.name == d.workload)
 
 
+def number(value: float) -> str:
+    """A load as labels show it: at most 4 decimals, no trailing zeros (2.0 -> "2", 1.63590 -> "1.6359")."""
+    return f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+def planned_load(d: Deployment, w: WorkloadSummary) -> float | None:
+    """The load the plan sends this deployment, in the workload's demand unit: its replicas x the load it
+    sends each (`at_planned_load`: requests per second of a rate workload, requests in flight of a concurrency
+    one). A workload's demand is spread over its deployments in proportion to their capacity, so these add up
+    to the demand across a workload's deployments. None when the plan does not say (a plan file from before
+    `at_planned_load` of a concurrency workload; a rate workload's per-replica rate is in `predicted` too)."""
+    at = d.at_planned_load
+    if w.demand_unit == "concurrency":
+        per_replica = None if at is None else at.concurrency
+    else:
+        per_replica = d.predicted.planned_requests_per_second_per_replica if at is None else at.requests_per_second
+    return None if per_replica is None else d.replicas * per_replica
+
+
 def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
-    """Plan id (`pid`: plan_id(plan), computed once per render: it serialises the whole plan), cost and the
-    SLO the deployment was sized for, as string labels/annotations."""
+    """Plan id (`pid`: plan_id(plan), computed once per render: it serialises the whole plan), cost, the load
+    the plan sends the deployment (and the workload's whole demand, which several deployments may share) and
+    the SLO it was sized for, as string labels/annotations."""
     w = workload_of(plan, d)
+    load = planned_load(d, w)
     labels = {
         f"{LABEL_PREFIX}/plan-id": pid,
         f"{LABEL_PREFIX}/workload": d.workload,
@@ -227,8 +248,10 @@ def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
         f"{LABEL_PREFIX}/cost-per-hour": f"{d.cost_per_hour:.4f} {plan.currency}",
         f"{LABEL_PREFIX}/cost-per-month": f"{d.cost_per_month:.2f} {plan.currency}",
         f"{LABEL_PREFIX}/replicas": str(d.replicas),
-        f"{LABEL_PREFIX}/planned-load": f"{w.demand:g} {w.demand_unit}",
     }
+    if load is not None:
+        labels[f"{LABEL_PREFIX}/planned-load"] = f"{number(load)} {w.demand_unit}"
+    labels[f"{LABEL_PREFIX}/workload-demand"] = f"{number(w.demand)} {w.demand_unit}"
     if w.ttft_slo_ms is not None:
         labels[f"{LABEL_PREFIX}/slo-ttft-ms"] = f"{w.ttft_slo_ms:g}"
     if w.tpot_slo_ms is not None:
