@@ -211,6 +211,116 @@ def replica_devices(d: Deployment, index: int) -> list[str]:
     return [str(first + g) for g in range(d.gpus_per_replica)]
 
 
+def offering_key(d: Deployment) -> tuple[str, ...]:
+    """The priced offering a deployment runs on, as the plan's `instances` lines count machines: deployments
+    with the same key draw on the same machines."""
+    return (d.provider, d.service, d.sku, d.region, d.price_kind, d.gpu, str(d.gpus_per_instance))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One replica on a shared machine: its deployment, its number in the deployment (0-based), its GPU ids
+    on the machine and the port it serves on there."""
+
+    deployment: Deployment
+    replica: int
+    devices: tuple[str, ...]
+    port: int
+
+
+@dataclass(frozen=True)
+class SharedMachines:
+    """Deployments of one offering that the plan packs on the same machines (its `instances` line lists them
+    with fractional `instances` each): `machines` holds the replicas of each machine, on disjoint GPUs and
+    ports. `name` is the artifact's, unique among the plan's artifact names."""
+
+    name: str
+    deployments: tuple[Deployment, ...]
+    machines: tuple[tuple[Slot, ...], ...]
+
+    @property
+    def first(self) -> Deployment:
+        return self.deployments[0]
+
+    @property
+    def ports(self) -> list[int]:
+        """The ports any machine serves on: 8000 up to the fullest machine's last replica."""
+        return [VLLM_PORT + i for i in range(max(len(m) for m in self.machines))]
+
+    def holds(self, d: Deployment) -> bool:
+        return any(x is d for x in self.deployments)
+
+    def cost_per_hour(self) -> float:
+        """What the plan pays for these machines (their count x the instance price)."""
+        return len(self.machines) * self.first.instance_price_per_hour
+
+
+def _pack(members: list[Deployment]) -> tuple[tuple[Slot, ...], ...]:
+    """Every replica of `members` (single-node, one offering) on machines of gpus_per_instance GPUs, first fit
+    in decreasing replica size (plan order among equals). The planner's replica sizes are powers of two that
+    divide the machine's GPUs, so this fills every machine but the last: ceil(GPUs / GPUs per machine)
+    machines, the count the plan prices."""
+    size = members[0].gpus_per_instance
+    order = sorted(((d, r) for d in members for r in range(d.replicas)), key=lambda dr: -dr[0].gpus_per_replica)
+    machines: list[list[Slot]] = []
+    used: list[int] = []
+    for d, r in order:
+        m = next((i for i, u in enumerate(used) if u + d.gpus_per_replica <= size), len(used))
+        if m == len(used):
+            machines.append([])
+            used.append(0)
+        devices = tuple(str(used[m] + g) for g in range(d.gpus_per_replica))
+        machines[m].append(Slot(deployment=d, replica=r, devices=devices, port=VLLM_PORT + len(machines[m])))
+        used[m] += d.gpus_per_replica
+    return tuple(tuple(m) for m in machines)
+
+
+def fills_its_machines(d: Deployment) -> bool:
+    """Whether every machine of the deployment's own is full (4 one-GPU replicas on a 4-GPU machine; a
+    replica spanning machines takes them whole): it has no GPU left to share."""
+    return nodes(d) > 1 or d.replicas * d.gpus_per_replica == machines(d) * d.gpus_per_instance
+
+
+def shared_machines(plan: Plan) -> list[SharedMachines]:
+    """The plan's deployments that share machines: those of one offering, each with a machine it does not
+    fill, whose replicas packed together take fewer machines than each deployment on machines of its own
+    (alpha's 2 one-GPU replicas and beta's one on a 4-GPU machine: 1 machine, not 2). The planner prices an
+    offering's machines for all its deployments' GPUs together, so an artifact per deployment would buy the
+    difference again. A deployment that fills its machines (or spans them) has nothing to share and keeps its
+    own artifact: the planner's replica sizes divide the machine's GPUs, so leaving it out of the packing costs
+    no machine."""
+    groups: dict[tuple[str, ...], list[Deployment]] = {}
+    for d in plan.deployments:
+        if not fills_its_machines(d):
+            groups.setdefault(offering_key(d), []).append(d)
+    taken = {artifact_name(plan, d) for d in plan.deployments}
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        packed = _pack(members)
+        if len(packed) >= sum(machines(d) for d in members):
+            continue
+        base = dns_name(*(artifact_name(plan, d) for d in members))
+        name, n = base, 1
+        while name in taken:  # a workload may already be called "alpha-beta"
+            n += 1
+            name = dns_name(base[:58], str(n))
+        taken.add(name)
+        out.append(SharedMachines(name=name, deployments=tuple(members), machines=packed))
+    return out
+
+
+def machine_layout(group: SharedMachines, plan: Plan) -> list[str]:
+    """One line per machine: which replica runs on which GPUs and port (for the artifacts' headers)."""
+    lines = []
+    for i, machine in enumerate(group.machines):
+        slots = ", ".join(f"{artifact_name(plan, s.deployment)} replica {s.replica + 1} on GPU "
+                          f"{','.join(s.devices)} port {s.port}" for s in machine)
+        lines.append(f"machine {i + 1}: {slots}")
+    return lines
+
+
 def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:
     return next(w for w in plan.workloads if w.name == d.workload)
 
