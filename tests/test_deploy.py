@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import Plan
+from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.reports.deploy import DeployOptions, render_deploy
 from gpuopt.reports.plan_json import render_json
 
@@ -61,7 +61,9 @@ def test_k8s_manifests_validate_and_carry_the_plan(plans: dict[str, Path]) -> No
     names = [d.workload for d in plan.deployments]
     assert [a.filename for a in artifacts] == [
         f"{w}.yaml" if names.count(w) == 1 else f"{w}-{names[:i + 1].count(w)}.yaml" for i, w in enumerate(names)]
-    plan_id = hashlib.sha256(render_json(plan).encode()).hexdigest()[:12]
+    # the plan's JSON in the --candidates none form (the fixture saved the default, summary)
+    bare = plan.model_copy(update={"candidates": [], "candidates_form": "none", "candidate_summary": None})
+    plan_id = hashlib.sha256(render_json(bare).encode()).hexdigest()[:12]
     for artifact, d in zip(artifacts, plan.deployments, strict=True):
         docs = list(yaml.safe_load_all(artifact.text))
         for doc in docs:
@@ -472,3 +474,263 @@ def test_image_and_namespace_are_what_the_tools_accept(plans: dict[str, Path], t
     else:
         assert result.exit_code == 2 and result.stderr.startswith(f"error: {flag} ")
         assert not (tmp_path / "o").exists()
+
+
+def test_the_plan_id_is_the_same_in_every_candidates_form(tmp_path: Path) -> None:
+    """One solve saved with --candidates none, summary and all differs in the candidate fields only, so its
+    artifacts carry one plan id: the SHA-256 of the file saved with --candidates none (each form had its own)."""
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    ids = {}
+    for form in ("none", "summary", "all"):
+        path = _solve(tmp_path, "cn-chat-70b.yaml", "--region", "cn", "--provider", "alibaba", "--candidates", form)
+        saved = path.rename(tmp_path / f"{form}.json")
+        [artifact, *_] = render_deploy(_plan(saved), "k8s", DeployOptions())
+        ids[form] = next(yaml.safe_load_all(artifact.text))["metadata"]["annotations"]["gpuopt.io/plan-id"]
+        if form == "none":
+            none_sha = hashlib.sha256(saved.read_bytes()).hexdigest()[:12]
+    assert ids == {"none": none_sha, "summary": none_sha, "all": none_sha}
+
+
+def _trace(target: str, artifact_text: str) -> dict[str, str]:
+    """The GPUOPT facts of an artifact as label key -> value (environment variables named back as labels)."""
+    if target == "pai-eas":
+        env = {e["name"]: e["value"] for e in json.loads(artifact_text)["containers"][0]["env"]}
+    elif target == "skypilot":
+        env = yaml.safe_load(artifact_text)["envs"]
+    elif target == "compose":
+        return dict(next(iter(yaml.safe_load(artifact_text)["services"].values()))["labels"])
+    else:
+        return dict(next(yaml.safe_load_all(artifact_text))["metadata"]["annotations"])
+    return {"gpuopt.io/" + k.removeprefix("GPUOPT_").lower().replace("_", "-"): v for k, v in env.items()}
+
+
+@pytest.mark.parametrize("target", ["k8s", "skypilot", "compose", "pai-eas"])
+def test_planned_load_is_the_deployments_own_load(plans: dict[str, Path], target: str) -> None:
+    """planned-load was the workload's whole demand on every deployment (cn-chat's two deployments both said
+    2 requests_per_second, 4 when summed). It is the deployment's replicas x at_planned_load (requests per
+    second, or requests in flight for a concurrency workload); workload-demand keeps the demand. The values
+    are set by hand: 3 x 0.5453 = 1.6359 and 2 x 0.1821 = 0.3642 req/s; 2 x 15 = 30 concurrent, where
+    predicted.planned_requests_per_second_per_replica (0.7997) is a rate and must not be read."""
+    plan = _plan(plans["cn" if target == "pai-eas" else "two"])
+    d = plan.deployments[0]
+    assert d.at_planned_load is not None
+    w = next(x for x in plan.workloads if x.name == d.workload)
+
+    def labels(replicas: int, rps: float, concurrency: float, unit: str, demand: float) -> dict[str, str]:
+        at = d.at_planned_load.model_copy(update={"requests_per_second": rps, "concurrency": concurrency})
+        edited = d.model_copy(update={"replicas": replicas, "at_planned_load": at, "predicted": d.predicted.model_copy(
+            update={"planned_requests_per_second_per_replica": 0.7997})})
+        summary = w.model_copy(update={"demand": demand, "demand_unit": unit})
+        one = plan.model_copy(update={"deployments": [edited], "workloads": [summary]})
+        return _trace(target, render_deploy(one, target, DeployOptions())[0].text)
+
+    rate = labels(3, 0.5453, 17.34, "requests_per_second", 2.0)
+    assert (rate["gpuopt.io/planned-load"], rate["gpuopt.io/workload-demand"]) == (
+        "1.6359 requests_per_second", "2 requests_per_second")
+    assert labels(2, 0.1821, 6.25, "requests_per_second", 2.0)["gpuopt.io/planned-load"] == "0.3642 requests_per_second"
+    conc = labels(2, 0.7997, 15.0, "concurrency", 30.0)
+    assert (conc["gpuopt.io/planned-load"], conc["gpuopt.io/workload-demand"]) == ("30 concurrency", "30 concurrency")
+
+
+def test_a_workloads_deployments_split_its_demand(plans: dict[str, Path]) -> None:
+    """cn-chat-70b in cn: support-chat is served by two deployments (the plan sends them 1.6359 and 0.3641
+    req/s); their planned-load labels are those loads, and add up to the 2 req/s of workload-demand."""
+    plan = _plan(plans["cn"])
+    assert [d.workload for d in plan.deployments] == ["support-chat", "support-chat"]
+    loads = []
+    for artifact, d in zip(render_deploy(plan, "k8s", DeployOptions()), plan.deployments, strict=True):
+        notes = next(yaml.safe_load_all(artifact.text))["metadata"]["annotations"]
+        assert d.at_planned_load is not None and d.replicas == 1
+        assert notes["gpuopt.io/planned-load"] == f"{d.at_planned_load.requests_per_second:g} requests_per_second"
+        assert notes["gpuopt.io/workload-demand"] == "2 requests_per_second"
+        loads.append(float(notes["gpuopt.io/planned-load"].split()[0]))
+    assert loads[0] != loads[1] and sum(loads) == pytest.approx(2.0, abs=2e-4)
+
+
+SHARED_WORKLOAD = """\
+schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+workloads:
+  - name: alpha
+    model: Qwen/Qwen2.5-7B-Instruct
+    requests_per_second: 3
+    input_tokens: 800
+    output_tokens: 200
+    max_model_len: 4096
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+    min_replicas: 2
+  - name: beta
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 2
+    input_tokens: 500
+    output_tokens: 300
+    max_model_len: 4096
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+"""
+SHARED_OVERLAY = """\
+provider,sku,region,price_kind,price_per_hour,currency
+aws,g6e.12xlarge,us-east-1,on-demand,1.234567,USD
+"""
+
+
+@pytest.fixture(scope="module")
+def shared_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two workloads on one 4 x L40S g6e.12xlarge (an overlay makes it cheap): alpha's 2 one-GPU replicas and
+    beta's one share the machine, which the plan prices once (instances 0.6667 + 0.3333)."""
+    os.environ["GPUOPT_TODAY"] = "2026-11-29"
+    tmp = tmp_path_factory.mktemp("shared")
+    (tmp / "w.yaml").write_text(SHARED_WORKLOAD, encoding="utf-8")
+    (tmp / "overlay.csv").write_text(SHARED_OVERLAY, encoding="utf-8")
+    out = tmp / "plan.json"
+    result = CliRunner().invoke(cli, ["solve", str(tmp / "w.yaml"), "--catalog", str(tmp / "overlay.csv"),
+                                      "--format", "json", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    plan = _plan(out)
+    assert [(d.workload, d.sku, d.replicas, d.gpus_per_replica, d.instances) for d in plan.deployments] == [
+        ("alpha", "g6e.12xlarge", 2, 1, 0.66666667), ("beta", "g6e.12xlarge", 1, 1, 0.33333333)]
+    assert [(line.sku, line.instances, line.workloads) for line in plan.instances] == [
+        ("g6e.12xlarge", 1, ["alpha", "beta"])]
+    return out
+
+
+def _stub_vllm(tmp_path: Path) -> dict[str, str]:
+    stub = tmp_path / "bin"
+    stub.mkdir(exist_ok=True)
+    (stub / "vllm").write_text('#!/bin/sh\necho "gpu=$CUDA_VISIBLE_DEVICES model=$2 port=$(eval echo \\${$#})"\n')
+    (stub / "vllm").chmod(0o755)
+    return {"PATH": f"{stub}:/usr/bin:/bin"}
+
+
+def test_deployments_sharing_a_machine_are_one_skypilot_cluster(shared_plan: Path, tmp_path: Path) -> None:
+    """The plan prices one g6e.12xlarge for alpha and beta; `deploy --target skypilot` wrote alpha.sky.yaml and
+    beta.sky.yaml, each launching a machine (twice the bill). Now one task launches the one machine and runs
+    alpha's replicas on GPUs 0 and 1 (ports 8000, 8001) and beta's on GPU 2 (port 8002)."""
+    out = tmp_path / "sky"
+    result = CliRunner().invoke(cli, ["deploy", str(shared_plan), "--target", "skypilot", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["alpha-beta.sky.yaml"]
+    text = (out / "alpha-beta.sky.yaml").read_text()
+    task = yaml.safe_load(text)
+    assert "num_nodes" not in task and "service" not in task
+    assert task["resources"]["instance_type"] == "g6e.12xlarge" and task["resources"]["ports"] == [8000, 8001, 8002]
+    assert "machine 1: alpha replica 1 on GPU 0 port 8000, alpha replica 2 on GPU 1 port 8001, beta replica 1 on " \
+           "GPU 2 port 8002" in text
+    envs = task["envs"]
+    assert (envs["GPUOPT_MACHINES"], envs["GPUOPT_COST_PER_HOUR"]) == ("1", "1.2346 USD")  # the plan's one machine
+    numbered = [envs[f"GPUOPT_{n}_{key}"] for n in (1, 2) for key in ("WORKLOAD", "REPLICAS")]
+    assert numbered == ["alpha", "2", "beta", "1"]
+    plan = _plan(shared_plan)
+    alpha, beta = (shlex.split(d.vllm_command.split("  #")[0])[2] for d in plan.deployments)
+    done = subprocess.run(["bash", "-c", task["run"]], env=_stub_vllm(tmp_path), capture_output=True, text=True,
+                          check=True)
+    assert sorted(done.stdout.splitlines()) == [f"gpu=0 model={alpha} port=8000", f"gpu=1 model={alpha} port=8001",
+                                                f"gpu=2 model={beta} port=8002"]
+    _validate_with_skypilot([out / "alpha-beta.sky.yaml"])
+    alone = CliRunner().invoke(cli, ["deploy", str(shared_plan), "--target", "skypilot"])  # one file: stdout
+    assert alone.exit_code == 0 and alone.stdout == text
+
+
+def test_deployments_sharing_a_machine_are_one_compose_host(shared_plan: Path) -> None:
+    """alpha.compose.yaml and beta.compose.yaml each claimed a host, and on one host both reserved GPU 0 and
+    port 8000. Now one file runs the plan's one machine: three services on GPUs 0, 1, 2 and ports 8000-8002,
+    each labelled with its own deployment."""
+    [artifact] = render_deploy(_plan(shared_plan), "compose", DeployOptions())
+    assert artifact.filename == "alpha-beta.compose.yaml"
+    document = yaml.safe_load(artifact.text)
+    services = document["services"]
+    assert list(services) == ["vllm-1-alpha", "vllm-2-alpha", "vllm-3-beta"]
+    assert [s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] for s in services.values()] == [
+        ["0"], ["1"], ["2"]]
+    assert [s["ports"] for s in services.values()] == [["8000:8000"], ["8001:8000"], ["8002:8000"]]
+    assert [s["labels"]["gpuopt.io/workload"] for s in services.values()] == ["alpha", "alpha", "beta"]
+    # Kubernetes was right already: its scheduler packs the pods (one Deployment per deployment, unchanged)
+    k8s = render_deploy(_plan(shared_plan), "k8s", DeployOptions())
+    assert [a.filename for a in k8s] == ["alpha.yaml", "beta.yaml"]
+
+
+def _on_one_offering(plan: Plan, gpus_per_instance: int, **shapes: tuple[int, int]) -> Plan:
+    """The plan's first deployment several times on its offering (machines of `gpus_per_instance` GPUs), as
+    workloads named by `shapes` (serving org/<name>), each with its (replicas, GPUs per replica)."""
+    d = plan.deployments[0]
+    w = next(x for x in plan.workloads if x.name == d.workload)
+
+    def one(name: str, replicas: int, gpus: int) -> Deployment:
+        command = re.sub(r"--tensor-parallel-size \d+", f"--tensor-parallel-size {gpus}", d.vllm_command)
+        command = command.replace(d.vllm_command.split()[2], f"org/{name}", 1)
+        return d.model_copy(update={"workload": name, "replicas": replicas, "gpus_per_replica": gpus,
+                                    "tensor_parallel": gpus, "pipeline_parallel": 1, "vllm_command": command,
+                                    "gpus_per_instance": gpus_per_instance})
+
+    return plan.model_copy(update={"deployments": [one(name, *shape) for name, shape in shapes.items()],
+                                   "workloads": [w.model_copy(update={"name": name}) for name in shapes]})
+
+
+def test_shared_machines_several_of_them(plans: dict[str, Path], tmp_path: Path) -> None:
+    """alpha 5 x 1 GPU and beta 3 x 1 GPU on 4-GPU machines: 8 GPUs, 2 machines as the plan prices them (3 if
+    each had its own). Machine 1 holds alpha's replicas 1-4, machine 2 alpha's 5th and beta's three: SkyPilot
+    runs node rank 0 and 1 each with its own replicas; Compose writes a file per host."""
+    plan = _on_one_offering(_plan(plans["two"]), 4, alpha=(5, 1), beta=(3, 1))
+    [artifact] = render_deploy(plan, "skypilot", DeployOptions())
+    task = yaml.safe_load(artifact.text)
+    assert task["num_nodes"] == 2 and task["resources"]["ports"] == [8000, 8001, 8002, 8003]
+    started = {}
+    for rank in (0, 1):
+        env = {**_stub_vllm(tmp_path), "SKYPILOT_NODE_RANK": str(rank)}
+        done = subprocess.run(["bash", "-c", task["run"]], env=env, capture_output=True, text=True, check=True)
+        started[rank] = sorted(done.stdout.splitlines())
+    assert started == {
+        0: ["gpu=0 model=org/alpha port=8000", "gpu=1 model=org/alpha port=8001", "gpu=2 model=org/alpha port=8002",
+            "gpu=3 model=org/alpha port=8003"],
+        1: ["gpu=0 model=org/alpha port=8000", "gpu=1 model=org/beta port=8001", "gpu=2 model=org/beta port=8002",
+            "gpu=3 model=org/beta port=8003"]}
+    assert "machine 2: alpha replica 5 on GPU 0 port 8000, beta replica 1 on GPU 1 port 8001, beta replica 2 on " \
+           "GPU 2 port 8002, beta replica 3 on GPU 3 port 8003" in artifact.text
+    path = tmp_path / artifact.filename
+    path.write_text(artifact.text, encoding="utf-8")
+    hosts = render_deploy(plan, "compose", DeployOptions())
+    assert [a.filename for a in hosts] == ["alpha-beta.host-1.compose.yaml", "alpha-beta.host-2.compose.yaml"]
+    second = yaml.safe_load(hosts[1].text)["services"]
+    assert list(second) == ["vllm-1-alpha", "vllm-2-beta", "vllm-3-beta", "vllm-4-beta"]
+    assert [s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] for s in second.values()] == [
+        ["0"], ["1"], ["2"], ["3"]]
+    # TP=2 and TP=1 replicas on one 4-GPU machine: the 2-GPU block first, then the 1-GPU ones
+    mixed = yaml.safe_load(render_deploy(_on_one_offering(_plan(plans["two"]), 4, alpha=(1, 2), beta=(2, 1)), "compose",
+                                         DeployOptions())[0].text)["services"]
+    assert [s["deploy"]["resources"]["reservations"]["devices"][0]["device_ids"] for s in mixed.values()] == [
+        ["0", "1"], ["2"], ["3"]]
+    _validate_with_skypilot([path])
+
+
+def test_deployments_of_one_offering_that_fill_their_machines_keep_their_files(plans: dict[str, Path]) -> None:
+    """alpha 4 x 1 GPU and beta 1 x 4 GPUs on 4-GPU machines: each fills a machine, sharing saves none, so
+    each deployment keeps its own artifact, as before. Beside gamma's and delta's one-GPU replicas that do
+    share a machine, a deployment filling its own (alpha) still keeps its file; beta's 3 replicas of 1 GPU
+    and epsilon's one of 2 GPUs, though neither fills its machine, take 2 machines packed or not."""
+    plan = _on_one_offering(_plan(plans["two"]), 4, alpha=(4, 1), beta=(1, 4))
+    for target, suffix in (("skypilot", "sky.yaml"), ("compose", "compose.yaml")):
+        assert [a.filename for a in render_deploy(plan, target, DeployOptions())] == [
+            f"alpha.{suffix}", f"beta.{suffix}"]
+    mixed = _on_one_offering(_plan(plans["two"]), 4, alpha=(4, 1), gamma=(2, 1), delta=(1, 1))
+    [own, shared] = render_deploy(mixed, "skypilot", DeployOptions())
+    assert (own.filename, shared.filename) == ("alpha.sky.yaml", "gamma-delta.sky.yaml")
+    assert "machine 1: gamma replica 1 on GPU 0 port 8000, gamma replica 2 on GPU 1 port 8001, delta replica 1 " \
+           "on GPU 2 port 8002" in shared.text
+    apart = _on_one_offering(_plan(plans["two"]), 4, beta=(3, 1), epsilon=(1, 2))
+    assert [a.filename for a in render_deploy(apart, "compose", DeployOptions())] == [
+        "beta.compose.yaml", "epsilon.compose.yaml"]
+
+
+def test_pai_eas_services_sharing_machines_name_one_resource_group(plans: dict[str, Path]) -> None:
+    """Two TP=2 services on one 4-GPU ECS type: each alone was a public-group instance, i.e. a machine each
+    (2 where the plan prices 1). Both now ask for their GPUs in the same dedicated resource group of 1 machine."""
+    plan = _on_one_offering(_plan(plans["cn"]), 4, alpha=(1, 2), beta=(1, 2))
+    sku = plan.deployments[0].sku
+    services = [json.loads(a.text) for a in render_deploy(plan, "pai-eas", DeployOptions())]
+    assert [("cloud" in s, s["metadata"]["instance"], s["metadata"]["gpu"]) for s in services] == [
+        (False, 1, 2), (False, 1, 2)]
+    [group] = {s["metadata"]["resource"] for s in services}
+    assert group == (f"FILL-IN: id (eas-r-...) of a dedicated resource group of 1 x {sku} -- the machines this plan "
+                     "prices, shared by the services alpha (1 replica(s) of 2 GPU(s)), beta (1 replica(s) of 2 "
+                     "GPU(s)): one group, its id in each")

@@ -38,7 +38,7 @@ def _write_dir(directory: Path, files: dict[str, str]) -> None:
               help="k8s (Deployment/LeaderWorkerSet + Service), skypilot (task / SkyServe YAML), "
                    "pai-eas (Alibaba service JSON), compose (Docker Compose, single-node plans).")
 @click.option("-o", "--output", "output_dir", type=SafePath(path_type=Path),
-              help="Directory to write one file per deployment into (must not exist unless --force).")
+              help="Directory to write the files into (must not exist unless --force).")
 @click.option("--force", is_flag=True, help="Write into an existing directory, replacing files of the same name.")
 @click.option("--image", help="Container image with vLLM (default: vllm/vllm-openai:v<the plan's vLLM release>).")
 @click.option("--namespace", default="default", show_default=True, help="Kubernetes namespace (k8s only).")
@@ -47,7 +47,8 @@ def deploy(plan_file: Path, target: str, output_dir: Path | None, force: bool, i
     """One ready-to-apply artifact per deployment of a saved plan, labelled with the plan's id, cost and SLO.
 
     Without -o, Kubernetes manifests go to stdout as one multi-document stream (`| kubectl apply -f -`);
-    the other targets print their file when the plan has one deployment, and need -o otherwise."""
+    the other targets print their file when the plan makes one (one deployment, or deployments sharing one
+    SkyPilot cluster), and need -o otherwise."""
     from gpuopt.cli.report import read_plan
     from gpuopt.reports.deploy import DeployOptions, render_deploy
 
@@ -68,5 +69,4 @@ def deploy(plan_file: Path, target: str, output_dir: Path | None, force: bool, i
     elif len(artifacts) == 1:
         click.echo(artifacts[0].text, nl=False)
     else:
-        raise InputError(f"--target {target}: the plan has {len(artifacts)} deployments, one file each: "
-                         "give -o DIR")
+        raise InputError(f"--target {target}: the plan's deployments make {len(artifacts)} files: give -o DIR")

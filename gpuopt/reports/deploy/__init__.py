@@ -1,10 +1,11 @@
 """Deployment artifacts from a plan: one ready-to-apply file per deployment, for the target a team runs.
 
 A plan ends at a `vllm serve` line; nobody deploys from that. These renderers turn each planned deployment
-into the artifact of one target (Kubernetes, SkyPilot, Alibaba PAI-EAS, Docker Compose), carrying the plan's
-id, cost and the SLO it was sized for as labels, so a FinOps review can trace a running service back to its
-plan. They read the typed Plan only (reports layer); a target that cannot express a deployment refuses it
-with the reason (exit 2) instead of writing something that would not run.
+into the artifact of one target (Kubernetes, SkyPilot, Alibaba PAI-EAS, Docker Compose; deployments that share
+the plan's machines go on those machines together), carrying the plan's id, cost and the SLO it was sized for
+as labels, so a FinOps review can trace a running service back to its plan. They read the typed Plan only
+(reports layer); a target that cannot express a deployment refuses it with the reason (exit 2) instead of
+writing something that would not run.
 """
 
 from __future__ import annotations

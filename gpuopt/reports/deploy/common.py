@@ -58,10 +58,14 @@ class Artifact:
 
 
 def plan_id(plan: Plan) -> str:
-    """A short, stable id of the plan: the first 12 hex digits of the SHA-256 of its JSON contract."""
+    """A short, stable id of the plan: the first 12 hex digits of the SHA-256 of its JSON contract in the
+    `--candidates none` form. The candidate fields (`candidates`, `candidates_form`, `candidate_summary`) are
+    all that differs between the forms one solve is saved in (docs/reports.md), so the plan saved with
+    `--candidates all`, `summary` or `none` has one id."""
     from gpuopt.reports.plan_json import render_json
 
-    return hashlib.sha256(render_json(plan).encode("utf-8")).hexdigest()[:12]
+    bare = plan.model_copy(update={"candidates": [], "candidates_form": "none", "candidate_summary": None})
+    return hashlib.sha256(render_json(bare).encode("utf-8")).hexdigest()[:12]
 
 
 def vllm_release(plan: Plan) -> str:
@@ -207,14 +211,145 @@ def replica_devices(d: Deployment, index: int) -> list[str]:
     return [str(first + g) for g in range(d.gpus_per_replica)]
 
 
+def offering_key(d: Deployment) -> tuple[str, ...]:
+    """The priced offering a deployment runs on, as the plan's `instances` lines count machines: deployments
+    with the same key draw on the same machines."""
+    return (d.provider, d.service, d.sku, d.region, d.price_kind, d.gpu, str(d.gpus_per_instance))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One replica on a shared machine: its deployment, its number in the deployment (0-based), its GPU ids
+    on the machine and the port it serves on there."""
+
+    deployment: Deployment
+    replica: int
+    devices: tuple[str, ...]
+    port: int
+
+
+@dataclass(frozen=True)
+class SharedMachines:
+    """Deployments of one offering that the plan packs on the same machines (its `instances` line lists them
+    with fractional `instances` each): `machines` holds the replicas of each machine, on disjoint GPUs and
+    ports. `name` is the artifact's, unique among the plan's artifact names."""
+
+    name: str
+    deployments: tuple[Deployment, ...]
+    machines: tuple[tuple[Slot, ...], ...]
+
+    @property
+    def first(self) -> Deployment:
+        return self.deployments[0]
+
+    @property
+    def ports(self) -> list[int]:
+        """The ports any machine serves on: 8000 up to the fullest machine's last replica."""
+        return [VLLM_PORT + i for i in range(max(len(m) for m in self.machines))]
+
+    def holds(self, d: Deployment) -> bool:
+        return any(x is d for x in self.deployments)
+
+    def cost_per_hour(self) -> float:
+        """What the plan pays for these machines (their count x the instance price)."""
+        return len(self.machines) * self.first.instance_price_per_hour
+
+
+def _pack(members: list[Deployment]) -> tuple[tuple[Slot, ...], ...]:
+    """Every replica of `members` (single-node, one offering) on machines of gpus_per_instance GPUs, first fit
+    in decreasing replica size (plan order among equals). The planner's replica sizes are powers of two that
+    divide the machine's GPUs, so this fills every machine but the last: ceil(GPUs / GPUs per machine)
+    machines, the count the plan prices."""
+    size = members[0].gpus_per_instance
+    order = sorted(((d, r) for d in members for r in range(d.replicas)), key=lambda dr: -dr[0].gpus_per_replica)
+    machines: list[list[Slot]] = []
+    used: list[int] = []
+    for d, r in order:
+        m = next((i for i, u in enumerate(used) if u + d.gpus_per_replica <= size), len(used))
+        if m == len(used):
+            machines.append([])
+            used.append(0)
+        devices = tuple(str(used[m] + g) for g in range(d.gpus_per_replica))
+        machines[m].append(Slot(deployment=d, replica=r, devices=devices, port=VLLM_PORT + len(machines[m])))
+        used[m] += d.gpus_per_replica
+    return tuple(tuple(m) for m in machines)
+
+
+def fills_its_machines(d: Deployment) -> bool:
+    """Whether every machine of the deployment's own is full (4 one-GPU replicas on a 4-GPU machine; a
+    replica spanning machines takes them whole): it has no GPU left to share."""
+    return nodes(d) > 1 or d.replicas * d.gpus_per_replica == machines(d) * d.gpus_per_instance
+
+
+def shared_machines(plan: Plan) -> list[SharedMachines]:
+    """The plan's deployments that share machines: those of one offering, each with a machine it does not
+    fill, whose replicas packed together take fewer machines than each deployment on machines of its own
+    (alpha's 2 one-GPU replicas and beta's one on a 4-GPU machine: 1 machine, not 2). The planner prices an
+    offering's machines for all its deployments' GPUs together, so an artifact per deployment would buy the
+    difference again. A deployment that fills its machines (or spans them) has nothing to share and keeps its
+    own artifact: the planner's replica sizes divide the machine's GPUs, so leaving it out of the packing costs
+    no machine."""
+    groups: dict[tuple[str, ...], list[Deployment]] = {}
+    for d in plan.deployments:
+        if not fills_its_machines(d):
+            groups.setdefault(offering_key(d), []).append(d)
+    taken = {artifact_name(plan, d) for d in plan.deployments}
+    out = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        packed = _pack(members)
+        if len(packed) >= sum(machines(d) for d in members):
+            continue
+        base = dns_name(*(artifact_name(plan, d) for d in members))
+        name, n = base, 1
+        while name in taken:  # a workload may already be called "alpha-beta"
+            n += 1
+            name = dns_name(base[:58], str(n))
+        taken.add(name)
+        out.append(SharedMachines(name=name, deployments=tuple(members), machines=packed))
+    return out
+
+
+def machine_layout(group: SharedMachines, plan: Plan) -> list[str]:
+    """One line per machine: which replica runs on which GPUs and port (for the artifacts' headers)."""
+    lines = []
+    for i, machine in enumerate(group.machines):
+        slots = ", ".join(f"{artifact_name(plan, s.deployment)} replica {s.replica + 1} on GPU "
+                          f"{','.join(s.devices)} port {s.port}" for s in machine)
+        lines.append(f"machine {i + 1}: {slots}")
+    return lines
+
+
 def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:
     return next(w for w in plan.workloads if w.name == d.workload)
 
 
+def number(value: float) -> str:
+    """A load as labels show it: at most 4 decimals, no trailing zeros (2.0 -> "2", 1.63590 -> "1.6359")."""
+    return f"{value:.4f}".rstrip("0").rstrip(".")
+
+
+def planned_load(d: Deployment, w: WorkloadSummary) -> float | None:
+    """The load the plan sends this deployment, in the workload's demand unit: its replicas x the load it
+    sends each (`at_planned_load`: requests per second of a rate workload, requests in flight of a concurrency
+    one). A workload's demand is spread over its deployments in proportion to their capacity, so these add up
+    to the demand across a workload's deployments. None when the plan does not say (a plan file from before
+    `at_planned_load` of a concurrency workload; a rate workload's per-replica rate is in `predicted` too)."""
+    at = d.at_planned_load
+    if w.demand_unit == "concurrency":
+        per_replica = None if at is None else at.concurrency
+    else:
+        per_replica = d.predicted.planned_requests_per_second_per_replica if at is None else at.requests_per_second
+    return None if per_replica is None else d.replicas * per_replica
+
+
 def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
-    """Plan id (`pid`: plan_id(plan), computed once per render: it serialises the whole plan), cost and the
-    SLO the deployment was sized for, as string labels/annotations."""
+    """Plan id (`pid`: plan_id(plan), computed once per render: it serialises the whole plan), cost, the load
+    the plan sends the deployment (and the workload's whole demand, which several deployments may share) and
+    the SLO it was sized for, as string labels/annotations."""
     w = workload_of(plan, d)
+    load = planned_load(d, w)
     labels = {
         f"{LABEL_PREFIX}/plan-id": pid,
         f"{LABEL_PREFIX}/workload": d.workload,
@@ -223,8 +358,10 @@ def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
         f"{LABEL_PREFIX}/cost-per-hour": f"{d.cost_per_hour:.4f} {plan.currency}",
         f"{LABEL_PREFIX}/cost-per-month": f"{d.cost_per_month:.2f} {plan.currency}",
         f"{LABEL_PREFIX}/replicas": str(d.replicas),
-        f"{LABEL_PREFIX}/planned-load": f"{w.demand:g} {w.demand_unit}",
     }
+    if load is not None:
+        labels[f"{LABEL_PREFIX}/planned-load"] = f"{number(load)} {w.demand_unit}"
+    labels[f"{LABEL_PREFIX}/workload-demand"] = f"{number(w.demand)} {w.demand_unit}"
     if w.ttft_slo_ms is not None:
         labels[f"{LABEL_PREFIX}/slo-ttft-ms"] = f"{w.ttft_slo_ms:g}"
     if w.tpot_slo_ms is not None:

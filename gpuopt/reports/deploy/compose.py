@@ -3,6 +3,9 @@ Compose service per replica that fits a host: each replica's own GPUs reserved t
 driver (by device id), its own host port, a shared-memory size, the Hugging Face cache as a named volume and
 a health check on vLLM's `/health`.
 
+Deployments that share the plan's machines (common.shared_machines) get a file per machine instead, each
+replica on the machine a service on its own GPUs and port.
+
 Compose drives one Docker host, so it fits plans whose replicas each live on one instance; a replica
 spanning instances is refused (use k8s or skypilot).
 """
@@ -18,12 +21,14 @@ from gpuopt.reports.deploy.common import (
     VLLM_PORT,
     Artifact,
     DeployOptions,
+    SharedMachines,
     artifact_name,
     check_not_serverless,
     default_image,
     deployable,
     dollar_literal,
     is_amd,
+    machine_layout,
     machines,
     nodes,
     per_machine,
@@ -31,14 +36,16 @@ from gpuopt.reports.deploy.common import (
     refuse,
     replica_devices,
     serve_args,
+    shared_machines,
     to_yaml,
     trace_labels,
 )
 
 
-def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: str) -> dict[str, Any]:
+def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: str,
+             devices: list[str] | None = None) -> dict[str, Any]:
     """Replica `index` of one host: its own GPUs (Docker's `count` would hand every container the same
-    first GPUs) and its own host port."""
+    first GPUs: `devices`, else replica_devices) and its own host port."""
     service = _literal({
         "image": default_image(plan, d, opts),
         "entrypoint": ["vllm", "serve"],
@@ -51,7 +58,7 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
         "healthcheck": {"test": ["CMD", "curl", "-f", f"http://localhost:{VLLM_PORT}/health"],
                         "interval": "30s", "timeout": "5s", "retries": 5, "start_period": "30m"},
         "deploy": {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "device_ids": replica_devices(d, index),
+            {"driver": "nvidia", "device_ids": replica_devices(d, index) if devices is None else devices,
              "capabilities": ["gpu"]}]}}},
     })
     # the one value Compose is meant to interpolate, added after every other value was made literal
@@ -70,9 +77,33 @@ def _literal(value: Any) -> Any:
     return value
 
 
+def _shared_hosts(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: str) -> list[Artifact]:
+    """One file per machine of deployments that share the plan's machines: each of its replicas a service
+    (`vllm-<n>-<deployment>`) on its own GPUs and host port, labelled with its own deployment's facts."""
+    out = []
+    count = len(group.machines)
+    layout = machine_layout(group, plan)
+    members = ", ".join(artifact_name(plan, d) for d in group.deployments)
+    for m, machine in enumerate(group.machines):
+        name = group.name if count == 1 else f"{group.name}-{m + 1}"
+        filename = f"{group.name}.compose.yaml" if count == 1 else f"{group.name}.host-{m + 1}.compose.yaml"
+        services = {f"vllm-{i + 1}-{artifact_name(plan, s.deployment)}":
+                    _service(plan, s.deployment, opts, i, pid, list(s.devices)) for i, s in enumerate(machine)}
+        document = {"name": name, "services": services, "volumes": {"hf-cache": {}}}
+        header = (f"# {name}: host {m + 1} of the plan's {count} {json.dumps(group.first.sku)} machine(s), shared "
+                  f"by deployments {members} (the plan prices them together);\n"
+                  f"# {layout[m]}\n"
+                  f"# on that host: docker compose -f {shlex.quote(filename)} up -d\n")
+        out.append(Artifact(deployment=name, filename=filename, text=header + to_yaml(document)))
+    return out
+
+
 def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
+    """A file per deployment, run on each of its hosts; deployments that share the plan's machines
+    (shared_machines), a file per machine, in the place of the first of them."""
     out = []
     pid = plan_id(plan)
+    groups = shared_machines(plan)
     for d in deployable(plan):
         check_not_serverless(d, "compose")
         if is_amd(d):
@@ -81,6 +112,11 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
                                        "use --target k8s or skypilot")
         if nodes(d) > 1:
             raise refuse(d, "compose", f"one replica spans {nodes(d)} instances; Compose drives one host")
+        group = next((g for g in groups if g.holds(d)), None)
+        if group is not None:
+            if group.first is d:
+                out += _shared_hosts(plan, group, opts, pid)
+            continue
         name = artifact_name(plan, d)
         per_host = per_machine(d)
         hosts = machines(d)

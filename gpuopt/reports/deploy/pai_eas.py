@@ -4,6 +4,7 @@ replicas), `cloud.computing.instance_type` (the ECS GPU type the plan chose, pub
 `containers` (image, port, command, a startup check on vLLM's `/health`). A public-group instance is a whole
 machine, so replicas the plan packs on one machine are instances of a dedicated resource group of the
 plan's machines instead (Alibaba's Pattern 7: `metadata.resource` and `metadata.gpu`), whose id the user fills in.
+Services whose deployments share the plan's machines (common.shared_machines) all name one such group.
 
 PAI-EAS has no free-form labels in the documented fields, so the plan's id, cost and SLO travel as container
 environment variables (`GPUOPT_*`), which the console and `eascmd desc` show.
@@ -21,6 +22,7 @@ from gpuopt.reports.deploy.common import (
     VLLM_PORT,
     Artifact,
     DeployOptions,
+    SharedMachines,
     artifact_name,
     default_image,
     deployable,
@@ -30,6 +32,7 @@ from gpuopt.reports.deploy.common import (
     plan_id,
     refuse,
     serve_args,
+    shared_machines,
     trace_env,
 )
 
@@ -53,9 +56,19 @@ def resource_group_placeholder(d: Deployment) -> str:
             f"this plan prices, {per_machine(d)} replicas of {d.gpus_per_replica} GPU(s) each")
 
 
+def shared_group_placeholder(plan: Plan, group: SharedMachines) -> str:
+    """The resource group of machines several services share (shared_machines): one group, whose id every
+    one of those services carries."""
+    services = ", ".join(f"{service_name(artifact_name(plan, d))} ({d.replicas} replica(s) of {d.gpus_per_replica} "
+                         f"GPU(s))" for d in group.deployments)
+    return (f"FILL-IN: id (eas-r-...) of a dedicated resource group of {len(group.machines)} x {group.first.sku} -- "
+            f"the machines this plan prices, shared by the services {services}: one group, its id in each")
+
+
 def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
     pid = plan_id(plan)
+    groups = shared_machines(plan)
     for d in deployable(plan):
         if d.provider != "alibaba" or d.service != "ecs":
             raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
@@ -69,7 +82,13 @@ def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         if d.gpus_per_replica > 1:
             metadata["shm_size"] = SHM_SIZE_GB
         service: dict[str, Any] = {"metadata": metadata}
-        if per_machine(d) == 1:
+        group = next((g for g in groups if g.holds(d)), None)
+        if group is not None:
+            # machines shared with other deployments: every service of them in one dedicated resource group of
+            # the plan's machines, which places their instances side by side
+            metadata["resource"] = shared_group_placeholder(plan, group)
+            metadata["gpu"] = d.gpus_per_replica
+        elif per_machine(d) == 1:
             service["cloud"] = {"computing": {"instance_type": d.sku}}
         else:
             # several replicas to a machine: a public-group instance is a whole machine, so instances of a

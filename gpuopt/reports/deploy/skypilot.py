@@ -5,7 +5,8 @@ The instance is pinned by `instance_type` (an AWS or DigitalOcean SKU is the clo
 SkyPilot maps to its accelerators; a RunPod pod is renamed to SkyPilot's `{count}x_{accelerator}_SECURE`),
 with the plan's cloud and region, and `use_spot` for spot offerings. SkyPilot knows AWS, RunPod and
 DigitalOcean among gpuopt's providers (its `sky/clouds` package has no Alibaba or Tencent cloud), so those
-plans are refused with the reason.
+plans are refused with the reason. Deployments that share the plan's machines (common.shared_machines) are
+one `sky launch` task of those machines, each node running its machine's replicas.
 """
 
 from __future__ import annotations
@@ -16,16 +17,19 @@ from functools import cache
 from typing import Any
 
 from gpuopt.datafiles import data_csv
-from gpuopt.planner.plan import Deployment, Plan
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
 from gpuopt.reports.deploy.common import (
     VLLM_PORT,
     Artifact,
     DeployOptions,
+    SharedMachines,
+    Slot,
     artifact_name,
     check_not_serverless,
     default_image,
     deployable,
     is_amd,
+    machine_layout,
     machines,
     nodes,
     per_machine,
@@ -33,6 +37,7 @@ from gpuopt.reports.deploy.common import (
     refuse,
     replica_devices,
     serve_args,
+    shared_machines,
     to_yaml,
     trace_env,
     vllm_release,
@@ -103,28 +108,37 @@ def _run(d: Deployment) -> str:
     )
 
 
-def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> dict[str, Any]:
-    per_host = per_machine(d)
-    ports: int | list[int] = VLLM_PORT if per_host == 1 else [VLLM_PORT + i for i in range(per_host)]
+def _resources(d: Deployment, ports: int | list[int]) -> dict[str, Any]:
     resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": instance_type(d),
                                  "ports": ports}
     if d.region not in UNNAMED_REGIONS:
         resources["region"] = d.region
     if d.price_kind == "spot":
         resources["use_spot"] = True
+    return resources
+
+
+def _software(plan: Plan, d: Deployment, opts: DeployOptions, task: dict[str, Any]) -> None:
+    """vLLM on the machines: a container image that has it, or `pip install` at the plan's release."""
+    if opts.image or is_amd(d):
+        # a container image that has vLLM: nothing to install. `pip install vllm` is a CUDA build, so AMD GPUs
+        # run an image with a ROCm build, which the user names (default_image's placeholder otherwise)
+        task["resources"]["image_id"] = f"docker:{default_image(plan, d, opts)}"
+    else:
+        task["setup"] = f"pip install {shlex.quote('vllm==' + vllm_release(plan))}\n"
+
+
+def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -> dict[str, Any]:
+    per_host = per_machine(d)
+    ports: int | list[int] = VLLM_PORT if per_host == 1 else [VLLM_PORT + i for i in range(per_host)]
     task: dict[str, Any] = {"name": name}
     if nodes(d) > 1:
         task["num_nodes"] = nodes(d)
     elif per_host > 1 and machines(d) > 1:
         task["num_nodes"] = machines(d)  # one cluster of the plan's machines, each running its replicas
     task["envs"] = trace_env(plan, d, pid)
-    task["resources"] = resources
-    if opts.image or is_amd(d):
-        # a container image that has vLLM: nothing to install. `pip install vllm` is a CUDA build, so AMD GPUs
-        # run an image with a ROCm build, which the user names (default_image's placeholder otherwise)
-        resources["image_id"] = f"docker:{default_image(plan, d, opts)}"
-    else:
-        task["setup"] = f"pip install {shlex.quote('vllm==' + vllm_release(plan))}\n"
+    task["resources"] = _resources(d, ports)
+    _software(plan, d, opts, task)
     task["run"] = _run(d)
     if d.replicas > 1 and per_host == 1:
         task["service"] = {"readiness_probe": {"path": "/health", "initial_delay_seconds": 1200},
@@ -150,15 +164,82 @@ def _header(d: Deployment, name: str) -> str:
             "of the ports.\n")
 
 
+def _shared_env(plan: Plan, group: SharedMachines, pid: str) -> dict[str, str]:
+    """The plan's id, the offering and the machines' cost, then each deployment's own GPUOPT_* facts numbered
+    in the header's order (GPUOPT_1_WORKLOAD, GPUOPT_1_PLANNED_LOAD, ...): a task has one set of envs."""
+    d = group.first
+    cost = group.cost_per_hour()
+    env = {"GPUOPT_PLAN_ID": pid,
+           "GPUOPT_OFFERING": f"{d.provider}/{d.service}/{d.sku}/{d.region}/{d.price_kind}",
+           "GPUOPT_MACHINES": str(len(group.machines)),
+           "GPUOPT_COST_PER_HOUR": f"{cost:.4f} {plan.currency}",
+           "GPUOPT_COST_PER_MONTH": f"{cost * HOURS_PER_MONTH:.2f} {plan.currency}"}
+    for i, member in enumerate(group.deployments):
+        for key, value in trace_env(plan, member, pid).items():
+            if key not in ("GPUOPT_PLAN_ID", "GPUOPT_OFFERING"):
+                env[f"GPUOPT_{i + 1}_{key.removeprefix('GPUOPT_')}"] = value
+    return env
+
+
+def _shared_run(group: SharedMachines) -> str:
+    """Each machine's replicas on that machine, on their own GPUs and ports; with several machines, node
+    $SKYPILOT_NODE_RANK runs machine rank + 1's."""
+    def lines(machine: tuple[Slot, ...], indent: str) -> list[str]:
+        return [f"{indent}CUDA_VISIBLE_DEVICES={','.join(s.devices)} "
+                f"{shlex.join(['vllm', 'serve', *serve_args(s.deployment, s.port)])} &" for s in machine]
+
+    if len(group.machines) == 1:
+        return "\n".join([*lines(group.machines[0], ""), "wait"]) + "\n"
+    out = ['case "$SKYPILOT_NODE_RANK" in']
+    for rank, machine in enumerate(group.machines):
+        out += [f"  {rank})", *lines(machine, "    "), "    ;;"]
+    return "\n".join([*out, "esac", "wait"]) + "\n"
+
+
+def _shared_task(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: str) -> dict[str, Any]:
+    d = group.first
+    task: dict[str, Any] = {"name": group.name}
+    if len(group.machines) > 1:
+        task["num_nodes"] = len(group.machines)
+    task["envs"] = _shared_env(plan, group, pid)
+    task["resources"] = _resources(d, group.ports)
+    _software(plan, d, opts, task)
+    task["run"] = _shared_run(group)
+    return task
+
+
+def _shared_header(plan: Plan, group: SharedMachines) -> str:
+    d = group.first
+    members = ", ".join(f"{i + 1}. {artifact_name(plan, x)} ({x.replicas} replica(s) of {x.gpus_per_replica} GPU(s))"
+                        for i, x in enumerate(group.deployments))
+    layout = "".join(f"#   {line}\n" for line in machine_layout(group, plan))
+    return (f"# {group.name}: the plan's {len(group.machines)} {json.dumps(d.sku)} machine(s), shared by deployments "
+            f"{members};\n"
+            f"# the plan prices them together, so one cluster runs them all (GPUOPT_<n>_* are deployment n's facts):\n"
+            f"{layout}"
+            "# SkyServe balances over one port per replica, so this is a `sky launch` cluster, not a `sky serve` "
+            "service:\n# put your own load balancer in front of the ports. sky launch <this file>\n")
+
+
 def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
+    """One task per deployment; deployments that share the plan's machines (shared_machines), one task for
+    those machines, in the place of the first of them."""
     out = []
     pid = plan_id(plan)
+    groups = shared_machines(plan)
     for d in deployable(plan):
         check_not_serverless(d, "skypilot")
         if d.provider not in SKYPILOT_CLOUDS:
             raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
                                         f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
-        name = artifact_name(plan, d)
-        text = _header(d, name) + to_yaml(_task(plan, d, name, opts, pid))
+        group = next((g for g in groups if g.holds(d)), None)
+        if group is None:
+            name = artifact_name(plan, d)
+            text = _header(d, name) + to_yaml(_task(plan, d, name, opts, pid))
+        elif group.first is d:
+            name = group.name
+            text = _shared_header(plan, group) + to_yaml(_shared_task(plan, group, opts, pid))
+        else:
+            continue
         out.append(Artifact(deployment=name, filename=f"{name}.sky.yaml", text=text))
     return out
