@@ -528,8 +528,13 @@ def test_planned_load_is_the_deployments_own_load(plans: dict[str, Path], target
     assert (rate["gpuopt.io/planned-load"], rate["gpuopt.io/workload-demand"]) == (
         "1.6359 requests_per_second", "2 requests_per_second")
     assert labels(2, 0.1821, 6.25, "requests_per_second", 2.0)["gpuopt.io/planned-load"] == "0.3642 requests_per_second"
-    conc = labels(2, 0.7997, 15.0, "concurrency", 30.0)
+    # a concurrency workload: the replicas x their share of the capacity's clients (2 x 0.75 x 20 = 30), not
+    # at_planned_load's concurrency (at_concurrency's root, 63.96 for batch-summarisation's 64)
+    d = d.model_copy(update={"utilisation": 0.75, "predicted": d.predicted.model_copy(
+        update={"replica_concurrency": 20.0})})
+    conc = labels(2, 0.7997, 14.9, "concurrency", 30.0)
     assert (conc["gpuopt.io/planned-load"], conc["gpuopt.io/workload-demand"]) == ("30 concurrency", "30 concurrency")
+    assert labels(1, 3e-05, 1.0, "requests_per_second", 3e-05)["gpuopt.io/planned-load"] == "3e-05 requests_per_second"
 
 
 def test_a_workloads_deployments_split_its_demand(plans: dict[str, Path]) -> None:
@@ -579,13 +584,14 @@ aws,g6e.12xlarge,us-east-1,on-demand,1.234567,USD
 def shared_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two workloads on one 4 x L40S g6e.12xlarge (an overlay makes it cheap): alpha's 2 one-GPU replicas and
     beta's one share the machine, which the plan prices once (instances 0.6667 + 0.3333)."""
-    os.environ["GPUOPT_TODAY"] = "2026-11-29"
     tmp = tmp_path_factory.mktemp("shared")
     (tmp / "w.yaml").write_text(SHARED_WORKLOAD, encoding="utf-8")
     (tmp / "overlay.csv").write_text(SHARED_OVERLAY, encoding="utf-8")
     out = tmp / "plan.json"
-    result = CliRunner().invoke(cli, ["solve", str(tmp / "w.yaml"), "--catalog", str(tmp / "overlay.csv"),
-                                      "--format", "json", "-o", str(out)])
+    with pytest.MonkeyPatch.context() as mp:  # today pinned for this solve only (not leaked to other modules)
+        mp.setenv("GPUOPT_TODAY", "2026-11-29")
+        result = CliRunner().invoke(cli, ["solve", str(tmp / "w.yaml"), "--catalog", str(tmp / "overlay.csv"),
+                                          "--format", "json", "-o", str(out)])
     assert result.exit_code == 0, result.output
     plan = _plan(out)
     assert [(d.workload, d.sku, d.replicas, d.gpus_per_replica, d.instances) for d in plan.deployments] == [
@@ -618,7 +624,12 @@ def test_deployments_sharing_a_machine_are_one_skypilot_cluster(shared_plan: Pat
     assert "machine 1: alpha replica 1 on GPU 0 port 8000, alpha replica 2 on GPU 1 port 8001, beta replica 1 on " \
            "GPU 2 port 8002" in text
     envs = task["envs"]
-    assert (envs["GPUOPT_MACHINES"], envs["GPUOPT_COST_PER_HOUR"]) == ("1", "1.2346 USD")  # the plan's one machine
+    # the plan's one machine rents for 1.2346; GPUOPT_COST_PER_HOUR is what the plan's lines charge alpha and
+    # beta (rounded each, they sum to a cent-hundredth less), so every artifact's cost adds up to the plan's
+    plan = _plan(shared_plan)
+    charged = sum(d.cost_per_hour for d in plan.deployments)
+    assert (envs["GPUOPT_MACHINES"], envs["GPUOPT_MACHINES_PRICE_PER_HOUR"]) == ("1", "1.2346 USD")
+    assert envs["GPUOPT_COST_PER_HOUR"] == f"{charged:.4f} USD" == "1.2345 USD"
     numbered = [envs[f"GPUOPT_{n}_{key}"] for n in (1, 2) for key in ("WORKLOAD", "REPLICAS")]
     assert numbered == ["alpha", "2", "beta", "1"]
     plan = _plan(shared_plan)

@@ -186,3 +186,40 @@ def test_the_kv_cache_must_hold_the_in_flight_populations_swings():
     tiny = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=100)
     assert kv_fluctuation_fits(short, tiny, 8.0)
     assert not kv_fluctuation_fits(short, tiny, 8.1)  # 400 / 8.1 = 49.4 s < 10 x 5 s: checked, and 100 blocks fail
+
+
+def test_a_shared_prefix_is_held_once_in_the_kv_swing_check():
+    # 6,000-token prompts sharing 5,900 tokens, 400-token answers, 10 s lives, 10 requests/s, blocks of 16: each
+    # request holds 100 / 16 = 6.25 blocks at its first token and 500 / 16 = 31.25 at its last, the prefix's
+    # 368.75 blocks once: mean 10 x 10 x 18.75 + 368.75 = 2,243.75, variance 100 x (6.25^2 + 6.25 x 31.25 +
+    # 31.25^2) / 3 = 40,364.6 (sd 200.9): 2,846 blocks fit 5,000. Counted in every request, the prompts alone
+    # would need 10 x 10 x 375 = 37,500.
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from gpuopt.physics.simulator import SchedulerConfig
+    from gpuopt.physics.steady_state import kv_fluctuation_fits
+    from gpuopt.physics.traffic import FixedLengths
+
+    sched = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=5_000)
+    window = SimpleNamespace(e2el_s=np.full(400, 10.0), input_tokens=np.full(400, 6000),
+                             output_tokens=np.full(400, 400))
+    assert kv_fluctuation_fits(window, sched, 10.0, FixedLengths(6000, 400), shared_prefix_tokens=5900)
+    assert not kv_fluctuation_fits(window, sched, 10.0, FixedLengths(6000, 400))
+    no_cache = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=5_000,
+                               enable_prefix_caching=False)  # without the prefix cache every request holds it
+    assert not kv_fluctuation_fits(window, no_cache, 10.0, FixedLengths(6000, 400), shared_prefix_tokens=5900)
+
+
+def test_a_rare_bin_is_counted_by_its_share_and_the_warm_up_is_bounded():
+    # 0.05 % of requests answer 8,000 tokens: their lives (8,001 decode steps against 101) make them 37 % of the
+    # steady KV population, so the warm-up must cover their lifetime -- 1,024 sequences x 8,001 / 104.95 mean
+    # = 78,000 requests, bounded at MAX_WARMUP (a 4,096-draw sample saw the bin or not: 806 or 34,818)
+    from gpuopt.physics.simulator import SchedulerConfig
+    from gpuopt.physics.steady_state import MAX_WARMUP, warmup_requests
+    from gpuopt.physics.traffic import HistogramLengths
+
+    sched = SchedulerConfig(max_num_seqs=1024, max_num_batched_tokens=8192, block_size=16, num_gpu_blocks=10**6)
+    rare = HistogramLengths(((500, 100, 0.9995), (4000, 8000, 0.0005)))
+    assert warmup_requests(sched, rare, 5.0, None, 50.0) == MAX_WARMUP == 3200

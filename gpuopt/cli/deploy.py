@@ -48,7 +48,7 @@ def deploy(plan_file: Path, target: str, output_dir: Path | None, force: bool, i
 
     Without -o, Kubernetes manifests go to stdout as one multi-document stream (`| kubectl apply -f -`);
     the other targets print their file when the plan makes one (one deployment, or deployments sharing one
-    SkyPilot cluster), and need -o otherwise."""
+    SkyPilot cluster or one Compose host), and need -o otherwise."""
     from gpuopt.cli.report import read_plan
     from gpuopt.reports.deploy import DeployOptions, render_deploy
 

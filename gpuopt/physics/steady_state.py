@@ -39,15 +39,25 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from gpuopt.errors import InputError
 from gpuopt.physics.latency import LoadPoint, Replica, held_kv_tokens, max_rate
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate
-from gpuopt.physics.traffic import ConstantArrivals, FixedLengths, LengthDistribution, PoissonArrivals, make_requests
+from gpuopt.physics.traffic import (
+    ConstantArrivals,
+    FixedLengths,
+    HistogramLengths,
+    LengthDistribution,
+    PoissonArrivals,
+    make_requests,
+)
 
 MEASURED = 400
+MAX_WARMUP = 8 * MEASURED  # warm-up requests at most (a 0.05 % bin of 8,000-token answers asked for 35,000)
 LIFETIME_SAMPLE = 4096  # lengths drawn (fixed seed) to size the warm-up of a length mix
 KV_FLUCTUATION_SD = 3.0  # standard deviations of the in-flight KV the cache must hold (kv_fluctuation_fits)
 WINDOW_LIFETIMES = 10  # a window this many KV-holding lifetimes long has sampled the swings itself
@@ -64,29 +74,48 @@ def percentile_key(percentile: int | None) -> str:
     return "mean" if percentile is None else ("median" if percentile == 50 else f"p{percentile}")
 
 
-def warmup_requests(sched: SchedulerConfig, lengths: LengthDistribution, rate: float, ttft_slo_ms: float | None,
-                    tpot_slo_ms: float | None) -> int:
-    """How many requests the warm-up sends before the measured ones (see the module docstring)."""
+def length_population(lengths: LengthDistribution) -> tuple[NDArray[Any], NDArray[Any], NDArray[Any]]:
+    """(input tokens, output tokens, weight) describing the traffic's lengths: a histogram's own bins with their
+    shares (exact, however small a share: a sample of them would or would not draw a 0.05 % bin), else
+    LIFETIME_SAMPLE draws (seed 0) of equal weight."""
+    if isinstance(lengths, HistogramLengths):
+        bins = [b for b in lengths.bins if b[2] > 0]
+        return (np.array([b[0] for b in bins], dtype=float), np.array([b[1] for b in bins], dtype=float),
+                np.array([b[2] for b in bins], dtype=float))
     ins, outs = lengths.sample(np.random.default_rng(0), LIFETIME_SAMPLE)
-    ins, outs = ins.astype(float), outs.astype(float)
+    return ins.astype(float), outs.astype(float), np.ones(len(ins))
+
+
+def warmup_requests(sched: SchedulerConfig, lengths: LengthDistribution, rate: float, ttft_slo_ms: float | None,
+                    tpot_slo_ms: float | None, shared_prefix_tokens: int = 0) -> int:
+    """How many requests the warm-up sends before the measured ones (see the module docstring); at most
+    MAX_WARMUP."""
+    ins, outs, weight = length_population(lengths)
+    ins = np.maximum(ins - _cached_prefix(sched, shared_prefix_tokens), 0.0)
     # each request's lifetime bound, in seconds with both targets, else in decode steps (only ratios are used)
     timed = ttft_slo_ms is not None and tpot_slo_ms is not None
     lives = (ttft_slo_ms + outs * tpot_slo_ms) / 1e3 if ttft_slo_ms is not None and tpot_slo_ms is not None \
         else outs + 1.0
     # a running request holds about its prompt and half its output; the population in flight is time-weighted
     # (each request counts for as long as it lives) and its KV by what each holds meanwhile
-    population = lives * (ins + outs / 2)
+    present = weight * lives
+    population = present * (ins + outs / 2)
     order = np.argsort(lives, kind="stable")
     reached = np.cumsum(population[order]) / population.sum()
     long_life = float(lives[order][min(int(np.searchsorted(reached, STEADY_SHARE)), len(order) - 1)])
-    mean_life = float(lives.mean())
-    held = held_kv_tokens(float((lives * ins).sum() / lives.sum()), float((lives * outs).sum() / lives.sum()),
+    mean_life = float(present.sum() / weight.sum())
+    held = held_kv_tokens(float((present * ins).sum() / present.sum()), float((present * outs).sum() / present.sum()),
                           sched.block_size)
     engine = min(sched.max_num_seqs, sched.num_gpu_blocks / max(sched.pool.blocks_held(held), 1.0 / sched.block_size))
     sent = engine * long_life / mean_life
     if timed:
         sent = min(sent, rate * long_life)
-    return max(0, math.ceil(sent))
+    return max(0, min(math.ceil(sent), MAX_WARMUP))
+
+
+def _cached_prefix(sched: SchedulerConfig, shared_prefix_tokens: int) -> int:
+    """The prompt tokens every request shares and the prefix cache holds once (the simulator's `held`)."""
+    return shared_prefix_tokens if sched.enable_prefix_caching else 0
 
 
 def steady_run(replica: Replica, lengths: LengthDistribution, rate: float, ttft_slo_ms: float | None,
@@ -95,16 +124,18 @@ def steady_run(replica: Replica, lengths: LengthDistribution, rate: float, ttft_
     """Poisson traffic at `rate` with the engine at its steady population: (the measured requests' result,
     whether the queue stayed bounded while they arrived)."""
     sched = sched or SchedulerConfig.from_replica(replica)
-    warm = warmup_requests(sched, lengths, rate, ttft_slo_ms, tpot_slo_ms)
+    warm = warmup_requests(sched, lengths, rate, ttft_slo_ms, tpot_slo_ms, shared_prefix_tokens)
     reqs = make_requests(lengths, PoissonArrivals(rate), warm + measured + warm, seed, shared_prefix_tokens)
     whole = simulate(replica, reqs, sched=sched, seed=seed)
     first, last = float(whole.send_s[warm]), float(whole.send_s[warm + measured - 1])
     growth = whole.backlog(last) - whole.backlog(first)
     window = whole.window(warm, warm + measured)
-    return window, growth <= UNSTABLE_GROWTH * measured and kv_fluctuation_fits(window, sched, rate)
+    return window, growth <= UNSTABLE_GROWTH * measured and kv_fluctuation_fits(
+        window, sched, rate, lengths, shared_prefix_tokens)
 
 
-def kv_fluctuation_fits(window: SimResult, sched: SchedulerConfig, rate: float) -> bool:
+def kv_fluctuation_fits(window: SimResult, sched: SchedulerConfig, rate: float,
+                        lengths: LengthDistribution | None = None, shared_prefix_tokens: int = 0) -> bool:
     """Whether the KV cache holds the steady population's KV `KV_FLUCTUATION_SD` standard deviations above its
     mean.
 
@@ -126,18 +157,32 @@ def kv_fluctuation_fits(window: SimResult, sched: SchedulerConfig, rate: float) 
     the three deviations would have planned it 20 % below what 4,000 requests sustain."""
     if rate <= 0 or window.e2el_s.size == 0:
         return True
-    first = np.array([sched.pool.blocks_held(float(i)) for i in window.input_tokens])
-    whole = np.array([sched.pool.blocks_held(float(i + o))
-                      for i, o in zip(window.input_tokens, window.output_tokens, strict=True)])
-    lives = window.e2el_s
+    # each length's lifetime from the window's own requests (a line in the output length: decode dominates),
+    # applied to the traffic's lengths (`lengths`; the window's requests when None), so the verdict does not
+    # hang on how many of a rare long bin the 400 requests drew
+    lives_seen, outs_seen = window.e2el_s.astype(float), window.output_tokens.astype(float)
+    slope = 0.0
+    if float(np.ptp(outs_seen)) > 0:
+        slope = max(float(np.polyfit(outs_seen, lives_seen, 1)[0]), 0.0)
+    intercept = float(lives_seen.mean() - slope * outs_seen.mean())
+    if lengths is None:
+        ins, outs, weight = window.input_tokens.astype(float), outs_seen, np.ones(outs_seen.size)
+    else:
+        ins, outs, weight = length_population(lengths)
+    lives = np.maximum(intercept + slope * outs, 1e-9)
+    prefix = _cached_prefix(sched, shared_prefix_tokens)  # held once, not by every request
+    first = np.array([sched.pool.blocks_held(max(float(i) - prefix, 0.0)) for i in ins])
+    whole = np.array([sched.pool.blocks_held(max(float(i) - prefix, 0.0) + float(o))
+                      for i, o in zip(ins, outs, strict=True)])
+    share = weight / weight.sum()
     held = lives * (first + whole) / 2  # block-seconds each request holds
     # the lifetime of the requests that hold the KV (weighted by what they hold): a window many of them long
     # sampled the swings itself, and a full cache there shows in its own latencies
-    kv_life = float((lives * held).sum() / max(float(held.sum()), 1e-12))
+    kv_life = float((share * lives * held).sum() / max(float((share * held).sum()), 1e-12))
     if window.e2el_s.size / rate >= WINDOW_LIFETIMES * kv_life:
         return True
-    mean = rate * float(held.mean())
-    variance = rate * float((lives * (first**2 + first * whole + whole**2) / 3).mean())
+    mean = rate * float((share * held).sum()) + (sched.pool.blocks_held(prefix) if prefix else 0.0)
+    variance = rate * float((share * lives * (first**2 + first * whole + whole**2) / 3).sum())
     return mean + KV_FLUCTUATION_SD * math.sqrt(variance) <= sched.num_gpu_blocks
 
 

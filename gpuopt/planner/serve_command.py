@@ -21,6 +21,7 @@ Which flags a release has is data (gpuopt/data/vllm_serve_flags.yaml, read from 
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Mapping
 
@@ -85,7 +86,8 @@ def _citation(source: str, checkpoint: str) -> str:
     without its commit: the first that names the checkpoint itself, else the first (a row may cite a config
     directory of a sibling model before the checkpoint's own, and the command comment named the sibling)."""
     shown = [" · ".join(c.strip().split(" · ")[:2]) for c in source.split(" ; ") if c.strip()]
-    return next((c for c in shown if checkpoint in c), shown[0] if shown else "")
+    names = re.compile(re.escape(checkpoint) + r"(?=[/:\s]|$)")  # the repository itself, not X/Y-FP8-dynamic-v2
+    return next((c for c in shown if names.search(c)), shown[0] if shown else "")
 
 
 def _legacy_quantization_flag(arch: ModelArchitecture, compute_capability: int | None,

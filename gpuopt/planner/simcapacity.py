@@ -5,7 +5,9 @@ shared prefix served from the prefix cache needs the serving simulator (physics/
 arrivals at the rate, `NUM_PROMPTS` measured requests drawn from the workload's lengths in a steady state, TTFT
 and TPOT read at the workload's percentile (the mean when none is set) as `vllm bench serve` reports them.
 
-Which candidates are simulated (a simulation costs 0.1-0.4 s, a capacity search about seven of them):
+Which candidates are simulated (a simulation costs 0.1-0.4 s for one length, up to a few seconds for a mix with
+long-lived requests, whose warm-up covers their lifetime (at most 3,200 requests); a capacity search about
+seven of them):
 the analytic model stays the screen. Per workload, among the candidates that can enter the program (after
 the pre-solve pruning), the `SIMULATED_SHAPES` replica shapes with the lowest analytic cost per unit of load,
 plus the `SIMULATED_SMALLEST` cheapest per replica (a small workload is bound by min_replicas, not load), are

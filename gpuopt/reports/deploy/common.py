@@ -4,6 +4,7 @@ node count, and the labels that tie a running service back to the plan."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import shlex
 from dataclasses import dataclass
@@ -251,7 +252,14 @@ class SharedMachines:
         return any(x is d for x in self.deployments)
 
     def cost_per_hour(self) -> float:
-        """What the plan pays for these machines (their count x the instance price)."""
+        """What the plan charges these deployments: the sum of their `cost_per_hour`. The plan spreads an
+        offering's machines over all its deployments by GPUs, spare GPUs included, so this is not always the
+        machines' price (a deployment filling a machine of its own beside them carries a share of the spare
+        GPU): artifacts' costs add up to the plan's."""
+        return sum(d.cost_per_hour for d in self.deployments)
+
+    def machines_price_per_hour(self) -> float:
+        """What these machines cost to rent: their count x the instance price."""
         return len(self.machines) * self.first.instance_price_per_hour
 
 
@@ -273,6 +281,11 @@ def _pack(members: list[Deployment]) -> tuple[tuple[Slot, ...], ...]:
         machines[m].append(Slot(deployment=d, replica=r, devices=devices, port=VLLM_PORT + len(machines[m])))
         used[m] += d.gpus_per_replica
     return tuple(tuple(m) for m in machines)
+
+
+def offering_machines(plan: Plan, d: Deployment) -> int:
+    """The machines the plan rents of `d`'s offering, over all its deployments (their `instances` shares)."""
+    return math.ceil(sum(x.instances for x in plan.deployments if offering_key(x) == offering_key(d)) - 1e-6)
 
 
 def fills_its_machines(d: Deployment) -> bool:
@@ -326,22 +339,25 @@ def workload_of(plan: Plan, d: Deployment) -> WorkloadSummary:
 
 
 def number(value: float) -> str:
-    """A load as labels show it: at most 4 decimals, no trailing zeros (2.0 -> "2", 1.63590 -> "1.6359")."""
-    return f"{value:.4f}".rstrip("0").rstrip(".")
+    """A load as labels show it: 6 significant digits, no trailing zeros (2.0 -> "2", 1.63590 -> "1.6359",
+    3e-05 -> "3e-05": four decimals turned a trickle into "0")."""
+    return f"{value:.6g}"
 
 
-def planned_load(d: Deployment, w: WorkloadSummary) -> float | None:
+def planned_load(d: Deployment, w: WorkloadSummary) -> float:
     """The load the plan sends this deployment, in the workload's demand unit: its replicas x the load it
     sends each (`at_planned_load`: requests per second of a rate workload, requests in flight of a concurrency
     one). A workload's demand is spread over its deployments in proportion to their capacity, so these add up
-    to the demand across a workload's deployments. None when the plan does not say (a plan file from before
-    `at_planned_load` of a concurrency workload; a rate workload's per-replica rate is in `predicted` too)."""
+    to the demand across a workload's deployments (a plan file from before `at_planned_load` has a rate
+    workload's per-replica rate in `predicted`)."""
     at = d.at_planned_load
     if w.demand_unit == "concurrency":
-        per_replica = None if at is None else at.concurrency
-    else:
-        per_replica = d.predicted.planned_requests_per_second_per_replica if at is None else at.requests_per_second
-    return None if per_replica is None else d.replicas * per_replica
+        # the clients the plan gives each replica: its share of the capacity's clients (at_planned_load's
+        # concurrency is at_concurrency's root, within its tolerance: 63.96 of batch-summarisation's 64), which
+        # older plan files have too
+        return d.replicas * d.utilisation * d.predicted.replica_concurrency
+    per_replica = d.predicted.planned_requests_per_second_per_replica if at is None else at.requests_per_second
+    return d.replicas * per_replica
 
 
 def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
@@ -349,7 +365,6 @@ def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
     the plan sends the deployment (and the workload's whole demand, which several deployments may share) and
     the SLO it was sized for, as string labels/annotations."""
     w = workload_of(plan, d)
-    load = planned_load(d, w)
     labels = {
         f"{LABEL_PREFIX}/plan-id": pid,
         f"{LABEL_PREFIX}/workload": d.workload,
@@ -358,9 +373,8 @@ def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
         f"{LABEL_PREFIX}/cost-per-hour": f"{d.cost_per_hour:.4f} {plan.currency}",
         f"{LABEL_PREFIX}/cost-per-month": f"{d.cost_per_month:.2f} {plan.currency}",
         f"{LABEL_PREFIX}/replicas": str(d.replicas),
+        f"{LABEL_PREFIX}/planned-load": f"{number(planned_load(d, w))} {w.demand_unit}",
     }
-    if load is not None:
-        labels[f"{LABEL_PREFIX}/planned-load"] = f"{number(load)} {w.demand_unit}"
     labels[f"{LABEL_PREFIX}/workload-demand"] = f"{number(w.demand)} {w.demand_unit}"
     if w.ttft_slo_ms is not None:
         labels[f"{LABEL_PREFIX}/slo-ttft-ms"] = f"{w.ttft_slo_ms:g}"

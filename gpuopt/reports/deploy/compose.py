@@ -31,6 +31,7 @@ from gpuopt.reports.deploy.common import (
     machine_layout,
     machines,
     nodes,
+    offering_machines,
     per_machine,
     plan_id,
     refuse,
@@ -90,7 +91,8 @@ def _shared_hosts(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: s
         services = {f"vllm-{i + 1}-{artifact_name(plan, s.deployment)}":
                     _service(plan, s.deployment, opts, i, pid, list(s.devices)) for i, s in enumerate(machine)}
         document = {"name": name, "services": services, "volumes": {"hf-cache": {}}}
-        header = (f"# {name}: host {m + 1} of the plan's {count} {json.dumps(group.first.sku)} machine(s), shared "
+        header = (f"# {name}: host {m + 1} of the {count} of the plan's {offering_machines(plan, group.first)} "
+                  f"{json.dumps(group.first.sku)} machine(s) shared "
                   f"by deployments {members} (the plan prices them together);\n"
                   f"# {layout[m]}\n"
                   f"# on that host: docker compose -f {shlex.quote(filename)} up -d\n")

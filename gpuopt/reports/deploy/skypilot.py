@@ -32,6 +32,7 @@ from gpuopt.reports.deploy.common import (
     machine_layout,
     machines,
     nodes,
+    offering_machines,
     per_machine,
     plan_id,
     refuse,
@@ -165,13 +166,15 @@ def _header(d: Deployment, name: str) -> str:
 
 
 def _shared_env(plan: Plan, group: SharedMachines, pid: str) -> dict[str, str]:
-    """The plan's id, the offering and the machines' cost, then each deployment's own GPUOPT_* facts numbered
+    """The plan's id, the offering, the machines' rent and what the plan charges the deployments on them (the
+    sum of theirs, GPUOPT_COST_PER_HOUR), then each deployment's own GPUOPT_* facts numbered
     in the header's order (GPUOPT_1_WORKLOAD, GPUOPT_1_PLANNED_LOAD, ...): a task has one set of envs."""
     d = group.first
     cost = group.cost_per_hour()
     env = {"GPUOPT_PLAN_ID": pid,
            "GPUOPT_OFFERING": f"{d.provider}/{d.service}/{d.sku}/{d.region}/{d.price_kind}",
            "GPUOPT_MACHINES": str(len(group.machines)),
+           "GPUOPT_MACHINES_PRICE_PER_HOUR": f"{group.machines_price_per_hour():.4f} {plan.currency}",
            "GPUOPT_COST_PER_HOUR": f"{cost:.4f} {plan.currency}",
            "GPUOPT_COST_PER_MONTH": f"{cost * HOURS_PER_MONTH:.2f} {plan.currency}"}
     for i, member in enumerate(group.deployments):
@@ -213,7 +216,8 @@ def _shared_header(plan: Plan, group: SharedMachines) -> str:
     members = ", ".join(f"{i + 1}. {artifact_name(plan, x)} ({x.replicas} replica(s) of {x.gpus_per_replica} GPU(s))"
                         for i, x in enumerate(group.deployments))
     layout = "".join(f"#   {line}\n" for line in machine_layout(group, plan))
-    return (f"# {group.name}: the plan's {len(group.machines)} {json.dumps(d.sku)} machine(s), shared by deployments "
+    return (f"# {group.name}: {len(group.machines)} of the plan's {offering_machines(plan, d)} {json.dumps(d.sku)} "
+            f"machine(s), shared by deployments "
             f"{members};\n"
             f"# the plan prices them together, so one cluster runs them all (GPUOPT_<n>_* are deployment n's facts):\n"
             f"{layout}"
