@@ -92,10 +92,13 @@ def warmup_requests(sched: SchedulerConfig, lengths: LengthDistribution, rate: f
     MAX_WARMUP."""
     ins, outs, weight = length_population(lengths)
     ins = np.maximum(ins - _cached_prefix(sched, shared_prefix_tokens), 0.0)
-    # each request's lifetime bound, in seconds with both targets, else in decode steps (only ratios are used)
+    # each request's lifetime bound, in seconds with both targets (the warm-up then lasts that long at `rate`),
+    # else in decode steps (only ratios are used)
     timed = ttft_slo_ms is not None and tpot_slo_ms is not None
-    lives = (ttft_slo_ms + outs * tpot_slo_ms) / 1e3 if ttft_slo_ms is not None and tpot_slo_ms is not None \
-        else outs + 1.0
+    if ttft_slo_ms is not None and tpot_slo_ms is not None:
+        lives = (ttft_slo_ms + outs * tpot_slo_ms) / 1e3
+    else:
+        lives = outs + 1.0
     # a running request holds about its prompt and half its output; the population in flight is time-weighted
     # (each request counts for as long as it lives) and its KV by what each holds meanwhile
     present = weight * lives

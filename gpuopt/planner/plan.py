@@ -311,6 +311,13 @@ class Plan(Frozen):
     candidate_summary: CandidateSummary | None = None
     profile: str | None = None  # the calibration profile the GPUs were read through (`--profile`), if any
 
+    def instance_line(self, d: Deployment) -> InstanceLine | None:
+        """The `instances` line of the offering `d` runs on: the machines bought for it and every deployment
+        sharing them (None in a plan without one)."""
+        key = (d.provider, d.service, d.sku, d.region, d.price_kind)
+        return next((x for x in self.instances if (x.provider, x.service, x.sku, x.region, x.price_kind) == key),
+                    None)
+
     @model_validator(mode="after")
     def _deployments_serve_its_workloads(self) -> Plan:
         """A deployment names a workload of the plan (a hand-edited plan may not): reports, diffs and deploy

@@ -48,12 +48,11 @@ def top_rejections(plan: Plan, n: int) -> list[Rejections]:
     unexplained: two-models showed five reasons for `chat` and none for `code`), in the plan's order."""
     top = list(plan.rejections[:n])
     shown = {r.workload for r in top}
-    for r in plan.rejections[n:]:
+    for r in plan.rejections[n:]:  # later in the plan's order than every one already taken
         if r.workload not in shown:
             top.append(r)
             shown.add(r.workload)
-    order = {id(r): i for i, r in enumerate(plan.rejections)}
-    return sorted(top, key=lambda r: order[id(r)])
+    return top
 
 
 def budget_line(b: Budget, currency: str) -> str:
@@ -70,12 +69,11 @@ def budget_line(b: Budget, currency: str) -> str:
 
 def instance_count(plan: Plan, d: Deployment) -> str:
     """The offering's whole instance count, `2 shared` when other deployments run on the same instances."""
-    key = (d.provider, d.sku, d.region, d.price_kind)
-    for line in plan.instances:
-        if (line.provider, line.sku, line.region, line.price_kind) == key:
-            sharing = sum(1 for x in plan.deployments if (x.provider, x.sku, x.region, x.price_kind) == key)
-            return f"{line.instances} shared" if sharing > 1 else str(line.instances)
-    return f"{d.instances:g}"
+    line = plan.instance_line(d)
+    if line is None:
+        return f"{d.instances:g}"
+    sharing = sum(1 for x in plan.deployments if plan.instance_line(x) is line)
+    return f"{line.instances} shared" if sharing > 1 else str(line.instances)
 
 
 def _memory_table(d: Deployment) -> list[str]:

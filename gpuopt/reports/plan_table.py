@@ -25,15 +25,15 @@ def _at_load(d: Deployment) -> LatencyAt | Predicted:
     return d.at_planned_load or d.predicted
 
 
-def _latencies(d: Deployment) -> tuple[str, str]:
-    """TTFT and TPOT at the planned load as the table shows them: at the workload's SLO percentile when it has
-    one, marked (`412 p90`), since that is what the targets bind; the means otherwise."""
+def _latencies(d: Deployment) -> tuple[float, float, str]:
+    """TTFT and TPOT (ms) at the planned load as the table shows them, and their mark: at the workload's SLO
+    percentile when it has one (` p90`, as the Markdown report names it), since that is what the targets
+    bind; the means otherwise (mark "")."""
     at = d.at_planned_load
     if at is not None and at.percentile is not None and at.ttft_percentile_ms is not None \
             and at.tpot_percentile_ms is not None:
-        mark = "median" if at.percentile == 50 else f"p{at.percentile}"
-        return f"{at.ttft_percentile_ms:,.0f} {mark}", f"{at.tpot_percentile_ms:.1f} {mark}"
-    return f"{_at_load(d).ttft_ms:,.0f}", f"{_at_load(d).tpot_ms:.1f}"
+        return at.ttft_percentile_ms, at.tpot_percentile_ms, f" p{at.percentile}"
+    return _at_load(d).ttft_ms, _at_load(d).tpot_ms, ""
 
 
 def _tp(d: Deployment) -> str:
@@ -49,23 +49,24 @@ def _deployments_wide(plan: Plan) -> Table:
         table.add_column(col, justify="left" if col in left else "right", overflow="fold",
                          no_wrap=col in ("price kind", "GPU x n", "instances", f"{c}/month"))
     for d in plan.deployments:
+        ttft, tpot, mark = _latencies(d)
         table.add_row(d.workload, f"{d.provider} {d.sku} ({d.region})", d.price_kind,
                       f"{d.gpu} x{d.gpus_per_instance}", instance_count(plan, d), str(d.replicas), _tp(d),
                       f"{d.weight_precision}/KV {d.kv_cache_dtype}", f"{d.cost_per_hour:,.2f}",
-                      f"{d.cost_per_month:,.0f}", *_latencies(d), f"{d.kv_utilisation:.0%}")
+                      f"{d.cost_per_month:,.0f}", f"{ttft:,.0f}{mark}", f"{tpot:.1f}{mark}",
+                      f"{d.kv_utilisation:.0%}")
     return table
 
 
 def _deployment_block(plan: Plan, d: Deployment) -> list[str]:
     c = plan.currency
-    ttft, tpot = _latencies(d)
+    ttft, tpot, mark = _latencies(d)
     return [f"{d.workload}: {d.model}",
             f"  {d.provider} {d.sku} ({d.region}), {d.price_kind}",
             f"  {instance_count(plan, d)} instance(s) of {d.gpu} x{d.gpus_per_instance}; {d.replicas} replica(s), "
             f"TP {_tp(d)}, weights {d.weight_precision}, KV {d.kv_cache_dtype}",
             f"  {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c, 0)}/month; TTFT "
-            f"{ttft.replace(' ', ' ms ', 1) if ' ' in ttft else ttft + ' ms'}, TPOT "
-            f"{tpot.replace(' ', ' ms ', 1) if ' ' in tpot else tpot + ' ms'} at the planned load, "
+            f"{ttft:,.0f} ms{mark}, TPOT {tpot:.1f} ms{mark} at the planned load, "
             f"KV {d.kv_utilisation:.0%} used"]
 
 

@@ -248,9 +248,6 @@ class SharedMachines:
         """The ports any machine serves on: 8000 up to the fullest machine's last replica."""
         return [VLLM_PORT + i for i in range(max(len(m) for m in self.machines))]
 
-    def holds(self, d: Deployment) -> bool:
-        return any(x is d for x in self.deployments)
-
     def cost_per_hour(self) -> float:
         """What the plan charges these deployments: the sum of their `cost_per_hour`. The plan spreads an
         offering's machines over all its deployments by GPUs, spare GPUs included, so this is not always the
@@ -284,7 +281,11 @@ def _pack(members: list[Deployment]) -> tuple[tuple[Slot, ...], ...]:
 
 
 def offering_machines(plan: Plan, d: Deployment) -> int:
-    """The machines the plan rents of `d`'s offering, over all its deployments (their `instances` shares)."""
+    """The machines the plan rents of `d`'s offering, over all its deployments (its `instances` line; a plan
+    without one: the deployments' shares, rounded up)."""
+    line = plan.instance_line(d)
+    if line is not None:
+        return line.instances
     return math.ceil(sum(x.instances for x in plan.deployments if offering_key(x) == offering_key(d)) - 1e-6)
 
 
@@ -322,6 +323,11 @@ def shared_machines(plan: Plan) -> list[SharedMachines]:
         taken.add(name)
         out.append(SharedMachines(name=name, deployments=tuple(members), machines=packed))
     return out
+
+
+def group_of(groups: list[SharedMachines], d: Deployment) -> SharedMachines | None:
+    """The shared machines `d` runs on (shared_machines), None when it has machines of its own."""
+    return next((g for g in groups if any(x is d for x in g.deployments)), None)
 
 
 def machine_layout(group: SharedMachines, plan: Plan) -> list[str]:

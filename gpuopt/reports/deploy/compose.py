@@ -27,6 +27,7 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     dollar_literal,
+    group_of,
     is_amd,
     machine_layout,
     machines,
@@ -114,7 +115,7 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
                                        "use --target k8s or skypilot")
         if nodes(d) > 1:
             raise refuse(d, "compose", f"one replica spans {nodes(d)} instances; Compose drives one host")
-        group = next((g for g in groups if g.holds(d)), None)
+        group = group_of(groups, d)
         if group is not None:
             if group.first is d:
                 out += _shared_hosts(plan, group, opts, pid)

@@ -26,6 +26,7 @@ from gpuopt.reports.deploy.common import (
     artifact_name,
     default_image,
     deployable,
+    group_of,
     machines,
     nodes,
     per_machine,
@@ -82,7 +83,7 @@ def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         if d.gpus_per_replica > 1:
             metadata["shm_size"] = SHM_SIZE_GB
         service: dict[str, Any] = {"metadata": metadata}
-        group = next((g for g in groups if g.holds(d)), None)
+        group = group_of(groups, d)
         if group is not None:
             # machines shared with other deployments: every service of them in one dedicated resource group of
             # the plan's machines, which places their instances side by side

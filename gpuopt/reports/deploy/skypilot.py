@@ -28,6 +28,7 @@ from gpuopt.reports.deploy.common import (
     check_not_serverless,
     default_image,
     deployable,
+    group_of,
     is_amd,
     machine_layout,
     machines,
@@ -236,7 +237,7 @@ def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         if d.provider not in SKYPILOT_CLOUDS:
             raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
                                         f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
-        group = next((g for g in groups if g.holds(d)), None)
+        group = group_of(groups, d)
         if group is None:
             name = artifact_name(plan, d)
             text = _header(d, name) + to_yaml(_task(plan, d, name, opts, pid))
