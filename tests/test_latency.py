@@ -181,19 +181,23 @@ def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     assert point.tpot_ms == pytest.approx(9.04, abs=0.01)
 
 
-@pytest.mark.parametrize("model, gpu, precision, inp, out, ttft, tpot", [
-    (LLAMA8, "H100-SXM-80GB", "bf16", 1000, 200, 5000, 20),  # TPOT binds
-    (LLAMA8, "L4-24GB", "fp8", 6000, 500, 60000, 400),  # the KV cache / max_num_seqs bind, not TPOT
-    (LLAMA8, "H100-SXM-80GB", "bf16", 200, 2000, None, None),  # no SLO: only the scheduler's limits
-    (QWEN_MOE, "A40-48GB", "fp8", 1000, 300, 2000, 40),  # MoE, TPOT binds
-    (QWEN_MOE, "H100-SXM-80GB", "fp8", 200, 2000, None, None),  # MoE, a limit binds
+@pytest.mark.parametrize("model, gpu, precision, inp, out, ttft, tpot, exact", [
+    (LLAMA8, "H100-SXM-80GB", "bf16", 1000, 200, 5000, 20, True),  # TPOT binds
+    # the KV cache binds, not TPOT: Poisson arrivals wait for its room, and the 60 s TTFT target is met just
+    # below its mean-population limit (a search, not a closed form)
+    (LLAMA8, "L4-24GB", "fp8", 6000, 500, 60000, 400, False),
+    (LLAMA8, "H100-SXM-80GB", "bf16", 200, 2000, None, None, True),  # no SLO: only the scheduler's limits
+    (QWEN_MOE, "A40-48GB", "fp8", 1000, 300, 2000, 40, True),  # MoE, TPOT binds
+    (QWEN_MOE, "H100-SXM-80GB", "fp8", 200, 2000, None, None, True),  # MoE, a limit binds
 ])
-def test_max_rate_sits_on_the_binding_boundary(model, gpu, precision, inp, out, ttft, tpot):
-    """Met at the returned rate, missed 0.1 % above it: the closed forms are the boundary, not a guess."""
+def test_max_rate_sits_on_the_binding_boundary(model, gpu, precision, inp, out, ttft, tpot, exact):
+    """Met at the returned rate, missed just above it: 0.1 % above where a closed form is the boundary, the
+    search's bracket (RATE_TOLERANCE) above where TTFT binds."""
     r = replica(model, gpu, precision=precision)
     best = latency.max_rate(r, inp, out, ttft_slo_ms=ttft, tpot_slo_ms=tpot)
     assert best.stable and best.ttft_ms <= (ttft or float("inf")) and best.tpot_ms <= (tpot or float("inf"))
-    above = latency.at_rate(r, best.requests_per_second * 1.001, inp, out)
+    step = 1.001 if exact else 1 / (1 - latency.RATE_TOLERANCE)
+    above = latency.at_rate(r, best.requests_per_second * step, inp, out)
     assert not above.stable or above.ttft_ms > (ttft or float("inf")) or above.tpot_ms > (tpot or float("inf"))
 
 

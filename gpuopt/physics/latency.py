@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from gpuopt.datafiles import data_yaml
 from gpuopt.errors import InputError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu
+from gpuopt.physics import queueing
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.memory import (
     KvPool,
@@ -861,8 +862,11 @@ def replica_held_tokens(r: Replica, input_tokens: float, output_tokens: float) -
 
 
 def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
-            mix: _StepMix | None = None) -> LoadPoint:
-    """Steady state at `rate` requests/s (open loop). `mix`: the shape's _StepMix when the caller has one."""
+            mix: _StepMix | None = None, poisson: bool = True) -> LoadPoint:
+    """Steady state at `rate` requests/s. `mix`: the shape's _StepMix when the caller has one. `poisson`: the
+    arrivals are an open loop's (Poisson), whose swings make requests wait for KV room near the cache's limit
+    (queueing.kv_wait_s, in TTFT); a closed loop's population is its clients, which never swings (at_concurrency
+    passes False)."""
     cfg = r.config
     context = input_tokens + output_tokens / 2
     budget = cfg.max_num_batched_tokens
@@ -873,18 +877,21 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
                          stable=False, limit="steps grow without bound: the replica cannot keep up")
     b = rate * output_tokens * t
     p = rate * input_tokens * t
+    held = replica_held_tokens(r, input_tokens, output_tokens)
     limit = None
     if b + p > budget:
         limit = f"needs {b + p:,.0f} tokens per step, above max_num_batched_tokens {budget:,}"
     elif b > cfg.max_num_seqs:
         limit = f"needs {b:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
-    elif (held := b * replica_held_tokens(r, input_tokens, output_tokens)) > r.kv_capacity_tokens:
-        limit = f"needs {held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
+    elif b * held > r.kv_capacity_tokens:
+        limit = f"needs {b * held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
     rho = min(p / room, 0.999)
     ttft = (r.cal.server_overhead_ms * 1e-3 + frontend_s(r, input_tokens) + step_wait_s(r, b, t)
             + service * (1 + rho / (2 * (1 - rho))))
+    if poisson:  # the cache holds kv_capacity / held such requests; each holds its room for its decode
+        ttft += queueing.kv_wait_s(r.kv_capacity_tokens / held, b, max(output_tokens, 1) * t)
     concurrency = rate * (ttft + max(output_tokens - 1, 0) * t)
     return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
                      tpot_ms=t * 1e3, ttft_ms=ttft * 1e3, output_tokens_per_second=rate * output_tokens,
@@ -918,7 +925,7 @@ def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens:
     clients' wait is TTFT (Little's law on the whole loop, clients = r* x (TTFT + (output - 1) x TPOT)). When
     the KV cache binds first, vLLM admits more than it can keep and preempts; this point is then optimistic,
     and steady_state.closed_loop_point simulates the churn (steady_state.churns says when: `gpuopt fit` asks)."""
-    top = max_rate(r, input_tokens, output_tokens)
+    top = max_rate(r, input_tokens, output_tokens, poisson=False)
     if clients > top.concurrency and top.requests_per_second > 0:
         decode_s = max(output_tokens - 1, 0) * top.tpot_ms * 1e-3
         ttft = max(clients / top.requests_per_second - decode_s, top.ttft_ms * 1e-3)
@@ -928,10 +935,10 @@ def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens:
             f"wait in vLLM's queue"))
     lo, hi = 0.0, 1.0
     below: LoadPoint | None = None  # the point at `lo` (None while lo is 0)
-    above = at_rate(r, hi, input_tokens, output_tokens)
+    above = at_rate(r, hi, input_tokens, output_tokens, poisson=False)
     while above.concurrency < clients and hi < 1e6:
         lo, below, hi = hi, above, hi * 2
-        above = at_rate(r, hi, input_tokens, output_tokens)
+        above = at_rate(r, hi, input_tokens, output_tokens, poisson=False)
     # until the rate is within CONCURRENCY_TOLERANCE and so is the population: near the knee the population is
     # steep in the rate (0.1 % of rate was 3 % of clients: 629 for 650 asked), so the second takes longer
     for _ in range(200):
@@ -939,12 +946,12 @@ def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens:
                 below.concurrency >= clients * (1 - CONCURRENCY_TOLERANCE):
             break
         mid = (lo + hi) / 2
-        point = at_rate(r, mid, input_tokens, output_tokens)
+        point = at_rate(r, mid, input_tokens, output_tokens, poisson=False)
         if point.concurrency < clients:
             lo, below = mid, point
         else:
             hi = mid
-    return below if below is not None else at_rate(r, lo, input_tokens, output_tokens)
+    return below if below is not None else at_rate(r, lo, input_tokens, output_tokens, poisson=False)
 
 
 def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
@@ -979,9 +986,10 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
 
 
 def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
-             tpot_slo_ms: float | None = None) -> LoadPoint:
+             tpot_slo_ms: float | None = None, poisson: bool = True) -> LoadPoint:
     """The largest request rate that is stable and meets both targets; raises SloUnreachableError with the
-    binding target and the margin when even a lone request misses it."""
+    binding target and the margin when even a lone request misses it. `poisson`: as at_rate (False for the
+    rate of a closed loop)."""
     alone = zero_load(r, input_tokens, output_tokens)
     if ttft_slo_ms is not None and alone.ttft_ms > ttft_slo_ms:
         raise SloUnreachableError(
@@ -1000,7 +1008,7 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
     mix = _StepMix(r, input_tokens, output_tokens)  # one per shape: every rate below reuses its step terms
 
     def point(rate: float) -> LoadPoint:
-        return at_rate(r, rate, input_tokens, output_tokens, mix)
+        return at_rate(r, rate, input_tokens, output_tokens, mix, poisson)
 
     lo = 0.0
     hi = max(r.config.max_num_batched_tokens / ((input_tokens + output_tokens) * alone.tpot_ms * 1e-3),

@@ -255,7 +255,7 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
     """Whether a closed loop of `clients` runs past the population of the replica's largest stable rate with
     room left in max_num_seqs: vLLM then admits more prompts than its KV cache holds in steady state and
     preempts (the analytic closed loop assumes the extra clients wait; see closed_loop_point)."""
-    top = max_rate(replica, input_tokens, output_tokens)
+    top = max_rate(replica, input_tokens, output_tokens, poisson=False)
     return (clients > top.concurrency and top.requests_per_second > 0
             and replica.config.max_num_seqs > OVER_ADMISSION * top.decode_batch)
 
@@ -301,7 +301,7 @@ def closed_loop_point(replica: Replica, sched: SchedulerConfig, input_tokens: in
     # the clients start one after another over one turn of the loop at the analytic top rate, not at once: a
     # loop of equal requests started together stays in lockstep (all prefill, then all decode), a phase no
     # population of real clients keeps; the requests after them are sent as slots free
-    turn = engine / max_rate(replica, input_tokens, output_tokens).requests_per_second
+    turn = engine / max_rate(replica, input_tokens, output_tokens, poisson=False).requests_per_second
     reqs = [replace(q, arrival_s=min(q.arrival_s, turn)) for q in
             make_requests(FixedLengths(input_tokens, output_tokens), ConstantArrivals(engine / turn),
                           warm + measured + engine, seed)]

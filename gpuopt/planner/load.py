@@ -53,7 +53,7 @@ def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: flo
         rate = point.requests_per_second * load_share
         return _simulated(run(replica, w, max(rate, 1e-6))[0], rate, w.slo.percentile)
     if has_mix(w):
-        model = MixModel(replica, w)
+        model = MixModel(replica, w, poisson=w.demand_unit == "requests_per_second")
         return _latency_at(model.at_rate(point.requests_per_second * load_share)
                            if w.demand_unit == "requests_per_second"
                            else model.at_concurrency(point.concurrency * load_share))
@@ -75,5 +75,6 @@ def capacity_latency(c: CandidateResult, arch: ModelArchitecture) -> LatencyAt:
         rate = point.requests_per_second
         return _simulated(run(replica_of(c, arch), w, rate)[0], rate, w.slo.percentile)
     if has_mix(w):
-        return _latency_at(MixModel(replica_of(c, arch), w).at_rate(point.requests_per_second))
+        return _latency_at(MixModel(replica_of(c, arch), w, poisson=w.demand_unit == "requests_per_second")
+                           .at_rate(point.requests_per_second))
     return _latency_at(MixPoint(point, w.slo.percentile, None, None))

@@ -113,8 +113,9 @@ def _combine(points: list[LoadPoint], bins: tuple[Bin, ...], rate: float, percen
 class MixModel:
     """One replica and one workload's mix: per-bin capacities at the TPOT target, computed once."""
 
-    def __init__(self, replica: Replica, w: ServingTarget) -> None:
-        self.replica, self.bins = replica, length_bins(w)
+    def __init__(self, replica: Replica, w: ServingTarget, poisson: bool = True) -> None:
+        """`poisson`: the workload's traffic is an open loop (latency.at_rate); False for a closed loop's."""
+        self.replica, self.bins, self.poisson = replica, length_bins(w), poisson
         self.ttft_slo, self.tpot_slo, self.percentile = w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile
         # raises InfeasibleError when some bin misses the TPOT target even alone (conservative for a mix)
         self.caps = [latency.max_rate(replica, i, o, None, self.tpot_slo).requests_per_second for i, o, _ in self.bins]
@@ -122,7 +123,7 @@ class MixModel:
 
     def at_fraction(self, u: float) -> MixPoint:
         """Every bin at the fraction u of its own capacity: the mix at rate u x full_rate."""
-        points = [latency.at_rate(self.replica, max(u * c, 1e-9), i, o)
+        points = [latency.at_rate(self.replica, max(u * c, 1e-9), i, o, poisson=self.poisson)
                   for (i, o, _), c in zip(self.bins, self.caps, strict=True)]
         return _combine(points, self.bins, u * self.full_rate, self.percentile)
 
@@ -170,9 +171,9 @@ class MixModel:
         return self.at_fraction(max(lo, 1e-9))
 
 
-def capacity_point(replica: Replica, w: ServingTarget) -> LoadPoint:
+def capacity_point(replica: Replica, w: ServingTarget, poisson: bool = True) -> LoadPoint:
     """The replica's capacity for the workload: latency.max_rate for one request size (unchanged), the rate
-    at which the mixed stream meets the targets for a histogram."""
+    at which the mixed stream meets the targets for a histogram. `poisson`: as MixModel."""
     if not has_mix(w):
-        return latency.max_rate(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms)
-    return MixModel(replica, w).capacity().point
+        return latency.max_rate(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms, poisson)
+    return MixModel(replica, w, poisson).capacity().point
