@@ -1,14 +1,17 @@
 """The KV-room queue (physics/queueing.py): Erlang's formulas by hand, their laws, and what the analytic steady
 state charges for them."""
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency, queueing
+from gpuopt.physics import latency, queueing, steady_state
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
+from tests.conftest import run
 
 
 def test_erlang_c_by_hand():
@@ -68,7 +71,9 @@ def test_open_loop_ttft_adds_the_wait_for_kv_room_and_a_closed_loop_does_not():
     held = latency.replica_held_tokens(r, 1000, 250)
     wait = queueing.kv_wait_s(r.kv_capacity_tokens / held, closed.decode_batch, 250 * closed.tpot_ms / 1e3)
     assert wait > 0.05
-    assert open_.ttft_ms - closed.ttft_ms == pytest.approx(wait * 1e3, rel=1e-9)
+    front = latency.frontend_s(r, 1000)  # and at the API server (M/D/1), a fraction of a millisecond here
+    busy = rate * front
+    assert open_.ttft_ms - closed.ttft_ms == pytest.approx((wait + front * busy / (2 * (1 - busy))) * 1e3, rel=1e-9)
     assert open_.tpot_ms == closed.tpot_ms and open_.decode_batch == closed.decode_batch
 
 
@@ -82,3 +87,51 @@ def test_a_ttft_target_near_the_kv_limit_is_met_further_below_it_under_poisson_t
     assert limit.requests_per_second == pytest.approx(10.09, abs=0.01)
     assert 9.2 < poisson.requests_per_second < 9.8
     assert poisson.ttft_ms <= 500.0
+
+
+def test_fit_past_the_kv_limit_reports_an_unbounded_queue_not_the_ttft_of_a_cache_that_held_everyone():
+    """Qwen2.5-32B FP8 on one A100-40GB holds ~15 requests of 1,200/300 tokens: 1 request/s is past its 0.937
+    (the KV limit), so TTFT and the requests in flight grow without bound; it printed 551 ms and 17.5 before.
+    Within 3 s it sustains 0.842 (`gpuopt simulate`, 3,000 requests: 0.75 gives 1.7 s mean, 0.94 collapses)."""
+    result = run("fit", "--model", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "A100-SXM-40GB", "--precision", "fp8",
+                 "--kv-cache-dtype", "fp8", "--max-model-len", "16384", "--input-tokens", "1200", "--output-tokens",
+                 "300", "--ttft-slo-ms", "3000", "--tpot-slo-ms", "60", "--request-rate", "1", "--json")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["overloaded"] == 1.0 and out["ttft_ms"] is None and out["concurrency"] is None
+    assert out["requests_per_second"] == pytest.approx(0.937, abs=1e-3)
+    assert out["max_requests_per_second_within_slo"] == pytest.approx(0.842, abs=2e-3)
+
+
+def _small_model(gpu: str) -> latency.Replica:
+    arch, spec = get_model("Qwen/Qwen2.5-0.5B-Instruct"), get_gpu(gpu)
+    mem = estimate(arch, spec, ServingConfig(tensor_parallel=1, precision="bf16", max_model_len=16384))
+    return latency.build_replica(arch, spec, mem)
+
+
+def test_the_api_server_bounds_the_rate_one_request_at_a_time():
+    """Qwen2.5-0.5B on a B200 with 4,000-token prompts: the API server takes 0.9671 ms + 4,000 x 4.2217 us =
+    17.854 ms a request, one at a time, so it passes on at most 56.01 requests/s; the analytic model planned
+    172 within a 2 s TTFT (`gpuopt simulate`: 60 offered, 55.3 served, TTFT 1.7 s and growing)."""
+    r = _small_model("B200-180GB")
+    front = latency.frontend_s(r, 4000)
+    assert front == pytest.approx(0.9671e-3 + 4000 * 4.2217e-6, rel=1e-3)
+    top = latency.max_rate(r, 4000, 100)
+    assert top.requests_per_second == pytest.approx(1 / front, rel=1e-6)
+    assert "API server" in (latency.at_rate(r, 1.001 / front, 4000, 100).limit or "")
+    within = latency.max_rate(r, 4000, 100, 2000.0, None)
+    assert within.requests_per_second < 1 / front and within.ttft_ms <= 2000.0
+    # Poisson arrivals queue there (M/D/1): at 90 % of its pace a request waits 0.9 / (2 x 0.1) services
+    closed, open_ = (latency.at_rate(r, 0.9 / front, 4000, 100, poisson=p) for p in (False, True))
+    assert open_.ttft_ms - closed.ttft_ms >= front * 4.5 * 1e3 * (1 - 1e-9)
+
+
+def test_clients_past_the_api_servers_pace_queue_there_and_nothing_churns():
+    """A closed loop of 200 clients of 4,000/100 tokens on one H100: the API server, not the KV cache (6 million
+    tokens), bounds the rate, so the extra clients wait and nothing is preempted (it was simulated as a churn
+    and read 20 ms TPOT where 3.97 is simulated)."""
+    r = _small_model("H100-SXM-80GB")
+    assert not steady_state.churns(r, 4000, 100, 200)
+    point = latency.at_concurrency(r, 200, 4000, 100)
+    assert point.requests_per_second == pytest.approx(1 / latency.frontend_s(r, 4000), rel=1e-6)
+    assert "API server" in (point.limit or "")

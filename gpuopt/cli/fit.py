@@ -268,6 +268,10 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
             # and the requests it admits decode at that rate's TPOT (the scheduler's limits cap the batch); only
             # TTFT, the queue, grows without bound
             top = latency.max_rate(replica, input_tokens, output_tokens)
+            # the queue grows without bound, and so do TTFT and the requests in flight (a rate past the KV
+            # cache's limit printed those of a cache that held everyone: 551 ms for 1 request/s of
+            # Qwen2.5-32B on an A100-40GB that sustains 0.94)
+            out["ttft_ms"] = out["concurrency"] = None
             out["tpot_ms"] = _round(top.tpot_ms)
             out["offered_requests_per_second"] = _round(request_rate)
             out["requests_per_second"] = _round(min(top.requests_per_second, request_rate / dp) * dp)

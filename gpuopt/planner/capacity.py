@@ -138,7 +138,8 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
                if c.offering.price_kind in by_name[c.workload.name].price_kinds]
     # percentile targets and length mixes: the simulator's capacity, as in solve (planner/simcapacity.py);
     # a replica's capacity does not depend on the demand, so the peak-demand proxy serves every period
-    allowed = with_simulated_capacity(proxies, allowed, (), {wc.workload.name: wc.arch for wc in per_workload})
+    allowed = with_simulated_capacity(proxies, allowed, (), {wc.workload.name: wc.arch for wc in per_workload},
+                                      opts.headroom)
     problems = []
     for w in cf.workloads:
         for kind in w.price_kinds:

@@ -9,10 +9,16 @@ Which candidates are simulated (a simulation costs 0.1-0.4 s for one length, up 
 long-lived requests, whose warm-up covers their lifetime (at most 3,200 requests); a capacity search about
 seven of them):
 the analytic model stays the screen. Per workload, among the candidates that can enter the program (after
-the pre-solve pruning), the `SIMULATED_SHAPES` replica shapes with the lowest analytic cost per unit of load,
-plus the `SIMULATED_SMALLEST` cheapest per replica (a small workload is bound by min_replicas, not load), are
-simulated; the program chooses among those only, and every other shape of the workload is marked
-`reason_kind: simulation` ("not among the shapes simulated"). Results are cached per shape and traffic for
+the pre-solve pruning), the `SIMULATED_SHAPES` replica shapes with the lowest analytic cost per unit of load
+(what packs best beside other workloads) and the `SIMULATED_SMALLEST` cheapest per replica (a small workload is
+bound by min_replicas, not load) are simulated; then, cheapest first, every shape whose cost of serving the
+workload alone at an optimistic capacity (the analytic one times the highest simulated/analytic ratio seen,
+RATIO_MARGIN above) could still undercut the best simulated shape's, up to `MAX_SIMULATED_SHAPES`. A shape
+left out could not have won alone, so a wider choice of offerings does not make a one-workload plan dearer
+(with the first five shapes only, allowing DigitalOcean beside RunPod pushed the H100 PCIe and every L40S out
+of a p95 workload's set and raised its plan from 2.89 to 2.96 USD/h; both are now 2.18). The program chooses
+among the simulated shapes only, and every other shape of the workload is marked `reason_kind: simulation`.
+Results are cached per shape and traffic for
 the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
 `slo.percentile` nor `lengths` are planned on the analytic steady state, the simulator's measured surrogate:
 on 90 mean-target workloads its capacity is 0.84-1.08x the simulated steady-state capacity (p10-p90, median
@@ -20,11 +26,13 @@ on 90 mean-target workloads its capacity is 0.84-1.08x the simulated steady-stat
 
 The capacity is physics/steady_state.py's: the largest rate at which the replica in steady state (a warm-up
 and a tail around the measured requests, the queue bounded) meets the targets; the search starts at the
-analytic capacity times the median simulated/analytic ratio of the workload's shapes done so far.
+analytic capacity times the median simulated/analytic ratio of the workload's shapes done so far, on a fixed
+grid of rates, so the start decides only how many runs it takes (steady_state.steady_capacity).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 
@@ -41,8 +49,10 @@ from gpuopt.planner.program import dominant_shapes, prune
 
 NUM_PROMPTS = 400  # measured requests per steady-state run (physics/steady_state.py adds warm-up and tail)
 SEED = 0
-SIMULATED_SHAPES = 4
+SIMULATED_SHAPES = 4  # simulated whatever the screen says
 SIMULATED_SMALLEST = 1
+MAX_SIMULATED_SHAPES = 12  # by the screen's order; beyond the first SIMULATED_SHAPES only those that could win
+RATIO_MARGIN = 1.1  # on the highest simulated / analytic capacity ratio seen, for the shapes not yet simulated
 Summary = dict[str, float | int]
 
 
@@ -101,24 +111,46 @@ def _traffic_key(w: Workload) -> str:
                                       "shared_prefix_tokens", "max_model_len"})
 
 
-def _chosen(cands: list[CandidateResult]) -> set[int]:
-    """ids of the evaluations to simulate: the cheapest per unit of load and the cheapest per replica."""
+def _replica_price(c: CandidateResult) -> float:
+    """What one replica of `c` costs: its share of the instance's price."""
+    return (c.instance_price or 0.0) * (c.gpus_per_replica or 0) / (c.offering.gpu_count or 1)
+
+
+def _alone(c: CandidateResult, rate: float, headroom: float) -> float:
+    """The hourly cost of serving `c`'s workload on `c`'s shape and offering alone at a replica capacity of
+    `rate` requests/s: enough replicas for the demand at `headroom` (at least min_replicas), on whole
+    instances."""
+    if rate <= 0 or c.instance_price is None or not c.gpus_per_replica:
+        return math.inf
+    w = c.workload
+    replicas = max(w.min_replicas, math.ceil(w.demand / (headroom * rate) - 1e-9))
+    return math.ceil(replicas * c.gpus_per_replica / (c.offering.gpu_count or 1) - 1e-9) * c.instance_price
+
+
+def _rate_of(ev: Evaluation) -> float:
+    return ev.point.requests_per_second if ev.point is not None and ev.feasible else 0.0
+
+
+def _sure(cands: list[CandidateResult]) -> list[int]:
+    """The shapes simulated whatever else: the SIMULATED_SHAPES cheapest per unit of analytic load (what packs
+    best beside other workloads) and the SIMULATED_SMALLEST cheapest per replica (a small workload is bound by
+    min_replicas, not load). Ids of their evaluations."""
     per_load: dict[int, float] = {}
     per_replica: dict[int, float] = {}
     for c in cands:
         if c.instance_price is None or c.capacity <= 0:
             continue
-        cost = c.instance_price * (c.gpus_per_replica or 0) / (c.offering.gpu_count or 1)
         e = id(c.evaluation)
-        per_load[e] = min(per_load.get(e, float("inf")), cost / c.capacity)
-        per_replica[e] = min(per_replica.get(e, float("inf")), cost)
+        per_load[e] = min(per_load.get(e, math.inf), _replica_price(c) / c.capacity)
+        per_replica[e] = min(per_replica.get(e, math.inf), _replica_price(c))
     by_load = sorted(per_load, key=lambda e: per_load[e])[:SIMULATED_SHAPES]
-    by_replica = sorted(per_replica, key=lambda e: per_replica[e])[:SIMULATED_SMALLEST]
-    return set(by_load) | set(by_replica)
+    by_replica = [e for e in sorted(per_replica, key=lambda e: per_replica[e]) if e not in by_load]
+    return by_load + by_replica[:SIMULATED_SMALLEST]
 
 
 def with_simulated_capacity(workloads: Sequence[Workload], candidates: Sequence[CandidateResult],
-                            quotas: Sequence[Quota], archs: dict[str, ModelArchitecture]) -> list[CandidateResult]:
+                            quotas: Sequence[Quota], archs: dict[str, ModelArchitecture],
+                            headroom: float = 0.8) -> list[CandidateResult]:
     """`candidates` with the simulated capacity on the shapes simulated and the other shapes of those
     workloads marked infeasible (see the module docstring). Workloads that need no simulation are
     untouched."""
@@ -132,28 +164,57 @@ def with_simulated_capacity(workloads: Sequence[Workload], candidates: Sequence[
         by_workload[c.workload.name].append(c)
     replaced: dict[int, Evaluation] = {}
     for name, cands in by_workload.items():
-        chosen = _chosen(cands)
-        ratios: list[float] = []  # simulated / analytic capacity of the shapes done so far: a better start
-        for c in cands:
-            e = id(c.evaluation)
-            if e in replaced or e not in chosen or c.shape is None:
-                continue
-            mem = c.evaluation.memory
-            key = (c.shape, _traffic_key(c.workload), repr(mem.config) if mem is not None else "")
-            if key not in _CACHE:
-                _CACHE[key] = _simulate_one(c, archs[name], sorted(ratios)[len(ratios) // 2] if ratios else 1.0)
-            replaced[e] = _CACHE[key]
-            done, analytic = replaced[e].point, c.evaluation.point
-            if done is not None and analytic is not None and analytic.requests_per_second > 0:
-                ratios.append(done.requests_per_second / analytic.requests_per_second)
-    not_simulated = Evaluation(False, f"not among the {SIMULATED_SHAPES} replica shapes simulated for this "
-                                      "workload (cheapest per unit of load by the analytic screen)", "simulation")
+        replaced.update(_simulated_shapes(cands, archs[name], headroom))
+    not_simulated = Evaluation(False, "not simulated for this workload: on the analytic screen it cannot undercut "
+                                      "the shapes simulated (served alone, or per unit of load)", "simulation")
     out = []
     for c in candidates:
         if c.workload.name in simulated and c.feasible:
             c = c._replace(evaluation=replaced.get(id(c.evaluation), not_simulated))
         out.append(c)
     return out
+
+
+def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, headroom: float) -> dict[int, Evaluation]:
+    """One workload's shapes to simulate, simulated (ids of their analytic evaluations -> simulated ones)."""
+    offerings: dict[int, list[CandidateResult]] = defaultdict(list)  # shape -> its candidates
+    for c in cands:
+        if c.shape is not None:
+            offerings[id(c.evaluation)].append(c)
+    done: dict[int, Evaluation] = {}
+    ratios: list[float] = []  # simulated / analytic capacity of the shapes done so far
+
+    def simulate(e: int) -> None:
+        c = offerings[e][0]
+        mem = c.evaluation.memory
+        assert c.shape is not None  # offerings holds shaped candidates only
+        key = (c.shape, _traffic_key(c.workload), repr(mem.config) if mem is not None else "")
+        if key not in _CACHE:  # the search starts at the median ratio so far (on a grid: only its speed moves)
+            _CACHE[key] = _simulate_one(c, arch, sorted(ratios)[len(ratios) // 2] if ratios else 1.0)
+        done[e] = _CACHE[key]
+        simulated, analytic = _rate_of(done[e]), _rate_of(c.evaluation)
+        if simulated > 0 and analytic > 0:
+            ratios.append(simulated / analytic)
+
+    def alone(e: int, rate: float) -> float:
+        return min(_alone(c, rate, headroom) for c in offerings[e])
+
+    for e in _sure(cands):
+        if e in offerings:
+            simulate(e)
+    # then, cheapest first by the workload's cost served alone at an optimistic capacity (the analytic one times
+    # the highest simulated/analytic ratio seen, RATIO_MARGIN above), every shape that could still undercut the
+    # best simulated one: a shape left out cannot beat the simulated ones on its own, so allowing more offerings
+    # does not make a one-workload plan dearer (up to MAX_SIMULATED_SHAPES, and a ratio within the margin)
+    ratio = max(ratios, default=1.0) * RATIO_MARGIN
+    rest = sorted((e for e in offerings if e not in done),
+                  key=lambda e: alone(e, _rate_of(offerings[e][0].evaluation) * ratio))
+    for e in rest:
+        best = min((alone(d, _rate_of(ev)) for d, ev in done.items()), default=math.inf)
+        if len(done) >= MAX_SIMULATED_SHAPES or alone(e, _rate_of(offerings[e][0].evaluation) * ratio) >= best:
+            break
+        simulate(e)
+    return done
 
 
 def _simulate_one(c: CandidateResult, arch: ModelArchitecture, guess: float) -> Evaluation:
