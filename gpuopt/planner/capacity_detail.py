@@ -6,6 +6,7 @@ Pure functions over the solved schedule: the program (planner/capacity.py) is no
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
@@ -81,3 +82,37 @@ def cost_by_price_kind(purchases: Sequence[PurchaseLike], commitments: Sequence[
         charges = period_charges(c.price_per_hour, c.count, c.term_months, months_per_period)
         split[c.price_kind].append(charges[period - c.start_month // months_per_period])
     return {k: cents(v) for k, v in sorted(split.items())}
+
+
+RunKey = tuple[str, str, str, str]  # provider, sku, region, price kind: what a running line and a commitment share
+
+
+def instances_in_use(running: Sequence[RunningLine]) -> dict[RunKey, int]:
+    """Instances of each offering the period's replicas occupy: ceil(GPUs used / GPUs per instance), the rule
+    the program packs them by (program.instances_needed)."""
+    gpus: dict[RunKey, int] = defaultdict(int)
+    per_instance: dict[RunKey, int] = {}
+    for r in running:
+        key = (r.provider, r.sku, r.region, r.price_kind)
+        gpus[key] += r.replicas * r.tensor_parallel * r.pipeline_parallel
+        per_instance[key] = r.gpus_per_instance or 1
+    return {k: math.ceil(n / per_instance[k]) for k, n in gpus.items()}
+
+
+def commitment_use(commitments: Sequence[CommitmentSpan], running: Sequence[Sequence[RunningLine]],
+                   months_per_period: int) -> list[dict[int, int]] | None:
+    """Per commitment, per period of the horizon it runs in: how many of its instances run replicas (the rest
+    idle: a reservation kept for a later dip in demand is paid whether used or not). Several commitments of one
+    offering running in one period fill in the order they were bought (the oldest first). None when the plan
+    lists no replicas at all (a plan file from before `running`): the use is unknown, not zero."""
+    if not any(running):
+        return None
+    out: list[dict[int, int]] = [{} for _ in commitments]
+    for t, lines in enumerate(running):
+        left = instances_in_use(lines)
+        for j, c in enumerate(commitments):
+            if c.start_month <= t * months_per_period < c.start_month + c.term_months:
+                key = (c.provider, c.sku, c.region, c.price_kind)
+                out[j][t] = min(c.count, left.get(key, 0))
+                left[key] = left.get(key, 0) - out[j][t]
+    return out

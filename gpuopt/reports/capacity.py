@@ -12,7 +12,7 @@ import datetime as dt
 import io
 
 from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
-from gpuopt.planner.capacity_detail import active_commitments
+from gpuopt.planner.capacity_detail import active_commitments, commitment_use
 from gpuopt.planner.commitments import CHARGE_MODES, CommitmentSpan
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, rows
 from gpuopt.reports.formatting import console, md, md_code_fence, money, terminal_width
@@ -264,14 +264,19 @@ def _covered(x: PurchaseLine) -> tuple[float, float] | None:
 def render_capacity_focus(plan: CapacityPlan) -> str:
     """FOCUS rows per calendar month (reports/focus.py): rented instances as Usage in their period's months;
     each commitment as a monthly Purchase row over its whole term (after the horizon too) and, inside the
-    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost re-priced
-    at the calendar months' real hours (reports/focus.py: FOCUS months are not 730-hour planning months)."""
+    horizon, a Usage row with its amortised cost: Used for the instances that run replicas that month (the
+    period's `running` lines, capacity_detail.commitment_use), Unused for the idle rest.
+    EffectiveCost per period sums to the period's cost re-priced at the calendar months' real hours
+    (reports/focus.py: FOCUS months are not 730-hour planning months)."""
     from gpuopt.planner.commitments import term_months
     from gpuopt.pricing.regions import region_info
 
     mpp = months_per_period(plan)
     start = first_month(plan)
     horizon_months = len(plan.periods) * mpp
+    use = commitment_use(plan.commitments, [p.running for p in plan.periods], mpp)
+    ledger = {(c.bought, c.provider, c.service, c.sku, c.region, c.price_kind): j
+              for j, c in enumerate(plan.commitments)}
     out: list[dict[str, object]] = []
     for index, p in enumerate(plan.periods):
         for x in p.purchases:
@@ -279,8 +284,10 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
             region_name = f"{x.region} ({info.country})" if info.country else x.region
             committed = is_commitment(x.price_kind) and x.committed
             months = range(term_months(x.price_kind, mpp)) if committed else range(mpp)
+            j = ledger.get((p.period, x.provider, x.service, x.sku, x.region, x.price_kind))
             for m in months:
                 k = index * mpp + m
+                used = None if use is None or j is None or not committed else use[j].get(k // mpp)
                 out += rows(Charge(
                     month=add_months(start, k), currency=plan.currency, provider=x.provider, service=x.service,
                     sku=x.sku, region=x.region, region_name=region_name,
@@ -294,7 +301,7 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     if committed else None,
                     commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
                     if committed else None,
-                    usage=k < horizon_months, covered_prices=_covered(x)))
+                    usage=k < horizon_months, covered_prices=_covered(x), used_instances=used))
     out.sort(key=lambda r: (str(r["ChargePeriodStart"]), str(r["ChargeCategory"]), str(r["SkuPriceId"])))
     return _frame(out, FOCUS_COLUMNS)
 

@@ -12,7 +12,9 @@ What the rows mean
 - A commitment (reservation, savings plan, subscription): a Purchase row per month of its term, billed
   monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage, priced at the
   commitment's own list and contracted prices; and, for each of its months inside the horizon, a Usage row
-  carrying the amortised cost in EffectiveCost (BilledCost 0, CommitmentDiscountStatus Used). FOCUS 1.0
+  carrying the amortised cost in EffectiveCost (BilledCost 0, CommitmentDiscountStatus Used) -- split, when
+  only some of its instances run replicas that month, into a Used row for their hours and an Unused row for
+  the idle rest (ConsumedQuantity null, the commitment's own prices), which sum to the month's charge. FOCUS 1.0
   defines ListUnitPrice as the SKU's public price and ContractedUnitPrice as the price with negotiated
   discounts but without commitment discounts, so that Usage row is priced at the same SKU's on-demand prices
   (List* the catalog's list price, Contracted* after --discount and overlays; SkuPriceId the on-demand one),
@@ -106,6 +108,9 @@ class Charge:
     # a commitment: the on-demand twin's (contracted, list) prices per instance-hour, at which FOCUS 1.0 prices
     # the usage the commitment covers (None: the catalog has no on-demand twin; the commitment's own prices)
     covered_prices: tuple[float, float] | None = None
+    # a commitment: how many of its instances run replicas this month (None: all of them, or unknown); the
+    # rest is idle, a Usage row with CommitmentDiscountStatus Unused
+    used_instances: float | None = None
 
 
 def month_hours(month: dt.date) -> int:
@@ -147,25 +152,52 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
                     "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": 0.0,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
         if charge.usage:
-            # FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes
-            # negotiated discounts but not commitment discounts, so covered usage is priced at the on-demand
-            # twin's prices and only EffectiveCost carries the commitment's rate
-            contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
-            twin = {} if charge.covered_prices is None else {
-                "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:on-demand"}
-            out.append({**common, **commitment, **twin, "CommitmentDiscountStatus": "Used",
-                        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-                        "ChargeDescription": charge.description, "BilledCost": 0.0,
-                        "ContractedUnitPrice": contracted, "ListUnitPrice": listed,
-                        "ContractedCost": round(contracted * hours, 4), "ListCost": round(listed * hours, 4),
-                        "EffectiveCost": cost, "ConsumedQuantity": hours, "ConsumedUnit": "Hours",
-                        "PricingCategory": "Committed"})
+            out += _commitment_usage(charge, common | commitment, hours, cost)
     elif charge.usage:
         out.append({**common, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
                     "ChargeDescription": charge.description, "BilledCost": cost, "ContractedCost": cost,
                     "ListCost": list_cost, "EffectiveCost": cost, "ConsumedQuantity": hours,
                     "ConsumedUnit": "Hours", "PricingCategory": pricing_category(charge.price_kind)})
     return [{**row, "ChargeType": row["ChargeCategory"]} for row in out]
+
+
+def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost: float) -> list[dict[str, Any]]:
+    """A commitment month inside the horizon: a Used row for the hours of the instances that run replicas and
+    an Unused row for the idle rest (FOCUS 1.0 CommitmentDiscountStatus), their EffectiveCost summing to the
+    month's charge exactly (the Unused row takes the remainder of the 4-decimal rounding).
+
+    FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes negotiated
+    discounts but not commitment discounts, so covered usage is priced at the on-demand twin's prices and only
+    EffectiveCost carries the commitment's rate. Idle hours consume nothing (ConsumedQuantity null, as FOCUS
+    asks of Unused rows) and are priced at the commitment's own prices: they save nothing on demand."""
+    used = charge.instances if charge.used_instances is None else min(charge.instances, charge.used_instances)
+    used_hours = hours if used == charge.instances else float(round(used * month_hours(charge.month), 4))
+    used_cost = cost if used == charge.instances else round(charge.unit_price * used_hours, 4)
+    split = used != charge.instances
+    out: list[dict[str, Any]] = []
+    if used > 0:
+        contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
+        twin = {} if charge.covered_prices is None else {
+            "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:on-demand"}
+        out.append({**common, **twin, "CommitmentDiscountStatus": "Used",
+                    "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+                    "ChargeDescription": charge.description
+                    + (f", {used:g} of {charge.instances:g} instances in use" if split else ""), "BilledCost": 0.0,
+                    "ContractedUnitPrice": contracted, "ListUnitPrice": listed, "PricingQuantity": used_hours,
+                    "ContractedCost": round(contracted * used_hours, 4), "ListCost": round(listed * used_hours, 4),
+                    "EffectiveCost": used_cost, "ConsumedQuantity": used_hours, "ConsumedUnit": "Hours",
+                    "PricingCategory": "Committed"})
+    if split:
+        idle_hours = float(round(hours - used_hours, 4))
+        idle_cost = round(cost - used_cost, 4)
+        out.append({**common, "CommitmentDiscountStatus": "Unused", "ChargeCategory": "Usage",
+                    "ChargeFrequency": "Usage-Based",
+                    "ChargeDescription": f"{charge.description}, {charge.instances - used:g} of "
+                                         f"{charge.instances:g} instances idle",
+                    "BilledCost": 0.0, "PricingQuantity": idle_hours, "ContractedCost": idle_cost,
+                    "ListCost": round(charge.list_unit_price * idle_hours, 4), "EffectiveCost": idle_cost,
+                    "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
+    return out
 
 
 def is_commitment(price_kind: str) -> bool:
