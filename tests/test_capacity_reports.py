@@ -319,3 +319,35 @@ def test_an_all_on_demand_plan_saves_exactly_nothing(tmp_path):
     assert run("plan", path, "--format", "json", "-o", out).exit_code == 0
     plan = json.loads(out.read_text())
     assert plan["total_cost"] == plan["all_on_demand_cost"] and plan["savings"] == 0.0
+
+
+def test_workload_tags_reach_the_capacity_json_csv_and_focus(global_plan):
+    """capacity-global.yaml tags assistant `team: assistant` and batch-extract `team: data`; solve's FOCUS Tags
+    and CSV carry a workload's tags, and the capacity outputs dropped them."""
+    import csv
+    import io
+
+    plan = json.loads(global_plan.read_text())
+    assert plan["workload_tags"] == {"assistant": {"team": "assistant"}, "batch-extract": {"team": "data"}}
+    lines = [x for p in plan["periods"] for x in p["purchases"]]
+    assert lines and all(x["tags"] == {"team": "data" if x["workloads"] == ["batch-extract"] else "assistant"}
+                         for x in lines)
+    assert [(c["workloads"], c["tags"]) for c in plan["commitments"]] == [(["assistant"], {"team": "assistant"})]
+    runs = [r for p in plan["periods"] for r in p["running"]]
+    assert {(r["workload"], r["tags"]["team"]) for r in runs} == {("assistant", "assistant"), ("batch-extract", "data")}
+    rows = list(csv.DictReader(io.StringIO(run("report", global_plan, "--format", "csv").stdout)))
+    assert [json.loads(r["tags"]) for r in rows] == [x["tags"] for x in lines]
+    focus = list(csv.DictReader(io.StringIO(run("report", global_plan, "--format", "focus").stdout)))
+    reserved = [json.loads(r["Tags"]) for r in focus if r["SkuPriceId"].endswith(":reserved-1y")]
+    assert reserved and all(t == {"gpuopt-period": "2027Q1", "gpuopt-workloads": "assistant", "team": "assistant"}
+                            for t in reserved)
+    spot = [json.loads(r["Tags"]) for r in focus if r["SkuPriceId"].endswith(":spot")]
+    assert spot and all(t["team"] == "data" and t["gpuopt-workloads"] == "batch-extract" for t in spot)
+
+
+def test_a_line_shared_by_workloads_lists_every_value_of_a_tag():
+    from gpuopt.planner.capacity_detail import merged_tags
+
+    tags = {"a": {"team": "data", "env": "prod"}, "b": {"team": "assistant", "env": "prod"}, "c": {}}
+    assert merged_tags(["a", "b", "c"], tags) == {"env": "prod", "team": "assistant,data"}
+    assert merged_tags(["c"], tags) == {}

@@ -35,7 +35,7 @@ from gpuopt.inputs.capacity import (
 from gpuopt.inputs.workload import Workload
 from gpuopt.physics.latency import borrowed_notes
 from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
-from gpuopt.planner.capacity_detail import RunningLine, cost_by_price_kind, running_lines
+from gpuopt.planner.capacity_detail import RunningLine, cost_by_price_kind, merged_tags, running_lines
 from gpuopt.planner.commitments import (
     CommitmentSpan,
     CommitmentSummary,
@@ -241,6 +241,7 @@ class PurchaseLine(_Frozen):
     # when the catalog has no on-demand twin)
     on_demand_price_per_hour: float | None = None
     on_demand_list_price_per_hour: float | None = None
+    tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags): FOCUS Tags and the CSV carry them
 
 
 class PeriodLine(_Frozen):
@@ -289,6 +290,7 @@ class CapacityPlan(_Frozen):
     catalog_as_of: str = ""  # newest price date of the catalog the plan used
     price_age_errors: list[str] = []  # chosen prices older than --max-price-age (the CLI exits 2 on them)
     profile: str | None = None  # the calibration profile the GPUs were read through (`--profile`), if any
+    workload_tags: dict[str, dict[str, str]] = {}  # workload -> its tags, as the capacity file set them
 
     @property
     def months_per_period(self) -> int:
@@ -381,6 +383,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
             for s in range(t - term_periods(c.offering.price_kind, cf.horizon.months_per_period) + 1, t + 1):
                 users[(c.offering.key, s)].add(c.workload.name)
     mpp = cf.horizon.months_per_period
+    tags = {w.name: dict(w.tags) for w in cf.workloads}
     bought: list[list[PurchaseLine]] = []
     for t in range(len(p.labels)):
         lines = []
@@ -395,6 +398,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                 committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=price,
                 hours=round(hours * pu.count, 2), cost=_charge(p, pu, price),
                 break_even_utilisation=_break_even(p, pu.offering), workloads=sorted(users[(o.key, t)]),
+                tags=merged_tags(sorted(users[(o.key, t)]), tags),
                 list_price_per_hour=_list_price(p, o), **_on_demand(p, o, pu.committed)))
         bought.append(lines)
     ledger = spans(list(zip(p.labels, bought, strict=True)), mpp)
@@ -442,4 +446,5 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                         fx_as_of="" if fx is None else fx.as_of, price_age_errors=age_errors,
                         commitments=ledger, commitment_summary=summary,
                         demand_units={w.name: w.demand.unit for w in cf.workloads},
+                        workload_tags={w.name: dict(w.tags) for w in cf.workloads if w.tags},
                         catalog_as_of="" if solved.catalog is None else solved.catalog.as_of)

@@ -38,6 +38,7 @@ class RunningLine(BaseModel):
     kv_cache_dtype: str
     capacity: float  # sustainable load of these replicas (before headroom), in the workload's demand unit
     vllm_command: str
+    tags: dict[str, str] = {}  # the workload's tags, as the capacity file set them (solve's deployments carry them)
 
 
 def running_lines(candidates: Sequence[CandidateResult], replicas: Mapping[tuple[int, int], int],
@@ -58,7 +59,8 @@ def running_lines(candidates: Sequence[CandidateResult], replicas: Mapping[tuple
             weight_precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,
             capacity=round(c.capacity * n, 4),
             vllm_command=vllm_command(resolve_model(c.workload), memory.config,
-                                      compute_capability=get_gpu(o.gpu).compute_capability)))
+                                      compute_capability=get_gpu(o.gpu).compute_capability),
+            tags=dict(c.workload.tags)))
     return sorted(out, key=lambda r: (r.workload, r.provider, r.sku, r.region, r.price_kind, r.tensor_parallel))
 
 
@@ -82,6 +84,17 @@ def cost_by_price_kind(purchases: Sequence[PurchaseLike], commitments: Sequence[
         charges = period_charges(c.price_per_hour, c.count, c.term_months, months_per_period)
         split[c.price_kind].append(charges[period - c.start_month // months_per_period])
     return {k: cents(v) for k, v in sorted(split.items())}
+
+
+def merged_tags(workloads: Sequence[str], tags: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The tags of a line several workloads share (a commitment, a purchase): per key, the value its workloads
+    give it, or their distinct values sorted and joined with "," when they differ (`team: assistant,data`), so
+    a cost allocated by tag still finds every team that uses the line."""
+    values: dict[str, set[str]] = defaultdict(set)
+    for w in workloads:
+        for key, value in tags.get(w, {}).items():
+            values[key].add(value)
+    return {key: ",".join(sorted(v)) for key, v in sorted(values.items())}
 
 
 RunKey = tuple[str, str, str, str]  # provider, sku, region, price kind: what a running line and a commitment share

@@ -61,6 +61,8 @@ class PurchaseLike(Protocol):
     def cost(self) -> float: ...
     @property
     def workloads(self) -> list[str]: ...
+    @property
+    def tags(self) -> dict[str, str]: ...
 
 
 class CommitmentSpan(BaseModel):
@@ -83,6 +85,7 @@ class CommitmentSpan(BaseModel):
     cost_inside_horizon: float
     obligation_after_horizon: float
     workloads: list[str]
+    tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags)
 
 
 class CommitmentSummary(BaseModel):
@@ -135,7 +138,7 @@ def spans(periods: Sequence[tuple[str, Sequence[PurchaseLike]]], months_per_peri
                 price_kind=p.price_kind, count=p.count, price_per_hour=p.price_per_hour, start_month=start,
                 term_months=term, months_inside=inside, months_after=term - inside,
                 cost_inside_horizon=cents(charges[:split]), obligation_after_horizon=cents(charges[split:]),
-                workloads=sorted(p.workloads)))
+                workloads=sorted(p.workloads), tags=dict(p.tags)))
     return out
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 
 from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
 from gpuopt.planner.capacity_detail import active_commitments, commitment_use
@@ -228,12 +229,13 @@ def render_capacity_csv(plan: CapacityPlan) -> str:
     for p in plan.periods:
         for x in p.purchases:
             rows.append({"period": p.period, **{k: v for k, v in x.model_dump().items() if k != "workloads"},
-                         "workloads": ";".join(x.workloads), "period_cost": p.cost, **plan_columns})
+                         "workloads": ";".join(x.workloads), "period_cost": p.cost, **plan_columns,
+                         "tags": json.dumps(x.tags, sort_keys=True)})
     columns = ["period", "provider", "service", "sku", "region", "gpu", "gpus_per_instance", "price_kind", "count",
                "committed", "term_months", "price_per_hour", "hours", "cost", "break_even_utilisation", "workloads",
                "period_cost",
                # added since the first release, after every older column (readers by position read the same)
-               "list_price_per_hour", *plan_columns]
+               "list_price_per_hour", *plan_columns, "tags"]
     return _frame(rows, columns)
 
 
@@ -296,7 +298,7 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     list_unit_price=x.price_per_hour if x.list_price_per_hour is None else x.list_price_per_hour,
                     description=f"{p.period}: {x.count} x {x.sku} {x.price_kind}"
                                 + (f", month {m + 1} of {len(months)}" if committed else ""),
-                    tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period},
+                    tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period, **x.tags},
                     commitment_id=f"gpuopt:{x.provider}:{x.sku}:{x.region}:{x.price_kind}:{p.period}"
                     if committed else None,
                     commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
