@@ -351,3 +351,82 @@ def test_a_line_shared_by_workloads_lists_every_value_of_a_tag():
     tags = {"a": {"team": "data", "env": "prod"}, "b": {"team": "assistant", "env": "prod"}, "c": {}}
     assert merged_tags(["a", "b", "c"], tags) == {"env": "prod", "team": "assistant,data"}
     assert merged_tags(["c"], tags) == {}
+
+
+RESERVED_ONLY = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+horizon: {periods: 2, period: quarter, start: 2027Q1}
+charge: CHARGE
+workloads:
+  - name: assistant
+    model: meta-llama/Llama-3.1-8B-Instruct
+    demand: {requests_per_second: DEMAND}
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+    price_kinds: KINDS
+"""
+
+
+def _capacity(tmp_path, name, charge, demand, kinds):
+    path, out = tmp_path / f"{name}.yaml", tmp_path / f"{name}.json"
+    path.write_text(RESERVED_ONLY.replace("CHARGE", charge).replace("DEMAND", demand).replace("KINDS", kinds))
+    result = run("plan", path, "--format", "json", "-o", out)
+    assert result.exit_code == 0, result.output
+    return out, json.loads(out.read_text())
+
+
+def test_a_commitment_used_below_break_even_says_so_and_why(tmp_path):
+    """Only reserved-1y allowed, 2 quarters of 8 req/s on one g6e.xlarge: its 1-year term costs 1.17243 x 8,760 h
+    = 10,270.49 while the 2 x 2,190 = 4,380 h it runs would rent for 1.861 x 4,380 = 8,151.18 on demand (use
+    50%, break-even 1.17243 / 1.861 = 63%). Before: no word of it, and all_on_demand_cost/savings null."""
+    saved, plan = _capacity(tmp_path, "r", "full-term", "[8, 8]", "[reserved-1y]")
+    (span,) = plan["commitments"]
+    assert (span["utilisation"], span["break_even_utilisation"]) == (0.5, 0.63)
+    assert span["note"] == (
+        "used below break-even: 4,380 of its 8,760 instance-hours (50%) run replicas inside the horizon, "
+        "break-even 63%; its charge 10,270.49 USD is more than renting those hours on demand (8,151.18); bought "
+        "because on-demand is not allowed for assistant (price_kinds)")
+    # the all-on-demand reference: the chosen SKU's on-demand rate, said to be a reference
+    assert (plan["total_cost"], plan["all_on_demand_cost"], plan["savings"]) == (10270.49, 8151.18, -2119.31)
+    assert plan["commitment_summary"]["savings_amortised"] == round(8151.18 - 5135.25, 2)
+    assert plan["all_on_demand_note"].startswith("a reference figure: assistant excludes on-demand")
+    markdown = run("report", saved, "--format", "markdown").stdout
+    assert "| all on-demand reference | a reference figure" in markdown
+    assert "reserved-1y from 2027Q1: used below break-even: 4,380 of its 8,760" in markdown
+    table = run("report", saved, "--format", "table").stdout
+    assert "commitment 1 x aws g6e.xlarge (us-east-1) reserved-1y from 2027Q1: used below break-even" in table
+    assert "used below break-even" in run("report", saved, "--format", "html").stdout
+
+
+def test_an_inside_horizon_commitment_below_break_even_names_the_charge_mode(tmp_path):
+    """inside-horizon, 8 req/s then 16: a 3-year reservation bought in 2027Q2 runs 3 of its 36 months inside
+    the horizon (2,190 of 26,280 h, 8%), below its break-even; the program counted only those 3 months."""
+    _, plan = _capacity(tmp_path, "i", "inside-horizon", "[8, 16]", "[on-demand, reserved-3y]")
+    late = [c for c in plan["commitments"] if c["bought"] == "2027Q2"]
+    assert late, plan["commitments"]
+    assert all(c["utilisation"] == round(c["count"] * 2190 / (c["count"] * 26280), 4) for c in late)
+    assert all(c["note"].endswith("bought because charge: inside-horizon counted only its 3 months inside the "
+                                  "horizon, not the 33 after it") for c in late)
+    assert plan["all_on_demand_note"] == "every workload rented on demand, from the offerings it allows"
+
+
+def test_a_fully_used_reservation_has_no_note(global_plan):
+    """capacity-global: the 2027Q1 reservations run replicas in all 4 quarters (use 100%)."""
+    (span,) = json.loads(global_plan.read_text())["commitments"]
+    assert (span["utilisation"], span["note"]) == (1.0, "")
+
+
+def test_an_absent_all_on_demand_reference_says_why():
+    from gpuopt.planner.capacity import CapacityPlan
+    from gpuopt.reports.capacity import render_capacity_markdown
+
+    why = "no all-on-demand reference: workload a excludes on-demand and the catalog has no on-demand price"
+    plan = CapacityPlan(status="optimal", currency="USD", horizon="1 quarters from 2027Q1", period="quarter",
+                        charge="full-term", headroom=0.8, periods=[], total_cost=1.0, all_on_demand_cost=None,
+                        savings=None, committed_after_horizon=0.0, scenarios=[], explanation=[],
+                        as_of_date="2026-11-29", all_on_demand_note=why)
+    assert f"| all on-demand, same demand | {why} |" in render_capacity_markdown(plan)

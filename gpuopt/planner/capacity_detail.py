@@ -9,12 +9,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.hardware import get_gpu
 from gpuopt.planner.candidates import CandidateResult, resolve_model
 from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike, cents, period_charges
+from gpuopt.planner.plan import HOURS_PER_MONTH
 from gpuopt.planner.serve_command import vllm_command
 
 
@@ -128,4 +130,48 @@ def commitment_use(commitments: Sequence[CommitmentSpan], running: Sequence[Sequ
                 key = (c.provider, c.sku, c.region, c.price_kind)
                 out[j][t] = min(c.count, left.get(key, 0))
                 left[key] = left.get(key, 0) - out[j][t]
+    return out
+
+
+class BreakEvenInputs(Protocol):
+    """What `assess` reads of a commitment's purchase line (planner.capacity.PurchaseLine)."""
+
+    @property
+    def break_even_utilisation(self) -> float | None: ...
+    @property
+    def on_demand_price_per_hour(self) -> float | None: ...
+
+
+def assess(commitments: Sequence[CommitmentSpan], lines: Sequence[BreakEvenInputs],
+           use: Sequence[Mapping[int, int]], on_demand_allowed: Mapping[str, bool], charge: str,
+           months_per_period: int, currency: str) -> list[CommitmentSpan]:
+    """Each commitment (`lines[j]` its purchase line) with its utilisation -- instance-hours running replicas
+    inside the horizon over the instance-hours of its whole term -- and, when that is below its break-even, a
+    note: its charge is more than renting the hours it is used on demand, and why the program bought it anyway
+    (on-demand not allowed for its workloads; or `charge: inside-horizon` counted only its months inside a
+    horizon its term outlives). The program is right to buy it in both cases; a reviewer should know."""
+    out = []
+    hours = HOURS_PER_MONTH * months_per_period
+    for c, line, used in zip(commitments, lines, use, strict=True):
+        term_hours = c.count * HOURS_PER_MONTH * c.term_months
+        used_hours = sum(used.values()) * hours
+        utilisation = round(used_hours / term_hours, 4) if term_hours else None
+        update: dict[str, object] = {"utilisation": utilisation,
+                                     "break_even_utilisation": line.break_even_utilisation}
+        od = line.on_demand_price_per_hour
+        billed = cents((c.cost_inside_horizon, c.obligation_after_horizon))
+        rented = round(od * used_hours, 2) if od is not None else None
+        if rented is not None and line.break_even_utilisation is not None and billed > rented:
+            if not any(on_demand_allowed.get(w, True) for w in c.workloads):
+                why = f"on-demand is not allowed for {', '.join(c.workloads)} (price_kinds)"
+            elif charge == "inside-horizon" and c.months_after > 0:
+                why = (f"charge: inside-horizon counted only its {c.months_inside} months inside the horizon, "
+                       f"not the {c.months_after} after it")
+            else:
+                why = "no cheaper schedule met the demand with the offerings allowed"
+            update["note"] = (f"used below break-even: {used_hours:,.0f} of its {term_hours:,.0f} instance-hours "
+                              f"({utilisation:.0%}) run replicas inside the horizon, break-even "
+                              f"{line.break_even_utilisation:.0%}; its charge {billed:,.2f} {currency} is more "
+                              f"than renting those hours on demand ({rented:,.2f}); bought because {why}")
+        out.append(c.model_copy(update=update))
     return out

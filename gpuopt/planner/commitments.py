@@ -86,6 +86,12 @@ class CommitmentSpan(BaseModel):
     obligation_after_horizon: float
     workloads: list[str]
     tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags)
+    # share of its term's instance-hours that run replicas inside the horizon, its break-even share (price /
+    # on-demand price of the same SKU and region), and, when the first is below the second, why it was bought
+    # anyway (capacity_detail.assess): None/"" when unknown (no on-demand twin, a plan file from before)
+    utilisation: float | None = None
+    break_even_utilisation: float | None = None
+    note: str = ""
 
 
 class CommitmentSummary(BaseModel):

@@ -56,7 +56,10 @@ def _summary_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
     s = plan.commitment_summary
     out = [("horizon", plan.horizon),
            (f"total cost (charge: {plan.charge})", money(plan.total_cost, c)),
-           ("all on-demand, same demand", money(plan.all_on_demand_cost, c))]
+           ("all on-demand, same demand", money(plan.all_on_demand_cost, c) if plan.all_on_demand_cost is not None
+            else plan.all_on_demand_note or "-")]
+    if plan.all_on_demand_cost is not None and plan.all_on_demand_note.startswith("a reference figure"):
+        out.append(("all on-demand reference", plan.all_on_demand_note))
     if s is not None:
         out += [("cost inside the horizon (commitments amortised)", money(s.cost_inside_horizon, c)),
                 ("commitments owed after the horizon (any charge mode)", money(s.obligation_after_horizon, c)),
@@ -117,6 +120,8 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
                        f"| {x.cost_inside_horizon:,.2f} | {x.obligation_after_horizon:,.2f} | "
                        f"{md(', '.join(x.workloads))} |")
         out.append("")
+        out += [f"- {md(_span(x))}: {md(x.note)}" for x in plan.commitments if x.note]
+        out += [""] if any(x.note for x in plan.commitments) else []
     if plan.scenarios:
         out += ["## Scenarios", "", "| scenario | demand x | total cost | shortfall (per period) | idle (per period) |",
                 "|---|---|---|---|---|"]
@@ -185,6 +190,9 @@ def render_capacity_table(plan: CapacityPlan, width: int | None = None) -> str:
         commands = sorted({(r.workload, r.sku, r.vllm_command) for p in plan.periods for r in p.running})
         for workload, sku, command in commands:
             con.print(f"[{workload} on {sku}] {command}", soft_wrap=True)
+    for x in plan.commitments:
+        if x.note:
+            con.print(f"commitment {_span(x)}: {x.note}", soft_wrap=True)
     if plan.sensitivity is not None:
         sv = plan.sensitivity
         sweep = ", ".join(f"x{x.tpot_factor:g}: {money(x.cost, c)}" for x in sv.tpot_sweep)
