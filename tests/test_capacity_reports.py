@@ -241,7 +241,8 @@ def _plan(charge, periods, commitments=(), total=None):
 def test_a_capacity_diff_shows_the_obligation_after_the_horizon_as_a_line_the_total_sums(charge):
     """Old: 2 on-demand instances at 1.00/h in both quarters: 2 x 1.00 x 2,190 h = 4,380.00 each, 8,760.00.
     New: 2 x reserved-1y at 0.50/h bought in 2027Q1: 2 x 0.50 x 2,190 = 2,190.00 per quarter; its 6 months
-    after the horizon owe 2 x 0.50 x 730 x 6 = 4,380.00, in the total under full-term only.
+    after the horizon owe 2 x 0.50 x 730 x 6 = 4,380.00, in the plan's total under full-term only but owed in
+    both modes, so the diff's line shows it in both (inside-horizon showed 0.00 -> 0.00).
     2027Q2 buys nothing new but pays the running reservation: changed, not removed."""
     from gpuopt.reports.diff import diff_capacity, diff_markdown
 
@@ -252,13 +253,12 @@ def test_a_capacity_diff_shows_the_obligation_after_the_horizon_as_a_line_the_to
     assert (q1.delta, q2.delta) == (-2190.0, -2190.0)
     assert q2.change == "changed" and any("running: nothing -> 2 x aws g6e.xlarge" in x for x in q2.details)
     assert (after.deployment, after.line_kind) == ("after the horizon", "after-horizon")
-    in_total = 4380.0 if charge == "full-term" else 0.0
-    assert (after.monthly_before, after.monthly_after) == (0.0, in_total)
+    assert (after.monthly_before, after.monthly_after, after.change) == (0.0, 4380.0, "changed")
     assert "4,380.00 USD owed after the horizon" in after.details[0]
-    assert ("not in its total" in after.details[0]) == (charge == "inside-horizon")
-    # full-term: 2,190 + 2,190 + 4,380 = 8,760.00, delta 0; inside-horizon: 4,380.00, delta -4,380.00
-    assert d.total_monthly_after == sum(x.monthly_after for x in d.lines) == 4380.0 + in_total
-    assert d.total_delta == sum(x.delta for x in d.lines) == in_total - 4380.0
+    assert ("total_cost leaves it out" in after.details[0]) == (charge == "inside-horizon")
+    # either mode: 2,190 + 2,190 + 4,380 = 8,760.00 over the horizon and owed after it, delta 0
+    assert d.total_monthly_after == sum(x.monthly_after for x in d.lines) == 8760.0
+    assert d.total_delta == sum(x.delta for x in d.lines) == 0.0
     assert "| after the horizon |" in diff_markdown(d)
 
 
@@ -430,3 +430,18 @@ def test_an_absent_all_on_demand_reference_says_why():
                         savings=None, committed_after_horizon=0.0, scenarios=[], explanation=[],
                         as_of_date="2026-11-29", all_on_demand_note=why)
     assert f"| all on-demand, same demand | {why} |" in render_capacity_markdown(plan)
+
+
+def test_a_diff_across_charge_modes_shows_the_obligation_the_new_plan_owes():
+    """Old full-term: 2 reserved-1y at 0.50/h bought in 2027Q1 and held 2 quarters of 2, nothing after (a
+    6-month-term stand-in: months_after 0). New inside-horizon: the same with 6 months after the horizon owing
+    2 x 0.50 x 730 x 6 = 4,380.00 outside its total_cost. Before: after the horizon 0.00 -> 0.00 unchanged."""
+    from gpuopt.reports.diff import diff_capacity, diff_table
+
+    periods = [("2027Q1", 2190.0, [(2, "reserved-1y", 0.5)]), ("2027Q2", 2190.0, [])]
+    old = _plan("full-term", periods, [0.0])
+    new = _plan("inside-horizon", periods, [4380.0])
+    *_, after = diff_capacity(old, new).lines
+    assert (after.deployment, after.change, after.monthly_before, after.monthly_after, after.delta) == (
+        "after the horizon", "changed", 0.0, 4380.0, 4380.0)
+    assert "4,380.00" in diff_table(diff_capacity(old, new), width=200)

@@ -4,9 +4,11 @@ Solve plans: per deployment and in total, monthly cost before and after, what wa
 (GPU, precision, TP, replicas). A deployment is identified by (workload, provider, SKU, region, price kind);
 the shapes it runs (replicas x GPU, TP/PP, formats) are what "changed" compares.
 Capacity plans: per period, cost before and after, the purchases and the commitments already running that
-changed; then, when a plan's total includes it (charge: full-term), the obligation its commitments carry past
-the horizon as its own line, so the lines a reviewer reads add up to the total (the total was the plan's
-total_cost, which includes that obligation while no line showed it).
+changed; then, when either plan's commitments owe anything past the horizon, that obligation as its own line,
+in both charge modes (the provider bills it whatever the program charged; under inside-horizon it showed
+0.00 -> 0.00 "unchanged" against a plan owing 29,931.07), so the totals are what each schedule costs over
+the horizon and owes after it: a full-term plan's total_cost, an inside-horizon plan's total_cost plus its
+obligation, comparable across charge modes.
 
 Totals are the sums of the printed lines (in cents, after conversion), so a diff adds up as a reviewer checks it.
 
@@ -165,12 +167,6 @@ def _holdings(plan: CapacityPlan, index: int) -> tuple[list[str], list[str]]:
     return sorted(_purchase(x) for x in plan.periods[index].purchases), _running(plan, index)
 
 
-def owed_in_total(plan: CapacityPlan) -> float:
-    """The part of `total_cost` past the horizon: the commitments' obligation when the plan charges full terms
-    (total = periods + obligation); 0 under inside-horizon, whose total leaves the obligation out."""
-    return plan.committed_after_horizon if plan.charge == "full-term" else 0.0
-
-
 def _owed_text(plan: CapacityPlan, which: str, factor: float, currency: str) -> str | None:
     if not plan.committed_after_horizon:
         return None
@@ -179,8 +175,8 @@ def _owed_text(plan: CapacityPlan, which: str, factor: float, currency: str) -> 
                       f"{c.months_after} months" for c in plan.commitments if c.months_after > 0)
     if plan.charge == "full-term":
         return f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans})"
-    return (f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans}), not in its total "
-            "(charge: inside-horizon)")
+    return (f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans}); its plan's total_cost leaves it "
+            "out (charge: inside-horizon), this diff's total includes it")
 
 
 def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
@@ -211,9 +207,9 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
                               monthly_after=ma, delta=plain(ma - mb, 2), details=details, line_kind="period"))
     notes = [t for t in (_owed_text(old, "before", factor, new.currency), _owed_text(new, "after", 1.0, new.currency))
              if t is not None]
-    if notes:
-        ob, oa = round(owed_in_total(old) * factor, 2), round(owed_in_total(new), 2)
-        change = "unchanged" if abs(oa - ob) <= 0.005 else ("added" if not ob else "removed" if not oa else "changed")
+    if notes:  # what the commitments owe after the horizon in either charge mode: the provider bills it
+        ob, oa = round(old.committed_after_horizon * factor, 2), round(new.committed_after_horizon, 2)
+        change = "unchanged" if abs(oa - ob) <= 0.005 else "changed"
         lines.append(DiffLine(workload="(all)", deployment="after the horizon", change=change, monthly_before=ob,
                               monthly_after=oa, delta=plain(oa - ob, 2), details=notes, line_kind="after-horizon"))
     tb = plain(sum(x.monthly_before for x in lines), 2)
