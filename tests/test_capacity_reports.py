@@ -445,3 +445,15 @@ def test_a_diff_across_charge_modes_shows_the_obligation_the_new_plan_owes():
     assert (after.deployment, after.change, after.monthly_before, after.monthly_after, after.delta) == (
         "after the horizon", "changed", 0.0, 4380.0, 4380.0)
     assert "4,380.00" in diff_table(diff_capacity(old, new), width=200)
+
+
+def test_a_capacity_diff_lists_periods_in_the_plans_order():
+    """A 12-month horizon without `start` is labelled M1..M12; sorted as text, M10-M12 came before M2."""
+    from gpuopt.reports.diff import diff_capacity, period_order
+
+    months = [(f"M{i}", 730.0, [(1, "on-demand", 1.0)] if i == 1 else []) for i in range(1, 13)]
+    plan = _plan("full-term", months).model_copy(update={"period": "month"})
+    assert [x.deployment for x in diff_capacity(plan, plan).lines] == [f"period M{i}" for i in range(1, 13)]
+    # a period only one horizon has sits where its plan lists it
+    assert period_order(["M1", "M2", "M3"], ["M2", "M3", "M4"]) == ["M1", "M2", "M3", "M4"]
+    assert period_order(["2027Q2", "2027Q3"], ["2027Q1", "2027Q2"]) == ["2027Q1", "2027Q2", "2027Q3"]

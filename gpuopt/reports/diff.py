@@ -179,6 +179,20 @@ def _owed_text(plan: CapacityPlan, which: str, factor: float, currency: str) -> 
             "out (charge: inside-horizon), this diff's total includes it")
 
 
+def period_order(old: list[str], new: list[str]) -> list[str]:
+    """Both horizons' period labels in the order the plans list them: the old plan's, each period only the new
+    one has placed after the new plan's period before it (labels sorted as text put M10 before M2)."""
+    order = list(old)
+    at = -1
+    for label in new:
+        if label in order:
+            at = order.index(label)
+        else:
+            at += 1
+            order.insert(at, label)
+    return order
+
+
 def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
     """Per period (matched by label) the cost, the purchases and the commitments already running, before and
     after; then the obligation after the horizon that each total includes, as its own line. The totals are the
@@ -187,7 +201,7 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
     before = {p.period: i for i, p in enumerate(old.periods)}
     after = {p.period: i for i, p in enumerate(new.periods)}
     lines = []
-    for label in sorted(set(before) | set(after)):
+    for label in period_order([p.period for p in old.periods], [p.period for p in new.periods]):
         i, j = before.get(label), after.get(label)
         mb = round(old.periods[i].cost * factor, 2) if i is not None else 0.0
         ma = round(new.periods[j].cost, 2) if j is not None else 0.0
