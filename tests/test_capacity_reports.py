@@ -440,6 +440,8 @@ def test_a_diff_across_charge_modes_shows_the_obligation_the_new_plan_owes():
 
     periods = [("2027Q1", 2190.0, [(2, "reserved-1y", 0.5)]), ("2027Q2", 2190.0, [])]
     old = _plan("full-term", periods, [0.0])
+    old = old.model_copy(update={"commitments": [c.model_copy(update={"term_months": 6, "months_after": 0})
+                                                 for c in old.commitments]})
     new = _plan("inside-horizon", periods, [4380.0])
     *_, after = diff_capacity(old, new).lines
     assert (after.deployment, after.change, after.monthly_before, after.monthly_after, after.delta) == (
@@ -457,3 +459,32 @@ def test_a_capacity_diff_lists_periods_in_the_plans_order():
     # a period only one horizon has sits where its plan lists it
     assert period_order(["M1", "M2", "M3"], ["M2", "M3", "M4"]) == ["M1", "M2", "M3", "M4"]
     assert period_order(["2027Q2", "2027Q3"], ["2027Q1", "2027Q2"]) == ["2027Q1", "2027Q2", "2027Q3"]
+
+
+def test_one_schedule_in_two_currencies_is_unchanged_in_every_period(global_plan, tmp_path):
+    """capacity-global in USD and in CNY at its recorded 6.6529: 2027Q2 prints 3,136.81 USD x 6.6529 =
+    20,868.88 against 20,868.83 CNY (each plan rounds its own cents; the reservation's 2,567.63 USD carries one
+    more), but its exact cost is 0.2599 x 2,190 + 1.17243 x 2,190 = 3,136.8027 USD x 6.6529 = 20,868.83 CNY both
+    ways. Before: every period `changed` by +0.01 or -0.05."""
+    cny = tmp_path / "cny.json"
+    assert run("plan", EXAMPLES / "capacity-global.yaml", "--currency", "CNY", "--format", "json", "-o",
+               cny).exit_code == 0
+    lines = json.loads(run("diff", global_plan, cny, "--format", "json").stdout)["lines"]
+    assert [x["change"] for x in lines] == ["unchanged"] * 4
+    q2 = next(x for x in lines if x["deployment"] == "period 2027Q2")
+    assert (q2["monthly_before"], q2["monthly_after"]) == (20868.88, 20868.83)
+    assert q2["details"] == ["-0.05 from rounding each plan's figures to the cent, not a change"]
+
+
+def test_a_cent_of_real_difference_is_still_a_change():
+    """1 on-demand instance at 1.00/h against 1.0000046/h for 2,190 h: 2,190.00 -> 2,190.01, exactly 0.010074
+    apart (more than half a cent and the 8-decimal prices' 5e-9 x 4,380 h): changed."""
+    from gpuopt.reports.diff import diff_capacity
+
+    old = _plan("full-term", [("2027Q1", 2190.0, [(1, "on-demand", 1.0)])])
+    new = _plan("full-term", [("2027Q1", 2190.01, [(1, "on-demand", 1.0000046)])])
+    hours = {"hours": 2190.0}
+    old, new = (p.model_copy(update={"periods": [p.periods[0].model_copy(update={"purchases": [
+        p.periods[0].purchases[0].model_copy(update=hours)]})]}) for p in (old, new))
+    (line,) = diff_capacity(old, new).lines
+    assert (line.change, line.delta) == ("changed", 0.01)
