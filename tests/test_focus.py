@@ -79,11 +79,13 @@ def test_plan_focus_passes_the_validator_and_sums_to_the_period_costs(file, tmp_
     for index, period in enumerate(plan["periods"]):
         inside = months[3 * index:3 * index + 3]
         # the period's 730-hour months re-priced at the calendar's hours: the period cost x real hours / 2,190
-        # (2027Q1: Jan 744 + Feb 672 + Mar 744 = 2,160 h; Q2 2,184; Q3 and Q4 2,208)
+        # (2027Q1: Jan 744 + Feb 672 + Mar 744 = 2,160 h; Q2 2,184; Q3 and Q4 2,208); a monthly subscription is
+        # a flat fee per month, its share of the period cost whatever the hours
         real = sum((add_months(dt.date.fromisoformat(m + "-01"), 1) - dt.date.fromisoformat(m + "-01")).days * 24
                    for m in inside)
-        assert sum(by_month[m] for m in inside) == pytest.approx(period["cost"] * real / 2190, abs=0.05), \
-            period["period"]
+        flat = period["cost_by_price_kind"].get("subscription-monthly", 0.0)
+        assert sum(by_month[m] for m in inside) == pytest.approx(
+            (period["cost"] - flat) * real / 2190 + flat, abs=0.05), period["period"]
 
 
 def _line(kind: str, count: int, price: float, committed: bool) -> PurchaseLine:
@@ -331,3 +333,19 @@ def test_an_idle_reservation_in_a_plan_passes_the_validator_as_unused(tmp_path, 
     assert sorted((r["CommitmentDiscountStatus"], r["PricingQuantity"], r["EffectiveCost"]) for r in october) == [
         ("Unused", "744.0", "872.2879"), ("Used", "744.0", "872.2879")]
     assert focus_failures(out, monkeypatch) == []
+
+
+def test_a_monthly_subscription_is_a_flat_fee_per_calendar_month(tmp_path):
+    """capacity-cn subscribes GT4.8XLARGE192 from 2027Q2 at 27,496 CNY a month (the catalog's 37.665753/h is
+    27,496 / 730): every month bills 27,496.00 per instance, February and May alike. Before: priced by the
+    month's hours, 37.665753 x 720 = 27,119.34 in April, x 744 = 28,023.32 in May."""
+    out = tmp_path / "cn.csv"
+    assert run("plan", EXAMPLES / "capacity-cn.yaml", "--format", "focus", "-o", out).exit_code == 0
+    rows = [r for r in rows_of(out.read_text()) if "GT4.8XLARGE192 subscription-monthly" in r["ChargeDescription"]]
+    purchases = {r["ChargePeriodStart"][:7]: r for r in rows if r["ChargeCategory"] == "Purchase"}
+    assert (purchases["2027-04"]["PricingUnit"], purchases["2027-04"]["PricingQuantity"]) == ("Months", "1.0")
+    assert {float(purchases[m]["BilledCost"]) for m in ("2027-04", "2027-05", "2027-06")} == {27496.0}
+    assert float(purchases["2027-05"]["ContractedUnitPrice"]) == 27496.0
+    usage = {r["ChargePeriodStart"][:7]: r for r in rows if r["ChargeCategory"] == "Usage"}
+    assert float(usage["2027-05"]["EffectiveCost"]) == 27496.0  # the fee, the 744 h it ran as ConsumedQuantity
+    assert (usage["2027-05"]["ConsumedQuantity"], usage["2027-05"]["PricingUnit"]) == ("744.0", "Hours")

@@ -12,6 +12,7 @@ import datetime as dt
 import io
 import json
 
+from gpuopt.inputs.capacity import RENEWABLE
 from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
 from gpuopt.planner.capacity_detail import active_commitments, commitment_use
 from gpuopt.planner.commitments import CHARGE_MODES, CommitmentSpan
@@ -311,7 +312,8 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     if committed else None,
                     commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
                     if committed else None,
-                    usage=k < horizon_months, covered_prices=_covered(x), used_instances=used))
+                    usage=k < horizon_months, covered_prices=_covered(x), used_instances=used,
+                    monthly_fee=x.price_kind in RENEWABLE))
     out.sort(key=lambda r: (str(r["ChargePeriodStart"]), str(r["ChargeCategory"]), str(r["SkuPriceId"])))
     return _frame(out, FOCUS_COLUMNS)
 

@@ -23,6 +23,8 @@ What the rows mean
   after the horizon carry only the Purchase rows: the obligation. So summing EffectiveCost per month (or
   period) gives the plan's cost of that month at the calendar's hours, and summing BilledCost gives what the
   provider bills, after the horizon included.
+- A monthly subscription is priced per month (the catalog's price_per_hour is its fee / 730): a flat fee per
+  calendar month (PricingUnit Months, quantity the instances), not its hourly equivalent x the month's hours.
 - The account is a projection: BillingAccountId `gpuopt-projection`, no sub-account, no resource id.
 
 `focus-validator` 1.0.0 (the newest on Python 3.11) checks the 1.0-preview names of five columns: Provider,
@@ -37,6 +39,8 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from gpuopt.planner.plan import HOURS_PER_MONTH
 
 FOCUS_COLUMNS = (
     "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
@@ -111,6 +115,9 @@ class Charge:
     # a commitment: how many of its instances run replicas this month (None: all of them, or unknown); the
     # rest is idle, a Usage row with CommitmentDiscountStatus Unused
     used_instances: float | None = None
+    # priced per month (a monthly subscription: the catalog's price_per_hour is its monthly fee / 730): billed
+    # as a flat fee per calendar month, PricingUnit Months, whatever the month's hours
+    monthly_fee: bool = False
 
 
 def month_hours(month: dt.date) -> int:
@@ -122,14 +129,20 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
     start, end = stamp(charge.month), stamp(add_months(charge.month, 1))
     # the charge period's real hours, not the 730-hour planning month (module docstring)
     hours = float(round(charge.instances * month_hours(charge.month), 4))  # decimal, never an integer column
-    cost = round(charge.unit_price * hours, 4)
-    list_cost = round(charge.list_unit_price * hours, 4)
+    # a monthly fee is priced per instance-month (the catalog's hourly price x the 730-hour month it was
+    # derived from, to the cent), everything else per instance-hour of the calendar month
+    unit_price, list_unit_price = ((round(charge.unit_price * HOURS_PER_MONTH, 2),
+                                    round(charge.list_unit_price * HOURS_PER_MONTH, 2)) if charge.monthly_fee
+                                   else (charge.unit_price, charge.list_unit_price))
+    quantity = float(charge.instances) if charge.monthly_fee else hours
+    cost = round(unit_price * quantity, 4)
+    list_cost = round(list_unit_price * quantity, 4)
     common: dict[str, Any] = {
         "AvailabilityZone": None, "BillingAccountId": ACCOUNT_ID, "BillingAccountName": ACCOUNT_NAME,
         "BillingCurrency": charge.currency, "BillingPeriodStart": start, "BillingPeriodEnd": end,
         "ChargeClass": None, "ChargePeriodStart": start, "ChargePeriodEnd": end,
-        "ContractedUnitPrice": charge.unit_price, "ListUnitPrice": charge.list_unit_price,
-        "PricingQuantity": hours, "PricingUnit": "Hours",
+        "ContractedUnitPrice": unit_price, "ListUnitPrice": list_unit_price,
+        "PricingQuantity": quantity, "PricingUnit": "Months" if charge.monthly_fee else "Hours",
         "InvoiceIssuerName": charge.provider, "InvoiceIssuer": charge.provider,
         "ProviderName": charge.provider, "Provider": charge.provider,
         "PublisherName": charge.provider, "Publisher": charge.provider,
@@ -169,11 +182,14 @@ def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost
     FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes negotiated
     discounts but not commitment discounts, so covered usage is priced at the on-demand twin's prices and only
     EffectiveCost carries the commitment's rate. Idle hours consume nothing (ConsumedQuantity null, as FOCUS
-    asks of Unused rows) and are priced at the commitment's own prices: they save nothing on demand."""
+    asks of Unused rows) and are priced at the commitment's own prices: they save nothing on demand. A monthly
+    fee's Used row is still measured in the hours its instances ran, its Unused row in idle instance-months."""
     used = charge.instances if charge.used_instances is None else min(charge.instances, charge.used_instances)
-    used_hours = hours if used == charge.instances else float(round(used * month_hours(charge.month), 4))
-    used_cost = cost if used == charge.instances else round(charge.unit_price * used_hours, 4)
     split = used != charge.instances
+    used_hours = float(round(used * month_hours(charge.month), 4)) if split else hours
+    # the commitment's own pricing: per instance-hour, or per instance-month for a monthly fee (`rows`)
+    quantity, used_quantity = (float(charge.instances), float(used)) if charge.monthly_fee else (hours, used_hours)
+    used_cost = round(common["ContractedUnitPrice"] * used_quantity, 4) if split else cost
     out: list[dict[str, Any]] = []
     if used > 0:
         contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
@@ -184,18 +200,19 @@ def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost
                     "ChargeDescription": charge.description
                     + (f", {used:g} of {charge.instances:g} instances in use" if split else ""), "BilledCost": 0.0,
                     "ContractedUnitPrice": contracted, "ListUnitPrice": listed, "PricingQuantity": used_hours,
-                    "ContractedCost": round(contracted * used_hours, 4), "ListCost": round(listed * used_hours, 4),
+                    "PricingUnit": "Hours", "ContractedCost": round(contracted * used_hours, 4),
+                    "ListCost": round(listed * used_hours, 4),
                     "EffectiveCost": used_cost, "ConsumedQuantity": used_hours, "ConsumedUnit": "Hours",
                     "PricingCategory": "Committed"})
     if split:
-        idle_hours = float(round(hours - used_hours, 4))
+        idle = float(round(quantity - used_quantity, 4))
         idle_cost = round(cost - used_cost, 4)
         out.append({**common, "CommitmentDiscountStatus": "Unused", "ChargeCategory": "Usage",
                     "ChargeFrequency": "Usage-Based",
                     "ChargeDescription": f"{charge.description}, {charge.instances - used:g} of "
                                          f"{charge.instances:g} instances idle",
-                    "BilledCost": 0.0, "PricingQuantity": idle_hours, "ContractedCost": idle_cost,
-                    "ListCost": round(charge.list_unit_price * idle_hours, 4), "EffectiveCost": idle_cost,
+                    "BilledCost": 0.0, "PricingQuantity": idle, "ContractedCost": idle_cost,
+                    "ListCost": round(common["ListUnitPrice"] * idle, 4), "EffectiveCost": idle_cost,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
     return out
 

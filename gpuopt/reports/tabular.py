@@ -8,6 +8,7 @@ import json
 import typing
 from typing import Any
 
+from gpuopt.inputs.capacity import RENEWABLE
 from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.pricing.regions import region_info
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, pricing_category, rows
@@ -134,6 +135,7 @@ def render_focus(plan: Plan) -> str:
             tags={"gpuopt-workload": d.workload, **d.tags},
             commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
             commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None,
+            monthly_fee=d.price_kind in RENEWABLE,
             covered_prices=None if d.on_demand_price_per_hour is None else (
                 d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour)))
     if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
