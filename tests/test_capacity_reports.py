@@ -488,3 +488,46 @@ def test_a_cent_of_real_difference_is_still_a_change():
         p.periods[0].purchases[0].model_copy(update=hours)]})]}) for p in (old, new))
     (line,) = diff_capacity(old, new).lines
     assert (line.change, line.delta) == ("changed", 0.01)
+
+
+def test_the_capacity_table_lists_the_commitment_ledger(global_plan, monkeypatch):
+    """docs/capacity.md: the table shows the commitments as Markdown does: capacity-global's 1 reserved-1y
+    g6e.xlarge from 2027Q1, 12 months all inside the horizon, 1.17243 x 8,760 h = 10,270.49 inside, 0.00 after."""
+    monkeypatch.setenv("COLUMNS", "200")
+    text = run("report", global_plan, "--format", "table").stdout
+    ledger = text[text.index("Commitments"):]
+    row = next(line for line in ledger.splitlines() if "from 2027Q1" in line)
+    assert all(x in row for x in ("2027Q1", "12", "12 / 0", "10,270.49", "0.00", "assistant")), row
+
+
+def test_a_shared_vllm_command_is_labelled_with_every_user():
+    """Two workloads run one `vllm serve` command: its Markdown label named only the first."""
+    from gpuopt.planner.capacity import CapacityPlan, PeriodLine
+    from gpuopt.planner.capacity_detail import RunningLine
+    from gpuopt.reports.capacity import render_capacity_markdown
+
+    def line(workload):
+        return RunningLine(workload=workload, model="m", provider="aws", sku="g6e.xlarge", region="us-east-1",
+                           price_kind="on-demand", gpu="L40S-48GB", gpus_per_instance=1, replicas=1,
+                           tensor_parallel=1, pipeline_parallel=1, weight_precision="bf16", kv_cache_dtype="auto",
+                           capacity=1.0, vllm_command="vllm serve m")
+
+    period = PeriodLine(period="2027Q1", demand={"a": 1.0, "b": 1.0}, capacity={"a": 1.0, "b": 1.0}, cost=1.0,
+                        purchases=[], running=[line("b"), line("a")])
+    plan = CapacityPlan(status="optimal", currency="USD", horizon="1 quarters from 2027Q1", period="quarter",
+                        charge="full-term", headroom=0.8, periods=[period], total_cost=1.0, all_on_demand_cost=1.0,
+                        savings=0.0, committed_after_horizon=0.0, scenarios=[], explanation=[],
+                        as_of_date="2026-11-29")
+    text = render_capacity_markdown(plan)
+    assert "a on g6e.xlarge, b on g6e.xlarge\n\n```bash\nvllm serve m" in text
+
+
+def test_the_capacity_csv_writes_a_term_as_an_integer_beside_empty_cells(global_plan):
+    """capacity-global rents spot (no term) and reserves 1 year: term_months 12, not 12.0."""
+    import csv
+    import io
+
+    text = run("report", global_plan, "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert sorted({r["term_months"] for r in rows}) == ["", "12"]
+    assert {r["count"] for r in rows} <= {"1", "2", "3", "4"} and {r["gpus_per_instance"] for r in rows} == {"1"}

@@ -111,7 +111,7 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
             for r in p.running:
                 seen.setdefault(r.vllm_command, []).append(f"{r.workload} on {r.sku}")
         for command, users in seen.items():
-            out += [md(sorted(set(users))[0]), "", *md_code_fence(command, "bash"), ""]
+            out += [md(", ".join(sorted(set(users)))), "", *md_code_fence(command, "bash"), ""]
     if plan.commitments:
         out += ["## Commitments", "",
                 f"| bought | commitment | term (months) | months inside / after the horizon | cost inside ({c}) | "
@@ -191,6 +191,16 @@ def render_capacity_table(plan: CapacityPlan, width: int | None = None) -> str:
         commands = sorted({(r.workload, r.sku, r.vllm_command) for p in plan.periods for r in p.running})
         for workload, sku, command in commands:
             con.print(f"[{workload} on {sku}] {command}", soft_wrap=True)
+    if plan.commitments:  # the ledger Markdown and HTML have (docs/capacity.md, Formats)
+        ledger = Table(title="Commitments", title_justify="left")
+        for col in ("bought", "commitment", "term (months)", "months inside / after", f"cost inside {c}",
+                    f"owed after {c}", "workloads"):
+            ledger.add_column(col, overflow="fold", justify="right" if col.startswith(("cost", "owed")) else "left")
+        for x in plan.commitments:
+            ledger.add_row(x.bought, _span(x), str(x.term_months), f"{x.months_inside} / {x.months_after}",
+                           f"{x.cost_inside_horizon:,.2f}", f"{x.obligation_after_horizon:,.2f}",
+                           ", ".join(x.workloads))
+        con.print(ledger)
     for x in plan.commitments:
         if x.note:
             con.print(f"commitment {_span(x)}: {x.note}", soft_wrap=True)
@@ -245,7 +255,7 @@ def render_capacity_csv(plan: CapacityPlan) -> str:
                "period_cost",
                # added since the first release, after every older column (readers by position read the same)
                "list_price_per_hour", *plan_columns, "tags"]
-    return _frame(rows, columns)
+    return _frame(rows, columns, integers=("gpus_per_instance", "count", "term_months"))
 
 
 def months_per_period(plan: CapacityPlan) -> int:

@@ -18,13 +18,16 @@ __all__ = ["FOCUS_COLUMNS", "pricing_category", "render_csv", "render_focus"]
 
 
 
-def _frame(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> str:
+def _frame(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...], integers: tuple[str, ...] = ()) -> str:
     """CSV text of the rows; every string cell a spreadsheet would evaluate is neutralised (`csv_cell`),
-    numbers are written as numbers."""
+    numbers are written as numbers. `integers` stay integers with empty cells beside them (pandas makes such a
+    column float: a term of 12 months was written 12.0)."""
     import pandas as pd
 
     safe = [{k: csv_cell(v) for k, v in row.items()} for row in rows]
     frame = pd.DataFrame.from_records(safe, columns=list(columns))
+    for column in integers:
+        frame[column] = frame[column].astype("Int64")
     return str(frame.to_csv(index=False, lineterminator="\n"))
 
 
