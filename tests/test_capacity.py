@@ -255,3 +255,31 @@ def test_a_quantized_checkpoint_without_precisions_is_planned_in_its_own_format(
     running = [r for p in plan["periods"] for r in p["running"]]
     assert running and all(r["weight_precision"] == "int4" for r in running)
     assert all(r["vllm_command"].startswith("vllm serve Qwen/Qwen3-32B-AWQ ") for r in running)
+
+
+def test_the_next_schedule_costs_the_sum_of_its_printed_lines(tmp_path, monkeypatch):
+    """capacity-global's next schedule (demand x limit x 1.01) costs, line by line in cents: spot g6.xlarge
+    0.2599 x 2,190 h = 569.18 per instance-quarter, the 1-year reservation 1.17243 x 8,760 = 10,270.49, on-demand
+    quarters at price x 2,190 h; its total is their sum, as the plan it describes would print it. Rounding its
+    unrounded cost once gave 25,126.40 against the lines' 25,126.39 (HiGHS's schedule)."""
+    from gpuopt.inputs.capacity import load_capacity_file
+    from gpuopt.planner.capacity import CapacityOptions, describe, schedule, solve_capacity
+    from gpuopt.planner.commitments import period_charges
+    from gpuopt.planner.sensitivity import NEXT_STEP, analyse_capacity
+    from gpuopt.pricing.catalog import load_catalog
+
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    catalog = load_catalog()
+    solved = schedule(load_capacity_file(Path(__file__).parent.parent / "examples/capacity-global.yaml"), catalog,
+                      CapacityOptions())
+    plan = describe(solved, "2026-11-29")
+    sens = analyse_capacity(solved, catalog, plan)
+    nxt = solve_capacity(solved.problem, 0.8, scale=sens.traffic_multiplier_limit * NEXT_STEP)
+    lines = []
+    for pu in nxt.purchases:
+        price = round(float(pu.offering.instance_price or 0.0), 8)
+        if pu.committed:
+            lines.append(sum(period_charges(price, pu.count, 12, 3)))
+        else:
+            lines.append(round(price * 2190 * pu.count, 2))
+    assert sens.next_plan_cost == round(sum(lines), 2)

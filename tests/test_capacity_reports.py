@@ -241,7 +241,8 @@ def _plan(charge, periods, commitments=(), total=None):
 def test_a_capacity_diff_shows_the_obligation_after_the_horizon_as_a_line_the_total_sums(charge):
     """Old: 2 on-demand instances at 1.00/h in both quarters: 2 x 1.00 x 2,190 h = 4,380.00 each, 8,760.00.
     New: 2 x reserved-1y at 0.50/h bought in 2027Q1: 2 x 0.50 x 2,190 = 2,190.00 per quarter; its 6 months
-    after the horizon owe 2 x 0.50 x 730 x 6 = 4,380.00, in the total under full-term only.
+    after the horizon owe 2 x 0.50 x 730 x 6 = 4,380.00, in the plan's total under full-term only but owed in
+    both modes, so the diff's line shows it in both (inside-horizon showed 0.00 -> 0.00).
     2027Q2 buys nothing new but pays the running reservation: changed, not removed."""
     from gpuopt.reports.diff import diff_capacity, diff_markdown
 
@@ -252,13 +253,12 @@ def test_a_capacity_diff_shows_the_obligation_after_the_horizon_as_a_line_the_to
     assert (q1.delta, q2.delta) == (-2190.0, -2190.0)
     assert q2.change == "changed" and any("running: nothing -> 2 x aws g6e.xlarge" in x for x in q2.details)
     assert (after.deployment, after.line_kind) == ("after the horizon", "after-horizon")
-    in_total = 4380.0 if charge == "full-term" else 0.0
-    assert (after.monthly_before, after.monthly_after) == (0.0, in_total)
+    assert (after.monthly_before, after.monthly_after, after.change) == (0.0, 4380.0, "changed")
     assert "4,380.00 USD owed after the horizon" in after.details[0]
-    assert ("not in its total" in after.details[0]) == (charge == "inside-horizon")
-    # full-term: 2,190 + 2,190 + 4,380 = 8,760.00, delta 0; inside-horizon: 4,380.00, delta -4,380.00
-    assert d.total_monthly_after == sum(x.monthly_after for x in d.lines) == 4380.0 + in_total
-    assert d.total_delta == sum(x.delta for x in d.lines) == in_total - 4380.0
+    assert ("total_cost leaves it out" in after.details[0]) == (charge == "inside-horizon")
+    # either mode: 2,190 + 2,190 + 4,380 = 8,760.00 over the horizon and owed after it, delta 0
+    assert d.total_monthly_after == sum(x.monthly_after for x in d.lines) == 8760.0
+    assert d.total_delta == sum(x.delta for x in d.lines) == 0.0
     assert "| after the horizon |" in diff_markdown(d)
 
 
@@ -319,3 +319,215 @@ def test_an_all_on_demand_plan_saves_exactly_nothing(tmp_path):
     assert run("plan", path, "--format", "json", "-o", out).exit_code == 0
     plan = json.loads(out.read_text())
     assert plan["total_cost"] == plan["all_on_demand_cost"] and plan["savings"] == 0.0
+
+
+def test_workload_tags_reach_the_capacity_json_csv_and_focus(global_plan):
+    """capacity-global.yaml tags assistant `team: assistant` and batch-extract `team: data`; solve's FOCUS Tags
+    and CSV carry a workload's tags, and the capacity outputs dropped them."""
+    import csv
+    import io
+
+    plan = json.loads(global_plan.read_text())
+    assert plan["workload_tags"] == {"assistant": {"team": "assistant"}, "batch-extract": {"team": "data"}}
+    lines = [x for p in plan["periods"] for x in p["purchases"]]
+    assert lines and all(x["tags"] == {"team": "data" if x["workloads"] == ["batch-extract"] else "assistant"}
+                         for x in lines)
+    assert [(c["workloads"], c["tags"]) for c in plan["commitments"]] == [(["assistant"], {"team": "assistant"})]
+    runs = [r for p in plan["periods"] for r in p["running"]]
+    assert {(r["workload"], r["tags"]["team"]) for r in runs} == {("assistant", "assistant"), ("batch-extract", "data")}
+    rows = list(csv.DictReader(io.StringIO(run("report", global_plan, "--format", "csv").stdout)))
+    assert [json.loads(r["tags"]) for r in rows] == [x["tags"] for x in lines]
+    focus = list(csv.DictReader(io.StringIO(run("report", global_plan, "--format", "focus").stdout)))
+    reserved = [json.loads(r["Tags"]) for r in focus if r["SkuPriceId"].endswith(":reserved-1y")]
+    assert reserved and all(t == {"gpuopt-period": "2027Q1", "gpuopt-workloads": "assistant", "team": "assistant"}
+                            for t in reserved)
+    spot = [json.loads(r["Tags"]) for r in focus if r["SkuPriceId"].endswith(":spot")]
+    assert spot and all(t["team"] == "data" and t["gpuopt-workloads"] == "batch-extract" for t in spot)
+
+
+def test_a_line_shared_by_workloads_lists_every_value_of_a_tag():
+    from gpuopt.planner.capacity_detail import merged_tags
+
+    tags = {"a": {"team": "data", "env": "prod"}, "b": {"team": "assistant", "env": "prod"}, "c": {}}
+    assert merged_tags(["a", "b", "c"], tags) == {"env": "prod", "team": "assistant,data"}
+    assert merged_tags(["c"], tags) == {}
+
+
+RESERVED_ONLY = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+horizon: {periods: 2, period: quarter, start: 2027Q1}
+charge: CHARGE
+workloads:
+  - name: assistant
+    model: meta-llama/Llama-3.1-8B-Instruct
+    demand: {requests_per_second: DEMAND}
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+    price_kinds: KINDS
+"""
+
+
+def _capacity(tmp_path, name, charge, demand, kinds):
+    path, out = tmp_path / f"{name}.yaml", tmp_path / f"{name}.json"
+    path.write_text(RESERVED_ONLY.replace("CHARGE", charge).replace("DEMAND", demand).replace("KINDS", kinds))
+    result = run("plan", path, "--format", "json", "-o", out)
+    assert result.exit_code == 0, result.output
+    return out, json.loads(out.read_text())
+
+
+def test_a_commitment_used_below_break_even_says_so_and_why(tmp_path):
+    """Only reserved-1y allowed, 2 quarters of 8 req/s on one g6e.xlarge: its 1-year term costs 1.17243 x 8,760 h
+    = 10,270.49 while the 2 x 2,190 = 4,380 h it runs would rent for 1.861 x 4,380 = 8,151.18 on demand (use
+    50%, break-even 1.17243 / 1.861 = 63%). Before: no word of it, and all_on_demand_cost/savings null."""
+    saved, plan = _capacity(tmp_path, "r", "full-term", "[8, 8]", "[reserved-1y]")
+    (span,) = plan["commitments"]
+    assert (span["utilisation"], span["break_even_utilisation"]) == (0.5, 0.63)
+    assert span["note"] == (
+        "used below break-even: 4,380 of its 8,760 instance-hours (50%) run replicas inside the horizon, "
+        "break-even 63%; its charge 10,270.49 USD is more than renting those hours on demand (8,151.18); bought "
+        "because on-demand is not allowed for assistant (price_kinds)")
+    # the all-on-demand reference: the chosen SKU's on-demand rate, said to be a reference
+    assert (plan["total_cost"], plan["all_on_demand_cost"], plan["savings"]) == (10270.49, 8151.18, -2119.31)
+    assert plan["commitment_summary"]["savings_amortised"] == round(8151.18 - 5135.25, 2)
+    assert plan["all_on_demand_note"].startswith("a reference figure: assistant excludes on-demand")
+    markdown = run("report", saved, "--format", "markdown").stdout
+    assert "| all on-demand reference | a reference figure" in markdown
+    assert "reserved-1y from 2027Q1: used below break-even: 4,380 of its 8,760" in markdown
+    table = run("report", saved, "--format", "table").stdout
+    assert "commitment 1 x aws g6e.xlarge (us-east-1) reserved-1y from 2027Q1: used below break-even" in table
+    assert "used below break-even" in run("report", saved, "--format", "html").stdout
+
+
+def test_an_inside_horizon_commitment_below_break_even_names_the_charge_mode(tmp_path):
+    """inside-horizon, 8 req/s then 16: a 3-year reservation bought in 2027Q2 runs 3 of its 36 months inside
+    the horizon (2,190 of 26,280 h, 8%), below its break-even; the program counted only those 3 months."""
+    _, plan = _capacity(tmp_path, "i", "inside-horizon", "[8, 16]", "[on-demand, reserved-3y]")
+    late = [c for c in plan["commitments"] if c["bought"] == "2027Q2"]
+    assert late, plan["commitments"]
+    assert all(c["utilisation"] == round(c["count"] * 2190 / (c["count"] * 26280), 4) for c in late)
+    assert all(c["note"].endswith("bought because charge: inside-horizon counted only its 3 months inside the "
+                                  "horizon, not the 33 after it") for c in late)
+    assert plan["all_on_demand_note"] == "every workload rented on demand, from the offerings it allows"
+
+
+def test_a_fully_used_reservation_has_no_note(global_plan):
+    """capacity-global: the 2027Q1 reservations run replicas in all 4 quarters (use 100%)."""
+    (span,) = json.loads(global_plan.read_text())["commitments"]
+    assert (span["utilisation"], span["note"]) == (1.0, "")
+
+
+def test_an_absent_all_on_demand_reference_says_why():
+    from gpuopt.planner.capacity import CapacityPlan
+    from gpuopt.reports.capacity import render_capacity_markdown
+
+    why = "no all-on-demand reference: workload a excludes on-demand and the catalog has no on-demand price"
+    plan = CapacityPlan(status="optimal", currency="USD", horizon="1 quarters from 2027Q1", period="quarter",
+                        charge="full-term", headroom=0.8, periods=[], total_cost=1.0, all_on_demand_cost=None,
+                        savings=None, committed_after_horizon=0.0, scenarios=[], explanation=[],
+                        as_of_date="2026-11-29", all_on_demand_note=why)
+    assert f"| all on-demand, same demand | {why} |" in render_capacity_markdown(plan)
+
+
+def test_a_diff_across_charge_modes_shows_the_obligation_the_new_plan_owes():
+    """Old full-term: 2 reserved-1y at 0.50/h bought in 2027Q1 and held 2 quarters of 2, nothing after (a
+    6-month-term stand-in: months_after 0). New inside-horizon: the same with 6 months after the horizon owing
+    2 x 0.50 x 730 x 6 = 4,380.00 outside its total_cost. Before: after the horizon 0.00 -> 0.00 unchanged."""
+    from gpuopt.reports.diff import diff_capacity, diff_table
+
+    periods = [("2027Q1", 2190.0, [(2, "reserved-1y", 0.5)]), ("2027Q2", 2190.0, [])]
+    old = _plan("full-term", periods, [0.0])
+    old = old.model_copy(update={"commitments": [c.model_copy(update={"term_months": 6, "months_after": 0})
+                                                 for c in old.commitments]})
+    new = _plan("inside-horizon", periods, [4380.0])
+    *_, after = diff_capacity(old, new).lines
+    assert (after.deployment, after.change, after.monthly_before, after.monthly_after, after.delta) == (
+        "after the horizon", "changed", 0.0, 4380.0, 4380.0)
+    assert "4,380.00" in diff_table(diff_capacity(old, new), width=200)
+
+
+def test_a_capacity_diff_lists_periods_in_the_plans_order():
+    """A 12-month horizon without `start` is labelled M1..M12; sorted as text, M10-M12 came before M2."""
+    from gpuopt.reports.diff import diff_capacity, period_order
+
+    months = [(f"M{i}", 730.0, [(1, "on-demand", 1.0)] if i == 1 else []) for i in range(1, 13)]
+    plan = _plan("full-term", months).model_copy(update={"period": "month"})
+    assert [x.deployment for x in diff_capacity(plan, plan).lines] == [f"period M{i}" for i in range(1, 13)]
+    # a period only one horizon has sits where its plan lists it
+    assert period_order(["M1", "M2", "M3"], ["M2", "M3", "M4"]) == ["M1", "M2", "M3", "M4"]
+    assert period_order(["2027Q2", "2027Q3"], ["2027Q1", "2027Q2"]) == ["2027Q1", "2027Q2", "2027Q3"]
+
+
+def test_one_schedule_in_two_currencies_is_unchanged_in_every_period(global_plan, tmp_path):
+    """capacity-global in USD and in CNY at its recorded 6.6529: 2027Q2 prints 3,136.81 USD x 6.6529 =
+    20,868.88 against 20,868.83 CNY (each plan rounds its own cents; the reservation's 2,567.63 USD carries one
+    more), but its exact cost is 0.2599 x 2,190 + 1.17243 x 2,190 = 3,136.8027 USD x 6.6529 = 20,868.83 CNY both
+    ways. Before: every period `changed` by +0.01 or -0.05."""
+    cny = tmp_path / "cny.json"
+    assert run("plan", EXAMPLES / "capacity-global.yaml", "--currency", "CNY", "--format", "json", "-o",
+               cny).exit_code == 0
+    lines = json.loads(run("diff", global_plan, cny, "--format", "json").stdout)["lines"]
+    assert [x["change"] for x in lines] == ["unchanged"] * 4
+    q2 = next(x for x in lines if x["deployment"] == "period 2027Q2")
+    assert (q2["monthly_before"], q2["monthly_after"]) == (20868.88, 20868.83)
+    assert q2["details"] == ["-0.05 from rounding each plan's figures to the cent, not a change"]
+
+
+def test_a_cent_of_real_difference_is_still_a_change():
+    """1 on-demand instance at 1.00/h against 1.0000046/h for 2,190 h: 2,190.00 -> 2,190.01, exactly 0.010074
+    apart (more than half a cent and the 8-decimal prices' 5e-9 x 4,380 h): changed."""
+    from gpuopt.reports.diff import diff_capacity
+
+    old = _plan("full-term", [("2027Q1", 2190.0, [(1, "on-demand", 1.0)])])
+    new = _plan("full-term", [("2027Q1", 2190.01, [(1, "on-demand", 1.0000046)])])
+    hours = {"hours": 2190.0}
+    old, new = (p.model_copy(update={"periods": [p.periods[0].model_copy(update={"purchases": [
+        p.periods[0].purchases[0].model_copy(update=hours)]})]}) for p in (old, new))
+    (line,) = diff_capacity(old, new).lines
+    assert (line.change, line.delta) == ("changed", 0.01)
+
+
+def test_the_capacity_table_lists_the_commitment_ledger(global_plan, monkeypatch):
+    """docs/capacity.md: the table shows the commitments as Markdown does: capacity-global's 1 reserved-1y
+    g6e.xlarge from 2027Q1, 12 months all inside the horizon, 1.17243 x 8,760 h = 10,270.49 inside, 0.00 after."""
+    monkeypatch.setenv("COLUMNS", "200")
+    text = run("report", global_plan, "--format", "table").stdout
+    ledger = text[text.index("Commitments"):]
+    row = next(line for line in ledger.splitlines() if "from 2027Q1" in line)
+    assert all(x in row for x in ("2027Q1", "12", "12 / 0", "10,270.49", "0.00", "assistant")), row
+
+
+def test_a_shared_vllm_command_is_labelled_with_every_user():
+    """Two workloads run one `vllm serve` command: its Markdown label named only the first."""
+    from gpuopt.planner.capacity import CapacityPlan, PeriodLine
+    from gpuopt.planner.capacity_detail import RunningLine
+    from gpuopt.reports.capacity import render_capacity_markdown
+
+    def line(workload):
+        return RunningLine(workload=workload, model="m", provider="aws", sku="g6e.xlarge", region="us-east-1",
+                           price_kind="on-demand", gpu="L40S-48GB", gpus_per_instance=1, replicas=1,
+                           tensor_parallel=1, pipeline_parallel=1, weight_precision="bf16", kv_cache_dtype="auto",
+                           capacity=1.0, vllm_command="vllm serve m")
+
+    period = PeriodLine(period="2027Q1", demand={"a": 1.0, "b": 1.0}, capacity={"a": 1.0, "b": 1.0}, cost=1.0,
+                        purchases=[], running=[line("b"), line("a")])
+    plan = CapacityPlan(status="optimal", currency="USD", horizon="1 quarters from 2027Q1", period="quarter",
+                        charge="full-term", headroom=0.8, periods=[period], total_cost=1.0, all_on_demand_cost=1.0,
+                        savings=0.0, committed_after_horizon=0.0, scenarios=[], explanation=[],
+                        as_of_date="2026-11-29")
+    text = render_capacity_markdown(plan)
+    assert "a on g6e.xlarge, b on g6e.xlarge\n\n```bash\nvllm serve m" in text
+
+
+def test_the_capacity_csv_writes_a_term_as_an_integer_beside_empty_cells(global_plan):
+    """capacity-global rents spot (no term) and reserves 1 year: term_months 12, not 12.0."""
+    import csv
+    import io
+
+    text = run("report", global_plan, "--format", "csv").stdout
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert sorted({r["term_months"] for r in rows}) == ["", "12"]
+    assert {r["count"] for r in rows} <= {"1", "2", "3", "4"} and {r["gpus_per_instance"] for r in rows} == {"1"}

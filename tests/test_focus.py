@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
+from gpuopt.planner.capacity_detail import RunningLine, commitment_use
 from gpuopt.planner.commitments import spans
 from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.reports.capacity import render_capacity_focus
@@ -78,11 +79,13 @@ def test_plan_focus_passes_the_validator_and_sums_to_the_period_costs(file, tmp_
     for index, period in enumerate(plan["periods"]):
         inside = months[3 * index:3 * index + 3]
         # the period's 730-hour months re-priced at the calendar's hours: the period cost x real hours / 2,190
-        # (2027Q1: Jan 744 + Feb 672 + Mar 744 = 2,160 h; Q2 2,184; Q3 and Q4 2,208)
+        # (2027Q1: Jan 744 + Feb 672 + Mar 744 = 2,160 h; Q2 2,184; Q3 and Q4 2,208); a monthly subscription is
+        # a flat fee per month, its share of the period cost whatever the hours
         real = sum((add_months(dt.date.fromisoformat(m + "-01"), 1) - dt.date.fromisoformat(m + "-01")).days * 24
                    for m in inside)
-        assert sum(by_month[m] for m in inside) == pytest.approx(period["cost"] * real / 2190, abs=0.05), \
-            period["period"]
+        flat = period["cost_by_price_kind"].get("subscription-monthly", 0.0)
+        assert sum(by_month[m] for m in inside) == pytest.approx(
+            (period["cost"] - flat) * real / 2190 + flat, abs=0.05), period["period"]
 
 
 def _line(kind: str, count: int, price: float, committed: bool) -> PurchaseLine:
@@ -252,3 +255,97 @@ def test_a_solved_reservation_lists_its_covered_usage_at_the_on_demand_price(tmp
     assert float(usage["EffectiveCost"]) == pytest.approx(0.937944 * hours, abs=1e-4)
     purchase = next(r for r in rows if r["ChargeCategory"] == "Purchase" and r["SkuId"] == "g6e.xlarge")
     assert (float(purchase["ListUnitPrice"]), float(purchase["ContractedUnitPrice"])) == (1.17243, 0.937944)
+
+
+def _runs(replicas: int) -> list[RunningLine]:
+    """`replicas` TP-1 replicas of chat on the reservation's 1-GPU g6e.xlarge instances."""
+    return [RunningLine(workload="chat", model="m", provider="aws", sku="g6e.xlarge", region="us-east-1",
+                        price_kind="reserved-1y", gpu="L40S-48GB", gpus_per_instance=1, replicas=replicas,
+                        tensor_parallel=1, pipeline_parallel=1, weight_precision="bf16", kv_cache_dtype="auto",
+                        capacity=1.0, vllm_command="vllm serve m")] if replicas else []
+
+
+def test_a_reservation_month_with_idle_instances_splits_into_used_and_unused_rows():
+    """The 2 reservations at 1.00/h from 2027Q3 run 2 replicas in Q3 but 1 in Q4: October (744 h per instance)
+    is 744 h Used (EffectiveCost 744.00, priced at the on-demand twin) and 744 h Unused (744.00, ConsumedQuantity
+    empty), together the month's charge 2 x 744 x 1.00 = 1,488.00; September stays one Used row of 1,440 h.
+    Before: October was one Used row of 1,488 h, as if both instances served."""
+    plan = _plan("full-term")
+    runs = {"2027Q3": 2, "2027Q4": 1}
+    periods = [p.model_copy(update={"running": _runs(runs.get(p.period, 0)), "purchases": [x.model_copy(update={
+        "on_demand_price_per_hour": 2.0, "on_demand_list_price_per_hour": 2.5}) if x.committed else x
+        for x in p.purchases]}) for p in plan.periods]
+    rows = rows_of(render_capacity_focus(plan.model_copy(update={"periods": periods})))
+    usage = [r for r in rows if r["ChargeCategory"] == "Usage" and r["PricingCategory"] == "Committed"]
+    october = {r["CommitmentDiscountStatus"]: r for r in usage if r["ChargePeriodStart"].startswith("2027-10")}
+    assert sorted(october) == ["Unused", "Used"]
+    used, idle = october["Used"], october["Unused"]
+    assert (float(used["ConsumedQuantity"]), float(used["PricingQuantity"]), float(used["EffectiveCost"])) == (
+        744.0, 744.0, 744.0)
+    assert (float(used["ListCost"]), float(used["ContractedCost"])) == (2.5 * 744, 2.0 * 744)
+    assert (idle["ConsumedQuantity"], idle["ConsumedUnit"]) == ("", "")
+    assert (float(idle["PricingQuantity"]), float(idle["EffectiveCost"]), float(idle["ListCost"])) == (
+        744.0, 744.0, 744.0)
+    assert idle["SkuPriceId"].endswith(":reserved-1y") and idle["CommitmentDiscountId"] == used["CommitmentDiscountId"]
+    purchase = next(r for r in rows if r["ChargeCategory"] == "Purchase" and r["ChargePeriodStart"].startswith(
+        "2027-10"))
+    assert float(purchase["BilledCost"]) == float(used["EffectiveCost"]) + float(idle["EffectiveCost"]) == 1488.0
+    september = [r for r in usage if r["ChargePeriodStart"].startswith("2027-09")]
+    assert [(r["CommitmentDiscountStatus"], float(r["ConsumedQuantity"])) for r in september] == [("Used", 1440.0)]
+    assert {r["CommitmentDiscountStatus"] for r in usage if r["ChargePeriodStart"] >= "2027-10"} == {"Used", "Unused"}
+
+
+def test_commitment_use_fills_the_oldest_commitment_first():
+    """2 reservations bought in Q1 and 3 in Q2 of one offering; Q2 runs 4 instances' replicas (2 replicas of
+    TP 2 on 1-GPU instances): the Q1 pair runs 2, the Q2 trio 2 of 3."""
+    line = _line("reserved-1y", 2, 1.0, True)
+    ledger = spans([("2027Q1", [line]), ("2027Q2", [line.model_copy(update={"count": 3})])], 3)
+    q2 = [_runs(2)[0].model_copy(update={"tensor_parallel": 2})]
+    assert commitment_use(ledger, [_runs(2), q2], 3) == [{0: 2, 1: 2}, {1: 2}]
+    assert commitment_use(ledger, [[], []], 3) is None  # a plan file without `running`: unknown, not idle
+
+
+UNDERUSED = """schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+horizon: {periods: 4, period: quarter, start: 2027Q1}
+workloads:
+  - name: assistant
+    model: meta-llama/Llama-3.1-8B-Instruct
+    demand: {requests_per_second: [16, 16, 16, 2]}
+    input_tokens: 1000
+    output_tokens: 250
+    max_model_len: 8192
+    slo: {ttft_ms: 1500, tpot_ms: 40}
+    price_kinds: [on-demand, reserved-1y, reserved-3y]
+"""
+
+
+def test_an_idle_reservation_in_a_plan_passes_the_validator_as_unused(tmp_path, monkeypatch):
+    """2 g6e.xlarge reserved-1y at 1.17243/h for 2027; Q4's demand of 2 req/s runs 1 replica: October is
+    744 h Used + 744 h Unused, each 1.17243 x 744 = 872.2879, the Purchase row's 1,744.5758 together."""
+    path, out = tmp_path / "u.yaml", tmp_path / "focus.csv"
+    path.write_text(UNDERUSED)
+    assert run("plan", path, "--format", "focus", "-o", out).exit_code == 0
+    rows = rows_of(out.read_text())
+    october = [r for r in rows if r["ChargePeriodStart"].startswith("2027-10") and r["ChargeCategory"] == "Usage"]
+    assert sorted((r["CommitmentDiscountStatus"], r["PricingQuantity"], r["EffectiveCost"]) for r in october) == [
+        ("Unused", "744.0", "872.2879"), ("Used", "744.0", "872.2879")]
+    assert focus_failures(out, monkeypatch) == []
+
+
+def test_a_monthly_subscription_is_a_flat_fee_per_calendar_month(tmp_path):
+    """capacity-cn subscribes GT4.8XLARGE192 from 2027Q2 at 27,496 CNY a month (the catalog's 37.665753/h is
+    27,496 / 730): every month bills 27,496.00 per instance, February and May alike. Before: priced by the
+    month's hours, 37.665753 x 720 = 27,119.34 in April, x 744 = 28,023.32 in May."""
+    out = tmp_path / "cn.csv"
+    assert run("plan", EXAMPLES / "capacity-cn.yaml", "--format", "focus", "-o", out).exit_code == 0
+    rows = [r for r in rows_of(out.read_text()) if "GT4.8XLARGE192 subscription-monthly" in r["ChargeDescription"]]
+    purchases = {r["ChargePeriodStart"][:7]: r for r in rows if r["ChargeCategory"] == "Purchase"}
+    assert (purchases["2027-04"]["PricingUnit"], purchases["2027-04"]["PricingQuantity"]) == ("Months", "1.0")
+    assert {float(purchases[m]["BilledCost"]) for m in ("2027-04", "2027-05", "2027-06")} == {27496.0}
+    assert float(purchases["2027-05"]["ContractedUnitPrice"]) == 27496.0
+    usage = {r["ChargePeriodStart"][:7]: r for r in rows if r["ChargeCategory"] == "Usage"}
+    assert float(usage["2027-05"]["EffectiveCost"]) == 27496.0  # the fee, the 744 h it ran as ConsumedQuantity
+    assert (usage["2027-05"]["ConsumedQuantity"], usage["2027-05"]["PricingUnit"]) == ("744.0", "Hours")

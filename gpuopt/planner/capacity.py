@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -35,7 +35,14 @@ from gpuopt.inputs.capacity import (
 from gpuopt.inputs.workload import Workload
 from gpuopt.physics.latency import borrowed_notes
 from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
-from gpuopt.planner.capacity_detail import RunningLine, cost_by_price_kind, running_lines
+from gpuopt.planner.capacity_detail import (
+    RunningLine,
+    assess,
+    commitment_use,
+    cost_by_price_kind,
+    merged_tags,
+    running_lines,
+)
 from gpuopt.planner.commitments import (
     CommitmentSpan,
     CommitmentSummary,
@@ -242,6 +249,7 @@ class PurchaseLine(_Frozen):
     # when the catalog has no on-demand twin)
     on_demand_price_per_hour: float | None = None
     on_demand_list_price_per_hour: float | None = None
+    tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags): FOCUS Tags and the CSV carry them
 
 
 class PeriodLine(_Frozen):
@@ -290,6 +298,10 @@ class CapacityPlan(_Frozen):
     catalog_as_of: str = ""  # newest price date of the catalog the plan used
     price_age_errors: list[str] = []  # chosen prices older than --max-price-age (the CLI exits 2 on them)
     profile: str | None = None  # the calibration profile the GPUs were read through (`--profile`), if any
+    workload_tags: dict[str, dict[str, str]] = {}  # workload -> its tags, as the capacity file set them
+    # what all_on_demand_cost is (a reference priced at the chosen SKUs' on-demand rates when a workload excludes
+    # on-demand), or why it is null (planner/capacity.on_demand_reference)
+    all_on_demand_note: str = ""
 
     @property
     def months_per_period(self) -> int:
@@ -349,14 +361,58 @@ class Schedule:
     solution: CapacitySolution
     baseline: CapacitySolution | None  # every workload on on-demand offerings only
     catalog: Catalog | None = None  # its FX, for the plan's header
+    baseline_note: str = ""  # what the all-on-demand reference is, or why there is none (on_demand_reference)
 
 
 def schedule(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> Schedule:
     p = build_problem(cf, catalog, opts)
     sol = solve_capacity(p, opts.headroom)
-    baseline = solve_capacity(p, opts.headroom, kinds=("on-demand",)) if any(
-        c.offering.price_kind == "on-demand" for c in p.candidates) else None
-    return Schedule(p, opts, sol, baseline, catalog)
+    reference, note = on_demand_reference(p, sol)
+    baseline = solve_capacity(reference, opts.headroom, kinds=("on-demand",)) if reference is not None else None
+    if baseline is not None and baseline.status != "optimal":
+        note = f"no all-on-demand reference: {baseline.binding}"
+    return Schedule(p, opts, sol, baseline, catalog, note)
+
+
+def on_demand_reference(p: CapacityProblem, sol: CapacitySolution) -> tuple[CapacityProblem | None, str]:
+    """The problem the all-on-demand reference is solved on, and what it is. A workload that allows on-demand
+    rents any on-demand offering it allows; one that excludes it (`price_kinds: [reserved-1y]`) is priced at
+    the on-demand rates of the SKUs the plan chose for it (the same provider, service, SKU and region, the same
+    replica shapes and capacities): a reference figure to judge its commitments by, not a schedule it allows.
+    None, with the reason, when such a SKU has no on-demand price in the catalog."""
+    chosen: dict[str, set[tuple[str, ...]]] = defaultdict(set)
+    for (i, _t), n in sol.replicas.items():
+        o = p.candidates[i].offering
+        if n > 0:
+            chosen[p.candidates[i].workload.name].add((o.provider, o.service, o.sku, o.region))
+    excluded = sorted(w for w, cw in p.workloads.items() if "on-demand" not in cw.price_kinds)
+    twins: list[CandidateResult] = []
+    missing = []
+    for w in excluded:
+        found = []
+        for c in p.candidates:
+            o = c.offering
+            if c.workload.name != w or (o.provider, o.service, o.sku, o.region) not in chosen[w]:
+                continue
+            twin = p.catalog.on_demand_twin(o)
+            price = None if twin is None else p.catalog.price_in(twin, p.currency)
+            if twin is not None and price is not None:
+                found.append(c._replace(offering=twin, instance_price=price))
+        if not found:
+            skus = ", ".join(sorted(f"{x[0]} {x[2]} ({x[3]})" for x in chosen[w])) or "none"
+            missing.append(f"workload {w} excludes on-demand and the catalog has no on-demand price for the SKUs "
+                           f"chosen for it ({skus})")
+        twins += found
+    if missing:
+        return None, "no all-on-demand reference: " + "; ".join(missing)
+    if not excluded:
+        return p, "every workload rented on demand, from the offerings it allows"
+    return replace(p, candidates=p.candidates + twins), (
+        "a reference figure: " + ", ".join(excluded) + (" excludes" if len(excluded) == 1 else " exclude")
+        + " on-demand, so " + ("its" if len(excluded) == 1 else "their") + " demand is priced at the on-demand "
+        "rates of the SKUs the plan chose (not a schedule the file allows)"
+        + ("; the other workloads rent any on-demand offering they allow" if len(excluded) < len(p.workloads)
+           else ""))
 
 
 def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, today: str) -> CapacityPlan:
@@ -382,6 +438,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
             for s in range(t - term_periods(c.offering.price_kind, cf.horizon.months_per_period) + 1, t + 1):
                 users[(c.offering.key, s)].add(c.workload.name)
     mpp = cf.horizon.months_per_period
+    tags = {w.name: dict(w.tags) for w in cf.workloads}
     bought: list[list[PurchaseLine]] = []
     for t in range(len(p.labels)):
         lines = []
@@ -396,6 +453,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                 committed=pu.committed, term_months=TERM_MONTHS.get(o.price_kind), price_per_hour=price,
                 hours=round(hours * pu.count, 2), cost=_charge(p, pu, price),
                 break_even_utilisation=_break_even(p, pu.offering), workloads=sorted(users[(o.key, t)]),
+                tags=merged_tags(sorted(users[(o.key, t)]), tags),
                 list_price_per_hour=_list_price(p, o), **_on_demand(p, o, pu.committed)))
         bought.append(lines)
     ledger = spans(list(zip(p.labels, bought, strict=True)), mpp)
@@ -415,6 +473,13 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                     for t, d in enumerate(series)] for w, series in p.demand.items()}
         scenarios.append(ScenarioLine(name=name, multiplier=factor, total_cost=printed_total(p, run),
                                       shortfall=shortfall, idle=idle))
+    use = commitment_use(ledger, [x.running for x in periods], mpp)
+    if use is not None:
+        line_of = {(label, x.provider, x.service, x.sku, x.region, x.price_kind): x
+                   for label, xs in zip(p.labels, bought, strict=True) for x in xs}
+        ledger = assess(ledger, [line_of[(c.bought, c.provider, c.service, c.sku, c.region, c.price_kind)]
+                                 for c in ledger], use,
+                        {w.name: "on-demand" in w.price_kinds for w in cf.workloads}, cf.charge, mpp, p.currency)
     od = None if baseline is None else printed_total(p, baseline)
     summary = summarise_commitments(cf.charge, [x.cost for x in periods], ledger, od)
     # the sum of the printed lines: the period costs, plus the obligation after the horizon when it is charged
@@ -443,4 +508,6 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
                         fx_as_of="" if fx is None else fx.as_of, price_age_errors=age_errors,
                         commitments=ledger, commitment_summary=summary,
                         demand_units={w.name: w.demand.unit for w in cf.workloads},
+                        workload_tags={w.name: dict(w.tags) for w in cf.workloads if w.tags},
+                        all_on_demand_note=solved.baseline_note,
                         catalog_as_of="" if solved.catalog is None else solved.catalog.as_of)

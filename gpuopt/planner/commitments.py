@@ -61,6 +61,8 @@ class PurchaseLike(Protocol):
     def cost(self) -> float: ...
     @property
     def workloads(self) -> list[str]: ...
+    @property
+    def tags(self) -> dict[str, str]: ...
 
 
 class CommitmentSpan(BaseModel):
@@ -83,6 +85,13 @@ class CommitmentSpan(BaseModel):
     cost_inside_horizon: float
     obligation_after_horizon: float
     workloads: list[str]
+    tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags)
+    # share of its term's instance-hours that run replicas inside the horizon, its break-even share (price /
+    # on-demand price of the same SKU and region), and, when the first is below the second, why it was bought
+    # anyway (capacity_detail.assess): None/"" when unknown (no on-demand twin, a plan file from before)
+    utilisation: float | None = None
+    break_even_utilisation: float | None = None
+    note: str = ""
 
 
 class CommitmentSummary(BaseModel):
@@ -135,7 +144,7 @@ def spans(periods: Sequence[tuple[str, Sequence[PurchaseLike]]], months_per_peri
                 price_kind=p.price_kind, count=p.count, price_per_hour=p.price_per_hour, start_month=start,
                 term_months=term, months_inside=inside, months_after=term - inside,
                 cost_inside_horizon=cents(charges[:split]), obligation_after_horizon=cents(charges[split:]),
-                workloads=sorted(p.workloads)))
+                workloads=sorted(p.workloads), tags=dict(p.tags)))
     return out
 
 

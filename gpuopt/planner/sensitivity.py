@@ -13,7 +13,14 @@ from typing import TypeVar
 
 from gpuopt.errors import ConfigError
 from gpuopt.inputs.workload import ServingTarget, Slo, WorkloadFile
-from gpuopt.planner.capacity import CapacityPlan, CapacitySolution, Schedule, build_problem, solve_capacity
+from gpuopt.planner.capacity import (
+    CapacityPlan,
+    CapacitySolution,
+    Schedule,
+    build_problem,
+    printed_total,
+    solve_capacity,
+)
 from gpuopt.planner.plan import Plan, PlanStatus, Sensitivity, SweepPoint
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import Catalog
@@ -92,8 +99,10 @@ def analyse_capacity(solved: Schedule, catalog: Catalog, plan: CapacityPlan) -> 
             run = solve_capacity(q, opts.headroom)
         except ConfigError:  # no offering of some price kind is feasible at this target
             run = CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, 0.0)
-        return run.status, None if run.total_cost is None else round(run.total_cost, 2)
+        return run.status, printed_total(q, run) if run.status == "optimal" else None
 
+    # costs as a plan prints them: the sum of the purchase lines' cents (capacity.printed_total), so the next
+    # schedule's cost is the total its own plan would print, not its unrounded cost rounded once
     return Sensitivity(traffic_multiplier_limit=limit,
-                       next_plan_cost=None if nxt.total_cost is None else round(nxt.total_cost, 2),
+                       next_plan_cost=printed_total(p, nxt) if nxt.status == "optimal" else None,
                        tpot_sweep=tpot_sweep(plan.status, plan.total_cost, solve_at))

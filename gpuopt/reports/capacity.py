@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 
+from gpuopt.inputs.capacity import RENEWABLE
 from gpuopt.planner.capacity import CapacityPlan, PeriodLine, PurchaseLine
-from gpuopt.planner.capacity_detail import active_commitments
+from gpuopt.planner.capacity_detail import active_commitments, commitment_use
 from gpuopt.planner.commitments import CHARGE_MODES, CommitmentSpan
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, rows
 from gpuopt.reports.formatting import console, md, md_code_fence, money, terminal_width
@@ -55,7 +57,10 @@ def _summary_rows(plan: CapacityPlan) -> list[tuple[str, str]]:
     s = plan.commitment_summary
     out = [("horizon", plan.horizon),
            (f"total cost (charge: {plan.charge})", money(plan.total_cost, c)),
-           ("all on-demand, same demand", money(plan.all_on_demand_cost, c))]
+           ("all on-demand, same demand", money(plan.all_on_demand_cost, c) if plan.all_on_demand_cost is not None
+            else plan.all_on_demand_note or "-")]
+    if plan.all_on_demand_cost is not None and plan.all_on_demand_note.startswith("a reference figure"):
+        out.append(("all on-demand reference", plan.all_on_demand_note))
     if s is not None:
         out += [("cost inside the horizon (commitments amortised)", money(s.cost_inside_horizon, c)),
                 ("commitments owed after the horizon (any charge mode)", money(s.obligation_after_horizon, c)),
@@ -106,7 +111,7 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
             for r in p.running:
                 seen.setdefault(r.vllm_command, []).append(f"{r.workload} on {r.sku}")
         for command, users in seen.items():
-            out += [md(sorted(set(users))[0]), "", *md_code_fence(command, "bash"), ""]
+            out += [md(", ".join(sorted(set(users)))), "", *md_code_fence(command, "bash"), ""]
     if plan.commitments:
         out += ["## Commitments", "",
                 f"| bought | commitment | term (months) | months inside / after the horizon | cost inside ({c}) | "
@@ -116,6 +121,8 @@ def render_capacity_markdown(plan: CapacityPlan) -> str:
                        f"| {x.cost_inside_horizon:,.2f} | {x.obligation_after_horizon:,.2f} | "
                        f"{md(', '.join(x.workloads))} |")
         out.append("")
+        out += [f"- {md(_span(x))}: {md(x.note)}" for x in plan.commitments if x.note]
+        out += [""] if any(x.note for x in plan.commitments) else []
     if plan.scenarios:
         out += ["## Scenarios", "", "| scenario | demand x | total cost | shortfall (per period) | idle (per period) |",
                 "|---|---|---|---|---|"]
@@ -184,6 +191,19 @@ def render_capacity_table(plan: CapacityPlan, width: int | None = None) -> str:
         commands = sorted({(r.workload, r.sku, r.vllm_command) for p in plan.periods for r in p.running})
         for workload, sku, command in commands:
             con.print(f"[{workload} on {sku}] {command}", soft_wrap=True)
+    if plan.commitments:  # the ledger Markdown and HTML have (docs/capacity.md, Formats)
+        ledger = Table(title="Commitments", title_justify="left")
+        for col in ("bought", "commitment", "term (months)", "months inside / after", f"cost inside {c}",
+                    f"owed after {c}", "workloads"):
+            ledger.add_column(col, overflow="fold", justify="right" if col.startswith(("cost", "owed")) else "left")
+        for x in plan.commitments:
+            ledger.add_row(x.bought, _span(x), str(x.term_months), f"{x.months_inside} / {x.months_after}",
+                           f"{x.cost_inside_horizon:,.2f}", f"{x.obligation_after_horizon:,.2f}",
+                           ", ".join(x.workloads))
+        con.print(ledger)
+    for x in plan.commitments:
+        if x.note:
+            con.print(f"commitment {_span(x)}: {x.note}", soft_wrap=True)
     if plan.sensitivity is not None:
         sv = plan.sensitivity
         sweep = ", ".join(f"x{x.tpot_factor:g}: {money(x.cost, c)}" for x in sv.tpot_sweep)
@@ -228,13 +248,14 @@ def render_capacity_csv(plan: CapacityPlan) -> str:
     for p in plan.periods:
         for x in p.purchases:
             rows.append({"period": p.period, **{k: v for k, v in x.model_dump().items() if k != "workloads"},
-                         "workloads": ";".join(x.workloads), "period_cost": p.cost, **plan_columns})
+                         "workloads": ";".join(x.workloads), "period_cost": p.cost, **plan_columns,
+                         "tags": json.dumps(x.tags, sort_keys=True)})
     columns = ["period", "provider", "service", "sku", "region", "gpu", "gpus_per_instance", "price_kind", "count",
                "committed", "term_months", "price_per_hour", "hours", "cost", "break_even_utilisation", "workloads",
                "period_cost",
                # added since the first release, after every older column (readers by position read the same)
-               "list_price_per_hour", *plan_columns]
-    return _frame(rows, columns)
+               "list_price_per_hour", *plan_columns, "tags"]
+    return _frame(rows, columns, integers=("gpus_per_instance", "count", "term_months"))
 
 
 def months_per_period(plan: CapacityPlan) -> int:
@@ -264,14 +285,19 @@ def _covered(x: PurchaseLine) -> tuple[float, float] | None:
 def render_capacity_focus(plan: CapacityPlan) -> str:
     """FOCUS rows per calendar month (reports/focus.py): rented instances as Usage in their period's months;
     each commitment as a monthly Purchase row over its whole term (after the horizon too) and, inside the
-    horizon, a Usage row with its amortised cost. EffectiveCost per period sums to the period's cost re-priced
-    at the calendar months' real hours (reports/focus.py: FOCUS months are not 730-hour planning months)."""
+    horizon, a Usage row with its amortised cost: Used for the instances that run replicas that month (the
+    period's `running` lines, capacity_detail.commitment_use), Unused for the idle rest.
+    EffectiveCost per period sums to the period's cost re-priced at the calendar months' real hours
+    (reports/focus.py: FOCUS months are not 730-hour planning months)."""
     from gpuopt.planner.commitments import term_months
     from gpuopt.pricing.regions import region_info
 
     mpp = months_per_period(plan)
     start = first_month(plan)
     horizon_months = len(plan.periods) * mpp
+    use = commitment_use(plan.commitments, [p.running for p in plan.periods], mpp)
+    ledger = {(c.bought, c.provider, c.service, c.sku, c.region, c.price_kind): j
+              for j, c in enumerate(plan.commitments)}
     out: list[dict[str, object]] = []
     for index, p in enumerate(plan.periods):
         for x in p.purchases:
@@ -279,8 +305,10 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
             region_name = f"{x.region} ({info.country})" if info.country else x.region
             committed = is_commitment(x.price_kind) and x.committed
             months = range(term_months(x.price_kind, mpp)) if committed else range(mpp)
+            j = ledger.get((p.period, x.provider, x.service, x.sku, x.region, x.price_kind))
             for m in months:
                 k = index * mpp + m
+                used = None if use is None or j is None or not committed else use[j].get(k // mpp)
                 out += rows(Charge(
                     month=add_months(start, k), currency=plan.currency, provider=x.provider, service=x.service,
                     sku=x.sku, region=x.region, region_name=region_name,
@@ -289,12 +317,13 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     list_unit_price=x.price_per_hour if x.list_price_per_hour is None else x.list_price_per_hour,
                     description=f"{p.period}: {x.count} x {x.sku} {x.price_kind}"
                                 + (f", month {m + 1} of {len(months)}" if committed else ""),
-                    tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period},
+                    tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period, **x.tags},
                     commitment_id=f"gpuopt:{x.provider}:{x.sku}:{x.region}:{x.price_kind}:{p.period}"
                     if committed else None,
                     commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"
                     if committed else None,
-                    usage=k < horizon_months, covered_prices=_covered(x)))
+                    usage=k < horizon_months, covered_prices=_covered(x), used_instances=used,
+                    monthly_fee=x.price_kind in RENEWABLE))
     out.sort(key=lambda r: (str(r["ChargePeriodStart"]), str(r["ChargeCategory"]), str(r["SkuPriceId"])))
     return _frame(out, FOCUS_COLUMNS)
 

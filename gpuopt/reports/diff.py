@@ -4,9 +4,11 @@ Solve plans: per deployment and in total, monthly cost before and after, what wa
 (GPU, precision, TP, replicas). A deployment is identified by (workload, provider, SKU, region, price kind);
 the shapes it runs (replicas x GPU, TP/PP, formats) are what "changed" compares.
 Capacity plans: per period, cost before and after, the purchases and the commitments already running that
-changed; then, when a plan's total includes it (charge: full-term), the obligation its commitments carry past
-the horizon as its own line, so the lines a reviewer reads add up to the total (the total was the plan's
-total_cost, which includes that obligation while no line showed it).
+changed; then, when either plan's commitments owe anything past the horizon, that obligation as its own line,
+in both charge modes (the provider bills it whatever the program charged; under inside-horizon it showed
+0.00 -> 0.00 "unchanged" against a plan owing 29,931.07), so the totals are what each schedule costs over
+the horizon and owes after it: a full-term plan's total_cost, an inside-horizon plan's total_cost plus its
+obligation, comparable across charge modes.
 
 Totals are the sums of the printed lines (in cents, after conversion), so a diff adds up as a reviewer checks it.
 
@@ -165,12 +167,6 @@ def _holdings(plan: CapacityPlan, index: int) -> tuple[list[str], list[str]]:
     return sorted(_purchase(x) for x in plan.periods[index].purchases), _running(plan, index)
 
 
-def owed_in_total(plan: CapacityPlan) -> float:
-    """The part of `total_cost` past the horizon: the commitments' obligation when the plan charges full terms
-    (total = periods + obligation); 0 under inside-horizon, whose total leaves the obligation out."""
-    return plan.committed_after_horizon if plan.charge == "full-term" else 0.0
-
-
 def _owed_text(plan: CapacityPlan, which: str, factor: float, currency: str) -> str | None:
     if not plan.committed_after_horizon:
         return None
@@ -179,8 +175,64 @@ def _owed_text(plan: CapacityPlan, which: str, factor: float, currency: str) -> 
                       f"{c.months_after} months" for c in plan.commitments if c.months_after > 0)
     if plan.charge == "full-term":
         return f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans})"
-    return (f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans}), not in its total "
-            "(charge: inside-horizon)")
+    return (f"{which}: {owed:,.2f} {currency} owed after the horizon ({spans}); its plan's total_cost leaves it "
+            "out (charge: inside-horizon), this diff's total includes it")
+
+
+HALF_CENT = 0.005  # below this, in the report currency, two figures print the same to the cent
+
+
+PRICE_ROUNDING = 5e-9  # a plan's prices per hour carry 8 decimals: at most this off per instance-hour
+
+
+def _exact_cost(plan: CapacityPlan, index: int) -> tuple[float, float]:
+    """A period's cost before its cents, and its instance-hours: rented lines at price x hours, commitments
+    running in it at price x count x the period's hours. Two plans of one schedule in two currencies differ
+    in their cents (each rounds its own lines, and a commitment's whole-term cents are spread in whole cents),
+    not here. The printed cost when the plan file lists no commitments (saved before the ledger) but buys
+    some."""
+    from gpuopt.planner.capacity_detail import active_commitments
+    from gpuopt.planner.plan import HOURS_PER_MONTH
+
+    period = plan.periods[index]
+    if not plan.commitments and any(x.committed for x in period.purchases):
+        return period.cost, 0.0
+    mpp = plan.months_per_period
+    running = active_commitments(plan.commitments, index, mpp)
+    rented = [x for x in period.purchases if not x.committed]
+    return (sum(x.price_per_hour * x.hours for x in rented)
+            + sum(c.price_per_hour * c.count * HOURS_PER_MONTH * mpp for c in running),
+            sum(x.hours for x in rented) + sum(c.count * HOURS_PER_MONTH * mpp for c in running))
+
+
+def _exact_owed(plan: CapacityPlan) -> tuple[float, float]:
+    from gpuopt.planner.plan import HOURS_PER_MONTH
+
+    if not plan.commitments:
+        return plan.committed_after_horizon, 0.0
+    return (sum(c.price_per_hour * c.count * HOURS_PER_MONTH * c.months_after for c in plan.commitments),
+            sum(c.count * HOURS_PER_MONTH * c.months_after for c in plan.commitments))
+
+
+def _same(old: tuple[float, float], new: tuple[float, float], factor: float) -> bool:
+    """Two exact figures (cost, instance-hours) within half a cent of the report currency, plus what the prices'
+    8 decimals can account for over those hours: the same cost, printed apart only by rounding."""
+    slack = HALF_CENT + PRICE_ROUNDING * (new[1] + old[1] * factor)
+    return abs(new[0] - old[0] * factor) < slack
+
+
+def period_order(old: list[str], new: list[str]) -> list[str]:
+    """Both horizons' period labels in the order the plans list them: the old plan's, each period only the new
+    one has placed after the new plan's period before it (labels sorted as text put M10 before M2)."""
+    order = list(old)
+    at = -1
+    for label in new:
+        if label in order:
+            at = order.index(label)
+        else:
+            at += 1
+            order.insert(at, label)
+    return order
 
 
 def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
@@ -191,7 +243,7 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
     before = {p.period: i for i, p in enumerate(old.periods)}
     after = {p.period: i for i, p in enumerate(new.periods)}
     lines = []
-    for label in sorted(set(before) | set(after)):
+    for label in period_order([p.period for p in old.periods], [p.period for p in new.periods]):
         i, j = before.get(label), after.get(label)
         mb = round(old.periods[i].cost * factor, 2) if i is not None else 0.0
         ma = round(new.periods[j].cost, 2) if j is not None else 0.0
@@ -206,14 +258,21 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
                 details.append(f"bought: {'; '.join(bb) or 'nothing'} -> {'; '.join(ba) or 'nothing'}")
             if rb != ra:
                 details.append(f"running: {'; '.join(rb) or 'nothing'} -> {'; '.join(ra) or 'nothing'}")
-            change = "changed" if details or abs(ma - mb) > 0.005 else "unchanged"
+            # the converted exact figures, not the printed ones: a USD plan re-priced in CNY differs by its
+            # cents x the rate (Q2 2027: 3,136.81 USD x 6.6529 = 20,868.88 against 20,868.83 CNY)
+            change = "changed" if details or not _same(_exact_cost(old, i), _exact_cost(new, j), factor) \
+                else "unchanged"
+            if change == "unchanged" and round(ma - mb, 2):
+                details = [f"{ma - mb:+,.2f} from rounding each plan's figures to the cent, not a change"]
         lines.append(DiffLine(workload="(all)", deployment=f"period {label}", change=change, monthly_before=mb,
                               monthly_after=ma, delta=plain(ma - mb, 2), details=details, line_kind="period"))
     notes = [t for t in (_owed_text(old, "before", factor, new.currency), _owed_text(new, "after", 1.0, new.currency))
              if t is not None]
-    if notes:
-        ob, oa = round(owed_in_total(old) * factor, 2), round(owed_in_total(new), 2)
-        change = "unchanged" if abs(oa - ob) <= 0.005 else ("added" if not ob else "removed" if not oa else "changed")
+    if notes:  # what the commitments owe after the horizon in either charge mode: the provider bills it
+        ob, oa = round(old.committed_after_horizon * factor, 2), round(new.committed_after_horizon, 2)
+        change = "unchanged" if _same(_exact_owed(old), _exact_owed(new), factor) else "changed"
+        if change == "unchanged" and round(oa - ob, 2):
+            notes.append(f"{oa - ob:+,.2f} from rounding each plan's figures to the cent, not a change")
         lines.append(DiffLine(workload="(all)", deployment="after the horizon", change=change, monthly_before=ob,
                               monthly_after=oa, delta=plain(oa - ob, 2), details=notes, line_kind="after-horizon"))
     tb = plain(sum(x.monthly_before for x in lines), 2)

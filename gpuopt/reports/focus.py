@@ -12,7 +12,9 @@ What the rows mean
 - A commitment (reservation, savings plan, subscription): a Purchase row per month of its term, billed
   monthly (no upfront), EffectiveCost 0 as FOCUS asks of a purchase that covers future usage, priced at the
   commitment's own list and contracted prices; and, for each of its months inside the horizon, a Usage row
-  carrying the amortised cost in EffectiveCost (BilledCost 0, CommitmentDiscountStatus Used). FOCUS 1.0
+  carrying the amortised cost in EffectiveCost (BilledCost 0, CommitmentDiscountStatus Used) -- split, when
+  only some of its instances run replicas that month, into a Used row for their hours and an Unused row for
+  the idle rest (ConsumedQuantity null, the commitment's own prices), which sum to the month's charge. FOCUS 1.0
   defines ListUnitPrice as the SKU's public price and ContractedUnitPrice as the price with negotiated
   discounts but without commitment discounts, so that Usage row is priced at the same SKU's on-demand prices
   (List* the catalog's list price, Contracted* after --discount and overlays; SkuPriceId the on-demand one),
@@ -21,6 +23,8 @@ What the rows mean
   after the horizon carry only the Purchase rows: the obligation. So summing EffectiveCost per month (or
   period) gives the plan's cost of that month at the calendar's hours, and summing BilledCost gives what the
   provider bills, after the horizon included.
+- A monthly subscription is priced per month (the catalog's price_per_hour is its fee / 730): a flat fee per
+  calendar month (PricingUnit Months, quantity the instances), not its hourly equivalent x the month's hours.
 - The account is a projection: BillingAccountId `gpuopt-projection`, no sub-account, no resource id.
 
 `focus-validator` 1.0.0 (the newest on Python 3.11) checks the 1.0-preview names of five columns: Provider,
@@ -35,6 +39,8 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from gpuopt.planner.plan import HOURS_PER_MONTH
 
 FOCUS_COLUMNS = (
     "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
@@ -106,6 +112,12 @@ class Charge:
     # a commitment: the on-demand twin's (contracted, list) prices per instance-hour, at which FOCUS 1.0 prices
     # the usage the commitment covers (None: the catalog has no on-demand twin; the commitment's own prices)
     covered_prices: tuple[float, float] | None = None
+    # a commitment: how many of its instances run replicas this month (None: all of them, or unknown); the
+    # rest is idle, a Usage row with CommitmentDiscountStatus Unused
+    used_instances: float | None = None
+    # priced per month (a monthly subscription: the catalog's price_per_hour is its monthly fee / 730): billed
+    # as a flat fee per calendar month, PricingUnit Months, whatever the month's hours
+    monthly_fee: bool = False
 
 
 def month_hours(month: dt.date) -> int:
@@ -117,14 +129,20 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
     start, end = stamp(charge.month), stamp(add_months(charge.month, 1))
     # the charge period's real hours, not the 730-hour planning month (module docstring)
     hours = float(round(charge.instances * month_hours(charge.month), 4))  # decimal, never an integer column
-    cost = round(charge.unit_price * hours, 4)
-    list_cost = round(charge.list_unit_price * hours, 4)
+    # a monthly fee is priced per instance-month (the catalog's hourly price x the 730-hour month it was
+    # derived from, to the cent), everything else per instance-hour of the calendar month
+    unit_price, list_unit_price = ((round(charge.unit_price * HOURS_PER_MONTH, 2),
+                                    round(charge.list_unit_price * HOURS_PER_MONTH, 2)) if charge.monthly_fee
+                                   else (charge.unit_price, charge.list_unit_price))
+    quantity = float(charge.instances) if charge.monthly_fee else hours
+    cost = round(unit_price * quantity, 4)
+    list_cost = round(list_unit_price * quantity, 4)
     common: dict[str, Any] = {
         "AvailabilityZone": None, "BillingAccountId": ACCOUNT_ID, "BillingAccountName": ACCOUNT_NAME,
         "BillingCurrency": charge.currency, "BillingPeriodStart": start, "BillingPeriodEnd": end,
         "ChargeClass": None, "ChargePeriodStart": start, "ChargePeriodEnd": end,
-        "ContractedUnitPrice": charge.unit_price, "ListUnitPrice": charge.list_unit_price,
-        "PricingQuantity": hours, "PricingUnit": "Hours",
+        "ContractedUnitPrice": unit_price, "ListUnitPrice": list_unit_price,
+        "PricingQuantity": quantity, "PricingUnit": "Months" if charge.monthly_fee else "Hours",
         "InvoiceIssuerName": charge.provider, "InvoiceIssuer": charge.provider,
         "ProviderName": charge.provider, "Provider": charge.provider,
         "PublisherName": charge.provider, "Publisher": charge.provider,
@@ -147,25 +165,56 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
                     "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": 0.0,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
         if charge.usage:
-            # FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes
-            # negotiated discounts but not commitment discounts, so covered usage is priced at the on-demand
-            # twin's prices and only EffectiveCost carries the commitment's rate
-            contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
-            twin = {} if charge.covered_prices is None else {
-                "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:on-demand"}
-            out.append({**common, **commitment, **twin, "CommitmentDiscountStatus": "Used",
-                        "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
-                        "ChargeDescription": charge.description, "BilledCost": 0.0,
-                        "ContractedUnitPrice": contracted, "ListUnitPrice": listed,
-                        "ContractedCost": round(contracted * hours, 4), "ListCost": round(listed * hours, 4),
-                        "EffectiveCost": cost, "ConsumedQuantity": hours, "ConsumedUnit": "Hours",
-                        "PricingCategory": "Committed"})
+            out += _commitment_usage(charge, common | commitment, hours, cost)
     elif charge.usage:
         out.append({**common, "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
                     "ChargeDescription": charge.description, "BilledCost": cost, "ContractedCost": cost,
                     "ListCost": list_cost, "EffectiveCost": cost, "ConsumedQuantity": hours,
                     "ConsumedUnit": "Hours", "PricingCategory": pricing_category(charge.price_kind)})
     return [{**row, "ChargeType": row["ChargeCategory"]} for row in out]
+
+
+def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost: float) -> list[dict[str, Any]]:
+    """A commitment month inside the horizon: a Used row for the hours of the instances that run replicas and
+    an Unused row for the idle rest (FOCUS 1.0 CommitmentDiscountStatus), their EffectiveCost summing to the
+    month's charge exactly (the Unused row takes the remainder of the 4-decimal rounding).
+
+    FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes negotiated
+    discounts but not commitment discounts, so covered usage is priced at the on-demand twin's prices and only
+    EffectiveCost carries the commitment's rate. Idle hours consume nothing (ConsumedQuantity null, as FOCUS
+    asks of Unused rows) and are priced at the commitment's own prices: they save nothing on demand. A monthly
+    fee's Used row is still measured in the hours its instances ran, its Unused row in idle instance-months."""
+    used = charge.instances if charge.used_instances is None else min(charge.instances, charge.used_instances)
+    split = used != charge.instances
+    used_hours = float(round(used * month_hours(charge.month), 4)) if split else hours
+    # the commitment's own pricing: per instance-hour, or per instance-month for a monthly fee (`rows`)
+    quantity, used_quantity = (float(charge.instances), float(used)) if charge.monthly_fee else (hours, used_hours)
+    used_cost = round(common["ContractedUnitPrice"] * used_quantity, 4) if split else cost
+    out: list[dict[str, Any]] = []
+    if used > 0:
+        contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
+        twin = {} if charge.covered_prices is None else {
+            "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:on-demand"}
+        out.append({**common, **twin, "CommitmentDiscountStatus": "Used",
+                    "ChargeCategory": "Usage", "ChargeFrequency": "Usage-Based",
+                    "ChargeDescription": charge.description
+                    + (f", {used:g} of {charge.instances:g} instances in use" if split else ""), "BilledCost": 0.0,
+                    "ContractedUnitPrice": contracted, "ListUnitPrice": listed, "PricingQuantity": used_hours,
+                    "PricingUnit": "Hours", "ContractedCost": round(contracted * used_hours, 4),
+                    "ListCost": round(listed * used_hours, 4),
+                    "EffectiveCost": used_cost, "ConsumedQuantity": used_hours, "ConsumedUnit": "Hours",
+                    "PricingCategory": "Committed"})
+    if split:
+        idle = float(round(quantity - used_quantity, 4))
+        idle_cost = round(cost - used_cost, 4)
+        out.append({**common, "CommitmentDiscountStatus": "Unused", "ChargeCategory": "Usage",
+                    "ChargeFrequency": "Usage-Based",
+                    "ChargeDescription": f"{charge.description}, {charge.instances - used:g} of "
+                                         f"{charge.instances:g} instances idle",
+                    "BilledCost": 0.0, "PricingQuantity": idle, "ContractedCost": idle_cost,
+                    "ListCost": round(common["ListUnitPrice"] * idle, 4), "EffectiveCost": idle_cost,
+                    "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
+    return out
 
 
 def is_commitment(price_kind: str) -> bool:

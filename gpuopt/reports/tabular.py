@@ -8,6 +8,7 @@ import json
 import typing
 from typing import Any
 
+from gpuopt.inputs.capacity import RENEWABLE
 from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.pricing.regions import region_info
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, pricing_category, rows
@@ -17,13 +18,16 @@ __all__ = ["FOCUS_COLUMNS", "pricing_category", "render_csv", "render_focus"]
 
 
 
-def _frame(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...]) -> str:
+def _frame(rows: list[dict[str, Any]], columns: list[str] | tuple[str, ...], integers: tuple[str, ...] = ()) -> str:
     """CSV text of the rows; every string cell a spreadsheet would evaluate is neutralised (`csv_cell`),
-    numbers are written as numbers."""
+    numbers are written as numbers. `integers` stay integers with empty cells beside them (pandas makes such a
+    column float: a term of 12 months was written 12.0)."""
     import pandas as pd
 
     safe = [{k: csv_cell(v) for k, v in row.items()} for row in rows]
     frame = pd.DataFrame.from_records(safe, columns=list(columns))
+    for column in integers:
+        frame[column] = frame[column].astype("Int64")
     return str(frame.to_csv(index=False, lineterminator="\n"))
 
 
@@ -134,6 +138,7 @@ def render_focus(plan: Plan) -> str:
             tags={"gpuopt-workload": d.workload, **d.tags},
             commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
             commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None,
+            monthly_fee=d.price_kind in RENEWABLE,
             covered_prices=None if d.on_demand_price_per_hour is None else (
                 d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour)))
     if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
