@@ -253,7 +253,7 @@ def test_a_capacity_diff_shows_the_obligation_after_the_horizon_as_a_line_the_to
     assert (q1.delta, q2.delta) == (-2190.0, -2190.0)
     assert q2.change == "changed" and any("running: nothing -> 2 x aws g6e.xlarge" in x for x in q2.details)
     assert (after.deployment, after.line_kind) == ("after the horizon", "after-horizon")
-    assert (after.monthly_before, after.monthly_after, after.change) == (0.0, 4380.0, "changed")
+    assert (after.monthly_before, after.monthly_after, after.change) == (0.0, 4380.0, "added")
     assert "4,380.00 USD owed after the horizon" in after.details[0]
     assert ("total_cost leaves it out" in after.details[0]) == (charge == "inside-horizon")
     # either mode: 2,190 + 2,190 + 4,380 = 8,760.00 over the horizon and owed after it, delta 0
@@ -435,7 +435,8 @@ def test_an_absent_all_on_demand_reference_says_why():
 def test_a_diff_across_charge_modes_shows_the_obligation_the_new_plan_owes():
     """Old full-term: 2 reserved-1y at 0.50/h bought in 2027Q1 and held 2 quarters of 2, nothing after (a
     6-month-term stand-in: months_after 0). New inside-horizon: the same with 6 months after the horizon owing
-    2 x 0.50 x 730 x 6 = 4,380.00 outside its total_cost. Before: after the horizon 0.00 -> 0.00 unchanged."""
+    2 x 0.50 x 730 x 6 = 4,380.00 outside its total_cost: an obligation added. Before: after the horizon
+    0.00 -> 0.00 unchanged."""
     from gpuopt.reports.diff import diff_capacity, diff_table
 
     periods = [("2027Q1", 2190.0, [(2, "reserved-1y", 0.5)]), ("2027Q2", 2190.0, [])]
@@ -445,7 +446,7 @@ def test_a_diff_across_charge_modes_shows_the_obligation_the_new_plan_owes():
     new = _plan("inside-horizon", periods, [4380.0])
     *_, after = diff_capacity(old, new).lines
     assert (after.deployment, after.change, after.monthly_before, after.monthly_after, after.delta) == (
-        "after the horizon", "changed", 0.0, 4380.0, 4380.0)
+        "after the horizon", "added", 0.0, 4380.0, 4380.0)
     assert "4,380.00" in diff_table(diff_capacity(old, new), width=200)
 
 

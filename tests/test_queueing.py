@@ -135,3 +135,20 @@ def test_clients_past_the_api_servers_pace_queue_there_and_nothing_churns():
     point = latency.at_concurrency(r, 200, 4000, 100)
     assert point.requests_per_second == pytest.approx(1 / latency.frontend_s(r, 4000), rel=1e-6)
     assert "API server" in (point.limit or "")
+
+
+def test_a_closed_loop_whose_swings_overfill_the_kv_cache_is_simulated():
+    """Llama-3.1-8B at 200/800 on an RTX 4090 holds 42,800 KV tokens; a running request holds 608 on average
+    (200 + 800 / 2 + 16 / 2). 64 clients hold 38,912 on average, but their ages are independent: 3 standard
+    deviations of sqrt(64) x 800 / sqrt(12) = 1,847.5 add 5,542.6 -> 44,454.6 > 42,800, so the loop is simulated
+    (it was planned analytically at 2,102 tokens/s, where runs with spread lengths preempt 899 times in 1,500
+    requests). 56 clients: 34,048 + 3 x 1,728.3 = 39,233 < 42,800, analytic."""
+    arch, spec = get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("RTX4090-24GB")
+    r = latency.build_replica(arch, spec, estimate(arch, spec, ServingConfig(precision="bf16", max_model_len=8192)))
+    assert r.kv_capacity_tokens == 42_800 and latency.replica_held_tokens(r, 200, 800) == 608
+    assert steady_state.overfills(r, 200, 800, 64) and steady_state.churns(r, 200, 800, 64)
+    assert not steady_state.overfills(r, 200, 800, 56) and not steady_state.churns(r, 200, 800, 56)
+    result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "RTX4090-24GB", "--precision", "bf16",
+                 "--max-model-len", "8192", "--input-tokens", "200", "--output-tokens", "800", "--concurrency", "68")
+    assert result.exit_code == 0, result.output
+    assert "note: 68 clients, close to what the KV cache holds in steady state" in result.stderr

@@ -270,7 +270,8 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
              if t is not None]
     if notes:  # what the commitments owe after the horizon in either charge mode: the provider bills it
         ob, oa = round(old.committed_after_horizon * factor, 2), round(new.committed_after_horizon, 2)
-        change = "unchanged" if _same(_exact_owed(old), _exact_owed(new), factor) else "changed"
+        change = "unchanged" if _same(_exact_owed(old), _exact_owed(new), factor) else (
+            "added" if not ob else "removed" if not oa else "changed")  # the line's vocabulary, as before
         if change == "unchanged" and round(oa - ob, 2):
             notes.append(f"{oa - ob:+,.2f} from rounding each plan's figures to the cent, not a change")
         lines.append(DiffLine(workload="(all)", deployment="after the horizon", change=change, monthly_before=ob,
