@@ -1,5 +1,6 @@
 """Simulation-backed capacity for percentile targets and length mixes."""
 
+import json
 import math
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def test_which_workloads_are_simulated():
     assert not needs_simulation(workload(None))
     mix = Lengths(histogram=[LengthBin(input_tokens=1000, output_tokens=200, share=1.0)])
     assert needs_simulation(workload(None, lengths=mix))
-    assert not needs_simulation(workload(90, concurrency=8))  # closed loops stay analytic
+    assert needs_simulation(workload(90, concurrency=8))  # a closed loop of clients, simulated as one
 
 
 def test_meets_reads_the_percentile_keys():
@@ -263,15 +264,39 @@ def test_allowing_another_provider_never_makes_a_p95_plan_dearer():
     assert alone == pytest.approx(2.18)
 
 
-def test_a_percentile_on_a_concurrency_workload_is_said_to_be_unchecked(tmp_path):
-    """Closed loops are planned on the analytic means: the plan with percentile 99 was the plan without it,
-    printed beside a p99 target and no word."""
+def test_a_percentile_on_a_concurrency_workload_is_simulated_as_a_closed_loop(tmp_path):
+    """64 clients at p99 1 s / 40 ms: the plan was the mean-target plan, printed beside a p99 target with no
+    percentile figures. Now the capacity is the most clients a simulated closed loop holds within the p99
+    targets, and the planned load is simulated too: its rate is Little's law, clients / mean end-to-end."""
     path = tmp_path / "w.yaml"
     path.write_text("schema_version: 1\nresidency: us\nworkloads:\n- name: chat\n"
                     "  model: meta-llama/Llama-3.1-8B-Instruct\n  concurrency: 64\n  input_tokens: 1000\n"
                     "  output_tokens: 200\n  max_model_len: 8192\n"
                     "  slo: {ttft_ms: 1000, tpot_ms: 40, percentile: 99}\n")
-    result = run_cli("solve", str(path), "--provider", "runpod")
+    result = run_cli("solve", str(path), "--provider", "runpod", "--json", "--candidates", "none")
     assert result.exit_code == 0, result.output
-    assert ("warning: workload chat: slo.percentile 99 is not checked for a concurrency (closed-loop) workload"
-            in result.stderr)
+    plan = json.loads(result.stdout)
+    for dep in plan["deployments"]:
+        planned, capacity = dep["at_planned_load"], dep["capacity"]
+        assert planned["source"] == capacity["source"] == "simulated"
+        assert planned["percentile"] == 99 and planned["ttft_percentile_ms"] <= 1000
+        assert capacity["tpot_percentile_ms"] <= 40 and capacity["concurrency"] == round(capacity["concurrency"])
+        assert planned["concurrency"] <= 0.8 * capacity["concurrency"] * dep["replicas"] + 1e-6
+    assert sum(d["at_planned_load"]["concurrency"] * d["replicas"] for d in plan["deployments"]) >= 64 - 1e-6
+
+
+def test_the_closed_loop_capacity_is_the_last_client_count_that_meets_the_targets(replica):
+    """On the grid of rates rounded to whole clients: the answer meets the p90 targets and the next grid point
+    that is a different whole number misses them; the rate is Little's law on the measured requests."""
+    from gpuopt.physics.steady_state import closed_run
+
+    w = workload(90, tpot=30.0, concurrency=8)
+    start = latency.max_rate(replica, 1000, 200, 2000.0, 30.0, poisson=False).concurrency
+    clients, summary = simcapacity.simulated_clients(replica, w, start)
+    assert clients >= 1 and summary is not None and meets(w, summary) and clients == round(clients)
+    k = math.log(clients) / math.log1p(SEARCH_TOLERANCE)
+    above = next(n for n in (round(math.exp(j * math.log1p(SEARCH_TOLERANCE))) for j in range(math.floor(k) + 1, 10**4))
+                 if n > clients)
+    assert not meets(w, closed_run(replica, simcapacity.length_distribution(w), above).summary())
+    point = simcapacity.point_of(0.0, summary, w, clients)
+    assert point.requests_per_second == pytest.approx(clients / (float(summary["mean_e2el_ms"]) / 1e3))

@@ -895,11 +895,12 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t)
             + service * (1 + rho / (2 * (1 - rho))))
     if poisson:
-        # Poisson arrivals queue at the API server (one at a time, M/D/1) and for KV room: the cache holds
-        # kv_capacity / held such requests, each holding its room for its decode
+        # Poisson arrivals queue at the API server (one at a time, M/D/1) and for room to run: the cache holds
+        # kv_capacity / held such requests, max_num_seqs caps them, each holds its place for its decode (vLLM
+        # admits the head of its waiting queue only when its prompt's blocks are free and a sequence slot is)
         busy = min(rate * front, 0.999)
         ttft += front * busy / (2 * (1 - busy))
-        ttft += queueing.kv_wait_s(r.kv_capacity_tokens / held, b, max(output_tokens, 1) * t)
+        ttft += queueing.kv_wait_s(min(r.kv_capacity_tokens / held, cfg.max_num_seqs), b, max(output_tokens, 1) * t)
     concurrency = rate * (ttft + max(output_tokens - 1, 0) * t)
     return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
                      tpot_ms=t * 1e3, ttft_ms=ttft * 1e3, output_tokens_per_second=rate * output_tokens,

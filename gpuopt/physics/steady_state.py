@@ -39,6 +39,7 @@ answer does not depend on the start.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -204,35 +205,52 @@ def steady_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
     """The largest Poisson rate at which the replica in steady state meets the targets (at `percentile`, None =
     mean) and keeps its queue bounded, with the measured summary there; (0, None) when not even a trickle does.
 
-    The rates tried lie on one grid, (1 + SEARCH_TOLERANCE)^k requests/s for integer k, and the answer is the
-    largest grid rate that meets the targets below the first that misses: `start` (the analytic capacity, or
-    a better guess) only decides where the search begins. With a bracket that stopped wherever the bisection
-    from `start` landed, one replica's capacity moved with the guess -- the planner's guess comes from the
-    other shapes simulated first -- so allowing one more provider changed an H100's capacity from 38.15 to
-    37.97 requests/s and the plan's replica counts with it."""
+    The rates tried lie on one grid, (1 + SEARCH_TOLERANCE)^k requests/s for integer k (grid_search), and the
+    answer is the largest grid rate that meets the targets below the first that misses: `start` (the analytic
+    capacity, or a better guess) only decides where the search begins. With a bracket that stopped wherever
+    the bisection from `start` landed, one replica's capacity moved with the guess -- the planner's guess comes
+    from the other shapes simulated first -- so allowing one more provider changed an H100's capacity from
+    38.15 to 37.97 requests/s and the plan's replica counts with it."""
     percentile_key(percentile)
-    step = math.log1p(SEARCH_TOLERANCE)
 
-    def run(k: int) -> tuple[bool, Summary]:
-        res, stable = steady_run(replica, lengths, math.exp(k * step), ttft_slo_ms, tpot_slo_ms, measured=measured,
-                                 seed=seed, sched=sched, shared_prefix_tokens=shared_prefix_tokens)
+    def run(rate: float) -> tuple[bool, Summary]:
+        res, stable = steady_run(replica, lengths, rate, ttft_slo_ms, tpot_slo_ms, measured=measured, seed=seed,
+                                 sched=sched, shared_prefix_tokens=shared_prefix_tokens)
         summary = res.summary()
         return meets(summary, stable, ttft_slo_ms, tpot_slo_ms, percentile), summary
 
+    return grid_search(run, start, lambda x: x)
+
+
+def grid_search(run: Callable[[float], tuple[bool, Summary]], start: float,
+                snap: Callable[[float], float]) -> tuple[float, Summary | None]:
+    """The largest load on the grid (1 + SEARCH_TOLERANCE)^k (through `snap`: whole clients for a closed loop)
+    at which `run` meets its targets below the first that misses: from `start` up by 1.5x or down by 0.6x until
+    the verdict flips, then bisection to neighbouring grid points; (0, None) when not a thousandth of the start
+    does. Loads that `snap` to one value are run once."""
+    step = math.log1p(SEARCH_TOLERANCE)
+    seen: dict[float, tuple[bool, Summary]] = {}
+
+    def at(k: int) -> tuple[bool, Summary]:
+        load = snap(math.exp(k * step))
+        if load not in seen:
+            seen[load] = run(load)
+        return seen[load]
+
     up, down = round(math.log(1.5) / step), round(math.log(1 / 0.6) / step)  # the 1.5x / 0.6x strides
     k0 = round(math.log(max(start, 1e-3)) / step)
-    ok, first = run(k0)
+    ok, first = at(k0)
     if ok:
         lo, lo_s, hi = k0, first, k0 + up
         while hi < k0 + math.log(64) / step:  # at most 64x the start
-            ok, s = run(hi)
+            ok, s = at(hi)
             if not ok:
                 break
             lo, lo_s, hi = hi, s, hi + up
     else:
         hi, lo = k0, k0 - down
         while True:
-            ok, s = run(lo)
+            ok, s = at(lo)
             if ok:
                 lo_s = s
                 break
@@ -241,12 +259,53 @@ def steady_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
                 return 0.0, None
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        ok, s = run(mid)
+        ok, s = at(mid)
         if ok:
             lo, lo_s = mid, s
         else:
             hi = mid
-    return math.exp(lo * step), lo_s
+    return snap(math.exp(lo * step)), lo_s
+
+
+def closed_run(replica: Replica, lengths: LengthDistribution, clients: int, *, measured: int = MEASURED,
+               seed: int = 0, sched: SchedulerConfig | None = None, shared_prefix_tokens: int = 0) -> SimResult:
+    """A closed loop of `clients` (each sends its next request when its last one ends: `vllm bench serve
+    --max-concurrency N --request-rate inf`) drawing from `lengths`, measured in steady state: the clients
+    start one after another over one turn of the loop at the analytic rate (a loop started at once stays in
+    lockstep, all prefill then all decode), 2 x clients requests of warm-up, max(`measured`, clients) measured
+    and clients more after them so the last measured ones finish under the same load."""
+    sched = sched or SchedulerConfig.from_replica(replica)
+    n = max(1, int(clients))
+    warm, count = 2 * n, max(measured, n)
+    mean_in, mean_out = lengths.mean_input_tokens, lengths.mean_output_tokens
+    top = max_rate(replica, max(1, round(mean_in)), max(1, round(mean_out)), poisson=False).requests_per_second
+    turn = n / top if top > 0 else 0.0
+    reqs = [replace(q, arrival_s=min(q.arrival_s, turn)) for q in
+            make_requests(lengths, ConstantArrivals(n / turn if turn > 0 else 1e9), warm + count + n, seed,
+                          shared_prefix_tokens)]
+    whole = simulate(replica, reqs, sched=sched, max_concurrency=n, seed=seed)
+    return whole.window(warm, warm + count)
+
+
+def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: float | None,
+                    tpot_slo_ms: float | None, percentile: int | None, start: float, *, measured: int = MEASURED,
+                    seed: int = 0, sched: SchedulerConfig | None = None,
+                    shared_prefix_tokens: int = 0) -> tuple[float, Summary | None]:
+    """The most clients a closed loop can have with the replica meeting the targets at `percentile` (None =
+    mean), and the measured summary there; (0, None) when not one client does. A closed loop has no
+    unbounded queue (its population is its clients), so only the targets decide. On the grid of
+    steady_capacity, in whole clients; `start`: the analytic capacity in clients."""
+    percentile_key(percentile)
+
+    def run(clients: float) -> tuple[bool, Summary]:
+        summary = closed_run(replica, lengths, int(clients), measured=measured, seed=seed, sched=sched,
+                             shared_prefix_tokens=shared_prefix_tokens).summary()
+        return meets(summary, True, ttft_slo_ms, tpot_slo_ms, percentile), summary
+
+    clients, summary = grid_search(run, start, lambda x: float(max(1, round(x))))
+    if summary is None or clients < 1:
+        return 0.0, None
+    return clients, summary
 
 
 OVER_ADMISSION = 1.02

@@ -15,7 +15,7 @@ from gpuopt.physics.steady_state import percentile_key
 from gpuopt.planner.candidates import CandidateResult
 from gpuopt.planner.mix import MixModel, MixPoint, has_mix
 from gpuopt.planner.plan import LatencyAt, plain
-from gpuopt.planner.simcapacity import Summary, needs_simulation, replica_of, run
+from gpuopt.planner.simcapacity import Summary, closed, needs_simulation, replica_of, run, run_closed
 
 
 def _latency_at(m: MixPoint, source: str = "analytic") -> LatencyAt:
@@ -37,6 +37,14 @@ def _simulated(s: Summary, rate: float, percentile: int | None) -> LatencyAt:
                      source="simulated")
 
 
+def _simulated_loop(s: Summary, clients: float, percentile: int | None) -> LatencyAt:
+    """A simulated closed loop: the latencies of the whole clients run_closed ran (`clients` rounded), the
+    planned `clients` themselves as the concurrency (a replica's share of the workload's clients need not be
+    whole) and its rate by Little's law, clients / the mean end-to-end time."""
+    at = _simulated(s, clients / max(float(s["mean_e2el_ms"]) / 1e3, 1e-12), percentile)
+    return at.model_copy(update={"concurrency": plain(clients, 2)})
+
+
 def planned_and_capacity(c: CandidateResult, arch: ModelArchitecture, load_share: float) -> tuple[LatencyAt, LatencyAt]:
     """(latency at the planned load, latency at capacity) of one replica of candidate `c`, which the plan
     loads at `load_share` of its capacity (in the workload's demand unit)."""
@@ -49,6 +57,9 @@ def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: flo
     w, point = c.workload, c.evaluation.point
     assert point is not None
     replica = replica_of(c, arch)
+    if needs_simulation(w) and closed(w):
+        return _simulated_loop(run_closed(replica, w, point.concurrency * load_share), point.concurrency * load_share,
+                               w.slo.percentile)
     if needs_simulation(w):
         rate = point.requests_per_second * load_share
         return _simulated(run(replica, w, max(rate, 1e-6))[0], rate, w.slo.percentile)
@@ -71,6 +82,9 @@ def capacity_latency(c: CandidateResult, arch: ModelArchitecture) -> LatencyAt:
     """One replica of `c` at its capacity (the evaluation's point; the simulated run there when simulated)."""
     w, point = c.workload, c.evaluation.point
     assert point is not None
+    if needs_simulation(w) and closed(w):
+        return _simulated_loop(run_closed(replica_of(c, arch), w, point.concurrency), point.concurrency,
+                               w.slo.percentile)
     if needs_simulation(w):
         rate = point.requests_per_second
         return _simulated(run(replica_of(c, arch), w, rate)[0], rate, w.slo.percentile)

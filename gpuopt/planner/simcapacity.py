@@ -3,7 +3,9 @@
 The analytic model predicts a steady state's means; a percentile target, a heavy-tailed length mix or a
 shared prefix served from the prefix cache needs the serving simulator (physics/simulator.py): Poisson
 arrivals at the rate, `NUM_PROMPTS` measured requests drawn from the workload's lengths in a steady state, TTFT
-and TPOT read at the workload's percentile (the mean when none is set) as `vllm bench serve` reports them.
+and TPOT read at the workload's percentile (the mean when none is set) as `vllm bench serve` reports them. A
+`concurrency` workload is a closed loop of clients instead (steady_state.closed_capacity): its capacity is the
+most clients that meet the targets, its rate Little's law.
 
 Which candidates are simulated (a simulation costs 0.1-0.4 s for one length, up to a few seconds for a mix with
 long-lived requests, whose warm-up covers their lifetime (at most 3,200 requests); a capacity search about
@@ -41,8 +43,8 @@ from gpuopt.inputs.workload import Quota, ServingTarget, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import LoadPoint, Replica
+from gpuopt.physics.steady_state import closed_capacity, closed_run, percentile_key, steady_capacity, steady_run
 from gpuopt.physics.steady_state import meets as steady_meets
-from gpuopt.physics.steady_state import percentile_key, steady_capacity, steady_run
 from gpuopt.physics.traffic import FixedLengths, HistogramLengths, LengthDistribution, ShareGPTLengths
 from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
 from gpuopt.planner.program import dominant_shapes, prune
@@ -57,8 +59,15 @@ Summary = dict[str, float | int]
 
 
 def needs_simulation(w: Workload) -> bool:
-    """Percentile targets or a length mix, on a request-rate workload (a closed loop stays analytic)."""
-    return (w.slo.percentile is not None or w.lengths is not None) and w.demand_unit == "requests_per_second"
+    """Percentile targets or a length mix: Poisson traffic for a request-rate workload, a closed loop of clients
+    for a concurrency one (simulated since 2026-12-03; a percentile on a concurrency workload was planned on the
+    analytic means before, printed beside its p99 target)."""
+    return w.slo.percentile is not None or w.lengths is not None
+
+
+def closed(w: Workload) -> bool:
+    """The workload's demand is a number of clients (a closed loop), not a request rate."""
+    return w.demand_unit == "concurrency"
 
 
 def replica_of(c: CandidateResult, arch: ModelArchitecture) -> Replica:
@@ -87,6 +96,20 @@ def meets(w: ServingTarget, s: Summary, stable: bool = True) -> bool:
     return steady_meets(s, stable, w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile)
 
 
+def run_closed(replica: Replica, w: ServingTarget, clients: float) -> Summary:
+    """One simulated closed loop of the workload's traffic with `clients` (rounded half up, at least 1): the
+    measured requests' summary (physics/steady_state.closed_run)."""
+    return closed_run(replica, length_distribution(w), max(1, math.floor(clients + 0.5)), measured=NUM_PROMPTS,
+                      seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens).summary()
+
+
+def simulated_clients(replica: Replica, w: ServingTarget, start: float) -> tuple[float, Summary | None]:
+    """The most clients of a closed loop at which the simulated replica meets the targets, and its run (0,
+    None: not even one client does). `start`: the analytic capacity in clients."""
+    return closed_capacity(replica, length_distribution(w), w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile, start,
+                           measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens)
+
+
 def simulated_capacity(replica: Replica, w: ServingTarget, start: float) -> tuple[float, Summary | None]:
     """The largest Poisson rate at which the simulated replica, in steady state, meets the targets, and its
     run (0, None: not even a trickle does). `start`: the analytic capacity, where the search begins."""
@@ -94,10 +117,14 @@ def simulated_capacity(replica: Replica, w: ServingTarget, start: float) -> tupl
                            measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens)
 
 
-def point_of(rate: float, s: Summary, w: ServingTarget) -> LoadPoint:
-    """A LoadPoint from a simulated run (means; concurrency by Little's law on the mean end-to-end time)."""
+def point_of(rate: float, s: Summary, w: ServingTarget, clients: float | None = None) -> LoadPoint:
+    """A LoadPoint from a simulated run (means; concurrency by Little's law on the mean end-to-end time). A
+    closed loop of `clients`: its rate by Little's law instead, clients / the mean end-to-end time."""
     tpot = float(s["mean_tpot_ms"])
-    return LoadPoint(requests_per_second=rate, concurrency=rate * float(s["mean_e2el_ms"]) / 1e3,
+    if clients is not None:
+        rate = clients / max(float(s["mean_e2el_ms"]) / 1e3, 1e-12)
+    return LoadPoint(requests_per_second=rate, concurrency=clients if clients is not None
+                     else rate * float(s["mean_e2el_ms"]) / 1e3,
                      decode_batch=rate * w.output_tokens * tpot / 1e3, step_ms=float(s["mean_itl_ms"]),
                      tpot_ms=tpot, ttft_ms=float(s["mean_ttft_ms"]),
                      output_tokens_per_second=float(s["output_throughput"]), stable=True, limit=None)
@@ -127,8 +154,11 @@ def _alone(c: CandidateResult, rate: float, headroom: float) -> float:
     return math.ceil(replicas * c.gpus_per_replica / (c.offering.gpu_count or 1) - 1e-9) * c.instance_price
 
 
-def _rate_of(ev: Evaluation) -> float:
-    return ev.point.requests_per_second if ev.point is not None and ev.feasible else 0.0
+def _load_of(ev: Evaluation, clients: bool) -> float:
+    """The evaluation's capacity in its workload's demand unit (0 when infeasible)."""
+    if ev.point is None or not ev.feasible:
+        return 0.0
+    return ev.point.concurrency if clients else ev.point.requests_per_second
 
 
 def _sure(cands: list[CandidateResult]) -> list[int]:
@@ -182,6 +212,7 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
         if c.shape is not None:
             offerings[id(c.evaluation)].append(c)
     done: dict[int, Evaluation] = {}
+    unit = bool(cands) and closed(cands[0].workload)  # capacities in clients, else in requests/s
     ratios: list[float] = []  # simulated / analytic capacity of the shapes done so far
 
     def simulate(e: int) -> None:
@@ -192,7 +223,7 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
         if key not in _CACHE:  # the search starts at the median ratio so far (on a grid: only its speed moves)
             _CACHE[key] = _simulate_one(c, arch, sorted(ratios)[len(ratios) // 2] if ratios else 1.0)
         done[e] = _CACHE[key]
-        simulated, analytic = _rate_of(done[e]), _rate_of(c.evaluation)
+        simulated, analytic = _load_of(done[e], unit), _load_of(c.evaluation, unit)
         if simulated > 0 and analytic > 0:
             ratios.append(simulated / analytic)
 
@@ -208,10 +239,10 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
     # does not make a one-workload plan dearer (up to MAX_SIMULATED_SHAPES, and a ratio within the margin)
     ratio = max(ratios, default=1.0) * RATIO_MARGIN
     rest = sorted((e for e in offerings if e not in done),
-                  key=lambda e: alone(e, _rate_of(offerings[e][0].evaluation) * ratio))
+                  key=lambda e: alone(e, _load_of(offerings[e][0].evaluation, unit) * ratio))
     for e in rest:
-        best = min((alone(d, _rate_of(ev)) for d, ev in done.items()), default=math.inf)
-        if len(done) >= MAX_SIMULATED_SHAPES or alone(e, _rate_of(offerings[e][0].evaluation) * ratio) >= best:
+        best = min((alone(d, _load_of(ev, unit)) for d, ev in done.items()), default=math.inf)
+        if len(done) >= MAX_SIMULATED_SHAPES or alone(e, _load_of(offerings[e][0].evaluation, unit) * ratio) >= best:
             break
         simulate(e)
     return done
@@ -221,6 +252,13 @@ def _simulate_one(c: CandidateResult, arch: ModelArchitecture, guess: float) -> 
     """`guess`: the expected simulated / analytic ratio (the median of the workload's shapes done so far)."""
     ev, w = c.evaluation, c.workload
     assert ev.point is not None
+    if closed(w):
+        clients, summary = simulated_clients(replica_of(c, arch), w, ev.point.concurrency * guess)
+        if summary is None or clients < 1:
+            what = percentile_key(w.slo.percentile)
+            return Evaluation(False, f"the simulated replica misses the {what} targets even with one client",
+                              "simulation", memory=ev.memory)
+        return Evaluation(True, None, None, memory=ev.memory, point=point_of(0.0, summary, w, clients))
     rate, summary = simulated_capacity(replica_of(c, arch), w, ev.point.requests_per_second * guess)
     if summary is None or rate <= 0:
         what = percentile_key(w.slo.percentile)

@@ -79,12 +79,6 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     all_candidates = with_simulated_capacity(wf.workloads, analytic, wf.quotas, archs, opts.headroom)
     solution = solve(wf.workloads, all_candidates, opts.headroom, wf.quotas)
     warnings: list[str] = list(catalog.notes)
-    # a closed loop is planned on the analytic model (simcapacity.needs_simulation), which has no spread to take a
-    # percentile of: say so rather than print a p99 target beside mean latencies
-    warnings += [f"workload {w.name}: slo.percentile {w.slo.percentile} is not checked for a concurrency (closed-loop) "
-                 f"workload: its targets are held by the mean latencies (percentiles are simulated for "
-                 f"requests_per_second workloads)" for w in wf.workloads
-                 if w.slo.percentile is not None and w.demand_unit == "concurrency"]
     warnings += sorted({f"model {arch.hf_id}: {note}" for arch in archs.values()
                         if (note := offline_description(arch)) is not None})
     # a workload's own model the known-checkpoint table marks `avoid` (its avoid-multi-gpu shapes are rejected
