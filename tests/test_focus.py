@@ -349,3 +349,16 @@ def test_a_monthly_subscription_is_a_flat_fee_per_calendar_month(tmp_path):
     usage = {r["ChargePeriodStart"][:7]: r for r in rows if r["ChargeCategory"] == "Usage"}
     assert float(usage["2027-05"]["EffectiveCost"]) == 27496.0  # the fee, the 744 h it ran as ConsumedQuantity
     assert (usage["2027-05"]["ConsumedQuantity"], usage["2027-05"]["PricingUnit"]) == ("744.0", "Hours")
+
+
+def test_a_workload_tag_named_like_gpuopts_own_does_not_overwrite_it(tmp_path):
+    """FOCUS Tags carry gpuopt-workload (solve) beside the workload's tags; a user tag of that name replaced it,
+    so a cost could not be traced to its workload."""
+    path, saved = tmp_path / "w.yaml", tmp_path / "w.json"
+    path.write_text("schema_version: 1\nproviders: [runpod]\nworkloads:\n- name: chat\n"
+                    "  model: meta-llama/Llama-3.1-8B-Instruct\n  requests_per_second: 1\n  input_tokens: 500\n"
+                    "  output_tokens: 100\n  max_model_len: 4096\n  tags: {gpuopt-workload: other, team: a}\n")
+    assert run("solve", path, "--format", "json", "-o", saved).exit_code == 0
+    rows = rows_of(run("report", saved, "--format", "focus").stdout)
+    tags = [json.loads(r["Tags"]) for r in rows]
+    assert tags and all(t["gpuopt-workload"] == "chat" and t["team"] == "a" for t in tags)

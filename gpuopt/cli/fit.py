@@ -267,7 +267,8 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
             # queueing without bound: what the replica delivers is that rate's throughput, not the offered load,
             # and the requests it admits decode at that rate's TPOT (the scheduler's limits cap the batch); only
             # TTFT, the queue, grows without bound
-            top = latency.max_rate(replica, input_tokens, output_tokens)
+            # saturated, the engine runs full whatever the arrivals do: its closed-loop top rate
+            top = latency.max_rate(replica, input_tokens, output_tokens, poisson=False)
             # the queue grows without bound, and so do TTFT and the requests in flight (a rate past the KV
             # cache's limit printed those of a cache that held everyone: 551 ms for 1 request/s of
             # Qwen2.5-32B on an A100-40GB that sustains 0.94)
@@ -280,7 +281,9 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     problem = None
     if ttft_slo_ms is not None or tpot_slo_ms is not None:
         try:
-            best = latency.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms)
+            # a closed loop's rate within the targets has no Poisson waits (the clients are the population)
+            best = latency.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms,
+                                    poisson=concurrency is None)
             out["max_requests_per_second_within_slo"] = _round(best.requests_per_second * dp)
         except InfeasibleError as exc:
             out["max_requests_per_second_within_slo"] = 0.0

@@ -879,6 +879,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     p = rate * input_tokens * t
     held = replica_held_tokens(r, input_tokens, output_tokens)
     front = frontend_s(r, input_tokens)
+    places = min(r.kv_capacity_tokens / held, cfg.max_num_seqs)  # requests that run at once (KV, max_num_seqs)
     limit = None
     if rate * front >= 1.0:
         limit = (f"the API server handles one request at a time, {front * 1e3:.2f} ms each: at most "
@@ -889,6 +890,9 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         limit = f"needs {b:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
     elif b * held > r.kv_capacity_tokens:
         limit = f"needs {b * held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
+    elif poisson and places >= 2 * queueing.SPARE_PLACES and b > places - queueing.SPARE_PLACES:
+        limit = (f"Poisson arrivals keep {b:,.1f} of the {places:,.1f} requests the KV cache and max_num_seqs run "
+                 f"at once busy: less than one place free on average, so a request waits about a decode for room")
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
     rho = min(p / room, 0.999)
@@ -900,7 +904,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         # admits the head of its waiting queue only when its prompt's blocks are free and a sequence slot is)
         busy = min(rate * front, 0.999)
         ttft += front * busy / (2 * (1 - busy))
-        ttft += queueing.kv_wait_s(min(r.kv_capacity_tokens / held, cfg.max_num_seqs), b, max(output_tokens, 1) * t)
+        ttft += queueing.kv_wait_s(places, b, max(output_tokens, 1) * t)
     concurrency = rate * (ttft + max(output_tokens - 1, 0) * t)
     return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
                      tpot_ms=t * 1e3, ttft_ms=ttft * 1e3, output_tokens_per_second=rate * output_tokens,
@@ -976,7 +980,7 @@ def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
 
 
 def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_s: float | None,
-                      mix: _StepMix) -> float | None:
+                      mix: _StepMix, poisson: bool = True) -> float | None:
     """The largest rate that meets the TPOT target and keeps the steady state within the scheduler's limits
     (max_num_batched_tokens, max_num_seqs, the KV cache) and the API server's (one request at a time,
     frontend_s each: without it a 0.5B model on a B200 was planned at 172 requests/s of 4,000-token prompts,
@@ -984,13 +988,16 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     term is not monotone in the same way.
 
     Both bounds are bounds on y = rate x T (_StepMix), where the step is known: the limits bound the decode
-    batch O y and the tokens per step (L + O) y by x = min(budget / (L + O), max_num_seqs / O, KV tokens /
-    (O (L + O))), so rate <= x / E(x); the target bounds the mean step, E(y_t) = target, so rate <= y_t /
-    target."""
+    batch O y and the tokens per step (L + O) y by x = min(budget / (L + O), places / O), places =
+    min(max_num_seqs, KV tokens / held) less queueing.SPARE_PLACES for an open loop, so rate <= x / E(x); the
+    target bounds the mean step, E(y_t) = target, so rate <= y_t / target."""
     cfg = r.config
     total = input_tokens + output_tokens
+    places = min(cfg.max_num_seqs, r.kv_capacity_tokens / replica_held_tokens(r, input_tokens, output_tokens))
+    if poisson and places >= 2 * queueing.SPARE_PLACES:  # at_rate: an open loop keeps one place free
+        places -= queueing.SPARE_PLACES
     x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
-            r.kv_capacity_tokens / (max(output_tokens, 1) * replica_held_tokens(r, input_tokens, output_tokens)))
+            places / max(output_tokens, 1))
     bound = x / mix.mean_step(x) if x > 0 else 0.0
     bound = min(bound, 1.0 / frontend_s(r, input_tokens))  # the API server, one request at a time
     if target_s is not None:
@@ -1028,7 +1035,7 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
     hi = max(r.config.max_num_batched_tokens / ((input_tokens + output_tokens) * alone.tpot_ms * 1e-3),
              alone.requests_per_second)
     bound = _closed_form_rate(r, input_tokens, output_tokens, None if tpot_slo_ms is None else tpot_slo_ms * 1e-3,
-                              mix)
+                              mix, poisson)
     if bound is not None:
         first = point(bound)
         if ok(first):  # TPOT or a scheduler limit binds: the closed form is the answer

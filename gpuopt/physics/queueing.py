@@ -11,7 +11,7 @@ near its limit and long-lived ones well below it:
 
 - Qwen3-30B-A3B at 1,000 / 250 tokens on an H100 (a mean TTFT target of 0.5 s, decodes of ~11 s, ~107
   requests' room): the analytic limit was 10.09 requests/s; `gpuopt simulate` over 4,000 requests meets the
-  target at 9.45 (mean TTFT 0.38 s) and misses it at 9.6 (0.91 s); with this wait, 9.62.
+  target at 9.45 (mean TTFT 0.38 s) and misses it at 9.6 (0.91 s); with this wait, 9.61.
 - Qwen3.5-35B-A3B at 1,000 / 250 (2 s target, 3 s decodes, ~12 requests' room): 3.91 before; 4,000
   simulated requests meet it at 3.6 (0.83 s) and miss narrowly at 3.77 (2.14 s); with this wait, 3.77.
 
@@ -31,9 +31,16 @@ import numpy as np
 NEGLIGIBLE_SD = 8.0
 """Poisson tail beyond this many standard deviations below the servers is left out of Erlang B's sum (its
 terms are below 1e-14 of the largest)."""
+SPARE_PLACES = 1.0
+"""Places (requests the KV cache and max_num_seqs run at once) an open loop keeps free on average: with fewer,
+Poisson arrivals wait about a whole decode for room (C(c, c - 1) x holding / 1) and the queue is critical,
+so latency.at_rate calls the point unstable there and the capacity of a workload without a TTFT target stops
+one place short of the mean-population limit (it printed the clamp's TTFT before: 743,552 ms for a 6,000/500
+workload on an L4 with only a TPOT target)."""
 MAX_LOAD = 0.999
-"""Largest server utilisation the wait is computed at: the queue is critical at 1 (an infinite mean wait);
-past it latency.at_rate reports the point unstable, as the prefill queue does at the same bound."""
+"""Largest server utilisation the wait is computed at: the queue is critical at 1 (an infinite mean wait); the
+prefill queue is clamped at the same bound. Points past SPARE_PLACES are unstable: the clamp is reached
+before them only in caches of over 1,000 places."""
 
 
 def _erlang_b(servers: int, offered: float) -> float:
@@ -79,7 +86,7 @@ def kv_wait_s(slots: float, in_service: float, holding_s: float) -> float:
     a). One request shape holds its room for one length, which M/D/c would charge half of; but a waiting
     prompt needs all its blocks free at once while they free one finished request at a time, and vLLM's
     preemptions (a growing request evicting another) stretch lifetimes: against 4,000 simulated requests the
-    whole M/M/c wait lands at the edge of both cases above (9.62, 3.77), half of it beyond both (9.74, 3.82)."""
+    whole M/M/c wait lands at the edge of both cases above (9.61, 3.77), half of it beyond both (9.74, 3.82)."""
     if slots <= 0 or holding_s <= 0 or in_service <= 0:
         return 0.0
     offered = min(in_service, MAX_LOAD * slots)

@@ -46,7 +46,7 @@ from gpuopt.planner.plan import (
 )
 from gpuopt.planner.program import Solution, lower_bound, solve
 from gpuopt.planner.serve_command import vllm_command
-from gpuopt.planner.simcapacity import with_simulated_capacity
+from gpuopt.planner.simcapacity import with_estimated_capacity, with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.pricing.staleness import oldest_price_date, staleness
@@ -96,7 +96,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
         warnings += pin_notes(chosen, residency)
         oldest = oldest_price_date(chosen)
-    alternatives = _alternatives(wf, analytic, solution, opts, archs)
+    alternatives = _alternatives(wf, with_estimated_capacity(analytic, all_candidates), solution, opts, archs)
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:
         premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
@@ -348,10 +348,11 @@ def _worst_at_planned_load(solution: Solution, archs: dict[str, ModelArchitectur
 def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best: Solution,
                   opts: SolveOptions, archs: dict[str, ModelArchitecture]) -> list[Alternative]:
     """The best plan restricted to each other GPU type, and to each other provider (top K each by cost).
-    `candidates`: before simulation; a subset of a workload planned on simulated capacity simulates its own
-    screen (simcapacity.with_simulated_capacity: shapes already simulated are reused): restricted to the
-    shapes the unrestricted plan simulated, an AWS-only alternative of a p95 workload cost 6.88 USD/h where
-    `--provider aws` plans 3.72. The subsets' order and the early stop use the analytic bounds."""
+    `candidates`: for a workload planned on simulated capacity, the shapes the unrestricted plan did not simulate
+    carry an estimate (simcapacity.with_estimated_capacity: the analytic capacity times the workload's median
+    simulated/analytic ratio): restricted to the shapes it simulated, a p95 workload's AWS alternative read
+    6.88 USD/h where `--provider aws` plans 3.72. Such an alternative is an estimate (`--provider` or a narrower
+    workload file simulates it); the subsets' order and early stop use the analytic bounds."""
     if opts.top <= 0 or best.status != "optimal":
         return []
     # not pruned here: a cheaper twin on another provider would empty that provider's subset (twins always
@@ -375,8 +376,7 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
             costs = sorted(a.total_cost_per_hour or 0.0 for a in found)
             if len(costs) >= opts.top and bounds[value] > costs[opts.top - 1] + 1e-9:
                 break
-            subset = with_simulated_capacity(wf.workloads, subsets[value], wf.quotas, archs, opts.headroom)
-            sol = solve(wf.workloads, subset, opts.headroom, wf.quotas)
+            sol = solve(wf.workloads, subsets[value], opts.headroom, wf.quotas)
             if sol.status != "optimal" or sol.cost_per_hour is None:
                 continue
             delta = None if best.cost_per_hour is None else plain(sol.cost_per_hour - best.cost_per_hour)

@@ -317,7 +317,8 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                     list_unit_price=x.price_per_hour if x.list_price_per_hour is None else x.list_price_per_hour,
                     description=f"{p.period}: {x.count} x {x.sku} {x.price_kind}"
                                 + (f", month {m + 1} of {len(months)}" if committed else ""),
-                    tags={"gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period, **x.tags},
+                    # the user's tags first: a tag named like gpuopt's own cannot overwrite it
+                    tags={**x.tags, "gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period},
                     commitment_id=f"gpuopt:{x.provider}:{x.sku}:{x.region}:{x.price_kind}:{p.period}"
                     if committed else None,
                     commitment_name=f"{x.count} x {x.price_kind} {x.sku} ({x.region}) from {p.period}"

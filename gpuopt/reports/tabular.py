@@ -135,7 +135,7 @@ def render_focus(plan: Plan) -> str:
             list_unit_price=d.list_price_per_hour if d.list_price_per_hour is not None else d.instance_price_per_hour,
             description=f"projected: {d.replicas} x {d.workload} ({d.gpu}, TP={d.tensor_parallel}, "
                         f"{d.weight_precision}){unit}",
-            tags={"gpuopt-workload": d.workload, **d.tags},
+            tags={**d.tags, "gpuopt-workload": d.workload},  # gpuopt's own key last: a user tag cannot overwrite it
             commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
             commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None,
             monthly_fee=d.price_kind in RENEWABLE,
