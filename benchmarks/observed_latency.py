@@ -177,8 +177,8 @@ def predict(s: Scenario, r: latency.Replica) -> float:
         point = latency.at_concurrency(r, s.load, s.input_tokens, s.output_tokens)
     elif s.load_kind == "rate":
         point = latency.at_rate(r, s.load, s.input_tokens, s.output_tokens)
-    else:
-        point = latency.max_rate(r, s.input_tokens, s.output_tokens)
+    else:  # saturation: the engine runs full (a benchmark's backlog), with no Poisson place kept free
+        point = latency.max_rate(r, s.input_tokens, s.output_tokens, poisson=False)
     if s.metric_class == "tpot":
         return point.tpot_ms
     if s.metric_class == "ttft":

@@ -118,7 +118,8 @@ class MixModel:
         self.replica, self.bins, self.poisson = replica, length_bins(w), poisson
         self.ttft_slo, self.tpot_slo, self.percentile = w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile
         # raises InfeasibleError when some bin misses the TPOT target even alone (conservative for a mix)
-        self.caps = [latency.max_rate(replica, i, o, None, self.tpot_slo).requests_per_second for i, o, _ in self.bins]
+        self.caps = [latency.max_rate(replica, i, o, None, self.tpot_slo, poisson=poisson).requests_per_second
+                     for i, o, _ in self.bins]
         self.full_rate = 1.0 / sum(s / c for (_, _, s), c in zip(self.bins, self.caps, strict=True))
 
     def at_fraction(self, u: float) -> MixPoint:
