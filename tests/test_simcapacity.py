@@ -300,3 +300,23 @@ def test_the_closed_loop_capacity_is_the_last_client_count_that_meets_the_target
     assert not meets(w, closed_run(replica, simcapacity.length_distribution(w), above).summary())
     point = simcapacity.point_of(0.0, summary, w, clients)
     assert point.requests_per_second == pytest.approx(clients / (float(summary["mean_e2el_ms"]) / 1e3))
+
+
+def test_a_provider_closed_by_a_quota_is_the_same_as_a_provider_not_allowed():
+    """A quota of 0 instances on RunPod: its shapes were screened as if buyable, took the simulated places, and
+    the usable ones were never simulated, so a p95 workload came out infeasible ("budget or quotas"). Closed
+    offerings are now left out of the screen, and a quota caps the workload-alone cost the screen ranks by."""
+    from gpuopt.inputs.workload import Quota
+
+    w = Workload(name="chat", model="meta-llama/Llama-3.1-8B-Instruct", requests_per_second=12, input_tokens=1000,
+                 output_tokens=200, max_model_len=8192, slo=Slo(ttft_ms=500, tpot_ms=30, percentile=95))
+    catalog = load_catalog(use_cache=False)
+
+    def cost(providers: tuple[str, ...], quotas: list[Quota]) -> float | None:
+        per = enumerate_candidates([w], catalog, Policy(None, providers, ("on-demand",), "USD"))
+        cands = with_simulated_capacity([w], per[0].results, quotas, {"chat": per[0].arch}, 0.8)
+        return program_solve([w], cands, 0.8, quotas).cost_per_hour
+
+    closed = cost(("runpod", "aws", "digitalocean", "alibaba"),
+                  [Quota(provider=p, max_instances=0) for p in ("runpod", "aws", "digitalocean")])
+    assert closed is not None and closed == pytest.approx(cost(("alibaba",), []))

@@ -8,6 +8,8 @@ deployment look alike. Both are reported: `at_planned_load` and `capacity`.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import LoadPoint
@@ -71,9 +73,10 @@ def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: flo
     if w.demand_unit == "requests_per_second":
         at: LoadPoint = latency.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
                                         w.input_tokens, w.output_tokens)
-    else:
-        at = latency.at_concurrency(replica, max(point.concurrency * load_share, 1e-9), w.input_tokens,
-                                    w.output_tokens)
+    else:  # the loop has exactly its share of the clients (the search lands within 0.1 % below it: 3 x 21.31
+        # clients planned for 64)
+        clients = max(point.concurrency * load_share, 1e-9)
+        at = replace(latency.at_concurrency(replica, clients, w.input_tokens, w.output_tokens), concurrency=clients)
     # one request size: the analytic model has no spread to take a percentile of
     return _latency_at(MixPoint(at, w.slo.percentile, None, None))
 

@@ -80,6 +80,12 @@ def _quota_matches(q: Quota, c: CandidateResult) -> bool:
     return o.provider == q.provider and (q.sku is None or o.sku == q.sku) and (q.region is None or o.region == q.region)
 
 
+def instance_cap(c: CandidateResult, quotas: Sequence[Quota]) -> float:
+    """The most instances of `c`'s offering any quota allows (inf when none applies): each quota caps the sum
+    over the offerings it matches, so one offering alone can have no more than the smallest."""
+    return min((float(q.max_instances) for q in quotas if _quota_matches(q, c)), default=math.inf)
+
+
 def dominant_shapes(candidates: Sequence[CandidateResult]) -> list[CandidateResult]:
     """Per (workload, offering, GPUs per replica) keep the shape with the most capacity (first on ties): a
     replica of the same size that carries less load can never make a plan cheaper."""

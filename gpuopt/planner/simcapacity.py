@@ -48,7 +48,7 @@ from gpuopt.physics.steady_state import closed_capacity, closed_run, percentile_
 from gpuopt.physics.steady_state import meets as steady_meets
 from gpuopt.physics.traffic import FixedLengths, HistogramLengths, LengthDistribution, ShareGPTLengths
 from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
-from gpuopt.planner.program import dominant_shapes, prune
+from gpuopt.planner.program import dominant_shapes, instance_cap, prune
 
 NUM_PROMPTS = 400  # measured requests per steady-state run (physics/steady_state.py adds warm-up and tail)
 SEED = 0
@@ -144,15 +144,16 @@ def _replica_price(c: CandidateResult) -> float:
     return (c.instance_price or 0.0) * (c.gpus_per_replica or 0) / (c.offering.gpu_count or 1)
 
 
-def _alone(c: CandidateResult, rate: float, headroom: float) -> float:
+def _alone(c: CandidateResult, rate: float, headroom: float, cap: float = math.inf) -> float:
     """The hourly cost of serving `c`'s workload on `c`'s shape and offering alone at a replica capacity of
     `rate` requests/s: enough replicas for the demand at `headroom` (at least min_replicas), on whole
-    instances."""
+    instances; inf when that takes more instances than `cap` (its quota) allows."""
     if rate <= 0 or c.instance_price is None or not c.gpus_per_replica:
         return math.inf
     w = c.workload
     replicas = max(w.min_replicas, math.ceil(w.demand / (headroom * rate) - 1e-9))
-    return math.ceil(replicas * c.gpus_per_replica / (c.offering.gpu_count or 1) - 1e-9) * c.instance_price
+    instances = math.ceil(replicas * c.gpus_per_replica / (c.offering.gpu_count or 1) - 1e-9)
+    return math.inf if instances > cap else instances * c.instance_price
 
 
 def _load_of(ev: Evaluation, clients: bool) -> float:
@@ -188,14 +189,16 @@ def with_simulated_capacity(workloads: Sequence[Workload], candidates: Sequence[
     simulated = {w.name for w in workloads if needs_simulation(w)}
     if not simulated:
         return list(candidates)
+    # an offering a quota closes (max_instances 0) can run nothing: screened, it took the places of usable
+    # shapes and a p95 workload with its providers closed by quotas was reported infeasible
     entering = dominant_shapes(prune([c for c in candidates if c.feasible and c.instance_price is not None
-                                      and c.workload.name in simulated], quotas))
+                                      and c.workload.name in simulated and instance_cap(c, quotas) > 0], quotas))
     by_workload: dict[str, list[CandidateResult]] = defaultdict(list)
     for c in entering:
         by_workload[c.workload.name].append(c)
     replaced: dict[int, Evaluation] = {}
     for name, cands in by_workload.items():
-        replaced.update(_simulated_shapes(cands, archs[name], headroom))
+        replaced.update(_simulated_shapes(cands, archs[name], headroom, quotas))
     not_simulated = Evaluation(False, "not simulated for this workload: on the analytic screen it cannot undercut "
                                       "the shapes simulated (served alone, or per unit of load)", "simulation")
     out = []
@@ -206,7 +209,8 @@ def with_simulated_capacity(workloads: Sequence[Workload], candidates: Sequence[
     return out
 
 
-def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, headroom: float) -> dict[int, Evaluation]:
+def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, headroom: float,
+                      quotas: Sequence[Quota] = ()) -> dict[int, Evaluation]:
     """One workload's shapes to simulate, simulated (ids of their analytic evaluations -> simulated ones)."""
     offerings: dict[int, list[CandidateResult]] = defaultdict(list)  # shape -> its candidates
     for c in cands:
@@ -229,7 +233,7 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
             ratios.append(simulated / analytic)
 
     def alone(e: int, rate: float) -> float:
-        return min(_alone(c, rate, headroom) for c in offerings[e])
+        return min(_alone(c, rate, headroom, instance_cap(c, quotas)) for c in offerings[e])
 
     for e in _sure(cands):
         if e in offerings:
