@@ -856,6 +856,12 @@ def held_cache_tokens(pool: KvPool | None, capacity_tokens: int, block_size: int
     return pool.blocks_held(held) / pool.num_blocks * capacity_tokens
 
 
+def run_places(r: Replica, held: float) -> float:
+    """Requests of `held` cache tokens each (replica_held_tokens) that run at once: what the KV cache holds,
+    at most max_num_seqs."""
+    return min(r.kv_capacity_tokens / held, r.config.max_num_seqs)
+
+
 def replica_held_tokens(r: Replica, input_tokens: float, output_tokens: float) -> float:
     """held_cache_tokens for a replica's pool."""
     return held_cache_tokens(r.kv_pool, r.kv_capacity_tokens, r.config.block_size, input_tokens, output_tokens)
@@ -879,7 +885,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     p = rate * input_tokens * t
     held = replica_held_tokens(r, input_tokens, output_tokens)
     front = frontend_s(r, input_tokens)
-    places = min(r.kv_capacity_tokens / held, cfg.max_num_seqs)  # requests that run at once (KV, max_num_seqs)
+    places = run_places(r, held)
     limit = None
     if rate * front >= 1.0:
         limit = (f"the API server handles one request at a time, {front * 1e3:.2f} ms each: at most "
@@ -993,11 +999,10 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     target bounds the mean step, E(y_t) = target, so rate <= y_t / target."""
     cfg = r.config
     total = input_tokens + output_tokens
-    places = min(cfg.max_num_seqs, r.kv_capacity_tokens / replica_held_tokens(r, input_tokens, output_tokens))
+    places = run_places(r, replica_held_tokens(r, input_tokens, output_tokens))  # max_num_seqs included
     if poisson and places >= 2 * queueing.SPARE_PLACES:  # at_rate: an open loop keeps one place free
         places -= queueing.SPARE_PLACES
-    x = min(cfg.max_num_batched_tokens / total, cfg.max_num_seqs / max(output_tokens, 1),
-            places / max(output_tokens, 1))
+    x = min(cfg.max_num_batched_tokens / total, places / max(output_tokens, 1))
     bound = x / mix.mean_step(x) if x > 0 else 0.0
     bound = min(bound, 1.0 / frontend_s(r, input_tokens))  # the API server, one request at a time
     if target_s is not None:
