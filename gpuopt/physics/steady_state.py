@@ -267,6 +267,18 @@ def grid_search(run: Callable[[float], tuple[bool, Summary]], start: float,
     return snap(math.exp(lo * step)), lo_s
 
 
+def whole_clients(clients: float) -> int:
+    """A closed loop's clients as the simulator runs them: rounded half up, at least one."""
+    return max(1, math.floor(clients + 0.5))
+
+
+def closed_run_requests(clients: int, measured: int) -> tuple[int, int, int]:
+    """closed_run's requests for `clients`: (warm-up, measured, all sent) -- 2 x clients, max(`measured`,
+    clients), and clients more after them."""
+    warm, count = 2 * clients, max(measured, clients)
+    return warm, count, warm + count + clients
+
+
 def closed_run(replica: Replica, lengths: LengthDistribution, clients: int, *, measured: int = MEASURED,
                seed: int = 0, sched: SchedulerConfig | None = None, shared_prefix_tokens: int = 0) -> SimResult:
     """A closed loop of `clients` (each sends its next request when its last one ends: `vllm bench serve
@@ -276,12 +288,12 @@ def closed_run(replica: Replica, lengths: LengthDistribution, clients: int, *, m
     and clients more after them so the last measured ones finish under the same load."""
     sched = sched or SchedulerConfig.from_replica(replica)
     n = max(1, int(clients))
-    warm, count = 2 * n, max(measured, n)
+    warm, count, sent = closed_run_requests(n, measured)
     mean_in, mean_out = lengths.mean_input_tokens, lengths.mean_output_tokens
     top = max_rate(replica, max(1, round(mean_in)), max(1, round(mean_out)), poisson=False).requests_per_second
     turn = n / top if top > 0 else 0.0
     reqs = [replace(q, arrival_s=min(q.arrival_s, turn)) for q in
-            make_requests(lengths, ConstantArrivals(n / turn if turn > 0 else 1e9), warm + count + n, seed,
+            make_requests(lengths, ConstantArrivals(n / turn if turn > 0 else 1e9), sent, seed,
                           shared_prefix_tokens)]
     whole = simulate(replica, reqs, sched=sched, max_concurrency=n, seed=seed)
     return whole.window(warm, warm + count)
@@ -302,7 +314,7 @@ def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
                              shared_prefix_tokens=shared_prefix_tokens).summary()
         return meets(summary, True, ttft_slo_ms, tpot_slo_ms, percentile), summary
 
-    clients, summary = grid_search(run, start, lambda x: float(max(1, round(x))))
+    clients, summary = grid_search(run, start, lambda x: float(whole_clients(x)))
     if summary is None or clients < 1:
         return 0.0, None
     return clients, summary
@@ -386,22 +398,15 @@ def closed_loop_point(replica: Replica, sched: SchedulerConfig, input_tokens: in
     requests' mean; TTFT Little's law over all `clients`: clients = rate x (TTFT + (output - 1) x TPOT), so
     the clients beyond the simulated ones add their wait."""
     engine = _simulated_clients(sched, input_tokens, clients)
-    warm, measured = 2 * engine, max(MEASURED, engine)
-    # the clients start one after another over one turn of the loop at the analytic top rate, not at once: a
-    # loop of equal requests started together stays in lockstep (all prefill, then all decode), a phase no
-    # population of real clients keeps; the requests after them are sent as slots free
-    turn = engine / max_rate(replica, input_tokens, output_tokens, poisson=False).requests_per_second
-    reqs = [replace(q, arrival_s=min(q.arrival_s, turn)) for q in
-            make_requests(FixedLengths(input_tokens, output_tokens), ConstantArrivals(engine / turn),
-                          warm + measured + engine, seed)]
-    whole = simulate(replica, reqs, sched=sched, max_concurrency=engine, seed=seed)
-    window = whole.window(warm, warm + measured)
+    # the clients start one after another over one turn of the loop (closed_run): equal requests started
+    # together stay in lockstep (all prefill, then all decode), a phase no population of real clients keeps
+    window = closed_run(replica, FixedLengths(input_tokens, output_tokens), engine, sched=sched, seed=seed)
     summary = window.summary()
     rate = engine / float(window.e2el_s.mean())
     tpot = float(summary["mean_tpot_ms"])
     ttft = max(clients / rate * 1e3 - max(output_tokens - 1, 0) * tpot, float(summary["mean_ttft_ms"])) \
         if rate > 0 else math.inf
-    per_k = 1000 * whole.preemptions / len(reqs)
+    per_k = 1000 * window.preemptions / closed_run_requests(engine, MEASURED)[2]  # the whole run's (window)
     held = clients * replica_held_tokens(replica, input_tokens, output_tokens)
     what = "more than" if held > replica.kv_capacity_tokens else "close to what"  # churns: over, or overfills
     decoding = rate * max(output_tokens - 1, 0) * tpot * 1e-3  # Little's law on the decode phase

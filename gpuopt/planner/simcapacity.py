@@ -44,7 +44,14 @@ from gpuopt.inputs.workload import Quota, ServingTarget, Workload
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency import LoadPoint, Replica
-from gpuopt.physics.steady_state import closed_capacity, closed_run, percentile_key, steady_capacity, steady_run
+from gpuopt.physics.steady_state import (
+    closed_capacity,
+    closed_run,
+    percentile_key,
+    steady_capacity,
+    steady_run,
+    whole_clients,
+)
 from gpuopt.physics.steady_state import meets as steady_meets
 from gpuopt.physics.traffic import FixedLengths, HistogramLengths, LengthDistribution, ShareGPTLengths
 from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
@@ -98,10 +105,10 @@ def meets(w: ServingTarget, s: Summary, stable: bool = True) -> bool:
 
 
 def run_closed(replica: Replica, w: ServingTarget, clients: float) -> Summary:
-    """One simulated closed loop of the workload's traffic with `clients` (rounded half up, at least 1): the
+    """One simulated closed loop of the workload's traffic with `clients` (steady_state.whole_clients): the
     measured requests' summary (physics/steady_state.closed_run)."""
-    return closed_run(replica, length_distribution(w), max(1, math.floor(clients + 0.5)), measured=NUM_PROMPTS,
-                      seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens).summary()
+    return closed_run(replica, length_distribution(w), whole_clients(clients), measured=NUM_PROMPTS, seed=SEED,
+                      shared_prefix_tokens=w.shared_prefix_tokens).summary()
 
 
 def simulated_clients(replica: Replica, w: ServingTarget, start: float) -> tuple[float, Summary | None]:
