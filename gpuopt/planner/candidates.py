@@ -132,12 +132,15 @@ class CandidateResult(NamedTuple):
     @property
     def capacity(self) -> float:
         """Sustainable load of one replica in the workload's demand unit."""
-        point = self.evaluation.point
-        if point is None:
-            return 0.0
-        if self.workload.demand_unit == "concurrency":
-            return point.concurrency
-        return point.requests_per_second
+        return capacity_in(self.evaluation, self.workload.demand_unit)
+
+
+def capacity_in(ev: Evaluation, demand_unit: str) -> float:
+    """An evaluation's sustainable load of one replica in a demand unit: clients for a concurrency (a closed
+    loop), else requests/s; 0 without a point."""
+    if ev.point is None:
+        return 0.0
+    return ev.point.concurrency if demand_unit == "concurrency" else ev.point.requests_per_second
 
 
 @dataclass

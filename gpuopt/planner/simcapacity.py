@@ -54,7 +54,7 @@ from gpuopt.physics.steady_state import (
 )
 from gpuopt.physics.steady_state import meets as steady_meets
 from gpuopt.physics.traffic import FixedLengths, HistogramLengths, LengthDistribution, ShareGPTLengths
-from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
+from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape, capacity_in
 from gpuopt.planner.program import dominant_shapes, instance_cap, prune
 
 NUM_PROMPTS = 400  # measured requests per steady-state run (physics/steady_state.py adds warm-up and tail)
@@ -163,11 +163,9 @@ def _alone(c: CandidateResult, rate: float, headroom: float, cap: float = math.i
     return math.inf if instances > cap else instances * c.instance_price
 
 
-def _load_of(ev: Evaluation, clients: bool) -> float:
-    """The evaluation's capacity in its workload's demand unit (0 when infeasible)."""
-    if ev.point is None or not ev.feasible:
-        return 0.0
-    return ev.point.concurrency if clients else ev.point.requests_per_second
+def _load_of(ev: Evaluation, demand_unit: str) -> float:
+    """The evaluation's capacity in its workload's demand unit (candidates.capacity_in), 0 when infeasible."""
+    return capacity_in(ev, demand_unit) if ev.feasible else 0.0
 
 
 def _sure(cands: list[CandidateResult]) -> list[int]:
@@ -224,7 +222,7 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
         if c.shape is not None:
             offerings[id(c.evaluation)].append(c)
     done: dict[int, Evaluation] = {}
-    unit = bool(cands) and closed(cands[0].workload)  # capacities in clients, else in requests/s
+    unit = cands[0].workload.demand_unit if cands else "requests_per_second"
     ratios: list[float] = []  # simulated / analytic capacity of the shapes done so far
 
     def simulate(e: int) -> None:
@@ -270,7 +268,7 @@ def with_estimated_capacity(analytic: Sequence[CandidateResult],
     42 s CPU."""
     ratios: dict[str, list[float]] = defaultdict(list)
     for a, c in zip(analytic, simulated, strict=True):
-        unit = closed(c.workload)
+        unit = c.workload.demand_unit
         if c.feasible and c.evaluation is not a.evaluation and _load_of(a.evaluation, unit) > 0:
             ratios[c.workload.name].append(_load_of(c.evaluation, unit) / _load_of(a.evaluation, unit))
     median = {w: sorted(r)[len(r) // 2] for w, r in ratios.items()}
