@@ -69,8 +69,12 @@ def running_lines(candidates: Sequence[CandidateResult], replicas: Mapping[tuple
 def active_commitments(commitments: Sequence[CommitmentSpan], period: int, months_per_period: int) -> list[
         CommitmentSpan]:
     """Commitments running in `period`: bought in it or before, term not yet over."""
-    start = period * months_per_period
-    return [c for c in commitments if c.start_month <= start < c.start_month + c.term_months]
+    return [c for c in commitments if runs_in(c, period, months_per_period)]
+
+
+def runs_in(c: CommitmentSpan, period: int, months_per_period: int) -> bool:
+    """Whether commitment `c` holds its instances in `period`: bought at its start or before, term not over."""
+    return c.start_month <= period * months_per_period < c.start_month + c.term_months
 
 
 def cost_by_price_kind(purchases: Sequence[PurchaseLike], commitments: Sequence[CommitmentSpan], period: int,
@@ -126,7 +130,7 @@ def commitment_use(commitments: Sequence[CommitmentSpan], running: Sequence[Sequ
     for t, lines in enumerate(running):
         left = instances_in_use(lines)
         for j, c in enumerate(commitments):
-            if c.start_month <= t * months_per_period < c.start_month + c.term_months:
+            if runs_in(c, t, months_per_period):
                 key = (c.provider, c.sku, c.region, c.price_kind)
                 out[j][t] = min(c.count, left.get(key, 0))
                 left[key] = left.get(key, 0) - out[j][t]

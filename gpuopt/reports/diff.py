@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, computed_field
 
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import Deployment, Plan, plain
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, plain
 from gpuopt.reports.formatting import md
 
 if TYPE_CHECKING:
@@ -192,7 +192,6 @@ def _exact_cost(plan: CapacityPlan, index: int) -> tuple[float, float]:
     not here. The printed cost when the plan file lists no commitments (saved before the ledger) but buys
     some."""
     from gpuopt.planner.capacity_detail import active_commitments
-    from gpuopt.planner.plan import HOURS_PER_MONTH
 
     period = plan.periods[index]
     if not plan.commitments and any(x.committed for x in period.purchases):
@@ -206,8 +205,6 @@ def _exact_cost(plan: CapacityPlan, index: int) -> tuple[float, float]:
 
 
 def _exact_owed(plan: CapacityPlan) -> tuple[float, float]:
-    from gpuopt.planner.plan import HOURS_PER_MONTH
-
     if not plan.commitments:
         return plan.committed_after_horizon, 0.0
     return (sum(c.price_per_hour * c.count * HOURS_PER_MONTH * c.months_after for c in plan.commitments),
