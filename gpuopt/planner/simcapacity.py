@@ -258,14 +258,16 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
     return done
 
 
-def with_estimated_capacity(analytic: Sequence[CandidateResult],
+def with_estimated_capacity(workloads: Sequence[Workload], analytic: Sequence[CandidateResult],
                             simulated: Sequence[CandidateResult]) -> list[CandidateResult]:
     """`simulated` (with_simulated_capacity's answer for `analytic`, the same candidates in the same order) with
     each shape left unsimulated priced at its analytic capacity times the median simulated/analytic ratio of its
     workload's simulated shapes: an estimate, for solve's alternatives -- restricted to a GPU type or provider,
     the unrestricted plan's simulated shapes are often absent (a p95 workload's AWS alternative read 6.88 USD/h
     where `--provider aws` plans 3.72), and simulating each restriction's own screen took the solve from 9 to
-    42 s CPU."""
+    42 s CPU. Without a simulated workload, `simulated` as it is (no pass over 10^5 candidates)."""
+    if not any(needs_simulation(w) for w in workloads):
+        return list(simulated)
     ratios: dict[str, list[float]] = defaultdict(list)
     for a, c in zip(analytic, simulated, strict=True):
         unit = c.workload.demand_unit

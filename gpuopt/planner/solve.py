@@ -96,7 +96,8 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
         warnings += pin_notes(chosen, residency)
         oldest = oldest_price_date(chosen)
-    alternatives = _alternatives(wf, with_estimated_capacity(analytic, all_candidates), solution, opts, archs)
+    estimated = with_estimated_capacity(wf.workloads, analytic, all_candidates)
+    alternatives = _alternatives(wf, estimated, solution, opts, archs)
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:
         premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
