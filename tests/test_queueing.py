@@ -152,3 +152,62 @@ def test_a_closed_loop_whose_swings_overfill_the_kv_cache_is_simulated():
                  "--max-model-len", "8192", "--input-tokens", "200", "--output-tokens", "800", "--concurrency", "68")
     assert result.exit_code == 0, result.output
     assert "note: 68 clients, close to what the KV cache holds in steady state" in result.stderr
+
+
+def _rtx4090_llama() -> latency.Replica:
+    arch, spec = get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("RTX4090-24GB")
+    return latency.build_replica(arch, spec, estimate(arch, spec, ServingConfig(precision="bf16", max_model_len=8192)))
+
+
+def test_the_overfill_limit_is_the_root_of_the_swing_equation_by_hand():
+    """clients x 608 + 3 sqrt(clients) x 800 / sqrt(12) = 42,800: with k = 3 x 230.94 = 692.82 and x = sqrt(clients),
+    x = (-692.82 + sqrt(692.82^2 + 4 x 608 x 42,800)) / (2 x 608) = (-692.82 + 10,225.92) / 1,216 = 7.8397, so 61.46
+    clients (above the 42,800 / 1,008 = 42.5 whose whole requests fit at once)."""
+    r = _rtx4090_llama()
+    limit = steady_state.overfill_limit(r, 200, 800)
+    assert limit == pytest.approx(61.46, abs=0.01)
+    assert steady_state.overfills(r, 200, 800, 61.5) and not steady_state.overfills(r, 200, 800, 61.4)
+
+
+def test_a_few_long_clients_whose_whole_requests_fit_never_overfill():
+    """One client of 200/40,000 tokens: the normal swing (3 x 40,000 / sqrt(12) = 34,641 on a mean of 20,208)
+    reaches 54,849 > 42,800, but a single request holds at most 40,208 tokens: the cache holds 42,800 / 40,208 =
+    1.06 whole requests, so one client never overfills."""
+    r = _rtx4090_llama()
+    assert steady_state.overfill_limit(r, 200, 40_000) == pytest.approx(42_800 / 40_208, rel=1e-9)
+    assert not steady_state.overfills(r, 200, 40_000, 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(50, 4000), st.integers(10, 2000))
+def test_the_closed_top_never_holds_more_clients_than_the_overfill_limit(input_tokens, output_tokens):
+    r = _rtx4090_llama()
+    top = steady_state.closed_top(r, input_tokens, output_tokens)
+    limit = steady_state.overfill_limit(r, input_tokens, output_tokens)
+    assert top.concurrency <= limit * (1 + 1e-9)
+    analytic = latency.max_rate(r, input_tokens, output_tokens, poisson=False)
+    assert top.concurrency == pytest.approx(min(analytic.concurrency, limit), rel=2 * latency.CONCURRENCY_TOLERANCE)
+
+
+def test_a_concurrency_workload_is_planned_below_the_clients_whose_kv_swings_overfill(tmp_path):
+    """64 clients of 200/800 on Llama-3.1-8B (BF16, BF16 KV, 100 ms TPOT) at headroom 0.95: the analytic loop
+    holds 70.6 clients on an RTX 4090 (planned 64 of them, 91 % of its KV), but past 61.5 their KV swings past
+    the cache (a staggered closed loop of 68 collapses to 1.5 s TTFT): 0.95 x 61.5 = 58.4 < 64, so one RTX 4090
+    no longer serves it and fit's largest rate within the targets stops at the same clients."""
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nproviders: [runpod]\nworkloads:\n  - name: longgen\n"
+                    "    model: meta-llama/Llama-3.1-8B-Instruct\n    concurrency: 64\n    input_tokens: 200\n"
+                    "    output_tokens: 800\n    max_model_len: 8192\n    slo: {tpot_ms: 100}\n    precisions: [bf16]\n"
+                    "    kv_cache_dtypes: [auto]\n")
+    result = run("solve", str(path), "--headroom", "0.95", "--format", "json")
+    assert result.exit_code == 0, result.output
+    deployments = json.loads(result.stdout)["deployments"]
+    assert all(d["gpu"] != "RTX4090-24GB" or d["replicas"] >= 2 for d in deployments)
+    for d in deployments:
+        assert d["capacity"]["concurrency"] * 0.95 * d["replicas"] >= 64 - 1e-6
+    fit = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "RTX4090-24GB", "--precision", "bf16",
+              "--max-model-len", "8192", "--input-tokens", "200", "--output-tokens", "800", "--concurrency", "30",
+              "--tpot-slo-ms", "100", "--json")
+    r = _rtx4090_llama()
+    expected = latency.at_concurrency(r, steady_state.overfill_limit(r, 200, 800), 200, 800).requests_per_second
+    assert json.loads(fit.stdout)["max_requests_per_second_within_slo"] == pytest.approx(expected, abs=1e-3)

@@ -281,9 +281,11 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     problem = None
     if ttft_slo_ms is not None or tpot_slo_ms is not None:
         try:
-            # a closed loop's rate within the targets has no Poisson waits (the clients are the population)
-            best = latency.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms,
-                                    poisson=concurrency is None)
+            # a closed loop's rate within the targets has no Poisson waits (the clients are the population) and
+            # stops where its clients' KV swings past the cache (steady_state.closed_top, as the planner's)
+            best = (latency.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms)
+                    if concurrency is None else
+                    steady_state.closed_top(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms))
             out["max_requests_per_second_within_slo"] = _round(best.requests_per_second * dp)
         except InfeasibleError as exc:
             out["max_requests_per_second_within_slo"] = 0.0

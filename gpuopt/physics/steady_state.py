@@ -47,7 +47,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpuopt.errors import InputError
-from gpuopt.physics.latency import LoadPoint, Replica, held_kv_tokens, max_rate, replica_held_tokens
+from gpuopt.physics.latency import (
+    LoadPoint,
+    Replica,
+    at_concurrency,
+    held_kv_tokens,
+    max_rate,
+    replica_held_tokens,
+)
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate
 from gpuopt.physics.traffic import (
     ConstantArrivals,
@@ -349,16 +356,46 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
 
 
 def overfills(replica: Replica, input_tokens: int, output_tokens: int, clients: float) -> bool:
-    """Whether `clients` requests running at once, each somewhere in its decode, hold more than the KV cache
-    `KV_FLUCTUATION_SD` standard deviations above their mean: their ages are independent and uniform over the
-    output, so the KV they hold swings about clients x held by sqrt(clients) x O / sqrt(12) even with every
-    client in flight. Llama-3.1-8B at 200/800 on an RTX 4090 holds 42,800 tokens, 70 mean-sized requests:
-    64-68 clients were planned at 2,102-2,189 tokens/s with the cache "not full", where `gpuopt simulate`
-    preempts 899-2,069 times per 1,500 requests and serves 1,916-1,813."""
+    """Whether `clients` requests running at once hold more than the KV cache `KV_FLUCTUATION_SD` standard
+    deviations above their mean (overfill_limit)."""
+    return clients > overfill_limit(replica, input_tokens, output_tokens)
+
+
+def overfill_limit(replica: Replica, input_tokens: int, output_tokens: int) -> float:
+    """The most clients of a closed loop whose KV stays within the cache `KV_FLUCTUATION_SD` standard deviations
+    above its mean. Each client is somewhere in its decode, its age independent and uniform over the output, so
+    the KV held swings about clients x held by sqrt(clients) x O / sqrt(12) even with every client in flight:
+    the limit is the positive root of clients x held + k sqrt(clients) x s = KV (s the swing of one client, in
+    the pool's units), and never below the clients whose whole requests fit at once (the normal approximation
+    overstates the swing of a few). Llama-3.1-8B at 200/800 on an RTX 4090 holds 42,800 tokens, 70 mean-sized
+    requests: 64-68 clients were planned at 2,102-2,189 tokens/s with the cache "not full", where `gpuopt
+    simulate` preempts 899-2,069 times per 1,500 requests and serves 1,916-1,813; a closed loop started one
+    client after another collapses at 68 (393 preemptions, mean TTFT 1.5 s against 120 ms) and holds at 66; the
+    limit is 61.5."""
     held = replica_held_tokens(replica, input_tokens, output_tokens)
     spread = held / held_kv_tokens(input_tokens, output_tokens, replica.config.block_size)  # the pool's units
-    swing = math.sqrt(clients) * output_tokens / math.sqrt(12) * spread
-    return clients * held + KV_FLUCTUATION_SD * swing > replica.kv_capacity_tokens
+    k = KV_FLUCTUATION_SD * output_tokens / math.sqrt(12) * spread
+    kv = float(replica.kv_capacity_tokens)
+    root = (-k + math.sqrt(k * k + 4 * held * kv)) / (2 * held)
+    whole = kv / replica_held_tokens(replica, input_tokens + output_tokens, 0)
+    return max(root * root, whole)
+
+
+def closed_top(replica: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
+               tpot_slo_ms: float | None = None) -> LoadPoint:
+    """The largest closed loop the replica serves within the targets in steady state: latency.max_rate's
+    (poisson=False) when its clients do not overfill the KV cache, else the most clients that do not
+    (overfill_limit; latency.at_concurrency there). Past that, vLLM admits prompts while blocks are free, the
+    running sequences grow out of the cache and it preempts: the analytic loop, which has them wait, was planned
+    at 70.6 clients of Llama-3.1-8B 200/800 on an RTX 4090 at 121 ms TTFT where 68 collapse to 1.5 s."""
+    top = max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms, poisson=False)
+    cap = overfill_limit(replica, input_tokens, output_tokens)
+    if top.concurrency <= cap:
+        return top
+    point = at_concurrency(replica, cap, input_tokens, output_tokens)
+    return replace(point, limit=(
+        f"{cap:,.1f} clients: with more, the KV their requests hold swings past the cache {KV_FLUCTUATION_SD:g} "
+        f"standard deviations above its mean, where vLLM preempts and recomputes"))
 
 
 def closed_loop_steps(sched: SchedulerConfig, input_tokens: int, output_tokens: int, clients: float) -> float:

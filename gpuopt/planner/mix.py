@@ -31,7 +31,7 @@ from statistics import NormalDist
 
 from gpuopt.errors import SloUnreachableError
 from gpuopt.inputs.workload import ServingTarget
-from gpuopt.physics import latency
+from gpuopt.physics import latency, steady_state
 from gpuopt.physics.latency import LoadPoint, Replica
 from gpuopt.physics.traffic import SHAREGPT_MIN_TOKENS, SHAREGPT_SIGMA
 
@@ -173,8 +173,11 @@ class MixModel:
 
 
 def capacity_point(replica: Replica, w: ServingTarget, poisson: bool = True) -> LoadPoint:
-    """The replica's capacity for the workload: latency.max_rate for one request size (unchanged), the rate
-    at which the mixed stream meets the targets for a histogram. `poisson`: as MixModel."""
+    """The replica's capacity for the workload: latency.max_rate for one request size (steady_state.closed_top
+    for a closed loop, `poisson` False: at most the clients whose KV swings stay within the cache), the rate at
+    which the mixed stream meets the targets for a histogram. `poisson`: as MixModel."""
     if not has_mix(w):
+        if not poisson:  # a closed loop: at most the clients whose KV swings stay within the cache
+            return steady_state.closed_top(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms)
         return latency.max_rate(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms, poisson)
     return MixModel(replica, w, poisson).capacity().point
