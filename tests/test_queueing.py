@@ -211,3 +211,15 @@ def test_a_concurrency_workload_is_planned_below_the_clients_whose_kv_swings_ove
     r = _rtx4090_llama()
     expected = latency.at_concurrency(r, steady_state.overfill_limit(r, 200, 800), 200, 800).requests_per_second
     assert json.loads(fit.stdout)["max_requests_per_second_within_slo"] == pytest.approx(expected, abs=1e-3)
+
+
+def test_a_simulated_closed_loop_of_one_size_stops_at_the_overfill_limit():
+    """Staggered equal requests keep their ages evenly spread, so the simulated loop holds 66 clients of 200/800
+    on the RTX 4090 with 0 preemptions; real clients' ages vary, and the capacity stops at the largest grid
+    point (whole clients on 1.04^k) below the 61.46-client limit: 1.04^105 = 61.4 -> 61 clients (1.04^106 =
+    63.9 -> 64 overfills)."""
+    from gpuopt.physics.traffic import FixedLengths
+
+    r = _rtx4090_llama()
+    clients, summary = steady_state.closed_capacity(r, FixedLengths(200, 800), None, 100.0, 95, 70.0)
+    assert clients == 61.0 and summary is not None and float(summary["p95_tpot_ms"]) <= 100.0
