@@ -319,6 +319,13 @@ class Workload(ServingTarget):
     def demand_unit(self) -> str:
         return "requests_per_second" if self.requests_per_second is not None else "concurrency"
 
+    @property
+    def open_loop(self) -> bool:
+        """Requests arrive on their own (Poisson, a request rate), not from a closed loop of clients that each
+        send the next when the last ends: the analytic model charges an open loop's swings (latency.at_rate's
+        `poisson`) and the simulator runs one or the other."""
+        return self.requests_per_second is not None
+
 
 class Quota(Strict):
     provider: str

@@ -272,7 +272,7 @@ class Evaluator:
         replica = latency.build_replica(self.arch, gpu, mem, shape.interconnect)
         try:
             # over the workload's length mix (planner/mix.py); a concurrency is a closed loop's clients
-            point = capacity_point(replica, self.w, poisson=self.w.demand_unit == "requests_per_second")
+            point = capacity_point(replica, self.w, poisson=self.w.open_loop)
         except SloUnreachableError as miss:
             return Evaluation(False, miss.problems[0], miss.target, memory=mem, ms_over=miss.ms_over)
         if point.requests_per_second <= 1e-6:

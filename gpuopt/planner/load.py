@@ -17,7 +17,7 @@ from gpuopt.physics.steady_state import percentile_key
 from gpuopt.planner.candidates import CandidateResult
 from gpuopt.planner.mix import MixModel, MixPoint, has_mix
 from gpuopt.planner.plan import LatencyAt, plain
-from gpuopt.planner.simcapacity import Summary, closed, needs_simulation, replica_of, run, run_closed
+from gpuopt.planner.simcapacity import Summary, needs_simulation, replica_of, run, run_closed
 
 
 def _latency_at(m: MixPoint, source: str = "analytic") -> LatencyAt:
@@ -59,18 +59,18 @@ def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: flo
     w, point = c.workload, c.evaluation.point
     assert point is not None
     replica = replica_of(c, arch)
-    if needs_simulation(w) and closed(w):
+    if needs_simulation(w) and not w.open_loop:
         return _simulated_loop(run_closed(replica, w, point.concurrency * load_share), point.concurrency * load_share,
                                w.slo.percentile)
     if needs_simulation(w):
         rate = point.requests_per_second * load_share
         return _simulated(run(replica, w, max(rate, 1e-6))[0], rate, w.slo.percentile)
     if has_mix(w):
-        model = MixModel(replica, w, poisson=w.demand_unit == "requests_per_second")
+        model = MixModel(replica, w, poisson=w.open_loop)
         return _latency_at(model.at_rate(point.requests_per_second * load_share)
-                           if w.demand_unit == "requests_per_second"
+                           if w.open_loop
                            else model.at_concurrency(point.concurrency * load_share))
-    if w.demand_unit == "requests_per_second":
+    if w.open_loop:
         at: LoadPoint = latency.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
                                         w.input_tokens, w.output_tokens)
     else:  # the loop has exactly its share of the clients (the search lands within 0.1 % below it: 3 x 21.31
@@ -85,13 +85,13 @@ def capacity_latency(c: CandidateResult, arch: ModelArchitecture) -> LatencyAt:
     """One replica of `c` at its capacity (the evaluation's point; the simulated run there when simulated)."""
     w, point = c.workload, c.evaluation.point
     assert point is not None
-    if needs_simulation(w) and closed(w):
+    if needs_simulation(w) and not w.open_loop:
         return _simulated_loop(run_closed(replica_of(c, arch), w, point.concurrency), point.concurrency,
                                w.slo.percentile)
     if needs_simulation(w):
         rate = point.requests_per_second
         return _simulated(run(replica_of(c, arch), w, rate)[0], rate, w.slo.percentile)
     if has_mix(w):
-        return _latency_at(MixModel(replica_of(c, arch), w, poisson=w.demand_unit == "requests_per_second")
+        return _latency_at(MixModel(replica_of(c, arch), w, poisson=w.open_loop)
                            .at_rate(point.requests_per_second))
     return _latency_at(MixPoint(point, w.slo.percentile, None, None))

@@ -73,11 +73,6 @@ def needs_simulation(w: Workload) -> bool:
     return w.slo.percentile is not None or w.lengths is not None
 
 
-def closed(w: Workload) -> bool:
-    """The workload's demand is a number of clients (a closed loop), not a request rate."""
-    return w.demand_unit == "concurrency"
-
-
 def replica_of(c: CandidateResult, arch: ModelArchitecture) -> Replica:
     mem, shape = c.evaluation.memory, c.shape
     assert mem is not None and shape is not None  # only feasible candidates are planned or simulated
@@ -291,7 +286,7 @@ def _simulate_one(c: CandidateResult, arch: ModelArchitecture, guess: float) -> 
     """`guess`: the expected simulated / analytic ratio (the median of the workload's shapes done so far)."""
     ev, w = c.evaluation, c.workload
     assert ev.point is not None
-    if closed(w):
+    if not w.open_loop:
         clients, summary = simulated_clients(replica_of(c, arch), w, ev.point.concurrency * guess)
         if summary is None or clients < 1:
             what = percentile_key(w.slo.percentile)
