@@ -64,12 +64,13 @@ def _qwen3_30b() -> latency.Replica:
 
 def test_open_loop_ttft_adds_the_wait_for_kv_room_and_a_closed_loop_does_not():
     r = _qwen3_30b()
-    top = latency.max_rate(r, 1000, 250)  # the KV cache's mean-population limit
+    top = latency.max_rate(r, 1000, 250)  # one place short of the requests the KV cache runs at once
     assert top.limit is None and "KV" in (latency.at_rate(r, top.requests_per_second * 1.01, 1000, 250).limit or "")
     rate = 0.95 * top.requests_per_second
     open_, closed = latency.at_rate(r, rate, 1000, 250), latency.at_rate(r, rate, 1000, 250, poisson=False)
-    held = latency.replica_held_tokens(r, 1000, 250)
-    wait = queueing.kv_wait_s(r.kv_capacity_tokens / held, closed.decode_batch, 250 * closed.tpot_ms / 1e3)
+    places = latency.run_places(r, 1000, 250)
+    assert places == latency.kv_places(r, 1000, 250)  # max_num_seqs (1,024) is far above
+    wait = queueing.kv_wait_s(places, closed.decode_batch, 250 * closed.tpot_ms / 1e3)
     assert wait > 0.05
     front = latency.frontend_s(r, 1000)  # and at the API server (M/D/1), a fraction of a millisecond here
     busy = rate * front
@@ -78,29 +79,37 @@ def test_open_loop_ttft_adds_the_wait_for_kv_room_and_a_closed_loop_does_not():
 
 
 def test_a_ttft_target_near_the_kv_limit_is_met_further_below_it_under_poisson_traffic():
-    """Qwen3-30B-A3B at 1,000 / 250 on one H100 with 0.5 s / 60 ms (mean): the mean KV population reaches the
-    cache at 10.09 requests/s, where Poisson swings keep a request waiting for room about as long as a decode
-    (`gpuopt simulate`, 4,000 requests: 9.3 meets the target at 0.27 s, 9.6 misses it at 0.91 s)."""
+    """Qwen3-30B-A3B at 1,000 / 250 on one H100 with 0.5 s / 60 ms (mean): the cache runs 112.4 such requests at
+    once without preempting (1,133 tokens held on average, one request's swing 250 / sqrt(12) = 72.2:
+    n = ((-216.5 + sqrt(216.5^2 + 4 x 1,133 x KV)) / 2,266)^2), which a closed loop reaches at 9.99 requests/s;
+    Poisson swings keep a request waiting for room about as long as a decode (`gpuopt simulate`, 4,000
+    requests: 9.3 meets the target at 0.27 s, 9.6 misses it at 0.91 s)."""
     r = _qwen3_30b()
+    held = latency.replica_held_tokens(r, 1000, 250)
+    assert held == 1133
+    k = 3 * 250 / 12**0.5
+    assert latency.kv_places(r, 1000, 250) == pytest.approx(
+        ((-k + (k * k + 4 * held * r.kv_capacity_tokens) ** 0.5) / (2 * held)) ** 2, rel=1e-12)
     limit = latency.max_rate(r, 1000, 250, 500.0, 60.0, poisson=False)
     poisson = latency.max_rate(r, 1000, 250, 500.0, 60.0)
-    assert limit.requests_per_second == pytest.approx(10.09, abs=0.01)
+    assert limit.requests_per_second == pytest.approx(9.99, abs=0.01)
     assert 9.2 < poisson.requests_per_second < 9.8
     assert poisson.ttft_ms <= 500.0
 
 
 def test_fit_past_the_kv_limit_reports_an_unbounded_queue_not_the_ttft_of_a_cache_that_held_everyone():
-    """Qwen2.5-32B FP8 on one A100-40GB holds ~15 requests of 1,200/300 tokens: 1 request/s is past its 0.937
-    (the KV limit), so TTFT and the requests in flight grow without bound; it printed 551 ms and 17.5 before.
-    Within 3 s it sustains 0.842 (`gpuopt simulate`, 3,000 requests: 0.75 gives 1.7 s mean, 0.94 collapses)."""
+    """Qwen2.5-32B FP8 on one A100-40GB holds 15.1 requests of 1,200/300 tokens (14.4 without preempting as their
+    ages swing): 1 request/s is past its 0.911 (the KV limit), so TTFT and the requests in flight grow without
+    bound; it printed 551 ms and 17.5 before. Within 3 s it sustains 0.812 (`gpuopt simulate`, 3,000 requests:
+    0.75 gives 1.7 s mean, 0.84 7.2 s, 0.94 collapses; 0.842 with the places counted at the mean)."""
     result = run("fit", "--model", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "A100-SXM-40GB", "--precision", "fp8",
                  "--kv-cache-dtype", "fp8", "--max-model-len", "16384", "--input-tokens", "1200", "--output-tokens",
                  "300", "--ttft-slo-ms", "3000", "--tpot-slo-ms", "60", "--request-rate", "1", "--json")
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["overloaded"] == 1.0 and out["ttft_ms"] is None and out["concurrency"] is None
-    assert out["requests_per_second"] == pytest.approx(0.937, abs=1e-3)
-    assert out["max_requests_per_second_within_slo"] == pytest.approx(0.842, abs=2e-3)
+    assert out["requests_per_second"] == pytest.approx(0.911, abs=1e-3)
+    assert out["max_requests_per_second_within_slo"] == pytest.approx(0.812, abs=2e-3)
 
 
 def _small_model(gpu: str) -> latency.Replica:
@@ -164,7 +173,7 @@ def test_the_overfill_limit_is_the_root_of_the_swing_equation_by_hand():
     x = (-692.82 + sqrt(692.82^2 + 4 x 608 x 42,800)) / (2 x 608) = (-692.82 + 10,225.92) / 1,216 = 7.8397, so 61.46
     clients (above the 42,800 / 1,008 = 42.5 whose whole requests fit at once)."""
     r = _rtx4090_llama()
-    limit = steady_state.overfill_limit(r, 200, 800)
+    limit = latency.kv_places(r, 200, 800)
     assert limit == pytest.approx(61.46, abs=0.01)
     assert steady_state.overfills(r, 200, 800, 61.5) and not steady_state.overfills(r, 200, 800, 61.4)
 
@@ -174,7 +183,7 @@ def test_a_few_long_clients_whose_whole_requests_fit_never_overfill():
     reaches 54,849 > 42,800, but a single request holds at most 40,208 tokens: the cache holds 42,800 / 40,208 =
     1.06 whole requests, so one client never overfills."""
     r = _rtx4090_llama()
-    assert steady_state.overfill_limit(r, 200, 40_000) == pytest.approx(42_800 / 40_208, rel=1e-9)
+    assert latency.kv_places(r, 200, 40_000) == pytest.approx(42_800 / 40_208, rel=1e-9)
     assert not steady_state.overfills(r, 200, 40_000, 1)
 
 
@@ -183,7 +192,7 @@ def test_a_few_long_clients_whose_whole_requests_fit_never_overfill():
 def test_the_closed_top_never_holds_more_clients_than_the_overfill_limit(input_tokens, output_tokens):
     r = _rtx4090_llama()
     top = steady_state.closed_top(r, input_tokens, output_tokens)
-    limit = steady_state.overfill_limit(r, input_tokens, output_tokens)
+    limit = latency.kv_places(r, input_tokens, output_tokens)
     assert top.concurrency <= limit * (1 + 1e-9)
     analytic = latency.max_rate(r, input_tokens, output_tokens, poisson=False)
     assert top.concurrency == pytest.approx(min(analytic.concurrency, limit), rel=2 * latency.CONCURRENCY_TOLERANCE)
@@ -209,7 +218,7 @@ def test_a_concurrency_workload_is_planned_below_the_clients_whose_kv_swings_ove
               "--max-model-len", "8192", "--input-tokens", "200", "--output-tokens", "800", "--concurrency", "30",
               "--tpot-slo-ms", "100", "--json")
     r = _rtx4090_llama()
-    expected = latency.at_concurrency(r, steady_state.overfill_limit(r, 200, 800), 200, 800).requests_per_second
+    expected = latency.at_concurrency(r, latency.kv_places(r, 200, 800), 200, 800).requests_per_second
     assert json.loads(fit.stdout)["max_requests_per_second_within_slo"] == pytest.approx(expected, abs=1e-3)
 
 

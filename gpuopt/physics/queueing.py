@@ -15,11 +15,14 @@ near its limit and long-lived ones well below it:
 - Qwen3.5-35B-A3B at 1,000 / 250 (2 s target, 3 s decodes, ~12 requests' room): 3.91 before; 4,000
   simulated requests meet it at 3.6 (0.83 s) and miss narrowly at 3.77 (2.14 s); with this wait, 3.77.
 
-The servers are counted as the mean a request holds (latency.held_kv_tokens: its prompt, half its output),
-as the limit was; vLLM does not reserve a request's growth, so a growing request may preempt another later
-(recompute), which this queue does not model: it stays optimistic where outputs dwarf prompts (Qwen3-30B-A3B at
-200 / 800, 2 s / 40 ms: 6.48 here, 6.66 before; 4,000 simulated requests hold 6.1 and collapse at 6.3;
-docs/latency.md).
+The servers are the requests that run at once without outgrowing the cache (latency.kv_places): vLLM does
+not reserve a request's growth, it admits a prompt while its blocks are free, and the running requests' ages
+are independent, so the KV they hold swings about its mean (each holds its prompt and half its output on
+average, latency.held_kv_tokens) and past the cache the newest is preempted and recomputed. Counting the
+servers at the mean (until 2026-12-03) left that out and was optimistic where outputs dwarf prompts:
+Qwen3-30B-A3B at 200 / 800, 2 s / 40 ms, 6.48 requests/s, where 4,000 simulated requests hold 6.1 and collapse
+at 6.3 (now 6.16); gemma-3-27b at 200 / 800, 1.81 where they hold 1.61 and miss at 1.7 (now 1.59). The two
+cases above move little (outputs short against prompts swing little): 9.52 and 3.75.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ Poisson arrivals wait about a whole decode for room (C(c, c - 1) x holding / 1) 
 so latency.at_rate calls the point unstable there and the capacity of a workload without a TTFT target stops
 one place short of the mean-population limit (it printed the clamp's TTFT before: 743,552 ms for a 6,000/500
 workload on an L4 with only a TPOT target)."""
+KV_SWING_SD = 3.0
+"""Standard deviations of the running requests' KV above its mean that the cache holds without preempting
+(latency.kv_places; the simulated steady state's check of the in-flight population, steady_state.
+kv_fluctuation_fits, uses the same)."""
 MAX_LOAD = 0.999
 """Largest server utilisation the wait is computed at: the queue is critical at 1 (an infinite mean wait); the
 prefill queue is clamped at the same bound. Points past SPARE_PLACES are unstable: the clamp is reached

@@ -47,11 +47,13 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpuopt.errors import InputError
+from gpuopt.physics import queueing
 from gpuopt.physics.latency import (
     LoadPoint,
     Replica,
     at_concurrency,
     held_kv_tokens,
+    kv_places,
     max_rate,
     replica_held_tokens,
 )
@@ -68,7 +70,7 @@ from gpuopt.physics.traffic import (
 MEASURED = 400
 MAX_WARMUP = 8 * MEASURED  # warm-up requests at most (a 0.05 % bin of 8,000-token answers asked for 35,000)
 LIFETIME_SAMPLE = 4096  # lengths drawn (fixed seed) to size the warm-up of a length mix
-KV_FLUCTUATION_SD = 3.0  # standard deviations of the in-flight KV the cache must hold (kv_fluctuation_fits)
+KV_FLUCTUATION_SD = queueing.KV_SWING_SD  # of the in-flight KV the cache must hold (kv_fluctuation_fits)
 WINDOW_LIFETIMES = 10  # a window this many KV-holding lifetimes long has sampled the swings itself
 STEADY_SHARE = 0.95  # share of the steady KV population whose requests the warm-up lets reach steady state
 UNSTABLE_GROWTH = 0.10
@@ -313,7 +315,7 @@ def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
     """The most clients a closed loop can have with the replica meeting the targets at `percentile` (None =
     mean), and the measured summary there; (0, None) when not one client does. A closed loop has no
     unbounded queue (its population is its clients), so the targets decide, and for one request size the KV
-    swings of clients whose ages vary as real ones do (overfill_limit). On the grid of
+    swings of clients whose ages vary as real ones do (latency.kv_places). On the grid of
     steady_capacity, in whole clients; `start`: the analytic capacity in clients."""
     percentile_key(percentile)
 
@@ -324,7 +326,7 @@ def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
 
     def overfilled(clients: float) -> bool:
         """Equal requests started one after another keep their ages evenly spread for ever, a phase no real
-        population keeps (lengths vary, clients pause): past overfill_limit such a loop is a miss (Llama-3.1-8B
+        population keeps (lengths vary, clients pause): past latency.kv_places such a loop is a miss (Llama-3.1-8B
         200/800 on an RTX 4090 holds 66 staggered clients, collapses at 68; the limit is 61.5)."""
         return isinstance(lengths, FixedLengths) and overfills(
             replica, lengths.input_tokens, lengths.output_tokens, clients)
@@ -339,7 +341,8 @@ OVER_ADMISSION = 1.02
 """A closed loop churns when vLLM may run this many times the steady population or more (max_num_seqs above
 what the KV cache holds in steady state); below it the extra clients only queue (latency.at_concurrency)."""
 KV_BOUND_SLACK = 1e-3
-"""The KV cache bounds the largest stable rate when its running sequences hold this close to all of it."""
+"""The KV cache bounds the largest stable rate when its running sequences are this close to what it runs without
+preempting (latency.kv_places)."""
 QUEUE_CLIENTS = 256
 """Clients simulated beyond those vLLM can run at once: enough to keep its waiting queue from ever emptying;
 every client beyond them only waits longer (Little's law), so the engine's steady state is theirs."""
@@ -356,8 +359,7 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
     queue with the KV cache to spare (a 0.5B model's 4,000-token prompts on an H100 were simulated as a churn
     the cache never had: 0 preemptions)."""
     top = max_rate(replica, input_tokens, output_tokens, poisson=False)
-    held = replica_held_tokens(replica, input_tokens, output_tokens)
-    kv_bound = top.decode_batch * held >= (1 - KV_BOUND_SLACK) * replica.kv_capacity_tokens
+    kv_bound = top.decode_batch >= (1 - KV_BOUND_SLACK) * kv_places(replica, input_tokens, output_tokens)
     return (top.requests_per_second > 0 and kv_bound
             and replica.config.max_num_seqs > OVER_ADMISSION * top.decode_batch
             and (clients > top.concurrency or overfills(replica, input_tokens, output_tokens, clients)))
@@ -365,39 +367,26 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
 
 def overfills(replica: Replica, input_tokens: int, output_tokens: int, clients: float) -> bool:
     """Whether `clients` requests running at once hold more than the KV cache `KV_FLUCTUATION_SD` standard
-    deviations above their mean (overfill_limit)."""
-    return clients > overfill_limit(replica, input_tokens, output_tokens)
-
-
-def overfill_limit(replica: Replica, input_tokens: int, output_tokens: int) -> float:
-    """The most clients of a closed loop whose KV stays within the cache `KV_FLUCTUATION_SD` standard deviations
-    above its mean. Each client is somewhere in its decode, its age independent and uniform over the output, so
-    the KV held swings about clients x held by sqrt(clients) x O / sqrt(12) even with every client in flight:
-    the limit is the positive root of clients x held + k sqrt(clients) x s = KV (s the swing of one client, in
-    the pool's units), and never below the clients whose whole requests fit at once (the normal approximation
-    overstates the swing of a few). Llama-3.1-8B at 200/800 on an RTX 4090 holds 42,800 tokens, 70 mean-sized
-    requests: 64-68 clients were planned at 2,102-2,189 tokens/s with the cache "not full", where `gpuopt
-    simulate` preempts 899-2,069 times per 1,500 requests and serves 1,916-1,813; a closed loop started one
-    client after another collapses at 68 (393 preemptions, mean TTFT 1.5 s against 120 ms) and holds at 66; the
-    limit is 61.5."""
-    held = replica_held_tokens(replica, input_tokens, output_tokens)
-    spread = held / held_kv_tokens(input_tokens, output_tokens, replica.config.block_size)  # the pool's units
-    k = KV_FLUCTUATION_SD * output_tokens / math.sqrt(12) * spread
-    kv = float(replica.kv_capacity_tokens)
-    root = (-k + math.sqrt(k * k + 4 * held * kv)) / (2 * held)
-    whole = kv / replica_held_tokens(replica, input_tokens + output_tokens, 0)
-    return max(root * root, whole)
+    deviations above their mean (latency.kv_places). Llama-3.1-8B at 200/800 on an RTX 4090 holds 42,800
+    tokens, 70 mean-sized requests: 64-68 clients were planned at 2,102-2,189 tokens/s with the cache "not
+    full", where `gpuopt simulate` preempts 899-2,069 times per 1,500 requests and serves 1,916-1,813; a closed
+    loop started one client after another collapses at 68 (393 preemptions, mean TTFT 1.5 s against 120 ms) and
+    holds at 66; the places are 61.5."""
+    return clients > kv_places(replica, input_tokens, output_tokens)
 
 
 def closed_top(replica: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
                tpot_slo_ms: float | None = None) -> LoadPoint:
     """The largest closed loop the replica serves within the targets in steady state: latency.max_rate's
-    (poisson=False) when its clients do not overfill the KV cache, else the most clients that do not
-    (overfill_limit; latency.at_concurrency there). Past that, vLLM admits prompts while blocks are free, the
-    running sequences grow out of the cache and it preempts: the analytic loop, which has them wait, was planned
-    at 70.6 clients of Llama-3.1-8B 200/800 on an RTX 4090 at 121 ms TTFT where 68 collapse to 1.5 s."""
+    (poisson=False) when its clients do not overfill the KV cache (`overfills`, the clients `fit --concurrency`
+    simulates), else the most clients that do not (latency.kv_places; latency.at_concurrency there). max_rate
+    keeps the decoding requests within kv_places already; this counts the clients in their TTFT as well (61.7
+    clients of Llama-3.1-8B 200/800 on an RTX 4090 for 61.5 places), so a plan's clients are never ones fit
+    would call a churn. Past the places vLLM admits prompts while blocks are free, the running sequences grow
+    out of the cache and it preempts: counted at the mean population, the loop was planned at 70.6 such clients
+    at 121 ms TTFT, where 68 collapse to 1.5 s."""
     top = max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms, poisson=False)
-    cap = overfill_limit(replica, input_tokens, output_tokens)
+    cap = kv_places(replica, input_tokens, output_tokens)
     if top.concurrency <= cap:
         return top
     point = at_concurrency(replica, cap, input_tokens, output_tokens)
