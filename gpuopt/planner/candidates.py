@@ -33,6 +33,7 @@ from gpuopt.physics.memory import (
 )
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.physics.vllm_support import release_problem
+from gpuopt.planner.checkpoints import named_checkpoint_problems
 from gpuopt.planner.mix import capacity_point
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
@@ -164,8 +165,10 @@ def resolve_model(w: Workload) -> ModelArchitecture:
 def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> list[ModelArchitecture]:
     """Each workload's model, after every check only the model can make of the workload's fields -- all the
     workloads' problems at once, each located at its field (FieldError): the model resolves, vLLM
-    `vllm_version` implements its class, max_model_len is within its limit, its class takes the LoRA slots."""
-    archs, problems = [], []
+    `vllm_version` implements its class, max_model_len is within its limit, the checkpoints it names hold its
+    weights in their formats, its class takes the LoRA slots."""
+    archs: list[ModelArchitecture] = []
+    problems: list[tuple[tuple[str | int, ...], str]] = []
     for i, w in enumerate(workloads):
         try:
             arch = resolve_model(w)
@@ -180,6 +183,8 @@ def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> l
             problems.append((("workloads", i, "model"), f"{unserved} (workload {w.name})"))
         if w.max_model_len is not None and (long := max_model_len_problem(arch, w.max_model_len, "")):
             problems.append((("workloads", i, "max_model_len"), f"{long} (workload {w.name})"))
+        problems += [(("workloads", i, "checkpoints", precision), f"{message} (workload {w.name})")
+                     for precision, message in named_checkpoint_problems(arch, w.checkpoints)]
         if w.lora is not None:
             problems += [(("workloads", i, "lora"), f"{p} (workload {w.name})") for p in
                          lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank, vllm_version,

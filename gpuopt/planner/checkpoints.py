@@ -18,11 +18,14 @@ kernel; an explicit `--quantization awq` forces the slow non-Marlin kernel):
 
 from __future__ import annotations
 
-from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, Checkpoint, table
+from collections.abc import Mapping
+
+from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, TABLE, Checkpoint, find, table
 from gpuopt.vocabulary import WeightFormat
 
 __all__ = ["METHODS", "NEEDS_NATIVE_FP8", "TRUSTED_PUBLISHERS", "WHAT_TO_PRODUCE", "Checkpoint", "known_checkpoint",
-           "table"]
+           "named_checkpoint_problems", "table"]
 
 # the table's `method` values that serve each weight format, in order of preference
 METHODS: dict[str, tuple[str, ...]] = {"int4": ("awq", "gptq", "w4a16"), "int8": ("int8-w8a8",), "fp8": ("fp8",)}
@@ -54,3 +57,55 @@ WHAT_TO_PRODUCE = {
     "int4": "an INT4 W4A16 checkpoint (AWQ with AutoAWQ, GPTQ, or llm-compressor's W4A16 scheme)",
     "int8": "an INT8 W8A8 checkpoint (llm-compressor's W8A8 scheme, compressed-tensors)",
 }
+
+
+UNQUANTIZED: tuple[WeightFormat, ...] = ("bf16", "fp16", "fp32")
+
+
+def named_checkpoint_problems(arch: ModelArchitecture,
+                              checkpoints: Mapping[WeightFormat, str]) -> list[tuple[WeightFormat, str]]:
+    """What is wrong with the checkpoints a workload names per weight format (its `checkpoints` field), as far
+    as gpuopt knows the repositories: the workload's own model, or a row of the table. A plan sizes the weights
+    by the format and the `vllm serve` command loads the repository named, so a repository that holds
+    other weights would be a plan that does not start (a BF16 repository named for int4: twice the memory
+    planned) or serves another model. A repository gpuopt does not know is taken at its word."""
+    problems: list[tuple[WeightFormat, str]] = []
+    own = find(arch.hf_id)
+    base = own.base_model if own is not None else arch.hf_id  # a quantized checkpoint keeps its base's model
+    for precision, repo in checkpoints.items():
+        if repo.lower() == arch.hf_id.lower():
+            holds = _own_format(arch)
+            if precision != holds and not (holds in UNQUANTIZED and precision in UNQUANTIZED):
+                problems.append((precision, f"{repo} is the workload's model itself, which holds {holds} weights, "
+                                            f"not {precision}: name an {precision} checkpoint of it, or leave "
+                                            f"{precision} out of checkpoints for gpuopt to name a known one"))
+            continue
+        row = find(repo)
+        if row is None:
+            continue
+        if row.base_model.lower() != base.lower():
+            problems.append((precision, f"{repo} is a checkpoint of {row.base_model} in {TABLE}, not of {base}"))
+        elif not _serves(row, precision):
+            bits = f"{row.weight_bits}-bit " if row.weight_bits else ""
+            planned = ", ".join(METHODS.get(precision, ())) or "the model's own repository"
+            problems.append((precision, f"{repo} holds {bits}{row.method} weights in {TABLE}, not the {precision} "
+                                        f"weights the plan sizes ({precision}: {planned})"))
+    return problems
+
+
+def _own_format(arch: ModelArchitecture) -> WeightFormat:
+    """The weight format the model's own repository holds."""
+    if arch.quantization is not None:
+        return arch.quantization.weight_format
+    if arch.native_quantization == "mxfp4-experts":
+        return "mxfp4"
+    if arch.native_quantization == "fp8-block":
+        return "fp8"
+    return "fp32" if arch.torch_dtype == "float32" else "fp16" if arch.torch_dtype == "float16" else "bf16"
+
+
+def _serves(row: Checkpoint, precision: WeightFormat) -> bool:
+    """Whether a table row's weights are the plan's `precision` (int4 needs 4-bit weights: a 4/8 mix is not)."""
+    if row.method == precision:
+        return True
+    return row.method in METHODS.get(precision, ()) and (precision != "int4" or row.weight_bits == 4)

@@ -1,0 +1,62 @@
+"""The checkpoints a workload names per weight format (its `checkpoints` field) are checked against what gpuopt
+knows of them: the workload's own model and the table of known quantized checkpoints."""
+
+from pathlib import Path
+
+from gpuopt.physics.architecture import get_model
+from gpuopt.planner.checkpoints import named_checkpoint_problems
+from tests.conftest import run
+
+L70 = "meta-llama/Llama-3.1-70B-Instruct"
+
+
+def _workload(tmp_path: Path, checkpoints: str) -> Path:
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nworkloads:\n  - name: chat\n    model: meta-llama/Llama-3.1-70B-Instruct\n"
+                    "    requests_per_second: 1\n    input_tokens: 500\n    output_tokens: 200\n"
+                    f"    precisions: [int4, bf16]\n    checkpoints: {checkpoints}\n", encoding="utf-8")
+    return path
+
+
+def test_the_models_own_bf16_repository_named_for_int4_is_refused_at_its_line(tmp_path):
+    """A BF16 repository named for int4 would be loaded as BF16 (141 GB) on GPUs sized for 4-bit weights."""
+    result = run("solve", str(_workload(tmp_path, f"{{int4: {L70}}}")))
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert lines == [f"error: {tmp_path / 'w.yaml'}:9: workloads.0.checkpoints.int4: {L70} is the workload's model "
+                     "itself, which holds bf16 weights, not int4: name an int4 checkpoint of it, or leave int4 out of "
+                     "checkpoints for gpuopt to name a known one (workload chat)"]
+    assert "Traceback" not in result.output
+
+
+def test_a_checkpoint_of_another_model_or_format_is_named_with_what_the_table_says():
+    arch = get_model(L70)
+    other = named_checkpoint_problems(arch, {"int4": "Qwen/Qwen3-32B-AWQ"})
+    assert other == [("int4", "Qwen/Qwen3-32B-AWQ is a checkpoint of Qwen/Qwen3-32B in gpuopt's table of known "
+                              "quantized checkpoints (gpuopt/data/quantized_checkpoints.csv), not of " + L70)]
+    bnb = named_checkpoint_problems(arch, {"int4": "unsloth/Meta-Llama-3.1-70B-Instruct-bnb-4bit"})
+    assert len(bnb) == 1 and "holds 4-bit bnb weights" in bnb[0][1] and "(int4: awq, gptq, w4a16)" in bnb[0][1]
+    # an FP8 checkpoint named for int8 (int8 plans serve W8A8 INT8), and an AWQ one for bf16: other weights
+    fp8 = named_checkpoint_problems(arch, {"int8": "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8"})
+    assert fp8 == [("int8", "neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8 holds 8-bit fp8 weights in gpuopt's table of "
+                            "known quantized checkpoints (gpuopt/data/quantized_checkpoints.csv), not the int8 weights "
+                            "the plan sizes (int8: int8-w8a8)")]
+    awq = named_checkpoint_problems(arch, {"bf16": "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4"})
+    assert [p for p, _ in awq] == ["bf16"] and "(bf16: the model's own repository)" in awq[0][1]
+
+
+def test_right_checkpoints_and_unknown_repositories_pass(tmp_path):
+    arch = get_model(L70)
+    assert named_checkpoint_problems(arch, {"int4": "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4",
+                                            "bf16": L70, "fp16": L70}) == []
+    assert named_checkpoint_problems(arch, {"int4": "me/my-own-awq"}) == []  # unknown: taken at its word
+    result = run("solve", str(_workload(tmp_path, "{int4: hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4}")))
+    assert result.exit_code == 0, result.output
+    assert "vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 " in result.stdout
+
+
+def test_a_quantized_workload_model_is_checked_against_its_base():
+    """Qwen/Qwen3-32B-AWQ as the workload's model: its table row's base is Qwen/Qwen3-32B, so another AWQ of
+    Qwen3-32B is fine for int4 and its own repository serves int4 (not bf16)."""
+    arch = get_model("Qwen/Qwen3-32B")
+    assert named_checkpoint_problems(arch, {"int4": "Qwen/Qwen3-32B-AWQ"}) == []
