@@ -119,3 +119,29 @@ def test_fit_and_show_on_a_bad_config_print_one_error_line_and_exit_2(tmp_path: 
         lines = result.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"error: {tmp_path / 'config.json'}"), lines
         assert f"field '{field}'" in lines[0]
+
+
+def test_a_table_checkpoint_that_cannot_resolve_offline_says_why_not_that_it_is_unknown():
+    """meta-llama/Llama-3.1-405B-Instruct-FP8 is a row of the table (FBGEMM FP8, which gpuopt does not size without
+    the checkpoint's config) and cognitivecomputations/DeepSeek-V3-0324-AWQ's base is not in the registry: offline
+    and not cached, the error says so instead of "not in ... the table of known quantized checkpoints"."""
+    fbgemm = run("models", "show", "meta-llama/Llama-3.1-405B-Instruct-FP8")
+    assert fbgemm.exit_code == 2
+    assert fbgemm.stderr.startswith("error: model 'meta-llama/Llama-3.1-405B-Instruct-FP8' is in gpuopt's table of "
+                                    "known quantized checkpoints, but gpuopt cannot size fp8 weights read by vLLM's "
+                                    "fbgemm_fp8 without the checkpoint's config")
+    assert "`hf download meta-llama/Llama-3.1-405B-Instruct-FP8 config.json`" in fbgemm.stderr
+    base = run("models", "show", "cognitivecomputations/DeepSeek-V3-0324-AWQ")
+    assert base.exit_code == 2 and "its base model deepseek-ai/DeepSeek-V3-0324 is not in the registry" in base.stderr
+    assert len(base.stderr.strip().splitlines()) == 1
+
+
+def test_a_path_that_does_not_exist_is_named_as_a_path(tmp_path):
+    missing = tmp_path / "nowhere"
+    result = run("models", "show", str(missing))
+    assert result.exit_code == 2
+    assert result.stderr == (f"error: model '{missing}' is not in the registry and no such file or directory "
+                             "exists: pass a checkpoint directory or config.json that exists, or a registry or "
+                             "Hugging Face id\n")
+    assert "no such file" in run("models", "show", "./x/config.json").stderr
+    assert "unknown model 'llama-3.1-8b'" in run("models", "show", "llama-3.1-8b").stderr  # a name, not a path

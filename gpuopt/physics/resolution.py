@@ -29,7 +29,7 @@ from typing import Any
 
 from gpuopt.errors import ConfigError, InputError, UnknownNameError
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model, registry
-from gpuopt.physics.checkpoint_table import find
+from gpuopt.physics.checkpoint_table import Checkpoint, find
 from gpuopt.physics.quantization import described
 
 KNOWN_CHECKPOINT_SOURCE = "gpuopt's table of known quantized checkpoints"
@@ -200,6 +200,11 @@ def _check_repo_id(name: str) -> None:
         raise InputError(f"model '{name}' is not a valid Hugging Face repository id: {exc}") from None
 
 
+def looks_like_path(name: str) -> bool:
+    """A name only a path has: absolute, relative to here or home, or more than one `/` (an id has one)."""
+    return name.startswith(("/", "./", "../", "~")) or name.count("/") > 1 or name.endswith(".json")
+
+
 def looks_like_repo_id(name: str) -> bool:
     parts = name.split("/")
     return len(parts) == 2 and all(parts) and not name.startswith((".", "~"))
@@ -215,6 +220,10 @@ def resolve_model(name: str) -> ModelArchitecture:
     if _is_local(path):
         return from_local_path(path)
     if not looks_like_repo_id(name):
+        if looks_like_path(name):
+            raise InputError(f"model '{name}' is not in the registry and no such file or directory exists: "
+                             "pass a checkpoint directory or config.json that exists, or a registry or Hugging "
+                             "Face id")
         raise registry_miss
     _check_repo_id(name)
     cached = _from_cache(name)
@@ -227,11 +236,28 @@ def resolve_model(name: str) -> ModelArchitecture:
     if known is not None:
         return known
     if offline:
+        if (row := find(name)) is not None:  # in the table, but its row cannot stand for the config
+            raise InputError(f"model '{name}' is in {KNOWN_CHECKPOINT_SOURCE}, but {_undescribed(row)}, and it "
+                             f"is not in the Hugging Face cache ({hub_cache_dir()}) with HF_HUB_OFFLINE set: "
+                             f"`hf download {row.checkpoint} config.json` or pass a local path")
         hint = f"; did you mean {', '.join(registry_miss.suggestions)}?" if registry_miss.suggestions else ""
         raise InputError(f"model '{name}' is not in the registry ({len(registry())} models), the table of known "
                          f"quantized checkpoints or the Hugging Face cache ({hub_cache_dir()}) and HF_HUB_OFFLINE "
                          f"is set: download its config.json or pass a local path{hint}")
     raise _unreachable(name, hub_cache_dir(), "no DNS answer for the Hub")
+
+
+def _undescribed(row: Checkpoint) -> str:
+    """Why a table row cannot describe its checkpoint without the checkpoint's own config (from_known_checkpoint
+    returned None for it)."""
+    if row.base_model not in registry():
+        return f"its base model {row.base_model} is not in the registry"
+    if not row.vllm_quantization.strip():
+        return f"the vLLM method its {row.method} weights trigger is not confirmed there"
+    if row.weight_bits is None:
+        return f"its row states mixed bit widths ({row.method}), which only the checkpoint's config resolves"
+    return (f"gpuopt cannot size {row.method} weights read by vLLM's {row.vllm_quantization} without the "
+            "checkpoint's config")
 
 
 def offline_description(arch: ModelArchitecture) -> str | None:
