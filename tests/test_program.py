@@ -30,7 +30,7 @@ def candidate(w: Workload, o: Offering, tp: int, capacity: float) -> CandidateRe
     point = LoadPoint(requests_per_second=capacity, concurrency=capacity, decode_batch=1, step_ms=1, tpot_ms=1,
                       ttft_ms=1, output_tokens_per_second=capacity * 100, stable=True, limit=None)
     shape = Shape("H100-SXM-80GB", "nvlink", tp, 1, "bf16", "auto")
-    return CandidateResult(w, o, shape, Evaluation(True, None, None, point=point), o.price_per_hour)
+    return CandidateResult(w, o, shape, Evaluation(True, None, None, point=point), o.price_per_hour, o.price_per_hour)
 
 
 def test_two_offerings_one_workload_by_hand():
@@ -127,7 +127,7 @@ def test_solver_matches_brute_force_on_small_instances(demands, offers, caps, tp
 def test_prune_keeps_the_cheapest_of_offerings_sharing_their_evaluations():
     w = workload("chat", 2.0)
     shared = candidate(w, offering("p5", 8, 10.0), 2, 1.5)
-    twins = [shared._replace(offering=o, instance_price=o.price_per_hour) for o in
+    twins = [shared._replace(offering=o, instance_price=o.price_per_hour, canonical_price=o.price_per_hour) for o in
              (offering("p5", 8, 10.0, provider="aws"), offering("h100x8", 8, 9.0, provider="digitalocean"),
               offering("h100x8b", 8, 9.0, provider="runpod"))]
     other = candidate(w, offering("p4", 8, 5.0), 2, 1.0)  # its own evaluation: not a twin, kept
