@@ -30,7 +30,7 @@ def candidate(w: Workload, o: Offering, tp: int, capacity: float) -> CandidateRe
     point = LoadPoint(requests_per_second=capacity, concurrency=capacity, decode_batch=1, step_ms=1, tpot_ms=1,
                       ttft_ms=1, output_tokens_per_second=capacity * 100, stable=True, limit=None)
     shape = Shape("H100-SXM-80GB", "nvlink", tp, 1, "bf16", "auto")
-    return CandidateResult(w, o, shape, Evaluation(True, None, None, point=point), o.price_per_hour)
+    return CandidateResult(w, o, shape, Evaluation(True, None, None, point=point), o.price_per_hour, o.price_per_hour)
 
 
 def test_two_offerings_one_workload_by_hand():
@@ -127,7 +127,7 @@ def test_solver_matches_brute_force_on_small_instances(demands, offers, caps, tp
 def test_prune_keeps_the_cheapest_of_offerings_sharing_their_evaluations():
     w = workload("chat", 2.0)
     shared = candidate(w, offering("p5", 8, 10.0), 2, 1.5)
-    twins = [shared._replace(offering=o, instance_price=o.price_per_hour) for o in
+    twins = [shared._replace(offering=o, instance_price=o.price_per_hour, canonical_price=o.price_per_hour) for o in
              (offering("p5", 8, 10.0, provider="aws"), offering("h100x8", 8, 9.0, provider="digitalocean"),
               offering("h100x8b", 8, 9.0, provider="runpod"))]
     other = candidate(w, offering("p4", 8, 5.0), 2, 1.0)  # its own evaluation: not a twin, kept
@@ -262,3 +262,43 @@ def test_an_offering_said_to_be_nvlinked_on_a_gpu_without_nvlink_is_planned_over
     h100 = offering("p5", 2, 20.0)
     screened = _screen(Catalog(offerings=(l40s, h100), fx=load_fx(use_cache=False)), Policy(None, (), (), "USD"))
     assert [s.link for s in screened] == ["pcie", "nvlink"]
+
+
+def test_candidates_carry_the_same_canonical_price_in_every_plan_currency():
+    """The program minimises canonical_price (USD, converted from the catalog's own price), so its model -- and
+    the plan -- is the same bits whatever the plan's currency; instance_price is the plan's currency."""
+    from dataclasses import replace
+
+    from gpuopt.planner.candidates import CANONICAL_CURRENCY, Policy, enumerate_candidates
+    from gpuopt.pricing.catalog import Catalog
+    from gpuopt.pricing.fx import load_fx
+
+    usd = offering("p5", 1, 3.19)
+    cny = replace(offering("gn", 1, 21.2), provider="alibaba", service="ecs", region="cn-beijing", currency="CNY")
+    fx = load_fx(use_cache=False)
+    rate = fx.rate("USD", "CNY")  # 6.6529 shipped
+    w = workload("chat", 1)
+    prices = {}
+    for currency in ("USD", "CNY"):
+        (wc,) = enumerate_candidates([w], Catalog(offerings=(usd, cny), fx=fx),
+                                     Policy(None, (), ("on-demand",), currency))
+        prices[currency] = {c.offering.sku: (c.instance_price, c.canonical_price) for c in wc.results}
+    assert CANONICAL_CURRENCY == "USD"
+    assert prices["USD"]["p5"] == (3.19, 3.19)
+    assert prices["CNY"]["p5"] == (pytest.approx(3.19 * rate), 3.19)  # 3.19 x 6.6529 / 6.6529 need not be 3.19
+    assert prices["USD"]["gn"] == (pytest.approx(21.2 / rate), prices["USD"]["gn"][0])
+    assert prices["CNY"]["gn"] == (21.2, prices["USD"]["gn"][0])  # bit for bit the USD plan's price
+
+
+def test_the_program_minimises_the_canonical_price_and_costs_the_plan_in_its_currency():
+    # shown in CNY at 6.6529: a 1-GPU box at 2.00 USD (13.3058 CNY), a 4-GPU box at 5.00 USD (33.2645 CNY);
+    # three 1-rps replicas: 3 x 2.00 = 6.00 USD against 5.00 -> the 4-GPU box, 33.2645 CNY/h
+    w = workload("chat", 3)
+    small, big = offering("small", 1, 2.0), offering("big", 4, 5.0)
+    cands = [candidate(w, o, 1, 1.0)._replace(instance_price=o.price_per_hour * 6.6529) for o in (small, big)]
+    sol = solve([w], cands, headroom=1.0)
+    assert sol.instances == {big.key: 1}
+    assert sol.cost_per_hour == pytest.approx(33.2645)
+    # the budget is in the plan's currency too: 33.26 CNY/h does not buy the 4-GPU box, and 3 small ones cost 39.92
+    assert solve([w], cands, headroom=1.0, budget_per_hour=33.26).status == "infeasible"
+    assert solve([w], cands, headroom=1.0, budget_per_hour=33.27).cost_per_hour == pytest.approx(33.2645)

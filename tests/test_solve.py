@@ -146,6 +146,38 @@ def test_provider_and_currency_overrides():
     assert {d["provider"] for d in plan["deployments"]} == {"tencent"}
 
 
+USD_CNY = 6.6529  # the shipped rate (gpuopt/pricing/data/fx.csv)
+
+
+@pytest.mark.parametrize("solver", ["cbc", "highs"])
+@pytest.mark.parametrize(("example", "args", "usd_per_hour"), [
+    # three H100 NVL GPUs at RunPod's 3.19 USD/h each (a 1-GPU pod at 3.19, a 2-GPU pod at 6.38: 3 x 1x and
+    # 1x + 2x cost the same, and HiGHS bought the one in USD, the other in CNY)
+    pytest.param("rag-long-context.yaml", (), 3 * 3.19, id="rag"),
+    # Alibaba's 4 x A100-40GB at 113.7 CNY/h and 1 x A100-80GB at 31.267 CNY/h (CBC ran its 4 GPUs as two TP=2
+    # replicas in CNY, one TP=4 replica in USD)
+    pytest.param("cn-chat-70b.yaml", ("--region", "cn"), (113.7 + 31.267) / USD_CNY, id="cn-chat"),
+])
+def test_the_plan_is_the_same_in_every_currency(solver, example, args, usd_per_hour, monkeypatch):
+    """The program compares prices in USD whatever the currency shown (program.py's docstring): the same
+    deployments in USD and CNY, each costing the USD plan at the shipped rate."""
+    if solver == "highs":
+        pytest.importorskip("highspy")
+    monkeypatch.setenv("GPUOPT_SOLVER", solver)
+    layouts = {}
+    for currency, rate in (("USD", 1.0), ("CNY", USD_CNY)):
+        result = run("solve", EXAMPLES / example, *args, "--currency", currency, "--top", "0", "--format", "json",
+                     "--candidates", "none")
+        assert result.exit_code == 0, result.output
+        plan = json.loads(result.stdout)
+        assert plan["currency"] == currency
+        assert plan["total_cost_per_hour"] == pytest.approx(usd_per_hour * rate, abs=1e-4)
+        layouts[currency] = sorted((d["provider"], d["service"], d["sku"], d["region"], d["price_kind"], d["instances"],
+                                    d["replicas"], d["tensor_parallel"], d["pipeline_parallel"], d["weight_precision"],
+                                    d["kv_cache_dtype"]) for d in plan["deployments"])
+    assert layouts["USD"] == layouts["CNY"]
+
+
 def test_solve_sensitivity(tmp_path):
     result = run("solve", CN, "--region", "cn", "--sensitivity", "--format", "json")
     assert result.exit_code == 0, result.output

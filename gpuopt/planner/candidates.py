@@ -41,6 +41,10 @@ from gpuopt.pricing.regions import Residency, region_info, split_countries
 from gpuopt.vocabulary import KvCacheDtype, LinkKind, RejectionKind, WeightFormat
 
 TP_SIZES = (1, 2, 4, 8, 16)
+# The currency the planner compares prices in, whatever the plan's: the integer program, its pre-solve pruning
+# and the choice of shapes to simulate read CandidateResult.canonical_price, so a plan does not depend on the
+# currency it is shown in (program.py's docstring).
+CANONICAL_CURRENCY = "USD"
 NO_BF16 = ("Volta", "Turing")
 PP_SIZES = (2, 4)
 
@@ -119,6 +123,9 @@ class CandidateResult(NamedTuple):
     shape: Shape | None
     evaluation: Evaluation
     instance_price: float | None  # in the plan's currency
+    # the same price in CANONICAL_CURRENCY, converted from the catalog's own price (instance_price converted
+    # back can differ in the last bit): what the program and its pruning compare
+    canonical_price: float | None
 
     @property
     def feasible(self) -> bool:
@@ -317,11 +324,12 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
             o = s.offering
             rejected = _provider_rejection(o, w, policy) or s.rejected
             if rejected is not None:
-                results.append(CandidateResult(w, o, None, rejected, s.price))
+                results.append(CandidateResult(w, o, None, rejected, s.price, s.canonical_price))
                 continue
             assert s.gpu is not None  # screened offerings without a GPU spec are rejected
-            price = s.price
-            results += [CandidateResult(w, o, shape, ev, price) for shape, ev in evaluate.shapes(s.gpu, s.gpus, s.link)]
+            price, canonical = s.price, s.canonical_price
+            results += [CandidateResult(w, o, shape, ev, price, canonical)
+                        for shape, ev in evaluate.shapes(s.gpu, s.gpus, s.link)]
         out.append(wc)
     return out
 
@@ -332,6 +340,7 @@ class _Screened(NamedTuple):
 
     offering: Offering
     price: float | None
+    canonical_price: float | None
     rejected: Evaluation | None
     gpu: GpuSpec | None
     gpus: int
@@ -343,6 +352,7 @@ def _screen(catalog: Catalog, policy: Policy) -> list[_Screened]:
     out = []
     for o in catalog.offerings:
         price = catalog.price_in(o, policy.currency) if o.currency else None
+        canonical = catalog.price_in(o, CANONICAL_CURRENCY) if o.currency else None
         rejected = _policy_reason(o, policy)
         if rejected is None and o.gpu not in table:
             rejected = ("gpu-data", f"GPU {o.gpu} not in the GPU table")
@@ -356,8 +366,8 @@ def _screen(catalog: Catalog, policy: Policy) -> list[_Screened]:
         spec = table.get(o.gpu)
         link: LinkKind = "nvlink" if (o.interconnect == "nvlink" and gpus > 1 and spec is not None
                                       and spec.nvlink_joins(gpus)) else "pcie"
-        out.append(_Screened(o, price, None if rejected is None else Evaluation(False, rejected[1], rejected[0]),
-                             spec, gpus, link))
+        why = None if rejected is None else Evaluation(False, rejected[1], rejected[0])
+        out.append(_Screened(o, price, canonical, why, spec, gpus, link))
     return out
 
 

@@ -34,7 +34,7 @@ from gpuopt.inputs.capacity import (
 )
 from gpuopt.inputs.workload import Workload
 from gpuopt.physics.latency import borrowed_notes
-from gpuopt.planner.candidates import CandidateResult, Placement, enumerate_candidates
+from gpuopt.planner.candidates import CANONICAL_CURRENCY, CandidateResult, Placement, enumerate_candidates
 from gpuopt.planner.capacity_detail import (
     RunningLine,
     assess,
@@ -397,7 +397,8 @@ def on_demand_reference(p: CapacityProblem, sol: CapacitySolution) -> tuple[Capa
             twin = p.catalog.on_demand_twin(o)
             price = None if twin is None else p.catalog.price_in(twin, p.currency)
             if twin is not None and price is not None:
-                found.append(c._replace(offering=twin, instance_price=price))
+                found.append(c._replace(offering=twin, instance_price=price,
+                                        canonical_price=p.catalog.price_in(twin, CANONICAL_CURRENCY)))
         if not found:
             skus = ", ".join(sorted(f"{x[0]} {x[2]} ({x[3]})" for x in chosen[w])) or "none"
             missing.append(f"workload {w} excludes on-demand and the catalog has no on-demand price for the SKUs "

@@ -13,11 +13,12 @@ Formulation (PuLP; CBC 2.10 as bundled with PuLP 3 by default, HiGHS when instal
               y[o,t] in Z>=0   commitments to o bought at the start of period t                 (o in K)
               x[c,t] in Z>=0   replicas of candidate c in period t
     capacity  cap[o,t] = n[o,t] (o in U);  cap[o,t] = sum over s in (t - L_o, t] of y[o,s]   (o in K)
-    minimise  sum_{o,t} (price_o h[o,t] / H  +  1e-6 G_o  +  1e-9 rank_o) (n|y)[o,t]
-              h[o,t] = H for a rented instance, the hours a commitment bought in t is charged for (see
-              capacity.commitment_hours); divided by H the objective is a cost per hour of a period, so one
-              period of rented offerings is exactly the `solve` program; then fewer GPUs; then offering id
-              order (deterministic tie-breaks)
+    minimise  sum_{o,t} (usd_o h[o,t] / H  +  1e-6 G_o  +  1e-9 rank_o) (n|y)[o,t]
+              usd_o: o's price per hour in USD (candidates.CANONICAL_CURRENCY, converted from the catalog's
+              own price) whatever the plan's currency (see "Ties" below); h[o,t] = H for a rented instance,
+              the hours a commitment bought in t is charged for (see capacity.commitment_hours); divided by H
+              the objective is a cost per hour of a period, so one period of rented offerings is exactly the
+              `solve` program; the G_o (GPUs) and rank_o (offering key order) terms are hints, not a rule
     subject to
       demand[w,t]    sum_{c in C_w} headroom cap_c x[c,t] >= D[w,t]     each workload's traffic, with headroom
       replicas[w,t]  sum_{c in C_w} x[c,t] >= min_replicas_w            availability floor
@@ -25,7 +26,8 @@ Formulation (PuLP; CBC 2.10 as bundled with PuLP 3 by default, HiGHS when instal
                      (replica sizes are powers of two dividing G_o, so the GPU count is the only packing
                       limit; a PP replica of k instances has g_c = k G_o)
       quota[q,t]     sum_{o in q} cap[o,t] <= Q_q                       optional per provider/SKU/region
-      budget[t]      sum_o price_o cap[o,t] <= B                        optional, per hour
+      budget[t]      sum_o price_o cap[o,t] <= B                        optional, per hour, in the plan's
+                                                                        currency (price_o, as B)
       fixed[o,t]     y[o,t] = Y[o,t]                                    optional: a schedule's commitments kept
 
 Residency and provider policy are applied when the candidate set is built, not here. Two reductions keep
@@ -37,6 +39,22 @@ After solving, replicas the constraints do not need are dropped (see _trim): spa
 cost nothing, so the program is free to fill them, and which it fills depends on the solver's path. A
 tie-break term in the objective would do the same but made CBC search 20 times as many nodes (50 workloads:
 4.0 s instead of 1.0 s).
+
+Ties. Plans of equal cost are common (RunPod sells 1, 2, 4 and 8 GPUs of a type at 1, 2, 4 and 8 times one
+price; the replicas on a held instance's GPUs are free). The rule: the program prices every offering in USD,
+converted from its own price (CandidateResult.canonical_price: the same bits whatever the plan's currency;
+the plan's price converted back is not), and the plan is the solver's optimum of that one model --
+deterministic for a solver (one thread, zero relative gap) and the same in USD and CNY; CBC and HiGHS may
+choose differently (the goldens pin CBC). The pruning and the choice of shapes to simulate compare USD prices
+too. Until 2026-12-03 the objective was in the plan's currency, and CNY, 6.65 times the USD figures, scaled
+the costs against the fixed tie terms and the solvers' absolute tolerances: on HiGHS rag-long-context bought a
+1x and a 2x H100 NVL pod in USD but three 1x pods in CNY (63.67 CNY/h either way), on CBC cn-chat-70b ran its
+4-GPU instance as one TP=4 replica in USD and as two TP=2 replicas in CNY. The 1e-6 G_o and 1e-9 rank_o
+terms do not make "fewer GPUs, then offering order" a rule: they are within the solvers' tolerances (HiGHS's
+absolute gap is 1e-6; CBC 2.10 buys a 2-GPU instance over a 1-GPU one of the same price). A rule that holds
+needs a second solve over the optimal plans (cost held at the optimum, minimise GPUs x (offerings + 1) + rank,
+integral): it took the program of benchmarks/solve_scaling.py's 10 workloads from 0.21 to 0.44 s (CBC) and
+0.3 to 0.8 s (HiGHS), of its 50 from 2.3 to 10.0 s (CBC) and 6.3 to 25.9 s (HiGHS), so it is not done.
 """
 
 from __future__ import annotations
@@ -101,9 +119,9 @@ def dominant_shapes(candidates: Sequence[CandidateResult]) -> list[CandidateResu
 def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> list[CandidateResult]:
     """Drop offerings that can never win: another offering of the same price kind with as many GPUs per
     instance carries the very same candidates (the same evaluation objects: one GPU type, count and link
-    share them) for less (ties: the smaller id wins). Such twins are common: one instance type sold by
-    several providers, regions and services. Offerings under a quota are all kept (a cheaper twin may run
-    out). Decided per offering: all its candidates share its price."""
+    share them) for less (in USD, as the program compares; ties: the smaller id wins). Such twins are
+    common: one instance type sold by several providers, regions and services. Offerings under a quota are
+    all kept (a cheaper twin may run out). Decided per offering: all its candidates share its price."""
     members: dict[tuple[str, ...], list[CandidateResult]] = defaultdict(list)
     for c in candidates:
         members[c.offering.key].append(c)
@@ -116,7 +134,7 @@ def prune(candidates: Sequence[CandidateResult], quotas: Sequence[Quota]) -> lis
             continue
         # the price kind stays in the key: the capacity program treats commitments and spot differently
         sig = (first.offering.gpu_count, first.offering.price_kind, tuple(id(c.evaluation) for c in cs))
-        rank = (first.instance_price or 0.0, first.offering.offering_id, key)
+        rank = (first.canonical_price or 0.0, first.offering.offering_id, key)
         if sig not in cheapest or rank < cheapest[sig]:
             cheapest[sig] = rank
     keep |= {key for _, _, key in cheapest.values()}
@@ -242,7 +260,8 @@ def optimise(demand: Mapping[str, Sequence[float]], min_replicas: Mapping[str, i
                                      .replace(" ", "_"), lowBound=0, cat="Integer") for k in keys for t in range(T)}
     x = {(i, t): prob.add_variable(f"x__{c.workload.name}__{i}{suffix(t)}", lowBound=0, cat="Integer")
          for i, c in enumerate(candidates) for t in range(T)}
-    price = {k: float(offerings[k].instance_price or 0.0) for k in keys}
+    price = {k: float(offerings[k].instance_price or 0.0) for k in keys}  # the plan's currency: the budget
+    canonical = {k: float(offerings[k].canonical_price or 0.0) for k in keys}  # the objective's
     gpus = {k: int(offerings[k].offering.gpu_count or 0) for k in keys}
 
     def linear(terms: list[tuple[lp.LpVariable, float]]) -> lp.LpAffineExpression:
@@ -259,7 +278,7 @@ def optimise(demand: Mapping[str, Sequence[float]], min_replicas: Mapping[str, i
         return 1.0 if k not in commitments else commitments[k].hours[t] / hours_per_period
 
     rank = {k: r for r, k in enumerate(keys)}
-    prob += linear([(var[(k, t)], price[k] * charged(k, t) + 1e-6 * gpus[k] + 1e-9 * rank[k])
+    prob += linear([(var[(k, t)], canonical[k] * charged(k, t) + 1e-6 * gpus[k] + 1e-9 * rank[k])
                     for k in keys for t in range(T)])
     for t in range(T):
         for name, series in demand.items():

@@ -142,20 +142,21 @@ def _traffic_key(w: Workload) -> str:
 
 
 def _replica_price(c: CandidateResult) -> float:
-    """What one replica of `c` costs: its share of the instance's price."""
-    return (c.instance_price or 0.0) * (c.gpus_per_replica or 0) / (c.offering.gpu_count or 1)
+    """What one replica of `c` costs: its share of the instance's price (in the canonical currency, as the
+    program compares prices: which shapes are simulated does not depend on the plan's currency)."""
+    return (c.canonical_price or 0.0) * (c.gpus_per_replica or 0) / (c.offering.gpu_count or 1)
 
 
 def _alone(c: CandidateResult, rate: float, headroom: float, cap: float = math.inf) -> float:
     """The hourly cost of serving `c`'s workload on `c`'s shape and offering alone at a replica capacity of
     `rate` requests/s: enough replicas for the demand at `headroom` (at least min_replicas), on whole
     instances; inf when that takes more instances than `cap` (its quota) allows."""
-    if rate <= 0 or c.instance_price is None or not c.gpus_per_replica:
+    if rate <= 0 or c.canonical_price is None or not c.gpus_per_replica:
         return math.inf
     w = c.workload
     replicas = max(w.min_replicas, math.ceil(w.demand / (headroom * rate) - 1e-9))
     instances = math.ceil(replicas * c.gpus_per_replica / (c.offering.gpu_count or 1) - 1e-9)
-    return math.inf if instances > cap else instances * c.instance_price
+    return math.inf if instances > cap else instances * c.canonical_price
 
 
 def _load_of(ev: Evaluation, demand_unit: str) -> float:
@@ -170,7 +171,7 @@ def _sure(cands: list[CandidateResult]) -> list[int]:
     per_load: dict[int, float] = {}
     per_replica: dict[int, float] = {}
     for c in cands:
-        if c.instance_price is None or c.capacity <= 0:
+        if c.canonical_price is None or c.capacity <= 0:
             continue
         e = id(c.evaluation)
         per_load[e] = min(per_load.get(e, math.inf), _replica_price(c) / c.capacity)
