@@ -162,8 +162,10 @@ def test_hf_config_reads_the_dsa_indexer_and_its_top_k():
      "field 'num_experts_per_tok': 16 experts per token but only 8 experts"),
     ({"sliding_window": 4096, "layer_types": ["sliding_attention"] * 3},
      "field 'layer_types' has 3 entries but num_hidden_layers is 32"),
-    ({"hybrid_override_pattern": "X" * 32}, "field 'hybrid_override_pattern' has unknown block kind(s) 'X' "
-                                            "(known: M * - E)"),
+    # (with the Mamba-2 fields the pattern declares a need for: test_config_fields.py)
+    ({"hybrid_override_pattern": "X" * 32, "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128,
+      "n_groups": 8, "conv_kernel": 4},
+     "field 'hybrid_override_pattern' has unknown block kind(s) 'X' (known: M * - E)"),
 ])
 def test_an_impossible_config_is_one_error_naming_file_and_field(tmp_path, change, expected):
     path = _write(tmp_path, {**LLAMA_8B_CONFIG, **change})

@@ -108,7 +108,8 @@ LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "interme
     ({"num_key_value_heads": 0}, "num_key_value_heads"),  # was ZeroDivisionError in fit (exit 70)
     ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 0]}}, "weight_block_size"),
     ({"quantization_config": {"quant_method": "awq", "bits": "four", "group_size": 128}}, "bits"),
-    ({"hybrid_override_pattern": "X" * 32}, "hybrid_override_pattern"),  # was KeyError
+    ({"hybrid_override_pattern": "X" * 32, "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128,
+      "n_groups": 8, "conv_kernel": 4}, "hybrid_override_pattern"),  # was KeyError (the Mamba-2 fields it needs given)
 ])
 def test_fit_and_show_on_a_bad_config_print_one_error_line_and_exit_2(tmp_path: Path, change: dict[str, object],
                                                                       field: str) -> None:

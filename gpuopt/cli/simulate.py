@@ -27,6 +27,7 @@ from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
+from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.memory import ServingConfig, estimate_resolved, resolve
 from gpuopt.physics.serve_args import ServeArgs, lora_slots, parse_serve_args, performance_mode
@@ -225,6 +226,10 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
         spec = get_gpu(gpu)
     except InputError as exc:
         problems.extend(exc.problems)
+    # vLLM refuses to start above the model's limit: the rule fit and solve apply (physics/context_limit.py),
+    # for --max-model-len given as a flag or inside --server-args alike
+    if arch is not None and mml is not None and (too_long := max_model_len_problem(arch, mml, "--max-model-len")):
+        problems.append(too_long)
     if problems or arch is None or spec is None:
         raise InputError(*problems)
     for flag in args.not_modelled:

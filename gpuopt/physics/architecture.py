@@ -648,22 +648,152 @@ def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
     return from_hf_dict(raw, name=name or default, where=str(path))
 
 
+@dataclass(frozen=True)
+class DeclaredKind:
+    """Layers a config.json declares -- by its model_type, its class (`architectures`), a `layer_types` entry or
+    one of the kind's own fields -- and the fields they are built from. A declared kind whose field is missing
+    is refused (one line naming the field and the file), never read as another architecture: a Qwen3.5 config
+    without linear_num_value_heads used to be planned as plain GQA (4x the KV, no state), a Nemotron-H one
+    without hybrid_override_pattern as 52 attention + MoE layers (69.4 B parameters), a DeepSeek-V3.2 one
+    without kv_lora_rank as MHA (1,748,992 B a token) and without index_head_dim with no indexer."""
+
+    layers: str  # what the config declares, in the message
+    model_types: tuple[str, ...]
+    architectures: tuple[str, ...]
+    fields: tuple[tuple[str, ...], ...]  # each needed; a tuple of several keys: any one of them will do
+    siblings: tuple[str, ...]  # a key here with a value declares the kind too
+    layer_type: str | None = None  # a `layer_types` entry that declares it
+    named_fields: tuple[str, ...] = ()  # needed only when the model_type or class declares the kind
+
+
+DECLARED_KINDS = (
+    # vLLM's qwen3_next.py / qwen3_5.py read every one of them from the config (transformers' defaults are not
+    # assumed, as for Llama-4 below); layer_types, or the interval transformers derives it from
+    DeclaredKind("Gated DeltaNet linear-attention layers",
+                 ("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
+                 ("Qwen3NextForCausalLM", "Qwen3_5ForCausalLM", "Qwen3_5ForConditionalGeneration",
+                  "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration"),
+                 (("linear_num_value_heads",), ("linear_num_key_heads",), ("linear_key_head_dim",),
+                  ("linear_value_head_dim",), ("linear_conv_kernel_dim",), ("layer_types", "full_attention_interval")),
+                 ("linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim", "linear_value_head_dim",
+                  "linear_conv_kernel_dim"), layer_type="linear_attention"),
+    # vLLM's nemotron_h.py: the block pattern, and MambaMixer2's heads, head_dim, state, groups and conv kernel
+    DeclaredKind("Mamba-2 hybrid layers (Nemotron-H)", ("nemotron_h",), ("NemotronHForCausalLM",),
+                 (("hybrid_override_pattern",), ("mamba_num_heads",), ("mamba_head_dim",), ("ssm_state_size",),
+                  ("n_groups",), ("conv_kernel",)),
+                 ("hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "ssm_state_size")),
+    # vLLM's deepseek_v2.py (DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-5): the latent and the head split; v_head_dim
+    # only for that family -- MiniCPM3 builds its values hidden_size / heads wide and states no v_head_dim
+    DeclaredKind("multi-head latent attention (MLA)",
+                 ("deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2", "glm_moe_dsa"),
+                 ("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM",
+                  "KimiK25ForConditionalGeneration"),
+                 (("kv_lora_rank",), ("qk_rope_head_dim",), ("qk_nope_head_dim",)),
+                 ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim"), named_fields=("v_head_dim",)),
+    # the DSA lightning indexer (vLLM builds it when the config has index_topk)
+    DeclaredKind("a DeepSeek sparse attention (DSA) indexer", ("deepseek_v32", "glm_moe_dsa"),
+                 ("DeepseekV32ForCausalLM", "GlmMoeDsaForCausalLM"),
+                 (("index_n_heads",), ("index_head_dim",), ("index_topk",)),
+                 ("index_n_heads", "index_head_dim", "index_topk")),
+    # routed experts: without their count a DeepSeek-V3.2 was planned as a dense 38 B model
+    DeclaredKind("routed experts (MoE)",
+                 ("mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "qwen3_5_moe_text", "deepseek_v2",
+                  "deepseek_v3", "deepseek_v32", "kimi_k2", "glm4_moe", "glm_moe_dsa", "minimax_m2", "ernie4_5_moe"),
+                 (), (("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"),),
+                 ("num_experts_per_tok", "num_experts_per_token", "moe_top_k", "moe_k")),
+)
+"""The layer kinds a config.json can declare that need fields of their own (docs/memory.md "Fields a declared
+layer kind needs"). A new hybrid or attention kind read from configs is one row here."""
+
+
+def _declared_by(kind: DeclaredKind, raw: dict[str, Any], cfg: dict[str, Any]) -> tuple[str, bool] | None:
+    """What in the config declares `kind` (for the message), and whether it is the model_type or the class;
+    None when nothing does."""
+    for source in (cfg, raw):
+        if source.get("model_type") in kind.model_types:
+            return f"model_type '{source['model_type']}'", True
+    classes = raw.get("architectures")
+    if isinstance(classes, list) and classes and classes[0] in kind.architectures:
+        return f"architectures '{classes[0]}'", True
+    types = cfg.get("layer_types")
+    if kind.layer_type and isinstance(types, list) and kind.layer_type in types:
+        return f"layer_types '{kind.layer_type}'", False
+    given = next((key for key in kind.siblings if cfg.get(key)), None)  # 0, "" and null declare nothing
+    if given is not None:
+        return f"field '{given}'", False
+    return None
+
+
+def declared_field_problems(raw: dict[str, Any], cfg: dict[str, Any], path: str) -> list[str]:
+    """One line per field a declared layer kind needs that the config lacks (or gives as no positive
+    integer / no pattern string): DECLARED_KINDS. `cfg` is `raw` with its text_config merged in."""
+    wrapped = isinstance(raw.get("text_config"), dict)
+
+    def key_name(key: str) -> str:  # where the user finds (or should put) it
+        if wrapped and (key in raw["text_config"] or key not in raw):
+            return f"text_config.{key}"
+        return key
+
+    problems: list[str] = []
+    for kind in DECLARED_KINDS:
+        declared = _declared_by(kind, raw, cfg)
+        if declared is None:
+            continue
+        evidence, by_name = declared
+        why = f"{evidence} declares {kind.layers}"
+        needed = kind.fields + tuple((f,) for f in kind.named_fields if by_name)
+        for keys in needed:
+            key = next((k for k in keys if cfg.get(k) is not None), None)
+            if key is None:
+                named = " or ".join(f"'{key_name(k)}'" for k in keys)
+                problems.append(f"{path}: missing field {named} (needed for the memory model: {why})")
+                continue
+            value = cfg[key]
+            if key == "hybrid_override_pattern":
+                ok = isinstance(value, str)
+                want = "a string of block kinds, one per layer"
+            elif key == "layer_types":
+                ok = isinstance(value, list)
+                want = "a list of layer types, one per layer"
+            else:
+                ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+                want = "a positive integer"
+            if not ok:
+                problems.append(f"{path}: field '{key_name(key)}' must be {want} (got {json.dumps(value)[:60]}; "
+                                f"{why})")
+    return problems
+
+
 NEMOTRON_H_BLOCKS = "M*-E"
 """hybrid_override_pattern's block kinds (vLLM nemotron_h.py ALL_DECODER_LAYER_TYPES): Mamba-2, attention,
 MLP, MoE."""
 
 
-def _hybrid_fields(cfg: dict[str, Any], n_layers: int, where: str) -> dict[str, Any]:
-    """Layer pattern and state geometry of linear-attention and Mamba hybrids, as their configs state them."""
-    data: dict[str, Any] = {}
+def _layer_pattern_problems(cfg: dict[str, Any], n_layers: Any, where: str) -> list[str]:
+    """What no model can be built from: a per-layer list or pattern of another length than the layers, a
+    block kind vLLM does not know (vLLM's nemotron_h.py looks each character up in ALL_DECODER_LAYER_TYPES:
+    any other is a KeyError; transformers' layer_type_validation refuses a layer_types of another length)."""
+    if not isinstance(n_layers, int | float) or isinstance(n_layers, bool):
+        return []  # refused as a field of its own
+    problems: list[str] = []
+    layer_types = cfg.get("layer_types")
+    if isinstance(layer_types, list) and len(layer_types) != n_layers:
+        problems.append(f"{where}: field 'layer_types' has {len(layer_types)} entries but num_hidden_layers is "
+                        f"{n_layers:g}")
     pattern = cfg.get("hybrid_override_pattern")
     if isinstance(pattern, str) and len(pattern) != n_layers:
-        raise ConfigError(f"{where}: field 'hybrid_override_pattern' has {len(pattern)} entries but "
-                          f"num_hidden_layers is {n_layers}")
+        problems.append(f"{where}: field 'hybrid_override_pattern' has {len(pattern)} entries but "
+                        f"num_hidden_layers is {n_layers:g}")
     if isinstance(pattern, str) and (unknown := sorted(set(pattern) - set(NEMOTRON_H_BLOCKS))):
-        # vLLM's nemotron_h.py looks each character up in ALL_DECODER_LAYER_TYPES: any other is a KeyError
-        raise ConfigError(f"{where}: field 'hybrid_override_pattern' has unknown block kind(s) "
-                          f"{', '.join(map(repr, unknown))} (known: {' '.join(NEMOTRON_H_BLOCKS)})")
+        problems.append(f"{where}: field 'hybrid_override_pattern' has unknown block kind(s) "
+                        f"{', '.join(map(repr, unknown))} (known: {' '.join(NEMOTRON_H_BLOCKS)})")
+    return problems
+
+
+def _hybrid_fields(cfg: dict[str, Any], n_layers: int) -> dict[str, Any]:
+    """Layer pattern and state geometry of linear-attention and Mamba hybrids, as their configs state them."""
+    data: dict[str, Any] = {}
+    pattern = cfg.get("hybrid_override_pattern")  # checked by _layer_pattern_problems
     if isinstance(pattern, str):  # Nemotron-H: one block per layer
         data.update(layer_pattern=pattern.replace("*", "F"), block_per_layer=True,
                     mamba_num_heads=cfg.get("mamba_num_heads"), mamba_head_dim=cfg.get("mamba_head_dim"),
@@ -678,8 +808,8 @@ def _hybrid_fields(cfg: dict[str, Any], n_layers: int, where: str) -> dict[str, 
         types = cfg.get("layer_types")
         if isinstance(types, list) and len(types) == n_layers:
             pattern = "".join("L" if t == "linear_attention" else "F" for t in types)
-        else:
-            interval = int(cfg.get("full_attention_interval") or 4)
+        else:  # transformers derives layer_types from the interval (declared_field_problems: one is given)
+            interval = int(cfg["full_attention_interval"])
             pattern = "".join("F" if (i + 1) % interval == 0 else "L" for i in range(n_layers))
         data.update(layer_pattern=pattern, attention_kind="linear-attention hybrid",
                     linear_num_key_heads=cfg.get("linear_num_key_heads"),
@@ -792,10 +922,12 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     cfg: dict[str, Any] = dict(raw)
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LLM under text_config
         cfg = {**cfg, **cfg["text_config"]}
-    missing = [f for f in _REQUIRED if _pick(cfg, f) is None]
+    missing = [f"{path}: missing field '{_ALIASES[f][0]}' (needed for the memory model)"
+               for f in _REQUIRED if _pick(cfg, f) is None]
+    missing += _layer_pattern_problems(cfg, _pick(cfg, "num_hidden_layers"), path)
+    missing += declared_field_problems(raw, cfg, path)  # a hybrid's, MLA's, DSA's or MoE's own fields
     if missing:
-        raise ConfigError(*(f"{path}: missing field '{_ALIASES[f][0]}' (needed for the memory model)"
-                            for f in missing))
+        raise ConfigError(*missing)
     data: dict[str, Any] = {"hf_id": name}
     classes = raw.get("architectures")
     if isinstance(classes, list) and classes and isinstance(classes[0], str):
@@ -829,11 +961,7 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         data["attention_kind"] = "mha"
     else:
         data["attention_kind"] = "gqa"
-    layer_types = cfg.get("layer_types")
-    if isinstance(layer_types, list) and len(layer_types) != data["num_hidden_layers"]:
-        # one type per decoder layer (transformers' layer_type_validation refuses any other length)
-        raise ConfigError(f"{path}: field 'layer_types' has {len(layer_types)} entries but num_hidden_layers is "
-                          f"{data['num_hidden_layers']}")
+    layer_types = cfg.get("layer_types")  # one type per decoder layer (_layer_pattern_problems)
     if isinstance(layer_types, list) and data.get("sliding_window"):
         n_sliding = sum(1 for t in layer_types if "sliding" in str(t))
         if 0 < n_sliding < len(layer_types):
@@ -857,7 +985,7 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         data["moe_intermediate_size"] = data.get("intermediate_size")
     if data.get("num_experts") and data.get("n_shared_experts") and not data.get("shared_expert_intermediate_size"):
         data["shared_expert_intermediate_size"] = int(data["n_shared_experts"]) * int(data["moe_intermediate_size"])
-    data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"]), path).items() if v is not None})
+    data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"])).items() if v is not None})
     data.update(_rope_fields(cfg))
     if cfg.get("mlp_hidden_act") == "relu2" or cfg.get("hidden_act") == "relu2":
         data["mlp_kind"] = "plain"  # squared-ReLU MLPs have no gate projection

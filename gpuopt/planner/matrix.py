@@ -22,6 +22,7 @@ from gpuopt.errors import GpuoptError, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
+from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate, gpu_unsupported
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH
@@ -81,7 +82,7 @@ class Cell:
     precision: str
     fits: bool
     limit: str | None  # why it does not fit, or what keeps it from the load
-    limit_kind: str | None  # precision | memory | kv | latency | gpu-data | no-price (None: no limit)
+    limit_kind: str | None  # context | precision | memory | kv | latency | gpu-data | no-price (None: no limit)
     tensor_parallel: int | None
     weights_gib_per_gpu: float | None
     kv_cache_tokens: int | None
@@ -92,6 +93,7 @@ class Cell:
     cost_per_hour: float | None = None
     cost_per_million_output_tokens: float | None = None
     currency: str | None = None
+    model_max_len: int | None = None  # the longest context the model accepts (context_limit.py; None: unknown)
 
     @property
     def gpus_per_replica(self) -> int | None:
@@ -126,7 +128,11 @@ def _fits(arch: ModelArchitecture, gpu: GpuSpec, precision: WeightFormat,
 
 def _cell(label: str, arch: ModelArchitecture, gpu: GpuSpec, precision: WeightFormat, q: MatrixQuery,
           catalog: Catalog | None, residency: Residency | None, currency: str) -> Cell:
-    base: dict[str, Any] = {"label": label, "model": arch.hf_id, "gpu": gpu.gpu, "precision": precision}
+    base: dict[str, Any] = {"label": label, "model": arch.hf_id, "gpu": gpu.gpu, "precision": precision,
+                            "model_max_len": model_max_len(arch)}
+    if too_long := max_model_len_problem(arch, q.context, "--context"):  # vLLM would not start at this length
+        return Cell(**base, fits=False, limit=too_long, limit_kind="context", tensor_parallel=None,
+                    weights_gib_per_gpu=None, kv_cache_tokens=None, max_concurrency=None)
     unsupported = (gpu_unsupported(gpu, precision, arch, q.vllm_version)
                    or fp8_kv_backend.unsupported(arch, gpu, q.kv_cache_dtype, q.vllm_version))
     if unsupported:
@@ -205,6 +211,11 @@ def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Resi
             gpus.append(get_gpu(g))
         except GpuoptError as exc:
             problems.extend(exc.problems)
+    # a context past a model's limit is that model's cells (the others still show); past every model's, the
+    # matrix would hold nothing but refusals: bad input, one line per model (docs/matrix.md)
+    too_long = [p for _, arch in models if (p := max_model_len_problem(arch, q.context, "--context"))]
+    if models and len(too_long) == len(models):
+        problems.extend(dict.fromkeys(too_long))
     if problems:
         raise InputError(*problems)
     return [_cell(label, arch, gpu, precision, q, catalog, residency, currency)

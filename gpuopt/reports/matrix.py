@@ -11,8 +11,8 @@ from dataclasses import asdict
 from gpuopt.planner.matrix import Cell, MatrixQuery
 from gpuopt.reports.formatting import csv_cell, html_text, md
 
-SHORT_LIMIT = {"precision": "precision", "memory": "no fit", "kv": "KV short", "latency": "SLO missed",
-               "gpu-data": "no GPU data", "no-price": "no price"}
+SHORT_LIMIT = {"context": "context too long", "precision": "precision", "memory": "no fit", "kv": "KV short",
+               "latency": "SLO missed", "gpu-data": "no GPU data", "no-price": "no price"}
 
 
 def _tokens(n: int | None) -> str:
@@ -23,6 +23,8 @@ def _tokens(n: int | None) -> str:
 
 def cell_text(c: Cell) -> str:
     """One grid cell: the shape that fits and what it holds, or the binding limit."""
+    if c.limit_kind == "context" and c.model_max_len is not None:
+        return f"✗ context > {c.model_max_len:,}"  # the model's limit: vLLM refuses a longer --max-model-len
     if not c.fits or c.tensor_parallel is None:
         return f"✗ {SHORT_LIMIT.get(c.limit_kind or '', 'no fit')}"
     text = f"TP{c.tensor_parallel} · {_tokens(c.kv_cache_tokens)} tok · {c.max_concurrency:g}×"
