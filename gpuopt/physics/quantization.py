@@ -566,10 +566,9 @@ def kernel_on(quantization: Quantization | None, gpu: GpuSpec, vllm_version: str
 
 def modelopt_fp8_runs(capability: int | None, vllm_version: str | None = None) -> bool:
     """Whether vLLM `vllm_version` (None: the default release) loads a ModelOpt FP8 checkpoint on a GPU of
-    this capability (select_kernel: FP8 tensor cores up to 0.25, FP8 Marlin from sm80 from 0.27); what decides
-    whether a plan may name one of the table's ModelOpt FP8 checkpoints (checkpoint_table.NEEDS_NATIVE_FP8)."""
-    if capability is None:
-        return False
+    this capability (select_kernel: FP8 tensor cores up to 0.25, FP8 Marlin from sm80 from 0.27; None, ROCm:
+    from 0.21, ROCM_FROM); what decides whether a plan may name one of the table's ModelOpt FP8 checkpoints
+    (checkpoint_table.NEEDS_NATIVE_FP8)."""
     return select_kernel(_modelopt({"quant_algo": "FP8"}, "a ModelOpt FP8 checkpoint"), capability,
                          vllm_version).supported
 
@@ -616,6 +615,25 @@ BITSANDBYTES_UNTIL = (0, 28)
 """bitsandbytes.py is in the quantization package up to 0.27.1 and gone from 0.28.0 (QUANTIZATION_METHODS has
 no "bitsandbytes": "Unknown quantization method")."""
 
+ROCM_FROM: dict[str, tuple[int, ...]] = {
+    "fp8": (0, 8), "compressed-tensors": (0, 8), "awq": (0, 8), "gptq": (0, 8), "mxfp4": (0, 10, 1),
+    "bitsandbytes": (0, 17), "modelopt_fp4": (0, 20), "modelopt": (0, 21)}
+"""The first release whose ROCm platform loads each method: vLLM refuses any other at start-up
+(ModelConfig._verify_quantization -> Platform.verify_quantization: "... quantization is currently not supported
+in ROCm") unless it is in RocmPlatform.supported_quantization (platforms/rocm.py). Read in the 0.8.0, 0.8.5,
+0.10.1.1, 0.11.0, 0.13.0, 0.15.0, 0.16.0, 0.17.0, 0.19.0, 0.20.0, 0.21.0, 0.23.0, 0.26.0, 0.27.1, 0.33.0 and 0.34.0
+wheels: fp8, compressed-tensors, awq and gptq in every one; mxfp4 from 0.10.1.1 (not in 0.8.5; 0.9-0.10.0 not
+read: they keep the older rule here); bitsandbytes not in 0.8.0-0.11.0, only off gfx9 in 0.13.0-0.16.0 ("not
+supported on gfx9 (warp size 64 limitation)"; every AMD GPU gpuopt lists is an MI3xx, gfx942/gfx950 -- "gfx9
+family: gfx90a (MI200), gfx942/gfx950 (MI3xx)", 0.33.0 gpt_oss_triton_kernels_moe.py), listed from 0.17.0 and
+gone with the method from 0.28 (BITSANDBYTES_UNTIL); ModelOpt NVFP4 (modelopt_fp4) from 0.20.0 (not in 0.19.0),
+ModelOpt FP8 (modelopt) from 0.21.0 (not in 0.20.0)."""
+
+
+def vllm_method_name(q: Quantization) -> str:
+    """The name vLLM registers the checkpoint's config under (ModelOpt NVFP4 is `modelopt_fp4`, FP8 `modelopt`)."""
+    return "modelopt_fp4" if q.method == "modelopt" and q.scheme == "nvfp4" else q.method
+
 
 def select_kernel(q: Quantization, capability: int | None, vllm_version: str | None = None) -> KernelPath:
     """The kernels vLLM `vllm_version` (None: the default release) picks for this checkpoint on a GPU of
@@ -623,28 +641,39 @@ def select_kernel(q: Quantization, capability: int | None, vllm_version: str | N
     changed is in MARLIN_SM75_FROM, CT_MARLIN_SM75_FROM, MODELOPT_FP8_SM80_FROM and BITSANDBYTES_UNTIL.
 
     None means no CUDA capability (ROCm): the CUDA-only kernels below do not apply and vLLM uses its
-    ROCm/Triton paths; reported as such rather than guessed.
+    ROCm/Triton paths, reported as such rather than guessed -- for the methods the release's ROCm platform
+    loads (ROCM_FROM); the release rules of every platform (BITSANDBYTES_UNTIL, AWQ's 4 bits) apply first.
     """
     wb, ab = q.weight_bits, q.activation_bits
-    if capability is None:
-        return KernelPath(vllm_method=q.method, linear="rocm/triton", moe="rocm/triton" if ab else None,
-                          weight_bits=wb, activation_bits=ab, note="non-CUDA GPU: ROCm kernels, not modelled")
-    cc = capability
     release = release_or_default(vllm_version)
     key = release_key(release)
-    marlin_cc = 75 if key >= MARLIN_SM75_FROM else 80
-    ct_marlin_cc = 75 if key >= CT_MARLIN_SM75_FROM else 80
 
     def unsupported(why: str) -> KernelPath:
         return KernelPath(vllm_method=q.method, linear="none", moe=None, weight_bits=wb, activation_bits=ab,
                           supported=False, note=why)
 
+    # what a release refuses on every platform, before the GPU is asked
+    if q.method == "bitsandbytes" and key >= BITSANDBYTES_UNTIL:
+        return unsupported(f"vLLM {release} has no bitsandbytes support (removed in 0.28)")
+    if q.method == "awq" and wb != 4:
+        # AWQ Marlin takes uint4 with zero points only (marlin_utils.py: has_zp -> [uint4]) and the AWQ GEMM
+        # kernel refuses any other width (awq.py "only 4-bit"; 0.24+ AutoAWQConfig TYPE_MAP {4}): every
+        # release read, 0.11.0-0.34.0
+        return unsupported(f"vLLM {release} runs AWQ with 4-bit weights only (got {wb}-bit)")
+    if capability is None:
+        name = vllm_method_name(q)
+        first = ROCM_FROM.get(name)
+        if first is None or key < first:
+            since = "" if first is None else f" before {'.'.join(map(str, first))}"
+            return unsupported(f"vLLM {release} does not load {name} checkpoints on ROCm (not in "
+                               f"RocmPlatform.supported_quantization{since})")
+        return KernelPath(vllm_method=q.method, linear="rocm/triton", moe="rocm/triton" if ab else None,
+                          weight_bits=wb, activation_bits=ab, note="non-CUDA GPU: ROCm kernels, not modelled")
+    cc = capability
+    marlin_cc = 75 if key >= MARLIN_SM75_FROM else 80
+    ct_marlin_cc = 75 if key >= CT_MARLIN_SM75_FROM else 80
+
     if q.method == "awq":
-        if wb != 4:
-            # AWQ Marlin takes uint4 with zero points only (marlin_utils.py: has_zp -> [uint4]) and the AWQ GEMM
-            # kernel refuses any other width (awq.py "only 4-bit"; 0.24+ AutoAWQConfig TYPE_MAP {4}): every
-            # release read, 0.11.0-0.34.0
-            return unsupported(f"vLLM {release} runs AWQ with 4-bit weights only (got {wb}-bit)")
         # AWQ without zero points is not a Marlin type either (has_zp False lists uint4b8/uint8b128 only)
         marlin_ok = not q.symmetric and (q.group_size or -1) in MARLIN_GROUP_SIZES
         if marlin_ok and cc >= marlin_cc:
@@ -673,8 +702,6 @@ def select_kernel(q: Quantization, capability: int | None, vllm_version: str | N
         return unsupported(f"{q.scheme} needs Marlin (compute capability {marlin_cc / 10:.1f} or newer in vLLM "
                            f"{release})")
     if q.method == "bitsandbytes":
-        if key >= BITSANDBYTES_UNTIL:
-            return unsupported(f"vLLM {release} has no bitsandbytes support (removed in 0.28)")
         if cc >= 70:
             return KernelPath(vllm_method="bitsandbytes", linear="bitsandbytes", moe="bitsandbytes",
                               weight_bits=wb, activation_bits=16, note="dequantizes on the fly: slow")
