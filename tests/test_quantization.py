@@ -320,5 +320,9 @@ def test_a_dsa_indexers_norm_in_the_ignore_list_leaves_the_attention_quantized()
     assert (fp8.attention_excluded, fp8.excluded_mixer_layers, fp8.experts_only) == (False, (), False)
     named = q({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.2.self_attn.o_proj"]})
     assert (named.attention_excluded, named.excluded_mixer_layers) == (False, (2,))
-    pattern = q({"quant_method": "fp8", "modules_to_not_convert": ["self_attn"]})  # every layer's attention
+    # a bare "self_attn": Fp8Config matches names exactly (is_layer_skipped, match_mode "exact"), so no module is
+    # left in 16-bit; AWQ matches substrings (every layer's attention), as does ModelOpt
+    bare = q({"quant_method": "fp8", "modules_to_not_convert": ["self_attn"]})
+    assert (bare.attention_excluded, bare.excluded_mixer_layers) == (False, ())
+    pattern = q({**AWQ, "modules_to_not_convert": ["self_attn"]})
     assert (pattern.attention_excluded, pattern.excluded_mixer_layers) == (True, ())

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from gpuopt.datafiles import data_csv
+from gpuopt.physics.quantization import described
 
 # vLLM methods whose kernels need native FP8 tensor cores (ModelOpt FP8 is static W8A8 only: no W8A16
 # fallback on Ampere, unlike compressed-tensors FP8, block FP8 and vLLM's own --quantization fp8)
@@ -38,14 +39,27 @@ class Checkpoint:
     source: str
 
     def usable(self, fp8_native: bool, gpus: int) -> bool:
-        """Whether a plan may name it (on a GPU with native FP8 or not, with this many GPUs)."""
+        """Whether a plan may name it (on a GPU with native FP8 or not, with this many GPUs): only a checkpoint
+        whose quantization gpuopt can state from the row (`readable`), as the plan's memory and speed are those
+        of its weight format's checkpoint (memory.precision_unsupported, quantization.representative)."""
         if self.use == "ok":
             ok = True
         elif self.multi_gpu_bad:
             ok = gpus == 1
         else:
             return False
-        return ok and (self.vllm_quantization not in NEEDS_NATIVE_FP8 or fp8_native)
+        return ok and self.readable and (self.vllm_quantization not in NEEDS_NATIVE_FP8 or fp8_native)
+
+    @property
+    def readable(self) -> bool:
+        """Whether gpuopt can state how this checkpoint stores its weights from the row alone
+        (quantization.described): not for a vLLM method gpuopt does not read (FBGEMM FP8, Quark), mixed bits,
+        or an unconfirmed method. meta-llama/Llama-3.1-405B-Instruct-FP8 (fbgemm_fp8) is one: the row quotes the
+        vLLM blog's "per-channel quantization in the MLP layer", so its attention is not FP8, where an fp8 plan
+        sizes every linear layer in FP8 (47.78 GiB per GPU at TP 8 for what would be about 56 with BF16
+        attention); which modules stay BF16 is in its config's modules_to_not_convert (vLLM fbgemm_fp8.py),
+        which the table does not give."""
+        return _readable(self.method, self.weight_bits, self.vllm_quantization, self.group_size)
 
     @property
     def multi_gpu_bad(self) -> bool:
@@ -65,6 +79,11 @@ class Checkpoint:
         if mark == "avoid":
             return f"{self.checkpoint} is marked avoid in {TABLE}: {reason}"
         return None
+
+
+@cache
+def _readable(method: str, weight_bits: int | None, vllm_quantization: str, group_size: str) -> bool:
+    return described(method, weight_bits, vllm_quantization, group_size) is not None
 
 
 @cache

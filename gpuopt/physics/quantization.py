@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
+from fnmatch import translate
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -74,9 +76,12 @@ class Quantization(BaseModel):
     experts_only: bool = False  # only routed MoE experts are quantized (gpt-oss MXFP4, Kimi-K2.5 INT4)
     attention_excluded: bool = False  # attention / token-mixer projections of every layer left in 16-bit
     # decoder layers whose token-mixer projections the checkpoint names one by one as left in 16-bit
-    # (Nemotron-3-Nano NVFP4: its 6 attention layers and 6 of its 23 Mamba mixers); see mixer_layers_excluded
+    # (Nemotron-3-Nano NVFP4: its 6 attention layers and 6 of its 23 Mamba mixers); see excluded_layers
     excluded_mixer_layers: tuple[int, ...] = ()
     excluded_modules: tuple[str, ...] = ()  # left in 16-bit (lm_head, attention, vision tower, ...)
+    # decoder layers whose dense MLP or shared expert the list leaves in 16-bit, when not every layer's is (every
+    # layer's mixer and MLP left so is experts_only); see excluded_layers. The memory model does not read it yet
+    excluded_ffn_layers: tuple[int, ...] = ()
     kv_cache_fp8: bool = False
     source: str = "config.json quantization_config"
 
@@ -354,33 +359,145 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
     else:
         raise ConfigError(f"{label}: unknown quant_method '{q.get('quant_method')}' "
                           f"(known: {', '.join(QUANT_METHODS)})")
-    excluded = " ".join(result.excluded_modules)
-    per_layer = mixer_layers_excluded(result.excluded_modules)
-    # a name without a layer number (a pattern such as "re:.*self_attn.*", or "self_attn") covers every layer's
-    # attention; the indexer and norm modules under self_attn are no projections of it (GLM-5-FP8 names
-    # `self_attn.indexer.k_norm` and `self_attn.indexers_proj` of each layer, and quantizes the attention)
-    unnumbered = " ".join(m for m in result.excluded_modules if not _LAYER_NUMBER.search(m))
-    attention_excluded = result.attention_excluded or any(k in unnumbered for k in ("self_attn", "mixer.q_proj"))
-    dense_excluded = any(k in excluded for k in ("shared_expert", "mlp.(gate", "mlp\\.(gate", ".mlp*"))
-    return result.model_copy(update={"source": source, "attention_excluded": attention_excluded,
-                                     "excluded_mixer_layers": () if attention_excluded else per_layer,
-                                     "experts_only": result.experts_only or (attention_excluded and dense_excluded)})
+    left = excluded_layers(result.method, result.excluded_modules, _decoder_layers(config), label)
+    return result.model_copy(update={
+        "source": source, "attention_excluded": left.every_mixer,
+        "excluded_mixer_layers": () if left.every_mixer else left.mixers,
+        "excluded_ffn_layers": () if left.every_mixer and left.every_ffn else left.ffns,
+        "experts_only": result.experts_only or (left.every_mixer and left.every_ffn)})
 
 
-_LAYER_NUMBER = re.compile(r"layers\.\d+\.")
-_MIXER_PROJECTION = re.compile(r"layers\.(\d+)\.(?:self_attn|mixer|linear_attn|attention)\.(\w*proj\w*)$")
+# ---- the modules a checkpoint leaves in 16-bit -------------------------------------------------------
+# vLLM asks its quantization config, for each linear module it builds, whether the module is left unquantized,
+# by the module's full name ("model.layers.3.self_attn.q_proj"; a fused qkv_proj / gate_up_proj by each of its
+# shards) against the checkpoint's list, each format by its own rule (read in the 0.11.0-0.34.0 sources):
+#   fp8, mxfp4, gptq   exact names: utils/quant_utils.py is_layer_skipped (match_mode "exact" in Fp8Config)
+#   compressed-tensors exact names, or "re:<regex>" by re.match: compressed_tensors/utils.py should_ignore_layer
+#                      -> utils/config_utils.py is_equal_or_regex_match (use_fnmatch off)
+#   modelopt           exact names, substrings (also of the name without "language_model."), and shell
+#                      wildcards by fnmatch: modelopt.py ModelOptQuantConfigBase.is_layer_excluded (0.13.0+;
+#                      0.33.0's apply_vllm_mapper also splits "X*" into "X" and "X.*")
+#   awq                substrings: awq_marlin.py is_layer_skipped_awq (0.11.0), auto_awq.py
+#                      is_layer_skipped(match_mode="substring") (0.33.0)
+#   bitsandbytes       a dotted component or a leading dotted path: bitsandbytes.py is_layer_skipped_bnb
+# A decoder layer's token mixer counts as 16-bit when one of its projections is left so (the checkpoints read
+# leave all of a mixer's projections together); its dense MLP or shared expert when both its up (or fused
+# gate_up) and its down projection are. The names are probed under the language model's prefix as the list
+# spells it (vision towers are 16-bit in the memory model anyway).
+
+_MIXER_CONTAINERS = ("self_attn", "mixer", "linear_attn", "attention")
+_MIXER_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "qkv_proj", "q_a_proj", "q_b_proj",
+                      "kv_a_proj_with_mqa", "kv_b_proj", "in_proj", "out_proj", "in_proj_qkvz", "in_proj_ba",
+                      "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+# dense MLPs (mlp / Llama-4 feed_forward / Nemotron-H's MLP mixer) and shared experts (DeepSeek/Kimi
+# shared_experts, Qwen/Llama-4 shared_expert)
+_FFN_CONTAINERS = ("mlp", "feed_forward", "mixer", "mlp.shared_experts", "mlp.shared_expert",
+                   "feed_forward.shared_expert", "mixer.shared_experts")
+_DEFAULT_PREFIXES = ("model.", "language_model.model.", "model.language_model.", "backbone.")
+_NOT_LANGUAGE_MODEL = re.compile(r"vision|visual|image|audio|mm_|multi_modal|tower|encoder|vit\b")
+_NUMBERED = re.compile(r"layers\.(\d+)\.")
+_LITERAL_MIXER = re.compile(r"^(.*?)layers\.(\d+)\.(?:self_attn|mixer|linear_attn|attention)\.(\w*proj\w*)$")
 
 
-def mixer_layers_excluded(names: tuple[str, ...]) -> tuple[int, ...]:
-    """The decoder layers (sorted) whose token mixer an exclusion list names by layer number: a projection
-    of its attention or Mamba / linear-attention mixer (`model.layers.5.self_attn.q_proj`,
-    `backbone.layers.4.mixer.in_proj`), not its norms or a DSA indexer's modules. vLLM matches these names
-    exactly (ModelOpt exclude_modules, compressed-tensors ignore, fp8 ignored_layers), so only the layers
-    named are left in 16-bit. A layer with only some of its mixer projections named counts as wholly 16-bit
-    (the checkpoints read name all of a mixer's projections together)."""
-    layers = {int(m.group(1)) for name in names if (m := _MIXER_PROJECTION.search(name))
-              and "indexer" not in m.group(2)}
-    return tuple(sorted(layers))
+class LeftUnquantized(BaseModel):
+    """Which decoder layers' token mixers and dense MLPs / shared experts an exclusion list leaves in 16-bit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    mixers: tuple[int, ...] = ()
+    ffns: tuple[int, ...] = ()
+    every_mixer: bool = False
+    every_ffn: bool = False
+
+
+def _decoder_layers(config: dict[str, Any]) -> int | None:
+    """The decoder layer count the config states (text_config first: a multimodal model's language model)."""
+    nested = config.get("text_config")
+    for holder in ((nested if isinstance(nested, dict) else {}), config):
+        for key in ("num_hidden_layers", "n_layer", "num_layers"):
+            value = holder.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def _matcher(method: str, entries: list[str], where: str) -> Callable[[str], bool]:
+    """A test of a module name against these entries of the list, by the format's rule (see above)."""
+    if not entries:
+        return lambda name: False
+    if method == "compressed-tensors":
+        exact = frozenset(e for e in entries if not e.startswith("re:"))
+        patterns = []
+        for e in entries:
+            if e.startswith("re:"):
+                try:
+                    patterns.append(re.compile(e[3:]))
+                except re.error as exc:
+                    raise ConfigError(f"{where}: ignore entry {json.dumps(e)} is not a regular expression "
+                                      f"({exc})") from None
+        return lambda name: name in exact or any(p.match(name) for p in patterns)
+    if method in ("modelopt", "awq"):
+        # a substring (an exact name is one; so is a name without "language_model."'s prefix); ModelOpt's "X*"
+        # also as "X", and its shell wildcards by fnmatch
+        subs = entries + ([e[:-1] for e in entries if len(e) >= 2 and e[-1] == "*" and e[-2] != "."]
+                          if method == "modelopt" else [])
+        substring = re.compile("|".join(re.escape(e) for e in subs))
+        wild = [e for e in entries if any(c in e for c in "*?[")] if method == "modelopt" else []
+        shell = re.compile("|".join(f"(?:{translate(e)})" for e in wild)) if wild else None
+        return lambda name: substring.search(name) is not None or (shell is not None and shell.match(name) is not None)
+    if method == "bitsandbytes":
+        skip = frozenset(entries)
+
+        def bnb(name: str) -> bool:
+            parts = name.split(".")
+            return any(p in skip for p in parts) or any(".".join(parts[:i + 1]) in skip for i in range(len(parts)))
+        return bnb
+    exact = frozenset(entries)
+    return lambda name: name in exact
+
+
+def excluded_layers(method: str, names: tuple[str, ...], layers: int | None,
+                    where: str = "the exclusion list") -> LeftUnquantized:
+    """The decoder layers (of `layers`; None: as many as the list numbers) whose token mixer, and whose dense MLP
+    or shared expert, `names` leaves in 16-bit under `method`'s matching rule (the comment above)."""
+    if not names:
+        return LeftUnquantized()
+    language = [n for n in names if not n.startswith("re:") and not _NOT_LANGUAGE_MODEL.search(n.split("layers.")[0])]
+    prefixes = tuple(dict.fromkeys(m.group(1) for n in language if (m := re.match(r"^([\w.]*?)layers\.", n))
+                                   and not any(c in m.group(1) for c in "*?[")))
+    prefixes = prefixes or _DEFAULT_PREFIXES
+    # an entry naming a layer number ("...layers.7.") can only match that layer's modules; the rest are tried on all
+    by_layer: dict[int, list[str]] = {}
+    anywhere: list[str] = []
+    for entry in names:
+        m = None if entry.startswith("re:") else _NUMBERED.search(entry)
+        if m is None:
+            anywhere.append(entry)
+        else:
+            by_layer.setdefault(int(m.group(1)), []).append(entry)
+    numbered = [int(m.group(1)) for n in language if (m := _NUMBERED.search(n))]
+    count = layers if layers is not None else max(numbered, default=0) + 1
+    # a literal name of a mixer projection is one whatever the format's rule (the name matches itself)
+    literal = {int(m.group(2)) for n in language if (m := _LITERAL_MIXER.match(n)) and m.group(1) in prefixes
+               and "indexer" not in m.group(3)}
+    mixers: list[int] = []
+    ffns: list[int] = []
+    for i in range(count):
+        entries = by_layer.get(i, []) + anywhere
+        if not entries:
+            continue
+        test = _matcher(method, entries, where)
+
+        def left(module: str, test: Callable[[str], bool] = test, i: int = i) -> bool:
+            return any(test(f"{p}layers.{i}.{module}") for p in prefixes)
+
+        if i in literal or any(left(f"{c}.{proj}") for c in _MIXER_CONTAINERS for proj in _MIXER_PROJECTIONS):
+            mixers.append(i)
+        if any((left(f"{c}.up_proj") or left(f"{c}.gate_up_proj")) and left(f"{c}.down_proj")
+               for c in _FFN_CONTAINERS):
+            ffns.append(i)
+    return LeftUnquantized(mixers=tuple(mixers), ffns=tuple(ffns), every_mixer=len(mixers) == count,
+                           every_ffn=len(ffns) == count)
 
 
 def described(method: str, weight_bits: int | None, vllm_quantization: str,
@@ -449,10 +566,9 @@ def kernel_on(quantization: Quantization | None, gpu: GpuSpec, vllm_version: str
 
 def modelopt_fp8_runs(capability: int | None, vllm_version: str | None = None) -> bool:
     """Whether vLLM `vllm_version` (None: the default release) loads a ModelOpt FP8 checkpoint on a GPU of
-    this capability (select_kernel: FP8 tensor cores up to 0.25, FP8 Marlin from sm80 from 0.27); what decides
-    whether a plan may name one of the table's ModelOpt FP8 checkpoints (checkpoint_table.NEEDS_NATIVE_FP8)."""
-    if capability is None:
-        return False
+    this capability (select_kernel: FP8 tensor cores up to 0.25, FP8 Marlin from sm80 from 0.27; None, ROCm:
+    from 0.21, ROCM_FROM); what decides whether a plan may name one of the table's ModelOpt FP8 checkpoints
+    (checkpoint_table.NEEDS_NATIVE_FP8)."""
     return select_kernel(_modelopt({"quant_algo": "FP8"}, "a ModelOpt FP8 checkpoint"), capability,
                          vllm_version).supported
 
@@ -499,6 +615,25 @@ BITSANDBYTES_UNTIL = (0, 28)
 """bitsandbytes.py is in the quantization package up to 0.27.1 and gone from 0.28.0 (QUANTIZATION_METHODS has
 no "bitsandbytes": "Unknown quantization method")."""
 
+ROCM_FROM: dict[str, tuple[int, ...]] = {
+    "fp8": (0, 8), "compressed-tensors": (0, 8), "awq": (0, 8), "gptq": (0, 8), "mxfp4": (0, 10, 1),
+    "bitsandbytes": (0, 17), "modelopt_fp4": (0, 20), "modelopt": (0, 21)}
+"""The first release whose ROCm platform loads each method: vLLM refuses any other at start-up
+(ModelConfig._verify_quantization -> Platform.verify_quantization: "... quantization is currently not supported
+in ROCm") unless it is in RocmPlatform.supported_quantization (platforms/rocm.py). Read in the 0.8.0, 0.8.5,
+0.10.1.1, 0.11.0, 0.13.0, 0.15.0, 0.16.0, 0.17.0, 0.19.0, 0.20.0, 0.21.0, 0.23.0, 0.26.0, 0.27.1, 0.33.0 and 0.34.0
+wheels: fp8, compressed-tensors, awq and gptq in every one; mxfp4 from 0.10.1.1 (not in 0.8.5; 0.9-0.10.0 not
+read: they keep the older rule here); bitsandbytes not in 0.8.0-0.11.0, only off gfx9 in 0.13.0-0.16.0 ("not
+supported on gfx9 (warp size 64 limitation)"; every AMD GPU gpuopt lists is an MI3xx, gfx942/gfx950 -- "gfx9
+family: gfx90a (MI200), gfx942/gfx950 (MI3xx)", 0.33.0 gpt_oss_triton_kernels_moe.py), listed from 0.17.0 and
+gone with the method from 0.28 (BITSANDBYTES_UNTIL); ModelOpt NVFP4 (modelopt_fp4) from 0.20.0 (not in 0.19.0),
+ModelOpt FP8 (modelopt) from 0.21.0 (not in 0.20.0)."""
+
+
+def vllm_method_name(q: Quantization) -> str:
+    """The name vLLM registers the checkpoint's config under (ModelOpt NVFP4 is `modelopt_fp4`, FP8 `modelopt`)."""
+    return "modelopt_fp4" if q.method == "modelopt" and q.scheme == "nvfp4" else q.method
+
 
 def select_kernel(q: Quantization, capability: int | None, vllm_version: str | None = None) -> KernelPath:
     """The kernels vLLM `vllm_version` (None: the default release) picks for this checkpoint on a GPU of
@@ -506,28 +641,39 @@ def select_kernel(q: Quantization, capability: int | None, vllm_version: str | N
     changed is in MARLIN_SM75_FROM, CT_MARLIN_SM75_FROM, MODELOPT_FP8_SM80_FROM and BITSANDBYTES_UNTIL.
 
     None means no CUDA capability (ROCm): the CUDA-only kernels below do not apply and vLLM uses its
-    ROCm/Triton paths; reported as such rather than guessed.
+    ROCm/Triton paths, reported as such rather than guessed -- for the methods the release's ROCm platform
+    loads (ROCM_FROM); the release rules of every platform (BITSANDBYTES_UNTIL, AWQ's 4 bits) apply first.
     """
     wb, ab = q.weight_bits, q.activation_bits
-    if capability is None:
-        return KernelPath(vllm_method=q.method, linear="rocm/triton", moe="rocm/triton" if ab else None,
-                          weight_bits=wb, activation_bits=ab, note="non-CUDA GPU: ROCm kernels, not modelled")
-    cc = capability
     release = release_or_default(vllm_version)
     key = release_key(release)
-    marlin_cc = 75 if key >= MARLIN_SM75_FROM else 80
-    ct_marlin_cc = 75 if key >= CT_MARLIN_SM75_FROM else 80
 
     def unsupported(why: str) -> KernelPath:
         return KernelPath(vllm_method=q.method, linear="none", moe=None, weight_bits=wb, activation_bits=ab,
                           supported=False, note=why)
 
+    # what a release refuses on every platform, before the GPU is asked
+    if q.method == "bitsandbytes" and key >= BITSANDBYTES_UNTIL:
+        return unsupported(f"vLLM {release} has no bitsandbytes support (removed in 0.28)")
+    if q.method == "awq" and wb != 4:
+        # AWQ Marlin takes uint4 with zero points only (marlin_utils.py: has_zp -> [uint4]) and the AWQ GEMM
+        # kernel refuses any other width (awq.py "only 4-bit"; 0.24+ AutoAWQConfig TYPE_MAP {4}): every
+        # release read, 0.11.0-0.34.0
+        return unsupported(f"vLLM {release} runs AWQ with 4-bit weights only (got {wb}-bit)")
+    if capability is None:
+        name = vllm_method_name(q)
+        first = ROCM_FROM.get(name)
+        if first is None or key < first:
+            since = "" if first is None else f" before {'.'.join(map(str, first))}"
+            return unsupported(f"vLLM {release} does not load {name} checkpoints on ROCm (not in "
+                               f"RocmPlatform.supported_quantization{since})")
+        return KernelPath(vllm_method=q.method, linear="rocm/triton", moe="rocm/triton" if ab else None,
+                          weight_bits=wb, activation_bits=ab, note="non-CUDA GPU: ROCm kernels, not modelled")
+    cc = capability
+    marlin_cc = 75 if key >= MARLIN_SM75_FROM else 80
+    ct_marlin_cc = 75 if key >= CT_MARLIN_SM75_FROM else 80
+
     if q.method == "awq":
-        if wb != 4:
-            # AWQ Marlin takes uint4 with zero points only (marlin_utils.py: has_zp -> [uint4]) and the AWQ GEMM
-            # kernel refuses any other width (awq.py "only 4-bit"; 0.24+ AutoAWQConfig TYPE_MAP {4}): every
-            # release read, 0.11.0-0.34.0
-            return unsupported(f"vLLM {release} runs AWQ with 4-bit weights only (got {wb}-bit)")
         # AWQ without zero points is not a Marlin type either (has_zp False lists uint4b8/uint8b128 only)
         marlin_ok = not q.symmetric and (q.group_size or -1) in MARLIN_GROUP_SIZES
         if marlin_ok and cc >= marlin_cc:
@@ -556,8 +702,6 @@ def select_kernel(q: Quantization, capability: int | None, vllm_version: str | N
         return unsupported(f"{q.scheme} needs Marlin (compute capability {marlin_cc / 10:.1f} or newer in vLLM "
                            f"{release})")
     if q.method == "bitsandbytes":
-        if key >= BITSANDBYTES_UNTIL:
-            return unsupported(f"vLLM {release} has no bitsandbytes support (removed in 0.28)")
         if cc >= 70:
             return KernelPath(vllm_method="bitsandbytes", linear="bitsandbytes", moe="bitsandbytes",
                               weight_bits=wb, activation_bits=16, note="dequantizes on the fly: slow")
