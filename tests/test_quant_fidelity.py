@@ -16,7 +16,7 @@ import pytest
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model
 from gpuopt.physics.checkpoint_table import find, table
-from gpuopt.physics.memory import precision_unsupported, weights_bytes
+from gpuopt.physics.memory import layer_weight_bytes, precision_unsupported, weights_bytes
 from gpuopt.physics.quantization import (
     described,
     kernel_on,
@@ -190,3 +190,23 @@ def test_modelopt_checkpoints_on_rocm_follow_the_releases_platform_list() -> Non
     assert [select_kernel(nvfp4, None, v).supported for v in ("0.19", "0.20", "0.33")] == [False, True, True]
     # CUDA is unchanged: ModelOpt FP8 on an H100 in every release
     assert select_kernel(arch.quantization, 90, "0.11").supported  # type: ignore[arg-type]
+
+
+def test_a_layers_16_bit_mlp_is_stored_in_16_bit() -> None:
+    """Llama-3.1-8B as an FP8 W8A8 checkpoint whose layer 0 MLP is left in BF16: that layer's MLP (3 x 4,096 x
+    14,336 = 176,160,768 weights) costs 2 bytes instead of 1 + the checkpoint's per-channel scales, so the
+    weights grow by 176,160,768 x (2 - bytes_per_weight) bytes at TP 1, and by half that per GPU at TP 2."""
+    base = get_model("meta-llama/Llama-3.1-8B-Instruct")
+    config = {"quant_method": "compressed-tensors", "config_groups": {"g": {
+        "weights": {"num_bits": 8, "type": "float", "strategy": "channel"}}}}
+    whole = read_quantization({"num_hidden_layers": 32, "quantization_config": {**config, "ignore": ["lm_head"]}})
+    part = read_quantization({"num_hidden_layers": 32, "quantization_config": {
+        **config, "ignore": ["lm_head", "re:.*layers\\.0\\.mlp\\..*"]}})
+    assert whole is not None and part is not None and part.excluded_ffn_layers == (0,)
+    mlp = 3 * 4096 * 14336
+    assert base.layer_params(0).linear - base.layer_params(0).attention == mlp
+    for tp in (1, 2):
+        fp8 = layer_weight_bytes(base.model_copy(update={"quantization": whole}), "fp8", tp, range(32))
+        kept = layer_weight_bytes(base.model_copy(update={"quantization": part}), "fp8", tp, range(32))
+        assert kept.dense - fp8.dense == pytest.approx(mlp * (2 - whole.bytes_per_weight) / tp, rel=1e-12)
+        assert kept.experts == fp8.experts

@@ -734,8 +734,23 @@ def test_a_modelopt_fp8_checkpoint_is_named_on_an_a100_from_0_27(release: str, e
     arch = get_model(l70)
     resolved, _ = resolve(arch, get_gpu("A100-SXM-80GB"), ServingConfig(precision="fp8", tensor_parallel=2,
                                                                         max_model_len=8192, vllm_version=release))
-    command = vllm_command(arch, resolved, fp8_native=False, compute_capability=80)
+    command = vllm_command(arch, resolved, compute_capability=80)
     assert command.startswith(expected)
+
+
+@pytest.mark.parametrize(("release", "expected"), [
+    # RocmPlatform.supported_quantization lists modelopt from 0.21 (quantization.ROCM_FROM): an MI300X has FP8
+    # tensor cores, but 0.19 refuses the checkpoint, so the BF16 base is quantized at load instead
+    ("0.19", "vllm serve meta-llama/Llama-3.1-70B-Instruct "),
+    ("0.33", "vllm serve nvidia/Llama-3.1-70B-Instruct-FP8 "),
+])
+def test_a_modelopt_fp8_checkpoint_is_named_on_rocm_only_where_the_release_loads_it(release: str,
+                                                                                   expected: str) -> None:
+    l70 = "meta-llama/Llama-3.1-70B-Instruct"
+    arch = get_model(l70)
+    resolved, _ = resolve(arch, get_gpu("MI300X-192GB"), ServingConfig(precision="fp8", tensor_parallel=1,
+                                                                       max_model_len=8192, vllm_version=release))
+    assert vllm_command(arch, resolved, compute_capability=None).startswith(expected)
 
 
 def test_a_checkpoints_command_cites_the_source_that_names_it():

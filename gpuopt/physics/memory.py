@@ -281,8 +281,8 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
         return None if path.supported else f"{arch.hf_id} ({q.method} {q.scheme}): {path.note}"
     if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":
         return f"{arch.hf_id} has no MXFP4 checkpoint (mxfp4 is only for natively MXFP4 models such as gpt-oss)"
-    stand_in = representative(precision)
-    if stand_in is not None and gpu.compute_capability is not None:
+    stand_in = representative(precision)  # on ROCm too (compute_capability None: ROCm's methods per release)
+    if stand_in is not None:
         path = stand_in.kernel_path(gpu.compute_capability, vllm_version)
         if not path.supported:
             return f"{precision} on {gpu.gpu} ({gpu.architecture}, sm{gpu.compute_capability}): {path.note}"
@@ -679,14 +679,19 @@ def layer_weight_bytes(arch: ModelArchitecture, precision: WeightFormat, tp: int
     q = arch.quantization
     p = arch.layer_sums(layers)
     # mixers a checkpoint leaves in 16-bit layer by layer (Quantization.excluded_mixer_layers): 16-bit here
-    mixer16 = repl16 = 0
+    mixer16 = repl16 = ffn16 = 0
     if q is not None and precision == q.weight_format and fmt.attention != act:
         for i in q.excluded_mixer_layers:
             if i in layers:
                 mixer16 += arch.layer_params(i).attention
                 repl16 += arch.layer_params(i).replicated_linear
-    dense = ((p.linear - p.attention) / tp * fmt.dense + (p.attention - mixer16) / tp * fmt.attention
-             + mixer16 / tp * act + p.bias / tp * act)
+    # and the dense MLPs and shared experts it leaves in 16-bit layer by layer (Quantization.excluded_ffn_layers:
+    # every linear of the layer but its mixer's)
+    if q is not None and precision == q.weight_format and fmt.dense != act:
+        ffn16 = sum(arch.layer_params(i).linear - arch.layer_params(i).attention
+                    for i in q.excluded_ffn_layers if i in layers)
+    dense = ((p.linear - p.attention - ffn16) / tp * fmt.dense + (p.attention - mixer16) / tp * fmt.attention
+             + (mixer16 + ffn16) / tp * act + p.bias / tp * act)
     indexers = indexer_layers(arch, layers, vllm_version)
     repl_linear = replicated_linear_params(arch, layers, indexers, vllm_version)
     dense += (replicated_params(arch, layers, indexers) - repl_linear) * act

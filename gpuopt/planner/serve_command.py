@@ -44,7 +44,7 @@ class ShellVariable(str):
 
 
 def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mapping[WeightFormat, str],
-                fp8_native: bool, gpus: int, compute_capability: int | None) -> tuple[str, list[str], str]:
+                gpus: int, compute_capability: int | None) -> tuple[str, list[str], str]:
     """(the repository to serve, its flags, a comment that says where it comes from or "")."""
     precision = cfg.precision
     model = arch.hf_id
@@ -59,8 +59,9 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
     if arch.quantization is not None and arch.quantization.weight_format == precision:
         # the model is itself a quantized checkpoint in this format: vLLM detects its method from its config
         return served, _legacy_quantization_flag(arch, compute_capability, cfg.vllm_version), ""
-    # ModelOpt FP8 needs FP8 tensor cores up to 0.25 and runs on FP8 Marlin from sm80 from 0.27 (select_kernel)
-    modelopt_fp8 = fp8_native or modelopt_fp8_runs(compute_capability, cfg.vllm_version)
+    # ModelOpt FP8 needs FP8 tensor cores up to 0.25 and runs on FP8 Marlin from sm80 from 0.27; on ROCm from 0.21
+    # (select_kernel: a GPU with FP8 tensor cores is not enough there -- MI300X at 0.19 named one vLLM refuses)
+    modelopt_fp8 = modelopt_fp8_runs(compute_capability, cfg.vllm_version)
     known = known_checkpoint(model, precision, modelopt_fp8, gpus)
     if known is not None:
         method = known.vllm_quantization
@@ -128,18 +129,18 @@ def _join(words: list[str]) -> str:
 
 
 def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node: int | None = None,
-                 checkpoints: Mapping[WeightFormat, str] | None = None, fp8_native: bool = True,
+                 checkpoints: Mapping[WeightFormat, str] | None = None,
                  compute_capability: int | None = None) -> str:
     """The command that starts one replica: one line on one node; the steps for each node, one per line,
     when the replica spans instances.
 
     `gpus_per_node`: GPUs of the instance the replica runs on (None: one node holds it); `checkpoints`: the
-    workload's repositories per weight format; `fp8_native`: the GPU has FP8 tensor cores (ModelOpt FP8
-    checkpoints need them up to vLLM 0.25; from 0.27 an sm80+ `compute_capability` will do);
-    `compute_capability`: the GPU's (None: no CUDA GPU), which also decides the method a
-    quantize_config.json-only checkpoint is named with (_legacy_quantization_flag)."""
+    workload's repositories per weight format; `compute_capability`: the GPU's (None: no CUDA GPU, ROCm), which
+    decides whether a ModelOpt FP8 checkpoint may be named (quantization.modelopt_fp8_runs: FP8 tensor cores up
+    to vLLM 0.25, sm80+ from 0.27, ROCm from 0.21) and the method a quantize_config.json-only checkpoint is named
+    with (_legacy_quantization_flag)."""
     gpus = cfg.tensor_parallel * cfg.pipeline_parallel
-    repo, repo_flags, note = _repository(arch, cfg, checkpoints or {}, fp8_native, gpus, compute_capability)
+    repo, repo_flags, note = _repository(arch, cfg, checkpoints or {}, gpus, compute_capability)
     flags = ["--tensor-parallel-size", str(cfg.tensor_parallel)]
     if cfg.pipeline_parallel > 1:
         flags += ["--pipeline-parallel-size", str(cfg.pipeline_parallel)]

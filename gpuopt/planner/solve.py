@@ -211,7 +211,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
                 mem.kv_pool, mem.effective_kv_tokens, mem.config.block_size, c.workload.input_tokens,
                 c.workload.output_tokens) / max(mem.effective_kv_tokens, 1)),
             vllm_command=vllm_command(lens[c.workload.name].arch, mem.config, gpus_per_node=o.gpu_count or None,
-                                      checkpoints=c.workload.checkpoints, fp8_native=get_gpu(o.gpu).fp8_native,
+                                      checkpoints=c.workload.checkpoints,
                                       compute_capability=get_gpu(o.gpu).compute_capability),
             price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags),
             at_planned_load=at_planned, capacity=at_capacity))
