@@ -664,6 +664,7 @@ class DeclaredKind:
     siblings: tuple[str, ...]  # a key here with a value declares the kind too
     layer_type: str | None = None  # a `layer_types` entry that declares it
     named_fields: tuple[str, ...] = ()  # needed only when the model_type or class declares the kind
+    modelled_state: bool = False  # the classes are hybrids vLLM builds with state layers that gpuopt models
 
 
 DECLARED_KINDS = (
@@ -676,12 +677,13 @@ DECLARED_KINDS = (
                  (("linear_num_value_heads",), ("linear_num_key_heads",), ("linear_key_head_dim",),
                   ("linear_value_head_dim",), ("linear_conv_kernel_dim",), ("layer_types", "full_attention_interval")),
                  ("linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim", "linear_value_head_dim",
-                  "linear_conv_kernel_dim"), layer_type="linear_attention"),
+                  "linear_conv_kernel_dim"), layer_type="linear_attention", modelled_state=True),
     # vLLM's nemotron_h.py: the block pattern, and MambaMixer2's heads, head_dim, state, groups and conv kernel
     DeclaredKind("Mamba-2 hybrid layers (Nemotron-H)", ("nemotron_h",), ("NemotronHForCausalLM",),
                  (("hybrid_override_pattern",), ("mamba_num_heads",), ("mamba_head_dim",), ("ssm_state_size",),
                   ("n_groups",), ("conv_kernel",)),
-                 ("hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "ssm_state_size")),
+                 ("hybrid_override_pattern", "mamba_num_heads", "mamba_head_dim", "ssm_state_size"),
+                 modelled_state=True),
     # vLLM's deepseek_v2.py (DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-5): the latent and the head split; v_head_dim
     # only for that family -- MiniCPM3 builds its values hidden_size / heads wide and states no v_head_dim
     DeclaredKind("multi-head latent attention (MLA)",
@@ -704,6 +706,42 @@ DECLARED_KINDS = (
 )
 """The layer kinds a config.json can declare that need fields of their own (docs/memory.md "Fields a declared
 layer kind needs"). A new hybrid or attention kind read from configs is one row here."""
+
+MODELLED_STATE_CLASSES = frozenset(a for kind in DECLARED_KINDS if kind.modelled_state for a in kind.architectures)
+"""The classes vLLM builds as hybrids (IsHybrid) whose state layers gpuopt reads from a config.json: Qwen3-Next and
+Qwen3.5's Gated DeltaNet, Nemotron-H's Mamba-2."""
+
+
+@cache
+def vllm_layer_kinds() -> dict[str, tuple[str, str]]:
+    """gpuopt/data/vllm_layer_kinds.csv: config.json class -> ("hybrid" or "attention-free", the state layers its
+    vLLM module builds, e.g. "Mamba-2"; "" where the module does not say), for every class some scanned vLLM
+    release marks IsHybrid or IsAttentionFree (read from the wheels by tools/extract_vllm_layer_kinds.py)."""
+    return {r["architecture"]: (r["kind"], r["layers"]) for r in data_csv("vllm_layer_kinds.csv")}
+
+
+def unmodelled_class_problem(raw: dict[str, Any], path: str) -> str | None:
+    """The error line for a config whose class (`architectures[0]`) vLLM builds as a hybrid or attention-free model
+    with layers gpuopt does not model (Jamba, Bamba, Falcon-H1, Mamba, MiniMax-Text-01, Kimi-Linear, LFM2 ...);
+    None for any other class. Read as attention, such a config got a plain-GQA plan: KV for every layer, no state.
+    Registry rows are curated and never come here (MiniMax-M1's lightning attention is modelled in its row)."""
+    classes = raw.get("architectures")
+    if not (isinstance(classes, list) and classes and isinstance(classes[0], str)):
+        return None
+    cls = classes[0]
+    found = vllm_layer_kinds().get(cls)
+    if found is None or cls in MODELLED_STATE_CLASSES:
+        return None
+    kind, layers = found
+    what = f"{layers.replace(' + ', ' and ')} layers" if layers else "non-attention layers"
+    shape = (f"an attention-free model in vLLM ({what} only)" if kind == "attention-free"
+             else f"a hybrid in vLLM ({what} next to attention)")
+    curated = sorted(m.hf_id for m in registry().values() if m.hf_architecture == cls)
+    if curated:
+        return (f"{path}: architectures '{cls}' is {shape}; gpuopt does not model its {what} from a config.json, "
+                f"only in its registry model {', '.join(curated)} (name that id instead)")
+    return (f"{path}: architectures '{cls}' is {shape}; gpuopt does not model its {what}, so its KV cache and "
+            "memory cannot be planned (the hybrids gpuopt models: Qwen3-Next, Qwen3.5, Nemotron-H)")
 
 
 def _declared_by(kind: DeclaredKind, raw: dict[str, Any], cfg: dict[str, Any]) -> tuple[str, bool] | None:
@@ -919,6 +957,9 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
                  checkpoint_bytes: int | None = None, checkpoint_params: int | None = None) -> ModelArchitecture:
     """An architecture from a parsed Hugging Face config.json (and the checkpoint's quantization files)."""
     path = where
+    unmodelled = unmodelled_class_problem(raw, path)
+    if unmodelled is not None:  # one line: the config's fields do not matter then
+        raise ConfigError(unmodelled)
     cfg: dict[str, Any] = dict(raw)
     if isinstance(cfg.get("text_config"), dict):  # multimodal wrappers keep the LLM under text_config
         cfg = {**cfg, **cfg["text_config"]}
