@@ -1,0 +1,130 @@
+"""The steady-state run and the capacity search around it (physics/steady_state.py): exact-rate arrivals, the
+queue's stability over the measured window, and the confirmation of a capacity on longer windows."""
+
+import math
+
+import numpy as np
+import pytest
+
+from gpuopt.hardware import get_gpu
+from gpuopt.physics import latency
+from gpuopt.physics.architecture import get_model
+from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.simulator import SimResult
+from gpuopt.physics.steady_state import (
+    SEARCH_TOLERANCE,
+    at_exact_rate,
+    confirm,
+    meets,
+    queue_bounded,
+    steady_capacity,
+    steady_run,
+)
+from gpuopt.physics.traffic import FixedLengths, PoissonArrivals, Request, make_requests
+
+STEP = math.log1p(SEARCH_TOLERANCE)
+
+
+def grid(k: int) -> float:
+    return math.exp(k * STEP)
+
+
+def test_each_segment_arrives_at_exactly_the_rate():
+    # sends at 1, 3, 6, 10 s: gaps 1, 2, 3, 4 (the first from time 0). Cut after two requests at 1 request/s:
+    # the first segment's gaps (1, 2) scale to sum 2 s -> 2/3, 4/3; the second's (3, 4) to 2 s -> 6/7, 8/7
+    reqs = [Request(arrival_s=t, input_tokens=10, output_tokens=5) for t in (1.0, 3.0, 6.0, 10.0)]
+    out = at_exact_rate(reqs, 1.0, (2,))
+    assert [q.arrival_s for q in out] == pytest.approx([2 / 3, 2.0, 2 + 6 / 7, 4.0])
+    assert [(q.input_tokens, q.output_tokens) for q in out] == [(10, 5)] * 4
+    # cut after the first and the third at 2 requests/s: (1) -> 0.5; (2, 3) -> 0.4, 0.6; (4) -> 0.5
+    assert [q.arrival_s for q in at_exact_rate(reqs, 2.0, (1, 3))] == pytest.approx([0.5, 0.9, 1.5, 2.0])
+
+
+def test_the_measured_requests_arrive_at_the_rate_tried():
+    # seed 0's Poisson draws put 400 requests after a 19-request warm-up at 0.898 x the nominal rate; scaled,
+    # the window spans 400 gaps of 1 / rate exactly (its first request's gap included)
+    raw = make_requests(FixedLengths(3000, 300), PoissonArrivals(1.0), 19 + 400 + 19, 0)
+    sent = np.array([q.arrival_s for q in raw])
+    assert 399 / (sent[418] - sent[19]) == pytest.approx(0.898, abs=0.001)
+    exact = np.array([q.arrival_s for q in at_exact_rate(raw, 1.0, (19, 419))])
+    assert (exact[18], exact[418], exact[-1]) == pytest.approx((19.0, 419.0, 438.0))
+    assert np.all(np.diff(exact) >= 0)
+
+
+def fifo_run(sent_gap_s: float, served_gap_s: float, n: int) -> SimResult:
+    """Requests sent every `sent_gap_s`, first tokens one every `served_gap_s` in order (a server of fixed
+    pace): with a slower server the backlog grows by (1 - sent/served pace) a request per request sent."""
+    send = np.arange(n) * sent_gap_s
+    first = np.empty(n)
+    for i in range(n):
+        first[i] = max(send[i] + 0.01, first[i - 1] + served_gap_s if i else 0.0)
+    zero = np.zeros(n)
+    return SimResult(input_tokens=zero, output_tokens=zero, send_s=send, ttft_s=first - send, e2el_s=first - send,
+                     itl_values_s=np.zeros(0), itl_counts=np.zeros(0, dtype=np.int64), duration_s=float(first[-1]),
+                     preemptions=0, kv_usage_peak=0.0, token_times_s=np.zeros(0), token_counts=np.zeros(0))
+
+
+def test_a_slowly_growing_backlog_is_unbounded_over_a_long_window():
+    # a server 6 % too slow (a first token every 1.06 s, a request every 1 s): the backlog grows by
+    # 1 - 1 / 1.06 = 0.0566 a request, 22.6 over 400 requests and 90.6 over 1,600. The bound is 2 sqrt(n):
+    # 40 (10 % of 400, as the old fixed share) and 80 (5 %): the long window flags the queue, which the old
+    # 10 % (160 requests) let pass
+    slow = fifo_run(1.0, 1.06, 2000)
+    assert queue_bounded(slow, 100, 500)  # +23 <= 40
+    assert not queue_bounded(slow, 100, 1700)  # +91 > 80
+    assert slow.backlog(slow.send_s[1699]) - slow.backlog(slow.send_s[100]) == 91
+    # a server 5 % faster than the arrivals keeps no backlog at all, over any window
+    fast = fifo_run(1.0, 0.95, 2000)
+    assert queue_bounded(fast, 100, 500) and queue_bounded(fast, 100, 1700)
+    assert max(fast.backlog(t) for t in fast.send_s) == 1
+
+
+def test_confirm_steps_down_the_grid_until_the_long_runs_meet():
+    calls: list[int] = []
+
+    def long_run(true_k: int):
+        def run(rate: float):
+            k = round(math.log(rate) / STEP)
+            calls.append(k)
+            return k <= true_k, {"k": k}
+        return run
+
+    # the long runs hold where the search found: one run, its summary
+    assert confirm(long_run(10), grid(10)) == (pytest.approx(grid(10)), {"k": 10})
+    assert calls == [10]
+    # one grid step too high: two runs
+    calls.clear()
+    assert confirm(long_run(9), grid(10)) == (pytest.approx(grid(9)), {"k": 9})
+    assert calls == [10, 9]
+    # five steps: 1, 2, 4, 8 steps down (the last meets), then bisection between 6 and 2 steps down
+    calls.clear()
+    assert confirm(long_run(5), grid(10)) == (pytest.approx(grid(5)), {"k": 5})
+    assert calls == [10, 9, 8, 6, 2, 4, 5]
+    # never: not a thousandth of the rate found
+    calls.clear()
+    assert confirm(long_run(-10**6), grid(10)) == (0.0, None)
+    assert min(calls) >= 10 + math.log(1e-3) / STEP - 1
+
+
+@pytest.fixture(scope="module")
+def replica():
+    arch, gpu = get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("H100-SXM-80GB")
+    return latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig(max_model_len=4096)))
+
+
+def test_the_capacity_is_confirmed_on_the_longer_window(replica):
+    # p90 2 s / 40 ms at 1,000 / 200 tokens, searched on 100-request windows and confirmed on 400: the answer is
+    # a grid rate at or below the short search's, where a 400-request run meets the targets, and its summary
+    # is that run's
+    lengths = FixedLengths(1000, 200)
+    start = latency.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
+    short, _ = steady_capacity(replica, lengths, 2000.0, 40.0, 90, start, measured=100, verify=100)
+    rate, summary = steady_capacity(replica, lengths, 2000.0, 40.0, 90, start, measured=100)
+    assert 0 < rate <= short and summary is not None
+    k = math.log(rate) / STEP
+    assert k == pytest.approx(round(k), abs=1e-9)
+    window, stable = steady_run(replica, lengths, rate, 2000.0, 40.0, measured=400)
+    assert window.summary() == summary and meets(summary, stable, 2000.0, 40.0, 90)
+    if rate < short:  # stepped down: the next grid rate's long run misses
+        above, stable = steady_run(replica, lengths, rate * (1 + SEARCH_TOLERANCE), 2000.0, 40.0, measured=400)
+        assert not meets(above.summary(), stable, 2000.0, 40.0, 90)
