@@ -126,22 +126,23 @@ class SchedulerConfig:
                        window_blocks=pool.window_blocks)
 
 
-def _pct(values: NDArray[Any], q: float) -> float:
-    return float(np.percentile(values, q)) if values.size else 0.0
-
-
-def _weighted_pct(values: NDArray[Any], weights: NDArray[Any], q: float) -> float:
-    """Percentile of a sample given as (value, count) pairs (the ITLs of a jump share one value per step)."""
+def _weighted_pcts(values: NDArray[Any], weights: NDArray[Any], qs: tuple[float, ...]) -> list[float]:
+    """Percentiles `qs` of a sample given as (value, count) pairs (the ITLs of a jump share one value per step),
+    numpy's linear method on the expanded sample; sorted once (sorting per percentile was 14 % of a simulated
+    capacity search)."""
     if not values.size:
-        return 0.0
+        return [0.0] * len(qs)
     order = np.argsort(values, kind="stable")
     v, w = values[order], weights[order]
     cum = np.cumsum(w)
-    rank = q / 100 * (cum[-1] - 1)  # numpy's linear method on the expanded sample
-    lo = int(np.searchsorted(cum, math.floor(rank) + 1))
-    hi = int(np.searchsorted(cum, math.ceil(rank) + 1))
-    frac = rank - math.floor(rank)
-    return float(v[min(lo, v.size - 1)] * (1 - frac) + v[min(hi, v.size - 1)] * frac)
+    out = []
+    for q in qs:
+        rank = q / 100 * (cum[-1] - 1)  # numpy's linear method on the expanded sample
+        lo = int(np.searchsorted(cum, math.floor(rank) + 1))
+        hi = int(np.searchsorted(cum, math.ceil(rank) + 1))
+        frac = rank - math.floor(rank)
+        out.append(float(v[min(lo, v.size - 1)] * (1 - frac) + v[min(hi, v.size - 1)] * frac))
+    return out
 
 
 @dataclass(frozen=True)
@@ -251,19 +252,20 @@ class SimResult:
         series = {"ttft_ms": self.ttft_s * 1e3, "tpot_ms": self.tpot_s * 1e3, "e2el_ms": self.e2el_s * 1e3}
         for name, values in series.items():
             out[f"mean_{name}"] = float(values.mean()) if values.size else 0.0
-            out[f"median_{name}"] = _pct(values, 50)
+            quantiles = np.percentile(values, (50, 90, 95, 99)) if values.size else np.zeros(4)  # one sort
+            out[f"median_{name}"] = float(quantiles[0])
             out[f"std_{name}"] = float(values.std()) if values.size else 0.0
-            for q in (50, 90, 95, 99):
-                out[f"p{q}_{name}"] = _pct(values, q)
+            for q, value in zip((50, 90, 95, 99), quantiles, strict=True):
+                out[f"p{q}_{name}"] = float(value)
         iv, ic = self._itl_sample()
         iv = iv * 1e3
         total = ic.sum()
         out["mean_itl_ms"] = float((iv * ic).sum() / total) if total else 0.0
-        out["median_itl_ms"] = _weighted_pct(iv, ic, 50)
+        p50, p90, p95, p99 = _weighted_pcts(iv, ic, (50, 90, 95, 99))
+        out["median_itl_ms"] = p50
         out["std_itl_ms"] = (float(math.sqrt(max(((iv - out["mean_itl_ms"]) ** 2 * ic).sum() / total, 0.0)))
                              if total else 0.0)
-        for q in (50, 90, 95, 99):
-            out[f"p{q}_itl_ms"] = _weighted_pct(iv, ic, q)
+        out.update(p50_itl_ms=p50, p90_itl_ms=p90, p95_itl_ms=p95, p99_itl_ms=p99)
         out["preemptions"] = self.preemptions
         out["kv_usage_peak"] = self.kv_usage_peak
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in out.items()}
