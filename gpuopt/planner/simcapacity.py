@@ -23,8 +23,8 @@ among the simulated shapes only, and every other shape of the workload is marked
 Results are cached per shape and traffic for
 the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
 `slo.percentile` nor `lengths` are planned on the analytic steady state, the simulator's measured surrogate:
-on 90 mean-target workloads its capacity is 0.89-1.11x the simulated steady-state capacity (p10-p90, median
-0.967; benchmarks/surrogate_capacity.py, docs/simulator.md), at microseconds instead of seconds a shape.
+on 90 mean-target workloads its capacity is 0.98-1.17x the simulated steady-state capacity (p10-p90, median
+1.041; benchmarks/surrogate_capacity.py, docs/simulator.md), at microseconds instead of seconds a shape.
 
 The capacity is physics/steady_state.py's: the largest rate at which the replica in steady state (a warm-up
 and a tail around the measured requests, the queue bounded) meets the targets; the search starts at the
