@@ -755,15 +755,27 @@ class _StepMix:
             mem, comp, rest = m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x
         return combined_step_s(self.r, mem, comp, rest, b, self.r.async_scheduling)
 
-    def mean_step(self, y: float) -> float:
+    def steps(self, y: float) -> tuple[float, float, float]:
+        """(q, the step without a prompt, the step with one): the two kinds of step and the share of the second."""
         b = self.O * y
         p = self.L * y
         if p <= 0.0:
-            return self.step(b, 0.0)
+            return 0.0, self.step(b, 0.0), 0.0
         k1 = y / -math.expm1(-y) if y > 1e-12 else 1.0
         x1 = min(max(k1 * self.L, p), max(self.budget - b, 1.0))
-        q = min(p / x1, 1.0)
-        return (1.0 - q) * self.step(b, 0.0) + q * self.step(b, x1)
+        return min(p / x1, 1.0), self.step(b, 0.0), self.step(b, x1)
+
+    def mean_step(self, y: float) -> float:
+        q, plain, prompt = self.steps(y)
+        return (1.0 - q) * plain + q * prompt
+
+    def residual_step(self, y: float) -> float:
+        """What is left of the step in progress when a request arrives: E(T^2) / 2 E(T) over the steps (an arrival
+        at a random instant lands in a long step more often than the steps' share says: a step carrying a
+        3,000-token prompt is 5 to 10 decode steps long). Half the mean step where all steps are alike."""
+        q, plain, prompt = self.steps(y)
+        mean = (1.0 - q) * plain + q * prompt
+        return ((1.0 - q) * plain**2 + q * prompt**2) / (2 * mean) if mean > 0 else 0.0
 
     def y_at_rate(self, rate: float) -> float:
         """The steady state's y at `rate`: the root of rate E(y) = y (inf when steps outgrow arrivals)."""
@@ -822,16 +834,6 @@ def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float)
         else:
             return t, t
     return lo, hi
-
-
-def _steady_step_s(r: Replica, rate: float, input_tokens: int, output_tokens: int,
-                   mix: _StepMix | None = None) -> float:
-    """The mean engine step T at `rate` requests/s: T = E(y) at the y with y = rate E(y) (_StepMix, built once
-    per replica and request shape by callers that ask for many rates); infinite when the replica cannot keep
-    up."""
-    mix = mix or _StepMix(r, input_tokens, output_tokens)
-    y = mix.y_at_rate(rate)
-    return math.inf if not math.isfinite(y) else mix.mean_step(y)
 
 
 def held_kv_tokens(input_tokens: float, output_tokens: float, block_size: int) -> float:
@@ -899,7 +901,11 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     cfg = r.config
     context = input_tokens + output_tokens / 2
     budget = cfg.max_num_batched_tokens
-    t = _steady_step_s(r, rate, input_tokens, output_tokens, mix)
+    # the mean engine step T at `rate`: T = E(y) at the y with y = rate E(y) (_StepMix, built once per replica
+    # and request shape by callers that ask for many rates); infinite when the replica cannot keep up
+    mix = mix or _StepMix(r, input_tokens, output_tokens)
+    y = mix.y_at_rate(rate)
+    t = mix.mean_step(y) if math.isfinite(y) else math.inf
     if not math.isfinite(t):
         return LoadPoint(requests_per_second=rate, concurrency=math.inf, decode_batch=math.inf, step_ms=math.inf,
                          tpot_ms=math.inf, ttft_ms=math.inf, output_tokens_per_second=rate * output_tokens,
@@ -928,7 +934,10 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     room = max(budget - b, 1.0)
     service = _prefill_steps_s(r, b, context, input_tokens, room)
     rho = min(p / room, 0.999)
-    ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t)
+    # an open loop's arrivals land at random instants, so in the long steps that carry prompts more often than
+    # their share (the residual E(T^2) / 2 E(T)); a closed loop's next request follows its last one's final step
+    residual = mix.residual_step(y) if poisson else None
+    ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t, residual)
             + service * (1 + rho / (2 * (1 - rho))))
     if poisson:
         # Poisson arrivals queue at the API server (one at a time, M/D/1) and for room to run: the cache holds
@@ -952,14 +961,16 @@ def frontend_s(r: Replica, prompt_tokens: float) -> float:
     return sc.frontend_ms_per_request * 1e-3 + sc.frontend_us_per_prompt_token * 1e-6 * prompt_tokens
 
 
-def step_wait_s(r: Replica, decode_batch: float, step_s: float) -> float:
+def step_wait_s(r: Replica, decode_batch: float, step_s: float, residual_s: float | None = None) -> float:
     """Mean wait of an arriving request for the engine step it cannot join. The engine is in a step when at
     least one sequence runs (the running count taken as Poisson with mean `decode_batch`); the request then
-    waits for the rest of that step (half a step on average) and, with async scheduling, for one step more:
-    vLLM schedules step n+1 as soon as step n is launched (EngineCore.step_with_batch_queue), so an arrival
-    during step n joins step n+2. The simulator does the same step by step (simulator._Engine._arrive)."""
+    waits for the rest of that step (`residual_s`: _StepMix.residual_step, half a step where all are alike)
+    and, with async scheduling, for one step more: vLLM schedules step n+1 as soon as step n is launched
+    (EngineCore.step_with_batch_queue), so an arrival during step n joins step n+2. The simulator does the
+    same step by step (simulator._Engine._arrive)."""
     busy = 1.0 - math.exp(-decode_batch)
-    return busy * step_s * (1.5 if r.async_scheduling else 0.5)
+    rest = step_s / 2 if residual_s is None else residual_s
+    return busy * (rest + (step_s if r.async_scheduling else 0.0))
 
 
 def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens: int) -> LoadPoint:
