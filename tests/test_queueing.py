@@ -82,7 +82,11 @@ def test_open_loop_ttft_adds_the_wait_for_kv_room_and_a_closed_loop_does_not():
     assert in_step > 0
     assert open_.ttft_ms - closed.ttft_ms == pytest.approx(
         (wait + front * busy / (2 * (1 - busy)) + in_step) * 1e3, rel=1e-9)
-    assert open_.tpot_ms == closed.tpot_ms and open_.decode_batch == closed.decode_batch
+    assert open_.step_ms == closed.step_ms and open_.decode_batch == closed.decode_batch
+    # the open loop's requests decode in the request step (the batch swings), the closed loop's in the mean one
+    assert open_.tpot_ms == pytest.approx(mix.request_step(y) * 1e3, rel=1e-12)
+    assert closed.tpot_ms == pytest.approx(mix.mean_step(y) * 1e3, rel=1e-12)
+    assert closed.tpot_ms < open_.tpot_ms
 
 
 def test_a_ttft_target_near_the_kv_limit_is_met_further_below_it_under_poisson_traffic():
