@@ -1,6 +1,6 @@
 """How optimistic the steady-state capacity's measured window is against a long run.
 
-    python benchmarks/window_bias.py [--quick] [--long N]
+    python benchmarks/window_bias.py [--quick] [--long N] [--closed]
 
 `steady_state.steady_capacity` (the capacity the planner plans percentile and length-mix workloads on) searches
 the rate on windows of 400 measured requests between a warm-up and a tail. Near saturation a queue relaxes
@@ -16,6 +16,10 @@ steady_capacity's confirmation.
 The workloads reuse benchmarks/surrogate_capacity.py's replicas (max_model_len 8,192) and
 benchmarks/mix_capacity.py's chat mix (max_model_len 16,384): mean and percentile targets, one length and
 mixes, dense and MoE, a hybrid and a sliding-window model, H100, A100 and L40S.
+
+`--closed` measures the same for closed loops (`steady_state.closed_capacity`, the clients the planner plans a
+`concurrency:` workload with a percentile target or a length mix on), which are not confirmed on longer
+windows: the 400-request search against the same grid search on `--long`-request closed runs.
 """
 
 from __future__ import annotations
@@ -32,7 +36,16 @@ from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
-from gpuopt.physics.steady_state import MEASURED, VERIFY_FACTOR, grid_search, meets, steady_capacity, steady_run
+from gpuopt.physics.steady_state import (
+    MEASURED,
+    VERIFY_FACTOR,
+    closed_capacity,
+    closed_top,
+    grid_search,
+    meets,
+    steady_capacity,
+    steady_run,
+)
 from gpuopt.physics.traffic import FixedLengths, HistogramLengths, LengthDistribution, ShareGPTLengths
 
 CHAT = HistogramLengths(((300, 80, 0.8), (8500, 1500, 0.2)))  # mix_capacity.py's two-bin chat mix
@@ -89,6 +102,50 @@ CASES = (
 )
 
 
+CLOSED_CASES = (
+    # the KV cache decides: equal requests' ages swing (steady_state.overfills)
+    Case("meta-llama/Llama-3.1-8B-Instruct", "bf16", "RTX4090-24GB", 1, FixedLengths(200, 800), 2000.0, 40.0),
+    Case("Qwen/Qwen3-30B-A3B", "bf16", "H100-SXM-80GB", 1, FixedLengths(1000, 250), 500.0, 60.0, 95),
+    Case("google/gemma-3-27b-it", "bf16", "H100-SXM-80GB", 1, FixedLengths(3000, 300), 2000.0, 60.0, 90),
+    Case("meta-llama/Llama-3.1-8B-Instruct", "bf16", "L40S-48GB", 1, FixedLengths(1000, 250), 2000.0, 40.0, 95),
+    Case("meta-llama/Llama-3.1-8B-Instruct", "bf16", "H100-SXM-80GB", 1, CHAT, 3000.0, 50.0, 90, 16384),
+    Case("openai/gpt-oss-20b", "mxfp4", "H100-SXM-80GB", 1, FixedLengths(1000, 250), 500.0, 60.0, 99),
+)
+
+
+def closed_loops(long_measured: int) -> None:
+    """The closed-loop table (--closed): clients found on 400-request runs against `long_measured`-request ones."""
+    print(f"window: closed_capacity on {MEASURED:,}-request closed runs; long: the same grid search on "
+          f"{long_measured:,}-request runs. Clients; CPU seconds of each search.")
+    print(f"{'model':22} {'GPU':9} tp {'lengths':18} {'TTFT/TPOT ms':16} {'window':>7} {'long':>7} {'w/long':>6} "
+          f"{'w s':>5} {'long s':>6}")
+    ratios: list[float] = []
+    for case in CLOSED_CASES:
+        replica = replica_of(case)
+        if replica is None:
+            continue
+        try:
+            start = closed_top(replica, round(case.lengths.mean_input_tokens), round(case.lengths.mean_output_tokens),
+                               case.ttft_ms, case.tpot_ms).concurrency
+        except SloUnreachableError:
+            start = 1.0
+        found: dict[str, float] = {}
+        took: dict[str, float] = {}
+        for name, measured in (("window", MEASURED), ("long", long_measured)):
+            t0 = time.process_time()
+            found[name], _ = closed_capacity(replica, case.lengths, case.ttft_ms, case.tpot_ms, case.percentile,
+                                             start, measured=measured)
+            took[name] = time.process_time() - t0
+        w = found["window"] / found["long"] if found["long"] > 0 else float("inf")
+        if found["long"] > 0:
+            ratios.append(w)
+        print(f"{case.label()} {found['window']:7.0f} {found['long']:7.0f} {w:6.3f} {took['window']:5.1f} "
+              f"{took['long']:6.1f}", flush=True)
+    if ratios:
+        print(f"window / long-run clients over {len(ratios)} closed loops: median {statistics.median(ratios):.3f}, "
+              f"max {max(ratios):.3f}, min {min(ratios):.3f}")
+
+
 def replica_of(case: Case) -> latency.Replica | None:
     arch, gpu = get_model(case.model), get_gpu(case.gpu)
     mem = estimate(arch, gpu, ServingConfig(tensor_parallel=case.tp, precision=case.precision,  # type: ignore[arg-type]
@@ -103,9 +160,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the quick subset (6 workloads)")
     parser.add_argument("--long", type=int, default=4000, help="measured requests of the long runs (4,000)")
+    parser.add_argument("--closed", action="store_true", help="closed loops instead (6 workloads)")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    if args.closed:
+        closed_loops(args.long)
+        return
     print("window: the 400-request search alone; confirmed: steady_capacity (that search, then confirmed on "
           f"{VERIFY_FACTOR * MEASURED:,}-request windows); long: the grid search on {args.long:,}-request runs. "
           "Requests/s; CPU seconds of each search.")
