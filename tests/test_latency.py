@@ -810,3 +810,14 @@ def test_a_poisson_request_decodes_in_the_mean_batch_of_the_birth_death_chain(mo
     else:
         assert mix.request_step(y) == pytest.approx(chain, rel=0.005)
     assert mix.request_step(y) > mix.mean_step(y)
+
+
+def test_a_request_step_without_bound_makes_the_point_unstable(monkeypatch):
+    """Where the decode chain has no stationary batch (rate O c >= 1: each sequence added costs the others more
+    than arrivals leave room for) the point is unstable with that reason, never a stable point of infinite TPOT."""
+    r = replica()
+    assert latency.at_rate(r, 5.0, 1000, 200).stable
+    monkeypatch.setattr(latency._StepMix, "request_step", lambda self, y: math.inf)
+    point = latency.at_rate(r, 5.0, 1000, 200)
+    assert not point.stable and "swings grow without bound" in (point.limit or "")
+    assert latency.at_rate(r, 5.0, 1000, 200, poisson=False).stable  # a closed loop decodes in the mean step

@@ -1004,6 +1004,12 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     # an open loop's arrivals land at random instants, so in the long steps that carry prompts more often than
     # their share (the residual E(T^2) / 2 E(T)); a closed loop's next request follows its last one's final step
     residual = mix.residual_step(y) if poisson else None
+    # a Poisson request decodes in more than the mean step (the batch swings: _StepMix.request_step); a closed
+    # loop's batch is its clients less those in prefill, which does not swing that way
+    tpot = mix.request_step(y) if poisson else t
+    if not math.isfinite(tpot) and limit is None:
+        limit = ("the decode batch's swings grow without bound: each sequence a step adds costs the others more "
+                 "than the arrivals leave room for")
     ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t, residual)
             + service * (1 + rho / (2 * (1 - rho))))
     if poisson:
@@ -1012,10 +1018,8 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         # admits the head of its waiting queue only when its prompt's blocks are free and a sequence slot is)
         busy = min(rate * front, 0.999)
         ttft += front * busy / (2 * (1 - busy))
-        ttft += queueing.kv_wait_s(places, b, max(output_tokens, 1) * t)
-    # a Poisson request decodes in more than the mean step (the batch swings: _StepMix.request_step); a closed
-    # loop's batch is its clients less those in prefill, which does not swing that way
-    tpot = mix.request_step(y) if poisson else t
+        hold = max(output_tokens, 1) * tpot  # a request holds its place for its decode, in the request step
+        ttft += queueing.kv_wait_s(places, rate * hold, hold)
     concurrency = rate * (ttft + max(output_tokens - 1, 0) * tpot)
     return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
                      tpot_ms=tpot * 1e3, ttft_ms=ttft * 1e3, output_tokens_per_second=rate * output_tokens,
