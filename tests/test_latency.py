@@ -821,3 +821,26 @@ def test_a_request_step_without_bound_makes_the_point_unstable(monkeypatch):
     point = latency.at_rate(r, 5.0, 1000, 200)
     assert not point.stable and "swings grow without bound" in (point.limit or "")
     assert latency.at_rate(r, 5.0, 1000, 200, poisson=False).stable  # a closed loop decodes in the mean step
+
+
+def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
+    """latency.prompt_queue_s: M/D/1 on the budget share (steps of fixed length) or on the prefill's marginal
+    time (steps that stretch with their prompt tokens), whichever waits longer; a closed loop keeps the first."""
+    r = replica()
+    plain = latency.step_time_s(r, 10, 1150)
+    # a 3,000-token-like prompt: 0.2 s of steps, of which `plain` a decode step would have taken anyway
+    service, share, rate = 0.2, 0.05, 3.0
+    budget = 0.2 * 0.05 / (2 * 0.95)  # 5.3 ms
+    marginal = 0.2 - plain
+    busy = rate * marginal
+    gpu = marginal * busy / (2 * (1 - busy))
+    assert gpu > budget
+    assert latency.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, True) == pytest.approx(gpu)
+    assert latency.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, False) == pytest.approx(budget)
+    # a prompt hidden under the decode step (marginal time ~0): the budget decides
+    hidden = plain * 1.001
+    assert latency.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, hidden, share, True) == pytest.approx(
+        hidden * 0.05 / (2 * 0.95))
+    # two chunks replace two decode steps
+    two = latency.prompt_queue_s(r, 1.0, 10, 1150, 3000, 2048, service, 0.0, True)
+    assert two == pytest.approx((0.2 - 2 * plain) ** 2 / (2 * (1 - (0.2 - 2 * plain))))
