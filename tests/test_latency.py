@@ -844,3 +844,11 @@ def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
     # two chunks replace two decode steps
     two = latency.prompt_queue_s(r, 1.0, 10, 1150, 3000, 2048, service, 0.0, True)
     assert two == pytest.approx((0.2 - 2 * plain) ** 2 / (2 * (1 - (0.2 - 2 * plain))))
+
+
+@pytest.mark.parametrize("poisson", [True, False])
+def test_a_tpot_target_no_step_reaches_leaves_the_rate_to_the_limits(poisson):
+    r = replica()
+    loose = latency.max_rate(r, 1000, 200, tpot_slo_ms=1e9, poisson=poisson)
+    assert loose.requests_per_second == pytest.approx(
+        latency.max_rate(r, 1000, 200, poisson=poisson).requests_per_second, rel=1e-9)

@@ -1149,7 +1149,8 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     bound = min(bound, 1.0 / frontend_s(r, input_tokens))  # the API server, one request at a time
     if target_s is not None:  # an open loop's requests decode in the request step (at_rate)
         y_t = mix.y_at_request_step(target_s) if poisson else mix.y_at_step(target_s)
-        bound = min(bound, y_t / mix.mean_step(y_t) if y_t > 0 else 0.0)
+        if math.isfinite(y_t):  # inf: no step reaches the target, the limits alone bound the rate
+            bound = min(bound, y_t / mix.mean_step(y_t) if y_t > 0 else 0.0)
     return None if not math.isfinite(bound) else bound * (1 - 1e-9)
 
 
