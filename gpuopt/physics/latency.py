@@ -774,16 +774,20 @@ class _StepMix:
         x1 = self.prompt_tokens(y)
         return min(p / x1, 1.0), self.step(b, 0.0), self.step(b, x1)
 
-    def mean_step(self, y: float) -> float:
-        q, plain, prompt = self.steps(y)
+    @staticmethod
+    def _mean(q: float, plain: float, prompt: float) -> float:
+        """The mean of the two kinds of step, a share q of them carrying prompts."""
         return (1.0 - q) * plain + q * prompt
+
+    def mean_step(self, y: float) -> float:
+        return self._mean(*self.steps(y))
 
     def residual_step(self, y: float) -> float:
         """What is left of the step in progress when a request arrives: E(T^2) / 2 E(T) over the steps (an arrival
         at a random instant lands in a long step more often than the steps' share says: a step carrying a
         3,000-token prompt is 5 to 10 decode steps long). Half the mean step where all steps are alike."""
         q, plain, prompt = self.steps(y)
-        mean = (1.0 - q) * plain + q * prompt
+        mean = self._mean(q, plain, prompt)
         return ((1.0 - q) * plain**2 + q * prompt**2) / (2 * mean) if mean > 0 else 0.0
 
     def request_step(self, y: float) -> float:
@@ -814,8 +818,8 @@ class _StepMix:
         requests/s: 8.06 ms, simulated 13.37: a lone sequence's step is 12 ms, the empty engine's 4); this is
         0.0-0.8 % fast on the dense ones and 2.5 % slow to 11 % fast on the MoE ones (gpt-oss-120b on an A100
         at 3,000/300: its long prompt steps stall every decode at once, a swing T(j) smears)."""
-        q, _, _ = self.steps(y)
-        mean = self.mean_step(y)
+        q, plain, prompt = self.steps(y)
+        mean = self._mean(q, plain, prompt)  # mean_step(y), without evaluating the steps again
         if y <= 0.0 or mean <= 0.0:
             return mean
         prompts_per_s = q / mean
