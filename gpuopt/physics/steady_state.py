@@ -320,14 +320,22 @@ def confirm(run: Callable[[float], tuple[bool, Summary]], found: float) -> tuple
         if ok:
             break
         hi, stride = lo, 2 * stride
+    lo, summary = _bisect(at, lo, hi, summary)
+    return math.exp(lo * step), summary
+
+
+def _bisect(at: Callable[[int], tuple[bool, Summary]], lo: int, hi: int,
+            lo_summary: Summary) -> tuple[int, Summary]:
+    """The last grid index that meets the targets between `lo` (meets, with `lo_summary`) and `hi` (misses),
+    by bisection to neighbouring indices; with its summary."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
         ok, s = at(mid)
         if ok:
-            lo, summary = mid, s
+            lo, lo_summary = mid, s
         else:
             hi = mid
-    return math.exp(lo * step), summary
+    return lo, lo_summary
 
 
 def grid_search(run: Callable[[float], tuple[bool, Summary]], start: float,
@@ -365,13 +373,7 @@ def grid_search(run: Callable[[float], tuple[bool, Summary]], start: float,
             hi, lo = lo, lo - down
             if lo < k0 + math.log(1e-3) / step:  # a thousandth of the start: not even a trickle
                 return 0.0, None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        ok, s = at(mid)
-        if ok:
-            lo, lo_s = mid, s
-        else:
-            hi = mid
+    lo, lo_s = _bisect(at, lo, hi, lo_s)
     return snap(math.exp(lo * step)), lo_s
 
 
