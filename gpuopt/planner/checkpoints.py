@@ -22,6 +22,7 @@ from collections.abc import Mapping
 
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, TABLE, Checkpoint, find, table
+from gpuopt.physics.memory import default_precision
 from gpuopt.vocabulary import WeightFormat
 
 __all__ = ["METHODS", "NEEDS_NATIVE_FP8", "TRUSTED_PUBLISHERS", "WHAT_TO_PRODUCE", "Checkpoint", "known_checkpoint",
@@ -74,7 +75,7 @@ def named_checkpoint_problems(arch: ModelArchitecture,
     base = own.base_model if own is not None else arch.hf_id  # a quantized checkpoint keeps its base's model
     for precision, repo in checkpoints.items():
         if repo.lower() == arch.hf_id.lower():
-            holds = _own_format(arch)
+            holds = default_precision(arch)  # the format the model's own repository holds
             if precision != holds and not (holds in UNQUANTIZED and precision in UNQUANTIZED):
                 problems.append((precision, f"{repo} is the workload's model itself, which holds {holds} weights, "
                                             f"not {precision}: name an {precision} checkpoint of it, or leave "
@@ -91,17 +92,6 @@ def named_checkpoint_problems(arch: ModelArchitecture,
             problems.append((precision, f"{repo} holds {bits}{row.method} weights in {TABLE}, not the {precision} "
                                         f"weights the plan sizes ({precision}: {planned})"))
     return problems
-
-
-def _own_format(arch: ModelArchitecture) -> WeightFormat:
-    """The weight format the model's own repository holds."""
-    if arch.quantization is not None:
-        return arch.quantization.weight_format
-    if arch.native_quantization == "mxfp4-experts":
-        return "mxfp4"
-    if arch.native_quantization == "fp8-block":
-        return "fp8"
-    return "fp32" if arch.torch_dtype == "float32" else "fp16" if arch.torch_dtype == "float16" else "bf16"
 
 
 def _serves(row: Checkpoint, precision: WeightFormat) -> bool:
