@@ -34,7 +34,14 @@ import sys
 import zipfile
 from pathlib import Path
 
-from tools.extract_vllm_lora_models import ClassInfo, _defined, _lookup, _module_files
+from tools.extract_vllm_lora_models import (
+    ClassInfo,
+    _defined,
+    _lookup,
+    _module_files,
+    model_class,
+    registry_entries,
+)
 
 AS_OF = "2026-12-03"
 
@@ -154,19 +161,10 @@ class Tree:
 def registered(root: Path) -> dict[str, tuple[str, str]]:
     """The registry's architecture -> (module, class name), from the `_*_MODELS` dicts of registry.py (as
     extract_vllm_lora_models.index reads them; the architectures a release no longer serves are not built)."""
-    registry = ast.parse((root / "vllm/model_executor/models/registry.py").read_text(encoding="utf-8"))
     archs: dict[str, tuple[str, str]] = {}
-    for node in registry.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) else node.target \
-            if isinstance(node, ast.AnnAssign) else None
-        value = getattr(node, "value", None)
-        if not (isinstance(target, ast.Name) and target.id.endswith("_MODELS") and isinstance(value, ast.Dict)):
-            continue
-        for key, entry in zip(value.keys, value.values, strict=True):
-            if isinstance(key, ast.Constant) and isinstance(entry, ast.Tuple) and len(entry.elts) >= 2 \
-                    and all(isinstance(e, ast.Constant) for e in entry.elts[:2]):
-                module, cls = (str(e.value) for e in entry.elts[:2])  # type: ignore[attr-defined]
-                archs.setdefault(str(key.value), (module, cls))
+    for _, arch, entry in registry_entries(root):
+        if (where := model_class(entry)) is not None:
+            archs.setdefault(arch, where)
     return archs
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import ast
 import csv
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 AS_OF = "2026-12-02"
@@ -79,9 +80,21 @@ def index(root: Path) -> tuple[dict[str, list[ClassInfo]], dict[str, tuple[str, 
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 classes.setdefault(node.name, []).append(ClassInfo(node, file, imports))
-    registry = ast.parse((root / "vllm/model_executor/models/registry.py").read_text(encoding="utf-8"))
     archs: dict[str, tuple[str, str]] = {}
     gone: dict[str, str] = {}
+    for table, arch, entry in registry_entries(root):
+        if table == "_PREVIOUSLY_SUPPORTED_MODELS" and isinstance(entry, ast.Constant):
+            gone[arch] = f"until {entry.value!s}"
+        elif table == "_OOT_SUPPORTED_MODELS":
+            gone[arch] = "plugin"
+        elif (where := model_class(entry)) is not None:
+            archs.setdefault(arch, where)
+    return classes, archs, gone
+
+
+def registry_entries(root: Path) -> Iterator[tuple[str, str, ast.expr]]:
+    """(dict name, architecture, value) of every string-keyed entry of registry.py's `_*_MODELS` dicts."""
+    registry = ast.parse((root / "vllm/model_executor/models/registry.py").read_text(encoding="utf-8"))
     for node in registry.body:
         target = node.targets[0] if isinstance(node, ast.Assign) else node.target \
             if isinstance(node, ast.AnnAssign) else None
@@ -89,17 +102,17 @@ def index(root: Path) -> tuple[dict[str, list[ClassInfo]], dict[str, tuple[str, 
         if not (isinstance(target, ast.Name) and target.id.endswith("_MODELS") and isinstance(value, ast.Dict)):
             continue
         for key, entry in zip(value.keys, value.values, strict=True):
-            if not isinstance(key, ast.Constant):
-                continue
-            if target.id == "_PREVIOUSLY_SUPPORTED_MODELS" and isinstance(entry, ast.Constant):
-                gone[str(key.value)] = f"until {entry.value!s}"
-            elif target.id == "_OOT_SUPPORTED_MODELS":
-                gone[str(key.value)] = "plugin"
-            elif isinstance(entry, ast.Tuple) and len(entry.elts) >= 2 \
-                    and all(isinstance(e, ast.Constant) for e in entry.elts[:2]):
-                module, cls = (str(e.value) for e in entry.elts[:2])  # type: ignore[attr-defined]
-                archs.setdefault(str(key.value), (module, cls))
-    return classes, archs, gone
+            if isinstance(key, ast.Constant):
+                yield target.id, str(key.value), entry
+
+
+def model_class(entry: ast.expr) -> tuple[str, str] | None:
+    """A registry value's (module, class name), when it is the literal tuple that names them."""
+    if isinstance(entry, ast.Tuple) and len(entry.elts) >= 2 and all(isinstance(e, ast.Constant)
+                                                                      for e in entry.elts[:2]):
+        module, cls = (str(e.value) for e in entry.elts[:2])  # type: ignore[attr-defined]
+        return module, cls
+    return None
 
 
 def _lookup(classes: dict[str, list[ClassInfo]], name: str, near: ClassInfo | None) -> ClassInfo | None:
