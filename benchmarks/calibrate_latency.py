@@ -21,7 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from observed_latency import Scenario, load_scenarios, predict, replica_for  # noqa: E402
 
-from gpuopt.physics import latency  # noqa: E402
+from gpuopt.physics import (
+    latency,  # noqa: E402
+    latency_factors,
+)
 
 NAMES = ["hopper_bw", "hopper_compute", "hopper_prefill", "ampere_bw", "ampere_compute", "ampere_prefill",
          "h200_bw", "step_overhead_ms", "server_overhead_ms", "allreduce_nvlink_us", "allreduce_pcie_us"]
@@ -31,9 +34,9 @@ LOWER = [0.45, 0.2, 0.2, 0.45, 0.2, 0.2, 0.45, 0.0, 0.0, 1.0, 1.0]
 UPPER = [0.85, 0.8, 0.8, 0.85, 0.8, 0.8, 0.85, 3.0, 150.0, 100.0, 400.0]
 
 
-def to_calibration(x: np.ndarray, base: latency.LatencyCalibration) -> latency.LatencyCalibration:
+def to_calibration(x: np.ndarray, base: latency_factors.LatencyCalibration) -> latency_factors.LatencyCalibration:
     v = dict(zip(NAMES, (float(a) for a in x), strict=True))
-    hopper = latency.ArchCalibration(eff_bw=v["hopper_bw"], eff_compute=v["hopper_compute"],
+    hopper = latency_factors.ArchCalibration(eff_bw=v["hopper_bw"], eff_compute=v["hopper_compute"],
                                      eff_prefill=v["hopper_prefill"])
     return base.model_copy(update={
         "step_overhead_ms": v["step_overhead_ms"], "server_overhead_ms": v["server_overhead_ms"],
@@ -41,12 +44,12 @@ def to_calibration(x: np.ndarray, base: latency.LatencyCalibration) -> latency.L
         "architectures": {
             "Hopper": hopper,
             "H200-141GB": hopper.model_copy(update={"eff_bw": v["h200_bw"]}),
-            "Ampere": latency.ArchCalibration(eff_bw=v["ampere_bw"], eff_compute=v["ampere_compute"],
+            "Ampere": latency_factors.ArchCalibration(eff_bw=v["ampere_bw"], eff_compute=v["ampere_compute"],
                                               eff_prefill=v["ampere_prefill"]),
         }})
 
 
-def residuals(x: np.ndarray, data: list[tuple[Scenario, latency.Replica]], base: latency.LatencyCalibration,
+def residuals(x: np.ndarray, data: list[tuple[Scenario, latency.Replica]], base: latency_factors.LatencyCalibration,
               weights: dict[str, float]) -> np.ndarray:
     cal = to_calibration(x, base)
     out = []
@@ -56,7 +59,7 @@ def residuals(x: np.ndarray, data: list[tuple[Scenario, latency.Replica]], base:
     return np.array(out)
 
 
-def fit(data: list[tuple[Scenario, latency.Replica]], base: latency.LatencyCalibration,
+def fit(data: list[tuple[Scenario, latency.Replica]], base: latency_factors.LatencyCalibration,
         x0: np.ndarray) -> np.ndarray:
     counts: dict[str, int] = {}
     for s, _ in data:
@@ -72,7 +75,7 @@ def fit(data: list[tuple[Scenario, latency.Replica]], base: latency.LatencyCalib
 def main() -> None:
     scenarios, _ = load_scenarios()
     data = [(s, replica_for(s)) for s in scenarios if s.engine == "vLLM"]
-    base = latency.calibration()
+    base = latency_factors.calibration()
     x0 = np.array([0.7, 0.4, 0.35, 0.65, 0.5, 0.45, 0.65, 1.0, 45.0, 15.0, 100.0])
     x = fit(data, base, x0)
     cal = to_calibration(x, base)

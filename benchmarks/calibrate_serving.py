@@ -53,9 +53,12 @@ from observed_latency import Scenario, load_scenarios, predict, replica_for  # n
 
 from gpuopt.errors import GpuoptError  # noqa: E402
 from gpuopt.hardware import get_gpu  # noqa: E402
-from gpuopt.physics import latency  # noqa: E402
+from gpuopt.physics import (
+    latency,  # noqa: E402
+    latency_factors,
+)
 from gpuopt.physics.architecture import get_model  # noqa: E402
-from gpuopt.physics.latency import MoePath, ServingCalibration  # noqa: E402
+from gpuopt.physics.latency_factors import MoePath, ServingCalibration  # noqa: E402
 
 SCALAR = ("cpu_per_seq_us", "seq_layer_us", "frontend_ms_per_request", "frontend_us_per_prompt_token",
           "gemm_tile_tokens", "moe_tile_tokens", "layer_fixed_us", "v0_host_factor", "dsa_token_layer_us",
@@ -95,19 +98,19 @@ def parameter_names(metrics: list[Metric]) -> list[str]:
             + ([f"lat.{n}" for n in TURING] if turing else []))
 
 
-Calibrations = tuple[ServingCalibration, latency.LatencyCalibration]
+Calibrations = tuple[ServingCalibration, latency_factors.LatencyCalibration]
 
 
 def _bounds(name: str) -> tuple[float, float]:
     return BOUNDS[name] if name.startswith("lat.") else BOUNDS[name.split(".")[-1]]
 
 
-def turing_vector(cal: latency.LatencyCalibration) -> list[float]:
-    t = cal.architectures.get("Turing") or latency.ArchCalibration(eff_bw=0.7, eff_compute=0.4, eff_prefill=0.4)
+def turing_vector(cal: latency_factors.LatencyCalibration) -> list[float]:
+    t = cal.architectures.get("Turing") or latency_factors.ArchCalibration(eff_bw=0.7, eff_compute=0.4, eff_prefill=0.4)
     return [t.eff_bw, t.eff_compute, t.eff_prefill]
 
 
-def latency_vector(cal: latency.LatencyCalibration) -> list[float]:
+def latency_vector(cal: latency_factors.LatencyCalibration) -> list[float]:
     """The latency calibration as calibrate_latency.NAMES values."""
     arch = cal.architectures
     return [arch["Hopper"].eff_bw, arch["Hopper"].eff_compute, arch["Hopper"].eff_prefill, arch["Ampere"].eff_bw,
@@ -126,7 +129,7 @@ def to_calibration(names: list[str], x: np.ndarray, base: Calibrations) -> Calib
     lat = dict(zip(LAT_NAMES + list(TURING), latency_vector(base[1]) + turing_vector(base[1]), strict=True))
     lat.update({n[4:]: float(v) for n, v in values.items() if n.startswith("lat.")})
     fitted = latency_from(np.array([lat[n] for n in LAT_NAMES]), base[1])
-    turing = latency.ArchCalibration(eff_bw=lat["turing_bw"], eff_compute=lat["turing_compute"],
+    turing = latency_factors.ArchCalibration(eff_bw=lat["turing_bw"], eff_compute=lat["turing_compute"],
                                      eff_prefill=lat["turing_prefill"])
     fitted = fitted.model_copy(update={"architectures": {**fitted.architectures, "Turing": turing}})
     return base[0].model_copy(update={**scalars, "moe_paths": paths}), fitted
@@ -301,7 +304,7 @@ def fit(metrics: list[Metric], rows: Rows, base: Calibrations, iterations: int) 
 
 def leave_one_model_out(metrics: list[Metric]) -> list[tuple[Metric, float, float]]:
     """(metric, predicted, abs % error) for every metric, predicted with factors fitted without its model."""
-    base = (latency.serving_calibration(), latency.calibration())
+    base = (latency_factors.serving_calibration(), latency_factors.calibration())
     rows = analytic_rows()
     names = parameter_names(metrics)
     w = weights(metrics, rows, replayed_lines(metrics, base))
@@ -390,7 +393,7 @@ def write(names: list[str], x: np.ndarray, metrics: list[Metric], base: Calibrat
     print(f"wrote {target}", file=sys.stderr)
 
 
-def write_latency(lat: latency.LatencyCalibration) -> None:
+def write_latency(lat: latency_factors.LatencyCalibration) -> None:
     """Put the fitted values into latency_calibration.yaml in place (its comments and borrowing table stay)."""
     import re
 
@@ -426,7 +429,7 @@ def main() -> int:
     parser.add_argument("--write", action="store_true", help="write gpuopt/data/serving_calibration.yaml")
     args = parser.parse_args()
     metrics = [m for m in load_runs()[0] if m.run.model_id not in NOT_FITTED]
-    base = (latency.serving_calibration(), latency.calibration())
+    base = (latency_factors.serving_calibration(), latency_factors.calibration())
     names, x = fit(metrics, analytic_rows(), base, args.iterations)
     for n, v in zip(names, np.exp(x), strict=True):
         print(f"{n}: {v:.4g}")

@@ -32,7 +32,10 @@ from observed_memory import DATA  # noqa: E402
 
 from gpuopt.errors import GpuoptError  # noqa: E402
 from gpuopt.hardware import get_gpu  # noqa: E402
-from gpuopt.physics import latency  # noqa: E402
+from gpuopt.physics import (
+    latency,  # noqa: E402
+    latency_factors,
+)
 from gpuopt.physics.architecture import get_model  # noqa: E402
 from gpuopt.physics.memory import ServingConfig, estimate  # noqa: E402
 from gpuopt.physics.serve_args import parse_serve_args, performance_mode  # noqa: E402
@@ -311,8 +314,8 @@ def prepared(run: Run, seed: int = 0) -> tuple[latency.Replica, SchedulerConfig,
     return replica, sched, tuple(make_requests(lengths, arrival, run.num_prompts, seed))
 
 
-def replay_with(run: Run, serving: latency.ServingCalibration | None = None, seed: int = 0,
-                latency_cal: latency.LatencyCalibration | None = None) -> SimResult:
+def replay_with(run: Run, serving: latency_factors.ServingCalibration | None = None, seed: int = 0,
+                latency_cal: latency_factors.LatencyCalibration | None = None) -> SimResult:
     """Replay the run with other calibrations (the fits try many)."""
     replica, sched, reqs = prepared(run, seed)
     if serving is not None:

@@ -19,7 +19,7 @@ from typing import Literal
 
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.physics.traffic import SHAREGPT_SIGMA
@@ -68,7 +68,7 @@ def main() -> None:
                 continue
             r = latency.build_replica(arch, gpu, mem)
             w = workload(bins, None)
-            at_mean = latency.max_rate(r, w.input_tokens, w.output_tokens, 3000, 50).requests_per_second
+            at_mean = analytic_load.max_rate(r, w.input_tokens, w.output_tokens, 3000, 50).requests_per_second
             model = MixModel(r, w)
             avg = sum(s * c for (_, _, s), c in zip(model.bins, model.caps, strict=True))
             mix = model.capacity().point.requests_per_second

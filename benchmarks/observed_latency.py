@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from observed_memory import DATA
 
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.vocabulary import WeightFormat
@@ -174,11 +174,11 @@ def predict(s: Scenario, r: latency.Replica) -> float:
         decode = sum(latency.step_time_s(r, b, s.input_tokens + i) for i in range(1, s.output_tokens))
         return (prefill + decode) * 1e3
     if s.load_kind == "concurrency":
-        point = latency.at_concurrency(r, s.load, s.input_tokens, s.output_tokens)
+        point = analytic_load.at_concurrency(r, s.load, s.input_tokens, s.output_tokens)
     elif s.load_kind == "rate":
-        point = latency.at_rate(r, s.load, s.input_tokens, s.output_tokens)
+        point = analytic_load.at_rate(r, s.load, s.input_tokens, s.output_tokens)
     else:  # saturation: the engine runs full (a benchmark's backlog), with no Poisson place kept free
-        point = latency.max_rate(r, s.input_tokens, s.output_tokens, poisson=False)
+        point = analytic_load.max_rate(r, s.input_tokens, s.output_tokens, poisson=False)
     if s.metric_class == "tpot":
         return point.tpot_ms
     if s.metric_class == "ttft":

@@ -23,7 +23,7 @@ import time
 from gpuopt.errors import SloUnreachableError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import Slo, Workload
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.planner.simcapacity import simulated_capacity
@@ -65,7 +65,7 @@ def main() -> None:
         for inp, out in SHAPES:
             for ttft, tpot in TARGETS:
                 try:
-                    analytic = latency.max_rate(r, inp, out, ttft, tpot)
+                    analytic = analytic_load.max_rate(r, inp, out, ttft, tpot)
                 except SloUnreachableError:
                     continue
                 w = Workload(name="w", model=model, requests_per_second=1, input_tokens=inp, output_tokens=out,

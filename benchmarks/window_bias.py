@@ -33,7 +33,7 @@ from typing import Literal
 
 from gpuopt.errors import SloUnreachableError
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.physics.steady_state import (
@@ -182,7 +182,7 @@ def main() -> None:
         if replica is None:
             continue
         try:
-            start = latency.max_rate(replica, round(case.lengths.mean_input_tokens),
+            start = analytic_load.max_rate(replica, round(case.lengths.mean_input_tokens),
                                      round(case.lengths.mean_output_tokens), case.ttft_ms,
                                      case.tpot_ms).requests_per_second
         except SloUnreachableError:

@@ -303,7 +303,7 @@ def test_a_short_request_of_a_hybrid_holds_its_state_pages_in_the_latency_model(
     1000 + 100 + 528 tokens = 1.54 blocks of attention plus its 9 pages: 10.54 blocks, so 154 / 10.54 = 14.6 run
     at once -- where the
     134,268 KV tokens vLLM logs (in 32k requests) would give 82 of 1,628 tokens."""
-    from gpuopt.physics import latency
+    from gpuopt.physics import analytic_load, latency
 
     arch, gpu = get_model(QWEN35), get_gpu("H100-SXM-80GB")
     est = estimate(arch, gpu, ServingConfig(max_model_len=32768))
@@ -311,9 +311,9 @@ def test_a_short_request_of_a_hybrid_holds_its_state_pages_in_the_latency_model(
     assert (pool.block_size, pool.num_blocks, pool.full_groups, pool.state_groups) == (1056, 154, 1, 9)
     held_blocks = (1000 + 100 + 528) / 1056 + 9
     replica = latency.build_replica(arch, gpu, est, None)
-    assert latency.replica_held_tokens(replica, 1000, 200) == pytest.approx(
+    assert analytic_load.replica_held_tokens(replica, 1000, 200) == pytest.approx(
         held_blocks / 154 * est.effective_kv_tokens)
-    top = latency.max_rate(replica, 1000, 200)
+    top = analytic_load.max_rate(replica, 1000, 200)
     assert top.decode_batch <= 154 / held_blocks * (1 + 1e-6)
     assert top.decode_batch > 0.9 * 154 / held_blocks  # the KV cache is what binds
     # the simulator's scheduler takes the same pool from the replica (the planner's simulated capacity)
@@ -337,14 +337,14 @@ def test_a_sliding_window_group_holds_a_short_request_whole() -> None:
 
 @given(st.integers(1, 200_000), st.integers(1, 50_000))
 def test_a_single_group_pool_holds_what_held_kv_tokens_says(input_tokens: int, output_tokens: int) -> None:
-    from gpuopt.physics import latency
+    from gpuopt.physics import analytic_load
     from gpuopt.physics.memory import KvPool
 
     pool = KvPool.plain(16, 1_000_000)
-    assert latency.held_cache_tokens(pool, 1_000_000, 16, input_tokens, output_tokens) == \
-        latency.held_kv_tokens(input_tokens, output_tokens, 16)
-    assert latency.held_cache_tokens(None, 1_000_000, 16, input_tokens, output_tokens) == \
-        latency.held_kv_tokens(input_tokens, output_tokens, 16)
+    assert analytic_load.held_cache_tokens(pool, 1_000_000, 16, input_tokens, output_tokens) == \
+        analytic_load.held_kv_tokens(input_tokens, output_tokens, 16)
+    assert analytic_load.held_cache_tokens(None, 1_000_000, 16, input_tokens, output_tokens) == \
+        analytic_load.held_kv_tokens(input_tokens, output_tokens, 16)
 
 
 def test_fit_says_how_many_requests_of_the_shape_the_kv_cache_holds() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import Slo, Workload
-from gpuopt.physics import latency
+from gpuopt.physics import latency, latency_factors
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import Evaluator, Shape
@@ -27,7 +27,7 @@ def evaluate(link: str):
 def test_tp4_over_pcie_has_a_higher_tpot_by_the_all_reduce_terms() -> None:
     pcie, nvlink = evaluate("pcie"), evaluate("nvlink")
     assert pcie.reason_kind == nvlink.reason_kind == "tpot"
-    cal, gpu = latency.calibration(), get_gpu(H100)
+    cal, gpu = latency_factors.calibration(), get_gpu(H100)
     # a batch-1 decode step runs 2 all-reduces per layer over 32 layers; each costs the link's call latency,
     # plus a ring all-reduce of one token's hidden state: 2 (tp - 1) / tp x 4096 x 2 B = 12,288 B over the link
     calls = 2 * 32

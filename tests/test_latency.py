@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from gpuopt.errors import InfeasibleError
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency, latency_factors
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.context_limit import rope_cache_positions
 from gpuopt.physics.memory import ServingConfig, estimate
@@ -35,8 +35,8 @@ def test_batch1_decode_of_llama8b_on_h100_is_weights_over_bandwidth_plus_overhea
     # every decoder-layer weight and the LM head are read; the embedding only by the rows looked up (and the
     # 4,096-value final norm is negligible): (8,030,261,248 - 525,336,576 - 4,096) params x 2 B = 15,009,841,152 B
     assert r.weight_bytes_per_gpu == 15_009_841_152
-    cal = latency.calibration()
-    serving = latency.serving_calibration()
+    cal = latency_factors.calibration()
+    serving = latency_factors.serving_calibration()
     eff = cal.architectures["Hopper"].eff_bw
     # fixed per step: the host overhead, one sequence's host work, the per-layer floor of 32 layers and the
     # sequence's attention-kernel work in each of its 32 attention layers
@@ -116,9 +116,9 @@ def test_fp8_is_never_slower_than_bf16_on_hopper_decode(b, context):
 
 def test_max_rate_meets_both_targets_and_is_the_largest():
     r = replica()
-    best = latency.max_rate(r, 1000, 200, ttft_slo_ms=500, tpot_slo_ms=20)
+    best = analytic_load.max_rate(r, 1000, 200, ttft_slo_ms=500, tpot_slo_ms=20)
     assert best.stable and best.ttft_ms <= 500 and best.tpot_ms <= 20
-    above = latency.at_rate(r, best.requests_per_second * 1.01, 1000, 200)
+    above = analytic_load.at_rate(r, best.requests_per_second * 1.01, 1000, 200)
     assert not above.stable or above.ttft_ms > 500 or above.tpot_ms > 20
 
 
@@ -146,7 +146,7 @@ def test_moe_steady_step_is_the_fixed_point_of_one_step(rate, inp, out):
     """T must equal the mean step that t = T seconds of traffic bring (each step with its own expert reads).
     The earlier six-iteration loop stopped 18 % short (36.7 vs 44.6 ms) at 0.25 req/s on an A40."""
     r = replica(QWEN_MOE, "A40-48GB", precision="fp8")
-    mix = latency._StepMix(r, inp, out)
+    mix = analytic_load._StepMix(r, inp, out)
     y = mix.y_at_rate(rate)
     if y == float("inf"):
         return
@@ -158,14 +158,14 @@ def test_an_arrival_waits_for_the_step_in_flight_and_with_async_scheduling_for_o
     sync, overlapped = replica(), replica(async_scheduling=True)
     # two sequences decode on average: the engine is in a step 1 - e^-2 = 86.466 % of the time; an arrival waits
     # for half of it, and with async scheduling for the next one too (scheduled when the current one began)
-    assert latency.step_wait_s(sync, 2.0, 0.010) == pytest.approx(0.864665 * 0.005, rel=1e-5)
-    assert latency.step_wait_s(overlapped, 2.0, 0.010) == pytest.approx(0.864665 * 0.015, rel=1e-5)
-    assert latency.step_wait_s(overlapped, 0.0, 0.010) == 0.0  # an idle engine schedules it at once
+    assert analytic_load.step_wait_s(sync, 2.0, 0.010) == pytest.approx(0.864665 * 0.005, rel=1e-5)
+    assert analytic_load.step_wait_s(overlapped, 2.0, 0.010) == pytest.approx(0.864665 * 0.015, rel=1e-5)
+    assert analytic_load.step_wait_s(overlapped, 0.0, 0.010) == 0.0  # an idle engine schedules it at once
     # given the rest of the step in flight (an open loop's: _StepMix.residual_step), that instead of half a step
-    assert latency.step_wait_s(overlapped, 2.0, 0.010, 0.012) == pytest.approx(0.864665 * 0.022, rel=1e-5)
-    closed = latency.at_rate(overlapped, 2.0, 1000, 200, poisson=False)
-    monkeypatch.setattr(latency, "step_wait_s", lambda r, b, t, residual=None: 0.0)
-    without = latency.at_rate(overlapped, 2.0, 1000, 200, poisson=False)
+    assert analytic_load.step_wait_s(overlapped, 2.0, 0.010, 0.012) == pytest.approx(0.864665 * 0.022, rel=1e-5)
+    closed = analytic_load.at_rate(overlapped, 2.0, 1000, 200, poisson=False)
+    monkeypatch.setattr(analytic_load, "step_wait_s", lambda r, b, t, residual=None: 0.0)
+    without = analytic_load.at_rate(overlapped, 2.0, 1000, 200, poisson=False)
     wait_ms = 1.5 * (1 - math.exp(-closed.decode_batch)) * closed.step_ms
     assert closed.ttft_ms - without.ttft_ms == pytest.approx(wait_ms, rel=1e-9)
 
@@ -176,7 +176,7 @@ def test_a_poisson_arrival_lands_in_the_long_prompt_steps_more_often_than_their_
     more than half the mean step whenever T1 > T0 (Llama-3.3-70B at 3,000/300 on 4 H100s at 2 requests/s:
     the open loop's TTFT 356 -> 404 ms, `gpuopt simulate`'s steady state 481 mean, 345 median)."""
     r = replica(LLAMA8, "H100-SXM-80GB")
-    mix = latency._StepMix(r, 3000, 300)
+    mix = analytic_load._StepMix(r, 3000, 300)
     y = mix.y_at_rate(2.0)  # 2.3 % of the steps carry a prompt, 9.6x as long as a decode step
     q, t0, t1 = mix.steps(y)
     assert 0 < q < 0.05 and t1 > 5 * t0
@@ -198,7 +198,7 @@ def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     t = 0.0
     for _ in range(200):
         t = moe_step_at(r, 0.25, 1000, 300, t)
-    point = latency.at_rate(r, 0.25, 1000, 300)
+    point = analytic_load.at_rate(r, 0.25, 1000, 300)
     assert point.step_ms == pytest.approx(t * 1e3, rel=1e-6)
     assert point.step_ms == pytest.approx(9.04, abs=0.01)
     # ... but that mean step averages in the empty engine (0.68 sequences decode on average): a request always
@@ -235,41 +235,41 @@ def test_max_rate_sits_on_the_binding_boundary(model, gpu, precision, inp, out, 
     """Met at the returned rate, missed just above it: 0.1 % above where a closed form is the boundary, the
     search's bracket (RATE_TOLERANCE) above where TTFT binds."""
     r = replica(model, gpu, precision=precision)
-    best = latency.max_rate(r, inp, out, ttft_slo_ms=ttft, tpot_slo_ms=tpot)
+    best = analytic_load.max_rate(r, inp, out, ttft_slo_ms=ttft, tpot_slo_ms=tpot)
     assert best.stable and best.ttft_ms <= (ttft or float("inf")) and best.tpot_ms <= (tpot or float("inf"))
-    step = 1.001 if exact else 1 / (1 - latency.RATE_TOLERANCE)
-    above = latency.at_rate(r, best.requests_per_second * step, inp, out)
+    step = 1.001 if exact else 1 / (1 - analytic_load.RATE_TOLERANCE)
+    above = analytic_load.at_rate(r, best.requests_per_second * step, inp, out)
     assert not above.stable or above.ttft_ms > (ttft or float("inf")) or above.tpot_ms > (tpot or float("inf"))
 
 
 def test_unreachable_slo_says_which_target_and_by_how_much():
     with pytest.raises(InfeasibleError) as info:
-        latency.max_rate(replica(), 1000, 200, tpot_slo_ms=3)
+        analytic_load.max_rate(replica(), 1000, 200, tpot_slo_ms=3)
     assert "TPOT target 3 ms missed by" in str(info.value)
 
 
 def test_concurrency_and_rate_agree_by_littles_law():
     r = replica()
-    point = latency.at_concurrency(r, 32, 1000, 200)
+    point = analytic_load.at_concurrency(r, 32, 1000, 200)
     assert point.concurrency == pytest.approx(32, rel=0.01)
-    again = latency.at_rate(r, point.requests_per_second, 1000, 200, poisson=False)
+    again = analytic_load.at_rate(r, point.requests_per_second, 1000, 200, poisson=False)
     assert again.tpot_ms == pytest.approx(point.tpot_ms)
     # Poisson arrivals at the same rate: the batch swings and a request decodes in more than the mean step
-    poisson = latency.at_rate(r, point.requests_per_second, 1000, 200)
+    poisson = analytic_load.at_rate(r, point.requests_per_second, 1000, 200)
     assert poisson.step_ms == pytest.approx(point.step_ms) and poisson.tpot_ms > point.tpot_ms
 
 
 def test_a_closed_loop_beyond_saturation_queues_its_extra_clients():
     r = replica()
-    top = latency.max_rate(r, 1000, 200, poisson=False)  # the loop's largest stable rate and its population
+    top = analytic_load.max_rate(r, 1000, 200, poisson=False)  # the loop's largest stable rate and its population
     clients = 4 * top.concurrency
-    point = latency.at_concurrency(r, clients, 1000, 200)
+    point = analytic_load.at_concurrency(r, clients, 1000, 200)
     # the loop runs at r* with r*'s decode; Little's law on the loop puts the rest of the wait in TTFT
     assert point.requests_per_second == top.requests_per_second and point.tpot_ms == top.tpot_ms
     assert point.concurrency == clients
     assert point.ttft_ms == pytest.approx((clients / top.requests_per_second - 199 * top.tpot_ms * 1e-3) * 1e3)
     assert point.stable and "wait in vLLM's queue" in (point.limit or "")
-    assert latency.at_concurrency(r, 2 * clients, 1000, 200).ttft_ms > point.ttft_ms
+    assert analytic_load.at_concurrency(r, 2 * clients, 1000, 200).ttft_ms > point.ttft_ms
 
 
 def test_the_kv_limit_counts_what_running_sequences_hold_on_average():
@@ -281,14 +281,15 @@ def test_the_kv_limit_counts_what_running_sequences_hold_on_average():
     # while n x 608 + 3 sqrt(n) x 800 / sqrt(12) <= 31,968, sqrt(n) = (-692.82 + sqrt(692.82^2 + 4 x 608 x
     # 31,968)) / 1,216 = 6.7038: 44.94 sequences (52.6 at the mean population, 32.0 at whole requests)
     r = replica(model="Qwen/Qwen3-32B")
-    assert latency.held_kv_tokens(200, 800, r.config.block_size) == 608 and r.kv_capacity_tokens == 31_968
-    top = latency.max_rate(r, 200, 800, poisson=False)
-    assert latency.kv_places(r, 200, 800) == pytest.approx(44.94, abs=0.01)
-    assert top.decode_batch == pytest.approx(latency.kv_places(r, 200, 800), rel=1e-6)
-    assert latency.at_rate(r, top.requests_per_second * 1.01, 200, 800, poisson=False).limit.startswith("needs ")
+    assert analytic_load.held_kv_tokens(200, 800, r.config.block_size) == 608 and r.kv_capacity_tokens == 31_968
+    top = analytic_load.max_rate(r, 200, 800, poisson=False)
+    assert analytic_load.kv_places(r, 200, 800) == pytest.approx(44.94, abs=0.01)
+    assert top.decode_batch == pytest.approx(analytic_load.kv_places(r, 200, 800), rel=1e-6)
+    assert analytic_load.at_rate(r, top.requests_per_second * 1.01, 200, 800, poisson=False).limit.startswith("needs ")
     # Poisson arrivals keep one place free (queueing.SPARE_PLACES): 43.94 sequences, where a request waits about
     # a decode for room
-    assert latency.max_rate(r, 200, 800).decode_batch == pytest.approx(latency.kv_places(r, 200, 800) - 1, rel=1e-6)
+    assert analytic_load.max_rate(r, 200, 800).decode_batch == pytest.approx(
+        analytic_load.kv_places(r, 200, 800) - 1, rel=1e-6)
 
 
 def test_fit_says_when_its_clients_queue():
@@ -337,7 +338,7 @@ def test_a_closed_loop_that_overfills_the_kv_cache_is_simulated_and_churns():
     arch = get_model(LLAMA8)
     gpu = get_gpu("H100-SXM-80GB")
     est = estimate(arch, gpu, ServingConfig(max_model_len=8192))
-    top = latency.max_rate(latency.build_replica(arch, gpu, est, None), 1000, 200)
+    top = analytic_load.max_rate(latency.build_replica(arch, gpu, est, None), 1000, 200)
     assert a["requests_per_second"] < top.requests_per_second
     assert a["requests_per_second"] == b["requests_per_second"]  # the engine is the same, saturated
     for d in (a, b):  # clients = rate x (TTFT + 199 TPOT)
@@ -351,7 +352,8 @@ def test_a_closed_loop_that_overfills_the_kv_cache_is_simulated_and_churns():
 @given(st.floats(min_value=1, max_value=5000), st.floats(min_value=1.01, max_value=4))
 def test_more_clients_never_lower_ttft_or_throughput(clients: float, more: float):
     r = R_HYP
-    a, b = latency.at_concurrency(r, clients, 1000, 200), latency.at_concurrency(r, clients * more, 1000, 200)
+    a = analytic_load.at_concurrency(r, clients, 1000, 200)
+    b = analytic_load.at_concurrency(r, clients * more, 1000, 200)
     assert b.ttft_ms >= a.ttft_ms * (1 - 1e-3)
     assert b.requests_per_second >= a.requests_per_second * (1 - 1e-3)
 
@@ -525,7 +527,7 @@ def test_triton_attention_scales_only_the_attention_flops():
     replica ignores the factor."""
     r = replica("openai/gpt-oss-20b", gpu="A100-SXM-80GB", precision="mxfp4")
     assert r.attention_backend == "triton"
-    assert r.attn_time_scale == latency.serving_calibration().triton_attention_factor
+    assert r.attn_time_scale == latency_factors.serving_calibration().triton_attention_factor
 
     def with_factor(rep, factor):
         return dataclasses.replace(rep, serving=rep.serving.model_copy(update={"triton_attention_factor": factor}))
@@ -561,7 +563,7 @@ def test_async_scheduling_follows_the_release_default_unless_set(version, defaul
 
 def test_async_scheduling_hides_the_host_part_under_the_gpu_part():
     serial, overlapped = replica(), replica(async_scheduling=True)
-    cal, serving = latency.calibration(), latency.serving_calibration()
+    cal, serving = latency_factors.calibration(), latency_factors.serving_calibration()
     eff = cal.architectures["Hopper"].eff_bw
     # the GPU part: the weights, the per-layer floor, and one sequence's attention-kernel work in 32 layers
     gpu = 15_009_841_152 / (3.35e12 * eff) + 32 * (serving.layer_fixed_us + serving.seq_layer_us) * 1e-6
@@ -603,7 +605,7 @@ def test_data_parallel_moe_steps_route_every_engines_tokens_through_half_the_exp
     assert (one.moe_token_scale, one.dp_fixed_s, one.dp_s_per_token) == (1.0, 0.0, 0.0)
     assert two.dp_s_per_token == pytest.approx(2 * 32 * 4096 * 2 / 450e9, rel=1e-12)
     assert two.dp_s_per_token == pytest.approx(1.165e-6, rel=1e-3)
-    assert two.dp_fixed_s == pytest.approx(2 * 32 * latency.calibration().allreduce_latency_us["nvlink"] * 1e-6)
+    assert two.dp_fixed_s == pytest.approx(2 * 32 * latency_factors.calibration().allreduce_latency_us["nvlink"] * 1e-6)
     bw = h200.hbm_tb_s * 1e12 * two.arch_cal.eff_bw
     for r, touched in ((one, 0.25), (two, 0.4375)):
         t_mem, _, _ = latency.step_parts_s(r, 1, 0)
@@ -625,9 +627,9 @@ def test_a_lone_request_waits_for_the_serving_path_the_api_server_and_its_prefil
     for tokens in (1000, 8000):
         expected = (r.cal.server_overhead_ms + sc.frontend_ms_per_request + sc.frontend_us_per_prompt_token
                     * 1e-3 * tokens + latency.prefill_time_s(r, tokens) * 1e3)
-        assert latency.zero_load(r, tokens, 100).ttft_ms == pytest.approx(expected, rel=1e-12)
+        assert analytic_load.zero_load(r, tokens, 100).ttft_ms == pytest.approx(expected, rel=1e-12)
     slow = dataclasses.replace(r, serving=sc.model_copy(update={"frontend_us_per_prompt_token": 10.0}))
-    gap = latency.zero_load(slow, 8000, 100).ttft_ms - latency.zero_load(r, 8000, 100).ttft_ms
+    gap = analytic_load.zero_load(slow, 8000, 100).ttft_ms - analytic_load.zero_load(r, 8000, 100).ttft_ms
     assert gap == pytest.approx((10.0 - sc.frontend_us_per_prompt_token) * 8000 / 1000, rel=1e-9)
 
 
@@ -648,10 +650,10 @@ def test_a_closed_loop_near_the_knee_holds_the_clients_asked():
     clients (Qwen3-8B 500/200 on an H100); the search now also brackets the population to 0.1 %."""
     arch, gpu = get_model("Qwen/Qwen3-8B"), get_gpu("H100-SXM-80GB")
     r = latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig()))
-    top = latency.max_rate(r, 500, 200)
+    top = analytic_load.max_rate(r, 500, 200)
     for clients in (0.5 * top.concurrency, 0.9 * top.concurrency, 0.99 * top.concurrency):
-        point = latency.at_concurrency(r, clients, 500, 200)
-        assert point.concurrency == pytest.approx(clients, rel=latency.CONCURRENCY_TOLERANCE)
+        point = analytic_load.at_concurrency(r, clients, 500, 200)
+        assert point.concurrency == pytest.approx(clients, rel=analytic_load.CONCURRENCY_TOLERANCE)
 
 
 def test_attention_runs_at_the_kv_caches_math_not_the_weights():
@@ -679,7 +681,7 @@ def test_prompt_tokens_skip_the_lm_head():
     ac = r.arch_cal
     _, prompt, _ = latency.step_parts_s(r, 0, 0, 1000, 0)
     _, decode, _ = latency.step_parts_s(r, 1000, 0)
-    gemm_tile = latency.serving_calibration().gemm_tile_tokens
+    gemm_tile = latency_factors.serving_calibration().gemm_tile_tokens
     tile = 2 * r.dense_active_params_per_gpu * gemm_tile / (ac.eff_compute * r.peak_flops)  # every step's padding
     assert prompt == pytest.approx(tile + 2 * (r.dense_active_params_per_gpu - 525_336_576) * 1000
                                    / (ac.eff_prefill * r.peak_flops), rel=1e-9)
@@ -730,7 +732,7 @@ R_CAPPED = {"google/gemma-3-27b-it": replica("google/gemma-3-27b-it", max_len=16
 def test_a_moe_kernel_without_rows_runs_at_the_measured_path_it_borrows():
     """Blackwell's MoE kernels have no load rows: they run at the Hopper block-FP8 grouped GEMM's fitted share
     (serving_calibration.yaml `borrows`), so a faster GPU is not priced as an even faster kernel."""
-    serving = latency.serving_calibration()
+    serving = latency_factors.serving_calibration()
     assert serving.moe_paths["flashinfer_cutlass"].borrows == "fp8_block"
     r = replica(QWEN_MOE, gpu="B200-180GB", precision="fp8")
     assert r.moe == serving.moe_paths["fp8_block"]
@@ -787,7 +789,7 @@ def test_a_poisson_request_decodes_in_the_mean_batch_of_the_birth_death_chain(mo
     form 12.77)."""
     r = replica(model, gpu)
     inp, out = 1000, 250
-    mix = latency._StepMix(r, inp, out)
+    mix = analytic_load._StepMix(r, inp, out)
     y = mix.y_at_rate(rate)
     q, _, _ = mix.steps(y)
     per_s = q / mix.mean_step(y)
@@ -816,15 +818,15 @@ def test_a_request_step_without_bound_makes_the_point_unstable(monkeypatch):
     """Where the decode chain has no stationary batch (rate O c >= 1: each sequence added costs the others more
     than arrivals leave room for) the point is unstable with that reason, never a stable point of infinite TPOT."""
     r = replica()
-    assert latency.at_rate(r, 5.0, 1000, 200).stable
-    monkeypatch.setattr(latency._StepMix, "request_step", lambda self, y: math.inf)
-    point = latency.at_rate(r, 5.0, 1000, 200)
+    assert analytic_load.at_rate(r, 5.0, 1000, 200).stable
+    monkeypatch.setattr(analytic_load._StepMix, "request_step", lambda self, y: math.inf)
+    point = analytic_load.at_rate(r, 5.0, 1000, 200)
     assert not point.stable and "swings grow without bound" in (point.limit or "")
-    assert latency.at_rate(r, 5.0, 1000, 200, poisson=False).stable  # a closed loop decodes in the mean step
+    assert analytic_load.at_rate(r, 5.0, 1000, 200, poisson=False).stable  # a closed loop decodes in the mean step
 
 
 def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
-    """latency.prompt_queue_s: M/D/1 on the budget share (steps of fixed length) or on the prefill's marginal
+    """analytic_load.prompt_queue_s: M/D/1 on the budget share (steps of fixed length) or on the prefill's marginal
     time (steps that stretch with their prompt tokens), whichever waits longer; a closed loop keeps the first."""
     r = replica()
     plain = latency.step_time_s(r, 10, 1150)
@@ -835,20 +837,20 @@ def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
     busy = rate * marginal
     gpu = marginal * busy / (2 * (1 - busy))
     assert gpu > budget
-    assert latency.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, True) == pytest.approx(gpu)
-    assert latency.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, False) == pytest.approx(budget)
+    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, True) == pytest.approx(gpu)
+    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, False) == pytest.approx(budget)
     # a prompt hidden under the decode step (marginal time ~0): the budget decides
     hidden = plain * 1.001
-    assert latency.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, hidden, share, True) == pytest.approx(
+    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, hidden, share, True) == pytest.approx(
         hidden * 0.05 / (2 * 0.95))
     # two chunks replace two decode steps
-    two = latency.prompt_queue_s(r, 1.0, 10, 1150, 3000, 2048, service, 0.0, True)
+    two = analytic_load.prompt_queue_s(r, 1.0, 10, 1150, 3000, 2048, service, 0.0, True)
     assert two == pytest.approx((0.2 - 2 * plain) ** 2 / (2 * (1 - (0.2 - 2 * plain))))
 
 
 @pytest.mark.parametrize("poisson", [True, False])
 def test_a_tpot_target_no_step_reaches_leaves_the_rate_to_the_limits(poisson):
     r = replica()
-    loose = latency.max_rate(r, 1000, 200, tpot_slo_ms=1e9, poisson=poisson)
+    loose = analytic_load.max_rate(r, 1000, 200, tpot_slo_ms=1e9, poisson=poisson)
     assert loose.requests_per_second == pytest.approx(
-        latency.max_rate(r, 1000, 200, poisson=poisson).requests_per_second, rel=1e-9)
+        analytic_load.max_rate(r, 1000, 200, poisson=poisson).requests_per_second, rel=1e-9)

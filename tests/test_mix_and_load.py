@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from gpuopt.cli.main import cli
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload, load_workload
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.planner.mix import MixModel, capacity_point, percentile_of
@@ -48,7 +48,7 @@ def test_percentile_of_a_discrete_mix_by_hand():
 
 def test_mix_capacity_is_the_harmonic_combination_when_tpot_binds(replica):
     bins = [(400, 100, 0.75), (6000, 600, 0.25)]
-    caps = [latency.max_rate(replica, i, o, None, 30.0).requests_per_second for i, o, _ in bins]
+    caps = [analytic_load.max_rate(replica, i, o, None, 30.0).requests_per_second for i, o, _ in bins]
     expected = 1 / (0.75 / caps[0] + 0.25 / caps[1])
     got = capacity_point(replica, workload(bins)).requests_per_second
     assert got == pytest.approx(expected, rel=1e-9)
@@ -61,13 +61,13 @@ def test_mix_capacity_is_the_harmonic_combination_when_tpot_binds(replica):
 def test_mix_capacity_is_below_the_capacity_at_the_mean_for_a_long_tail(replica):
     bins = [(300, 80, 0.8), (8000, 1500, 0.2)]  # mean 1840 in / 364 out
     mix = capacity_point(replica, workload(bins)).requests_per_second
-    at_mean = latency.max_rate(replica, 1840, 364, None, 30.0).requests_per_second
+    at_mean = analytic_load.max_rate(replica, 1840, 364, None, 30.0).requests_per_second
     assert mix < at_mean
 
 
 def test_one_bin_is_todays_model(replica):
     w = workload([(1000, 200, 1.0)], ttft=800.0)
-    assert capacity_point(replica, w) == latency.max_rate(replica, 1000, 200, 800.0, 30.0)
+    assert capacity_point(replica, w) == analytic_load.max_rate(replica, 1000, 200, 800.0, 30.0)
 
 
 @settings(max_examples=25, deadline=None)
@@ -77,7 +77,7 @@ def test_mix_capacity_lies_between_the_bins(replica, raw):
     total = sum(w for _, _, w in raw)
     bins = [(i, o, w / total) for i, o, w in raw]
     bins[-1] = (bins[-1][0], bins[-1][1], 1 - sum(s for _, _, s in bins[:-1]))
-    caps = [latency.max_rate(replica, i, o, None, 30.0).requests_per_second for i, o, _ in bins]
+    caps = [analytic_load.max_rate(replica, i, o, None, 30.0).requests_per_second for i, o, _ in bins]
     got = MixModel(replica, workload(bins)).capacity().point.requests_per_second
     assert min(caps) * (1 - 1e-9) <= got <= max(caps) * (1 + 1e-9)
 
@@ -85,7 +85,7 @@ def test_mix_capacity_lies_between_the_bins(replica, raw):
 def test_ttft_percentile_lets_a_small_slow_bin_miss(replica):
     # 5 % of requests have a 12k-token prompt: the mean TTFT target is missed long before p90's
     bins = [(500, 100, 0.95), (12000, 100, 0.05)]
-    alone_long = latency.zero_load(replica, 12000, 100).ttft_ms
+    alone_long = analytic_load.zero_load(replica, 12000, 100).ttft_ms
     target = alone_long * 0.9  # the long bin misses even alone
     with_p90 = MixModel(replica, workload(bins, ttft=target, percentile=90)).capacity()
     assert with_p90.ttft_percentile_ms is not None and with_p90.ttft_percentile_ms <= target

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuopt.inputs.workload import Quota, Workload
-from gpuopt.physics.latency import LoadPoint
+from gpuopt.physics.analytic_load import LoadPoint
 from gpuopt.planner.candidates import CandidateResult, Evaluation, Shape
 from gpuopt.planner.program import Assignment, instances_needed, lower_bound, prune, solve
 from gpuopt.pricing.catalog import Offering

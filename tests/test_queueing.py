@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency, queueing, steady_state
+from gpuopt.physics import analytic_load, latency, queueing, steady_state
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from tests.conftest import run
@@ -65,30 +65,31 @@ def _qwen3_30b() -> latency.Replica:
 
 def test_open_loop_ttft_adds_the_wait_for_kv_room_and_a_closed_loop_does_not():
     r = _qwen3_30b()
-    top = latency.max_rate(r, 1000, 250)  # one place short of the requests the KV cache runs at once
-    assert top.limit is None and "KV" in (latency.at_rate(r, top.requests_per_second * 1.01, 1000, 250).limit or "")
+    top = analytic_load.max_rate(r, 1000, 250)  # one place short of the requests the KV cache runs at once
+    beyond = analytic_load.at_rate(r, top.requests_per_second * 1.01, 1000, 250)
+    assert top.limit is None and "KV" in (beyond.limit or "")
     rate = 0.95 * top.requests_per_second
-    open_, closed = latency.at_rate(r, rate, 1000, 250), latency.at_rate(r, rate, 1000, 250, poisson=False)
-    places = latency.run_places(r, 1000, 250)
-    assert places == latency.kv_places(r, 1000, 250)  # max_num_seqs (1,024) is far above
+    open_, closed = analytic_load.at_rate(r, rate, 1000, 250), analytic_load.at_rate(r, rate, 1000, 250, poisson=False)
+    places = analytic_load.run_places(r, 1000, 250)
+    assert places == analytic_load.kv_places(r, 1000, 250)  # max_num_seqs (1,024) is far above
     # each request holds its place for its decode, 250 request steps (the open loop's TPOT), so rate x that
     # many places are busy: more than the mean-field decode batch (the chain's mean, _StepMix.request_step)
     hold = 250 * open_.tpot_ms / 1e3
     assert rate * hold > closed.decode_batch
     wait = queueing.kv_wait_s(places, rate * hold, hold)
     assert wait > 0.05
-    front = latency.frontend_s(r, 1000)  # and at the API server (M/D/1), a fraction of a millisecond here
+    front = analytic_load.frontend_s(r, 1000)  # and at the API server (M/D/1), a fraction of a millisecond here
     busy = rate * front
     # and for the rest of the step in flight, which a random instant finds longer than half a step
-    mix = latency._StepMix(r, 1000, 250)
+    mix = analytic_load._StepMix(r, 1000, 250)
     y = mix.y_at_rate(rate)
     in_step = (1 - math.exp(-closed.decode_batch)) * (mix.residual_step(y) - mix.mean_step(y) / 2)
     assert in_step > 0
-    # and for the prefill work ahead of it (latency.prompt_queue_s: the busier of the step budget and the
+    # and for the prefill work ahead of it (analytic_load.prompt_queue_s: the busier of the step budget and the
     # GPU's time; a closed loop keeps the budget's)
     b, p = closed.decode_batch, 1000 * y
     room = r.config.max_num_batched_tokens - b
-    service = latency._prefill_steps_s(r, b, 1125, 1000, room)
+    service = latency.prefill_steps_s(r, b, 1125, 1000, room)
     budget = service * (p / room) / (2 * (1 - p / room))
     marginal = service - latency.step_time_s(r, b, 1125)  # one chunk: the decode step it replaces
     prompts = max(budget, marginal * rate * marginal / (2 * (1 - rate * marginal))) - budget
@@ -109,13 +110,13 @@ def test_a_ttft_target_near_the_kv_limit_is_met_further_below_it_under_poisson_t
     Poisson swings keep a request waiting for room about as long as a decode (`gpuopt simulate`, 4,000
     requests: 9.3 meets the target at 0.27 s, 9.6 misses it at 0.91 s)."""
     r = _qwen3_30b()
-    held = latency.replica_held_tokens(r, 1000, 250)
+    held = analytic_load.replica_held_tokens(r, 1000, 250)
     assert held == 1133
     k = 3 * 250 / 12**0.5
-    assert latency.kv_places(r, 1000, 250) == pytest.approx(
+    assert analytic_load.kv_places(r, 1000, 250) == pytest.approx(
         ((-k + (k * k + 4 * held * r.kv_capacity_tokens) ** 0.5) / (2 * held)) ** 2, rel=1e-12)
-    limit = latency.max_rate(r, 1000, 250, 500.0, 60.0, poisson=False)
-    poisson = latency.max_rate(r, 1000, 250, 500.0, 60.0)
+    limit = analytic_load.max_rate(r, 1000, 250, 500.0, 60.0, poisson=False)
+    poisson = analytic_load.max_rate(r, 1000, 250, 500.0, 60.0)
     assert limit.requests_per_second == pytest.approx(9.99, abs=0.01)
     assert 9.2 < poisson.requests_per_second < 9.8
     assert poisson.ttft_ms <= 500.0
@@ -149,15 +150,15 @@ def test_the_api_server_bounds_the_rate_one_request_at_a_time():
     17.854 ms a request, one at a time, so it passes on at most 56.01 requests/s; the analytic model planned
     172 within a 2 s TTFT (`gpuopt simulate`: 60 offered, 55.3 served, TTFT 1.7 s and growing)."""
     r = _small_model("B200-180GB")
-    front = latency.frontend_s(r, 4000)
+    front = analytic_load.frontend_s(r, 4000)
     assert front == pytest.approx(0.9671e-3 + 4000 * 4.2217e-6, rel=1e-3)
-    top = latency.max_rate(r, 4000, 100)
+    top = analytic_load.max_rate(r, 4000, 100)
     assert top.requests_per_second == pytest.approx(1 / front, rel=1e-6)
-    assert "API server" in (latency.at_rate(r, 1.001 / front, 4000, 100).limit or "")
-    within = latency.max_rate(r, 4000, 100, 2000.0, None)
+    assert "API server" in (analytic_load.at_rate(r, 1.001 / front, 4000, 100).limit or "")
+    within = analytic_load.max_rate(r, 4000, 100, 2000.0, None)
     assert within.requests_per_second < 1 / front and within.ttft_ms <= 2000.0
     # Poisson arrivals queue there (M/D/1): at 90 % of its pace a request waits 0.9 / (2 x 0.1) services
-    closed, open_ = (latency.at_rate(r, 0.9 / front, 4000, 100, poisson=p) for p in (False, True))
+    closed, open_ = (analytic_load.at_rate(r, 0.9 / front, 4000, 100, poisson=p) for p in (False, True))
     assert open_.ttft_ms - closed.ttft_ms >= front * 4.5 * 1e3 * (1 - 1e-9)
 
 
@@ -167,8 +168,8 @@ def test_clients_past_the_api_servers_pace_queue_there_and_nothing_churns():
     and read 20 ms TPOT where 3.97 is simulated)."""
     r = _small_model("H100-SXM-80GB")
     assert not steady_state.churns(r, 4000, 100, 200)
-    point = latency.at_concurrency(r, 200, 4000, 100)
-    assert point.requests_per_second == pytest.approx(1 / latency.frontend_s(r, 4000), rel=1e-6)
+    point = analytic_load.at_concurrency(r, 200, 4000, 100)
+    assert point.requests_per_second == pytest.approx(1 / analytic_load.frontend_s(r, 4000), rel=1e-6)
     assert "API server" in (point.limit or "")
 
 
@@ -180,7 +181,7 @@ def test_a_closed_loop_whose_swings_overfill_the_kv_cache_is_simulated():
     requests). 56 clients: 34,048 + 3 x 1,728.3 = 39,233 < 42,800, analytic."""
     arch, spec = get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("RTX4090-24GB")
     r = latency.build_replica(arch, spec, estimate(arch, spec, ServingConfig(precision="bf16", max_model_len=8192)))
-    assert r.kv_capacity_tokens == 42_800 and latency.replica_held_tokens(r, 200, 800) == 608
+    assert r.kv_capacity_tokens == 42_800 and analytic_load.replica_held_tokens(r, 200, 800) == 608
     assert steady_state.overfills(r, 200, 800, 64) and steady_state.churns(r, 200, 800, 64)
     assert not steady_state.overfills(r, 200, 800, 56) and not steady_state.churns(r, 200, 800, 56)
     result = run("fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "RTX4090-24GB", "--precision", "bf16",
@@ -199,7 +200,7 @@ def test_the_overfill_limit_is_the_root_of_the_swing_equation_by_hand():
     x = (-692.82 + sqrt(692.82^2 + 4 x 608 x 42,800)) / (2 x 608) = (-692.82 + 10,225.92) / 1,216 = 7.8397, so 61.46
     clients (above the 42,800 / 1,008 = 42.5 whose whole requests fit at once)."""
     r = _rtx4090_llama()
-    limit = latency.kv_places(r, 200, 800)
+    limit = analytic_load.kv_places(r, 200, 800)
     assert limit == pytest.approx(61.46, abs=0.01)
     assert steady_state.overfills(r, 200, 800, 61.5) and not steady_state.overfills(r, 200, 800, 61.4)
 
@@ -209,7 +210,7 @@ def test_a_few_long_clients_whose_whole_requests_fit_never_overfill():
     reaches 54,849 > 42,800, but a single request holds at most 40,208 tokens: the cache holds 42,800 / 40,208 =
     1.06 whole requests, so one client never overfills."""
     r = _rtx4090_llama()
-    assert latency.kv_places(r, 200, 40_000) == pytest.approx(42_800 / 40_208, rel=1e-9)
+    assert analytic_load.kv_places(r, 200, 40_000) == pytest.approx(42_800 / 40_208, rel=1e-9)
     assert not steady_state.overfills(r, 200, 40_000, 1)
 
 
@@ -218,10 +219,11 @@ def test_a_few_long_clients_whose_whole_requests_fit_never_overfill():
 def test_the_closed_top_never_holds_more_clients_than_the_overfill_limit(input_tokens, output_tokens):
     r = _rtx4090_llama()
     top = steady_state.closed_top(r, input_tokens, output_tokens)
-    limit = latency.kv_places(r, input_tokens, output_tokens)
+    limit = analytic_load.kv_places(r, input_tokens, output_tokens)
     assert top.concurrency <= limit * (1 + 1e-9)
-    analytic = latency.max_rate(r, input_tokens, output_tokens, poisson=False)
-    assert top.concurrency == pytest.approx(min(analytic.concurrency, limit), rel=2 * latency.CONCURRENCY_TOLERANCE)
+    analytic = analytic_load.max_rate(r, input_tokens, output_tokens, poisson=False)
+    assert top.concurrency == pytest.approx(min(analytic.concurrency, limit),
+                                            rel=2 * analytic_load.CONCURRENCY_TOLERANCE)
 
 
 def test_a_concurrency_workload_is_planned_below_the_clients_whose_kv_swings_overfill(tmp_path):
@@ -244,7 +246,7 @@ def test_a_concurrency_workload_is_planned_below_the_clients_whose_kv_swings_ove
               "--max-model-len", "8192", "--input-tokens", "200", "--output-tokens", "800", "--concurrency", "30",
               "--tpot-slo-ms", "100", "--json")
     r = _rtx4090_llama()
-    expected = latency.at_concurrency(r, latency.kv_places(r, 200, 800), 200, 800).requests_per_second
+    expected = analytic_load.at_concurrency(r, analytic_load.kv_places(r, 200, 800), 200, 800).requests_per_second
     assert json.loads(fit.stdout)["max_requests_per_second_within_slo"] == pytest.approx(expected, abs=1e-3)
 
 

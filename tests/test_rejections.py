@@ -12,7 +12,7 @@ from gpuopt.cli.main import cli
 from gpuopt.errors import InfeasibleError, SloUnreachableError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import Slo, Workload
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.checkpoint_table import TABLE
 from gpuopt.physics.memory import ServingConfig, estimate
@@ -24,19 +24,19 @@ LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"
 H100 = "H100-SXM-80GB"
 
 
-def lone_request() -> latency.LoadPoint:
+def lone_request() -> analytic_load.LoadPoint:
     arch, gpu = get_model(LLAMA8), get_gpu(H100)
     replica = latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig(max_model_len=8192)))
-    return latency.zero_load(replica, 1000, 200)
+    return analytic_load.zero_load(replica, 1000, 200)
 
 
 @pytest.mark.parametrize("ttft_ms, tpot_ms, target", [(1.0, None, "ttft"), (None, 1.0, "tpot"), (1.0, 1.0, "ttft")])
 def test_max_rate_says_which_target_a_lone_request_misses_and_by_how_much(ttft_ms, tpot_ms, target):
     arch, gpu = get_model(LLAMA8), get_gpu(H100)
     replica = latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig(max_model_len=8192)))
-    alone = latency.zero_load(replica, 1000, 200)
+    alone = analytic_load.zero_load(replica, 1000, 200)
     with pytest.raises(SloUnreachableError) as info:
-        latency.max_rate(replica, 1000, 200, ttft_ms, tpot_ms)
+        analytic_load.max_rate(replica, 1000, 200, ttft_ms, tpot_ms)
     miss = info.value
     lone = alone.ttft_ms if target == "ttft" else alone.tpot_ms
     assert (miss.target, miss.target_ms, miss.lone_ms) == (target, 1.0, lone)  # TTFT is checked first

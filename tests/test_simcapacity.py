@@ -8,7 +8,7 @@ import pytest
 
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload, load_workload
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.physics.steady_state import SEARCH_TOLERANCE, VERIFY_FACTOR, steady_run
@@ -54,7 +54,7 @@ def replica():
 
 def test_the_search_brackets_the_simulated_capacity(replica):
     w = workload(90)
-    start = latency.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
+    start = analytic_load.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
     rate, summary = simulated_capacity(replica, w, start)
     assert rate > 0 and summary is not None and meets(w, summary)
     assert meets(w, *run(replica, w, rate))  # deterministic: the same seed, the same run
@@ -73,13 +73,13 @@ def test_the_simulated_capacity_does_not_depend_on_where_the_search_starts(repli
     that moved the answer made one replica's capacity depend on which providers were allowed (38.15 vs 37.97
     requests/s for one H100)."""
     w = workload(90)
-    start = latency.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
+    start = analytic_load.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
     rates = {simulated_capacity(replica, w, start * f)[0] for f in (0.55, 0.9, 1.0, 1.3)}
     assert len(rates) == 1
 
 
 def test_p99_capacity_is_at_most_the_mean_capacity(replica):
-    start = latency.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
+    start = analytic_load.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
     p99, _ = simulated_capacity(replica, workload(99), start)
     mean, _ = simulated_capacity(replica, workload(None, lengths=Lengths(dataset="sharegpt")), start)
     p99_sharegpt, _ = simulated_capacity(replica, workload(99, lengths=Lengths(dataset="sharegpt")), start)
@@ -296,7 +296,7 @@ def test_the_closed_loop_capacity_is_the_last_client_count_that_meets_the_target
     from gpuopt.physics.steady_state import closed_run
 
     w = workload(90, tpot=30.0, concurrency=8)
-    start = latency.max_rate(replica, 1000, 200, 2000.0, 30.0, poisson=False).concurrency
+    start = analytic_load.max_rate(replica, 1000, 200, 2000.0, 30.0, poisson=False).concurrency
     clients, summary = simcapacity.simulated_clients(replica, w, start)
     assert clients >= 1 and summary is not None and meets(w, summary) and clients == round(clients)
     k = math.log(clients) / math.log1p(SEARCH_TOLERANCE)

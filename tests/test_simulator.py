@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.physics.quantization import read_quantization
@@ -299,7 +299,7 @@ def test_a_concurrency_cap_below_the_engine_count_keeps_only_that_many_engines_b
 def test_a_wider_range_ratio_never_raises_capacity_at_a_fixed_mean():
     def capacity(ratio: float) -> float:
         lengths = RangeLengths(1000, 200, ratio) if ratio else FixedLengths(1000, 200)
-        return steady_capacity(R, lengths, None, 25.0, 90, latency.max_rate(R, 1000, 200).requests_per_second,
+        return steady_capacity(R, lengths, None, 25.0, 90, analytic_load.max_rate(R, 1000, 200).requests_per_second,
                                measured=150)[0]
 
     narrow, wide = capacity(0.0), capacity(0.9)
@@ -312,10 +312,10 @@ def test_simulator_and_analytic_model_agree_in_steady_state(load: float):
     """Decode-dominated Poisson traffic (200 in, 500 out) at 30 % and 60 % of the analytic maximum rate: the
     simulated mean TPOT within 15 % of the analytic steady-state step and the mean TTFT within 20 %; the
     throughput within 5 % of the offered rate corrected for the drain of a finite run."""
-    rate = latency.max_rate(R, 200, 500).requests_per_second * load
+    rate = analytic_load.max_rate(R, 200, 500).requests_per_second * load
     reqs = make_requests(FixedLengths(200, 500), PoissonArrivals(rate), 800, seed=0)
     res = simulate(R, reqs, sched=SchedulerConfig.from_replica(R)).summary()
-    point = latency.at_rate(R, rate, 200, 500)
+    point = analytic_load.at_rate(R, rate, 200, 500)
     assert float(res["mean_tpot_ms"]) == pytest.approx(point.tpot_ms, rel=0.15)
     assert float(res["mean_ttft_ms"]) == pytest.approx(point.ttft_ms, rel=0.20)
     # 800 requests arrive over 800 / rate seconds; the last one then takes one analytic request latency
@@ -331,9 +331,9 @@ def test_prefill_heavy_and_moe_steady_states_agree_with_the_simulator(model: str
     prompts were spread over every step, the 3,000-token prompts hid under the decode's memory time (TPOT
     40 % optimistic) and every gpt-oss step paid for the experts a prompt touches."""
     r = replica(model)
-    rate = latency.max_rate(r, inp, out, None, 25.0).requests_per_second * 0.7
+    rate = analytic_load.max_rate(r, inp, out, None, 25.0).requests_per_second * 0.7
     res, stable = steady_run(r, FixedLengths(inp, out), rate, None, 25.0, measured=300)
-    point = latency.at_rate(r, rate, inp, out)
+    point = analytic_load.at_rate(r, rate, inp, out)
     summary = res.summary()
     assert stable
     assert float(summary["mean_tpot_ms"]) == pytest.approx(point.tpot_ms, rel=0.10)
@@ -346,7 +346,7 @@ def test_a_finite_run_that_fits_one_batch_is_not_a_capacity():
     calibration, whose 120 us of host work per sequence puts 40x, 64 ms, just above). The steady-state run,
     with the engine filled first and kept loaded, does not: its queue grows."""
     r = replica("openai/gpt-oss-20b")
-    cap = latency.max_rate(r, 200, 800, None, 60.0).requests_per_second
+    cap = analytic_load.max_rate(r, 200, 800, None, 60.0).requests_per_second
     finite = simulate(r, make_requests(FixedLengths(200, 800), PoissonArrivals(cap * 5), 400, seed=0)).summary()
     assert float(finite["mean_tpot_ms"]) <= 60.0
     res, stable = steady_run(r, FixedLengths(200, 800), cap * 5, None, 60.0)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpuopt.hardware import get_gpu
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import ServingConfig, estimate
 from gpuopt.physics.simulator import SimResult
@@ -117,7 +117,7 @@ def test_the_capacity_is_confirmed_on_the_longer_window(replica):
     # a grid rate at or below the short search's, where a 400-request run meets the targets, and its summary
     # is that run's
     lengths = FixedLengths(1000, 200)
-    start = latency.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
+    start = analytic_load.max_rate(replica, 1000, 200, 2000.0, 40.0).requests_per_second
     short, _ = steady_capacity(replica, lengths, 2000.0, 40.0, 90, start, measured=100, verify=100)
     rate, summary = steady_capacity(replica, lengths, 2000.0, 40.0, 90, start, measured=100)
     assert 0 < rate <= short and summary is not None

@@ -21,7 +21,7 @@ from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import EXIT_INFEASIBLE, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
-from gpuopt.physics import latency, steady_state
+from gpuopt.physics import analytic_load, latency, latency_factors, steady_state
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.cuda_graphs import GraphSettings
@@ -226,7 +226,7 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
     DP coordinator balances them), each predicted as one replica, and the rates are the engines' sum."""
     replica = latency.build_replica(arch, spec, est, interconnect, expert_parallel=expert_parallel)
     dp = est.config.data_parallel
-    borrowed = latency.borrowed_calibration(spec)
+    borrowed = latency_factors.borrowed_calibration(spec)
     if borrowed is not None:
         say("note", borrowed.note)
     if replica.attention_backend == "triton":
@@ -234,10 +234,10 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
         say("note", f"vLLM runs Triton attention for {why} on {spec.gpu} (FlashAttention 2 has neither below "
                     f"sm90): attention FLOPs priced at {replica.attn_time_scale:.2f}x FlashAttention's")
     if request_rate is not None:
-        point = latency.at_rate(replica, request_rate / dp, input_tokens, output_tokens)
+        point = analytic_load.at_rate(replica, request_rate / dp, input_tokens, output_tokens)
     elif concurrency is not None:
         clients = concurrency / dp
-        point = latency.at_concurrency(replica, clients, input_tokens, output_tokens)
+        point = analytic_load.at_concurrency(replica, clients, input_tokens, output_tokens)
         if steady_state.churns(replica, input_tokens, output_tokens, clients):  # admitted, then preempted
             sched = SchedulerConfig.from_memory(est)
             if steady_state.closed_loop_steps(sched, input_tokens, output_tokens, clients) \
@@ -250,7 +250,7 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
         if point.limit:  # a closed loop beyond saturation: the extra clients queue (or churn)
             say("note", point.limit + (f" (per data-parallel engine, of {dp})" if dp > 1 else ""))
     else:
-        point = latency.zero_load(replica, input_tokens, output_tokens)
+        point = analytic_load.zero_load(replica, input_tokens, output_tokens)
     pool = est.kv_pool
     out: dict[str, float | None] = {
         "ttft_ms": _round(point.ttft_ms), "tpot_ms": _round(point.tpot_ms),
@@ -268,7 +268,7 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
             # and the requests it admits decode at that rate's TPOT (the scheduler's limits cap the batch); only
             # TTFT, the queue, grows without bound
             # saturated, the engine runs full whatever the arrivals do: its closed-loop top rate
-            top = latency.max_rate(replica, input_tokens, output_tokens, poisson=False)
+            top = analytic_load.max_rate(replica, input_tokens, output_tokens, poisson=False)
             # the queue grows without bound, and so do TTFT and the requests in flight (a rate past the KV
             # cache's limit printed those of a cache that held everyone: 551 ms for 1 request/s of
             # Qwen2.5-32B on an A100-40GB that sustains 0.94)
@@ -283,7 +283,7 @@ def _predict(arch: ModelArchitecture, spec: GpuSpec, est: MemoryEstimate, interc
         try:
             # a closed loop's rate within the targets has no Poisson waits (the clients are the population) and
             # stops where its clients' KV swings past the cache (steady_state.closed_top, as the planner's)
-            best = (latency.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms)
+            best = (analytic_load.max_rate(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms)
                     if concurrency is None else
                     steady_state.closed_top(replica, input_tokens, output_tokens, ttft_slo_ms, tpot_slo_ms))
             out["max_requests_per_second_within_slo"] = _round(best.requests_per_second * dp)

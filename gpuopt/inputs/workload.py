@@ -322,7 +322,7 @@ class Workload(ServingTarget):
     @property
     def open_loop(self) -> bool:
         """Requests arrive on their own (Poisson, a request rate), not from a closed loop of clients that each
-        send the next when the last ends: the analytic model charges an open loop's swings (latency.at_rate's
+        send the next when the last ends: the analytic model charges an open loop's swings (analytic_load.at_rate's
         `poisson`) and the simulator runs one or the other."""
         return self.requests_per_second is not None
 

@@ -3,7 +3,7 @@
 vLLM admits a waiting request only when the KV cache has the blocks for its prompt (Scheduler.schedule:
 KVCacheManager.allocate_slots returns None and the request stays at the head of the waiting queue). A cache
 whose blocks hold, on average, `slots` running requests of a shape is then a queue with that many servers,
-each request holding one for its decode. The analytic steady state (latency.at_rate) used to stop at the
+each request holding one for its decode. The analytic steady state (analytic_load.at_rate) used to stop at the
 mean population (rate x holding time = slots) and charge nothing below it; but Poisson arrivals swing about
 that mean, and a request arriving while the cache is full waits for a running one to finish -- up to a whole
 decode lifetime. The wait grows with the lifetime, so a cache of the same size tolerates short-lived requests
@@ -15,16 +15,16 @@ near its limit and long-lived ones well below it:
 - Qwen3.5-35B-A3B at 1,000 / 250 (2 s target, 3 s decodes, ~12 requests' room): 3.91 before; 4,000
   simulated requests meet it at 3.6 (0.83 s) and miss narrowly at 3.77 (2.14 s); with this wait, 3.77.
 
-The servers are the requests that run at once without outgrowing the cache (latency.kv_places): vLLM does
+The servers are the requests that run at once without outgrowing the cache (analytic_load.kv_places): vLLM does
 not reserve a request's growth, it admits a prompt while its blocks are free, and the running requests' ages
 are independent, so the KV they hold swings about its mean (each holds its prompt and half its output on
-average, latency.held_kv_tokens) and past the cache the newest is preempted and recomputed. Counting the
+average, analytic_load.held_kv_tokens) and past the cache the newest is preempted and recomputed. Counting the
 servers at the mean (until 2026-12-03) left that out and was optimistic where outputs dwarf prompts:
 Qwen3-30B-A3B at 200 / 800, 2 s / 40 ms, 6.48 requests/s, where 4,000 simulated requests hold 6.1 and collapse
 at 6.3 (now 6.16); gemma-3-27b at 200 / 800, 1.81 where they hold 1.61 and miss at 1.7 (now 1.59). The two
 cases above move little (outputs short against prompts swing little): 9.52 and 3.75.
 
-Each request holds its place for its decode at the TPOT a Poisson request sees (latency._StepMix.request_step,
+Each request holds its place for its decode at the TPOT a Poisson request sees (analytic_load._StepMix.request_step,
 since 2026-12-03), so the places busy are rate x O x that TPOT (the decode chain's mean batch), not the
 mean-field batch: Qwen3.5-35B-A3B's case above 3.75 -> 3.62 (4,000 simulated requests meet 3.6), Qwen3-30B-A3B
 at 200 / 800 6.16 -> 6.14, the first case 9.52; benchmarks/surrogate_capacity.py's KV-bound rows median 1.014
@@ -43,12 +43,12 @@ terms are below 1e-14 of the largest)."""
 SPARE_PLACES = 1.0
 """Places (requests the KV cache and max_num_seqs run at once) an open loop keeps free on average: with fewer,
 Poisson arrivals wait about a whole decode for room (C(c, c - 1) x holding / 1) and the queue is critical,
-so latency.at_rate calls the point unstable there and the capacity of a workload without a TTFT target stops
+so analytic_load.at_rate calls the point unstable there and the capacity of a workload without a TTFT target stops
 one place short of the mean-population limit (it printed the clamp's TTFT before: 743,552 ms for a 6,000/500
 workload on an L4 with only a TPOT target)."""
 KV_SWING_SD = 3.0
 """Standard deviations of the running requests' KV above its mean that the cache holds without preempting
-(latency.kv_places; the simulated steady state's check of the in-flight population, steady_state.
+(analytic_load.kv_places; the simulated steady state's check of the in-flight population, steady_state.
 kv_fluctuation_fits, uses the same)."""
 MAX_LOAD = 0.999
 """Largest server utilisation the wait is computed at: the queue is critical at 1 (an infinite mean wait); the

@@ -19,7 +19,7 @@ possible) are advanced in one vectorised jump to the next finish or arrival: sam
 
 The client is `vllm bench serve`: send times from gpuopt.physics.traffic, a semaphore of max_concurrency (a
 closed loop). Between a send and the scheduler sit the API server, which handles requests one at a time
-(latency.frontend_s each: per request and per prompt token, so a burst of 1,000 queues there), and the fixed
+(analytic_load.frontend_s each: per request and per prompt token, so a burst of 1,000 queues there), and the fixed
 latency of the serving path (server_overhead_ms). Offline (`LLM.generate`) has neither. On the chat endpoint
 (`--backend openai-chat`) vLLM streams a role chunk (`delta: {role: assistant, content: ""}`) just before a
 request's first token, and vllm bench serve counts every chunk with choices: one more "token" per request in
@@ -43,7 +43,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpuopt.errors import InputError
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.latency import Replica
 from gpuopt.physics.memory import KvPool, MemoryEstimate, ResolvedConfig
 from gpuopt.physics.traffic import Request
@@ -340,7 +340,7 @@ class _Engine:
             self.in_flight += 1
             # the API server handles requests one at a time (parsing, tokenisation, block hashes): a burst
             # queues there
-            work = 0.0 if self.offline else latency.frontend_s(self.r, self.reqs[i].input_tokens)
+            work = 0.0 if self.offline else analytic_load.frontend_s(self.r, self.reqs[i].input_tokens)
             self.frontend_free = max(sent, self.frontend_free) + work
             self.inbound.append((self.frontend_free + self.ingress, i))
 

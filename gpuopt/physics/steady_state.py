@@ -14,7 +14,7 @@ same traffic:
   `STEADY_SHARE` of the steady KV population live (lifetime x tokens held, over a fixed sample of the
   lengths) -- rate x that many requests. At most the engine's population (max_num_seqs, and the KV blocks
   over those a running request holds on average, time-weighted: the prompt and half the output in each
-  group of the pool, latency.held_kv_tokens, a hybrid's state pages besides) times that lifetime over the
+  group of the pool, analytic_load.held_kv_tokens, a hybrid's state pages besides) times that lifetime over the
   mean one. With one length this is rate x the end-to-end bound, capped at the engine's population, as
   before; a length mix used the mean lifetime and the mean request's tokens until 2026-12-03, so a chat mix
   of 80 % 300/80 and 20 % 8,500/1,500 tokens filled the KV cache only after the measured requests, and
@@ -65,15 +65,15 @@ from numpy.typing import NDArray
 
 from gpuopt.errors import InputError
 from gpuopt.physics import queueing
-from gpuopt.physics.latency import (
+from gpuopt.physics.analytic_load import (
     LoadPoint,
-    Replica,
     at_concurrency,
     held_kv_tokens,
     kv_places,
     max_rate,
     replica_held_tokens,
 )
+from gpuopt.physics.latency import Replica
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate
 from gpuopt.physics.traffic import (
     ConstantArrivals,
@@ -416,7 +416,7 @@ def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
     """The most clients a closed loop can have with the replica meeting the targets at `percentile` (None =
     mean), and the measured summary there; (0, None) when not one client does. A closed loop has no
     unbounded queue (its population is its clients), so the targets decide, and for one request size the KV
-    swings of clients whose ages vary as real ones do (latency.kv_places). On the grid of
+    swings of clients whose ages vary as real ones do (analytic_load.kv_places). On the grid of
     steady_capacity, in whole clients; `start`: the analytic capacity in clients."""
     percentile_key(percentile)
 
@@ -427,7 +427,7 @@ def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
 
     def overfilled(clients: float) -> bool:
         """Equal requests started one after another keep their ages evenly spread for ever, a phase no real
-        population keeps (lengths vary, clients pause): past latency.kv_places such a loop is a miss (Llama-3.1-8B
+        population keeps (lengths vary, clients pause): past analytic_load.kv_places such a loop is a miss (Llama-3.1-8B
         200/800 on an RTX 4090 holds 66 staggered clients, collapses at 68; the limit is 61.5)."""
         return isinstance(lengths, FixedLengths) and overfills(
             replica, lengths.input_tokens, lengths.output_tokens, clients)
@@ -440,10 +440,10 @@ def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
 
 OVER_ADMISSION = 1.02
 """A closed loop churns when vLLM may run this many times the steady population or more (max_num_seqs above
-what the KV cache holds in steady state); below it the extra clients only queue (latency.at_concurrency)."""
+what the KV cache holds in steady state); below it the extra clients only queue (analytic_load.at_concurrency)."""
 KV_BOUND_SLACK = 1e-3
 """The KV cache bounds the largest stable rate when its running sequences are this close to what it runs without
-preempting (latency.kv_places)."""
+preempting (analytic_load.kv_places)."""
 QUEUE_CLIENTS = 256
 """Clients simulated beyond those vLLM can run at once: enough to keep its waiting queue from ever emptying;
 every client beyond them only waits longer (Little's law), so the engine's steady state is theirs."""
@@ -468,7 +468,7 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
 
 def overfills(replica: Replica, input_tokens: int, output_tokens: int, clients: float) -> bool:
     """Whether `clients` requests running at once hold more than the KV cache `KV_FLUCTUATION_SD` standard
-    deviations above their mean (latency.kv_places). Llama-3.1-8B at 200/800 on an RTX 4090 holds 42,800
+    deviations above their mean (analytic_load.kv_places). Llama-3.1-8B at 200/800 on an RTX 4090 holds 42,800
     tokens, 70 mean-sized requests: 64-68 clients were planned at 2,102-2,189 tokens/s with the cache "not
     full", where `gpuopt simulate` preempts 899-2,069 times per 1,500 requests and serves 1,916-1,813; a closed
     loop started one client after another collapses at 68 (393 preemptions, mean TTFT 1.5 s against 120 ms) and
@@ -478,10 +478,10 @@ def overfills(replica: Replica, input_tokens: int, output_tokens: int, clients: 
 
 def closed_top(replica: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
                tpot_slo_ms: float | None = None) -> LoadPoint:
-    """The largest closed loop the replica serves within the targets in steady state: latency.max_rate's
+    """The largest closed loop the replica serves within the targets in steady state: analytic_load.max_rate's
     (poisson=False) when its clients do not overfill the KV cache (`overfills`, the clients `fit --concurrency`
-    simulates), else the most clients that do not (latency.kv_places; latency.at_concurrency there). max_rate
-    keeps the decoding requests within kv_places already; this counts the clients in their TTFT as well (61.7
+    simulates), else the most clients that do not (analytic_load.kv_places; analytic_load.at_concurrency there).
+    max_rate keeps the decoding requests within kv_places already; this counts the clients in their TTFT as well (61.7
     clients of Llama-3.1-8B 200/800 on an RTX 4090 for 61.5 places), so a plan's clients are never ones fit
     would call a churn. Past the places vLLM admits prompts while blocks are free, the running sequences grow
     out of the cache and it preempts: counted at the mean population, the loop was planned at 70.6 such clients

@@ -7,7 +7,7 @@ close to power laws of the factors, so it converges in a few evaluations); `memo
 gap between the KV-cache memory vLLM logged and the memory model's, in closed form.
 
 Each serving observation is predicted by the model that describes it, chosen once on the uncalibrated GPU:
-- the analytic steady-state model (physics/latency.py) when the run has a steady state it describes (a
+- the analytic steady-state model (physics/analytic_load.py) when the run has a steady state it describes (a
   closed loop at its concurrency, an open loop at a rate the replica keeps up with);
 - otherwise a replay of the run through the step-level simulator (physics/simulator.py), as
   `gpuopt simulate` reproduces a `vllm bench serve` run: the same number of prompts, lengths (the file's
@@ -41,7 +41,7 @@ from numpy.typing import NDArray
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, Observation
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.cuda_graphs import GraphSettings
@@ -143,14 +143,14 @@ def _memory(obs: Observation, gpu: GpuSpec, replay: bool = False) -> tuple[Model
     return arch, mem
 
 
-def _steady_point(obs: LatencyObservation, gpu: GpuSpec) -> latency.LoadPoint:
+def _steady_point(obs: LatencyObservation, gpu: GpuSpec) -> analytic_load.LoadPoint:
     arch, mem = _memory(obs, gpu)
     replica = latency.build_replica(arch, gpu, mem, async_scheduling=obs.config.async_scheduling)
     lengths = (max(1, round(obs.input_tokens)), max(1, round(obs.output_tokens)))
     if obs.protocol == "poisson" and obs.request_rate:
-        return latency.at_rate(replica, obs.request_rate, *lengths)
+        return analytic_load.at_rate(replica, obs.request_rate, *lengths)
     clients = obs.concurrency or min(obs.num_prompts, mem.config.max_num_seqs)
-    return latency.at_concurrency(replica, clients, *lengths)
+    return analytic_load.at_concurrency(replica, clients, *lengths)
 
 
 def predict(obs: Observation, gpu: GpuSpec) -> dict[str, float]:

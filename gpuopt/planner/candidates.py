@@ -19,7 +19,7 @@ from typing import NamedTuple
 from gpuopt.errors import FieldError, InputError, NotModelledError, SloUnreachableError
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
-from gpuopt.physics import checkpoint_table, fp8_kv_backend, latency
+from gpuopt.physics import analytic_load, checkpoint_table, fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.lora import lora_problems
@@ -105,7 +105,7 @@ class Evaluation:
     reason: str | None
     reason_kind: RejectionKind | None
     memory: MemoryEstimate | None = None
-    point: latency.LoadPoint | None = None
+    point: analytic_load.LoadPoint | None = None
     gib_short: float | None = None  # for "fit": GiB per GPU missing
     ms_over: float | None = None  # for "ttft" and "tpot": how far a lone request misses the target
 

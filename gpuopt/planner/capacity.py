@@ -33,7 +33,7 @@ from gpuopt.inputs.capacity import (
     demand_series,
 )
 from gpuopt.inputs.workload import Workload
-from gpuopt.physics.latency import borrowed_notes
+from gpuopt.physics.latency_factors import borrowed_notes
 from gpuopt.planner.candidates import CANONICAL_CURRENCY, CandidateResult, Placement, enumerate_candidates
 from gpuopt.planner.capacity_detail import (
     RunningLine,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from gpuopt.physics import latency
+from gpuopt.physics import analytic_load
+from gpuopt.physics.analytic_load import LoadPoint
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.latency import LoadPoint
 from gpuopt.physics.steady_state import percentile_key
 from gpuopt.planner.candidates import CandidateResult
 from gpuopt.planner.mix import MixModel, MixPoint, has_mix
@@ -71,12 +71,13 @@ def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: flo
                            if w.open_loop
                            else model.at_concurrency(point.concurrency * load_share))
     if w.open_loop:
-        at: LoadPoint = latency.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
+        at: LoadPoint = analytic_load.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
                                         w.input_tokens, w.output_tokens)
     else:  # the loop has exactly its share of the clients (the search lands within 0.1 % below it: 3 x 21.31
         # clients planned for 64)
         clients = max(point.concurrency * load_share, 1e-9)
-        at = replace(latency.at_concurrency(replica, clients, w.input_tokens, w.output_tokens), concurrency=clients)
+        at = replace(analytic_load.at_concurrency(replica, clients, w.input_tokens, w.output_tokens),
+                     concurrency=clients)
     # one request size: the analytic model has no spread to take a percentile of
     return _latency_at(MixPoint(at, w.slo.percentile, None, None))
 

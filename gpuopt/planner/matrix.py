@@ -20,7 +20,7 @@ from typing import Any
 from gpuopt.datafiles import data_yaml
 from gpuopt.errors import GpuoptError, InfeasibleError, InputError
 from gpuopt.hardware import GpuSpec, get_gpu
-from gpuopt.physics import fp8_kv_backend, latency
+from gpuopt.physics import analytic_load, fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate, gpu_unsupported
@@ -167,7 +167,7 @@ def _with_load(cell: Cell, arch: ModelArchitecture, gpu: GpuSpec, est: MemoryEst
     assert q.requests_per_second is not None and q.input_tokens is not None and q.output_tokens is not None
     try:
         replica = latency.build_replica(arch, gpu, est)
-        point = latency.max_rate(replica, q.input_tokens, q.output_tokens, q.ttft_ms, q.tpot_ms)
+        point = analytic_load.max_rate(replica, q.input_tokens, q.output_tokens, q.ttft_ms, q.tpot_ms)
     except InfeasibleError as exc:
         return replace(cell, limit=exc.problems[0], limit_kind="latency")
     except InputError as exc:  # the GPU table lacks a figure the latency model needs

@@ -31,12 +31,13 @@ from statistics import NormalDist
 
 from gpuopt.errors import SloUnreachableError
 from gpuopt.inputs.workload import ServingTarget
-from gpuopt.physics import latency, steady_state
-from gpuopt.physics.latency import LoadPoint, Replica
+from gpuopt.physics import analytic_load, steady_state
+from gpuopt.physics.analytic_load import LoadPoint
+from gpuopt.physics.latency import Replica
 from gpuopt.physics.traffic import SHAREGPT_MIN_TOKENS, SHAREGPT_SIGMA
 
 Bin = tuple[int, int, float]  # input tokens, output tokens, share
-U_TOLERANCE = 5e-3  # as latency.RATE_TOLERANCE: half a percent of the capacity
+U_TOLERANCE = 5e-3  # as analytic_load.RATE_TOLERANCE: half a percent of the capacity
 
 
 SHAREGPT_QUANTILES = 5  # bins per side for a ShareGPT-shaped mix: 25 bins, quintile midpoints
@@ -114,17 +115,17 @@ class MixModel:
     """One replica and one workload's mix: per-bin capacities at the TPOT target, computed once."""
 
     def __init__(self, replica: Replica, w: ServingTarget, poisson: bool = True) -> None:
-        """`poisson`: the workload's traffic is an open loop (latency.at_rate); False for a closed loop's."""
+        """`poisson`: the workload's traffic is an open loop (analytic_load.at_rate); False for a closed loop's."""
         self.replica, self.bins, self.poisson = replica, length_bins(w), poisson
         self.ttft_slo, self.tpot_slo, self.percentile = w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile
         # raises InfeasibleError when some bin misses the TPOT target even alone (conservative for a mix)
-        self.caps = [latency.max_rate(replica, i, o, None, self.tpot_slo, poisson=poisson).requests_per_second
+        self.caps = [analytic_load.max_rate(replica, i, o, None, self.tpot_slo, poisson=poisson).requests_per_second
                      for i, o, _ in self.bins]
         self.full_rate = 1.0 / sum(s / c for (_, _, s), c in zip(self.bins, self.caps, strict=True))
 
     def at_fraction(self, u: float) -> MixPoint:
         """Every bin at the fraction u of its own capacity: the mix at rate u x full_rate."""
-        points = [latency.at_rate(self.replica, max(u * c, 1e-9), i, o, poisson=self.poisson)
+        points = [analytic_load.at_rate(self.replica, max(u * c, 1e-9), i, o, poisson=self.poisson)
                   for (i, o, _), c in zip(self.bins, self.caps, strict=True)]
         return _combine(points, self.bins, u * self.full_rate, self.percentile)
 
@@ -163,7 +164,7 @@ class MixModel:
         lo, hi = 0.0, 1.0
         while self.at_fraction(hi).point.concurrency < clients and hi < 1e3:
             lo, hi = hi, hi * 2
-        while hi - lo > latency.CONCURRENCY_TOLERANCE * hi:
+        while hi - lo > analytic_load.CONCURRENCY_TOLERANCE * hi:
             mid = (lo + hi) / 2
             if self.at_fraction(mid).point.concurrency < clients:
                 lo = mid
@@ -173,11 +174,11 @@ class MixModel:
 
 
 def capacity_point(replica: Replica, w: ServingTarget, poisson: bool = True) -> LoadPoint:
-    """The replica's capacity for the workload: latency.max_rate for one request size (steady_state.closed_top
+    """The replica's capacity for the workload: analytic_load.max_rate for one request size (steady_state.closed_top
     for a closed loop, `poisson` False: at most the clients whose KV swings stay within the cache), the rate at
     which the mixed stream meets the targets for a histogram. `poisson`: as MixModel."""
     if not has_mix(w):
         if not poisson:  # a closed loop: at most the clients whose KV swings stay within the cache
             return steady_state.closed_top(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms)
-        return latency.max_rate(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms, poisson)
+        return analytic_load.max_rate(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms, poisson)
     return MixModel(replica, w, poisson).capacity().point

@@ -42,8 +42,9 @@ from dataclasses import replace
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import Quota, ServingTarget, Workload
 from gpuopt.physics import latency
+from gpuopt.physics.analytic_load import LoadPoint
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.latency import LoadPoint, Replica
+from gpuopt.physics.latency import Replica
 from gpuopt.physics.steady_state import (
     closed_capacity,
     closed_run,

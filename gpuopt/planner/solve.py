@@ -14,8 +14,9 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.capacity import UNCOMMITTED
 from gpuopt.inputs.workload import WorkloadFile
 from gpuopt.physics import checkpoint_table
+from gpuopt.physics.analytic_load import held_cache_tokens
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.latency import borrowed_notes, held_cache_tokens
+from gpuopt.physics.latency_factors import borrowed_notes
 from gpuopt.physics.resolution import offline_description
 from gpuopt.physics.vllm_profile import get_profile
 from gpuopt.planner.candidates import (
@@ -206,7 +207,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
                              free_gib=plain(rank.free_after_kv_gib)),
             utilisation=plain(load_share),
             # the requests in a replica at the planned load (Little's law there, not at capacity) x what each
-            # holds on average (its prompt, half its output, a hybrid's state pages: latency.held_cache_tokens)
+            # holds on average (its prompt, half its output, a hybrid's state pages: analytic_load.held_cache_tokens)
             kv_utilisation=plain(at_planned.concurrency * held_cache_tokens(
                 mem.kv_pool, mem.effective_kv_tokens, mem.config.block_size, c.workload.input_tokens,
                 c.workload.output_tokens) / max(mem.effective_kv_tokens, 1)),
