@@ -22,8 +22,10 @@ from observed_memory import ObservedRow, load_rows  # noqa: E402
 from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.physics import cuda_graphs  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
-from gpuopt.physics.memory import GIB, activation_dtype_bytes, graph_plan, on_v2_runner, resolve  # noqa: E402
+from gpuopt.physics.memory import GIB, graph_plan, on_v2_runner
+from gpuopt.physics.serving_config import resolve
 from gpuopt.physics.vllm_profile import get_profile  # noqa: E402
+from gpuopt.physics.weights import activation_dtype_bytes  # noqa: E402
 
 ERAS = {"0.11": ("0.11", "0.12", "0.13", "0.14", "0.15", "0.16"), "0.17": ("0.17", "0.18", "0.19")}
 

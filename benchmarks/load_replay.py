@@ -37,8 +37,9 @@ from gpuopt.physics import (
     latency_factors,
 )
 from gpuopt.physics.architecture import get_model  # noqa: E402
-from gpuopt.physics.memory import ServingConfig, estimate  # noqa: E402
+from gpuopt.physics.memory import estimate
 from gpuopt.physics.serve_args import parse_serve_args, performance_mode  # noqa: E402
+from gpuopt.physics.serving_config import ServingConfig  # noqa: E402
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp  # noqa: E402
 from gpuopt.physics.traffic import (  # noqa: E402
     AllAtOnce,

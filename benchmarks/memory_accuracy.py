@@ -24,14 +24,8 @@ from observed_memory import ObservedRow, ape, load_rows, print_skipped  # noqa: 
 
 from gpuopt.hardware import get_gpu  # noqa: E402
 from gpuopt.physics.architecture import get_model  # noqa: E402
-from gpuopt.physics.memory import (  # noqa: E402
-    MemoryEstimate,
-    ServingConfig,
-    estimate,
-    estimate_resolved,
-    on_v2_runner,
-    resolve,
-)
+from gpuopt.physics.memory import MemoryEstimate, estimate, estimate_resolved, on_v2_runner
+from gpuopt.physics.serving_config import ServingConfig, resolve
 from gpuopt.physics.vllm_profile import ActivationCalibration, get_profile  # noqa: E402
 
 TARGETS = {"kv_tokens": 3.0, "weights": 1.0}

@@ -21,7 +21,8 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.traffic import SHAREGPT_SIGMA
 from gpuopt.planner.mix import MixModel
 from gpuopt.planner.simcapacity import simulated_capacity

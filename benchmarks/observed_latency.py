@@ -18,7 +18,8 @@ from observed_memory import DATA
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.vocabulary import WeightFormat
 
 # ShareGPT means stated by rows of perf_observed.csv: inputs 233/217/217 (Qwen tokenizer), outputs

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gpuopt.errors import InputError
-from gpuopt.physics.memory import ServingConfig
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.vllm_profile import get_profile, profiles
 from gpuopt.vocabulary import WeightFormat
 

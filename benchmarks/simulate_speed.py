@@ -12,7 +12,8 @@ import time
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.simulator import SchedulerConfig, simulate
 from gpuopt.physics.traffic import AllAtOnce, PoissonArrivals, RangeLengths, ShareGPTLengths, make_requests
 

@@ -25,7 +25,8 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import Slo, Workload
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.planner.simcapacity import simulated_capacity
 
 # (model, precision, GPU, TP): dense and MoE, Hopper, Ampere and Ada, one and several GPUs

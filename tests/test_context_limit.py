@@ -16,7 +16,9 @@ from gpuopt.cli.main import cli
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model, registry
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len, rope_cache_positions
-from gpuopt.physics.memory import ServingConfig, resolve, suggest_fixes, weights_bytes
+from gpuopt.physics.memory import suggest_fixes
+from gpuopt.physics.serving_config import ServingConfig, resolve
+from gpuopt.physics.weights import weights_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
 

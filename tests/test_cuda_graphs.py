@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from gpuopt.hardware import GIB, get_gpu
 from gpuopt.physics import cuda_graphs
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.vllm_profile import CudaGraphCalibration
 
 H100, A100, L4, B200 = (get_gpu(g) for g in ("H100-SXM-80GB", "A100-SXM-80GB", "L4-24GB", "B200-180GB"))

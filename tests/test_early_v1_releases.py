@@ -8,7 +8,8 @@ import pytest
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import GIB, ServingConfig, estimate
+from gpuopt.physics.memory import GIB, estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.vllm_profile import get_profile
 
 LLAMA8B = "meta-llama/Llama-3.1-8B-Instruct"

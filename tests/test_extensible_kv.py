@@ -12,8 +12,9 @@ from gpuopt.cli.main import cli
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
 from gpuopt.physics.serve_args import human_readable_int, parse_serve_args
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.vllm_profile import default_release, get_profile, profiles
 from gpuopt.planner.serve_flags import unknown_flags
 from tests.test_serve_command import EXAMPLES, serve_lines

@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 from gpuopt.cli.models import kv_bytes_per_token, state_bytes_per_sequence
 from gpuopt.hardware import GIB, get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model
-from gpuopt.physics.memory import ServingConfig, estimate, hybrid_block_size, indexer_layers, kv_groups
+from gpuopt.physics.kv_cache import hybrid_block_size, kv_groups
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
+from gpuopt.physics.weights import indexer_layers
 from gpuopt.vocabulary import KV_LAYER_KINDS, LAYER_KINDS, STATE_LAYER_KINDS
 
 NEXT = "Qwen/Qwen3-Next-80B-A3B-Instruct"
@@ -108,7 +111,7 @@ def test_the_vision_tower_is_split_over_tp_like_the_language_model() -> None:
     """vLLM builds SigLIP from QKV/column/row-parallel layers (mm_encoder_tp_mode "weights", the default): at TP 2
     each rank holds half the tower, 423,100,000 x 2 B / 2 = 0.39404 GiB (whole: 0.78809 GiB), on the first
     PP stage only; --language-model-only loads none of it."""
-    from gpuopt.physics.memory import weights_bytes
+    from gpuopt.physics.weights import weights_bytes
 
     arch = get_model("google/gemma-3-27b-it")
     layers = range(arch.num_hidden_layers)
@@ -221,7 +224,7 @@ def test_sm100_fp8_in_0_18_is_plain_only_when_a_gpu_holds_at_most_16_heads() -> 
     ("RTX-PRO-6000-96GB", "0.21", "sm120 has a sparse MLA backend from vLLM 0.24"),
 ])
 def test_no_sparse_mla_backend_refuses_a_dsa_model(gpu: str, release: str, said: str) -> None:
-    from gpuopt.physics.memory import gpu_unsupported
+    from gpuopt.physics.serving_config import gpu_unsupported
     arch = get_model("deepseek-ai/DeepSeek-V3.2")
     why = gpu_unsupported(get_gpu(gpu), "int4", arch, release)
     assert why is not None and said in why
@@ -338,7 +341,7 @@ def test_a_sliding_window_group_holds_a_short_request_whole() -> None:
 @given(st.integers(1, 200_000), st.integers(1, 50_000))
 def test_a_single_group_pool_holds_what_held_kv_tokens_says(input_tokens: int, output_tokens: int) -> None:
     from gpuopt.physics import analytic_load
-    from gpuopt.physics.memory import KvPool
+    from gpuopt.physics.kv_cache import KvPool
 
     pool = KvPool.plain(16, 1_000_000)
     assert analytic_load.held_cache_tokens(pool, 1_000_000, 16, input_tokens, output_tokens) == \

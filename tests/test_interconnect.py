@@ -89,7 +89,8 @@ def test_fit_refuses_nvlink_across_more_cards_than_a_bridge_joins() -> None:
 def test_infinity_fabric_gives_a_tp_group_the_links_to_its_members(tp: int, links: int) -> None:
     """MI300X: 896 GB/s over 7 point-to-point links to the peers of an 8-GPU board (gpus.csv notes), no switch:
     TP 2 all-reduces over one link, 64 GB/s a direction; an NVSwitch H100 has its 450 GB/s at any TP."""
-    from gpuopt.physics.memory import ServingConfig, estimate
+    from gpuopt.physics.memory import estimate
+    from gpuopt.physics.serving_config import ServingConfig
 
     arch = get_model(LLAMA8)
     for gpu, expected in (("MI300X-192GB", 896e9 / 2 * links / 7), (H100, 900e9 / 2)):

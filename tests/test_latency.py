@@ -11,8 +11,9 @@ from gpuopt.hardware import get_gpu
 from gpuopt.physics import analytic_load, latency, latency_factors
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.context_limit import rope_cache_positions
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
 from gpuopt.physics.quantization import Quantization
+from gpuopt.physics.serving_config import ServingConfig
 from tests.conftest import run
 
 LLAMA8 = "meta-llama/Llama-3.1-8B-Instruct"

@@ -15,9 +15,10 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.lora import lora_bytes
-from gpuopt.physics.memory import GIB, ServingConfig, estimate
+from gpuopt.physics.memory import GIB, estimate
 from gpuopt.physics.quantization import representative
 from gpuopt.physics.serve_args import lora_slots, parse_serve_args
+from gpuopt.physics.serving_config import ServingConfig
 
 QWEN3_4B = "Qwen/Qwen3-4B"  # h 2560, 32 heads, 8 KV heads of 128, intermediate 9728, 36 layers, vocab 151936, tied
 

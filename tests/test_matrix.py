@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from gpuopt.cli.main import cli
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import GIB, ServingConfig, estimate
+from gpuopt.physics.memory import GIB, estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.planner.matrix import MatrixQuery, build_matrix, model_sizes
 from gpuopt.pricing.catalog import load_catalog
 from gpuopt.pricing.regions import Residency

@@ -8,14 +8,10 @@ from hypothesis import strategies as st
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import (
-    GIB,
-    ServingConfig,
-    estimate,
-    kv_layout,
-    stage_layers,
-    weights_bytes,
-)
+from gpuopt.physics.kv_cache import kv_layout
+from gpuopt.physics.memory import GIB, estimate
+from gpuopt.physics.serving_config import ServingConfig
+from gpuopt.physics.weights import stage_layers, weights_bytes
 
 H100 = get_gpu("H100-SXM-80GB")
 LLAMA8 = get_model("meta-llama/Llama-3.1-8B-Instruct")
@@ -395,7 +391,8 @@ def test_expert_parallel_over_more_gpus_than_experts_is_refused():
 def test_windowed_layers_keep_every_batch_in_flight_from_026(release, pp, v2, expected):
     """vLLM 0.26+ sizes a sliding-window request as window - 1 + max_in_flight_tokens (max_concurrent_batches x
     max_num_batched_tokens), 0.25 as window - 1 + max_num_batched_tokens."""
-    from gpuopt.physics.memory import KvGroup, _blocks_for, in_flight_tokens, resolve
+    from gpuopt.physics.kv_cache import KvGroup, blocks_for, in_flight_tokens
+    from gpuopt.physics.serving_config import resolve
     from gpuopt.physics.vllm_profile import get_profile
 
     cfg, profile = resolve(LLAMA8, get_gpu("H100-SXM-80GB"),
@@ -405,7 +402,7 @@ def test_windowed_layers_keep_every_batch_in_flight_from_026(release, pp, v2, ex
     assert in_flight_tokens(cfg, profile, v2) == expected
     # a 4,096-token window in 16-token blocks: ceil((4,095 + in flight) / 16) + 1 blocks a request
     window = KvGroup(kind="sliding", layers=1, bytes_per_token_per_layer=1.0, window=4096)
-    assert _blocks_for(window, 32768, 16, expected) == -(-(4095 + expected) // 16) + 1
+    assert blocks_for(window, 32768, 16, expected) == -(-(4095 + expected) // 16) + 1
 
 
 def test_a_dsa_indexers_projections_are_stored_in_the_weight_format_as_vllm_builds_them():
@@ -414,7 +411,7 @@ def test_a_dsa_indexers_projections_are_stored_in_the_weight_format_as_vllm_buil
     weights_proj into one unquantised linear. In FP8 (1 B a weight) against 16-bit (2 B), per GPU (replicated):
     wq_b saves 61 x 1,536 x 64 x 128 x 1 B = 767,557,632 B from 0.20, and wk 61 x 7,168 x 128 x 1 B =
     55,967,744 B more up to 0.19."""
-    from gpuopt.physics.memory import indexer_linear_params
+    from gpuopt.physics.weights import indexer_linear_params
 
     arch = get_model("deepseek-ai/DeepSeek-V3.2")
     assert indexer_linear_params(arch, "0.33") == 1536 * 64 * 128

@@ -13,7 +13,8 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload, load_workload
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.planner.mix import MixModel, capacity_point, percentile_of
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import load_catalog

@@ -16,7 +16,6 @@ import pytest
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model
 from gpuopt.physics.checkpoint_table import find, table
-from gpuopt.physics.memory import layer_weight_bytes, precision_unsupported, weights_bytes
 from gpuopt.physics.quantization import (
     described,
     kernel_on,
@@ -25,6 +24,8 @@ from gpuopt.physics.quantization import (
     select_kernel,
 )
 from gpuopt.physics.resolution import from_local_path
+from gpuopt.physics.serving_config import precision_unsupported
+from gpuopt.physics.weights import layer_weight_bytes, weights_bytes
 from gpuopt.planner.checkpoints import known_checkpoint
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"

@@ -18,9 +18,11 @@ from hypothesis import strategies as st
 from gpuopt.errors import ConfigError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model
-from gpuopt.physics.memory import GIB, ServingConfig, estimate, precision_unsupported, weights_bytes
+from gpuopt.physics.memory import GIB, estimate
 from gpuopt.physics.quantization import kernel_on, read_quantization
 from gpuopt.physics.resolution import from_local_path
+from gpuopt.physics.serving_config import ServingConfig, precision_unsupported
+from gpuopt.physics.weights import weights_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
 

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import analytic_load, latency, queueing, steady_state
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from tests.conftest import run
 
 

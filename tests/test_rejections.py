@@ -15,8 +15,9 @@ from gpuopt.inputs.workload import Slo, Workload
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.checkpoint_table import TABLE
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
 from gpuopt.physics.resolution import from_known_checkpoint
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.planner.candidates import Evaluation, Evaluator, Shape
 from gpuopt.vocabulary import REJECTION_KINDS
 

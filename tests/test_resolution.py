@@ -285,7 +285,8 @@ def test_a_known_quantized_checkpoint_resolves_offline_from_the_table() -> None:
 def test_the_tables_description_weighs_what_the_real_config_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                  repo_id: str, files: dict[str, str]) -> None:
     from gpuopt.hardware import get_gpu
-    from gpuopt.physics.memory import ServingConfig, estimate
+    from gpuopt.physics.memory import estimate
+    from gpuopt.physics.serving_config import ServingConfig
 
     described = resolve_model(repo_id)  # offline, empty cache: the table
     assert resolution.offline_description(described) is not None

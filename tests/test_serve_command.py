@@ -17,8 +17,9 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import load_workload
 from gpuopt.physics.architecture import get_model, iter_models
 from gpuopt.physics.context_limit import model_max_len, scaled_limit
-from gpuopt.physics.memory import ServingConfig, estimate_resolved, resolve, suggest_fixes
+from gpuopt.physics.memory import estimate_resolved, suggest_fixes
 from gpuopt.physics.resolution import resolve_model
+from gpuopt.physics.serving_config import ServingConfig, resolve
 from gpuopt.planner.checkpoints import known_checkpoint, table
 from gpuopt.planner.serve_command import vllm_command
 from gpuopt.planner.serve_flags import flags, release_for, unknown_flags

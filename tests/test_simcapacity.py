@@ -10,7 +10,8 @@ from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload, load_workload
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.steady_state import SEARCH_TOLERANCE, VERIFY_FACTOR, steady_run
 from gpuopt.physics.traffic import FixedLengths
 from gpuopt.planner import simcapacity

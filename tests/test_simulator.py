@@ -16,8 +16,9 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
 from gpuopt.physics.quantization import read_quantization
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.simulator import SchedulerConfig, simulate, simulate_dp
 from gpuopt.physics.steady_state import steady_capacity, steady_run
 from gpuopt.physics.traffic import (

@@ -9,7 +9,8 @@ import pytest
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.simulator import SimResult
 from gpuopt.physics.steady_state import (
     SEARCH_TOLERANCE,

@@ -19,7 +19,8 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics.architecture import from_hf_dict, get_model, registry
 from gpuopt.physics.lora import lora_bytes
-from gpuopt.physics.memory import ServingConfig, estimate
+from gpuopt.physics.memory import estimate
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.vllm_support import lora_embedding_buffers, release_problem, scanned_release, status
 
 M1 = "MiniMaxAI/MiniMax-M1-80k"  # MiniMaxM1ForCausalLM: registered up to 0.21's scan, "until 0.23.0" from 0.27.1
@@ -298,7 +299,7 @@ def test_lora_on_the_v2_runner_warns_of_the_cold_compile_peak(release: str, max_
 ])
 def test_a_release_runs_only_on_the_gpu_generations_its_wheels_carry_kernels_for(gpu: str, release: str,
                                                                                   refused: bool) -> None:
-    from gpuopt.physics.memory import release_unsupported
+    from gpuopt.physics.serving_config import release_unsupported
     why = release_unsupported(get_gpu(gpu), release)
     assert (why is not None) is refused
     if refused:
@@ -313,7 +314,7 @@ def test_a_release_runs_only_on_the_gpu_generations_its_wheels_carry_kernels_for
     ("A10-24GB", "0.9", None),  # sm86 runs the sm80 cubins (same major, lower minor)
 ])
 def test_blackwell_needs_a_release_built_for_it(gpu: str, release: str, refused: str | None) -> None:
-    from gpuopt.physics.memory import release_unsupported
+    from gpuopt.physics.serving_config import release_unsupported
     why = release_unsupported(get_gpu(gpu), release)
     assert why is None if refused is None else (why is not None and why.endswith(refused))
 

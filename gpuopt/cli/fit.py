@@ -27,13 +27,8 @@ from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.graph_flags import GraphFlags
 from gpuopt.physics.lora import rank_problem
-from gpuopt.physics.memory import (
-    MemoryEstimate,
-    ServingConfig,
-    estimate_resolved,
-    resolve,
-    suggest_fixes,
-)
+from gpuopt.physics.memory import MemoryEstimate, estimate_resolved, suggest_fixes
+from gpuopt.physics.serving_config import ServingConfig, resolve
 from gpuopt.physics.simulator import SchedulerConfig
 from gpuopt.reports.fit import fit_json, fit_text
 from gpuopt.text import printable

@@ -13,16 +13,13 @@ from gpuopt.errors import InputError
 from gpuopt.physics import sparse_mla
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
 from gpuopt.physics.context_limit import model_max_len
-from gpuopt.physics.memory import (
-    default_precision,
-    indexer_bytes_per_token,
-    indexer_layers,
-    kv_bytes_per_token_per_layer,
-)
+from gpuopt.physics.kv_cache import indexer_bytes_per_token, kv_bytes_per_token_per_layer
 from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
+from gpuopt.physics.serving_config import default_precision
 from gpuopt.physics.vllm_profile import default_release
 from gpuopt.physics.vllm_support import release_problem, scanned_release, status
+from gpuopt.physics.weights import indexer_layers
 from gpuopt.reports.formatting import console
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS
 

@@ -20,7 +20,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 if TYPE_CHECKING:  # click >= 8.2 makes ParamType generic over (value, input); older releases are not subscriptable
     from gpuopt.hardware import GpuSpec
     from gpuopt.physics.architecture import ModelArchitecture
-    from gpuopt.physics.memory import ResolvedConfig
+    from gpuopt.physics.serving_config import ResolvedConfig
 
     _FloatParam = click.ParamType[float, Any]
     _IntParam = click.ParamType[int, Any]
@@ -227,7 +227,7 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
     DSA model's sparse MLA), naming the flag to change -- the GPU when the format is the checkpoint's own
     (`precision_given` False: no --precision was passed)."""
     from gpuopt.physics import sparse_mla
-    from gpuopt.physics.memory import precision_unsupported
+    from gpuopt.physics.serving_config import precision_unsupported
 
     if resolved.interconnect == "nvlink" and not gpu.nvlink_gb_s and \
             resolved.tensor_parallel * resolved.pipeline_parallel > 1:

@@ -29,8 +29,9 @@ from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
 from gpuopt.physics.context_limit import max_model_len_problem
 from gpuopt.physics.cuda_graphs import GraphSettings
-from gpuopt.physics.memory import ServingConfig, estimate_resolved, resolve
+from gpuopt.physics.memory import estimate_resolved
 from gpuopt.physics.serve_args import ServeArgs, lora_slots, parse_serve_args, performance_mode
+from gpuopt.physics.serving_config import ServingConfig, resolve
 from gpuopt.physics.simulator import SchedulerConfig, SimResult, simulate_dp
 from gpuopt.physics.traffic import (
     AllAtOnce,

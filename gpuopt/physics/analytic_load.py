@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 
 from gpuopt.errors import SloUnreachableError
 from gpuopt.physics import queueing
+from gpuopt.physics.kv_cache import KvPool
 from gpuopt.physics.latency import Replica, combined_step_s, prefill_steps_s, prefill_time_s, step_parts_s, step_time_s
-from gpuopt.physics.memory import KvPool
 
 CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation
 RATE_TOLERANCE = 5e-3  # relative precision of the searched request rates (0.5 %, well inside the model error)

@@ -381,7 +381,7 @@ class ModelArchitecture(BaseModel):
             # stores them in FP8 like every other linear layer
             replicated_linear += h * (kvr + rope)
             linear += kvr * nh * (nope + vhd) + nh * vhd * h  # kv_b_proj + o_proj
-            replicated += self.indexer_params  # on every layer: memory.indexer_layers takes the skipped off
+            replicated += self.indexer_params  # on every layer: weights.indexer_layers takes the skipped off
         elif (kind := self._layer_kind(index)) == "linear" and self.linear_num_value_heads:
             # Gated DeltaNet: in_proj_qkvz, in_proj_ba, depthwise conv, dt_bias/A_log, gated norm, out_proj
             nk, nv = self.linear_num_key_heads or 0, self.linear_num_value_heads

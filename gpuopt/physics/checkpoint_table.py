@@ -41,7 +41,7 @@ class Checkpoint:
     def usable(self, fp8_native: bool, gpus: int) -> bool:
         """Whether a plan may name it (on a GPU with native FP8 or not, with this many GPUs): only a checkpoint
         whose quantization gpuopt can state from the row (`readable`), as the plan's memory and speed are those
-        of its weight format's checkpoint (memory.precision_unsupported, quantization.representative)."""
+        of its weight format's checkpoint (serving_config.precision_unsupported, quantization.representative)."""
         if self.use == "ok":
             ok = True
         elif self.multi_gpu_bad:

@@ -32,6 +32,13 @@ from numpy.typing import NDArray
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.kv_cache import (
+    KvPool,
+    dsa_format,
+    indexer_bytes_per_token,
+    kv_bytes_per_token_per_layer,
+    kv_dtype_bytes,
+)
 from gpuopt.physics.latency_factors import (
     ArchCalibration,
     LatencyCalibration,
@@ -40,22 +47,17 @@ from gpuopt.physics.latency_factors import (
     calibration,
     serving_calibration,
 )
-from gpuopt.physics.memory import (
-    KvPool,
-    MemoryEstimate,
-    ResolvedConfig,
+from gpuopt.physics.memory import MemoryEstimate
+from gpuopt.physics.quantization import Quantization, representative
+from gpuopt.physics.serving_config import ResolvedConfig
+from gpuopt.physics.vllm_profile import get_profile, release_key
+from gpuopt.physics.weights import (
     activation_dtype_bytes,
-    dsa_format,
     expert_layout,
-    indexer_bytes_per_token,
     indexer_layers,
-    kv_bytes_per_token_per_layer,
-    kv_dtype_bytes,
     layer_weight_bytes,
     replicated_params,
 )
-from gpuopt.physics.quantization import Quantization, representative
-from gpuopt.physics.vllm_profile import get_profile, release_key
 from gpuopt.vocabulary import KV_LAYER_KINDS, STATE_LAYER_KINDS, WINDOWED_LAYER_KINDS
 
 
@@ -319,7 +321,7 @@ def build_replica(arch: ModelArchitecture, gpu: GpuSpec, memory: MemoryEstimate,
     p = arch.layer_sums(layers)
     shards = cfg.moe_shards(arch)  # data parallelism splits a MoE model's experts further (memory.py)
     indexers = indexer_layers(arch, layers, cfg.vllm_version)
-    # a step streams what the GPU stores (memory.layer_weight_bytes: the checkpoint's own bytes per weight, the
+    # a step streams what the GPU stores (weights.layer_weight_bytes: the checkpoint's own bytes per weight, the
     # modules it leaves in 16-bit, the kernel's padding of MXFP4 experts); experts are the mean GPU's share
     # here, the busiest GPU's excess is _expert_parallel_imbalance's
     stored = layer_weight_bytes(arch, cfg.precision, tp, layers, expert_layout(arch, gpu, cfg).scale, shards,
@@ -365,7 +367,7 @@ def _sparse_attention(arch: ModelArchitecture, kv_layers: int) -> dict[str, Any]
     The lightning indexer (vLLM's Indexer, read in the v0.11.0 wheel: ReplicatedLinear projections) scores
     each query against every earlier token's index key: 2 x index_n_heads x index_head_dim FLOPs per
     (query, context token) pair per layer, and a decode step reads each context token's fp8 key and scale.
-    `kv_layers`: the indexer layers of a stage (fewer than its layers with IndexCache: memory.indexer_layers).
+    `kv_layers`: the indexer layers of a stage (fewer than its layers with IndexCache: weights.indexer_layers).
     A model without an indexer, or whose config gives no index_topk, attends to its whole context."""
     if not (arch.is_mla and arch.index_n_heads and arch.index_head_dim and arch.index_topk):
         return {}

@@ -51,7 +51,7 @@ def tp_problem(arch: ModelArchitecture, precision: WeightFormat, tp: int, data_p
     moe = arch.moe_intermediate_size or 0
     shards = 1 if expert_parallel else tp * data_parallel
     if block is None or not arch.is_moe or not moe or moe % shards:
-        return None  # an indivisible split is memory.validate's own check
+        return None  # an indivisible split is serving_config.validate's own check
     slice_ = moe // shards
     if slice_ % block == 0:
         return None

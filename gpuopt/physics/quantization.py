@@ -80,7 +80,7 @@ class Quantization(BaseModel):
     excluded_mixer_layers: tuple[int, ...] = ()
     excluded_modules: tuple[str, ...] = ()  # left in 16-bit (lm_head, attention, vision tower, ...)
     # decoder layers whose dense MLP or shared expert the list leaves in 16-bit, when not every layer's is (every
-    # layer's mixer and MLP left so is experts_only); see excluded_layers; memory.layer_weight_bytes stores them so
+    # layer's mixer and MLP left so is experts_only); see excluded_layers; weights.layer_weight_bytes stores them so
     excluded_ffn_layers: tuple[int, ...] = ()
     kv_cache_fp8: bool = False
     source: str = "config.json quantization_config"

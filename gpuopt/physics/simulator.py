@@ -44,8 +44,10 @@ from numpy.typing import NDArray
 
 from gpuopt.errors import InputError
 from gpuopt.physics import analytic_load, latency
+from gpuopt.physics.kv_cache import KvPool
 from gpuopt.physics.latency import Replica
-from gpuopt.physics.memory import KvPool, MemoryEstimate, ResolvedConfig
+from gpuopt.physics.memory import MemoryEstimate
+from gpuopt.physics.serving_config import ResolvedConfig
 from gpuopt.physics.traffic import Request
 from gpuopt.physics.vllm_profile import get_profile
 
@@ -82,7 +84,7 @@ class SchedulerConfig:
                     enable_prefix_caching: bool | None = None, async_scheduling: bool | None = None,
                     chunked_prefill: bool = True) -> SchedulerConfig:
         """From a resolved `vllm serve` configuration (release defaults already filled in by
-        physics.memory.resolve from gpuopt/data/vllm_versions.yaml) and the KV tokens the memory model finds;
+        physics.serving_config.resolve from gpuopt/data/vllm_versions.yaml) and the KV tokens the memory model finds;
         `enable_prefix_caching` and `async_scheduling` None: the configuration's (vLLM's default for the model
         and release: prefix caching is off for hybrids before 0.28)."""
         if enable_prefix_caching is None:

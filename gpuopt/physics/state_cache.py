@@ -1,7 +1,7 @@
 """How many state pages a request of a hybrid model holds in each Mamba / linear-attention layer.
 
 A hybrid's Gated DeltaNet, Mamba-2 or lightning layer keeps a constant state per request, paged in the same pool
-as the attention blocks (memory.kv_layout). How many pages a request takes depends on vLLM's
+as the attention blocks (kv_cache.kv_layout). How many pages a request takes depends on vLLM's
 `mamba_cache_mode`, which follows prefix caching (`MambaModelConfig.verify_and_update_config`,
 vllm/model_executor/models/config.py): off -> "none", one page; on -> "align", the state at the last two block
 boundaries, plus one page per prefill checkpoint where the layer exports one (`MambaSpec.max_memory_usage_bytes`

@@ -45,9 +45,10 @@ from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.cuda_graphs import GraphSettings
-from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate
+from gpuopt.physics.memory import MemoryEstimate, estimate
 from gpuopt.physics.profile import Fit, Profile, ProfileEntry, scale
 from gpuopt.physics.serve_args import performance_mode
+from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.simulator import SchedulerConfig, simulate
 from gpuopt.physics.traffic import (
     AllAtOnce,

@@ -23,15 +23,9 @@ from gpuopt.physics import analytic_load, checkpoint_table, fp8_kv_backend, late
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.lora import lora_problems
-from gpuopt.physics.memory import (
-    MemoryEstimate,
-    ServingConfig,
-    default_precision,
-    estimate,
-    gpu_unsupported,
-    validate,
-)
+from gpuopt.physics.memory import MemoryEstimate, estimate
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
+from gpuopt.physics.serving_config import ServingConfig, default_precision, gpu_unsupported, validate
 from gpuopt.physics.vllm_support import release_problem
 from gpuopt.planner.checkpoints import named_checkpoint_problems
 from gpuopt.planner.mix import capacity_point
@@ -273,7 +267,7 @@ class Evaluator:
                             max_lora_rank=self.w.lora.max_lora_rank if self.w.lora else 16,
                             fully_sharded_loras=self.w.lora.fully_sharded if self.w.lora else False)
         try:
-            mem = estimate(self.arch, gpu, cfg)  # validates the shape first (memory.resolve)
+            mem = estimate(self.arch, gpu, cfg)  # validates the shape first (serving_config.resolve)
         except NotModelledError as unmodelled:  # vLLM would run it on its V0 engine
             return Evaluation(False, f"not modelled: {'; '.join(unmodelled.problems)}", "fit")
         except InputError as refused:  # e.g. a fully sharded rank this TP does not divide

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, TABLE, Checkpoint, find, table
-from gpuopt.physics.memory import default_precision
+from gpuopt.physics.serving_config import default_precision
 from gpuopt.vocabulary import WeightFormat
 
 __all__ = ["METHODS", "NEEDS_NATIVE_FP8", "TRUSTED_PUBLISHERS", "WHAT_TO_PRODUCE", "Checkpoint", "known_checkpoint",

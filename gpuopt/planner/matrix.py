@@ -23,8 +23,9 @@ from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.physics import analytic_load, fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
-from gpuopt.physics.memory import MemoryEstimate, ServingConfig, estimate, gpu_unsupported
+from gpuopt.physics.memory import MemoryEstimate, estimate
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
+from gpuopt.physics.serving_config import ServingConfig, gpu_unsupported
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH
 from gpuopt.pricing.catalog import Catalog
 from gpuopt.pricing.regions import Residency

@@ -26,8 +26,8 @@ import shlex
 from collections.abc import Mapping
 
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.memory import ResolvedConfig
 from gpuopt.physics.quantization import modelopt_fp8_runs
+from gpuopt.physics.serving_config import ResolvedConfig
 from gpuopt.planner.checkpoints import WHAT_TO_PRODUCE, known_checkpoint
 from gpuopt.planner.serve_flags import supports
 from gpuopt.text import printable
