@@ -150,11 +150,17 @@ def test_hf_config_reads_the_dsa_indexer_and_its_top_k():
 
 
 @pytest.mark.parametrize(("change", "expected"), [
-    ({"num_key_value_heads": 0}, "field 'num_key_value_heads': Input should be greater than 0"),
-    ({"num_attention_heads": 0}, "field 'num_attention_heads': Input should be greater than 0"),
-    ({"num_hidden_layers": 0}, "field 'num_hidden_layers': Input should be greater than 0"),
-    ({"vocab_size": -5}, "field 'vocab_size': Input should be greater than 0"),
+    ({"num_key_value_heads": 0}, "field 'num_key_value_heads' must be a positive integer (got 0)"),
+    ({"num_attention_heads": 0}, "field 'num_attention_heads' must be a positive integer (got 0)"),
+    ({"num_hidden_layers": 0}, "field 'num_hidden_layers' must be a positive integer (got 0)"),
+    ({"vocab_size": -5}, "field 'vocab_size' must be a positive integer (got -5)"),
+    ({"max_position_embeddings": -1}, "field 'max_position_embeddings' must be a positive integer (got -1)"),
     ({"hidden_size": "4096x"}, "field 'hidden_size' must be an integer (got \"4096x\")"),
+    # JSON's true is not a count: not 1 (a vocabulary of one), nor absent (MHA where the config says GQA)
+    ({"num_hidden_layers": True}, "field 'num_hidden_layers' must be an integer (got true)"),
+    ({"num_key_value_heads": True}, "field 'num_key_value_heads' must be an integer (got true)"),
+    ({"vocab_size": False}, "field 'vocab_size' must be an integer (got false)"),
+    ({"num_local_experts": -8}, "field 'num_local_experts' must be a non-negative integer (got -8)"),
     # 32 query heads over 7 KV heads: 32 % 7 = 4, no whole groups
     ({"num_key_value_heads": 7}, "field 'num_key_value_heads': the 32 attention heads do not divide into groups "
                                  "over 7 KV heads"),

@@ -1,5 +1,7 @@
 """Capacity planning: hand-solvable horizons, laws, and bad input."""
 
+import datetime as dt
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -128,7 +130,11 @@ def test_plan_cli_price_kind_no_offering_has_is_exit_2(tmp_path, monkeypatch):
                            "    price_kinds: [on-demand, reserved-1y]\n")
     result = CliRunner().invoke(cli, ["plan", str(path), "--provider", "tencent", "--region", "cn"])
     assert result.exit_code == 2
-    assert "price kind reserved-1y: no priced offering has it" in result.output
+    # at the price kind's own line and position in the list (line 9 of the file `write` builds)
+    lines = path.read_text().splitlines()
+    assert lines[8].strip() == "price_kinds: [on-demand, reserved-1y]"
+    assert result.stderr == (f"error: {path}:9: workloads.0.price_kinds.1: reserved-1y: no priced offering has it "
+                             "within the residency and provider policy (workload w)\n")
 
 
 def test_plan_cli_json_contract(tmp_path, monkeypatch):
@@ -283,3 +289,27 @@ def test_the_next_schedule_costs_the_sum_of_its_printed_lines(tmp_path, monkeypa
         else:
             lines.append(round(price * 2190 * pu.count, 2))
     assert sens.next_plan_cost == round(sum(lines), 2)
+
+
+@pytest.mark.parametrize(("period", "start", "before"), [
+    ("quarter", "2026Q4", False),  # today's own quarter (2026-12-03)
+    ("quarter", "2026Q3", True), ("quarter", "1999Q1", True), ("quarter", "2027Q1", False),
+    ("month", "2026-12", False), ("month", "2026-11", True), ("month", "2027-01", False),
+])
+def test_a_horizon_starts_before_the_plan_date_when_its_first_period_is_over(period, start, before):
+    from gpuopt.inputs.capacity import Horizon
+
+    assert Horizon(periods=4, period=period, start=start).starts_before(dt.date(2026, 12, 3)) is before
+
+
+def test_a_horizon_in_the_past_is_planned_with_a_warning(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-12-03")
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(tmp_path / "cache"))
+    path = write(tmp_path, "    demand: {requests_per_second: [1, 1, 2, 2]}\n")
+    path.write_text(path.read_text().replace("start: 2027Q1", "start: 1999Q1"))
+    result = CliRunner().invoke(cli, ["plan", str(path), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    warning = ("the horizon starts in 1999Q1, before the plan date 2026-12-03: past periods are planned and priced "
+               "at today's prices (set horizon.start to the period you will buy in)")
+    assert warning in json.loads(result.stdout)["warnings"]
+    assert f"warning: {warning}" in result.stderr

@@ -289,7 +289,33 @@ def test_oldest_chosen_price_and_stale_commitments():
                                        "from a source 2015 days old (as_of 2021-05-25): re-quote it before committing"]
     young = replace(gn10x, as_of="2026-01-01")
     assert stale_commitments([young], today) == []  # 333 days: under a year
-    assert stale_commitments([replace(gn10x, origin="overlay")], today) == []
+    # an overlay quote is dated like any price: a 2021 quote is as stale as a 2021 catalog row
+    assert [w for _, w in stale_commitments([replace(gn10x, origin="overlay")], today)] == [
+        "commitment tencent GN10X.2XLARGE40 cn-mainland subscription-monthly (overlay) is priced from a source 2015 "
+        "days old (as_of 2021-05-25): re-quote it before committing"]
+    assert stale_commitments([replace(young, origin="overlay")], today) == []
+
+
+def test_overlay_prices_are_held_to_the_staleness_rules_and_the_max_price_age_gate():
+    from dataclasses import replace
+
+    from gpuopt.pricing.staleness import staleness
+
+    p5 = next(o for o in load_catalog(use_cache=False).offerings
+              if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand"))
+    today = dt.date(2026, 12, 3)
+    old = replace(p5, origin="overlay", as_of="2019-01-01")  # 2019-01-01 -> 2026-12-03: 2893 days
+    label = "aws p5.48xlarge us-east-1 on-demand (overlay)"
+    assert staleness([old], today, None) == (
+        [f"price of {label} is 2893 days old (as_of 2019-01-01); refresh or overlay it"], [])
+    assert staleness([old], today, 30) == (
+        [], [f"price of {label} is 2893 days old (as_of 2019-01-01), older than --max-price-age 30"])
+    undated = replace(p5, origin="overlay", as_of="")
+    assert staleness([undated], today, None) == (
+        [f"price of {label} has no date (as_of ''); give the quote's date in the overlay's as_of column"], [])
+    assert staleness([undated], today, 30)[1] == [
+        f"price of {label} is of unknown date (as_of ?), older than --max-price-age 30"]
+    assert staleness([replace(p5, origin="overlay", as_of="2026-11-20")], today, 30) == ([], [])
 
 
 def test_capacity_plan_flags_old_commitments_states_dates_and_honours_max_price_age(monkeypatch):

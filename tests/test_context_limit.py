@@ -121,6 +121,39 @@ workloads:
                                     "tokens")
 
 
+def test_requests_longer_than_the_model_are_exit_2_without_max_model_len(tmp_path: Path) -> None:
+    """Without max_model_len the plan picks one at least the longest request: above the model's limit that is a
+    length vLLM refuses, so the request itself is the error, at its field (the mean's, and each histogram bin's)."""
+    workload = tmp_path / "w.yaml"
+    workload.write_text("""schema_version: 1
+workloads:
+  - name: short-context
+    model: microsoft/Phi-3-mini-4k-instruct
+    requests_per_second: 1
+    input_tokens: 2950
+    output_tokens: 200
+    lengths:
+      histogram:
+        - {input_tokens: 2000, output_tokens: 100, share: 0.5}
+        - {input_tokens: 3900, output_tokens: 300, share: 0.5}
+""")
+    result = CliRunner().invoke(cli, ["solve", str(workload)])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    # the mean 2,950 + 200 fits the 4,096 tokens; the second bin's 3,900 + 300 = 4,200 does not (line 11)
+    assert result.stderr.splitlines() == [
+        f"error: {workload}:11: workloads.0.lengths.histogram.1: input_tokens + output_tokens = 4,200 exceeds the "
+        "4,096 tokens of context microsoft/Phi-3-mini-4k-instruct supports (max_position_embeddings): vLLM cannot "
+        "serve such a request; shorten it or serve a model with a longer context (workload short-context)"]
+    # without a histogram: the mean request, at input_tokens (line 6)
+    mean_only = workload.read_text().split("    lengths:")[0]
+    workload.write_text(mean_only.replace("input_tokens: 2950", "input_tokens: 4000"))
+    result = CliRunner().invoke(cli, ["solve", str(workload)])
+    assert result.exit_code == 2
+    assert [line.split(": ")[:3] for line in result.stderr.splitlines()] == [
+        ["error", f"{workload}:6", "workloads.0.input_tokens"]]
+    assert "= 4,200 exceeds the 4,096 tokens" in result.stderr
+
+
 def test_fit_suggestions_may_use_the_scaled_length_but_never_exceed_it(tmp_path: Path) -> None:
     arch = from_hf_dict(json.loads((yarn_qwen(tmp_path) / "config.json").read_text()), name="qwen-yarn")
     gpu = get_gpu("H100-SXM-80GB")

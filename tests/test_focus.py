@@ -351,14 +351,23 @@ def test_a_monthly_subscription_is_a_flat_fee_per_calendar_month(tmp_path):
     assert (usage["2027-05"]["ConsumedQuantity"], usage["2027-05"]["PricingUnit"]) == ("744.0", "Hours")
 
 
-def test_a_workload_tag_named_like_gpuopts_own_does_not_overwrite_it(tmp_path):
+def test_a_workload_tag_named_like_gpuopts_own_is_refused_and_never_overwrites_it(tmp_path):
     """FOCUS Tags carry gpuopt-workload (solve) beside the workload's tags; a user tag of that name replaced it,
-    so a cost could not be traced to its workload."""
+    so a cost could not be traced to its workload. Such a key is refused when the file is read (exit 2), and a
+    hand-edited plan that carries one still exports gpuopt's own value."""
     path, saved = tmp_path / "w.yaml", tmp_path / "w.json"
     path.write_text("schema_version: 1\nproviders: [runpod]\nworkloads:\n- name: chat\n"
                     "  model: meta-llama/Llama-3.1-8B-Instruct\n  requests_per_second: 1\n  input_tokens: 500\n"
                     "  output_tokens: 100\n  max_model_len: 4096\n  tags: {gpuopt-workload: other, team: a}\n")
+    refused = run("solve", path, "--format", "json", "-o", saved)
+    assert refused.exit_code == 2 and "workloads.0.tags: tag key gpuopt-workload: keys starting 'gpuopt-'" in \
+        refused.stderr
+    path.write_text(path.read_text().replace("gpuopt-workload: other, ", ""))
     assert run("solve", path, "--format", "json", "-o", saved).exit_code == 0
+    plan = json.loads(saved.read_text())
+    for d in plan["deployments"]:
+        d["tags"]["gpuopt-workload"] = "other"
+    saved.write_text(json.dumps(plan))
     rows = rows_of(run("report", saved, "--format", "focus").stdout)
     tags = [json.loads(r["Tags"]) for r in rows]
     assert tags and all(t["gpuopt-workload"] == "chat" and t["team"] == "a" for t in tags)

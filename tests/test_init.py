@@ -127,3 +127,26 @@ def test_an_answer_the_schema_rejects_names_its_flag_and_writes_nothing(tmp_path
                            "1000")
     assert code == 2 and not out.exists()
     assert err.startswith("error: --context: input_tokens + output_tokens (") and "(nothing written)" in err
+
+
+def test_a_preset_context_above_the_models_limit_is_capped_and_solve_accepts_the_file(tmp_path: Path) -> None:
+    """falcon-40b serves 2,048 tokens (max_position_embeddings): the chat preset's 8,192 would be a file `solve`
+    refuses, so it is capped there and says why; the chat request (1,500 + 300 tokens) fits."""
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", "tiiuae/falcon-40b")
+    assert code == 0
+    line = next(x for x in out.read_text().splitlines() if "max_model_len" in x)
+    assert line == "    max_model_len: 2048  # the preset's 8,192 capped at the model's limit (max_position_embeddings)"
+    result = CliRunner().invoke(cli, ["solve", str(out), "--top", "0"])
+    assert result.exit_code == 0, result.stderr
+
+
+def test_a_context_or_preset_requests_above_the_models_limit_are_exit_2(tmp_path: Path) -> None:
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", "tiiuae/falcon-40b", "--context", "8192")
+    assert code == 2 and not out.exists()
+    assert err == ("error: --context 8,192 exceeds the 2,048 tokens tiiuae/falcon-40b supports "
+                   "(max_position_embeddings); vLLM refuses to start above it (nothing written)\n")
+    # the rag preset's 12,000 + 400 tokens do not fit Llama-2's 4,096: capping the context cannot save the file
+    code, err, out = _init(tmp_path, "--non-interactive", "--preset", "rag", "--model", "meta-llama/Llama-2-7b-hf")
+    assert code == 2 and not out.exists()
+    assert err.startswith("error: the rag preset's requests (12,400 tokens of prompt and output) exceed the 4,096 "
+                          "tokens of context meta-llama/Llama-2-7b-hf supports")

@@ -128,7 +128,7 @@ def test_model_config_directory_is_reported_with_the_workload(tmp_path):
     text = WORKLOAD.replace(f"model: {MODEL}", "model: {config: ., name: x}")
     path = write(tmp_path, text)
     assert problems(load_workload, path) == (
-        f"{path}: workloads.0.model.config: {tmp_path}: is a directory, not a model config.json",)
+        f"{path}:4: workloads.0.model.config: {tmp_path}: is a directory, not a model config.json",)
 
 
 # ---- types and values ------------------------------------------------------------------------------------
@@ -327,5 +327,5 @@ def test_counts_above_the_sanity_ceilings_are_refused(tmp_path):
 def test_capacity_growth_past_the_ceiling_is_refused(tmp_path):
     path = write(tmp_path, CAPACITY.replace("DEMAND", "{base: 1000, growth: 99}"))
     assert problems(load_capacity_file, path) == (
-        f"{path}: workloads.0.demand.requests_per_second: demand 1e+07 in period 3 is above what gpuopt plans for "
+        f"{path}:6: workloads.0.demand.requests_per_second: demand 1e+07 in period 3 is above what gpuopt plans for "
         "(1e+06)",)

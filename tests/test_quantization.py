@@ -248,6 +248,32 @@ def test_a_modelopt_checkpoint_with_an_fp8_kv_cache_gets_it_from_014(release: st
     assert explicit.config.kv_cache_dtype == "fp8"
 
 
+def test_a_plan_reports_the_kv_cache_dtype_vllm_runs_not_the_auto_it_was_asked(tmp_path: Path) -> None:
+    """The plan's table, JSON and candidates say fp8 where the command (and the memory model) run fp8: an `auto`
+    of a ModelOpt checkpoint with kv_cache_quant_algo FP8 (0.33, the default release)."""
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    ckpt = tmp_path / "nemotron-nvfp4"
+    ckpt.mkdir()
+    for name, target in (("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json", "config.json"),
+                         ("nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config.json",
+                          "hf_quant_config.json")):
+        (ckpt / target).write_text((FIXTURES / name).read_text())
+    workload = tmp_path / "w.yaml"
+    workload.write_text(f"schema_version: 1\nproviders: [runpod]\nworkloads:\n  - name: n\n    model: {ckpt}\n"
+                        "    requests_per_second: 1\n    input_tokens: 1000\n    output_tokens: 100\n"
+                        "    max_model_len: 4096\n    kv_cache_dtypes: [auto]\n")
+    result = CliRunner().invoke(cli, ["solve", str(workload), "--format", "json", "--top", "0",
+                                      "--candidates", "all"])
+    assert result.exit_code == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert [d["kv_cache_dtype"] for d in plan["deployments"]] == ["fp8"] * len(plan["deployments"])
+    assert all("--kv-cache-dtype fp8" in d["vllm_command"] for d in plan["deployments"])
+    assert {c["kv_cache_dtype"] for c in plan["candidates"] if c["feasible"]} == {"fp8"}
+
+
 @pytest.mark.parametrize(("release", "turing"), [
     # Marlin (and Fp8Config / GPTQMarlinConfig / AWQMarlinConfig) from sm80 in 0.11-0.13, from sm75 in 0.14
     ("0.11", "exllama"), ("0.13", "exllama"), ("0.14", "marlin"), ("0.33", "marlin"),

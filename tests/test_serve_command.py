@@ -95,6 +95,24 @@ def test_fp8_prefers_a_checkpoint_and_falls_back_to_online_quantisation():
         get_model(qwen), config(qwen, "fp8"))
 
 
+def test_a_known_fp8_checkpoint_that_does_not_shard_at_the_plans_tp_is_not_named():
+    """GLM-4.5-Air's experts have an intermediate size of 1,408. Its FP8 checkpoint keeps 128 x 128 scale blocks:
+    1,408 / TP 2 = 704 = 5.5 blocks -- no; refined (0.29+) to gcd(128, 704, 4,096) = 64, which vLLM takes, so
+    TP 2 names it. 1,408 / TP 8 = 176, gcd(128, 176, 4,096) = 16 < 32: vLLM stops at start-up, so the command
+    quantises the BF16 weights at load instead (per-tensor scales split over any TP) and says why."""
+    air = "zai-org/GLM-4.5-Air"
+    two = serve_lines(vllm_command(get_model(air), config(air, "fp8", tp=2, version="0.33")))[0]
+    assert two.startswith("vllm serve zai-org/GLM-4.5-Air-FP8 --tensor-parallel-size 2 ")
+    eight = vllm_command(get_model(air), config(air, "fp8", tp=8, version="0.33"))
+    assert serve_lines(eight)[0].startswith("vllm serve zai-org/GLM-4.5-Air --tensor-parallel-size 8 "
+                                            "--quantization fp8 ")
+    assert ("# not zai-org/GLM-4.5-Air-FP8: zai-org/GLM-4.5-Air-FP8's 128 x 128 FP8 blocks: each expert's "
+            "intermediate size, 1,408 / TP 8 = 176, is not a multiple of 128 (vLLM 0.33 refines the scales only to "
+            "blocks of 32+, and gcd is 16)") in eight
+    # before 0.29 nothing refines the blocks: TP 2's 704 does not start either
+    assert "--quantization fp8" in vllm_command(get_model(air), config(air, "fp8", tp=2, version="0.28"))
+
+
 def test_modelopt_fp8_is_never_offered_without_native_fp8():
     for c in table():
         if c.vllm_quantization == "modelopt" and c.use == "ok":

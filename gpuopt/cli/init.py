@@ -128,11 +128,17 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
                         (max_model_len, "--context")):
         _positive(value, flag)
     Residency(residency or "global")  # an unknown selector is exit 2 here, not in the written file
+    limit, basis = _context_limit(model, max_model_len)
+    request = (input_tokens or p["input_tokens"]["value"]) + (output_tokens or p["output_tokens"]["value"])
+    if limit is not None and max_model_len is None and request > limit:
+        raise InputError(f"the {preset} preset's requests ({request:,} tokens of prompt and output) exceed the "
+                         f"{limit:,} tokens of context {model} supports ({basis}): give shorter --input-tokens / "
+                         f"--output-tokens or another model (nothing written)")
     text = render_workload(Answers(
         preset=preset, model=model, name=name, requests_per_second=requests_per_second, concurrency=concurrency,
         input_tokens=input_tokens, output_tokens=output_tokens, max_model_len=max_model_len, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, quality=quality, residency=residency or "global", currency=currency,
-        budget_monthly=budget_monthly))
+        budget_monthly=budget_monthly, model_limit=limit, limit_basis=basis))
     # parse what we are about to write: a file `solve` would reject is never written
     fd, tmp = tempfile.mkstemp(dir=output.resolve().parent, prefix=f".{output.name}.", suffix=".tmp")
     try:
@@ -149,6 +155,22 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
             os.unlink(tmp)
     _note_unknown_model(model)
     click.echo(f"wrote {output}: check it with `gpuopt solve {output}`", err=True)
+
+
+def _context_limit(model: str, context: int | None) -> tuple[int | None, str]:
+    """The registry model's context limit and its basis ((None, "") for a model the registry does not know:
+    `solve` checks it once it resolves). A --context above the limit is exit 2: vLLM refuses to start there."""
+    from gpuopt.errors import UnknownNameError
+    from gpuopt.physics.architecture import get_model
+    from gpuopt.physics.context_limit import limit_basis, max_model_len_problem, model_max_len
+
+    try:
+        arch = get_model(model)
+    except UnknownNameError:
+        return None, ""
+    if context is not None and (problem := max_model_len_problem(arch, context, "--context")):
+        raise InputError(f"{problem} (nothing written)")
+    return model_max_len(arch), limit_basis(arch)
 
 
 def _note_unknown_model(model: str) -> None:

@@ -24,13 +24,14 @@ workload file. Errors: one line per problem with the field path and YAML line, e
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from gpuopt.errors import ConfigError
+from gpuopt.errors import FieldError
 from gpuopt.inputs.workload import (
     MAX_CONCURRENCY,
     MAX_REQUESTS_PER_SECOND,
@@ -40,6 +41,7 @@ from gpuopt.inputs.workload import (
     ServingTarget,
     Strict,
     load_versioned,
+    locate_fields,
     one_load_unit,
     relative_model_configs,
     unique_names,
@@ -120,6 +122,16 @@ class Horizon(Strict):
     def months_per_period(self) -> int:
         return MONTHS_PER_PERIOD[self.period]
 
+    def starts_before(self, today: dt.date) -> bool:
+        """Whether the first period is over before the one `today` is in: a horizon in the past, planned at
+        today's prices (a warning: nothing checks a back-test, but a typo in the year reads as a plan)."""
+        if self.start is None:
+            return False
+        year = int(self.start[:4])
+        if self.period == "quarter":
+            return (year, int(self.start[5])) < (today.year, (today.month - 1) // 3 + 1)
+        return (year, int(self.start[5:])) < (today.year, today.month)
+
     def labels(self) -> list[str]:
         if self.start is None:
             return [f"{'Q' if self.period == 'quarter' else 'M'}{i + 1}" for i in range(self.periods)]
@@ -177,60 +189,65 @@ def demand_series(w: CapacityWorkload, horizon: Horizon) -> list[float]:
     return [float(v) for v in series]
 
 
-def _series_problems(path: Path, w: CapacityWorkload, index: int, horizon: Horizon) -> list[str]:
-    where = f"{path}: workloads.{index}.demand.{w.demand.unit}"
+Located = list[tuple[tuple[str | int, ...], str]]
+
+
+def _series_problems(w: CapacityWorkload, index: int, horizon: Horizon) -> Located:
+    """A demand series that does not fit the horizon, each problem at its field (or its period's value)."""
+    where: tuple[str | int, ...] = ("workloads", index, "demand", w.demand.unit)
     series = w.demand.series
     labels = horizon.labels()
+    problems: Located = []
     if isinstance(series, list):
-        problems = [] if len(series) == horizon.periods else \
-            [f"{where}: {len(series)} values for {horizon.periods} periods"]
-        values = series
+        if len(series) != horizon.periods:
+            problems.append((where, f"{len(series)} values for {horizon.periods} periods"))
+        values: list[tuple[str | int, float]] = list(enumerate(series))
     elif isinstance(series, dict):
         keys = list(series)
-        problems = []
         if sorted(keys, key=lambda k: labels.index(k) if k in labels else -1) != keys or set(keys) != set(labels):
             if set(keys) != set(labels):
-                problems.append(f"{where}: periods {', '.join(keys)} do not match the horizon {', '.join(labels)}")
+                problems.append((where, f"periods {', '.join(keys)} do not match the horizon {', '.join(labels)}"))
             else:
-                problems.append(f"{where}: periods out of order ({', '.join(keys)}; expected {', '.join(labels)})")
-        values = list(series.values())
+                problems.append((where, f"periods out of order ({', '.join(keys)}; expected {', '.join(labels)})"))
+        values = list(series.items())
     else:
         return []
-    problems += [f"{where}: demand must not be negative (period {i + 1}: {v:g})" for i, v in enumerate(values) if v < 0]
+    problems += [((*where, key), f"demand must not be negative (period {n + 1}: {v:g})")
+                 for n, (key, v) in enumerate(values) if v < 0]
     return problems
 
 
-def _ceiling_problems(path: Path, w: CapacityWorkload, index: int, horizon: Horizon) -> list[str]:
+def _ceiling_problems(w: CapacityWorkload, index: int, horizon: Horizon) -> Located:
     """Demand above the sanity ceilings of a workload file (a growth series compounds: base 1e3 growing 100x a
     period passes 1e6 requests/s in the third period)."""
     ceiling = MAX_REQUESTS_PER_SECOND if w.demand.unit == "requests_per_second" else MAX_CONCURRENCY
-    where = f"{path}: workloads.{index}.demand.{w.demand.unit}"
+    where: tuple[str | int, ...] = ("workloads", index, "demand", w.demand.unit)
     try:
         series = demand_series(w, horizon)
     except (KeyError, OverflowError):
         series = []  # wrong period labels are reported by _series_problems; overflow is above the ceiling anyway
         if isinstance(w.demand.series, GrowthDemand):
-            return [f"{where}: demand grows past {ceiling:g}, above what gpuopt plans for"]
-    return [f"{where}: demand {v:g} in period {i + 1} is above what gpuopt plans for ({ceiling:g})"
+            return [(where, f"demand grows past {ceiling:g}, above what gpuopt plans for")]
+    return [(where, f"demand {v:g} in period {i + 1} is above what gpuopt plans for ({ceiling:g})")
             for i, v in enumerate(series) if v > ceiling][:1]
 
 
 def load_capacity_file(path: Path) -> CapacityFile:
     cf = load_versioned(path, CapacityFile, "schema_version, horizon and workloads")
-    problems = [p for i, w in enumerate(cf.workloads) for p in _series_problems(path, w, i, cf.horizon)]
+    problems = [p for i, w in enumerate(cf.workloads) for p in _series_problems(w, i, cf.horizon)]
     if not problems:
-        problems = [p for i, w in enumerate(cf.workloads) for p in _ceiling_problems(path, w, i, cf.horizon)]
+        problems = [p for i, w in enumerate(cf.workloads) for p in _ceiling_problems(w, i, cf.horizon)]
     for i, w in enumerate(cf.workloads):
-        for kind in w.price_kinds:
+        for k, kind in enumerate(w.price_kinds):
             if kind in UNCOMMITTED:
                 continue
             term = TERM_MONTHS.get(kind)
             if term is None:
-                problems.append(f"{path}: workloads.{i}.price_kinds: {kind} has no term gpuopt knows, so it cannot "
-                                f"be a whole number of {cf.horizon.period}s")
+                problems.append((("workloads", i, "price_kinds", k), f"{kind} has no term gpuopt knows, so it "
+                                 f"cannot be a whole number of {cf.horizon.period}s"))
             elif kind not in RENEWABLE and term % cf.horizon.months_per_period:
-                problems.append(f"{path}: workloads.{i}.price_kinds: the {term}-month term of {kind} is not a whole "
-                                f"number of {cf.horizon.period}s")
+                problems.append((("workloads", i, "price_kinds", k), f"the {term}-month term of {kind} is not a "
+                                 f"whole number of {cf.horizon.period}s"))
     if problems:
-        raise ConfigError(*problems)
+        raise locate_fields(path, FieldError(problems))  # each at its YAML line
     return cf.model_copy(update={"workloads": relative_model_configs(cf.workloads, path)})

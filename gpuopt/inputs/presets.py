@@ -49,6 +49,10 @@ class Answers:
     currency: str | None = None
     budget_monthly: float | None = None
     notes: list[str] = field(default_factory=list)
+    # the model's context limit and what it comes from (context_limit.model_max_len, limit_basis), when the
+    # model is known: a preset's longer context is capped there, or the file would be one `solve` refuses
+    model_limit: int | None = None
+    limit_basis: str = "max_position_embeddings"
 
 
 def _value(preset: dict[str, Any], key: str) -> Any:
@@ -104,7 +108,11 @@ def render_workload(a: Answers) -> str:
               f"    {load_key}: {_scalar(load_value)}  # {'you answered' if load is not p['load'] else 'preset'}"]
     for key, override in fields:
         value = override if override is not None else _value(p, key)
-        lines.append(f"    {key}: {_scalar(value)}  # {_why(p, key, override)}")
+        why = _why(p, key, override)
+        if key == "max_model_len" and override is None and a.model_limit is not None and value > a.model_limit:
+            why = f"the preset's {value:,} capped at the model's limit ({a.limit_basis})"
+            value = a.model_limit
+        lines.append(f"    {key}: {_scalar(value)}  # {why}")
     ttft = a.ttft_ms if a.ttft_ms is not None else _value(p, "ttft_ms")
     tpot = a.tpot_ms if a.tpot_ms is not None else _value(p, "tpot_ms")
     lines += ["    slo:",

@@ -207,6 +207,23 @@ def one_line(value: str) -> str:
 OneLine = Annotated[str, AfterValidator(one_line)]
 
 
+RESERVED_TAG_PREFIX = "gpuopt-"  # the tag keys exports add to a user's tags (reports/tabular.py, reports/capacity.py)
+
+
+def discount(value: float) -> float:
+    """A negotiated discount off list price, each checked at its own provider's key (all of them at once)."""
+    if not 0 <= value < 1:
+        raise ValueError(f"a discount is a fraction in [0, 1) (got {value:g})")
+    return value
+
+
+def named_model(value: str) -> str:
+    """A model is named: an empty or blank id would resolve as a local path -- the current directory."""
+    if not value.strip():
+        raise ValueError("must name a model: a registry or Hugging Face id, or a local checkpoint path")
+    return value
+
+
 class ModelConfigRef(Strict):
     config: Annotated[Path, Field(strict=False)] = Field(
         description="A local Hugging Face config.json (relative to the workload file)")
@@ -218,7 +235,8 @@ class ServingTarget(Strict):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     # a mapping is a {config, name} model, anything else must be an id: one branch's errors, not both
-    model: Annotated[Annotated[str, Tag("str")] | Annotated[ModelConfigRef, Tag("ModelConfigRef")],
+    model: Annotated[Annotated[str, AfterValidator(named_model), Tag("str")]
+                     | Annotated[ModelConfigRef, Tag("ModelConfigRef")],
                      Discriminator(lambda v: "ModelConfigRef" if isinstance(v, dict | ModelConfigRef) else "str")]
     input_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Mean prompt tokens")
     output_tokens: int = Field(gt=0, le=MAX_TOKENS, description="Mean output tokens")
@@ -255,6 +273,11 @@ class ServingTarget(Strict):
         for key, value in tags.items():
             one_line(key)
             one_line(value)
+        reserved = sorted(key for key in tags if key.lower().startswith(RESERVED_TAG_PREFIX))
+        if reserved:  # FOCUS exports write gpuopt-workload, gpuopt-workloads, gpuopt-period over them
+            raise ValueError(f"tag key{'s' if len(reserved) > 1 else ''} {', '.join(reserved)}: keys starting "
+                             f"{RESERVED_TAG_PREFIX!r} are gpuopt's own (its FOCUS exports write them); rename "
+                             f"{'them' if len(reserved) > 1 else 'it'}")
         return tags
 
     @field_validator("lengths")
@@ -348,7 +371,7 @@ class WorkloadFile(Strict):
     workloads: list[Workload] = Field(min_length=1)
     quotas: list[Quota] = Field(default_factory=list)
     budget: Budget | None = None
-    discounts: dict[str, float] = Field(default_factory=dict)
+    discounts: dict[str, Annotated[float, AfterValidator(discount)]] = Field(default_factory=dict)
 
     @field_validator("quotas")
     @classmethod
@@ -362,11 +385,11 @@ class WorkloadFile(Strict):
     @field_validator("discounts")
     @classmethod
     def _discounts(cls, value: dict[str, float]) -> dict[str, float]:
-        for p, d in value.items():
-            if p not in PROVIDERS:
-                raise ValueError(f"unknown provider '{p}' (known: {', '.join(PROVIDERS)})")
-            if not 0 <= d < 1:
-                raise ValueError(f"discount for {p} must be a fraction in [0, 1) (got {d})")
+        unknown = [p for p in value if p not in PROVIDERS]
+        if unknown:
+            named = ", ".join(f"'{p}'" for p in unknown)
+            raise ValueError(f"unknown provider{'s' if len(unknown) > 1 else ''} {named} "
+                             f"(known: {', '.join(PROVIDERS)})")
         return value
 
     @field_validator("workloads")
@@ -487,18 +510,18 @@ def relative_model_configs(workloads: list[T], path: Path) -> list[T]:
     """Model config.json paths in a file are relative to that file; each must be a readable file (checked
     here, so a directory or a missing file is a message with the workload's name, not a traceback)."""
     fixed = []
-    problems = []
+    problems: list[tuple[tuple[str | int, ...], str]] = []
     for i, w in enumerate(workloads):
         if isinstance(w.model, ModelConfigRef):
             config = w.model.config if w.model.config.is_absolute() else path.parent / w.model.config
             try:
                 check_input_file(config, "model config.json")
             except InputError as exc:
-                problems += [f"{path}: workloads.{i}.model.config: {p}" for p in exc.problems]
+                problems += [(("workloads", i, "model", "config"), p) for p in exc.problems]
             w = w.model_copy(update={"model": w.model.model_copy(update={"config": config})})
         fixed.append(w)
     if problems:
-        raise ConfigError(*problems)
+        raise locate_fields(path, FieldError(problems))  # at the YAML line of each `config:`
     return fixed
 
 

@@ -625,6 +625,27 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 _REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 
 
+# sizes a model cannot have zero of; the other integer fields may be 0 (first_k_dense_replace, n_shared_experts)
+_POSITIVE = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+             "vocab_size", "max_position_embeddings")
+
+
+def _integer_problem(cfg: dict[str, Any], field: str, path: str) -> str | None:
+    """What is wrong with an integer field of config.json, or None. JSON's `true` is not a count (Python
+    would take it for 1 -- a vocabulary of one -- or, skipped, for a missing field: MHA where the config states
+    GQA), nor is a negative size: a max_position_embeddings of -1 planned negative KV tokens as fitting."""
+    value = _pick(cfg, field)
+    if value is None:
+        return None
+    key = _config_key(cfg, field)
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+        return f"{path}: field '{key}' must be an integer (got {json.dumps(value)})"
+    least = 1 if field in _POSITIVE else 0
+    if value < least:
+        return f"{path}: field '{key}' must be {'a positive' if least else 'a non-negative'} integer (got {int(value)})"
+    return None
+
+
 def _pick(cfg: dict[str, Any], field: str) -> Any:
     for key in _ALIASES[field]:
         if cfg.get(key) is not None:
@@ -965,6 +986,9 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         cfg = {**cfg, **cfg["text_config"]}
     missing = [f"{path}: missing field '{_ALIASES[f][0]}' (needed for the memory model)"
                for f in _REQUIRED if _pick(cfg, f) is None]
+    wrong = [problem for field in _ALIASES if (problem := _integer_problem(cfg, field, path))]
+    if wrong:  # refused here, before the checks and arithmetic below (layer patterns, shared-expert sizes) meet them
+        raise ConfigError(*missing, *wrong)
     missing += _layer_pattern_problems(cfg, _pick(cfg, "num_hidden_layers"), path)
     missing += declared_field_problems(raw, cfg, path)  # a hybrid's, MLA's, DSA's or MoE's own fields
     if missing:
@@ -975,11 +999,7 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         data["hf_architecture"] = classes[0]
     for field in _ALIASES:
         value = _pick(cfg, field)
-        if value is not None and not isinstance(value, bool):
-            if not isinstance(value, int) and not (isinstance(value, float) and value.is_integer()):
-                # refused here, before the arithmetic below (shared-expert sizes, layer counts) meets it
-                raise ConfigError(f"{path}: field '{_config_key(cfg, field)}' must be an integer "
-                                  f"(got {json.dumps(value)})")
+        if value is not None:
             data[field] = int(value)
     data.setdefault("num_key_value_heads", data["num_attention_heads"])
     data["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", False))

@@ -90,8 +90,13 @@ def max_model_len_problem(arch: ModelArchitecture, max_model_len: int, field: st
     limit = model_max_len(arch)
     if limit is None or max_model_len <= limit:
         return None
-    how = (f"{arch.rope_type} rope scaling x{arch.rope_factor:g}"
-           if limit != arch.max_position_embeddings and arch.rope_factor else "max_position_embeddings")
     named = f"{field} " if field else ""
-    return (f"{named}{max_model_len:,} exceeds the {limit:,} tokens {arch.hf_id} supports ({how}); "
+    return (f"{named}{max_model_len:,} exceeds the {limit:,} tokens {arch.hf_id} supports ({limit_basis(arch)}); "
             f"vLLM refuses to start above it")
+
+
+def limit_basis(arch: ModelArchitecture) -> str:
+    """What model_max_len comes from, as a user would look it up in config.json."""
+    if model_max_len(arch) != arch.max_position_embeddings and arch.rope_factor:
+        return f"{arch.rope_type} rope scaling x{arch.rope_factor:g}"
+    return "max_position_embeddings"

@@ -212,6 +212,8 @@ def looks_like_repo_id(name: str) -> bool:
 
 def resolve_model(name: str) -> ModelArchitecture:
     """Registry id -> local path -> Hugging Face cache -> Hub (see the module docstring)."""
+    if not name.strip():  # as a path it would be the current directory
+        raise InputError("the model name is empty: give a registry or Hugging Face id, or a local checkpoint path")
     try:
         return get_model(name)
     except UnknownNameError as unknown:

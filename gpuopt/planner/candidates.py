@@ -21,7 +21,7 @@ from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import analytic_load, checkpoint_table, fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
-from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
+from gpuopt.physics.context_limit import limit_basis, max_model_len_problem, model_max_len
 from gpuopt.physics.lora import lora_problems
 from gpuopt.physics.memory import MemoryEstimate, estimate
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
@@ -184,6 +184,9 @@ def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> l
             problems.append((("workloads", i, "model"), f"{unserved} (workload {w.name})"))
         if w.max_model_len is not None and (long := max_model_len_problem(arch, w.max_model_len, "")):
             problems.append((("workloads", i, "max_model_len"), f"{long} (workload {w.name})"))
+        elif w.max_model_len is None:
+            problems += [(("workloads", i, *where), f"{message} (workload {w.name})")
+                         for where, message in _requests_over_limit(w, arch)]
         problems += [(("workloads", i, "checkpoints", precision), f"{message} (workload {w.name})")
                      for precision, message in named_checkpoint_problems(arch, w.checkpoints)]
         if w.lora is not None:
@@ -194,6 +197,24 @@ def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> l
     if problems:
         raise FieldError(problems)
     return archs
+
+
+def _requests_over_limit(w: Workload, arch: ModelArchitecture) -> list[tuple[tuple[str | int, ...], str]]:
+    """Requests longer than the model's context, for a workload without max_model_len: the length the plan
+    would pick (default_max_model_len: at least the longest request) would be one vLLM refuses to start with.
+    Located at each histogram bin, else at input_tokens."""
+    limit = model_max_len(arch)
+    if limit is None:
+        return []
+    bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
+    # a histogram's mean is within its bins: the bins say which requests are too long
+    requests: list[tuple[tuple[str | int, ...], int, int]] = [
+        (("lengths", "histogram", k), b.input_tokens, b.output_tokens) for k, b in enumerate(bins)
+    ] or [(("input_tokens",), w.input_tokens, w.output_tokens)]
+    return [(where, f"input_tokens + output_tokens = {i + o:,} exceeds the {limit:,} tokens of context "
+                    f"{arch.hf_id} supports ({limit_basis(arch)}): vLLM cannot serve such a request; shorten it "
+                    f"or serve a model with a longer context")
+            for where, i, o in requests if i + o > limit]
 
 
 def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:

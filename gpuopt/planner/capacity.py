@@ -22,7 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gpuopt.errors import ConfigError
+from gpuopt.errors import FieldError
 from gpuopt.inputs.capacity import (
     MONTHS_PER_PERIOD,
     RENEWABLE,
@@ -147,16 +147,17 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
     # a replica's capacity does not depend on the demand, so the peak-demand proxy serves every period
     allowed = with_simulated_capacity(proxies, allowed, (), {wc.workload.name: wc.arch for wc in per_workload},
                                       opts.headroom)
-    problems = []
-    for w in cf.workloads:
-        for kind in w.price_kinds:
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for i, w in enumerate(cf.workloads):
+        for k, kind in enumerate(w.price_kinds):
             if not any(c.workload.name == w.name and c.offering.price_kind == kind and c.offering.price_per_hour
                        is not None and c.evaluation.reason_kind not in ("residency", "provider")
                        for c in allowed):
-                problems.append(f"workload {w.name}: price kind {kind}: no priced offering has it within the "
-                                f"residency and provider policy")
+                problems.append((("workloads", i, "price_kinds", k),
+                                 f"{kind}: no priced offering has it within the residency and provider policy "
+                                 f"(workload {w.name})"))
     if problems:
-        raise ConfigError(*problems)
+        raise FieldError(problems)  # located at each price kind's YAML line by the command (fields_located_in)
     feasible = dominant_shapes(prune([c for c in allowed if c.feasible and c.instance_price is not None], ()))
     return CapacityProblem(cf=cf, currency=currency, labels=cf.horizon.labels(),
                            hours_per_period=HOURS_PER_MONTH * cf.horizon.months_per_period, demand=demand,
@@ -498,6 +499,9 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
         age_errors += staleness(flagged, day, opts.max_price_age)[1]
     warnings += stale + [w for _, w in old_commitments]
     warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
+    if cf.horizon.starts_before(day):
+        warnings.append(f"the horizon starts in {cf.horizon.labels()[0]}, before the plan date {today}: past periods "
+                        f"are planned and priced at today's prices (set horizon.start to the period you will buy in)")
     fx = solved.catalog.fx if solved.catalog is not None else None
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, period=cf.horizon.period,
                         charge=cf.charge,

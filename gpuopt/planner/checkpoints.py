@@ -18,15 +18,17 @@ kernel; an explicit `--quantization awq` forces the slow non-Marlin kernel):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
+from gpuopt.physics import quant_sharding
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, TABLE, Checkpoint, find, table
-from gpuopt.physics.serving_config import default_precision
+from gpuopt.physics.quantization import described
+from gpuopt.physics.serving_config import ResolvedConfig, default_precision
 from gpuopt.vocabulary import WeightFormat
 
-__all__ = ["METHODS", "NEEDS_NATIVE_FP8", "TRUSTED_PUBLISHERS", "WHAT_TO_PRODUCE", "Checkpoint", "known_checkpoint",
-           "named_checkpoint_problems", "table"]
+__all__ = ["METHODS", "NEEDS_NATIVE_FP8", "TRUSTED_PUBLISHERS", "WHAT_TO_PRODUCE", "Checkpoint",
+           "checkpoint_sharding_problem", "known_checkpoint", "named_checkpoint_problems", "table"]
 
 # the table's `method` values that serve each weight format, in order of preference
 METHODS: dict[str, tuple[str, ...]] = {"int4": ("awq", "gptq", "w4a16"), "int8": ("int8-w8a8",), "fp8": ("fp8",)}
@@ -34,14 +36,17 @@ TRUSTED_PUBLISHERS = ("RedHatAI", "neuralmagic", "nvidia", "hugging-quants", "Qw
                       "google", "deepseek-ai", "openai", "zai-org", "moonshotai", "microsoft")
 
 
-def known_checkpoint(base_model: str, precision: WeightFormat, fp8_native: bool, gpus: int) -> Checkpoint | None:
+def known_checkpoint(base_model: str, precision: WeightFormat, fp8_native: bool, gpus: int,
+                     shards: Callable[[Checkpoint], bool] = lambda _: True) -> Checkpoint | None:
     """The checkpoint to serve `base_model` in `precision` on `gpus` GPUs (with native FP8 or not), or None.
-    Preference: the model's own publisher, then the trusted publishers (vendors and the vLLM project's
-    RedHatAI), then community uploads; then the method order of METHODS; then the table's order."""
+    `shards`: whether vLLM can split the checkpoint's weights over the replica's GPUs (a block-FP8 checkpoint's
+    expert slices must hold whole scale blocks: checkpoint_sharding_problem). Preference: the model's own
+    publisher, then the trusted publishers (vendors and the vLLM project's RedHatAI), then community uploads;
+    then the method order of METHODS; then the table's order."""
     methods = METHODS.get(precision, ())
     org = base_model.split("/")[0]
     found = [c for c in table() if c.base_model == base_model and c.method in methods
-             and (precision != "int4" or c.weight_bits == 4) and c.usable(fp8_native, gpus)]
+             and (precision != "int4" or c.weight_bits == 4) and c.usable(fp8_native, gpus) and shards(c)]
     if not found:
         return None
 
@@ -52,6 +57,19 @@ def known_checkpoint(base_model: str, precision: WeightFormat, fp8_native: bool,
         return trust, methods.index(c.method), i
 
     return min(enumerate(found), key=rank)[1]
+
+
+def checkpoint_sharding_problem(arch: ModelArchitecture, row: Checkpoint, cfg: ResolvedConfig) -> str | None:
+    """Why vLLM cannot shard the table's checkpoint `row` of `arch` over this replica's GPUs (None: it can, or
+    the row does not say enough to tell). The plan checks the model it was given (serving_config.validate); a
+    command that names another repository must check that one: zai-org/GLM-4.5-Air-FP8's 128 x 128 FP8
+    blocks do not split its experts' 1,408 over TP 8, where the BF16 model quantised at load does."""
+    found = described(row.method, row.weight_bits, row.vllm_quantization, row.group_size)
+    if found is None or cfg.precision is None:
+        return None
+    view = arch.model_copy(update={"hf_id": row.checkpoint, "quantization": found[0]})
+    return quant_sharding.tp_problem(view, cfg.precision, cfg.tensor_parallel, cfg.data_parallel,
+                                     cfg.expert_parallel, cfg.vllm_version)
 
 
 WHAT_TO_PRODUCE = {

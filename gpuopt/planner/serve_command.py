@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.quantization import modelopt_fp8_runs
 from gpuopt.physics.serving_config import ResolvedConfig
-from gpuopt.planner.checkpoints import WHAT_TO_PRODUCE, known_checkpoint
+from gpuopt.planner.checkpoints import WHAT_TO_PRODUCE, checkpoint_sharding_problem, known_checkpoint
 from gpuopt.planner.serve_flags import supports
 from gpuopt.text import printable
 from gpuopt.vocabulary import WeightFormat
@@ -62,14 +62,21 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
     # ModelOpt FP8 needs FP8 tensor cores up to 0.25 and runs on FP8 Marlin from sm80 from 0.27; on ROCm from 0.21
     # (select_kernel: a GPU with FP8 tensor cores is not enough there -- MI300X at 0.19 named one vLLM refuses)
     modelopt_fp8 = modelopt_fp8_runs(compute_capability, cfg.vllm_version)
-    known = known_checkpoint(model, precision, modelopt_fp8, gpus)
+    known = known_checkpoint(model, precision, modelopt_fp8, gpus,
+                             lambda row: checkpoint_sharding_problem(arch, row, cfg) is None)
     if known is not None:
         method = known.vllm_quantization
         cited = _citation(known.source, known.checkpoint)
         return known.checkpoint, [], (f"# {known.method.upper()} checkpoint of {model}, vLLM detects {method} "
                                       f"(cited in {cited})")
     if precision == "fp8" and native is None:
-        return served, ["--quantization", "fp8"], ""
+        # a known checkpoint that does not shard here is not named: vLLM's own FP8 of the BF16 weights (per
+        # tensor scales) splits over any TP the model does
+        unsharded = known_checkpoint(model, precision, modelopt_fp8, gpus)
+        why = "" if unsharded is None else (
+            f"# not {unsharded.checkpoint}: {checkpoint_sharding_problem(arch, unsharded, cfg)}; vLLM quantises "
+            f"the BF16 weights at load instead")
+        return served, ["--quantization", "fp8"], why
     variable = f"{precision.upper()}_CHECKPOINT"
     if native is not None:  # its repository holds only the native format; a flag cannot change that
         produce = (f"a {precision} checkpoint ({model} is published in {arch.native_quantization} only, and vLLM "

@@ -188,7 +188,8 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
             gpus_per_instance=o.gpu_count or 0, instances=plain(n_inst * share, PRICE_DIGITS), replicas=a.replicas,
             tensor_parallel=c.shape.tensor_parallel, pipeline_parallel=c.shape.pipeline_parallel,
             gpus_per_replica=c.gpus_per_replica or 0, weight_precision=c.shape.precision,
-            kv_cache_dtype=c.shape.kv_cache_dtype, max_model_len=mem.config.max_model_len,
+            # what vLLM runs: a ModelOpt checkpoint's `auto` is its FP8 KV cache (checkpoint_kv_cache_dtype)
+            kv_cache_dtype=mem.config.kv_cache_dtype, max_model_len=mem.config.max_model_len,
             max_num_seqs=mem.config.max_num_seqs, gpu_memory_utilization=mem.config.gpu_memory_utilization,
             price_kind=o.price_kind, instance_price_per_hour=plain(c.instance_price or 0.0, PRICE_DIGITS),
             list_price_per_hour=(None if o.list_price_per_hour is None or not o.currency else
@@ -311,8 +312,9 @@ def _shape_part(c: CandidateResult) -> _ShapeFields:
     _candidate_records unpacks them."""
     s, ev = c.shape, c.evaluation
     point, mem = ev.point, ev.memory
+    kv = mem.config.kv_cache_dtype if mem is not None else s.kv_cache_dtype if s else None  # what vLLM runs
     return (s.tensor_parallel if s else None, s.pipeline_parallel if s else None, s.precision if s else None,
-            s.kv_cache_dtype if s else None, c.gpus_per_replica,
+            kv, c.gpus_per_replica,
             plain(point.requests_per_second) if point else None, plain(point.concurrency, 2) if point else None,
             plain(point.ttft_ms, 2) if point else None, plain(point.tpot_ms, 3) if point else None,
             mem.kv_cache_tokens if mem is not None and mem.fits else None, ev.feasible, ev.reason, ev.reason_kind)

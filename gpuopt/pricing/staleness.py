@@ -3,7 +3,9 @@
 A plan is as current as its OLDEST chosen price, not as the catalog's newest row: a China plan can pick
 Tencent list prices from 2021 while the catalog holds 2026 RunPod prices. Commitments are held to a stricter
 rule: a 1- or 3-year reservation bought on a price read more than a year ago may not be on offer any more.
-Overlay prices are the user's own quotes and are never called stale.
+Overlay prices (the user's own quotes) are held to the same rules: a quote from 2019 is as stale as a catalog
+row from 2019, and a plan header showing it beside a passed --max-price-age gate would contradict itself.
+The overlay's `as_of` column dates a quote; without one it is of unknown date, as an undated catalog row.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ COMMITMENT_STALE_AFTER_DAYS = 365
 
 
 def _label(o: Offering) -> str:
-    return f"{o.provider} {o.sku} {o.region} {o.price_kind}"
+    return f"{o.provider} {o.sku} {o.region} {o.price_kind}" + (" (overlay)" if o.origin == "overlay" else "")
 
 
 def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int | None) -> tuple[list[str], list[str]]:
@@ -26,15 +28,15 @@ def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int |
     warnings: list[str] = []
     errors: list[str] = []
     for o in sorted(set(offerings), key=lambda o: o.key):
-        if o.origin == "overlay":
-            continue
         date = o.as_of_date
         age = (today - date).days if date else None
         if max_age_days is not None and (age is None or age > max_age_days):
             errors.append(f"price of {_label(o)} is {'of unknown date' if age is None else f'{age} days old'} "
                           f"(as_of {o.as_of or '?'}), older than --max-price-age {max_age_days}")
         elif age is None:
-            warnings.append(f"price of {_label(o)} has no date (as_of '{o.as_of}')")
+            warnings.append(f"price of {_label(o)} has no date (as_of '{o.as_of}')"
+                            + ("; give the quote's date in the overlay's as_of column" if o.origin == "overlay"
+                               else ""))
         elif age > STALE_AFTER_DAYS:
             warnings.append(f"price of {_label(o)} is {age} days old (as_of {o.as_of}); refresh or overlay it")
     return warnings, errors
@@ -53,8 +55,6 @@ def stale_commitments(committed: Iterable[Offering], today: dt.date) -> list[tup
     """(offering, warning) for commitments priced from a source older than a year (or undated)."""
     out = []
     for o in sorted(set(committed), key=lambda o: o.key):
-        if o.origin == "overlay":
-            continue
         date = o.as_of_date
         age = (today - date).days if date else None
         if age is None or age > COMMITMENT_STALE_AFTER_DAYS:
