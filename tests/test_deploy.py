@@ -745,3 +745,134 @@ def test_pai_eas_services_sharing_machines_name_one_resource_group(plans: dict[s
     assert group == (f"FILL-IN: id (eas-r-...) of a dedicated resource group of 1 x {sku} -- the machines this plan "
                      "prices, shared by the services alpha (1 replica(s) of 2 GPU(s)), beta (1 replica(s) of 2 "
                      "GPU(s)): one group, its id in each")
+
+
+COLLIDING_WORKLOAD = """\
+schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+workloads:
+  - name: a_b
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {ttft_ms: 3000, tpot_ms: 80}
+  - name: a.b
+    model: Qwen/Qwen2.5-7B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {ttft_ms: 3000, tpot_ms: 80}
+  - name: A-B
+    model: Qwen/Qwen2.5-7B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {ttft_ms: 3000, tpot_ms: 80}
+"""
+
+
+def test_workloads_of_one_dns_name_get_files_and_objects_of_their_own(tmp_path: Path) -> None:
+    """QA's plan: three workloads `a_b`, `a.b` and `A-B`, each a DNS label `a-b`. SkyPilot and Compose wrote
+    `a-b.*` three times (one file left), and k8s named three Deployments and Services `a-b`, all selecting
+    `app: a-b`. Now the first in plan order keeps `a-b` and the others get `-2` and `-3`; each file and object
+    keeps its own workload's name in its labels."""
+    (tmp_path / "w.yaml").write_text(COLLIDING_WORKLOAD, encoding="utf-8")
+    plan_file = tmp_path / "plan.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUOPT_TODAY", "2026-11-29")
+        solved = CliRunner().invoke(cli, ["solve", str(tmp_path / "w.yaml"), "--format", "json", "-o",
+                                          str(plan_file)])
+    assert solved.exit_code == 0, solved.output
+    order = [d.workload for d in _plan(plan_file).deployments]
+    assert sorted(order) == ["A-B", "a.b", "a_b"]
+    names = ["a-b", "a-b-2", "a-b-3"]  # by position in the plan
+    for target, suffix, workload_of in (
+            ("skypilot", "sky.yaml", lambda text: yaml.safe_load(text)["envs"]["GPUOPT_WORKLOAD"]),
+            ("compose", "compose.yaml",
+             lambda text: yaml.safe_load(text)["services"]["vllm-1"]["labels"]["gpuopt.io/workload"]),
+            ("k8s", "yaml", lambda text: next(yaml.safe_load_all(text))["metadata"]["annotations"][
+                "gpuopt.io/workload"])):
+        out = tmp_path / target
+        result = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", target, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert result.stderr.splitlines() == [f"wrote {out / f'{n}.{suffix}'}" for n in names]
+        assert [workload_of((out / f"{n}.{suffix}").read_text()) for n in names] == order
+    deployments = []
+    for n, workload in zip(names, order, strict=True):
+        deployment, service = yaml.safe_load_all((tmp_path / "k8s" / f"{n}.yaml").read_text())
+        assert (deployment["metadata"]["name"], service["metadata"]["name"]) == (n, n)
+        assert deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"] == {"app": n}
+        assert deployment["spec"]["template"]["metadata"]["labels"] == {"app": n}
+        assert deployment["spec"]["template"]["metadata"]["annotations"]["gpuopt.io/workload"] == workload
+        deployments.append(deployment)
+    sky = [yaml.safe_load((tmp_path / "skypilot" / f"{n}.sky.yaml").read_text())["name"] for n in names]
+    compose = [yaml.safe_load((tmp_path / "compose" / f"{n}.compose.yaml").read_text())["name"] for n in names]
+    assert sky == compose == names
+    stream = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "k8s"])
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(stream.stdout)] == [
+        "a-b", "a-b", "a-b-2", "a-b-2", "a-b-3", "a-b-3"]  # a Deployment and its Service each
+
+
+@pytest.mark.parametrize(("workloads", "expected"), [
+    (["a_b", "a.b", "A-B"], ["a-b", "a-b-2", "a-b-3"]),
+    # a suffix never takes a name the plan's own workloads have: A-B skips a-b-2, which is a workload's
+    (["a_b", "A-B", "a-b-2"], ["a-b", "a-b-3", "a-b-2"]),
+    # one workload's numbered deployments (chat-1, chat-2) against a workload named chat-1
+    (["chat", "chat", "Chat_1"], ["chat-1", "chat-2", "chat-1-2"]),
+    (["x" * 70, "X" * 70], ["x" * 63, "x" * 61 + "-2"]),
+])
+def test_artifact_names_are_unique_across_the_plan(plans: dict[str, Path], workloads: list[str],
+                                                  expected: list[str]) -> None:
+    from gpuopt.reports.deploy.common import artifact_name, artifact_names
+
+    plan = _plan(plans["two"])
+    d, w = plan.deployments[0], plan.workloads[0]
+    renamed = plan.model_copy(update={
+        "deployments": [d.model_copy(update={"workload": name}) for name in workloads],
+        "workloads": [w.model_copy(update={"name": name}) for name in dict.fromkeys(workloads)]})
+    assert artifact_names(renamed) == expected
+    # equal deployments of one workload (a hand-edited plan may repeat one) are two names, not the first twice
+    assert [artifact_name(renamed, x) for x in renamed.deployments] == expected
+
+
+def test_pai_eas_service_names_are_unique_across_the_plan(plans: dict[str, Path]) -> None:
+    """PAI-EAS names are the artifact names with `_` for `-` (`a-b-2` is `a_b_2`), and a name shorter than 3
+    is padded (`ab` is `ab_svc`): a workload named `ab-svc` beside `ab` takes the next suffix."""
+    plan = _on_one_offering(_plan(plans["cn"]), 4, **{"a_b": (1, 4), "a.b": (1, 4), "A-B": (1, 4),
+                                                      "ab": (1, 4), "ab-svc": (1, 4)})
+    artifacts = render_deploy(plan, "pai-eas", DeployOptions())
+    assert [a.filename for a in artifacts] == [
+        "a-b.pai-eas.json", "a-b-2.pai-eas.json", "a-b-3.pai-eas.json", "ab.pai-eas.json", "ab-svc.pai-eas.json"]
+    assert [json.loads(a.text)["metadata"]["name"] for a in artifacts] == [
+        "a_b", "a_b_2", "a_b_3", "ab_svc", "ab_svc_2"]
+
+
+def test_a_shared_machines_name_avoids_every_deployments_name(plans: dict[str, Path]) -> None:
+    """a_b and A-B share a machine (names a-b and a-b-2, the cluster a-b-a-b-2); a workload of that name
+    fills a machine of its own and keeps it, so the cluster takes a-b-a-b-2-2."""
+    plan = _on_one_offering(_plan(plans["two"]), 4, **{"a_b": (1, 1), "A-B": (1, 1), "a-b-a-b-2": (1, 4)})
+    assert [a.filename for a in render_deploy(plan, "skypilot", DeployOptions())] == [
+        "a-b-a-b-2-2.sky.yaml", "a-b-a-b-2.sky.yaml"]
+
+
+def test_deploy_writes_nothing_when_two_artifacts_share_a_name(plans: dict[str, Path], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renderer that made two files of one name (the bug QA found) is an internal error before any file is
+    written, never the second file over the first."""
+    import gpuopt.reports.deploy as deploy_module
+    from gpuopt.reports.deploy.common import Artifact
+
+    twice = [Artifact(deployment="a-b", filename="a-b.sky.yaml", text="first\n"),
+             Artifact(deployment="a-b", filename="a-b.sky.yaml", text="second\n")]
+    monkeypatch.setattr(deploy_module, "render_deploy", lambda plan, target, opts: twice)
+    result = CliRunner().invoke(cli, ["deploy", str(plans["two"]), "--target", "skypilot", "-o",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 70
+    assert "deploy made two artifacts named a-b.sky.yaml: nothing written" in result.stderr
+    assert not (tmp_path / "out").exists()

@@ -307,7 +307,8 @@ def shared_machines(plan: Plan) -> list[SharedMachines]:
     for d in plan.deployments:
         if not fills_its_machines(d):
             groups.setdefault(offering_key(d), []).append(d)
-    taken = {artifact_name(plan, d) for d in plan.deployments}
+    names = artifact_names(plan)
+    taken = set(names)
     out = []
     for members in groups.values():
         if len(members) < 2:
@@ -315,11 +316,11 @@ def shared_machines(plan: Plan) -> list[SharedMachines]:
         packed = _pack(members)
         if len(packed) >= sum(machines(d) for d in members):
             continue
-        base = dns_name(*(artifact_name(plan, d) for d in members))
+        base = dns_name(*(names[plan_position(plan, d)] for d in members))
         name, n = base, 1
         while name in taken:  # a workload may already be called "alpha-beta"
             n += 1
-            name = dns_name(base[:58], str(n))
+            name = suffixed(base, n)
         taken.add(name)
         out.append(SharedMachines(name=name, deployments=tuple(members), machines=packed))
     return out
@@ -414,7 +415,42 @@ def check_not_serverless(d: Deployment, target: str) -> None:
         raise refuse(d, target, "a SageMaker endpoint is deployed through SageMaker, not as a server")
 
 
+def suffixed(base: str, n: int) -> str:
+    """`base` with the suffix `-n`, the base cut so that the name stays within a label's 63 characters."""
+    return dns_name(base[:62 - len(str(n))], str(n))
+
+
+def plan_position(plan: Plan, d: Deployment) -> int:
+    """`d`'s index in the plan: by identity, so that two deployments with equal fields (a hand-edited plan
+    may repeat one) are two positions, not the first one twice."""
+    found = next((i for i, x in enumerate(plan.deployments) if x is d), None)
+    return plan.deployments.index(d) if found is None else found
+
+
+def artifact_names(plan: Plan) -> list[str]:
+    """Each deployment's name (plan order), unique across the plan: the workload as a DNS label, and its
+    position when one workload has several deployments (`support-chat-1`, `-2`). Workload names that differ
+    only where a DNS label cannot (`a_b`, `a.b` and `A-B` are all `a-b`) would name three Kubernetes objects,
+    SkyPilot clusters and files alike, each replacing the one before: the first deployment in plan order
+    keeps the name, each later one gets the first free suffix from `-2` on (`a-b`, `a-b-2`, `a-b-3`). Every
+    deployment's own name is reserved first, so a suffix never takes the name of a workload the plan has
+    (`a_b`, `A-B`, `a-b-2`: `a-b`, `a-b-3`, `a-b-2`). The workload's own name stays in the labels."""
+    bases = []
+    for i, d in enumerate(plan.deployments):
+        same = [j for j, x in enumerate(plan.deployments) if x.workload == d.workload]
+        bases.append(dns_name(d.workload) if len(same) == 1 else dns_name(d.workload, str(same.index(i) + 1)))
+    taken = set(bases)
+    names: list[str] = []
+    for base in bases:
+        name, n = base, 1
+        while base in names and name in taken:
+            n += 1
+            name = suffixed(base, n)
+        taken.add(name)
+        names.append(name)
+    return names
+
+
 def artifact_name(plan: Plan, d: Deployment) -> str:
-    """Unique per deployment: the workload, and its position when one workload has several deployments."""
-    same = [x for x in plan.deployments if x.workload == d.workload]
-    return dns_name(d.workload) if len(same) == 1 else dns_name(d.workload, str(same.index(d) + 1))
+    """`d`'s name among the plan's (artifact_names): its files and the objects and clusters they create."""
+    return artifact_names(plan)[plan_position(plan, d)]
