@@ -395,15 +395,18 @@ def test_a_plan_without_a_known_checkpoint_is_not_deployed(plans: dict[str, Path
 
 
 def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
+    """A workload name reaches names (as a DNS label) and labels (quoted); a SKU reaches Compose only as a
+    comment (JSON-quoted), and Kubernetes not at all: it refuses a SKU that is no label value (below)."""
     plan = _plan(plans["two"])
     evil = "x; rm -rf / #$(id)"
-    d = plan.deployments[0].model_copy(update={"workload": evil, "sku": "p4d.24xlarge\nkind: Secret"})
+    d = plan.deployments[0].model_copy(update={"workload": evil})
     w = plan.workloads[0].model_copy(update={"name": evil})
     hostile = plan.model_copy(update={"deployments": [d], "workloads": [w]})
     [k8s] = render_deploy(hostile, "k8s", DeployOptions())
     deployment, _ = yaml.safe_load_all(k8s.text)
     assert re.fullmatch(r"[a-z]([a-z0-9-]*[a-z0-9])?", deployment["metadata"]["name"])
     assert deployment["metadata"]["annotations"]["gpuopt.io/workload"] == evil
+    hostile = hostile.model_copy(update={"deployments": [d.model_copy(update={"sku": "p4d.24xlarge\nkind: Secret"})]})
     [compose] = render_deploy(hostile, "compose", DeployOptions())
     document = yaml.safe_load(compose.text)
     assert set(document) == {"name", "services", "volumes"}
@@ -876,3 +879,93 @@ def test_deploy_writes_nothing_when_two_artifacts_share_a_name(plans: dict[str, 
     assert result.exit_code == 70
     assert "deploy made two artifacts named a-b.sky.yaml: nothing written" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+QA_SKU = "g6.x $(touch /tmp/x) `id` <b>x</b>|y"
+
+
+@pytest.mark.parametrize(("sku", "ok"), [
+    ("g6.xlarge", True), ("ecs.gn7i-c8g1.2xlarge", True), ("Standard_NC24ads_A100_v4", True), ("a", True),
+    ("x" * 63, True),
+    ("x" * 64, False),  # longer than a label value
+    ("g6.", False), ("-g6", False),  # a label value starts and ends with a letter or digit
+    ("HCCPNV4h (8-GPU)", False),  # a row of the shipped Tencent catalog: a display name, no instance type
+    ("p4d.24xlarge\nkind: Secret", False), (QA_SKU, False), ("", False),
+])
+def test_a_sku_reaches_the_node_selector_only_as_a_label_value(plans: dict[str, Path], sku: str, ok: bool) -> None:
+    """The nodeSelector's node.kubernetes.io/instance-type is a label value (IsValidLabelValue: at most 63 of
+    [-A-Za-z0-9_.], letters or digits at both ends); an overlay's SKU that is not one made a Deployment the API
+    server refuses, after deploy said success."""
+    plan = _plan(plans["two"])
+    d = plan.deployments[0].model_copy(update={"sku": sku})
+    one = plan.model_copy(update={"deployments": [d]})
+    if ok:
+        deployment, _ = yaml.safe_load_all(render_deploy(one, "k8s", DeployOptions())[0].text)
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+        assert deployment["spec"]["template"]["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": sku}
+        return
+    with pytest.raises(InputError) as refused:
+        render_deploy(one, "k8s", DeployOptions())
+    assert refused.value.problems == (
+        f"deployment chat (aws {sku}): --target k8s cannot deploy it: its SKU {json.dumps(sku)} is not a Kubernetes "
+        "label value (1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit), which "
+        "the nodeSelector node.kubernetes.io/instance-type must be: the API server would refuse the Deployment",)
+
+
+@pytest.mark.parametrize(("sku", "ok"), [
+    ("g6.xlarge", True), ("gpu-h100x8-640gb", True), ("x" * 64, True),  # no label: no 63-character limit
+    ("g6.", True),  # spelled as instance types are; whether the cloud has it is sky launch's check
+    (QA_SKU, False), ("HCCPNV4h (8-GPU)", False), ("p4d.24xlarge\nkind: Secret", False), ("", False),
+    ("-g6", False),
+])
+def test_skypilot_instance_type_is_spelled_as_a_cloud_names_machines(plans: dict[str, Path], sku: str,
+                                                                    ok: bool) -> None:
+    plan = _plan(plans["two"])
+    one = plan.model_copy(update={"deployments": [plan.deployments[0].model_copy(update={"sku": sku})]})
+    if ok:
+        assert yaml.safe_load(render_deploy(one, "skypilot", DeployOptions())[0].text)["resources"][
+            "instance_type"] == sku
+        return
+    with pytest.raises(InputError) as refused:
+        render_deploy(one, "skypilot", DeployOptions())
+    assert refused.value.problems == (
+        f"deployment chat (aws {sku}): --target skypilot cannot deploy it: its SKU {json.dumps(sku)} is not a cloud "
+        "instance type name (letters, digits, '.', '_' and '-', starting with a letter or digit), which SkyPilot's "
+        "resources.instance_type must be",)
+
+
+def test_an_overlay_sku_that_no_target_can_carry_is_one_error_per_deployment(plans: dict[str, Path],
+                                                                            tmp_path: Path) -> None:
+    """QA's overlay SKU on two deployments: `deploy` exits 2 before writing anything, one `error:` line per
+    deployment naming it and the SKU (k8s and skypilot); nothing on stdout. A RunPod SKU is SkyPilot's own
+    name from the GPU, so only the AWS one is checked there."""
+    plan = _plan(plans["two"])
+    assert [d.workload for d in plan.deployments] == ["chat", "code", "code"]
+    bad = plan.model_copy(update={"deployments": [d.model_copy(update={"sku": QA_SKU})
+                                                  for d in plan.deployments[:2]]})
+    path = tmp_path / "plan.json"
+    path.write_text(render_json(bad), encoding="utf-8")
+    for target, why in (("k8s", "is not a Kubernetes label value"), ("skypilot", "is not a cloud instance type name")):
+        result = CliRunner().invoke(cli, ["deploy", str(path), "--target", target, "-o", str(tmp_path / target)])
+        assert result.exit_code == 2 and result.stdout == ""
+        lines = result.stderr.splitlines()
+        assert [line.split(": --target")[0] for line in lines] == [
+            f"error: deployment chat (aws {QA_SKU})", f"error: deployment code (aws {QA_SKU})"]
+        assert all(f'its SKU "{QA_SKU}" {why}' in line for line in lines)
+        assert not (tmp_path / target).exists()
+    # a RunPod pod's instance type is SkyPilot's name made from the GPU (2x_H100-NVL_SECURE), never the SKU
+    pod = plan.deployments[0].model_copy(update={"provider": "runpod", "service": "pod-secure", "sku": "2x H100 NVL",
+                                                 "gpu": "H100-NVL-94GB", "gpus_per_instance": 2, "region": "global",
+                                                 "replicas": 1, "gpus_per_replica": 2})
+    task = yaml.safe_load(render_deploy(plan.model_copy(update={"deployments": [pod]}), "skypilot",
+                                        DeployOptions())[0].text)
+    assert task["resources"]["instance_type"] == "2x_H100-NVL_SECURE"
+
+
+def test_pai_eas_instance_type_is_spelled_as_ecs_names_machines(plans: dict[str, Path]) -> None:
+    plan = _plan(plans["cn"])
+    bad = plan.model_copy(update={"deployments": [plan.deployments[0].model_copy(update={"sku": QA_SKU})]})
+    with pytest.raises(InputError, match=re.escape(f'its SKU "{QA_SKU}" is not a cloud instance type name (letters, '
+                                                   "digits, '.', '_' and '-', starting with a letter or digit), "
+                                                   "which an ECS instance type must be")):
+        render_deploy(bad, "pai-eas", DeployOptions())

@@ -4,9 +4,11 @@ node count, and the labels that tie a running service back to the plan."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -403,8 +405,45 @@ def deployable(plan: Plan) -> list[Deployment]:
     return list(plan.deployments)
 
 
+def refusal(d: Deployment, target: str, why: str) -> str:
+    """The line that says why `target` cannot deploy `d`, naming the deployment and its offering."""
+    return f"deployment {d.workload} ({d.provider} {d.sku}): --target {target} cannot deploy it: {why}"
+
+
 def refuse(d: Deployment, target: str, why: str) -> InputError:
-    return InputError(f"deployment {d.workload} ({d.provider} {d.sku}): --target {target} cannot deploy it: {why}")
+    return InputError(refusal(d, target, why))
+
+
+def refuse_all(deployments: Iterable[Deployment], problems: Callable[[Deployment], list[str]]) -> None:
+    """Every deployment's problems before any artifact is made, as one InputError (one `error:` line each):
+    a plan of three deployments with local checkpoints says so three times in one run, not once per run.
+    `problems` returns a deployment's problems, or raises (refuse) when one makes its others moot (a
+    serverless offering has no SKU to check)."""
+    found: list[str] = []
+    for d in deployments:
+        try:
+            found += problems(d)
+        except InputError as exc:
+            found += exc.problems
+    if found:
+        raise InputError(*found)
+
+
+# a cloud's instance type name as SkyPilot's catalogs and the clouds' APIs spell them (g6.xlarge,
+# gpu-h100x8-640gb, Standard_NC24ads_A100_v4, 2x_H100-SXM_SECURE, ecs.gn7i-c8g1.2xlarge)
+INSTANCE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def instance_type_problem(d: Deployment, target: str, name: str, field: str) -> list[str]:
+    """`name` (the SKU, or the cloud's name for it) where `field` passes it to a cloud as an instance type:
+    refused unless it is spelled as instance types are (INSTANCE_TYPE). An overlay CSV may give any text as a
+    SKU; one with a space, `$(...)` or `|` is no machine the cloud has, and the target would fail on it after
+    `deploy` said success. A well-spelled name the cloud does not have is left to the target's own check."""
+    if INSTANCE_TYPE.fullmatch(name):
+        return []
+    return [refusal(d, target, f"its SKU {json.dumps(name, ensure_ascii=False)} is not a cloud instance type name "
+                               f"(letters, digits, '.', '_' and '-', starting with a letter or digit), which "
+                               f"{field} must be")]
 
 
 def check_not_serverless(d: Deployment, target: str) -> None:

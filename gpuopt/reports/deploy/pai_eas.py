@@ -28,12 +28,15 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     group_of,
+    instance_type_problem,
     machines,
     nodes,
     per_machine,
     plan_id,
     plan_position,
+    refusal,
     refuse,
+    refuse_all,
     serve_args,
     shared_machines,
     suffixed,
@@ -85,18 +88,26 @@ def shared_group_placeholder(plan: Plan, group: SharedMachines) -> str:
             f"the machines this plan prices, shared by the services {services}: one group, its id in each")
 
 
+def _problems(d: Deployment) -> list[str]:
+    """What keeps `d` from a service EAS creates: an ECS machine type, one machine per replica."""
+    if d.provider != "alibaba" or d.service != "ecs":
+        raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
+                                   f"{d.provider} {d.service}")
+    out = []
+    if nodes(d) > 1:
+        out.append(refusal(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "
+                                         "one machine"))
+    # the ECS type of cloud.computing.instance_type, or of the dedicated resource group the user creates
+    return out + instance_type_problem(d, "pai-eas", d.sku, "an ECS instance type")
+
+
 def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
     pid = plan_id(plan)
     groups = shared_machines(plan)
     services = service_names(plan)
+    refuse_all(deployable(plan), _problems)
     for d in deployable(plan):
-        if d.provider != "alibaba" or d.service != "ecs":
-            raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
-                                       f"{d.provider} {d.service}")
-        if nodes(d) > 1:
-            raise refuse(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "
-                                       "one machine")
         name = artifact_name(plan, d)
         env = [{"name": key, "value": value} for key, value in trace_env(plan, d, pid).items()]
         metadata: dict[str, Any] = {"name": services[plan_position(plan, d)], "instance": d.replicas}

@@ -29,6 +29,7 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     group_of,
+    instance_type_problem,
     is_amd,
     machine_layout,
     machines,
@@ -37,6 +38,7 @@ from gpuopt.reports.deploy.common import (
     per_machine,
     plan_id,
     refuse,
+    refuse_all,
     replica_devices,
     serve_args,
     shared_machines,
@@ -226,17 +228,23 @@ def _shared_header(plan: Plan, group: SharedMachines) -> str:
             "service:\n# put your own load balancer in front of the ports. sky launch <this file>\n")
 
 
+def _problems(d: Deployment) -> list[str]:
+    """What keeps `d` from a task SkyPilot launches: a cloud it has, a machine its catalog can name."""
+    check_not_serverless(d, "skypilot")
+    if d.provider not in SKYPILOT_CLOUDS:
+        raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
+                                    f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
+    return instance_type_problem(d, "skypilot", instance_type(d), "SkyPilot's resources.instance_type")
+
+
 def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     """One task per deployment; deployments that share the plan's machines (shared_machines), one task for
     those machines, in the place of the first of them."""
     out = []
     pid = plan_id(plan)
+    refuse_all(deployable(plan), _problems)
     groups = shared_machines(plan)
     for d in deployable(plan):
-        check_not_serverless(d, "skypilot")
-        if d.provider not in SKYPILOT_CLOUDS:
-            raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
-                                        f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
         group = group_of(groups, d)
         if group is None:
             name = artifact_name(plan, d)
