@@ -969,3 +969,164 @@ def test_pai_eas_instance_type_is_spelled_as_ecs_names_machines(plans: dict[str,
                                                    "digits, '.', '_' and '-', starting with a letter or digit), "
                                                    "which an ECS instance type must be")):
         render_deploy(bad, "pai-eas", DeployOptions())
+
+
+def _serving(plan: Plan, *paths: str) -> Plan:
+    """The plan's first deployments, each serving the checkpoint at `paths` (as solve writes a local one: the
+    path in place of the repository, shell-quoted)."""
+    out = []
+    for d, path in zip(plan.deployments, paths, strict=False):
+        served = d.vllm_command.split()[2]
+        out.append(d.model_copy(update={"vllm_command": d.vllm_command.replace(served, shlex.quote(path), 1)}))
+    return plan.model_copy(update={"deployments": out})
+
+
+@pytest.mark.parametrize("target", ["k8s", "pai-eas"])
+def test_a_local_checkpoint_is_refused_where_the_target_cannot_see_it(plans: dict[str, Path], target: str) -> None:
+    """A pod or an EAS service has no directory of the machine that made the plan, and gpuopt cannot know
+    the volume (PVC, OSS, NAS) that would hold it: one error line per deployment, naming its checkpoint."""
+    plan = _serving(_plan(plans["cn" if target == "pai-eas" else "two"]), "/data/ckpt/one", "/data/ckpt/two")
+    who, instead = {
+        "k8s": ("a pod", "use --target skypilot (which uploads it) or compose (which mounts it from the host)"),
+        "pai-eas": ("an EAS service", "copy it to OSS or NAS and mount that in the service yourself")}[target]
+    with pytest.raises(InputError) as refused:
+        render_deploy(plan, target, DeployOptions())
+    assert refused.value.problems == tuple(
+        f"deployment {d.workload} ({d.provider} {d.sku}): --target {target} cannot deploy it: it serves the local "
+        f'checkpoint "{path}", a directory on the machine that made the plan, which {who} cannot see: publish it '
+        "to a Hugging Face Hub repository and serve that (the workload's model: {config: <its config.json>, name: "
+        f"organisation/repository}} plans from the local config and serves the repository), or {instead}"
+        for d, path in zip(plan.deployments, ["/data/ckpt/one", "/data/ckpt/two"], strict=True))
+    if target == "k8s":  # a multi-node replica (a LeaderWorkerSet) likewise
+        with pytest.raises(InputError, match='it serves the local checkpoint "/data/ckpt/one"'):
+            render_deploy(_multi_node(plan), "k8s", DeployOptions())
+    # a Hugging Face id is not a path; org/repo/sub (two `/`) is, as solve reads it
+    assert render_deploy(_serving(plan, "org/repo"), target, DeployOptions())
+    with pytest.raises(InputError, match='local checkpoint "org/repo/sub"'):
+        render_deploy(_serving(plan, "org/repo/sub"), target, DeployOptions())
+
+
+HOSTILE_CHECKPOINT = "/data/my model $(touch pwned): #x"
+
+
+def test_compose_mounts_a_local_checkpoint_read_only_at_its_path(plans: dict[str, Path]) -> None:
+    """Compose runs on a host that may hold the checkpoint: it is bind-mounted read-only at the same path, so
+    the plan's command is unchanged. Long syntax (the short form splits on the `:`), create_host_path off (the
+    short form would create an empty directory and start vLLM on it); `$` written `$$`, as in the command."""
+    plan = _serving(_plan(plans["two"]), HOSTILE_CHECKPOINT)
+    [artifact] = render_deploy(plan, "compose", DeployOptions())
+    service = yaml.safe_load(artifact.text)["services"]["vllm-1"]
+    literal = "/data/my model $$(touch pwned): #x"
+    assert service["command"][0] == literal
+    assert service["volumes"] == ["hf-cache:/root/.cache/huggingface",
+                                  {"type": "bind", "source": literal, "target": literal, "read_only": True,
+                                   "bind": {"create_host_path": False}}]
+    assert artifact.text.splitlines()[1] == (
+        '# the local checkpoint "/data/my model $(touch pwned): #x" is mounted read-only from the host at that '
+        "path: copy it there first")
+    # a repository mounts nothing
+    base = _plan(plans["two"])
+    [plain] = render_deploy(base.model_copy(update={"deployments": base.deployments[:1]}), "compose", DeployOptions())
+    assert yaml.safe_load(plain.text)["services"]["vllm-1"]["volumes"] == ["hf-cache:/root/.cache/huggingface"]
+    assert "local checkpoint" not in plain.text
+
+
+def test_deployments_sharing_a_host_each_mount_their_own_checkpoint(plans: dict[str, Path]) -> None:
+    """alpha's two replicas and beta's one on one 4-GPU host: alpha's services mount /ckpt/alpha, beta's
+    /ckpt/beta; SkyPilot's one task uploads both."""
+    shared = _on_one_offering(_plan(plans["two"]), 4, alpha=(2, 1), beta=(1, 1))
+    plan = _serving(shared, "/ckpt/alpha", "/ckpt/beta")
+    [host] = render_deploy(plan, "compose", DeployOptions())
+    services = yaml.safe_load(host.text)["services"]
+    assert {name: s["volumes"][1]["source"] for name, s in services.items()} == {
+        "vllm-1-alpha": "/ckpt/alpha", "vllm-2-alpha": "/ckpt/alpha", "vllm-3-beta": "/ckpt/beta"}
+    [task] = render_deploy(plan, "skypilot", DeployOptions())
+    assert yaml.safe_load(task.text)["file_mounts"] == {"/ckpt/alpha": "/ckpt/alpha", "/ckpt/beta": "/ckpt/beta"}
+
+
+def test_skypilot_uploads_a_local_checkpoint_to_its_path(plans: dict[str, Path], tmp_path: Path) -> None:
+    """SkyPilot's file_mounts uploads the directory from the machine that runs sky launch to the same path on
+    each node (SkyPilot task YAML: remote path -> local path), and the run line serves that path."""
+    checkpoint = tmp_path / "ckpt" / "qwen3-32b-fp8"
+    checkpoint.mkdir(parents=True)
+    plan = _serving(_plan(plans["two"]), str(checkpoint))
+    d = plan.deployments[0]
+    one = _packed(plan, replicas=1, gpus_per_replica=d.gpus_per_replica, gpus_per_instance=d.gpus_per_replica)
+    [artifact] = render_deploy(one, "skypilot", DeployOptions())
+    task = yaml.safe_load(artifact.text)
+    assert task["file_mounts"] == {str(checkpoint): str(checkpoint)}
+    assert shlex.split(task["run"])[:3] == ["vllm", "serve", str(checkpoint)]
+    assert (f'# file_mounts uploads the local checkpoint "{checkpoint}" from the machine that runs sky launch to '
+            "that path on each node") in artifact.text
+    packed = yaml.safe_load(render_deploy(_packed(plan, replicas=2, gpus_per_replica=1, gpus_per_instance=2),
+                                          "skypilot", DeployOptions())[0].text)
+    assert packed["file_mounts"] == {str(checkpoint): str(checkpoint)}
+    assert "file_mounts" not in yaml.safe_load(render_deploy(_plan(plans["two"]), "skypilot",
+                                                             DeployOptions())[0].text)
+    path = tmp_path / artifact.filename
+    path.write_text(artifact.text, encoding="utf-8")
+    _validate_with_skypilot([path])
+    # and SkyPilot reads it as a task with that mount (sky.Task, as `sky launch` does)
+    python = os.environ["GPUOPT_SKYPILOT_PYTHON"]
+    done = subprocess.run([python, "-c", "import sys, sky; print(sky.Task.from_yaml(sys.argv[1]).file_mounts)",
+                           str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == repr({str(checkpoint): str(checkpoint)})
+
+
+@pytest.mark.parametrize(("target", "path", "why"), [
+    ("skypilot", HOSTILE_CHECKPOINT,
+     'its local checkpoint "/data/my model $(touch pwned): #x" would be uploaded by file_mounts, whose destination '
+     "SkyPilot writes into shell commands on the nodes unquoted: move it to a path of letters, digits and "
+     "@%+=:,./-_ only and solve again, or publish it to a Hugging Face Hub repository and serve that (the "
+     "workload's model: {config: <its config.json>, name: organisation/repository} plans from the local config "
+     "and serves the repository)"),
+    ("skypilot", "./ckpt",
+     'its local checkpoint "./ckpt" is not an absolute path, and the plan does not say what it is relative to: '
+     "solve again (the planner writes a local checkpoint as its absolute path)"),
+    ("compose", "~/ckpt",
+     'its local checkpoint "~/ckpt" is not an absolute path, and the plan does not say what it is relative to: '
+     "solve again (the planner writes a local checkpoint as its absolute path)"),
+])
+def test_a_local_checkpoint_the_target_cannot_carry_is_refused(plans: dict[str, Path], target: str, path: str,
+                                                              why: str) -> None:
+    plan = _serving(_plan(plans["two"]), path)
+    d = plan.deployments[0]
+    with pytest.raises(InputError) as refused:
+        render_deploy(plan, target, DeployOptions())
+    assert refused.value.problems == (f"deployment chat ({d.provider} {d.sku}): --target {target} cannot deploy "
+                                      f"it: {why}",)
+
+
+def test_a_workload_on_a_local_checkpoint_from_solve_to_deploy(tmp_path: Path) -> None:
+    """QA's case end to end: a workload whose model is a local checkpoint directory (here with a space in
+    its name) is solved to `vllm serve <its absolute path>`; k8s refuses it (exit 2, one line, nothing
+    written), compose mounts it and skypilot uploads it."""
+    checkpoint = tmp_path / "local ckpt"
+    checkpoint.mkdir()
+    fixture = Path(__file__).parent / "fixtures" / "model_configs" / "Qwen__Qwen3-32B-FP8.json"
+    (checkpoint / "config.json").write_text(fixture.read_text(encoding="utf-8"), encoding="utf-8")
+    workload = tmp_path / "w.yaml"
+    workload.write_text(yaml.safe_dump({
+        "schema_version": 1, "providers": ["aws"], "workloads": [{
+            "name": "loc", "model": str(checkpoint), "requests_per_second": 1, "input_tokens": 1000,
+            "output_tokens": 200, "max_model_len": 8192}]}), encoding="utf-8")
+    plan_file = tmp_path / "plan.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUOPT_TODAY", "2026-11-29")
+        solved = CliRunner().invoke(cli, ["solve", str(workload), "--format", "json", "-o", str(plan_file)])
+    assert solved.exit_code == 0, solved.output
+    [d] = _plan(plan_file).deployments
+    assert shlex.split(d.vllm_command)[:3] == ["vllm", "serve", str(checkpoint)]
+    k8s = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "k8s", "-o", str(tmp_path / "k8s")])
+    assert k8s.exit_code == 2 and k8s.stdout == "" and not (tmp_path / "k8s").exists()
+    [line] = k8s.stderr.splitlines()
+    assert line.startswith(f'error: deployment loc (aws {d.sku}): --target k8s cannot deploy it: it serves the '
+                           f'local checkpoint "{checkpoint}", a directory on the machine that made the plan')
+    compose = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "compose"])
+    assert compose.exit_code == 0, compose.output
+    mount = yaml.safe_load(compose.stdout)["services"]["vllm-1"]["volumes"][1]
+    assert (mount["source"], mount["target"], mount["read_only"]) == (str(checkpoint), str(checkpoint), True)
+    sky = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "skypilot"])
+    assert sky.exit_code == 2  # a space: SkyPilot would split it in its shell commands on the node
+    assert f'its local checkpoint "{checkpoint}" would be uploaded by file_mounts' in sky.stderr

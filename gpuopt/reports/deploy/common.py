@@ -180,6 +180,42 @@ def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
     return args
 
 
+def local_checkpoint(d: Deployment) -> str | None:
+    """The directory `d` serves when its checkpoint is a local path, not a Hugging Face repository; None for a
+    repository. The planner serves a local checkpoint (`model: /data/ckpt` in the workload file) from its
+    absolute path on the machine that made the plan; vLLM in a pod, a container or a cloud machine has no such
+    path unless the artifact mounts or uploads it. A path is what solve takes for one
+    (physics.resolution.looks_like_path: absolute, `./`, `../`, `~`, or more than one `/`)."""
+    from gpuopt.physics.resolution import looks_like_path
+
+    served = serve_args(d)[0]
+    return served if looks_like_path(served) else None
+
+
+PUBLISH_CHECKPOINT = ("publish it to a Hugging Face Hub repository and serve that (the workload's model: "
+                      "{config: <its config.json>, name: organisation/repository} plans from the local config "
+                      "and serves the repository)")
+"""What to do about a local checkpoint a target cannot see."""
+
+
+def unseen_checkpoint(d: Deployment, target: str, path: str, who: str, instead: str) -> str:
+    """The refusal of a deployment whose local checkpoint `who` (the target's machines) cannot see."""
+    return refusal(d, target, f"it serves the local checkpoint {json.dumps(path, ensure_ascii=False)}, a directory "
+                              f"on the machine that made the plan, which {who} cannot see: {PUBLISH_CHECKPOINT}, "
+                              f"or {instead}")
+
+
+def relative_checkpoint(d: Deployment, target: str, path: str) -> list[str]:
+    """A local checkpoint the target would mount or upload must be an absolute path: a relative one (only a
+    hand-edited plan has one; the planner writes absolute paths) is relative to a directory the plan does not
+    name."""
+    if path.startswith("/"):
+        return []
+    return [refusal(d, target, f"its local checkpoint {json.dumps(path, ensure_ascii=False)} is not an absolute "
+                               "path, and the plan does not say what it is relative to: solve again (the planner "
+                               "writes a local checkpoint as its absolute path)")]
+
+
 def dollar_literal(text: str) -> str:
     """Text a target's own variable syntax must leave alone: Kubernetes expands `$(VAR)` in a container's
     command, args and env values (a model named `m$(HF_TOKEN)` would get the token from the pod's Secret), and

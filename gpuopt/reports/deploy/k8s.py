@@ -7,7 +7,7 @@ peer-to-peer is blocked), a model cache volume, readiness and liveness on vLLM's
 probe that allows a long model download before liveness starts counting. Nodes are selected by the cloud's
 well-known `node.kubernetes.io/instance-type` label, which the provider's cloud controller sets to the SKU.
 AMD GPUs are `amd.com/gpu` (the resource SkyPilot requests), in an image the user names (vLLM's official
-image is a CUDA build).
+image is a CUDA build). A local checkpoint is refused: which volume holds it is the cluster's to say.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from gpuopt.reports.deploy.common import (
     deployable,
     dollar_literal,
     is_amd,
+    local_checkpoint,
     nodes,
     plan_id,
     refusal,
@@ -37,6 +38,7 @@ from gpuopt.reports.deploy.common import (
     serve_args,
     to_yaml,
     trace_labels,
+    unseen_checkpoint,
 )
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -190,6 +192,11 @@ def _problems(d: Deployment) -> list[str]:
                                      f"value (1 to 63 letters, digits, '-', '_' or '.', starting and ending with a "
                                      f"letter or digit), which the nodeSelector {INSTANCE_TYPE_LABEL} must be: "
                                      f"the API server would refuse the Deployment"))
+    if (path := local_checkpoint(d)) is not None:
+        # a volume could hold it (a PersistentVolumeClaim, a hostPath on the right nodes), but which one is the
+        # cluster's: a manifest that guessed would start pods that fail on a missing directory
+        out.append(unseen_checkpoint(d, "k8s", path, "a pod", "use --target skypilot (which uploads it) or "
+                                                               "compose (which mounts it from the host)"))
     return out
 
 

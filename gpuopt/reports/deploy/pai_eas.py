@@ -29,6 +29,7 @@ from gpuopt.reports.deploy.common import (
     deployable,
     group_of,
     instance_type_problem,
+    local_checkpoint,
     machines,
     nodes,
     per_machine,
@@ -41,6 +42,7 @@ from gpuopt.reports.deploy.common import (
     shared_machines,
     suffixed,
     trace_env,
+    unseen_checkpoint,
 )
 
 
@@ -97,6 +99,10 @@ def _problems(d: Deployment) -> list[str]:
     if nodes(d) > 1:
         out.append(refusal(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "
                                          "one machine"))
+    if (path := local_checkpoint(d)) is not None:
+        # EAS mounts OSS or NAS, which gpuopt cannot know; it has no way to upload a directory of this machine
+        out.append(unseen_checkpoint(d, "pai-eas", path, "an EAS service",
+                                     "copy it to OSS or NAS and mount that in the service yourself"))
     # the ECS type of cloud.computing.instance_type, or of the dedicated resource group the user creates
     return out + instance_type_problem(d, "pai-eas", d.sku, "an ECS instance type")
 
