@@ -395,15 +395,18 @@ def test_a_plan_without_a_known_checkpoint_is_not_deployed(plans: dict[str, Path
 
 
 def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
+    """A workload name reaches names (as a DNS label) and labels (quoted); a SKU reaches Compose only as a
+    comment (JSON-quoted), and Kubernetes not at all: it refuses a SKU that is no label value (below)."""
     plan = _plan(plans["two"])
     evil = "x; rm -rf / #$(id)"
-    d = plan.deployments[0].model_copy(update={"workload": evil, "sku": "p4d.24xlarge\nkind: Secret"})
+    d = plan.deployments[0].model_copy(update={"workload": evil})
     w = plan.workloads[0].model_copy(update={"name": evil})
     hostile = plan.model_copy(update={"deployments": [d], "workloads": [w]})
     [k8s] = render_deploy(hostile, "k8s", DeployOptions())
     deployment, _ = yaml.safe_load_all(k8s.text)
     assert re.fullmatch(r"[a-z]([a-z0-9-]*[a-z0-9])?", deployment["metadata"]["name"])
     assert deployment["metadata"]["annotations"]["gpuopt.io/workload"] == evil
+    hostile = hostile.model_copy(update={"deployments": [d.model_copy(update={"sku": "p4d.24xlarge\nkind: Secret"})]})
     [compose] = render_deploy(hostile, "compose", DeployOptions())
     document = yaml.safe_load(compose.text)
     assert set(document) == {"name", "services", "volumes"}
@@ -745,3 +748,385 @@ def test_pai_eas_services_sharing_machines_name_one_resource_group(plans: dict[s
     assert group == (f"FILL-IN: id (eas-r-...) of a dedicated resource group of 1 x {sku} -- the machines this plan "
                      "prices, shared by the services alpha (1 replica(s) of 2 GPU(s)), beta (1 replica(s) of 2 "
                      "GPU(s)): one group, its id in each")
+
+
+COLLIDING_WORKLOAD = """\
+schema_version: 1
+residency: us
+currency: USD
+providers: [aws]
+workloads:
+  - name: a_b
+    model: meta-llama/Llama-3.1-8B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {ttft_ms: 3000, tpot_ms: 80}
+  - name: a.b
+    model: Qwen/Qwen2.5-7B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {ttft_ms: 3000, tpot_ms: 80}
+  - name: A-B
+    model: Qwen/Qwen2.5-7B-Instruct
+    requests_per_second: 1
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 4096
+    slo: {ttft_ms: 3000, tpot_ms: 80}
+"""
+
+
+def test_workloads_of_one_dns_name_get_files_and_objects_of_their_own(tmp_path: Path) -> None:
+    """QA's plan: three workloads `a_b`, `a.b` and `A-B`, each a DNS label `a-b`. SkyPilot and Compose wrote
+    `a-b.*` three times (one file left), and k8s named three Deployments and Services `a-b`, all selecting
+    `app: a-b`. Now the first in plan order keeps `a-b` and the others get `-2` and `-3`; each file and object
+    keeps its own workload's name in its labels."""
+    (tmp_path / "w.yaml").write_text(COLLIDING_WORKLOAD, encoding="utf-8")
+    plan_file = tmp_path / "plan.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUOPT_TODAY", "2026-11-29")
+        solved = CliRunner().invoke(cli, ["solve", str(tmp_path / "w.yaml"), "--format", "json", "-o",
+                                          str(plan_file)])
+    assert solved.exit_code == 0, solved.output
+    order = [d.workload for d in _plan(plan_file).deployments]
+    assert sorted(order) == ["A-B", "a.b", "a_b"]
+    names = ["a-b", "a-b-2", "a-b-3"]  # by position in the plan
+    for target, suffix, workload_of in (
+            ("skypilot", "sky.yaml", lambda text: yaml.safe_load(text)["envs"]["GPUOPT_WORKLOAD"]),
+            ("compose", "compose.yaml",
+             lambda text: yaml.safe_load(text)["services"]["vllm-1"]["labels"]["gpuopt.io/workload"]),
+            ("k8s", "yaml", lambda text: next(yaml.safe_load_all(text))["metadata"]["annotations"][
+                "gpuopt.io/workload"])):
+        out = tmp_path / target
+        result = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", target, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        assert result.stderr.splitlines() == [f"wrote {out / f'{n}.{suffix}'}" for n in names]
+        assert [workload_of((out / f"{n}.{suffix}").read_text()) for n in names] == order
+    deployments = []
+    for n, workload in zip(names, order, strict=True):
+        deployment, service = yaml.safe_load_all((tmp_path / "k8s" / f"{n}.yaml").read_text())
+        assert (deployment["metadata"]["name"], service["metadata"]["name"]) == (n, n)
+        assert deployment["spec"]["selector"]["matchLabels"] == service["spec"]["selector"] == {"app": n}
+        assert deployment["spec"]["template"]["metadata"]["labels"] == {"app": n}
+        assert deployment["spec"]["template"]["metadata"]["annotations"]["gpuopt.io/workload"] == workload
+        deployments.append(deployment)
+    sky = [yaml.safe_load((tmp_path / "skypilot" / f"{n}.sky.yaml").read_text())["name"] for n in names]
+    compose = [yaml.safe_load((tmp_path / "compose" / f"{n}.compose.yaml").read_text())["name"] for n in names]
+    assert sky == compose == names
+    stream = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "k8s"])
+    assert [d["metadata"]["name"] for d in yaml.safe_load_all(stream.stdout)] == [
+        "a-b", "a-b", "a-b-2", "a-b-2", "a-b-3", "a-b-3"]  # a Deployment and its Service each
+
+
+@pytest.mark.parametrize(("workloads", "expected"), [
+    (["a_b", "a.b", "A-B"], ["a-b", "a-b-2", "a-b-3"]),
+    # a suffix never takes a name the plan's own workloads have: A-B skips a-b-2, which is a workload's
+    (["a_b", "A-B", "a-b-2"], ["a-b", "a-b-3", "a-b-2"]),
+    # one workload's numbered deployments (chat-1, chat-2) against a workload named chat-1
+    (["chat", "chat", "Chat_1"], ["chat-1", "chat-2", "chat-1-2"]),
+    (["x" * 70, "X" * 70], ["x" * 63, "x" * 61 + "-2"]),
+])
+def test_artifact_names_are_unique_across_the_plan(plans: dict[str, Path], workloads: list[str],
+                                                  expected: list[str]) -> None:
+    from gpuopt.reports.deploy.common import artifact_name, artifact_names
+
+    plan = _plan(plans["two"])
+    d, w = plan.deployments[0], plan.workloads[0]
+    renamed = plan.model_copy(update={
+        "deployments": [d.model_copy(update={"workload": name}) for name in workloads],
+        "workloads": [w.model_copy(update={"name": name}) for name in dict.fromkeys(workloads)]})
+    assert artifact_names(renamed) == expected
+    # equal deployments of one workload (a hand-edited plan may repeat one) are two names, not the first twice
+    assert [artifact_name(renamed, x) for x in renamed.deployments] == expected
+
+
+def test_pai_eas_service_names_are_unique_across_the_plan(plans: dict[str, Path]) -> None:
+    """PAI-EAS names are the artifact names with `_` for `-` (`a-b-2` is `a_b_2`), and a name shorter than 3
+    is padded (`ab` is `ab_svc`): a workload named `ab-svc` beside `ab` takes the next suffix."""
+    plan = _on_one_offering(_plan(plans["cn"]), 4, **{"a_b": (1, 4), "a.b": (1, 4), "A-B": (1, 4),
+                                                      "ab": (1, 4), "ab-svc": (1, 4)})
+    artifacts = render_deploy(plan, "pai-eas", DeployOptions())
+    assert [a.filename for a in artifacts] == [
+        "a-b.pai-eas.json", "a-b-2.pai-eas.json", "a-b-3.pai-eas.json", "ab.pai-eas.json", "ab-svc.pai-eas.json"]
+    assert [json.loads(a.text)["metadata"]["name"] for a in artifacts] == [
+        "a_b", "a_b_2", "a_b_3", "ab_svc", "ab_svc_2"]
+
+
+def test_a_shared_machines_name_avoids_every_deployments_name(plans: dict[str, Path]) -> None:
+    """a_b and A-B share a machine (names a-b and a-b-2, the cluster a-b-a-b-2); a workload of that name
+    fills a machine of its own and keeps it, so the cluster takes a-b-a-b-2-2."""
+    plan = _on_one_offering(_plan(plans["two"]), 4, **{"a_b": (1, 1), "A-B": (1, 1), "a-b-a-b-2": (1, 4)})
+    assert [a.filename for a in render_deploy(plan, "skypilot", DeployOptions())] == [
+        "a-b-a-b-2-2.sky.yaml", "a-b-a-b-2.sky.yaml"]
+
+
+def test_deploy_writes_nothing_when_two_artifacts_share_a_name(plans: dict[str, Path], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A renderer that made two files of one name (the bug QA found) is an internal error before any file is
+    written, never the second file over the first."""
+    import gpuopt.reports.deploy as deploy_module
+    from gpuopt.reports.deploy.common import Artifact
+
+    twice = [Artifact(deployment="a-b", filename="a-b.sky.yaml", text="first\n"),
+             Artifact(deployment="a-b", filename="a-b.sky.yaml", text="second\n")]
+    monkeypatch.setattr(deploy_module, "render_deploy", lambda plan, target, opts: twice)
+    result = CliRunner().invoke(cli, ["deploy", str(plans["two"]), "--target", "skypilot", "-o",
+                                      str(tmp_path / "out")])
+    assert result.exit_code == 70
+    assert "deploy made two artifacts named a-b.sky.yaml: nothing written" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+QA_SKU = "g6.x $(touch /tmp/x) `id` <b>x</b>|y"
+
+
+@pytest.mark.parametrize(("sku", "ok"), [
+    ("g6.xlarge", True), ("ecs.gn7i-c8g1.2xlarge", True), ("Standard_NC24ads_A100_v4", True), ("a", True),
+    ("x" * 63, True),
+    ("x" * 64, False),  # longer than a label value
+    ("g6.", False), ("-g6", False),  # a label value starts and ends with a letter or digit
+    ("HCCPNV4h (8-GPU)", False),  # a row of the shipped Tencent catalog: a display name, no instance type
+    ("p4d.24xlarge\nkind: Secret", False), (QA_SKU, False), ("", False),
+])
+def test_a_sku_reaches_the_node_selector_only_as_a_label_value(plans: dict[str, Path], sku: str, ok: bool) -> None:
+    """The nodeSelector's node.kubernetes.io/instance-type is a label value (IsValidLabelValue: at most 63 of
+    [-A-Za-z0-9_.], letters or digits at both ends); an overlay's SKU that is not one made a Deployment the API
+    server refuses, after deploy said success."""
+    plan = _plan(plans["two"])
+    d = plan.deployments[0].model_copy(update={"sku": sku})
+    one = plan.model_copy(update={"deployments": [d]})
+    if ok:
+        deployment, _ = yaml.safe_load_all(render_deploy(one, "k8s", DeployOptions())[0].text)
+        kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
+        assert deployment["spec"]["template"]["spec"]["nodeSelector"] == {"node.kubernetes.io/instance-type": sku}
+        return
+    with pytest.raises(InputError) as refused:
+        render_deploy(one, "k8s", DeployOptions())
+    assert refused.value.problems == (
+        f"deployment chat (aws {sku}): --target k8s cannot deploy it: its SKU {json.dumps(sku)} is not a Kubernetes "
+        "label value (1 to 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit), which "
+        "the nodeSelector node.kubernetes.io/instance-type must be: the API server would refuse the Deployment",)
+
+
+@pytest.mark.parametrize(("sku", "ok"), [
+    ("g6.xlarge", True), ("gpu-h100x8-640gb", True), ("x" * 64, True),  # no label: no 63-character limit
+    ("g6.", True),  # spelled as instance types are; whether the cloud has it is sky launch's check
+    (QA_SKU, False), ("HCCPNV4h (8-GPU)", False), ("p4d.24xlarge\nkind: Secret", False), ("", False),
+    ("-g6", False),
+])
+def test_skypilot_instance_type_is_spelled_as_a_cloud_names_machines(plans: dict[str, Path], sku: str,
+                                                                    ok: bool) -> None:
+    plan = _plan(plans["two"])
+    one = plan.model_copy(update={"deployments": [plan.deployments[0].model_copy(update={"sku": sku})]})
+    if ok:
+        assert yaml.safe_load(render_deploy(one, "skypilot", DeployOptions())[0].text)["resources"][
+            "instance_type"] == sku
+        return
+    with pytest.raises(InputError) as refused:
+        render_deploy(one, "skypilot", DeployOptions())
+    assert refused.value.problems == (
+        f"deployment chat (aws {sku}): --target skypilot cannot deploy it: its SKU {json.dumps(sku)} is not a cloud "
+        "instance type name (letters, digits, '.', '_' and '-', starting with a letter or digit), which SkyPilot's "
+        "resources.instance_type must be",)
+
+
+def test_an_overlay_sku_that_no_target_can_carry_is_one_error_per_deployment(plans: dict[str, Path],
+                                                                            tmp_path: Path) -> None:
+    """QA's overlay SKU on two deployments: `deploy` exits 2 before writing anything, one `error:` line per
+    deployment naming it and the SKU (k8s and skypilot); nothing on stdout. A RunPod SKU is SkyPilot's own
+    name from the GPU, so only the AWS one is checked there."""
+    plan = _plan(plans["two"])
+    assert [d.workload for d in plan.deployments] == ["chat", "code", "code"]
+    bad = plan.model_copy(update={"deployments": [d.model_copy(update={"sku": QA_SKU})
+                                                  for d in plan.deployments[:2]]})
+    path = tmp_path / "plan.json"
+    path.write_text(render_json(bad), encoding="utf-8")
+    for target, why in (("k8s", "is not a Kubernetes label value"), ("skypilot", "is not a cloud instance type name")):
+        result = CliRunner().invoke(cli, ["deploy", str(path), "--target", target, "-o", str(tmp_path / target)])
+        assert result.exit_code == 2 and result.stdout == ""
+        lines = result.stderr.splitlines()
+        assert [line.split(": --target")[0] for line in lines] == [
+            f"error: deployment chat (aws {QA_SKU})", f"error: deployment code (aws {QA_SKU})"]
+        assert all(f'its SKU "{QA_SKU}" {why}' in line for line in lines)
+        assert not (tmp_path / target).exists()
+    # a RunPod pod's instance type is SkyPilot's name made from the GPU (2x_H100-NVL_SECURE), never the SKU
+    pod = plan.deployments[0].model_copy(update={"provider": "runpod", "service": "pod-secure", "sku": "2x H100 NVL",
+                                                 "gpu": "H100-NVL-94GB", "gpus_per_instance": 2, "region": "global",
+                                                 "replicas": 1, "gpus_per_replica": 2})
+    task = yaml.safe_load(render_deploy(plan.model_copy(update={"deployments": [pod]}), "skypilot",
+                                        DeployOptions())[0].text)
+    assert task["resources"]["instance_type"] == "2x_H100-NVL_SECURE"
+
+
+def test_pai_eas_instance_type_is_spelled_as_ecs_names_machines(plans: dict[str, Path]) -> None:
+    plan = _plan(plans["cn"])
+    bad = plan.model_copy(update={"deployments": [plan.deployments[0].model_copy(update={"sku": QA_SKU})]})
+    with pytest.raises(InputError, match=re.escape(f'its SKU "{QA_SKU}" is not a cloud instance type name (letters, '
+                                                   "digits, '.', '_' and '-', starting with a letter or digit), "
+                                                   "which an ECS instance type must be")):
+        render_deploy(bad, "pai-eas", DeployOptions())
+
+
+def _serving(plan: Plan, *paths: str) -> Plan:
+    """The plan's first deployments, each serving the checkpoint at `paths` (as solve writes a local one: the
+    path in place of the repository, shell-quoted)."""
+    out = []
+    for d, path in zip(plan.deployments, paths, strict=False):
+        served = d.vllm_command.split()[2]
+        out.append(d.model_copy(update={"vllm_command": d.vllm_command.replace(served, shlex.quote(path), 1)}))
+    return plan.model_copy(update={"deployments": out})
+
+
+@pytest.mark.parametrize("target", ["k8s", "pai-eas"])
+def test_a_local_checkpoint_is_refused_where_the_target_cannot_see_it(plans: dict[str, Path], target: str) -> None:
+    """A pod or an EAS service has no directory of the machine that made the plan, and gpuopt cannot know
+    the volume (PVC, OSS, NAS) that would hold it: one error line per deployment, naming its checkpoint."""
+    plan = _serving(_plan(plans["cn" if target == "pai-eas" else "two"]), "/data/ckpt/one", "/data/ckpt/two")
+    who, instead = {
+        "k8s": ("a pod", "use --target skypilot (which uploads it) or compose (which mounts it from the host)"),
+        "pai-eas": ("an EAS service", "copy it to OSS or NAS and mount that in the service yourself")}[target]
+    with pytest.raises(InputError) as refused:
+        render_deploy(plan, target, DeployOptions())
+    assert refused.value.problems == tuple(
+        f"deployment {d.workload} ({d.provider} {d.sku}): --target {target} cannot deploy it: it serves the local "
+        f'checkpoint "{path}", a directory on the machine that made the plan, which {who} cannot see: publish it '
+        "to a Hugging Face Hub repository and serve that (the workload's model: {config: <its config.json>, name: "
+        f"organisation/repository}} plans from the local config and serves the repository), or {instead}"
+        for d, path in zip(plan.deployments, ["/data/ckpt/one", "/data/ckpt/two"], strict=True))
+    if target == "k8s":  # a multi-node replica (a LeaderWorkerSet) likewise
+        with pytest.raises(InputError, match='it serves the local checkpoint "/data/ckpt/one"'):
+            render_deploy(_multi_node(plan), "k8s", DeployOptions())
+    # a Hugging Face id is not a path; org/repo/sub (two `/`) is, as solve reads it
+    assert render_deploy(_serving(plan, "org/repo"), target, DeployOptions())
+    with pytest.raises(InputError, match='local checkpoint "org/repo/sub"'):
+        render_deploy(_serving(plan, "org/repo/sub"), target, DeployOptions())
+
+
+HOSTILE_CHECKPOINT = "/data/my model $(touch pwned): #x"
+
+
+def test_compose_mounts_a_local_checkpoint_read_only_at_its_path(plans: dict[str, Path]) -> None:
+    """Compose runs on a host that may hold the checkpoint: it is bind-mounted read-only at the same path, so
+    the plan's command is unchanged. Long syntax (the short form splits on the `:`), create_host_path off (the
+    short form would create an empty directory and start vLLM on it); `$` written `$$`, as in the command."""
+    plan = _serving(_plan(plans["two"]), HOSTILE_CHECKPOINT)
+    [artifact] = render_deploy(plan, "compose", DeployOptions())
+    service = yaml.safe_load(artifact.text)["services"]["vllm-1"]
+    literal = "/data/my model $$(touch pwned): #x"
+    assert service["command"][0] == literal
+    assert service["volumes"] == ["hf-cache:/root/.cache/huggingface",
+                                  {"type": "bind", "source": literal, "target": literal, "read_only": True,
+                                   "bind": {"create_host_path": False}}]
+    assert artifact.text.splitlines()[1] == (
+        '# the local checkpoint "/data/my model $(touch pwned): #x" is mounted read-only from the host at that '
+        "path: copy it there first")
+    # a repository mounts nothing
+    base = _plan(plans["two"])
+    [plain] = render_deploy(base.model_copy(update={"deployments": base.deployments[:1]}), "compose", DeployOptions())
+    assert yaml.safe_load(plain.text)["services"]["vllm-1"]["volumes"] == ["hf-cache:/root/.cache/huggingface"]
+    assert "local checkpoint" not in plain.text
+
+
+def test_deployments_sharing_a_host_each_mount_their_own_checkpoint(plans: dict[str, Path]) -> None:
+    """alpha's two replicas and beta's one on one 4-GPU host: alpha's services mount /ckpt/alpha, beta's
+    /ckpt/beta; SkyPilot's one task uploads both."""
+    shared = _on_one_offering(_plan(plans["two"]), 4, alpha=(2, 1), beta=(1, 1))
+    plan = _serving(shared, "/ckpt/alpha", "/ckpt/beta")
+    [host] = render_deploy(plan, "compose", DeployOptions())
+    services = yaml.safe_load(host.text)["services"]
+    assert {name: s["volumes"][1]["source"] for name, s in services.items()} == {
+        "vllm-1-alpha": "/ckpt/alpha", "vllm-2-alpha": "/ckpt/alpha", "vllm-3-beta": "/ckpt/beta"}
+    [task] = render_deploy(plan, "skypilot", DeployOptions())
+    assert yaml.safe_load(task.text)["file_mounts"] == {"/ckpt/alpha": "/ckpt/alpha", "/ckpt/beta": "/ckpt/beta"}
+
+
+def test_skypilot_uploads_a_local_checkpoint_to_its_path(plans: dict[str, Path], tmp_path: Path) -> None:
+    """SkyPilot's file_mounts uploads the directory from the machine that runs sky launch to the same path on
+    each node (SkyPilot task YAML: remote path -> local path), and the run line serves that path."""
+    checkpoint = tmp_path / "ckpt" / "qwen3-32b-fp8"
+    checkpoint.mkdir(parents=True)
+    plan = _serving(_plan(plans["two"]), str(checkpoint))
+    d = plan.deployments[0]
+    one = _packed(plan, replicas=1, gpus_per_replica=d.gpus_per_replica, gpus_per_instance=d.gpus_per_replica)
+    [artifact] = render_deploy(one, "skypilot", DeployOptions())
+    task = yaml.safe_load(artifact.text)
+    assert task["file_mounts"] == {str(checkpoint): str(checkpoint)}
+    assert shlex.split(task["run"])[:3] == ["vllm", "serve", str(checkpoint)]
+    assert (f'# file_mounts uploads the local checkpoint "{checkpoint}" from the machine that runs sky launch to '
+            "that path on each node") in artifact.text
+    packed = yaml.safe_load(render_deploy(_packed(plan, replicas=2, gpus_per_replica=1, gpus_per_instance=2),
+                                          "skypilot", DeployOptions())[0].text)
+    assert packed["file_mounts"] == {str(checkpoint): str(checkpoint)}
+    assert "file_mounts" not in yaml.safe_load(render_deploy(_plan(plans["two"]), "skypilot",
+                                                             DeployOptions())[0].text)
+    path = tmp_path / artifact.filename
+    path.write_text(artifact.text, encoding="utf-8")
+    _validate_with_skypilot([path])
+    # and SkyPilot reads it as a task with that mount (sky.Task, as `sky launch` does)
+    python = os.environ["GPUOPT_SKYPILOT_PYTHON"]
+    done = subprocess.run([python, "-c", "import sys, sky; print(sky.Task.from_yaml(sys.argv[1]).file_mounts)",
+                           str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == repr({str(checkpoint): str(checkpoint)})
+
+
+@pytest.mark.parametrize(("target", "path", "why"), [
+    ("skypilot", HOSTILE_CHECKPOINT,
+     'its local checkpoint "/data/my model $(touch pwned): #x" would be uploaded by file_mounts, whose destination '
+     "SkyPilot writes into shell commands on the nodes unquoted: move it to a path of letters, digits and "
+     "@%+=:,./-_ only and solve again, or publish it to a Hugging Face Hub repository and serve that (the "
+     "workload's model: {config: <its config.json>, name: organisation/repository} plans from the local config "
+     "and serves the repository)"),
+    ("skypilot", "./ckpt",
+     'its local checkpoint "./ckpt" is not an absolute path, and the plan does not say what it is relative to: '
+     "solve again (the planner writes a local checkpoint as its absolute path)"),
+    ("compose", "~/ckpt",
+     'its local checkpoint "~/ckpt" is not an absolute path, and the plan does not say what it is relative to: '
+     "solve again (the planner writes a local checkpoint as its absolute path)"),
+])
+def test_a_local_checkpoint_the_target_cannot_carry_is_refused(plans: dict[str, Path], target: str, path: str,
+                                                              why: str) -> None:
+    plan = _serving(_plan(plans["two"]), path)
+    d = plan.deployments[0]
+    with pytest.raises(InputError) as refused:
+        render_deploy(plan, target, DeployOptions())
+    assert refused.value.problems == (f"deployment chat ({d.provider} {d.sku}): --target {target} cannot deploy "
+                                      f"it: {why}",)
+
+
+def test_a_workload_on_a_local_checkpoint_from_solve_to_deploy(tmp_path: Path) -> None:
+    """QA's case end to end: a workload whose model is a local checkpoint directory (here with a space in
+    its name) is solved to `vllm serve <its absolute path>`; k8s refuses it (exit 2, one line, nothing
+    written), compose mounts it and skypilot uploads it."""
+    checkpoint = tmp_path / "local ckpt"
+    checkpoint.mkdir()
+    fixture = Path(__file__).parent / "fixtures" / "model_configs" / "Qwen__Qwen3-32B-FP8.json"
+    (checkpoint / "config.json").write_text(fixture.read_text(encoding="utf-8"), encoding="utf-8")
+    workload = tmp_path / "w.yaml"
+    workload.write_text(yaml.safe_dump({
+        "schema_version": 1, "providers": ["aws"], "workloads": [{
+            "name": "loc", "model": str(checkpoint), "requests_per_second": 1, "input_tokens": 1000,
+            "output_tokens": 200, "max_model_len": 8192}]}), encoding="utf-8")
+    plan_file = tmp_path / "plan.json"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPUOPT_TODAY", "2026-11-29")
+        solved = CliRunner().invoke(cli, ["solve", str(workload), "--format", "json", "-o", str(plan_file)])
+    assert solved.exit_code == 0, solved.output
+    [d] = _plan(plan_file).deployments
+    assert shlex.split(d.vllm_command)[:3] == ["vllm", "serve", str(checkpoint)]
+    k8s = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "k8s", "-o", str(tmp_path / "k8s")])
+    assert k8s.exit_code == 2 and k8s.stdout == "" and not (tmp_path / "k8s").exists()
+    [line] = k8s.stderr.splitlines()
+    assert line.startswith(f'error: deployment loc (aws {d.sku}): --target k8s cannot deploy it: it serves the '
+                           f'local checkpoint "{checkpoint}", a directory on the machine that made the plan')
+    compose = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "compose"])
+    assert compose.exit_code == 0, compose.output
+    mount = yaml.safe_load(compose.stdout)["services"]["vllm-1"]["volumes"][1]
+    assert (mount["source"], mount["target"], mount["read_only"]) == (str(checkpoint), str(checkpoint), True)
+    sky = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "skypilot"])
+    assert sky.exit_code == 2  # a space: SkyPilot would split it in its shell commands on the node
+    assert f'its local checkpoint "{checkpoint}" would be uploaded by file_mounts' in sky.stderr

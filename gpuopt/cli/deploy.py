@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from gpuopt.cli.options import SafePath
 from gpuopt.errors import InputError
+
+if TYPE_CHECKING:
+    from gpuopt.reports.deploy import Artifact
 
 TARGET_NAMES = ("k8s", "skypilot", "pai-eas", "compose")
 
@@ -23,13 +27,20 @@ def _check_output_dir(directory: Path, force: bool) -> None:
         raise InputError(f"-o {directory}: the parent directory {parent} does not exist")
 
 
-def _write_dir(directory: Path, files: dict[str, str]) -> None:
-    """Each file written atomically (the input boundary's writer: temp file beside it, then rename)."""
+def _write_dir(directory: Path, artifacts: list[Artifact]) -> None:
+    """Each file written atomically (the input boundary's writer: temp file beside it, then rename). Names are
+    unique across a plan (common.artifact_names); two artifacts of one name would be a renderer's bug, and
+    writing the second over the first would lose a deployment while reporting success, so nothing is written
+    then (an internal error, exit 70)."""
     from gpuopt.inputs.loader import write_output_file
 
+    names = [a.filename for a in artifacts]
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise RuntimeError(f"deploy made two artifacts named {', '.join(twice)}: nothing written")
     directory.mkdir(exist_ok=True)
-    for name, text in files.items():
-        write_output_file(directory / name, text)
+    for a in artifacts:
+        write_output_file(directory / a.filename, a.text)
 
 
 @click.command()
@@ -60,7 +71,7 @@ def deploy(plan_file: Path, target: str, output_dir: Path | None, force: bool, i
     plan = read_plan(plan_file)
     artifacts = render_deploy(plan, target, options)
     if output_dir is not None:
-        _write_dir(output_dir, {a.filename: a.text for a in artifacts})
+        _write_dir(output_dir, artifacts)
         for a in artifacts:
             click.echo(f"wrote {output_dir / a.filename}", err=True)
         return

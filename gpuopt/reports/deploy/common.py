@@ -4,9 +4,11 @@ node count, and the labels that tie a running service back to the plan."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import shlex
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -178,6 +180,42 @@ def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
     return args
 
 
+def local_checkpoint(d: Deployment) -> str | None:
+    """The directory `d` serves when its checkpoint is a local path, not a Hugging Face repository; None for a
+    repository. The planner serves a local checkpoint (`model: /data/ckpt` in the workload file) from its
+    absolute path on the machine that made the plan; vLLM in a pod, a container or a cloud machine has no such
+    path unless the artifact mounts or uploads it. A path is what solve takes for one
+    (physics.resolution.looks_like_path: absolute, `./`, `../`, `~`, or more than one `/`)."""
+    from gpuopt.physics.resolution import looks_like_path
+
+    served = serve_args(d)[0]
+    return served if looks_like_path(served) else None
+
+
+PUBLISH_CHECKPOINT = ("publish it to a Hugging Face Hub repository and serve that (the workload's model: "
+                      "{config: <its config.json>, name: organisation/repository} plans from the local config "
+                      "and serves the repository)")
+"""What to do about a local checkpoint a target cannot see."""
+
+
+def unseen_checkpoint(d: Deployment, target: str, path: str, who: str, instead: str) -> str:
+    """The refusal of a deployment whose local checkpoint `who` (the target's machines) cannot see."""
+    return refusal(d, target, f"it serves the local checkpoint {json.dumps(path, ensure_ascii=False)}, a directory "
+                              f"on the machine that made the plan, which {who} cannot see: {PUBLISH_CHECKPOINT}, "
+                              f"or {instead}")
+
+
+def relative_checkpoint(d: Deployment, target: str, path: str) -> list[str]:
+    """A local checkpoint the target would mount or upload must be an absolute path: a relative one (only a
+    hand-edited plan has one; the planner writes absolute paths) is relative to a directory the plan does not
+    name."""
+    if path.startswith("/"):
+        return []
+    return [refusal(d, target, f"its local checkpoint {json.dumps(path, ensure_ascii=False)} is not an absolute "
+                               "path, and the plan does not say what it is relative to: solve again (the planner "
+                               "writes a local checkpoint as its absolute path)")]
+
+
 def dollar_literal(text: str) -> str:
     """Text a target's own variable syntax must leave alone: Kubernetes expands `$(VAR)` in a container's
     command, args and env values (a model named `m$(HF_TOKEN)` would get the token from the pod's Secret), and
@@ -307,7 +345,8 @@ def shared_machines(plan: Plan) -> list[SharedMachines]:
     for d in plan.deployments:
         if not fills_its_machines(d):
             groups.setdefault(offering_key(d), []).append(d)
-    taken = {artifact_name(plan, d) for d in plan.deployments}
+    names = artifact_names(plan)
+    taken = set(names)
     out = []
     for members in groups.values():
         if len(members) < 2:
@@ -315,11 +354,11 @@ def shared_machines(plan: Plan) -> list[SharedMachines]:
         packed = _pack(members)
         if len(packed) >= sum(machines(d) for d in members):
             continue
-        base = dns_name(*(artifact_name(plan, d) for d in members))
+        base = dns_name(*(names[plan_position(plan, d)] for d in members))
         name, n = base, 1
         while name in taken:  # a workload may already be called "alpha-beta"
             n += 1
-            name = dns_name(base[:58], str(n))
+            name = suffixed(base, n)
         taken.add(name)
         out.append(SharedMachines(name=name, deployments=tuple(members), machines=packed))
     return out
@@ -402,8 +441,45 @@ def deployable(plan: Plan) -> list[Deployment]:
     return list(plan.deployments)
 
 
+def refusal(d: Deployment, target: str, why: str) -> str:
+    """The line that says why `target` cannot deploy `d`, naming the deployment and its offering."""
+    return f"deployment {d.workload} ({d.provider} {d.sku}): --target {target} cannot deploy it: {why}"
+
+
 def refuse(d: Deployment, target: str, why: str) -> InputError:
-    return InputError(f"deployment {d.workload} ({d.provider} {d.sku}): --target {target} cannot deploy it: {why}")
+    return InputError(refusal(d, target, why))
+
+
+def refuse_all(deployments: Iterable[Deployment], problems: Callable[[Deployment], list[str]]) -> None:
+    """Every deployment's problems before any artifact is made, as one InputError (one `error:` line each):
+    a plan of three deployments with local checkpoints says so three times in one run, not once per run.
+    `problems` returns a deployment's problems, or raises (refuse) when one makes its others moot (a
+    serverless offering has no SKU to check)."""
+    found: list[str] = []
+    for d in deployments:
+        try:
+            found += problems(d)
+        except InputError as exc:
+            found += exc.problems
+    if found:
+        raise InputError(*found)
+
+
+# a cloud's instance type name as SkyPilot's catalogs and the clouds' APIs spell them (g6.xlarge,
+# gpu-h100x8-640gb, Standard_NC24ads_A100_v4, 2x_H100-SXM_SECURE, ecs.gn7i-c8g1.2xlarge)
+INSTANCE_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def instance_type_problem(d: Deployment, target: str, name: str, field: str) -> list[str]:
+    """`name` (the SKU, or the cloud's name for it) where `field` passes it to a cloud as an instance type:
+    refused unless it is spelled as instance types are (INSTANCE_TYPE). An overlay CSV may give any text as a
+    SKU; one with a space, `$(...)` or `|` is no machine the cloud has, and the target would fail on it after
+    `deploy` said success. A well-spelled name the cloud does not have is left to the target's own check."""
+    if INSTANCE_TYPE.fullmatch(name):
+        return []
+    return [refusal(d, target, f"its SKU {json.dumps(name, ensure_ascii=False)} is not a cloud instance type name "
+                               f"(letters, digits, '.', '_' and '-', starting with a letter or digit), which "
+                               f"{field} must be")]
 
 
 def check_not_serverless(d: Deployment, target: str) -> None:
@@ -414,7 +490,42 @@ def check_not_serverless(d: Deployment, target: str) -> None:
         raise refuse(d, target, "a SageMaker endpoint is deployed through SageMaker, not as a server")
 
 
+def suffixed(base: str, n: int) -> str:
+    """`base` with the suffix `-n`, the base cut so that the name stays within a label's 63 characters."""
+    return dns_name(base[:62 - len(str(n))], str(n))
+
+
+def plan_position(plan: Plan, d: Deployment) -> int:
+    """`d`'s index in the plan: by identity, so that two deployments with equal fields (a hand-edited plan
+    may repeat one) are two positions, not the first one twice."""
+    found = next((i for i, x in enumerate(plan.deployments) if x is d), None)
+    return plan.deployments.index(d) if found is None else found
+
+
+def artifact_names(plan: Plan) -> list[str]:
+    """Each deployment's name (plan order), unique across the plan: the workload as a DNS label, and its
+    position when one workload has several deployments (`support-chat-1`, `-2`). Workload names that differ
+    only where a DNS label cannot (`a_b`, `a.b` and `A-B` are all `a-b`) would name three Kubernetes objects,
+    SkyPilot clusters and files alike, each replacing the one before: the first deployment in plan order
+    keeps the name, each later one gets the first free suffix from `-2` on (`a-b`, `a-b-2`, `a-b-3`). Every
+    deployment's own name is reserved first, so a suffix never takes the name of a workload the plan has
+    (`a_b`, `A-B`, `a-b-2`: `a-b`, `a-b-3`, `a-b-2`). The workload's own name stays in the labels."""
+    bases = []
+    for i, d in enumerate(plan.deployments):
+        same = [j for j, x in enumerate(plan.deployments) if x.workload == d.workload]
+        bases.append(dns_name(d.workload) if len(same) == 1 else dns_name(d.workload, str(same.index(i) + 1)))
+    taken = set(bases)
+    names: list[str] = []
+    for base in bases:
+        name, n = base, 1
+        while base in names and name in taken:
+            n += 1
+            name = suffixed(base, n)
+        taken.add(name)
+        names.append(name)
+    return names
+
+
 def artifact_name(plan: Plan, d: Deployment) -> str:
-    """Unique per deployment: the workload, and its position when one workload has several deployments."""
-    same = [x for x in plan.deployments if x.workload == d.workload]
-    return dns_name(d.workload) if len(same) == 1 else dns_name(d.workload, str(same.index(d) + 1))
+    """`d`'s name among the plan's (artifact_names): its files and the objects and clusters they create."""
+    return artifact_names(plan)[plan_position(plan, d)]

@@ -1,7 +1,8 @@
 """Docker Compose for single-node plans: one file per planned deployment, run on each of its hosts, with one
 Compose service per replica that fits a host: each replica's own GPUs reserved through the NVIDIA device
 driver (by device id), its own host port, a shared-memory size, the Hugging Face cache as a named volume and
-a health check on vLLM's `/health`.
+a health check on vLLM's `/health`. A local checkpoint (a directory, not a Hub repository) is bind-mounted
+read-only from the host at its path.
 
 Deployments that share the plan's machines (common.shared_machines) get a file per machine instead, each
 replica on the machine a service on its own GPUs and port.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable
 from typing import Any
 
 from gpuopt.planner.plan import Deployment, Plan
@@ -29,13 +31,16 @@ from gpuopt.reports.deploy.common import (
     dollar_literal,
     group_of,
     is_amd,
+    local_checkpoint,
     machine_layout,
     machines,
     nodes,
     offering_machines,
     per_machine,
     plan_id,
-    refuse,
+    refusal,
+    refuse_all,
+    relative_checkpoint,
     replica_devices,
     serve_args,
     shared_machines,
@@ -55,7 +60,7 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
         "ports": [f"{VLLM_PORT + index}:{VLLM_PORT}"],
         "ipc": "host",
         "shm_size": "16gb",
-        "volumes": ["hf-cache:/root/.cache/huggingface"],
+        "volumes": ["hf-cache:/root/.cache/huggingface", *_checkpoint_mount(d)],
         "labels": trace_labels(plan, d, pid),
         "healthcheck": {"test": ["CMD", "curl", "-f", f"http://localhost:{VLLM_PORT}/health"],
                         "interval": "30s", "timeout": "5s", "retries": 5, "start_period": "30m"},
@@ -65,6 +70,26 @@ def _service(plan: Plan, d: Deployment, opts: DeployOptions, index: int, pid: st
     })
     # the one value Compose is meant to interpolate, added after every other value was made literal
     return {**service, "environment": {"HF_TOKEN": "${HF_TOKEN:-}"}}
+
+
+def _checkpoint_mount(d: Deployment) -> list[dict[str, Any]]:
+    """A local checkpoint (common.local_checkpoint) bind-mounted read-only from the host at the same path, so
+    the plan's command serves it unchanged (and clients name the model as the plan does). The long syntax, as
+    a path may hold a `:` (the short form's separator), with create_host_path off: the short form, and Docker
+    for a missing path, would create an empty directory on the host and start vLLM on it; this way
+    `docker compose up` refuses a host without the checkpoint."""
+    path = local_checkpoint(d)
+    if path is None:
+        return []
+    return [{"type": "bind", "source": path, "target": path, "read_only": True,
+             "bind": {"create_host_path": False}}]
+
+
+def _checkpoint_note(deployments: Iterable[Deployment]) -> str:
+    """Header lines for the local checkpoints the file mounts: they must be on the host first."""
+    paths = dict.fromkeys(p for d in deployments if (p := local_checkpoint(d)) is not None)
+    return "".join(f"# the local checkpoint {json.dumps(p)} is mounted read-only from the host "
+                   "at that path: copy it there first\n" for p in paths)
 
 
 def _literal(value: Any) -> Any:
@@ -96,8 +121,24 @@ def _shared_hosts(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: s
                   f"{json.dumps(group.first.sku)} machine(s) shared "
                   f"by deployments {members} (the plan prices them together);\n"
                   f"# {layout[m]}\n"
+                  f"{_checkpoint_note(s.deployment for s in machine)}"
                   f"# on that host: docker compose -f {shlex.quote(filename)} up -d\n")
         out.append(Artifact(deployment=name, filename=filename, text=header + to_yaml(document)))
+    return out
+
+
+def _problems(d: Deployment) -> list[str]:
+    """What keeps `d` from a Compose file one NVIDIA host runs."""
+    check_not_serverless(d, "compose")
+    out = []
+    if is_amd(d):
+        out.append(refusal(d, "compose", f"{d.gpu} is an AMD GPU, and gpuopt has no source for handing AMD GPUs to "
+                                         "a Compose service (its device reservations here name the NVIDIA driver); "
+                                         "use --target k8s or skypilot"))
+    if nodes(d) > 1:
+        out.append(refusal(d, "compose", f"one replica spans {nodes(d)} instances; Compose drives one host"))
+    if (path := local_checkpoint(d)) is not None:
+        out += relative_checkpoint(d, "compose", path)
     return out
 
 
@@ -106,15 +147,9 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     (shared_machines), a file per machine, in the place of the first of them."""
     out = []
     pid = plan_id(plan)
+    refuse_all(deployable(plan), _problems)
     groups = shared_machines(plan)
     for d in deployable(plan):
-        check_not_serverless(d, "compose")
-        if is_amd(d):
-            raise refuse(d, "compose", f"{d.gpu} is an AMD GPU, and gpuopt has no source for handing AMD GPUs to a "
-                                       "Compose service (its device reservations here name the NVIDIA driver); "
-                                       "use --target k8s or skypilot")
-        if nodes(d) > 1:
-            raise refuse(d, "compose", f"one replica spans {nodes(d)} instances; Compose drives one host")
         group = group_of(groups, d)
         if group is not None:
             if group.first is d:
@@ -126,6 +161,7 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         services = {f"vllm-{i + 1}": _service(plan, d, opts, i, pid) for i in range(per_host)}
         document = {"name": name, "services": services, "volumes": {"hf-cache": {}}}
         header = (f"# {name}: {d.replicas} replica(s), {per_host} per {json.dumps(d.sku)} host, on {hosts} host(s);\n"
+                  f"{_checkpoint_note([d])}"
                   f"# on each host: docker compose -f {shlex.quote(name + '.compose.yaml')} up -d\n")
         text = header + to_yaml(document)
         out.append(Artifact(deployment=name, filename=f"{name}.compose.yaml", text=text))

@@ -7,11 +7,13 @@ peer-to-peer is blocked), a model cache volume, readiness and liveness on vLLM's
 probe that allows a long model download before liveness starts counting. Nodes are selected by the cloud's
 well-known `node.kubernetes.io/instance-type` label, which the provider's cloud controller sets to the SKU.
 AMD GPUs are `amd.com/gpu` (the resource SkyPilot requests), in an image the user names (vLLM's official
-image is a CUDA build).
+image is a CUDA build). A local checkpoint is refused: which volume holds it is the cluster's to say.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shlex
 from typing import Any
 
@@ -27,15 +29,22 @@ from gpuopt.reports.deploy.common import (
     deployable,
     dollar_literal,
     is_amd,
+    local_checkpoint,
     nodes,
     plan_id,
+    refusal,
     refuse,
+    refuse_all,
     serve_args,
     to_yaml,
     trace_labels,
+    unseen_checkpoint,
 )
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+"""A label value as the API server checks it (apimachinery's IsValidLabelValue: this pattern, at most 63
+characters); nodeSelector values are label values."""
 NVIDIA_GPU_RESOURCE = "nvidia.com/gpu"
 NODE_PROVIDERS = ("aws", "alibaba", "tencent", "digitalocean")
 """Providers whose GPU machines join a managed Kubernetes cluster as nodes labelled with their SKU (EKS,
@@ -170,13 +179,32 @@ def _service(name: str, selector: dict[str, str], opts: DeployOptions) -> dict[s
     }
 
 
+def _problems(d: Deployment) -> list[str]:
+    """What keeps `d` from a manifest the API server accepts and a node runs."""
+    check_not_serverless(d, "k8s")
+    if d.provider not in NODE_PROVIDERS:
+        raise refuse(d, "k8s", f"{d.provider} machines are not Kubernetes nodes; use --target skypilot")
+    out = []
+    if not (0 < len(d.sku) <= 63 and LABEL_VALUE.fullmatch(d.sku)):
+        # an overlay CSV may give any text as a SKU: quoted YAML, so nothing is injected, but a Deployment whose
+        # nodeSelector is not a label value is refused by the API server after `deploy` said success
+        out.append(refusal(d, "k8s", f"its SKU {json.dumps(d.sku, ensure_ascii=False)} is not a Kubernetes label "
+                                     f"value (1 to 63 letters, digits, '-', '_' or '.', starting and ending with a "
+                                     f"letter or digit), which the nodeSelector {INSTANCE_TYPE_LABEL} must be: "
+                                     f"the API server would refuse the Deployment"))
+    if (path := local_checkpoint(d)) is not None:
+        # a volume could hold it (a PersistentVolumeClaim, a hostPath on the right nodes), but which one is the
+        # cluster's: a manifest that guessed would start pods that fail on a missing directory
+        out.append(unseen_checkpoint(d, "k8s", path, "a pod", "use --target skypilot (which uploads it) or "
+                                                               "compose (which mounts it from the host)"))
+    return out
+
+
 def render_k8s(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
     pid = plan_id(plan)
+    refuse_all(deployable(plan), _problems)
     for d in deployable(plan):
-        check_not_serverless(d, "k8s")
-        if d.provider not in NODE_PROVIDERS:
-            raise refuse(d, "k8s", f"{d.provider} machines are not Kubernetes nodes; use --target skypilot")
         name = artifact_name(plan, d)
         docs = _multi_node(plan, d, name, opts, pid) if nodes(d) > 1 else _single_node(plan, d, name, opts, pid)
         text = "---\n".join(to_yaml(doc) for doc in docs)

@@ -24,17 +24,25 @@ from gpuopt.reports.deploy.common import (
     DeployOptions,
     SharedMachines,
     artifact_name,
+    artifact_names,
     default_image,
     deployable,
     group_of,
+    instance_type_problem,
+    local_checkpoint,
     machines,
     nodes,
     per_machine,
     plan_id,
+    plan_position,
+    refusal,
     refuse,
+    refuse_all,
     serve_args,
     shared_machines,
+    suffixed,
     trace_env,
+    unseen_checkpoint,
 )
 
 
@@ -42,6 +50,21 @@ def service_name(name: str) -> str:
     """PAI-EAS service names: lowercase letters, digits and underscores, 3-63 characters."""
     text = re.sub(r"[^a-z0-9_]", "_", name.lower())[:63]
     return text if len(text) >= 3 else (text + "_svc")[:63]
+
+
+def service_names(plan: Plan) -> list[str]:
+    """Each deployment's service name (plan order), unique across the plan: service_name of its artifact
+    name, which is unique (artifact_names), except where a short one is padded (`ab` is `ab_svc`, as is a
+    workload `ab-svc`): a later one then takes the artifact name's first free suffix from `-2` on, as
+    artifact_names does (EAS refuses a second service of a name)."""
+    names: list[str] = []
+    for name in artifact_names(plan):
+        text, n = service_name(name), 1
+        while text in names:
+            n += 1
+            text = service_name(suffixed(name, n))
+        names.append(text)
+    return names
 
 
 SHM_SIZE_GB = 64
@@ -60,26 +83,40 @@ def resource_group_placeholder(d: Deployment) -> str:
 def shared_group_placeholder(plan: Plan, group: SharedMachines) -> str:
     """The resource group of machines several services share (shared_machines): one group, whose id every
     one of those services carries."""
-    services = ", ".join(f"{service_name(artifact_name(plan, d))} ({d.replicas} replica(s) of {d.gpus_per_replica} "
+    names = service_names(plan)
+    services = ", ".join(f"{names[plan_position(plan, d)]} ({d.replicas} replica(s) of {d.gpus_per_replica} "
                          f"GPU(s))" for d in group.deployments)
     return (f"FILL-IN: id (eas-r-...) of a dedicated resource group of {len(group.machines)} x {group.first.sku} -- "
             f"the machines this plan prices, shared by the services {services}: one group, its id in each")
+
+
+def _problems(d: Deployment) -> list[str]:
+    """What keeps `d` from a service EAS creates: an ECS machine type, one machine per replica."""
+    if d.provider != "alibaba" or d.service != "ecs":
+        raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
+                                   f"{d.provider} {d.service}")
+    out = []
+    if nodes(d) > 1:
+        out.append(refusal(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "
+                                         "one machine"))
+    if (path := local_checkpoint(d)) is not None:
+        # EAS mounts OSS or NAS, which gpuopt cannot know; it has no way to upload a directory of this machine
+        out.append(unseen_checkpoint(d, "pai-eas", path, "an EAS service",
+                                     "copy it to OSS or NAS and mount that in the service yourself"))
+    # the ECS type of cloud.computing.instance_type, or of the dedicated resource group the user creates
+    return out + instance_type_problem(d, "pai-eas", d.sku, "an ECS instance type")
 
 
 def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     out = []
     pid = plan_id(plan)
     groups = shared_machines(plan)
+    services = service_names(plan)
+    refuse_all(deployable(plan), _problems)
     for d in deployable(plan):
-        if d.provider != "alibaba" or d.service != "ecs":
-            raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
-                                       f"{d.provider} {d.service}")
-        if nodes(d) > 1:
-            raise refuse(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "
-                                       "one machine")
         name = artifact_name(plan, d)
         env = [{"name": key, "value": value} for key, value in trace_env(plan, d, pid).items()]
-        metadata: dict[str, Any] = {"name": service_name(name), "instance": d.replicas}
+        metadata: dict[str, Any] = {"name": services[plan_position(plan, d)], "instance": d.replicas}
         if d.gpus_per_replica > 1:
             metadata["shm_size"] = SHM_SIZE_GB
         service: dict[str, Any] = {"metadata": metadata}

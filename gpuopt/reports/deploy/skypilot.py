@@ -6,19 +6,22 @@ SkyPilot maps to its accelerators; a RunPod pod is renamed to SkyPilot's `{count
 with the plan's cloud and region, and `use_spot` for spot offerings. SkyPilot knows AWS, RunPod and
 DigitalOcean among gpuopt's providers (its `sky/clouds` package has no Alibaba or Tencent cloud), so those
 plans are refused with the reason. Deployments that share the plan's machines (common.shared_machines) are
-one `sky launch` task of those machines, each node running its machine's replicas.
+one `sky launch` task of those machines, each node running its machine's replicas. A local checkpoint (a
+directory, not a Hub repository) is uploaded to each node by `file_mounts`.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable
 from functools import cache
 from typing import Any
 
 from gpuopt.datafiles import data_csv
 from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
 from gpuopt.reports.deploy.common import (
+    PUBLISH_CHECKPOINT,
     VLLM_PORT,
     Artifact,
     DeployOptions,
@@ -29,14 +32,19 @@ from gpuopt.reports.deploy.common import (
     default_image,
     deployable,
     group_of,
+    instance_type_problem,
     is_amd,
+    local_checkpoint,
     machine_layout,
     machines,
     nodes,
     offering_machines,
     per_machine,
     plan_id,
+    refusal,
     refuse,
+    refuse_all,
+    relative_checkpoint,
     replica_devices,
     serve_args,
     shared_machines,
@@ -120,6 +128,26 @@ def _resources(d: Deployment, ports: int | list[int]) -> dict[str, Any]:
     return resources
 
 
+def _checkpoints(deployments: Iterable[Deployment]) -> list[str]:
+    """The local checkpoints (common.local_checkpoint) of `deployments`, each once, in their order."""
+    return list(dict.fromkeys(p for d in deployments if (p := local_checkpoint(d)) is not None))
+
+
+def _file_mounts(task: dict[str, Any], deployments: Iterable[Deployment]) -> None:
+    """Each local checkpoint uploaded by SkyPilot's `file_mounts` (remote path: local path) from the machine
+    that runs `sky launch` to the same path on every node, so the plan's command serves it unchanged (and
+    clients name the model as the plan does). SkyPilot makes a path outside the home directory writable
+    itself (a symlink into its own mount directory)."""
+    paths = _checkpoints(deployments)
+    if paths:
+        task["file_mounts"] = {p: p for p in paths}
+
+
+def _checkpoint_note(deployments: Iterable[Deployment]) -> str:
+    return "".join(f"# file_mounts uploads the local checkpoint {json.dumps(p)} from the machine "
+                   "that runs sky launch to that path on each node\n" for p in _checkpoints(deployments))
+
+
 def _software(plan: Plan, d: Deployment, opts: DeployOptions, task: dict[str, Any]) -> None:
     """vLLM on the machines: a container image that has it, or `pip install` at the plan's release."""
     if opts.image or is_amd(d):
@@ -140,6 +168,7 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -
         task["num_nodes"] = machines(d)  # one cluster of the plan's machines, each running its replicas
     task["envs"] = trace_env(plan, d, pid)
     task["resources"] = _resources(d, ports)
+    _file_mounts(task, [d])
     _software(plan, d, opts, task)
     task["run"] = _run(d)
     if d.replicas > 1 and per_host == 1:
@@ -156,14 +185,16 @@ def _header(d: Deployment, name: str) -> str:
     per_host, hosts = per_machine(d), machines(d)
     if per_host == 1:
         command = "sky serve up" if d.replicas > 1 else "sky launch"
-        return f"# {name}: {d.replicas} replica(s) on {hosts} {json.dumps(d.sku)} machine(s); {command} <this file>\n"
+        return (f"# {name}: {d.replicas} replica(s) on {hosts} {json.dumps(d.sku)} machine(s); {command} <this file>\n"
+                f"{_checkpoint_note([d])}")
     last = VLLM_PORT + per_host - 1
     return (f"# {name}: {d.replicas} replicas of {d.gpus_per_replica} GPU(s), {per_host} per {json.dumps(d.sku)} "
             f"machine, on {hosts} machine(s) as the plan prices them.\n"
             f"# Each machine serves its replicas on ports {VLLM_PORT}-{last}. SkyServe balances over one port per "
             "replica,\n"
             "# so this is a `sky launch` cluster, not a `sky serve` service: put your own load balancer in front "
-            "of the ports.\n")
+            "of the ports.\n"
+            f"{_checkpoint_note([d])}")
 
 
 def _shared_env(plan: Plan, group: SharedMachines, pid: str) -> dict[str, str]:
@@ -207,6 +238,7 @@ def _shared_task(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: st
         task["num_nodes"] = len(group.machines)
     task["envs"] = _shared_env(plan, group, pid)
     task["resources"] = _resources(d, group.ports)
+    _file_mounts(task, group.deployments)
     _software(plan, d, opts, task)
     task["run"] = _shared_run(group)
     return task
@@ -223,7 +255,33 @@ def _shared_header(plan: Plan, group: SharedMachines) -> str:
             f"# the plan prices them together, so one cluster runs them all (GPUOPT_<n>_* are deployment n's facts):\n"
             f"{layout}"
             "# SkyServe balances over one port per replica, so this is a `sky launch` cluster, not a `sky serve` "
-            "service:\n# put your own load balancer in front of the ports. sky launch <this file>\n")
+            "service:\n# put your own load balancer in front of the ports. sky launch <this file>\n"
+            f"{_checkpoint_note(group.deployments)}")
+
+
+def _problems(d: Deployment) -> list[str]:
+    """What keeps `d` from a task SkyPilot launches: a cloud it has, a machine its catalog can name."""
+    check_not_serverless(d, "skypilot")
+    if d.provider not in SKYPILOT_CLOUDS:
+        raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
+                                    f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
+    out = instance_type_problem(d, "skypilot", instance_type(d), "SkyPilot's resources.instance_type")
+    if (path := local_checkpoint(d)) is not None:
+        out += relative_checkpoint(d, "skypilot", path) or _unsafe_mount(d, path)
+    return out
+
+
+def _unsafe_mount(d: Deployment, path: str) -> list[str]:
+    """A checkpoint path SkyPilot cannot upload intact: it writes a file_mounts destination into the nodes'
+    shell commands unquoted (`mkdir -p`, `ln -s`: sky/backends/backend_utils.py FileMountHelper), so a path
+    with a space or `$(...)` would be split or run there. Refused unless it is a word a shell leaves alone
+    (shlex.quote leaves it as it is)."""
+    if shlex.quote(path) == path:
+        return []
+    return [refusal(d, "skypilot", f"its local checkpoint {json.dumps(path, ensure_ascii=False)} would be uploaded "
+                                   "by file_mounts, whose destination SkyPilot writes into shell commands on the "
+                                   "nodes unquoted: move it to a path of letters, digits and @%+=:,./-_ only and "
+                                   f"solve again, or {PUBLISH_CHECKPOINT}")]
 
 
 def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
@@ -231,12 +289,9 @@ def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     those machines, in the place of the first of them."""
     out = []
     pid = plan_id(plan)
+    refuse_all(deployable(plan), _problems)
     groups = shared_machines(plan)
     for d in deployable(plan):
-        check_not_serverless(d, "skypilot")
-        if d.provider not in SKYPILOT_CLOUDS:
-            raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
-                                        f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
         group = group_of(groups, d)
         if group is None:
             name = artifact_name(plan, d)
