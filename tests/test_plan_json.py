@@ -39,6 +39,7 @@ workloads:
     max_model_len: 8192
     slo: {ttft_ms: 1500, tpot_ms: 40}
     price_kinds: [reserved-1y]
+scenarios: {high: 1.5}
 """
 
 
@@ -50,7 +51,8 @@ def _write(folder: Path, name: str, text: str) -> Path:
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """A solve plan (one workload on aws) and a capacity plan (a reservation running two quarters), as written."""
+    """A solve plan (one workload on aws), the same workload with a TPOT target of 1 ms (infeasible, exit 1) and
+    a capacity plan (a reservation running two quarters, one scenario), as written."""
     folder = tmp_path_factory.mktemp("plans")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GPUOPT_TODAY", "2026-11-29")
@@ -59,9 +61,13 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         result = run("solve", _write(folder, "one.yaml", ONE), "--candidates", "summary", "--format", "json",
                      "-o", solve)
         assert result.exit_code == 0, result.output
+        infeasible = folder / "infeasible.json"
+        result = run("solve", _write(folder, "fast.yaml", ONE.replace("tpot_ms: 40", "tpot_ms: 1")), "--format",
+                     "json", "-o", infeasible)
+        assert result.exit_code == 1, result.output
         result = run("plan", _write(folder, "reserved.yaml", RESERVED), "--format", "json", "-o", plan)
         assert result.exit_code == 0, result.output
-    return {"solve": solve, "capacity": plan}
+    return {"solve": solve, "infeasible": infeasible, "capacity": plan}
 
 
 def _edited(source: Path, folder: Path, path: tuple[str | int, ...], value: object) -> Path:
@@ -122,6 +128,37 @@ def test_a_bad_field_is_one_error_line_naming_the_file_and_its_path(saved, tmp_p
                     ["diff", good, bad], ["diff", bad, good, "--format", "markdown"]):
         result = run(*command)
         assert (result.exit_code, result.stdout, result.stderr) == (2, "", expected), command
+
+
+@pytest.mark.parametrize(("kind", "edit", "message"), [
+    ("solve", {"total_cost_per_month": None},
+     "total_cost_per_month: null in a plan whose status is optimal (an optimal plan has its cost)"),
+    ("infeasible", {"status": "optimal"},
+     "total_cost_per_hour: null in a plan whose status is optimal (an optimal plan has its cost)"),
+    ("infeasible", {"total_cost_per_hour": 0.0, "total_cost_per_month": 0.0},
+     "total_cost_per_hour: 0.0 in a plan whose status is infeasible (an infeasible plan has no cost)"),
+    ("capacity", {"total_cost": None}, "total_cost: null in a plan whose status is optimal (an optimal plan has its "
+                                       "cost)"),
+    ("capacity", {"status": "infeasible"}, "total_cost: 10270.49 in a plan whose status is infeasible (an "
+                                           "infeasible plan has no cost)"),
+    ("capacity", {"periods": []}, "scenarios.0.shortfall.assistant: 2 values for 0 periods"),
+    ("capacity", {"scenarios": [{"name": "high", "multiplier": 1.5, "total_cost": 15822.4,
+                                 "shortfall": {"assistant": [0.0, 0.9433, 5.0]},
+                                 "idle": {"assistant": [2.0567, 0.0]}}]},
+     "scenarios.0.shortfall.assistant: 3 values for 2 periods"),
+])
+def test_a_plan_that_contradicts_its_status_is_one_error_line(saved, tmp_path, kind, edit, message):
+    """An optimal plan without its cost would be priced 0.00 by diff; an infeasible one with a cost would be
+    priced; a scenario with a figure for a period the plan lacks (periods emptied, or a figure added) was an
+    IndexError in the table (exit 70). 10,270.49: 1 reserved-1y g6e.xlarge at 1.17243/h x 8,760 h = 10,270.4868."""
+    data = json.loads(saved[kind].read_text())
+    data.update(edit)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    for command in (["report", bad, "--format", "table"], ["diff", saved[kind], bad]):
+        result = run(*command)
+        assert (result.exit_code, result.stdout, result.stderr) == (
+            2, "", f"error: {bad}: not a valid gpuopt plan: {message}\n"), command
 
 
 def test_every_problem_of_a_file_is_its_own_line(saved, tmp_path):

@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from gpuopt.errors import ConfigError
 from gpuopt.inputs.capacity import (
@@ -53,7 +53,16 @@ from gpuopt.planner.commitments import (
     term_months,
 )
 from gpuopt.planner.commitments import summarise as summarise_commitments
-from gpuopt.planner.plan import HOURS_PER_MONTH, CurrencyCode, IsoDate, Money, PlanStatus, Sensitivity, plain
+from gpuopt.planner.plan import (
+    HOURS_PER_MONTH,
+    CurrencyCode,
+    IsoDate,
+    Money,
+    PlanStatus,
+    Sensitivity,
+    check_priced,
+    plain,
+)
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
@@ -309,6 +318,20 @@ class CapacityPlan(_Frozen):
     @property
     def months_per_period(self) -> int:
         return MONTHS_PER_PERIOD[self.period]
+
+    @model_validator(mode="after")
+    def _holds_together(self) -> CapacityPlan:
+        """What report and diff rely on (a hand-edited plan may not hold it): an optimal plan has its total, an
+        infeasible one none; a scenario has one shortfall and idle figure per period (the table looks each period
+        up by its index)."""
+        check_priced(self.status, {"total_cost": self.total_cost})
+        for i, sc in enumerate(self.scenarios):
+            for name, series in (("shortfall", sc.shortfall), ("idle", sc.idle)):
+                for workload, values in series.items():
+                    if len(values) != len(self.periods):
+                        raise ValueError(f"scenarios.{i}.{name}.{workload}: {len(values)} values for "
+                                         f"{len(self.periods)} periods")
+        return self
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:

@@ -362,3 +362,22 @@ class Plan(Frozen):
                 raise ValueError(f"deployments.{i}.workload: {d.workload!r} is not one of the plan's workloads "
                                  f"({', '.join(sorted(names)) or 'none'})")
         return self
+
+    @model_validator(mode="after")
+    def _priced_if_optimal(self) -> Plan:
+        """An optimal plan has its cost and an infeasible one none (a hand-edited status may say otherwise):
+        diff prices only an optimal plan, and must not read a missing total as 0.00."""
+        check_priced(self.status, {"total_cost_per_hour": self.total_cost_per_hour,
+                                   "total_cost_per_month": self.total_cost_per_month})
+        return self
+
+
+def check_priced(status: PlanStatus, totals: dict[str, float | None]) -> None:
+    """ValueError naming the first total that contradicts `status`: null in an optimal plan, a figure in an
+    infeasible one."""
+    for name, value in totals.items():
+        if status == "optimal" and value is None:
+            raise ValueError(f"{name}: null in a plan whose status is optimal (an optimal plan has its cost)")
+        if status == "infeasible" and value is not None:
+            raise ValueError(f"{name}: {value!r} in a plan whose status is infeasible (an infeasible plan has no "
+                             "cost)")
