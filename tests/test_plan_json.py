@@ -113,6 +113,9 @@ CASES = [
     ("capacity", ("commitments", 0, "obligation_after_horizon"), -5135.24, NOT_NEGATIVE),
     ("capacity", ("commitment_summary", "obligation_after_horizon"), math.nan, FINITE),
     ("capacity", ("committed_after_horizon",), "BIG", FINITE),
+    ("capacity", ("periods", 0, "purchases", 0, "count"), 10**30,
+     "Input should be less than or equal to 9223372036854775807"),
+    ("capacity", ("periods", 0, "purchases", 0, "term_months"), -12, NOT_NEGATIVE),
     ("capacity", ("currency",), "usd", "'usd' is not a currency gpuopt prices in (USD, CNY)"),
     ("capacity", ("as_of_date",), "2026-11-31", "expected a date YYYY-MM-DD, got '2026-11-31'"),
 ]

@@ -18,9 +18,9 @@ import datetime as dt
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt.errors import ConfigError
 from gpuopt.inputs.capacity import (
@@ -237,17 +237,23 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
+INT64_MAX = 2**63 - 1
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+"""A count of a purchase line (instances, GPUs per instance, months of term): never negative, and within the
+64-bit integer the capacity CSV writes it as (pandas Int64; a hand-edited 10^30 was an OverflowError, exit 70)."""
+
+
 class PurchaseLine(_Frozen):
     provider: str
     service: str
     sku: str
     region: str
     gpu: str
-    gpus_per_instance: int
+    gpus_per_instance: Count  # 0 when the catalog does not say
     price_kind: str
-    count: int
+    count: Count
     committed: bool
-    term_months: int | None
+    term_months: Count | None
     price_per_hour: Money  # 8 decimals: FOCUS rows rebuild the period costs from it to the cent
     hours: float  # instance-hours this line pays for (count x period or term hours)
     cost: Money  # what this line costs (a commitment: its whole charge; rented: this period)
