@@ -105,7 +105,12 @@ CASES = [
     ("solve", ("as_of_date",), "not-a-date", "expected a date YYYY-MM-DD, got 'not-a-date'"),
     ("solve", ("as_of_date",), "20261129", "expected a date YYYY-MM-DD, got '20261129'"),
     ("solve", ("as_of_date",), "2026-02-30", "expected a date YYYY-MM-DD, got '2026-02-30'"),
+    ("solve", ("fx",), "1 USD = 1.2.3 CNY (2026-10-30)", "1 USD = 1.2.3 CNY: the rate is not a positive finite number"),
+    ("solve", ("fx",), "1 USD = 6.6529 CNY (2026-10-30); 1 CNY = -0.15 USD (2026-10-30)",
+     "1 CNY = -0.15 USD: the rate is not a positive finite number"),
     ("capacity", ("periods", 0, "cost"), math.nan, FINITE),
+    ("capacity", ("fx",), "1 USD = 1e400 CNY (2026-10-30)",
+     "1 USD = 1e400 CNY: the rate is not a positive finite number"),
     ("capacity", ("periods", 0, "purchases", 0, "price_per_hour"), -1.17243, NOT_NEGATIVE),
     ("capacity", ("periods", 0, "cost_by_price_kind", "reserved-1y"), "2567.62", NUMBER),
     ("capacity", ("periods", 0, "running", 0, "capacity"), math.inf, FINITE),
@@ -248,3 +253,13 @@ def test_every_model_a_plan_file_holds_refuses_nan_and_infinity():
     _held_models(CapacityPlan, seen)
     assert {"Deployment", "Candidate", "CommitmentSpan", "CommitmentSummary", "RunningLine", "Sensitivity"} <= set(seen)
     assert [name for name, config in seen.items() if config.get("allow_inf_nan") is not False] == []
+
+
+def test_a_recorded_rate_is_read_either_way_and_only_when_positive_and_finite():
+    """`1 USD = 8 CNY` converts CNY into USD at 1/8 = 0.125; a rate no plan file can hold (a plan built in code)
+    is skipped for the next one the text records."""
+    from gpuopt.reports.diff import recorded_rate
+
+    assert recorded_rate("1 USD = 8 CNY (2026-01-01)", "CNY", "USD") == 0.125
+    assert recorded_rate("1 USD = 1e400 CNY (x); 1 USD = 7 CNY (2026-01-01)", "USD", "CNY") == 7.0
+    assert recorded_rate("1 USD = 0 CNY (x)", "USD", "CNY") is None

@@ -56,6 +56,7 @@ from gpuopt.planner.commitments import summarise as summarise_commitments
 from gpuopt.planner.plan import (
     HOURS_PER_MONTH,
     CurrencyCode,
+    FxText,
     IsoDate,
     Money,
     PlanStatus,
@@ -308,7 +309,7 @@ class CapacityPlan(_Frozen):
     as_of_date: IsoDate  # the day the plan was made: FOCUS months count from it
     warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
     oldest_price_as_of: str = ""  # the oldest price the schedule chose ("unknown" if one is undated)
-    fx: str = ""  # the rates used, each with its date
+    fx: FxText = ""  # the rates used, each with its date
     fx_as_of: str = ""
     commitments: list[CommitmentSpan] = []  # every commitment, with its months and cost inside/after the horizon
     commitment_summary: CommitmentSummary | None = None  # obligation after the horizon and savings on both bases

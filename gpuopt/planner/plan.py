@@ -7,6 +7,8 @@ plain floats, and the same bytes for the same inputs.
 from __future__ import annotations
 
 import datetime as dt
+import math
+import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator, with_config
@@ -59,6 +61,35 @@ def _known_currency(code: str) -> str:
 
 
 CurrencyCode = Annotated[str, AfterValidator(_known_currency)]
+
+FX_RATE = re.compile(r"1 ([A-Z]{3}) = (\S+) ([A-Z]{3})")
+"""A rate in a plan's `fx` text, as FxTable.describe writes it: `1 USD = 6.6529 CNY (2026-10-30)`."""
+
+
+def _rate(value: str) -> float:
+    """A rate as the text writes it; NaN unless it is a positive finite number."""
+    try:
+        rate = float(value)
+    except ValueError:
+        return math.nan
+    return rate if math.isfinite(rate) and rate > 0 else math.nan
+
+
+def fx_rates(text: str) -> list[tuple[str, float, str]]:
+    """The (base, rate, quote) a plan's `fx` text records; a rate that is not a positive finite number is NaN."""
+    return [(base, _rate(value), quote) for base, value, quote in FX_RATE.findall(text)]
+
+
+def _fx_text(text: str) -> str:
+    """Every rate the text records is a positive finite number: diff converts the old plan's figures at it (a
+    hand-edited `1 USD = 1.2.3 CNY` was a ValueError, exit 70; `1e400` converted every figure to nan)."""
+    for base, value, quote in FX_RATE.findall(text):
+        if math.isnan(_rate(value)):
+            raise ValueError(f"1 {base} = {value} {quote}: the rate is not a positive finite number")
+    return text
+
+
+FxText = Annotated[str, AfterValidator(_fx_text)]
 
 
 class Frozen(BaseModel):
@@ -327,7 +358,7 @@ class Plan(Frozen):
     residency_premium: ResidencyPremium | None
     catalog_as_of: str
     oldest_price_as_of: str = ""  # the oldest price the plan chose ("unknown" if one is undated)
-    fx: str
+    fx: FxText  # the rates used, each with its date
     fx_as_of: str
     headroom: float
     # numbers only: a plan read back from a file puts it in a pip pin and an image tag (deploy)

@@ -25,13 +25,13 @@ shipped FX table, and the diff says which. A pair no table knows is refused (exi
 from __future__ import annotations
 
 import json
-import re
+import math
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, PlanStatus, plain
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, PlanStatus, fx_rates, plain
 from gpuopt.reports.formatting import md
 from gpuopt.text import printable
 
@@ -90,16 +90,15 @@ class PlanDiff(BaseModel):
         return self.currency_after
 
 
-_RATE = re.compile(r"1 ([A-Z]{3}) = ([0-9.eE+-]+) ([A-Z]{3})")
-
-
 def recorded_rate(fx: str, source: str, target: str) -> float | None:
-    """The rate source -> target in a plan's recorded FX text (`1 USD = 7.1 CNY (2026-10-01)`), either way."""
-    for base, value, quote in _RATE.findall(fx):
-        rate = float(value)
-        if (base, quote) == (source, target) and rate > 0:
+    """The rate source -> target in a plan's recorded FX text (`1 USD = 7.1 CNY (2026-10-01)`), either way (a
+    plan read from a file has only positive finite rates; one built otherwise skips any other)."""
+    for base, rate, quote in fx_rates(fx):
+        if math.isnan(rate):
+            continue
+        if (base, quote) == (source, target):
             return rate
-        if (base, quote) == (target, source) and rate > 0:
+        if (base, quote) == (target, source):
             return 1.0 / rate
     return None
 
