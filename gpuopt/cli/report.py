@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuopt.cli.options import SafePath, output_option
-from gpuopt.cli.solve import write_output
+from gpuopt.cli.solve import deliver, write_output
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import read_text
 from gpuopt.planner.plan import Plan
@@ -62,7 +62,14 @@ def report(plan_file: Path, fmt: str, output: Path | None) -> None:
 @output_option("Write the diff to a file.")
 def diff(old: Path, new: Path, fmt: str, output: Path | None) -> None:
     """Cost before and after, per deployment (solve plans) or period (capacity plans) and in total, of two
-    saved plans, in the new plan's currency (the old one converted at its recorded FX, or refused)."""
+    saved plans, in the new plan's currency (the old one converted at its recorded FX, or refused).
+
+    Exit codes: 0 a diff, 1 either plan is infeasible (no delta; the diff says which and why), 2 bad input.
+    """
     from gpuopt.reports.diff import diff_any
 
-    write_output(render_diff(diff_any(read_any_plan(old), read_any_plan(new)), fmt), output)
+    d = diff_any(read_any_plan(old), read_any_plan(new), str(old), str(new))
+    # a plan without a cost: the diff says which and why, then exit 1 (solve's code for infeasible), the reasons
+    # on stderr too unless a table or Markdown on stdout shows them
+    reasons = [f"{x.file}: {reason}" for x in d.infeasible for reason in x.explanation]
+    deliver(render_diff(d, fmt), output, (), reasons if d.infeasible else None, fmt)

@@ -18,9 +18,9 @@ import datetime as dt
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt.errors import FieldError
 from gpuopt.inputs.capacity import (
@@ -53,7 +53,17 @@ from gpuopt.planner.commitments import (
     term_months,
 )
 from gpuopt.planner.commitments import summarise as summarise_commitments
-from gpuopt.planner.plan import HOURS_PER_MONTH, PlanStatus, Sensitivity, plain
+from gpuopt.planner.plan import (
+    HOURS_PER_MONTH,
+    CurrencyCode,
+    FxText,
+    IsoDate,
+    Money,
+    PlanStatus,
+    Sensitivity,
+    check_priced,
+    plain,
+)
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
 from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
@@ -223,7 +233,16 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Base of the capacity plan's models: no NaN or Infinity (a plan file read back by report and diff is
+    JSON people edit; plan.Frozen says why)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+INT64_MAX = 2**63 - 1
+Count = Annotated[int, Field(ge=0, le=INT64_MAX)]
+"""A count of a purchase line (instances, GPUs per instance, months of term): never negative, and within the
+64-bit integer the capacity CSV writes it as (pandas Int64; a hand-edited 10^30 was an OverflowError, exit 70)."""
 
 
 class PurchaseLine(_Frozen):
@@ -232,24 +251,24 @@ class PurchaseLine(_Frozen):
     sku: str
     region: str
     gpu: str
-    gpus_per_instance: int
+    gpus_per_instance: Count  # 0 when the catalog does not say
     price_kind: str
-    count: int
+    count: Count
     committed: bool
-    term_months: int | None
-    price_per_hour: float  # 8 decimals: FOCUS rows rebuild the period costs from it to the cent
+    term_months: Count | None
+    price_per_hour: Money  # 8 decimals: FOCUS rows rebuild the period costs from it to the cent
     hours: float  # instance-hours this line pays for (count x period or term hours)
-    cost: float  # what this line costs (a commitment: its whole charge; rented: this period)
+    cost: Money  # what this line costs (a commitment: its whole charge; rented: this period)
     break_even_utilisation: float | None  # commitment price / on-demand price of the same SKU and region
     workloads: list[str]
     # the catalog's list price of this offering in the plan currency, before --discount and overlays (None when
     # an overlay added the offering): FOCUS ListUnitPrice/ListCost must not show the discounted price
-    list_price_per_hour: float | None = None
+    list_price_per_hour: Money | None = None
     # a commitment: the on-demand price of the same SKU and region (after --discount and overlays) and its list
     # price, in the plan currency: FOCUS prices the usage the commitment covers at them (None when rented, or
     # when the catalog has no on-demand twin)
-    on_demand_price_per_hour: float | None = None
-    on_demand_list_price_per_hour: float | None = None
+    on_demand_price_per_hour: Money | None = None
+    on_demand_list_price_per_hour: Money | None = None
     tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags): FOCUS Tags and the CSV carry them
 
 
@@ -257,16 +276,16 @@ class PeriodLine(_Frozen):
     period: str
     demand: dict[str, float]
     capacity: dict[str, float]  # sustainable load of the planned replicas (before headroom)
-    cost: float  # committed instances amortised over their active periods + rented instances
+    cost: Money  # committed instances amortised over their active periods + rented instances
     purchases: list[PurchaseLine]
-    cost_by_price_kind: dict[str, float] = {}  # the cost split: rented kinds + active commitments amortised
+    cost_by_price_kind: dict[str, Money] = {}  # the cost split: rented kinds + active commitments amortised
     running: list[RunningLine] = []  # replicas of the period: model, GPU, TP, precision, `vllm serve`
 
 
 class ScenarioLine(_Frozen):
     name: str
     multiplier: float
-    total_cost: float | None  # the schedule's commitments kept, the rest re-planned for this demand
+    total_cost: Money | None  # the schedule's commitments kept, the rest re-planned for this demand
     shortfall: dict[str, list[float]]  # demand the base plan's replicas cannot carry, per period
     idle: dict[str, list[float]]  # capacity of the base plan's replicas left unused, per period
 
@@ -275,23 +294,23 @@ class CapacityPlan(_Frozen):
     schema_version: int = 1
     kind: Literal["gpuopt-capacity-plan"] = "gpuopt-capacity-plan"
     status: PlanStatus
-    currency: str
+    currency: CurrencyCode
     horizon: str  # for people: "4 quarters from 2027Q1"
     period: PeriodKind  # for programs: what one period is (FOCUS charge periods count from it)
     charge: str
     headroom: float
     periods: list[PeriodLine]
-    total_cost: float | None
-    all_on_demand_cost: float | None
+    total_cost: Money | None
+    all_on_demand_cost: Money | None
     savings: float | None
-    committed_after_horizon: float
+    committed_after_horizon: Money
     scenarios: list[ScenarioLine]
     sensitivity: Sensitivity | None = None
     explanation: list[str]
-    as_of_date: str
+    as_of_date: IsoDate  # the day the plan was made: FOCUS months count from it
     warnings: list[str] = []  # e.g. a schedule the solver stopped on at its time limit
     oldest_price_as_of: str = ""  # the oldest price the schedule chose ("unknown" if one is undated)
-    fx: str = ""  # the rates used, each with its date
+    fx: FxText = ""  # the rates used, each with its date
     fx_as_of: str = ""
     commitments: list[CommitmentSpan] = []  # every commitment, with its months and cost inside/after the horizon
     commitment_summary: CommitmentSummary | None = None  # obligation after the horizon and savings on both bases
@@ -307,6 +326,20 @@ class CapacityPlan(_Frozen):
     @property
     def months_per_period(self) -> int:
         return MONTHS_PER_PERIOD[self.period]
+
+    @model_validator(mode="after")
+    def _holds_together(self) -> CapacityPlan:
+        """What report and diff rely on (a hand-edited plan may not hold it): an optimal plan has its total, an
+        infeasible one none; a scenario has one shortfall and idle figure per period (the table looks each period
+        up by its index)."""
+        check_priced(self.status, {"total_cost": self.total_cost})
+        for i, sc in enumerate(self.scenarios):
+            for name, series in (("shortfall", sc.shortfall), ("idle", sc.idle)):
+                for workload, values in series.items():
+                    if len(values) != len(self.periods):
+                        raise ValueError(f"scenarios.{i}.{name}.{workload}: {len(values)} values for "
+                                         f"{len(self.periods)} periods")
+        return self
 
 
 def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:

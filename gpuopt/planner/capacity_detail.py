@@ -23,7 +23,7 @@ from gpuopt.planner.serve_command import vllm_command
 class RunningLine(BaseModel):
     """Replicas of one shape on one offering in one period."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # read back from plan files
 
     workload: str
     model: str

@@ -27,7 +27,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED
-from gpuopt.planner.plan import HOURS_PER_MONTH, plain
+from gpuopt.planner.plan import HOURS_PER_MONTH, Money, plain
 
 CHARGE_MODES = {
     "full-term": "every commitment is charged for its whole term, also the months after the horizon "
@@ -68,7 +68,7 @@ class PurchaseLike(Protocol):
 class CommitmentSpan(BaseModel):
     """One commitment purchase: when it runs, and what it costs inside and after the horizon."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # read back from plan files
 
     bought: str  # label of the period it starts in
     provider: str
@@ -77,13 +77,13 @@ class CommitmentSpan(BaseModel):
     region: str
     price_kind: str
     count: int
-    price_per_hour: float
+    price_per_hour: Money
     start_month: int  # months from the start of the horizon
     term_months: int
     months_inside: int
     months_after: int
-    cost_inside_horizon: float
-    obligation_after_horizon: float
+    cost_inside_horizon: Money
+    obligation_after_horizon: Money
     workloads: list[str]
     tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags)
     # share of its term's instance-hours that run replicas inside the horizon, its break-even share (price /
@@ -97,13 +97,13 @@ class CommitmentSpan(BaseModel):
 class CommitmentSummary(BaseModel):
     """The plan's commitments on both bases (see the module docstring)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)  # read back from plan files
 
     charge: str
     charge_explained: str
-    cost_inside_horizon: float  # sum of the period costs (commitments amortised)
-    obligation_after_horizon: float  # billed after the horizon, whatever the charge mode
-    all_on_demand_cost: float | None
+    cost_inside_horizon: Money  # sum of the period costs (commitments amortised)
+    obligation_after_horizon: Money  # billed after the horizon, whatever the charge mode
+    all_on_demand_cost: Money | None
     savings_amortised: float | None  # all on-demand - cost inside the horizon
     savings_cash: float | None  # all on-demand - (cost inside + obligation after)
     basis: str

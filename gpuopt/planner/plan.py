@@ -6,12 +6,15 @@ plain floats, and the same bytes for the same inputs.
 
 from __future__ import annotations
 
-from typing import Literal
+import datetime as dt
+import math
+import re
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator, with_config
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
-from gpuopt.vocabulary import RejectionKind
+from gpuopt.vocabulary import CURRENCIES, RejectionKind
 
 PLAN_SCHEMA_VERSION = 1
 PlanStatus = Literal["optimal", "infeasible"]
@@ -30,8 +33,70 @@ def plain(value: float, digits: int = 4) -> float:
     return 0.0 if out == 0 else out
 
 
+Money = Annotated[float, Field(ge=0)]
+"""A cost or a unit price: never negative. A plan read back from a file (report, diff, deploy) sums, converts
+and bills them as they stand, so a hand-edited -5 must be refused, not printed as a credit."""
+
+
+def _iso_date(text: str) -> str:
+    """A calendar day written YYYY-MM-DD (what `today().isoformat()` writes): FOCUS counts its charge periods
+    from it, and Python's fromisoformat alone would also take `20261203` or `2026-W49-4`."""
+    try:
+        day: dt.date | None = dt.date.fromisoformat(text)
+    except ValueError:
+        day = None
+    if day is None or day.isoformat() != text:
+        raise ValueError(f"expected a date YYYY-MM-DD, got {text!r}")
+    return text
+
+
+IsoDate = Annotated[str, AfterValidator(_iso_date)]
+
+
+def _known_currency(code: str) -> str:
+    """One of the currencies gpuopt prices in: every money figure of a plan is in it, and diff converts by it."""
+    if code not in CURRENCIES:
+        raise ValueError(f"{code!r} is not a currency gpuopt prices in ({', '.join(CURRENCIES)})")
+    return code
+
+
+CurrencyCode = Annotated[str, AfterValidator(_known_currency)]
+
+FX_RATE = re.compile(r"1 ([A-Z]{3}) = (\S+) ([A-Z]{3})")
+"""A rate in a plan's `fx` text, as FxTable.describe writes it: `1 USD = 6.6529 CNY (2026-10-30)`."""
+
+
+def _rate(value: str) -> float:
+    """A rate as the text writes it; NaN unless it is a positive finite number."""
+    try:
+        rate = float(value)
+    except ValueError:
+        return math.nan
+    return rate if math.isfinite(rate) and rate > 0 else math.nan
+
+
+def fx_rates(text: str) -> list[tuple[str, float, str]]:
+    """The (base, rate, quote) a plan's `fx` text records; a rate that is not a positive finite number is NaN."""
+    return [(base, _rate(value), quote) for base, value, quote in FX_RATE.findall(text)]
+
+
+def _fx_text(text: str) -> str:
+    """Every rate the text records is a positive finite number: diff converts the old plan's figures at it (a
+    hand-edited `1 USD = 1.2.3 CNY` was a ValueError, exit 70; `1e400` converted every figure to nan)."""
+    for base, value, quote in FX_RATE.findall(text):
+        if math.isnan(_rate(value)):
+            raise ValueError(f"1 {base} = {value} {quote}: the rate is not a positive finite number")
+    return text
+
+
+FxText = Annotated[str, AfterValidator(_fx_text)]
+
+
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    """Base of the plan's models. allow_inf_nan=False: a plan file is JSON that people edit and pydantic reads
+    `NaN` and `Infinity` in it; they would print as `nan USD/month` and bill `inf` in FOCUS."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Predicted(Frozen):
@@ -93,10 +158,10 @@ class Deployment(Frozen):
     max_num_seqs: int
     gpu_memory_utilization: float
     price_kind: str
-    instance_price_per_hour: float
-    list_price_per_hour: float | None  # the catalog's list price (differs when an overlay or discount applies)
-    cost_per_hour: float
-    cost_per_month: float
+    instance_price_per_hour: Money
+    list_price_per_hour: Money | None  # the catalog's list price (differs when an overlay or discount applies)
+    cost_per_hour: Money
+    cost_per_month: Money
     predicted: Predicted  # ttft_ms/tpot_ms there are at the replica's capacity (kept for compatibility)
     memory: GpuMemory
     utilisation: float  # planned load / sustainable capacity of the deployment's replicas
@@ -111,8 +176,8 @@ class Deployment(Frozen):
     # a commitment (reservation, savings plan, subscription): the on-demand price of the same SKU and region
     # (after --discount and overlays) and its list price, in the plan currency; FOCUS prices the usage the
     # commitment covers at them. None for rented capacity or when the catalog has no on-demand twin.
-    on_demand_price_per_hour: float | None = None
-    on_demand_list_price_per_hour: float | None = None
+    on_demand_price_per_hour: Money | None = None
+    on_demand_list_price_per_hour: Money | None = None
 
 
 class InstanceLine(Frozen):
@@ -126,12 +191,12 @@ class InstanceLine(Frozen):
     gpu: str
     gpus_per_instance: int
     instances: int
-    price_per_hour: float
-    cost_per_hour: float
+    price_per_hour: Money
+    cost_per_hour: Money
     workloads: list[str]
 
 
-@with_config(ConfigDict(extra="forbid"))
+@with_config(ConfigDict(extra="forbid", allow_inf_nan=False))
 class Candidate(TypedDict):
     """One considered candidate. A TypedDict, not a model: a plan holds 10^4-10^5 of them, and validating
     plain dicts is four times faster than building model instances."""
@@ -152,7 +217,7 @@ class Candidate(TypedDict):
     gpus_per_replica: int | None
     replica_requests_per_second: float | None
     replica_concurrency: float | None
-    instance_price_per_hour: float | None
+    instance_price_per_hour: Money | None
     ttft_ms: float | None
     tpot_ms: float | None
     kv_cache_tokens: int | None
@@ -164,8 +229,8 @@ class Candidate(TypedDict):
 class Alternative(Frozen):
     label: str  # e.g. "gpu L40S-48GB" or "provider aws"
     status: PlanStatus
-    total_cost_per_hour: float | None
-    total_cost_per_month: float | None
+    total_cost_per_hour: Money | None
+    total_cost_per_month: Money | None
     delta_per_hour: float | None
     deployments: list[str]  # short descriptions
     max_ttft_ms: float | None
@@ -175,8 +240,8 @@ class Alternative(Frozen):
 
 class ResidencyPremium(Frozen):
     selector: str
-    cost_per_hour_with_policy: float | None
-    cost_per_hour_without_policy: float | None
+    cost_per_hour_with_policy: Money | None
+    cost_per_hour_without_policy: Money | None
     premium_per_hour: float | None
     premium_fraction: float | None
     cheapest_excluded_offering: str | None
@@ -201,11 +266,11 @@ class UnitEconomics(Frozen):
     the workload's whole cost to that token type (they are alternatives, not parts of a split)."""
 
     workload: str
-    cost_per_hour: float
+    cost_per_hour: Money
     requests_per_second: float
-    cost_per_request: float
-    cost_per_million_output_tokens: float
-    cost_per_million_input_tokens: float
+    cost_per_request: Money
+    cost_per_million_output_tokens: Money
+    cost_per_million_input_tokens: Money
     utilisation: float  # planned load / sustainable capacity (the headroom left is 1 - this)
 
 
@@ -221,14 +286,14 @@ class Rejections(Frozen):
 class SweepPoint(Frozen):
     tpot_factor: float  # multiplier on every workload's TPOT target
     status: PlanStatus
-    cost: float | None  # per hour (solve) or over the horizon (plan)
+    cost: Money | None  # per hour (solve) or over the horizon (plan)
 
 
 class Sensitivity(Frozen):
     """How far the plan stretches, and what tighter or looser TPOT targets would cost."""
 
     traffic_multiplier_limit: float  # demand x this is the most the planned replicas carry within the SLOs
-    next_plan_cost: float | None  # the cheapest plan for demand just above that multiplier
+    next_plan_cost: Money | None  # the cheapest plan for demand just above that multiplier
     tpot_sweep: list[SweepPoint]
 
 
@@ -237,10 +302,10 @@ class Budget(Frozen):
     how far the plan is under or over it. `margin` is in the plan's currency: positive under, negative over."""
 
     max_monthly: float  # the limit as given, in `currency`
-    currency: str
+    currency: CurrencyCode
     source: Literal["--max-monthly", "workload file"]
     max_monthly_in_plan_currency: float  # converted at the plan's FX
-    monthly_cost: float | None  # the plan's cost per 730-hour month (None when infeasible)
+    monthly_cost: Money | None  # the plan's cost per 730-hour month (None when infeasible)
     margin: float | None  # limit - cost, in the plan's currency
     margin_fraction: float | None  # margin / limit
     over: bool
@@ -283,9 +348,9 @@ class Plan(Frozen):
     schema_version: int = PLAN_SCHEMA_VERSION
     kind: Literal["gpuopt-plan"] = "gpuopt-plan"
     status: PlanStatus
-    currency: str
-    total_cost_per_hour: float | None
-    total_cost_per_month: float | None
+    currency: CurrencyCode
+    total_cost_per_hour: Money | None
+    total_cost_per_month: Money | None
     deployments: list[Deployment]
     instances: list[InstanceLine]
     alternatives: list[Alternative]
@@ -293,7 +358,7 @@ class Plan(Frozen):
     residency_premium: ResidencyPremium | None
     catalog_as_of: str
     oldest_price_as_of: str = ""  # the oldest price the plan chose ("unknown" if one is undated)
-    fx: str
+    fx: FxText  # the rates used, each with its date
     fx_as_of: str
     headroom: float
     # numbers only: a plan read back from a file puts it in a pip pin and an image tag (deploy)
@@ -301,7 +366,7 @@ class Plan(Frozen):
     workloads: list[WorkloadSummary]
     unit_economics: list[UnitEconomics]
     rejections: list[Rejections]
-    as_of_date: str  # the day the plan was made (price ages and FOCUS periods count from it)
+    as_of_date: IsoDate  # the day the plan was made (price ages and FOCUS periods count from it)
     sensitivity: Sensitivity | None = None
     explanation: list[str]  # why infeasible: binding constraint and nearest miss, per workload
     warnings: list[str]
@@ -328,3 +393,22 @@ class Plan(Frozen):
                 raise ValueError(f"deployments.{i}.workload: {d.workload!r} is not one of the plan's workloads "
                                  f"({', '.join(sorted(names)) or 'none'})")
         return self
+
+    @model_validator(mode="after")
+    def _priced_if_optimal(self) -> Plan:
+        """An optimal plan has its cost and an infeasible one none (a hand-edited status may say otherwise):
+        diff prices only an optimal plan, and must not read a missing total as 0.00."""
+        check_priced(self.status, {"total_cost_per_hour": self.total_cost_per_hour,
+                                   "total_cost_per_month": self.total_cost_per_month})
+        return self
+
+
+def check_priced(status: PlanStatus, totals: dict[str, float | None]) -> None:
+    """ValueError naming the first total that contradicts `status`: null in an optimal plan, a figure in an
+    infeasible one."""
+    for name, value in totals.items():
+        if status == "optimal" and value is None:
+            raise ValueError(f"{name}: null in a plan whose status is optimal (an optimal plan has its cost)")
+        if status == "infeasible" and value is not None:
+            raise ValueError(f"{name}: {value!r} in a plan whose status is infeasible (an infeasible plan has no "
+                             "cost)")

@@ -12,6 +12,11 @@ obligation, comparable across charge modes.
 
 Totals are the sums of the printed lines (in cents, after conversion), so a diff adds up as a reviewer checks it.
 
+Infeasible plans: a plan that found no solution has no cost -- not a cost of 0.00. When either plan is
+infeasible the diff has no lines and no delta: it shows the priced plan's total, says which plan is infeasible
+(its file) and why (its own explanation), and the command exits 1, the code of an infeasible result; before,
+such a diff printed the whole old plan as a saving (-587.50 USD/month, every deployment `removed`).
+
 Currencies: figures are shown in the new plan's currency. The old plan's figures are converted at the rate
 the old plan recorded (its `fx`), else at the new plan's, else -- capacity plans record none -- at the
 shipped FX table, and the diff says which. A pair no table knows is refused (exit 2), never subtracted raw.
@@ -20,14 +25,15 @@ shipped FX table, and the diff says which. A pair no table knows is refused (exi
 from __future__ import annotations
 
 import json
-import re
-from typing import TYPE_CHECKING, Any
+import math
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, plain
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, PlanStatus, fx_rates, plain
 from gpuopt.reports.formatting import md
+from gpuopt.text import printable
 
 if TYPE_CHECKING:
     from gpuopt.planner.capacity import CapacityPlan, PurchaseLine
@@ -46,18 +52,35 @@ class DiffLine(BaseModel):
     line_kind: str = "deployment"  # deployment (solve plans), period or after-horizon (capacity plans)
 
 
+class InfeasiblePlan(BaseModel):
+    """A plan of the diff that found no solution: which one, its file, and why (the plan's own explanation)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    plan: Literal["old", "new"]
+    file: str
+    explanation: list[str]
+
+
 class PlanDiff(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     currency_before: str  # the old plan's own currency (its figures here are converted)
     currency_after: str  # the currency of every figure in the diff
-    total_monthly_before: float
-    total_monthly_after: float
-    total_delta: float
-    lines: list[DiffLine]
+    # null for an infeasible plan (it has no cost), and the delta then too: see `infeasible`
+    total_monthly_before: float | None
+    total_monthly_after: float | None
+    total_delta: float | None
+    lines: list[DiffLine]  # none when either plan is infeasible
     fx_note: str | None = None  # how the old plan's figures were converted, when they were
     kind: str = "gpuopt-plan"  # or gpuopt-capacity-plan: lines are periods (+ after the horizon), totals their sums
     unit: str = "month"  # what line figures are per: month, or period
+    status_before: PlanStatus = "optimal"
+    status_after: PlanStatus = "optimal"
+    infeasible: list[InfeasiblePlan] = []  # the plans without a cost, old first
+    # a capacity total includes what commitments owe after the horizon (the label says so; not in the JSON,
+    # whose lines show it)
+    owed_after_horizon: bool = Field(default=False, exclude=True)
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -67,16 +90,15 @@ class PlanDiff(BaseModel):
         return self.currency_after
 
 
-_RATE = re.compile(r"1 ([A-Z]{3}) = ([0-9.eE+-]+) ([A-Z]{3})")
-
-
 def recorded_rate(fx: str, source: str, target: str) -> float | None:
-    """The rate source -> target in a plan's recorded FX text (`1 USD = 7.1 CNY (2026-10-01)`), either way."""
-    for base, value, quote in _RATE.findall(fx):
-        rate = float(value)
-        if (base, quote) == (source, target) and rate > 0:
+    """The rate source -> target in a plan's recorded FX text (`1 USD = 7.1 CNY (2026-10-01)`), either way (a
+    plan read from a file has only positive finite rates; one built otherwise skips any other)."""
+    for base, rate, quote in fx_rates(fx):
+        if math.isnan(rate):
+            continue
+        if (base, quote) == (source, target):
             return rate
-        if (base, quote) == (target, source) and rate > 0:
+        if (base, quote) == (target, source):
             return 1.0 / rate
     return None
 
@@ -130,14 +152,22 @@ def _change(before: list[str], after: list[str], mb: float, ma: float) -> tuple[
     return ("changed" if abs(ma - mb) > 0.005 else "unchanged"), []
 
 
+def _monthly(deployments: list[Deployment], factor: float) -> float:
+    """A diff line's monthly figure: its deployments' monthly costs, converted, to the cent."""
+    return plain(sum(d.cost_per_month for d in deployments) * factor, 2)
+
+
+def _fx(old: Plan | CapacityPlan, new: Plan | CapacityPlan) -> tuple[float, str | None]:
+    return conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
+
+
 def diff_plans(old: Plan, new: Plan) -> PlanDiff:
-    factor, note = conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
+    factor, note = _fx(old, new)
     before, after = _group(old), _group(new)
     lines = []
     for key in sorted(set(before) | set(after)):
         a, b = before.get(key, []), after.get(key, [])
-        mb = plain(sum(d.cost_per_month for d in a) * factor, 2)
-        ma = plain(sum(d.cost_per_month for d in b), 2)
+        mb, ma = _monthly(a, factor), _monthly(b, 1.0)
         change, details = _change(sorted(_shape(d) for d in a), sorted(_shape(d) for d in b), mb, ma)
         lines.append(DiffLine(workload=key[0], deployment=f"{key[1]} {key[2]} ({key[3]}, {key[4]})", change=change,
                               monthly_before=mb, monthly_after=ma, delta=plain(ma - mb, 2), details=details))
@@ -236,7 +266,7 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
     """Per period (matched by label) the cost, the purchases and the commitments already running, before and
     after; then the obligation after the horizon that each total includes, as its own line. The totals are the
     sums of the printed (rounded) lines, so they add up as a reviewer checks them."""
-    factor, note = conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
+    factor, note = _fx(old, new)
     before = {p.period: i for i, p in enumerate(old.periods)}
     after = {p.period: i for i, p in enumerate(new.periods)}
     lines = []
@@ -280,8 +310,13 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
                     kind="gpuopt-capacity-plan", unit="period")
 
 
-def diff_any(old: Plan | CapacityPlan, new: Plan | CapacityPlan) -> PlanDiff:
-    """Two solve plans or two capacity plans; a mix has no common unit (exit 2)."""
+def diff_any(old: Plan | CapacityPlan, new: Plan | CapacityPlan, old_file: str = "old plan",
+             new_file: str = "new plan") -> PlanDiff:
+    """Two solve plans or two capacity plans; a mix has no common unit (exit 2). When either is infeasible, no
+    lines and no delta (`unpriced`); the files name the plans in what the diff says about them."""
+    one_kind = isinstance(old, Plan) == isinstance(new, Plan)
+    if one_kind and (old.status != "optimal" or new.status != "optimal"):
+        return unpriced(old, new, old_file, new_file)
     if isinstance(old, Plan) and isinstance(new, Plan):
         return diff_plans(old, new)
     if not isinstance(old, Plan) and not isinstance(new, Plan):
@@ -289,10 +324,59 @@ def diff_any(old: Plan | CapacityPlan, new: Plan | CapacityPlan) -> PlanDiff:
     raise InputError("diff: one file is a solve plan and the other a capacity plan: compare plans of one kind")
 
 
+def _total(plan: Plan | CapacityPlan, factor: float) -> float:
+    """A priced plan's total as its diff lines would sum it, converted: per deployment group (solve plans), or
+    per period plus what its commitments owe after the horizon (capacity plans), each line to the cent."""
+    if isinstance(plan, Plan):
+        return plain(sum(_monthly(ds, factor) for ds in _group(plan).values()), 2)
+    return plain(sum(round(p.cost * factor, 2) for p in plan.periods)
+                 + round(plan.committed_after_horizon * factor, 2), 2)
+
+
+def unpriced(old: Plan | CapacityPlan, new: Plan | CapacityPlan, old_file: str, new_file: str) -> PlanDiff:
+    """The diff of two plans one of which (or both) is infeasible: the priced plan's total (the old one's
+    converted into the new plan's currency), null for the other and for the delta, no lines -- comparing a plan
+    with no plan is not a saving of all it costs (the diff read -587.50 USD/month, every deployment removed,
+    and labelled capacity periods both horizons hold `removed`) -- and why each infeasible plan is."""
+    factor, note = _fx(old, new) if old.status == "optimal" else (1.0, None)
+    before = _total(old, factor) if old.status == "optimal" else None
+    after = _total(new, 1.0) if new.status == "optimal" else None
+    sides: tuple[tuple[Literal["old", "new"], Plan | CapacityPlan, str], ...] = (("old", old, old_file),
+                                                                              ("new", new, new_file))
+    infeasible = [InfeasiblePlan(plan=which, file=file, explanation=plan.explanation or ["(the plan gives no reason)"])
+                  for which, plan, file in sides if plan.status != "optimal"]
+    capacity = not isinstance(new, Plan)
+    owed = capacity and any(p.status == "optimal" and not isinstance(p, Plan) and p.committed_after_horizon > 0
+                            for p in (old, new))
+    return PlanDiff(currency_before=old.currency, currency_after=new.currency, total_monthly_before=before,
+                    total_monthly_after=after, total_delta=None, lines=[], fx_note=note,
+                    kind="gpuopt-capacity-plan" if capacity else "gpuopt-plan", unit="period" if capacity else "month",
+                    status_before=old.status, status_after=new.status, infeasible=infeasible,
+                    owed_after_horizon=owed)
+
+
+def _figure(total: float | None, currency: str) -> str:
+    return "infeasible" if total is None else f"{total:,.2f} {currency}"
+
+
+def _headline(d: PlanDiff) -> str:
+    """The title of a diff without a delta: which plan has no cost."""
+    which = [x.plan for x in d.infeasible]
+    return f"no delta, {'both plans are' if len(which) > 1 else f'the {which[0]} plan is'} infeasible"
+
+
+NO_DELTA = "no delta: an infeasible plan has no cost, not a cost of 0.00"
+
+
+def _infeasible_lines(d: PlanDiff) -> list[tuple[str, list[str]]]:
+    """(heading, reasons) per infeasible plan."""
+    return [(f"The {x.plan} plan ({x.file}) is infeasible:", x.explanation) for x in d.infeasible]
+
+
 def _totals_label(d: PlanDiff) -> str:
     if d.unit == "month":
         return "Total per month"
-    if any(x.line_kind == "after-horizon" for x in d.lines):
+    if d.owed_after_horizon or any(x.line_kind == "after-horizon" for x in d.lines):
         return "Total over the horizon and owed after it"
     return "Total over the horizon"
 
@@ -305,6 +389,15 @@ def diff_json(d: PlanDiff) -> str:
 def diff_markdown(d: PlanDiff) -> str:
     c = md(d.currency_after)
     per = "month" if d.unit == "month" else "horizon"
+    if d.total_delta is None:
+        out = [f"### gpuopt plan diff: {_headline(d)}", "",
+               f"{_totals_label(d)}: {_figure(d.total_monthly_before, c)} -> {_figure(d.total_monthly_after, c)} "
+               f"({NO_DELTA})", ""]
+        if d.fx_note:
+            out += [f"Currency: {md(d.fx_note)}.", ""]
+        for heading, reasons in _infeasible_lines(d):
+            out += [f"**{md(heading)}**", "", *(f"- {md(r)}" for r in reasons), ""]
+        return "\n".join(out)
     out = [f"### gpuopt plan diff: {d.total_delta:+,.2f} {c}/{per}", "",
            f"{_totals_label(d)}: {d.total_monthly_before:,.2f} -> {d.total_monthly_after:,.2f} {c} "
            f"({d.total_delta:+,.2f})", ""]
@@ -326,6 +419,19 @@ def diff_table(d: PlanDiff, width: int | None = None) -> str:
     from gpuopt.reports.formatting import console
 
     per = "month" if d.unit == "month" else "horizon"
+    buf = io.StringIO()
+    con = console(buf, width)
+    if d.total_delta is None:
+        c = d.currency_after
+        con.print(f"Plan diff, {_totals_label(d).lower()}: {_figure(d.total_monthly_before, c)} -> "
+                  f"{_figure(d.total_monthly_after, c)} ({NO_DELTA})")
+        if d.fx_note:
+            con.print(f"Currency: {printable(d.fx_note)}")
+        for heading, reasons in _infeasible_lines(d):
+            con.print(printable(heading))
+            for reason in reasons:
+                con.print(f"  {printable(reason)}")
+        return buf.getvalue()
     table = Table(title=f"Plan diff: {d.total_monthly_before:,.2f} -> {d.total_monthly_after:,.2f} "
                         f"{d.currency_after}/{per} ({d.total_delta:+,.2f})", title_justify="left")
     numbers = (f"before/{d.unit}", f"after/{d.unit}", "delta")
@@ -334,8 +440,6 @@ def diff_table(d: PlanDiff, width: int | None = None) -> str:
     for line in d.lines:
         table.add_row(line.workload, line.deployment, line.change, f"{line.monthly_before:,.2f}",
                       f"{line.monthly_after:,.2f}", f"{line.delta:+,.2f}", "; ".join(line.details))
-    buf = io.StringIO()
-    con = console(buf, width)
     con.print(table)
     if d.fx_note:
         con.print(f"Currency: {d.fx_note}")

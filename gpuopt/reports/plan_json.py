@@ -1,17 +1,29 @@
-"""The JSON contract of a plan: Plan.model_dump_json, stable key order, plain floats, a trailing newline."""
+"""The JSON contract of a plan: Plan.model_dump_json, stable key order, plain floats, a trailing newline.
+
+Reading one back (`report`, `diff`, `deploy`) is reading user input: plan files are edited by hand and passed
+around, so a file is checked as strictly as a workload file. The models refuse NaN and Infinity
+(allow_inf_nan=False), negative costs and prices, unknown currencies and dates that are not YYYY-MM-DD; the
+loader validates in pydantic's strict JSON mode, so "12" is not the number 12 and 1 is not `true`; and JSON
+nested deeper than pydantic's parser allows (201 levels; a plan needs 6) is refused as not JSON instead of
+overflowing the stack. Every problem is one line naming the file and the field's path.
+"""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from gpuopt.errors import InputError
 from gpuopt.planner.plan import PLAN_SCHEMA_VERSION, Plan
 
 if TYPE_CHECKING:
     from gpuopt.planner.capacity import CapacityPlan
+
+MAX_PROBLEMS = 20
+"""Problems listed one per line before the rest are counted: a plan of another version holds 10^4-10^5
+candidates, each of which may fail the same way."""
 
 
 def render_json(plan: Plan) -> str:
@@ -30,24 +42,41 @@ def load_plan(text: str, source: str) -> Plan:
 
 def load_any_plan(text: str, source: str) -> Plan | CapacityPlan:
     """Read a saved solve plan (`kind: gpuopt-plan`) or capacity plan (`kind: gpuopt-capacity-plan`), in any
-    `--candidates` form."""
+    `--candidates` form. InputError (exit 2), one line per problem, for anything else."""
     from gpuopt.planner.capacity import CapacityPlan
 
+    if text.startswith("\ufeff"):
+        raise InputError(f"{source}: not JSON (it starts with a byte order mark, U+FEFF: save it as UTF-8 without one)")
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{source}: not JSON (line {exc.lineno}: {exc.msg})") from None
+        # pydantic's parser, not json.loads: it stops at 201 levels of nesting with a message where json.loads
+        # raised RecursionError (100,000 nested `[` ended in exit 70)
+        data = from_json(text)
+    except ValueError as exc:
+        raise InputError(f"{source}: not JSON ({exc})") from None
     kinds: dict[str, type[Plan] | type[CapacityPlan]] = {"gpuopt-plan": Plan, "gpuopt-capacity-plan": CapacityPlan}
     if not isinstance(data, dict) or data.get("kind") not in kinds:
         raise InputError(f"{source}: not a gpuopt plan (no \"kind\": \"gpuopt-plan\" or "
                          "\"gpuopt-capacity-plan\")")
-    if data.get("schema_version") != PLAN_SCHEMA_VERSION:
-        raise InputError(f"{source}: plan schema_version {data.get('schema_version')} is not supported "
+    version = data.get("schema_version")
+    if type(version) is not int or version != PLAN_SCHEMA_VERSION:
+        raise InputError(f"{source}: plan schema_version {version!r} is not supported "
                          f"(this gpuopt reads {PLAN_SCHEMA_VERSION})")
     try:
-        return kinds[data["kind"]].model_validate(data)
+        # strict: the JSON types as written (a number is not a string of digits, a count not a float)
+        return kinds[data["kind"]].model_validate_json(text, strict=True)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        message = str(first["msg"]).removeprefix("Value error, ")
-        raise InputError(f"{source}: not a valid gpuopt plan: {where + ': ' if where else ''}{message}") from None
+        raise InputError(*problems(exc, source)) from None
+
+
+def problems(exc: ValidationError, source: str) -> list[str]:
+    """One line per problem: the file, the field's path (`deployments.0.cost_per_month`) and pydantic's
+    message; after MAX_PROBLEMS, how many more there are."""
+    lines = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err["loc"])
+        message = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"{source}: not a valid gpuopt plan: {where + ': ' if where else ''}{message}")
+    lines = list(dict.fromkeys(lines))
+    if len(lines) > MAX_PROBLEMS:
+        lines = lines[:MAX_PROBLEMS] + [f"{source}: and {len(lines) - MAX_PROBLEMS} more problems"]
+    return lines
