@@ -161,6 +161,10 @@ def test_hf_config_reads_the_dsa_indexer_and_its_top_k():
     ({"num_key_value_heads": True}, "field 'num_key_value_heads' must be an integer (got true)"),
     ({"vocab_size": False}, "field 'vocab_size' must be an integer (got false)"),
     ({"num_local_experts": -8}, "field 'num_local_experts' must be a non-negative integer (got -8)"),
+    # bounded: 10^20 layers never finished loading, 10^30 (a JSON float) overflowed an index
+    ({"num_hidden_layers": 10**20}, "field 'num_hidden_layers' must be at most 10,000 (got 1e+20)"),
+    ({"num_hidden_layers": 1e30}, "field 'num_hidden_layers' must be at most 10,000 (got 1e+30)"),
+    ({"vocab_size": 2**31}, "field 'vocab_size' must be at most 2,147,483,647 (got 2.14748e+09)"),
     # 32 query heads over 7 KV heads: 32 % 7 = 4, no whole groups
     ({"num_key_value_heads": 7}, "field 'num_key_value_heads': the 32 attention heads do not divide into groups "
                                  "over 7 KV heads"),

@@ -20,7 +20,16 @@ from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu, use_calibrated
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, ServerConfig, read_evidence, read_log
 from gpuopt.physics.profile import scale
-from gpuopt.planner.calibrate import BANDWIDTH_METRICS, _traded_group, calibrate, method, observed, predict, replay
+from gpuopt.planner.calibrate import (
+    BANDWIDTH_METRICS,
+    _traded_group,
+    calibrate,
+    convoys,
+    method,
+    observed,
+    predict,
+    replay,
+)
 
 EVIDENCE = Path(__file__).parent / "fixtures" / "evidence"
 K8S = sorted(EVIDENCE.glob("llm-k8s_01_tp8_pp1_qps_*.json"))
@@ -67,8 +76,9 @@ def test_every_quoted_startup_log_reads_back_its_logged_figures(row: dict[str, s
 
 def _replayed(truth: tuple[float, float]) -> list[LatencyObservation]:
     """Runs as the simulator replays them on a GPU with known factors: two closed loops of the hikarioyama
-    protocol (request rate inf, a concurrency cap, max(16, 4C) prompts; steady state), two runs sent all at
-    once and one Poisson run past the replica's capacity (replayed)."""
+    protocol (request rate inf, a concurrency cap, max(16, 4C) prompts: one client has a steady state, eight
+    clients of equal-length requests run in convoys and are replayed), two runs sent all at once and one
+    Poisson run past the replica's capacity (replayed)."""
     gpu = scale(get_gpu("H100-SXM-80GB"), *truth)
     config = ServerConfig(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", vllm_version="0.19",
                           max_model_len=4096)
@@ -79,7 +89,7 @@ def _replayed(truth: tuple[float, float]) -> list[LatencyObservation]:
             ("poisson", None, 80.0, 200, 512, 256)]):
         obs = LatencyObservation(f"r{i}", "synthetic", config, protocol, inp, outp, prompts, cap, rate,  # type: ignore[arg-type]
                                  None, None, None, None)
-        p = replay(obs, gpu) if protocol != "closed-loop" else predict(obs, gpu)
+        p = predict(obs, gpu) if protocol == "closed-loop" and not convoys(obs) else replay(obs, gpu)
         out.append(replace(obs, mean_ttft_ms=p["mean_ttft_ms"], mean_tpot_ms=p["mean_tpot_ms"],
                            mean_itl_ms=p["mean_itl_ms"], output_throughput=p["output_throughput"]))
     return out
@@ -89,16 +99,19 @@ def _replayed(truth: tuple[float, float]) -> list[LatencyObservation]:
 @given(bandwidth=st.floats(0.6, 1.6), compute=st.floats(0.6, 1.6))
 def test_runs_replayed_through_the_simulator_with_a_known_profile_recover_it(bandwidth: float, compute: float) -> None:
     """Property: whatever the GPU's true factors (0.6-1.6x), fitting runs simulated on it recovers them within
-    0.5 % (30 random draws recovered both within 0.006 %; a replay's step timing makes its loss slightly rough)."""
+    2 % (0.5 % while the eight-client loop was predicted at steady state, before 2026-12-03: four of the five
+    runs are replays now, one of them 32 prompts in four convoys, and a replay's step timing makes the loss
+    rough -- 0.5952 and 0.6069 for 0.6). A factor whose truth is the model's own 1 leaves nothing to fit
+    (material_gain), so it stays at 1."""
     runs = _replayed((bandwidth, compute))
     methods = {o.id: method(o, get_gpu("H100-SXM-80GB")) for o in runs}
-    assert methods == {"r0": "steady state", "r1": "steady state", "r2": "replayed", "r3": "replayed",
+    assert methods == {"r0": "steady state", "r1": "replayed", "r2": "replayed", "r3": "replayed",
                        "r4": "replayed"}
     result = calibrate(runs)
     [entry] = result.profile.entries
-    assert entry.decode_bandwidth is not None and entry.prefill_compute is not None
-    assert entry.decode_bandwidth.value == pytest.approx(bandwidth, rel=0.005)
-    assert entry.prefill_compute.value == pytest.approx(compute, rel=0.005)
+    for fit, truth in ((entry.decode_bandwidth, bandwidth), (entry.prefill_compute, compute)):
+        assert (fit.value if fit is not None else 1.0) == pytest.approx(truth, rel=0.02)
+        assert fit is not None or truth == pytest.approx(1.0, rel=0.02)
     assert result.replays > 0
 
 
@@ -114,13 +127,14 @@ def test_runs_sent_all_at_once_alone_are_enough_to_fit() -> None:
 
 
 def _synthetic(truth: tuple[float, float, float]) -> list[LatencyObservation | MemoryObservation]:
-    """Observations exactly as the models predict them on a GPU with known factors."""
+    """Observations exactly as the models predict them on a GPU with known factors: closed loops whose lengths
+    vary about their means (fractional means: no convoys), so the steady state describes them."""
     gpu = scale(get_gpu("H100-SXM-80GB"), *truth)
     config = ServerConfig(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB", vllm_version="0.19")
     out: list[LatencyObservation | MemoryObservation] = []
     for i, (clients, inp, outp) in enumerate([(1, 1024, 128), (4, 1024, 128), (16, 256, 1024), (64, 2048, 256)]):
-        obs = LatencyObservation(f"r{i}", "synthetic", config, "closed-loop", inp, outp, 100, clients, None,
-                                 None, None, None, None)
+        obs = LatencyObservation(f"r{i}", "synthetic", config, "closed-loop", inp + 0.5, outp + 0.5, 100, clients,
+                                 None, None, None, None, None)
         p = predict(obs, gpu)
         out.append(replace(obs, mean_ttft_ms=p["mean_ttft_ms"], mean_tpot_ms=p["mean_tpot_ms"],
                            output_throughput=p["output_throughput"]))
@@ -402,6 +416,11 @@ def _bench(tmp_path: Path, **fields: object) -> Path:
     ({"mean_ttft_ms": -5}, "mean_ttft_ms: expected a number >= 0, got -5"),
     ({"total_output_tokens": -100}, "total_output_tokens: expected a whole number >= 0, got -100"),
     ({"max_concurrency": 0}, "max_concurrency: expected a positive number, got 0"),
+    ({"duration": -3}, "duration: expected a positive number, got -3"),
+    ({"duration": 0}, "duration: expected a positive number, got 0"),
+    ({"burstiness": 0}, "burstiness: expected a positive number, got 0"),  # vLLM: --burstiness must be > 0
+    ({"total_output_tokens": 0, "output_throughput": 673.9},
+     "total_output_tokens: 0 output tokens for 200 completed requests, where output_throughput says 673.9 tokens/s"),
 ])
 def test_a_bench_file_that_could_not_have_been_written_is_one_error_per_field(tmp_path, fields, message):
     """Replayed, such a file is a load that never ran: `"completed": true` (read as 1) made 200 requests of
@@ -431,3 +450,54 @@ def test_with_two_runs_of_a_factor_there_is_no_left_out_figure() -> None:
     [entry] = result.profile.entries
     assert entry.memory_offset_gib is not None and entry.memory_offset_gib.leave_one_out_error_pct is None
     assert all(c.leave_one_out is None for c in result.comparisons)
+
+
+def test_a_closed_loop_of_equal_length_requests_is_replayed_and_gpuopts_own_runs_fit_nothing(tmp_path) -> None:
+    """Equal-length clients run in convoys (their prompts share prefill steps): the steady state read 75 ms of
+    TTFT where the simulator's loop of 8 clients of 1,024/128 tokens has 180, and calibrating on gpuopt's own
+    runs fitted a prefill factor of 0.31 and a bandwidth of 3.48 for the 1 and 1 that made them. Replayed, the
+    runs are matched exactly, so no factor is fitted (exit 2 says why)."""
+    runs = []
+    for clients in (8, 16):
+        saved = tmp_path / f"c{clients}.json"
+        made = CliRunner().invoke(cli, ["simulate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                                        "H100-SXM-80GB", "--num-prompts", "64", "--max-concurrency", str(clients),
+                                        "--random-input-len", "1024", "--random-output-len", "128",
+                                        "--save-result", str(saved)])
+        assert made.exit_code == 0, made.stderr
+        runs.append(str(saved))
+    result = CliRunner().invoke(cli, ["calibrate", *runs, "--gpu", "H100-SXM-80GB", "--json"])
+    assert result.exit_code == 2
+    assert "decode_bandwidth not fitted: no value lowers the median error of its figures by enough" in result.stderr
+    assert "prefill_compute not fitted: no value lowers the median error of its figures by enough" in result.stderr
+    gpu = get_gpu("H100-SXM-80GB")
+    for r in runs:
+        o = read_evidence(Path(r), ServerConfig(model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100-SXM-80GB"))
+        assert isinstance(o, LatencyObservation) and method(o, gpu) == "replayed"
+        figures, seen = replay(o, gpu), observed(o)
+        assert all(figures[m] == pytest.approx(seen[m], rel=1e-3) for m in seen)
+
+
+@pytest.mark.parametrize(("protocol", "clients", "lengths", "means", "expected"), [
+    ("closed-loop", 8, (), (1024.0, 128.0), True),  # the random dataset's default: every request alike
+    ("closed-loop", 1, (), (1024.0, 128.0), False),  # one client: nothing to convoy with
+    ("closed-loop", 8, (), (213.4, 212.1), False),  # ShareGPT-shaped means
+    ("closed-loop", 8, ((100, 10), (100, 10)), (100.0, 10.0), True),
+    ("closed-loop", 8, ((100, 10), (300, 30)), (200.0, 20.0), False),  # listed lengths that differ
+    ("poisson", None, (), (1024.0, 128.0), False),
+])
+def test_which_runs_convoy(protocol, clients, lengths, means, expected) -> None:
+    from gpuopt.planner.calibrate import convoys
+
+    o = LatencyObservation(id="x", source="x", config=ServerConfig(), protocol=protocol, input_tokens=means[0],
+                           output_tokens=means[1], num_prompts=100, concurrency=clients,
+                           request_rate=2.0 if protocol == "poisson" else None, lengths=lengths, mean_ttft_ms=100.0,
+                           mean_tpot_ms=10.0, mean_itl_ms=10.0, output_throughput=None)
+    assert convoys(o) is expected
+
+
+def test_a_factor_must_lower_the_error_materially() -> None:
+    from gpuopt.planner.calibrate import material_gain
+
+    assert material_gain(10.78) == 0.539  # 5 % of the error: 10.78 -> 10.76 is not a fit
+    assert material_gain(4.0) == 0.5  # half a point at least

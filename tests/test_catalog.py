@@ -381,3 +381,36 @@ def test_solve_warns_to_pin_a_global_offering_the_residency_admits_through_its_d
     for provider, sku in global_ones:
         assert any(w.startswith(f"{provider} {sku} (global) meets residency 'us' only if pinned to a data centre "
                                 "in US") for w in plan["warnings"])
+
+
+@pytest.mark.parametrize("as_of", ["2026-13-45", "2026-02-30", "2026-00-10"])
+def test_an_as_of_that_names_no_calendar_day_is_refused_everywhere_a_catalog_is_read(tmp_path, monkeypatch, as_of):
+    """The date pattern matched 2026-13-45, then every plan that chose the row failed building the date (exit 70):
+    validate, an overlay and the refresh cache now read it as the calendar does."""
+    row = ("digitalocean,droplet,gpu-h100x8-640gb,nyc1,H100-SXM-80GB,8,80,160,1920,nvlink,23.92,USD,on-demand,"
+           f"a quote,{as_of},,per-hour,,inferred: SXM5 board (NVLink),\n")
+    csv = tmp_path / "o.csv"
+    csv.write_text(shipped_text().splitlines()[0] + "\n" + row)
+    error = f"error: {csv}: row 2: column 'as_of': expected a date YYYY-MM-DD ('{as_of}')\n"
+    result = run("catalog", "validate", str(csv))
+    assert (result.exit_code, result.stderr) == (2, error)
+    workload = Path(__file__).parent.parent / "examples" / "batch-summarisation.yaml"
+    result = run("solve", str(workload), "--catalog", str(csv))
+    assert (result.exit_code, result.stderr) == (2, error)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "catalog-digitalocean.csv").write_text(csv.read_text())
+    monkeypatch.setenv("GPUOPT_CACHE_DIR", str(cache))
+    result = run("solve", str(workload), "--top", "0")  # a bad cache file is ignored, and said so
+    assert result.exit_code == 0 and "note: ignored refreshed prices in" in result.stderr
+
+
+def test_a_csv_saved_with_a_byte_order_mark_reads_as_without_one(tmp_path):
+    """Excel's "CSV UTF-8" writes a BOM: the header's first column was '\ufeffprovider', "missing column(s)
+    provider"."""
+    row = ("digitalocean,droplet,gpu-h100x8-640gb,nyc1,H100-SXM-80GB,8,80,160,1920,nvlink,23.92,USD,on-demand,"
+           "a quote,2026-11-29,,per-hour,,inferred: SXM5 board (NVLink),\n")
+    csv = tmp_path / "o.csv"
+    csv.write_text("\ufeff" + shipped_text().splitlines()[0] + "\n" + row, encoding="utf-8")
+    result = run("catalog", "validate", str(csv))
+    assert result.exit_code == 0, result.stderr

@@ -141,3 +141,57 @@ def test_the_chat_backend_counts_its_role_chunks_and_changes_nothing_the_engine_
     # 4 tokens a request: each request's 3 gaps become 4 with the role chunk's 0, the mean ITL 3/4 of it
     assert chat["mean_itl_ms"] == pytest.approx(plain["mean_itl_ms"] * 3 / 4, rel=1e-6)
     assert chat["max_output_tokens_per_s"] > plain["max_output_tokens_per_s"]
+
+
+def test_a_lengths_file_that_is_not_utf8_or_has_ragged_rows_is_one_error_line(tmp_path: Path) -> None:
+    binary, ragged = tmp_path / "b.csv", tmp_path / "r.csv"
+    binary.write_bytes(b"\xff\xfe1,2,3\n")
+    ragged.write_text("input_tokens,output_tokens,share\n100,10,0.5,extra\n200,20\n300,30,0.5\n")
+    result = run("--lengths-file", str(binary))
+    assert (result.exit_code, result.stderr) == (2, f"error: --lengths-file {binary}:1: not UTF-8 text (byte 0xff at "
+                                                    "offset 0); a lengths CSV file must be UTF-8\n")
+    result = run("--lengths-file", str(ragged))
+    assert (result.exit_code, result.stderr) == (2, f"error: --lengths-file {ragged} line 2: 4 fields, the header "
+                                                    f"has 3\nerror: --lengths-file {ragged} line 3: 2 fields, the "
+                                                    "header has 3\n")
+
+
+def test_save_result_is_checked_before_the_run_and_written_whole(tmp_path: Path) -> None:
+    folder = tmp_path / "d"
+    folder.mkdir()
+    for target, why in ((folder, "is a directory; expected a file name"),
+                        (tmp_path / "no" / "x.json", f"folder {tmp_path / 'no'} does not exist")):
+        result = run("--save-result", str(target))
+        assert (result.exit_code, result.stderr) == (2, f"error: --save-result {target}: {why}\n")
+        assert result.stdout == ""  # nothing was simulated
+    saved = tmp_path / "r.json"
+    result = run("--save-result", str(saved))
+    assert result.exit_code == 0 and json.loads(saved.read_text())["num_prompts"] > 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+def test_sharegpt_lengths_given_for_the_random_dataset_are_said_to_be_ignored() -> None:
+    result = run("--sharegpt-input-len", "100", "--random-input-len", "256", "--random-output-len", "16")
+    assert result.exit_code == 0
+    assert "note: --sharegpt-input-len applies to --dataset-name sharegpt without --lengths-file only: ignored" \
+        in result.stderr
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (("--gpus", ""), "error: --gpus: an empty list (leave the flag out for the default)"),
+    (("--precisions", ","), "error: --precisions: an empty list (leave the flag out for the default)"),
+    (("--requests-per-second", "1e308"),
+     "error: --requests-per-second must be at most 1e+06, as in a workload file (got 1e+308)"),
+])
+def test_matrix_refuses_an_empty_list_and_a_rate_no_workload_file_takes(args: tuple[str, ...], error: str) -> None:
+    result = CliRunner().invoke(cli, ["matrix", "7B", *args])
+    assert (result.exit_code, result.stderr) == (2, error + "\n")
+
+
+def test_catalog_list_refuses_an_empty_currency_and_an_fx_rate_of_one_currency() -> None:
+    result = CliRunner().invoke(cli, ["catalog", "list", "--currency", ""])
+    assert (result.exit_code, result.stderr) == (
+        2, "error: --currency: empty (known: USD, CNY; leave the flag out for none)\n")
+    result = CliRunner().invoke(cli, ["catalog", "list", "--fx-rate", "USD:USD=2"])
+    assert (result.exit_code, result.stderr) == (
+        2, "error: --fx-rate 'USD:USD=2': base and quote must be two currencies\n")

@@ -298,8 +298,8 @@ def test_tione_replay_turns_fen_per_spec_count_into_cny_per_hour(cache):
     assert "account price RealTotalCost 900 fen" in rows["TI.GN7.8XLARGE128.POST"]["notes"]
     assert "note: ti-one: TI.GN7.2XLARGE32.POST in ap-guangzhou: TotalCost 0" in result.output
     # compared with the shipped TI-ONE rows only (not Tencent's CVM rows): all three are new keys
-    assert result.stdout.startswith("ti-one: 3 rows against the shipped snapshot (rows not in the answer keep "
-                                    "their shipped price): 3 new, ")
+    assert result.stdout.startswith("ti-one: 3 rows against the shipped snapshot: 3 new, 35 kept (not in the "
+                                    "answer: their shipped price stays), 0 removed")
     assert "removed tencent/cvm" not in result.stdout
     chosen = [o for o in load_catalog().offerings if o.sku == "TI.GN7.8XLARGE128.POST" and o.region == "ap-guangzhou"]
     assert [(o.price_per_hour, o.origin) for o in chosen] == [(10.0, "cache")]
@@ -621,6 +621,21 @@ def test_a_failure_mid_write_leaves_the_previous_cache_byte_identical(cache, mon
         refresh.write_cache("runpod", [{"provider": "runpod", "sku": "x"}])
     assert hashlib.sha256((cache / "catalog-runpod.csv").read_bytes()).hexdigest() == before
     assert sorted(p.name for p in cache.iterdir()) == ["catalog-runpod.csv"]  # no temp file left behind
+
+
+def test_a_first_refresh_says_the_shipped_rows_the_answer_omits_are_kept_not_removed(tmp_path, cache):
+    """The cache replaces shipped rows key by key, so a shipped row the answer does not mention stays listed at
+    its shipped price: 72 RunPod rows were called removed and went on being planned."""
+    result = run("catalog", "refresh", "runpod", "--file", FIXTURES / "runpod_gpu_types.json", "--as-of",
+                 "2025-10-10")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    kept = [line for line in lines if line.startswith("  kept ")]
+    assert lines[0] == (f"runpod: 9 rows against the shipped snapshot: 9 new, {len(kept)} kept (not in the answer: "
+                        "their shipped price stays), 0 removed, 0 changed, 0 unchanged")
+    assert "  kept runpod/pod-community/1x A100 PCIe/global/community: 1.19 USD" in kept
+    listed = run("catalog", "list", "--provider", "runpod", "--format", "csv").stdout
+    assert "runpod,pod-community,1x A100 PCIe,global" in listed and ",1.19," in listed
 
 
 def test_second_refresh_summarises_changes_against_the_previous_cache(tmp_path, cache):

@@ -101,6 +101,8 @@ def list_catalog(region: str, providers: tuple[str, ...], gpus: tuple[str, ...],
                  currency: str | None, fmt: str, overlays: tuple[Path, ...], discounts: tuple[str, ...],
                  fx_rates: tuple[str, ...]) -> None:
     """Offerings allowed by the filters, in a stable order."""
+    if currency is not None and not currency.strip():
+        raise InputError(f"--currency: empty (known: {', '.join(CURRENCIES)}; leave the flag out for none)")
     currency = currency.upper() if currency else None
     check_names(providers, gpus, currency)
     residency = Residency(region)
@@ -246,6 +248,8 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
                 _refresh_provider(target, file=file, url=url, regions=regions, as_of=as_of, service=service,
                                   sku=sku, zone=zone, charge=charge, currency=currency)
         except RefreshError as exc:
+            # one line per problem; that a failed refresh writes nothing is the rule (docs/catalog.md), not a
+            # problem of its own (it was a second `error:` line after a bad row's)
             failures.extend(f"refresh {target}: {p}" for p in exc.problems)
     if failures:
         raise InputError(*failures)
@@ -353,7 +357,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     label = str(file) if file is not None else f"{provider} API"
     problems = check_rows(label, result.rows)
     if problems:
-        raise RefreshError(*problems, "nothing written; the previous cache is unchanged")
+        raise RefreshError(*problems)
     if not result.rows:
         raise RefreshError(f"{label}: no GPU offering in the answer; nothing written")
     target = cache_path(provider)
@@ -363,14 +367,15 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         others = {svc for o, svc in SERVICE_TARGETS.values() if o == owner}
         previous = [r for r in shipped if r["provider"] == owner and (
             r["service"] == service_scope if service_scope else r["service"] not in others)]
-        against = "the shipped snapshot (rows not in the answer keep their shipped price)"
+        against = "the shipped snapshot"
     rows = result.rows
     if provider == "tencent" and file is not None and target.is_file():
         # an InquiryPriceRunInstances answer prices one SKU, zone and charge: it updates those rows of the cache
         # and keeps the others, so replays build a cache up instead of each dropping the last one's rows
         rows = updated(previous, rows)
     path = write_cache(provider, rows)
-    for line in summary_lines(provider, previous, rows, against):
+    shipped_rows = [r for r in shipped if r["provider"] == owner]
+    for line in summary_lines(provider, previous, rows, against, shipped_rows):
         click.echo(line)
     strange = unknown_gpus(result.rows)
     if strange:

@@ -44,13 +44,16 @@ def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str
     """Models (ids, or sizes such as 7B 14B 32B 70B 405B) x GPUs x precisions: what fits, on how many GPUs,
     with how much KV cache; with --requests-per-second, the replicas and their cost."""
     from gpuopt.cli.solve import write_output
+    from gpuopt.inputs.workload import MAX_REQUESTS_PER_SECOND
     from gpuopt.planner.matrix import DEFAULT_GPUS, MatrixQuery, build_matrix
     from gpuopt.pricing.catalog import load_catalog
     from gpuopt.pricing.regions import Residency
     from gpuopt.reports.matrix import render_matrix
     from gpuopt.vocabulary import WEIGHT_FORMATS
 
-    problems = []
+    # a flag given with nothing in it (`--gpus ''`, `--precisions ,`) is a mistake, not a request for the default
+    problems = [f"{flag}: an empty list (leave the flag out for the default)"
+                for flag, given in (("--gpus", gpus), ("--precisions", precisions)) if given and not _split(given)]
     wanted = _split(precisions) or ["bf16", "fp8", "int4"]
     problems += [f"--precisions: unknown '{p}' (known: {', '.join(WEIGHT_FORMATS)})" for p in wanted
                  if p not in WEIGHT_FORMATS]
@@ -59,6 +62,9 @@ def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str
                         (ttft_ms, "--ttft-ms"), (tpot_ms, "--tpot-ms")):
         if value is not None and not (value > 0 and math.isfinite(value)):
             problems.append(f"{flag} must be a positive finite number (got {value})")
+    if requests_per_second is not None and requests_per_second > MAX_REQUESTS_PER_SECOND:
+        problems.append(f"--requests-per-second must be at most {MAX_REQUESTS_PER_SECOND:g}, as in a workload file "
+                        f"(got {requests_per_second:g})")
     if not (0 < headroom <= 1):
         problems.append(f"--headroom must be in (0, 1] (got {headroom})")
     if requests_per_second is not None and input_tokens + output_tokens > context:

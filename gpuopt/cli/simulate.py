@@ -69,17 +69,25 @@ def _rate(value: str) -> float:
 
 def read_lengths_file(path: Path) -> HistogramLengths:
     """A CSV histogram with the header input_tokens,output_tokens,share (shares summing to 1)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"--lengths-file {path}: cannot read ({exc.strerror})") from None
-    rows = list(csv.DictReader(text.splitlines()))
+    from gpuopt.inputs.loader import read_text
+
+    try:  # missing, a folder, binary, not UTF-8: the input boundary's messages
+        text = read_text(path, "lengths CSV file")
+    except InputError as exc:
+        raise InputError(*(f"--lengths-file {p}" for p in exc.problems)) from None
+    reader = csv.reader(text.splitlines())
+    header = next(reader, [])
+    numbered = [(reader.line_num, fields) for fields in reader if fields]
     needed = {"input_tokens", "output_tokens", "share"}
-    if not rows or not needed <= set(rows[0]):
+    if not numbered or not needed <= set(header):
         raise InputError(f"--lengths-file {path}: needs a header input_tokens,output_tokens,share and rows")
+    ragged = [f"--lengths-file {path} line {n}: {len(fields)} fields, the header has {len(header)}"
+              for n, fields in numbered if len(fields) != len(header)]
+    if ragged:
+        raise InputError(*ragged)
     bins = []
-    problems = []
-    for line, row in enumerate(rows, start=2):
+    problems: list[str] = []
+    for line, row in ((n, dict(zip(header, fields, strict=True))) for n, fields in numbered):
         try:
             inp, out, share = int(row["input_tokens"]), int(row["output_tokens"]), float(row["share"])
         except (TypeError, ValueError):
@@ -202,6 +210,13 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
         rate = _rate(request_rate)
     except InputError as exc:
         problems.extend(exc.problems)
+    if save_result is not None:  # before the run: a folder or a missing folder used to fail after it (exit 70)
+        from gpuopt.inputs.loader import check_output_path
+
+        try:
+            check_output_path(save_result, "--save-result")
+        except InputError as exc:
+            problems.extend(exc.problems)
     lengths: LengthDistribution | None = None
     if lengths_file is not None:
         try:
@@ -235,6 +250,12 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
         raise InputError(*problems)
     for flag in args.not_modelled:
         say("note", f"--server-args {flag} is not modelled (no effect on the simulation)")
+    ignored = [flag for flag, given in (("--sharegpt-input-len", sharegpt_input_len),
+                                        ("--sharegpt-output-len", sharegpt_output_len))
+               if given is not None and (dataset_name != "sharegpt" or lengths is not None)]
+    if ignored:  # as vllm bench serve, which reads them for the sharegpt dataset only
+        verb = "applies" if len(ignored) == 1 else "apply"
+        say("note", f"{' and '.join(ignored)} {verb} to --dataset-name sharegpt without --lengths-file only: ignored")
     if lengths is None:
         if dataset_name == "sharegpt":
             lengths = ShareGPTLengths(sharegpt_input_len or SHAREGPT_DEFAULT_MEANS[0],
@@ -302,7 +323,9 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     if save_result is not None:
         record = result_file(result, summary, model=arch.hf_id, num_prompts=num_prompts, rate=rate,
                              burstiness=burstiness, max_concurrency=max_concurrency)
-        save_result.write_text(json.dumps(record) + "\n", encoding="utf-8")
+        from gpuopt.inputs.loader import write_output_file
+
+        write_output_file(save_result, json.dumps(record) + "\n", "--save-result")  # atomic, as every output
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True))
     else:

@@ -196,6 +196,13 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
     for key, value in means.items():
         if data.get(key) is not None and (value is None or value < 0):
             problems.append(f"{path}: {key}: expected a number >= 0, got {data.get(key)!r}")
+    for key in ("duration", "burstiness"):  # vLLM writes a positive duration; --burstiness must be > 0
+        value = data.get(key)
+        if value is not None and ((f := _finite(value)) is None or f <= 0):
+            problems.append(f"{path}: {key}: expected a positive number, got {value!r}")
+    if completed and totals[1] == 0 and (means["output_throughput"] or 0) > 0:
+        problems.append(f"{path}: total_output_tokens: 0 output tokens for {completed} completed requests, where "
+                        f"output_throughput says {means['output_throughput']:g} tokens/s")
     ins, outs = data.get("input_lens") or [], data.get("output_lens") or []
     if (isinstance(ins, list) and completed and len(ins) > completed and totals[0]
             and all(isinstance(v, int) and not isinstance(v, bool) for v in ins)
@@ -366,7 +373,7 @@ def read_metrics(path: Path, text: str) -> LatencyObservation:
 
 def read_evidence(path: Path, defaults: ServerConfig) -> Observation:
     """One file, by its content: JSON (bench result), Prometheus text (/metrics) or a vLLM log."""
-    text = read_text(path, "evidence file")
+    text = read_text(path, "calibration evidence file")  # "a ... file" reads right in every message
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{path}: empty file")

@@ -206,28 +206,28 @@ def _is_special(path: Path) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
-def check_output_path(path: Path) -> None:
-    """Fail before any work when the result could not be written to `path`."""
+def check_output_path(path: Path, flag: str = "-o") -> None:
+    """Fail before any work when the result could not be written to `path` (given with `flag`)."""
     parent = path.parent
     if "\x00" in str(path):
-        raise InputError(f"-o {str(path)!r}: not a valid path (contains a NUL byte)")
+        raise InputError(f"{flag} {str(path)!r}: not a valid path (contains a NUL byte)")
     if path.is_dir():
-        raise InputError(f"-o {path}: is a directory; expected a file name")
+        raise InputError(f"{flag} {path}: is a directory; expected a file name")
     if not parent.exists():
-        raise InputError(f"-o {path}: folder {parent} does not exist")
+        raise InputError(f"{flag} {path}: folder {parent} does not exist")
     if not parent.is_dir():
-        raise InputError(f"-o {path}: {parent} is not a folder")
+        raise InputError(f"{flag} {path}: {parent} is not a folder")
     if _is_special(path):
         if not os.access(path, os.W_OK):
-            raise InputError(f"-o {path}: not writable (permission denied)")
+            raise InputError(f"{flag} {path}: not writable (permission denied)")
         return
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise InputError(f"-o {path}: folder {parent} is not writable (permission denied)")
+        raise InputError(f"{flag} {path}: folder {parent} is not writable (permission denied)")
     if path.exists() and not os.access(path, os.W_OK):
-        raise InputError(f"-o {path}: file is not writable (permission denied)")
+        raise InputError(f"{flag} {path}: file is not writable (permission denied)")
 
 
-def write_output_file(path: Path, text: str) -> None:
+def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
     """Write `text` to `path` atomically: a temp file beside it, flushed, then renamed over it. Devices and
     FIFOs are written in place (renaming over /dev/full would replace the device). A failure (disk full,
     permission) is an InputError naming the path; the target is left as it was."""
@@ -238,7 +238,7 @@ def write_output_file(path: Path, text: str) -> None:
                 handle.write(data)
                 handle.flush()
         except OSError as exc:
-            raise InputError(f"-o {path}: cannot write: {_describe_os_error(exc)}") from None
+            raise InputError(f"{flag} {path}: cannot write: {_describe_os_error(exc)}") from None
         return
     tmp_name: str | None = None
     try:
@@ -256,7 +256,7 @@ def write_output_file(path: Path, text: str) -> None:
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as exc:
-        raise InputError(f"-o {path}: cannot write: {_describe_os_error(exc)}") from None
+        raise InputError(f"{flag} {path}: cannot write: {_describe_os_error(exc)}") from None
     finally:
         if tmp_name is not None:
             with contextlib.suppress(OSError):

@@ -625,6 +625,10 @@ _ALIASES: dict[str, tuple[str, ...]] = {
 _REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_size")
 
 
+# no model comes near these; past them the memory model's per-layer work (10^6 layers took 14 s and 384 MB, 10^20
+# never ended) or an index-sized integer (OverflowError) fails instead of the config
+MAX_LAYERS = 10_000
+MAX_CONFIG_INT = 2**31 - 1
 # sizes a model cannot have zero of; the other integer fields may be 0 (first_k_dense_replace, n_shared_experts)
 _POSITIVE = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
              "vocab_size", "max_position_embeddings")
@@ -643,6 +647,9 @@ def _integer_problem(cfg: dict[str, Any], field: str, path: str) -> str | None:
     least = 1 if field in _POSITIVE else 0
     if value < least:
         return f"{path}: field '{key}' must be {'a positive' if least else 'a non-negative'} integer (got {int(value)})"
+    most = MAX_LAYERS if field == "num_hidden_layers" else MAX_CONFIG_INT
+    if value > most:
+        return f"{path}: field '{key}' must be at most {most:,} (got {value:.6g})"
     return None
 
 

@@ -91,10 +91,7 @@ class Offering:
 
     @property
     def as_of_date(self) -> dt.date | None:
-        m = _DATE.match(self.as_of)
-        if not m:
-            return None
-        return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3) or 1))
+        return _calendar_date(self.as_of)
 
 
 
@@ -240,9 +237,21 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, unknow
         problems.append(f"{where}: column 'countries': unknown country code(s) {', '.join(unknown_countries)} "
                         f"(known: {', '.join(sorted(countries()))})")
     as_of = v.get("as_of", "")
-    if as_of and not (_DATE.match(as_of) or as_of.startswith("unknown")):
+    if as_of and not (as_of.startswith("unknown") or _calendar_date(as_of)):
         problems.append(f"{where}: column 'as_of': expected a date YYYY-MM-DD ('{as_of}')")
     return problems
+
+
+def _calendar_date(text: str) -> dt.date | None:
+    """The date `text` starts with (YYYY-MM-DD, or YYYY-MM for the 1st), None when it names no day of the
+    calendar: 2026-13-45 or 2026-02-30 matched the pattern and then failed in every plan that chose the row."""
+    m = _DATE.match(text)
+    if not m:
+        return None
+    try:
+        return dt.date(int(m.group(1)), int(m.group(2)), int(m.group(3) or 1))
+    except ValueError:
+        return None
 
 
 def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: bool,
@@ -292,7 +301,8 @@ def shipped_text() -> str:
 
 
 def read_text_file(path: Path) -> str:
-    """A UTF-8 text file, or one InputError line saying why not (missing, a directory, unreadable, binary)."""
+    """A UTF-8 text file (with or without a byte-order mark), or one InputError line saying why not (missing, a
+    directory, unreadable, binary)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -307,7 +317,8 @@ def read_text_file(path: Path) -> str:
         raise InputError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     if "\x00" in text:
         raise InputError(f"{path}: not a text file (contains NUL bytes)")
-    return text
+    # Excel's "CSV UTF-8" starts the file with a byte-order mark, which made the first column '\ufeffprovider'
+    return text.removeprefix("\ufeff")
 
 
 _read_file = read_text_file

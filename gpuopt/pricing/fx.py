@@ -96,6 +96,8 @@ def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
         raise InputError(f"--fx-rate '{text}': expected BASE:QUOTE=RATE, e.g. USD:CNY=7.1") from None
     if base not in CURRENCIES or quote not in CURRENCIES:
         raise InputError(f"--fx-rate '{text}': currencies must be among {', '.join(CURRENCIES)}")
+    if base == quote:  # 1 USD = 2 USD would be printed as the plan's FX and convert nothing
+        raise InputError(f"--fx-rate '{text}': base and quote must be two currencies")
     if not (math.isfinite(rate) and rate > 0):
         raise InputError(f"--fx-rate '{text}': the rate must be a finite positive number (got {value.strip()})")
     return (base, quote), rate

@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -159,7 +159,7 @@ def read_rows(path: Path) -> list[Row]:
 
 @dataclass(frozen=True)
 class Change:
-    kind: str  # new | removed | changed
+    kind: str  # new | removed | changed | kept (left the cache, still shipped)
     key: tuple[str, ...]
     old: str = ""
     new: str = ""
@@ -220,12 +220,17 @@ def compare(old: Sequence[Row], new: Sequence[Row]) -> list[Change]:
     return changes
 
 
-def summary_lines(provider: str, old: Sequence[Row], new: Sequence[Row], against: str) -> list[str]:
+def summary_lines(provider: str, old: Sequence[Row], new: Sequence[Row], against: str,
+                  shipped: Sequence[Row] = ()) -> list[str]:
     """What a refresh changed against `against` (the previous cache file, or the shipped snapshot on the first
-    refresh, whose rows the answer does not mention keep their shipped price: "removed" means "not in the
-    answer")."""
-    changes = compare(old, new)
-    counts = {k: sum(1 for c in changes if c.kind == k) for k in ("new", "removed", "changed")}
-    head = (f"{provider}: {len(new)} rows against {against}: {counts['new']} new, {counts['removed']} removed, "
-            f"{counts['changed']} changed, {len(new) - counts['new'] - counts['changed']} unchanged")
+    refresh). A row the answer does not mention leaves the cache, but the catalog still lists it wherever the
+    shipped snapshot has it (the cache replaces shipped rows key by key): that one is `kept` at its shipped
+    price, not `removed` -- 72 RunPod rows were said removed and went on being planned."""
+    in_shipped = {offering_key(r) for r in shipped}
+    changes = [replace(c, kind="kept") if c.kind == "removed" and c.key in in_shipped else c
+               for c in compare(old, new)]
+    counts = {k: sum(1 for c in changes if c.kind == k) for k in ("new", "kept", "removed", "changed")}
+    kept = f"{counts['kept']} kept (not in the answer: their shipped price stays), " if counts["kept"] else ""
+    head = (f"{provider}: {len(new)} rows against {against}: {counts['new']} new, {kept}{counts['removed']} "
+            f"removed, {counts['changed']} changed, {len(new) - counts['new'] - counts['changed']} unchanged")
     return [head, *(f"  {c.line()}" for c in changes)]
