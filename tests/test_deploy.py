@@ -884,6 +884,13 @@ def test_deploy_writes_nothing_when_two_artifacts_share_a_name(plans: dict[str, 
 QA_SKU = "g6.x $(touch /tmp/x) `id` <b>x</b>|y"
 
 
+
+def _first_with_sku(plans: dict[str, Path], sku: str) -> Plan:
+    """The two-model plan's first deployment alone, its SKU replaced (as an overlay CSV may give any text)."""
+    plan = _plan(plans["two"])
+    return plan.model_copy(update={"deployments": [plan.deployments[0].model_copy(update={"sku": sku})]})
+
+
 @pytest.mark.parametrize(("sku", "ok"), [
     ("g6.xlarge", True), ("ecs.gn7i-c8g1.2xlarge", True), ("Standard_NC24ads_A100_v4", True), ("a", True),
     ("x" * 63, True),
@@ -896,9 +903,7 @@ def test_a_sku_reaches_the_node_selector_only_as_a_label_value(plans: dict[str, 
     """The nodeSelector's node.kubernetes.io/instance-type is a label value (IsValidLabelValue: at most 63 of
     [-A-Za-z0-9_.], letters or digits at both ends); an overlay's SKU that is not one made a Deployment the API
     server refuses, after deploy said success."""
-    plan = _plan(plans["two"])
-    d = plan.deployments[0].model_copy(update={"sku": sku})
-    one = plan.model_copy(update={"deployments": [d]})
+    one = _first_with_sku(plans, sku)
     if ok:
         deployment, _ = yaml.safe_load_all(render_deploy(one, "k8s", DeployOptions())[0].text)
         kubernetes_validate.validate(deployment, K8S_VERSION, strict=True)
@@ -920,8 +925,7 @@ def test_a_sku_reaches_the_node_selector_only_as_a_label_value(plans: dict[str, 
 ])
 def test_skypilot_instance_type_is_spelled_as_a_cloud_names_machines(plans: dict[str, Path], sku: str,
                                                                     ok: bool) -> None:
-    plan = _plan(plans["two"])
-    one = plan.model_copy(update={"deployments": [plan.deployments[0].model_copy(update={"sku": sku})]})
+    one = _first_with_sku(plans, sku)
     if ok:
         assert yaml.safe_load(render_deploy(one, "skypilot", DeployOptions())[0].text)["resources"][
             "instance_type"] == sku

@@ -112,17 +112,23 @@ def test_solve_cli_bad_input_is_exit_2_without_traceback(tmp_path):
     assert sum(1 for line in result.output.splitlines() if line.startswith("error:")) == 4
 
 
+def problems_of(path: Path, text: str) -> tuple[str, ...]:
+    """The problems load_workload reports for a workload file of `text` written at `path`."""
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_workload(path)
+    return info.value.problems
+
+
 def test_an_empty_or_blank_model_is_named_at_its_line_not_read_as_the_current_directory(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text("{}")  # were "" a path, it would be this directory
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "w.yaml"
-    path.write_text("schema_version: 1\nworkloads:\n"
-                    "  - {name: a, model: '', requests_per_second: 1, input_tokens: 100, output_tokens: 10}\n"
-                    "  - {name: b, model: '  ', requests_per_second: 1, input_tokens: 100, output_tokens: 10}\n")
-    with pytest.raises(ConfigError) as info:
-        load_workload(path)
+    problems = problems_of(path, "schema_version: 1\nworkloads:\n"
+                           "  - {name: a, model: '', requests_per_second: 1, input_tokens: 100, output_tokens: 10}\n"
+                           "  - {name: b, model: '  ', requests_per_second: 1, input_tokens: 100, output_tokens: 10}\n")
     why = "must name a model: a registry or Hugging Face id, or a local checkpoint path"
-    assert info.value.problems == (f"{path}:3: workloads.0.model: {why}", f"{path}:4: workloads.1.model: {why}")
+    assert problems == (f"{path}:3: workloads.0.model: {why}", f"{path}:4: workloads.1.model: {why}")
     result = CliRunner().invoke(cli, ["models", "show", ""])
     assert result.exit_code == 2 and result.stderr == (
         "error: the model name is empty: give a registry or Hugging Face id, or a local checkpoint path\n")
@@ -130,31 +136,24 @@ def test_an_empty_or_blank_model_is_named_at_its_line_not_read_as_the_current_di
 
 def test_every_bad_discount_is_reported_at_its_providers_key(tmp_path):
     path = tmp_path / "w.yaml"
-    path.write_text("schema_version: 1\ndiscounts:\n  aws: 2\n  runpod: -0.5\n  tencent: 0.25\n  alibaba: 1\n"
-                    "workloads:\n  - {name: a, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 1,"
-                    " input_tokens: 100, output_tokens: 10}\n")
-    with pytest.raises(ConfigError) as info:
-        load_workload(path)
-    assert info.value.problems == (
+    text = ("schema_version: 1\ndiscounts:\n  aws: 2\n  runpod: -0.5\n  tencent: 0.25\n  alibaba: 1\n"
+            "workloads:\n  - {name: a, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 1,"
+            " input_tokens: 100, output_tokens: 10}\n")
+    assert problems_of(path, text) == (
         f"{path}:3: discounts.aws: a discount is a fraction in [0, 1) (got 2)",
         f"{path}:4: discounts.runpod: a discount is a fraction in [0, 1) (got -0.5)",
         f"{path}:6: discounts.alibaba: a discount is a fraction in [0, 1) (got 1)")
-    path.write_text(path.read_text().replace("aws: 2", "atlantis: 0.1").replace("runpod: -0.5", "mars: 0.1")
-                    .replace("alibaba: 1", "alibaba: 0.5"))
-    with pytest.raises(ConfigError) as info:
-        load_workload(path)
-    assert len(info.value.problems) == 1 and "unknown providers 'atlantis', 'mars'" in info.value.problems[0]
+    unknown = problems_of(path, text.replace("aws: 2", "atlantis: 0.1").replace("runpod: -0.5", "mars: 0.1")
+                          .replace("alibaba: 1", "alibaba: 0.5"))
+    assert len(unknown) == 1 and "unknown providers 'atlantis', 'mars'" in unknown[0]
 
 
 def test_tag_keys_starting_gpuopt_are_refused_as_gpuopts_own(tmp_path):
     """FOCUS exports add gpuopt-workload (solve) and gpuopt-workloads / gpuopt-period (plan) to the tags: a user
     tag of that name would be overwritten, its allocation lost without a word."""
     path = tmp_path / "w.yaml"
-    path.write_text("schema_version: 1\nworkloads:\n  - name: a\n    model: meta-llama/Llama-3.1-8B-Instruct\n"
-                    "    requests_per_second: 1\n    input_tokens: 100\n    output_tokens: 10\n"
-                    "    tags: {team: a, gpuopt-workload: billing, GPUOPT-period: q1}\n")
-    with pytest.raises(ConfigError) as info:
-        load_workload(path)
-    assert info.value.problems == (
+    assert problems_of(path, "schema_version: 1\nworkloads:\n  - name: a\n    model: meta-llama/Llama-3.1-8B-Instruct\n"
+                       "    requests_per_second: 1\n    input_tokens: 100\n    output_tokens: 10\n"
+                       "    tags: {team: a, gpuopt-workload: billing, GPUOPT-period: q1}\n") == (
         f"{path}:8: workloads.0.tags: tag keys GPUOPT-period, gpuopt-workload: keys starting 'gpuopt-' are gpuopt's "
         "own (its FOCUS exports write them); rename them",)
