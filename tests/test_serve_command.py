@@ -788,3 +788,25 @@ def test_a_checkpoints_command_cites_the_source_that_names_it():
         assert cited in shown
         if any(c.checkpoint in part for part in shown):
             assert c.checkpoint in cited, c.checkpoint
+
+
+def test_a_bare_model_name_from_a_config_ref_is_flagged_as_a_hub_id_it_may_not_be(tmp_path):
+    """`model: {config: ..., name: my-model}` plans from the config; `vllm serve my-model` then asks the Hub for a
+    repository of that name. Every registry and Hub id has an organisation, so a bare name gets the caution."""
+    config = tmp_path / "config.json"
+    config.write_text((Path(__file__).parent / "fixtures" / "model_configs" / "Qwen__Qwen3-32B-FP8.json").read_text())
+    workload = tmp_path / "w.yaml"
+    workload.write_text("schema_version: 1\nproviders: [runpod]\nworkloads:\n  - name: a\n"
+                        "    model: {config: config.json, name: my-model}\n    requests_per_second: 1\n"
+                        "    input_tokens: 1000\n    output_tokens: 100\n    max_model_len: 4096\n")
+    result = CliRunner().invoke(cli, ["solve", str(workload), "--format", "json", "--top", "0"])
+    assert result.exit_code == 0, result.stderr
+    command = json.loads(result.stdout)["deployments"][0]["vllm_command"]
+    assert command.startswith("vllm serve my-model ")
+    assert command.endswith("  # 'my-model' (the workload's name for its config.json) is served as a Hub repository "
+                            "id: if it is not one, name the model by its checkpoint's repository "
+                            "(organisation/name) or directory")
+    # a repository id gets no such note
+    workload.write_text(workload.read_text().replace("name: my-model", "name: my-org/my-model"))
+    result = CliRunner().invoke(cli, ["solve", str(workload), "--format", "json", "--top", "0"])
+    assert "#" not in json.loads(result.stdout)["deployments"][0]["vllm_command"]

@@ -148,6 +148,13 @@ def vllm_command(arch: ModelArchitecture, cfg: ResolvedConfig, *, gpus_per_node:
     with (_legacy_quantization_flag)."""
     gpus = cfg.tensor_parallel * cfg.pipeline_parallel
     repo, repo_flags, note = _repository(arch, cfg, checkpoints or {}, gpus, compute_capability)
+    if not isinstance(repo, ShellVariable) and "/" not in repo and arch.local_path is None:
+        # every registry and Hub id has an organisation; a bare name is the one a workload gave its config.json
+        # (`model: {config: ..., name: my-model}`), and `vllm serve my-model` asks the Hub for a repository
+        # of that name
+        unsure = (f"# {repo!r} (the workload's name for its config.json) is served as a Hub repository id: if it "
+                  f"is not one, name the model by its checkpoint's repository (organisation/name) or directory")
+        note = f"{note}; {unsure[2:]}" if note else unsure
     flags = ["--tensor-parallel-size", str(cfg.tensor_parallel)]
     if cfg.pipeline_parallel > 1:
         flags += ["--pipeline-parallel-size", str(cfg.pipeline_parallel)]
