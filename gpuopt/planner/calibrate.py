@@ -199,6 +199,12 @@ def convoys(obs: LatencyObservation) -> bool:
         return False
     if obs.lengths:
         return len(set(obs.lengths)) == 1
+    return _whole_means(obs)
+
+
+def _whole_means(obs: LatencyObservation) -> bool:
+    """Whether the run's mean lengths are whole numbers: what a random dataset at range ratio 0 (every request
+    alike) gives, where ShareGPT-shaped lengths leave fractions."""
     return float(obs.input_tokens).is_integer() and float(obs.output_tokens).is_integer()
 
 
@@ -208,7 +214,7 @@ def _requests(obs: LatencyObservation, max_model_len: int) -> tuple[Request, ...
     process: ArrivalProcess = (PoissonArrivals(obs.request_rate, obs.burstiness)
                                if obs.protocol == "poisson" and obs.request_rate else AllAtOnce())
     lengths: LengthDistribution
-    if float(obs.input_tokens).is_integer() and float(obs.output_tokens).is_integer():
+    if _whole_means(obs):
         lengths = FixedLengths(int(obs.input_tokens), int(obs.output_tokens))  # random dataset, range ratio 0
     else:
         lengths = ShareGPTLengths(obs.input_tokens, obs.output_tokens)

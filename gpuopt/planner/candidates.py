@@ -206,15 +206,18 @@ def _requests_over_limit(w: Workload, arch: ModelArchitecture) -> list[tuple[tup
     limit = model_max_len(arch)
     if limit is None:
         return []
-    bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
-    # a histogram's mean is within its bins: the bins say which requests are too long
-    requests: list[tuple[tuple[str | int, ...], int, int]] = [
-        (("lengths", "histogram", k), b.input_tokens, b.output_tokens) for k, b in enumerate(bins)
-    ] or [(("input_tokens",), w.input_tokens, w.output_tokens)]
     return [(where, f"input_tokens + output_tokens = {i + o:,} exceeds the {limit:,} tokens of context "
                     f"{arch.hf_id} supports ({limit_basis(arch)}): vLLM cannot serve such a request; shorten it "
                     f"or serve a model with a longer context")
-            for where, i, o in requests if i + o > limit]
+            for where, i, o in _request_lengths(w) if i + o > limit]
+
+
+def _request_lengths(w: Workload) -> list[tuple[tuple[str | int, ...], int, int]]:
+    """(field, input, output) of each kind of request the workload sends: its histogram's bins, else its mean
+    (a histogram's mean is within its bins, so the bins say which requests are longest)."""
+    bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
+    return [(("lengths", "histogram", k), b.input_tokens, b.output_tokens) for k, b in enumerate(bins)] \
+        or [(("input_tokens",), w.input_tokens, w.output_tokens)]
 
 
 def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
@@ -225,8 +228,7 @@ def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
     need = 2 * (w.input_tokens + w.output_tokens)
     length = 1 << max(10, math.ceil(math.log2(need)))
     cap = model_max_len(arch) or length
-    bins = w.lengths.histogram if w.lengths is not None and w.lengths.histogram is not None else []
-    longest = max([b.input_tokens + b.output_tokens for b in bins] + [w.input_tokens + w.output_tokens])
+    longest = max([i + o for _, i, o in _request_lengths(w)] + [w.input_tokens + w.output_tokens])
     return max(min(length, cap), longest)
 
 
