@@ -354,3 +354,38 @@ def test_a_dsa_indexers_norm_in_the_ignore_list_leaves_the_attention_quantized()
     assert (bare.attention_excluded, bare.excluded_mixer_layers) == (False, ())
     pattern = q({**AWQ, "modules_to_not_convert": ["self_attn"]})
     assert (pattern.attention_excluded, pattern.excluded_mixer_layers) == (True, ())
+
+
+def test_fbgemm_fp8_keeps_the_modules_it_names_in_16_bit_and_runs_w8a8_from_ada() -> None:
+    """Meta's FBGEMM FP8 layout (Llama-3.1-405B-Instruct-FP8: MLPs in FP8, attention and the first and last
+    layers' MLPs in BF16), here on Llama-3.1-8B's dims so the bytes can be counted by hand."""
+    layers = 32
+    kept = [f"model.layers.{i}.self_attn.{p}" for i in range(layers) for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
+    kept += [f"model.layers.{i}.mlp.{p}" for i in (0, layers - 1) for p in ("gate_proj", "up_proj", "down_proj")]
+    config = {"quant_method": "fbgemm_fp8", "activation_scale_ub": 1200.0, "modules_to_not_convert": kept + ["lm_head"]}
+    fb = q(config)
+    assert (fb.scheme, fb.weight_format, fb.bytes_per_weight) == ("fp8-channel", "fp8", 1.0)
+    assert fb.attention_excluded
+    assert fb.excluded_ffn_layers == (0, layers - 1)
+    hopper, ampere, turing = fb.kernel_path(90), fb.kernel_path(80), fb.kernel_path(75)
+    assert (hopper.vllm_method, hopper.linear, hopper.activation_bits) == ("fbgemm_fp8", "cutlass-fp8", 8)
+    assert (ampere.linear, ampere.activation_bits) == ("marlin-fp8", 16)  # use_marlin below sm89
+    assert not turing.supported  # get_min_capability 80
+    cfg = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+           "num_hidden_layers": layers, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+           "max_position_embeddings": 131072, "torch_dtype": "bfloat16", "quantization_config": config}
+    arch = from_hf_dict(cfg, name="example/Llama-3.1-8B-FBGEMM-FP8")
+    run = ServingConfig(max_model_len=8192, vllm_version="0.28")
+    ours = estimate(arch, get_gpu("H100-SXM-80GB"), run)
+    assert ours.config.precision == "fp8"
+    # by hand: 30 MLPs of 3 x 4096 x 14336 in FP8 (1 B); the rest in BF16: 2 MLPs, 32 attention blocks of
+    # 2 x 4096 x 4096 + 2 x 4096 x 1024, embeddings and lm_head 2 x 128256 x 4096, 65 norms of 4096, and
+    # the rotary cos/sin cache vLLM's "Model loading took" counts (131,072 positions x 128)
+    mlp, attention = 3 * 4096 * 14336, 2 * 4096 * 4096 + 2 * 4096 * 1024
+    expected = 30 * mlp + 2 * (2 * mlp + layers * attention + 2 * 128256 * 4096 + 65 * 4096 + 131072 * 128)
+    assert ours.ranks[0].weights_gib == pytest.approx(expected / GIB, rel=1e-4)
+
+
+def test_fbgemm_fp8_on_an_moe_model_is_refused_not_mis_sized() -> None:
+    with pytest.raises(ConfigError, match="fbgemm_fp8' on an MoE model"):
+        read_quantization({"num_local_experts": 8, "quantization_config": {"quant_method": "fbgemm_fp8"}})

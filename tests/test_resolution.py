@@ -294,6 +294,12 @@ def test_the_tables_description_weighs_what_the_real_config_does(tmp_path: Path,
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     real = resolve_model(repo_id)  # the cache comes first
     assert resolution.offline_description(real) is None
+    if repo_id.startswith("nvidia/"):
+        # the real hf_quant_config.json quantizes the KV cache; the table cannot say so, and the note says that
+        assert real.quantization is not None and real.quantization.kv_cache_fp8
+        assert described.quantization is not None and not described.quantization.kv_cache_fp8
+        note = resolution.offline_description(described) or ""
+        assert "kv_cache_quant_algo" in note and f"hf download {repo_id} hf_quant_config.json" in note
     cfg = ServingConfig(tensor_parallel=4, max_model_len=8192, vllm_version="0.19")
     gpu = get_gpu("H100-SXM-80GB")
     w_table, w_real = (estimate(a, gpu, cfg).ranks[0].weights_gib for a in (described, real))
@@ -302,7 +308,7 @@ def test_the_tables_description_weighs_what_the_real_config_does(tmp_path: Path,
 
 @pytest.mark.parametrize("repo_id", [
     "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8",  # the row does not confirm the vLLM method
-    "meta-llama/Llama-3.1-405B-Instruct-FP8",  # FBGEMM FP8: a format gpuopt does not read
+    "meta-llama/Llama-3.1-405B-Instruct-FP8",  # FBGEMM FP8: which modules stay 16-bit is in its config only
     "cognitivecomputations/DeepSeek-V3-0324-AWQ",  # its base model is not in the registry
 ])
 def test_a_row_that_cannot_describe_its_checkpoint_is_not_guessed(repo_id: str) -> None:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from gpuopt.datafiles import data_csv
 from gpuopt.errors import ConfigError, UnknownNameError
 from gpuopt.physics.quantization import Quantization, read_quantization
+from gpuopt.physics.vision import vision_params
 from gpuopt.vocabulary import AttentionKind, LayerKind
 
 DTYPE_BYTES: dict[str, float] = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -1057,8 +1058,11 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     data.update(_rope_fields(cfg))
     if cfg.get("mlp_hidden_act") == "relu2" or cfg.get("hidden_act") == "relu2":
         data["mlp_kind"] = "plain"  # squared-ReLU MLPs have no gate projection
-    if isinstance(cfg.get("vision_config"), dict):
+    if isinstance(raw.get("vision_config"), dict):
         data["multimodal"] = True
+        tower = vision_params(raw)
+        if tower is not None:
+            data["vision_params_b"] = tower / 1e9
     quant = read_quantization(raw, hf_quant_config, quantize_config, where=path)
     if quant is not None:
         data["quantization"] = quant

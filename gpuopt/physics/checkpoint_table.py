@@ -53,12 +53,12 @@ class Checkpoint:
     @property
     def readable(self) -> bool:
         """Whether gpuopt can state how this checkpoint stores its weights from the row alone
-        (quantization.described): not for a vLLM method gpuopt does not read (FBGEMM FP8, Quark), mixed bits,
-        or an unconfirmed method. meta-llama/Llama-3.1-405B-Instruct-FP8 (fbgemm_fp8) is one: the row quotes the
-        vLLM blog's "per-channel quantization in the MLP layer", so its attention is not FP8, where an fp8 plan
-        sizes every linear layer in FP8 (47.78 GiB per GPU at TP 8 for what would be about 56 with BF16
-        attention); which modules stay BF16 is in its config's modules_to_not_convert (vLLM fbgemm_fp8.py),
-        which the table does not give."""
+        (quantization.described): not for a format whose row cannot say it (FBGEMM FP8, read from a config only;
+        Quark), mixed bits, or an unconfirmed method. meta-llama/Llama-3.1-405B-Instruct-FP8 (fbgemm_fp8) is one:
+        the row quotes the vLLM blog's "per-channel quantization in the MLP layer", so its attention is not FP8,
+        where an fp8 plan sizes every linear layer in FP8 (47.78 GiB per GPU at TP 8 for what would be about 56
+        with BF16 attention); which modules stay BF16 is in its config's modules_to_not_convert (vLLM
+        fbgemm_fp8.py), which the table does not give."""
         return _readable(self.method, self.weight_bits, self.vllm_quantization, self.group_size)
 
     @property

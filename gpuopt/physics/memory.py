@@ -286,8 +286,10 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")
     if arch.multimodal and not arch.vision_params_b and not cfg.language_model_only:
-        warnings.append("vision encoder size unknown in the registry: its weights and profiling activation "
-                        "are not counted")
+        where = ("from its config (a vision_config gpuopt does not count: physics/vision.py)"
+                 if arch.source.startswith("config ") else "in the registry")
+        warnings.append(f"vision encoder size unknown {where}: its weights and profiling activation are not "
+                        "counted")
     ranks = []
     stages = stage_layers(arch.num_hidden_layers, pp)
     shards = cfg.moe_shards(arch)

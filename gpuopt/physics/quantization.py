@@ -32,8 +32,10 @@ from gpuopt.hardware import GpuSpec
 from gpuopt.physics.vllm_profile import release_key, release_or_default
 from gpuopt.vocabulary import WeightFormat
 
-QuantMethod = Literal["fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt"]
-QUANT_METHODS: tuple[str, ...] = ("fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt")
+QuantMethod = Literal["fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt", "fbgemm_fp8"]
+QUANT_METHODS: tuple[str, ...] = ("fp8", "compressed-tensors", "awq", "gptq", "bitsandbytes", "mxfp4", "modelopt",
+                                  "fbgemm_fp8")
+_MOE_KEYS = ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts")
 
 MARLIN_GROUP_SIZES = (-1, 32, 64, 128)  # utils/marlin_utils.py MARLIN_SUPPORTED_GROUP_SIZES
 MACHETE_GROUP_SIZES = (-1, 64, 128)  # utils/machete_utils.py query_machete_supported_group_sizes (16-bit act)
@@ -235,6 +237,23 @@ def _mxfp4(q: dict[str, Any], source: str) -> Quantization:
                         excluded_modules=_names_field(q, source, ("modules_to_not_convert",)))
 
 
+def _fbgemm_fp8(q: dict[str, Any], source: str, config: dict[str, Any]) -> Quantization:
+    """Meta's FBGEMM FP8 (meta-llama/Llama-3.1-405B-Instruct-FP8): FP8 weights with one fp32 scale per output
+    channel, activations quantized per token at run time, `modules_to_not_convert` left in 16-bit by exact name
+    (vLLM 0.28.0 fbgemm_fp8.py: FBGEMMFp8Config.from_config, is_layer_skipped). vLLM quantizes its linear
+    layers only -- get_quant_method returns None for a fused-MoE layer -- so an MoE checkpoint would keep
+    16-bit experts the memory model would size in FP8: refused rather than mis-sized."""
+    nested = config.get("text_config")
+    for holder in (config, nested if isinstance(nested, dict) else {}):
+        moe = next((k for k in _MOE_KEYS if isinstance(holder.get(k), int) and holder[k] > 0), None)
+        if moe is not None:
+            raise ConfigError(f"{source}: quant_method 'fbgemm_fp8' on an MoE model ({moe} {holder[moe]}) is not "
+                              "modelled: vLLM's fbgemm_fp8 quantizes linear layers only, not fused experts")
+    return Quantization(method="fbgemm_fp8", scheme="fp8-channel", weight_bits=8, activation_bits=8,
+                        group_size=-1, bytes_per_weight=1.0, weight_format="fp8",
+                        excluded_modules=_names_field(q, source, ("modules_to_not_convert",)))
+
+
 def _modelopt(q: dict[str, Any], source: str) -> Quantization:
     nested = q.get("quantization")
     inner: dict[str, Any] = nested if isinstance(nested, dict) else q
@@ -350,6 +369,8 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
         result = _mxfp4(q, label)
     elif method in ("modelopt", "modelopt_fp4"):
         result = _modelopt(q, label)
+    elif method == "fbgemm_fp8":
+        result = _fbgemm_fp8(q, label, config)
     elif "quant_method" not in q:
         # vLLM reads the method from this key alone (ModelConfig._parse_quant_hf_config) and refuses a
         # quantization_config without it, e.g. Paddle/FastDeploy's {"quantization": "mix_quant", ...}
@@ -506,7 +527,8 @@ def described(method: str, weight_bits: int | None, vllm_quantization: str,
     the `quantization_config` such a checkpoint carries, rebuilt from the row's format, bits and the method
     vLLM detects, and read by `read_quantization` like a real one; with the assumptions it took for what
     the row does not state. None when the row cannot say it (the vLLM method unconfirmed, mixed bits, a
-    format gpuopt does not read: FBGEMM FP8, Quark)."""
+    format whose 16-bit modules only the checkpoint's config lists: FBGEMM FP8, read by read_quantization from a
+    config; Quark)."""
     vq = vllm_quantization.strip()
     if not vq or weight_bits is None:
         return None
@@ -617,7 +639,7 @@ no "bitsandbytes": "Unknown quantization method")."""
 
 ROCM_FROM: dict[str, tuple[int, ...]] = {
     "fp8": (0, 8), "compressed-tensors": (0, 8), "awq": (0, 8), "gptq": (0, 8), "mxfp4": (0, 10, 1),
-    "bitsandbytes": (0, 17), "modelopt_fp4": (0, 20), "modelopt": (0, 21)}
+    "bitsandbytes": (0, 17), "modelopt_fp4": (0, 20), "modelopt": (0, 21), "fbgemm_fp8": (0, 28)}
 """The first release whose ROCm platform loads each method: vLLM refuses any other at start-up
 (ModelConfig._verify_quantization -> Platform.verify_quantization: "... quantization is currently not supported
 in ROCm") unless it is in RocmPlatform.supported_quantization (platforms/rocm.py). Read in the 0.8.0, 0.8.5,
@@ -627,7 +649,13 @@ read: they keep the older rule here); bitsandbytes not in 0.8.0-0.11.0, only off
 supported on gfx9 (warp size 64 limitation)"; every AMD GPU gpuopt lists is an MI3xx, gfx942/gfx950 -- "gfx9
 family: gfx90a (MI200), gfx942/gfx950 (MI3xx)", 0.33.0 gpt_oss_triton_kernels_moe.py), listed from 0.17.0 and
 gone with the method from 0.28 (BITSANDBYTES_UNTIL); ModelOpt NVFP4 (modelopt_fp4) from 0.20.0 (not in 0.19.0),
-ModelOpt FP8 (modelopt) from 0.21.0 (not in 0.20.0)."""
+ModelOpt FP8 (modelopt) from 0.21.0 (not in 0.20.0). fbgemm_fp8 was read in 0.28.0 only (listed there): earlier
+releases are refused on ROCm here until one is read."""
+
+FBGEMM_FP8_MIN_CAPABILITY = 80
+"""FBGEMMFp8Config.get_min_capability (0.28.0 fbgemm_fp8.py): 80, with FP8 Marlin (weight-only) below sm89
+(`use_marlin = not has_device_capability(89)`) and per-token dynamic FP8 activations from sm89. Read in 0.28.0;
+the same rule is assumed for the other releases modelled."""
 
 
 def vllm_method_name(q: Quantization) -> str:
@@ -737,10 +765,12 @@ def select_kernel(q: Quantization, capability: int | None, vllm_version: str | N
                                               and q.bytes_per_weight > 1)
         if q.method == "modelopt":
             fp8_cc = 80 if key >= MODELOPT_FP8_SM80_FROM else 89
+        elif q.method == "fbgemm_fp8":
+            fp8_cc = FBGEMM_FP8_MIN_CAPABILITY
         else:
             fp8_cc = ct_marlin_cc if q.method == "compressed-tensors" else marlin_cc
         if cc < fp8_cc:
-            label = "ModelOpt FP8" if q.method == "modelopt" else "FP8"
+            label = {"modelopt": "ModelOpt FP8", "fbgemm_fp8": "FBGEMM FP8"}.get(q.method, "FP8")
             return unsupported(f"{label} needs compute capability {fp8_cc / 10:.1f} or newer in vLLM {release}")
         if cc >= 89:
             block_kernel = "cutlass-block-fp8" if cc in (90, 100, 103) else "triton-block-fp8"

@@ -33,6 +33,13 @@ from gpuopt.physics.checkpoint_table import Checkpoint, find
 from gpuopt.physics.quantization import described
 
 KNOWN_CHECKPOINT_SOURCE = "gpuopt's table of known quantized checkpoints"
+MODELOPT_KV_UNSTATED = (
+    "a 16-bit KV cache: the table does not state the checkpoint's kv_cache_quant_algo, and a ModelOpt export that "
+    "sets it to FP8 (as all three hf_quant_config.json files in gpuopt's reference data do) runs an FP8 cache under "
+    "--kv-cache-dtype auto from vLLM 0.14 -- about twice the KV tokens planned here; `hf download {checkpoint} "
+    "hf_quant_config.json` to plan with it")
+"""The assumption a ModelOpt row of the table takes for its KV cache (from_known_checkpoint): the conservative
+one -- half the tokens the FP8 cache would hold -- said in full, since the cached config would change it."""
 
 CONFIG = "config.json"
 SIDE_FILES = ("hf_quant_config.json", "quantize_config.json", "model.safetensors.index.json")
@@ -274,7 +281,8 @@ def from_known_checkpoint(name: str) -> ModelArchitecture | None:
     model's registry architecture -- a quantized export keeps its base's config.json -- with the row's
     quantization (quantization.described), under the checkpoint's own id, so plans and commands name it.
     None when the row is missing, its base is not in the registry, or the row cannot state the
-    quantization (the vLLM method unconfirmed, mixed bits, FBGEMM FP8, Quark)."""
+    quantization (the vLLM method unconfirmed, mixed bits, FBGEMM FP8 -- its config's modules_to_not_convert
+    says what stays 16-bit --, Quark)."""
     row = find(name)
     if row is None:
         return None
@@ -286,6 +294,8 @@ def from_known_checkpoint(name: str) -> ModelArchitecture | None:
     if found is None:
         return None
     quant, assumed = found
+    if row.vllm_quantization in ("modelopt", "modelopt_fp4"):
+        assumed.append(MODELOPT_KV_UNSTATED.format(checkpoint=row.checkpoint))
     quant = quant.model_copy(update={"source": f"{KNOWN_CHECKPOINT_SOURCE} (offline)"})
     native = "mxfp4-experts" if quant.method == "mxfp4" else "fp8-block" if quant.scheme == "fp8-block" else None
     notes = (f"resolved offline from {KNOWN_CHECKPOINT_SOURCE}: {base.hf_id}'s architecture with "
