@@ -501,3 +501,57 @@ def test_a_factor_must_lower_the_error_materially() -> None:
 
     assert material_gain(10.78) == 0.539  # 5 % of the error: 10.78 -> 10.76 is not a fit
     assert material_gain(4.0) == 0.5  # half a point at least
+
+
+@pytest.mark.parametrize(("edit", "needle"), [
+    ("value: 0.8", "entries.0.decode_bandwidth.value: Input should be a valid number"),  # replaced by "0.8"
+    ("value: 0.8", "entries.0.decode_bandwidth.value: Input should be a finite number"),  # replaced by .nan
+    ("value: 0.8", "entries.0.decode_bandwidth.value: 1000 is outside 0.05-2 x the datasheet"),
+    ("schema_version: 1", "schema_version: Input should be 1"),
+])
+def test_a_profile_no_gpu_could_have_is_refused(tmp_path: Path, edit: str, needle: str) -> None:
+    """A hand-edited or mis-fitted profile reached the GPU's specification: NaN or 1e300 ended in exit 70, a
+    string "5" was read as 5, and any factor was applied."""
+    new = {"Input should be a valid number": 'value: "0.8"', "finite": "value: .nan",
+           "outside": "value: 1000", "schema_version": "schema_version: 7"}
+    replacement = next(v for k, v in new.items() if k in needle)
+    path = tmp_path / "profile.yaml"
+    path.write_text(PROFILE.replace(edit, replacement))
+    result = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-SXM-40GB",
+                                      "--profile", str(path)])
+    assert result.exit_code == 2, result.output
+    assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_memory_offset_past_the_cards_memory_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "profile.yaml"
+    path.write_text(PROFILE.replace("decode_bandwidth: {value: 0.8", "memory_offset_gib: {value: 972.0"))
+    result = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-405B-Instruct", "--gpu",
+                                      "A100-SXM-40GB", "--profile", str(path)])
+    assert result.exit_code == 2
+    assert "memory_offset_gib.value: 972 GiB would make the A100-SXM-40GB report 1,011.50 GiB" in result.stderr
+
+
+def test_start_up_logs_of_a_kv_cache_no_such_card_holds_are_refused(tmp_path: Path) -> None:
+    """Two logs of 1,000 and 900 GiB of KV cache "on an H100" fitted a memory offset that had an 80 GB card hold
+    a 405B model in BF16."""
+    logs = []
+    for name, gib in (("a.log", 1000), ("b.log", 900)):
+        log = tmp_path / name
+        log.write_text(f"INFO Available KV cache memory: {gib} GiB\n", encoding="utf-8")
+        logs.append(str(log))
+    result = CliRunner().invoke(cli, ["calibrate", *logs, "--model", "Qwen/Qwen2.5-Coder-7B-Instruct", "--gpu",
+                                      "H100-SXM-80GB", "--tp", "1", "-o", str(tmp_path / "p.yaml")])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(lines) == 2 and all("would need the H100-SXM-80GB to report" in line for line in lines)
+    assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("figure", [". GiB", "1.2.3 GiB"])
+def test_a_malformed_figure_in_a_log_is_no_start_up_line(tmp_path: Path, figure: str) -> None:
+    log = tmp_path / "server.log"
+    log.write_text(f"INFO Available KV cache memory: {figure}\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["calibrate", str(log), str(log), "--model", "Qwen/Qwen3-8B", "--gpu",
+                                      "H100-SXM-80GB", "--tp", "1"])
+    assert result.exit_code == 2 and "no vLLM start-up lines" in result.stderr

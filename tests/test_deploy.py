@@ -49,7 +49,8 @@ def _plan(path: Path) -> Plan:
 def _multi_node(plan: Plan) -> Plan:
     """The plan's first deployment with a replica of 16 GPUs on 8-GPU instances (TP 8 x PP 2)."""
     d = plan.deployments[0]
-    command = d.vllm_command.replace("--tensor-parallel-size 4", "--tensor-parallel-size 8 --pipeline-parallel-size 2")
+    command = re.sub(r"--tensor-parallel-size \d+", "--tensor-parallel-size 8 --pipeline-parallel-size 2",
+                     d.vllm_command)
     first = d.model_copy(update={"gpus_per_replica": 16, "gpus_per_instance": 8, "tensor_parallel": 8,
                                  "pipeline_parallel": 2, "vllm_command": command})
     return plan.model_copy(update={"deployments": [first]})
@@ -944,9 +945,9 @@ def test_an_overlay_sku_that_no_target_can_carry_is_one_error_per_deployment(pla
     deployment naming it and the SKU (k8s and skypilot); nothing on stdout. A RunPod SKU is SkyPilot's own
     name from the GPU, so only the AWS one is checked there."""
     plan = _plan(plans["two"])
-    assert [d.workload for d in plan.deployments] == ["chat", "code", "code"]
-    bad = plan.model_copy(update={"deployments": [d.model_copy(update={"sku": QA_SKU})
-                                                  for d in plan.deployments[:2]]})
+    assert [d.workload for d in plan.deployments] == ["chat", "chat", "code", "code"]
+    bad = plan.model_copy(update={"deployments": [plan.deployments[i].model_copy(update={"sku": QA_SKU})
+                                                  for i in (0, 2)]})
     path = tmp_path / "plan.json"
     path.write_text(render_json(bad), encoding="utf-8")
     for target, why in (("k8s", "is not a Kubernetes label value"), ("skypilot", "is not a cloud instance type name")):

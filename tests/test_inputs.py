@@ -164,6 +164,23 @@ def test_quota_for_an_unknown_provider(tmp_path):
     assert msg.startswith(f"{path}:8: quotas.0.provider: unknown provider 'azure' (known: alibaba, aws,")
 
 
+def test_a_quota_that_caps_nothing_is_refused_at_its_line(tmp_path):
+    """A misspelt region or SKU matched no offering and the plan used the one it meant (exit 0)."""
+    path = write(tmp_path, WORKLOAD.replace(f"model: {MODEL}", "model: meta-llama/Llama-3.1-8B-Instruct") +
+                 "quotas:\n  - {provider: aws, region: us-east1, max_instances: 0}\n"
+                 "  - {provider: aws, sku: g6.xlarg, max_instances: 0}\n"
+                 "  - {provider: aws, sku: g6.xlarge, region: cn-beijing, max_instances: 0}\n")
+    result = run("solve", path, "--provider", "aws")
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"error: {path}:9: quotas.0.region: aws has no region 'us-east1' in the catalog, so the quota would cap "
+        "nothing; did you mean us-east-1, us-west-1, us-east-2?",
+        f"error: {path}:10: quotas.1.sku: aws has no sku 'g6.xlarg' in the catalog, so the quota would cap nothing; "
+        "did you mean g6.xlarge, g6e.xlarge, g6.8xlarge?",
+        f"error: {path}:11: quotas.2.region: aws has no region 'cn-beijing' in the catalog, so the quota would "
+        "cap nothing"]
+
+
 def test_infinite_budget_and_unknown_currency(tmp_path):
     path = write(tmp_path, WORKLOAD + "budget: {max_monthly: .inf, currency: EUR}\n")
     assert problems(load_workload, path) == (
@@ -295,6 +312,24 @@ def test_exponent_numbers_are_numbers_as_in_yaml_1_2(tmp_path):
     path = write(tmp_path, WORKLOAD.replace("requests_per_second: 2", 'requests_per_second: "2.5e1"'))
     assert problems(load_workload, path) == (
         f"{path}:5: workloads.0.requests_per_second: expected a valid number, got string '2.5e1'",)
+
+
+@pytest.mark.parametrize(("value", "read"), [
+    ("0100", 100),  # YAML 1.1: 64 (octal)
+    ("0o144", 100),  # YAML 1.2's octal
+    ("0x64", 100),
+])
+def test_integers_are_read_as_yaml_1_2_writes_them(tmp_path, value, read):
+    wf = load_workload(write(tmp_path, WORKLOAD.replace("input_tokens: 100\n", f"input_tokens: {value}\n")))
+    assert wf.workloads[0].input_tokens == read
+
+
+@pytest.mark.parametrize("value", ["1:30.5", "3:20", "yes", "on"])
+def test_yaml_1_1_sexagesimals_and_booleans_are_strings_refused_where_a_number_goes(tmp_path, value):
+    """YAML 1.1 read `1:30.5` as 90.5 and `3:20` as 200 (base 60), `yes` and `on` as true: planned silently."""
+    path = write(tmp_path, WORKLOAD.replace("requests_per_second: 2", f"requests_per_second: {value}"))
+    (line,) = problems(load_workload, path)
+    assert line.startswith(f"{path}:5: workloads.0.requests_per_second: ") and repr(value) in line
 
 
 def test_control_characters_are_a_message(tmp_path):

@@ -164,11 +164,18 @@ def test_an_arrival_waits_for_the_step_in_flight_and_with_async_scheduling_for_o
     assert analytic_load.step_wait_s(overlapped, 0.0, 0.010) == 0.0  # an idle engine schedules it at once
     # given the rest of the step in flight (an open loop's: _StepMix.residual_step), that instead of half a step
     assert analytic_load.step_wait_s(overlapped, 2.0, 0.010, 0.012) == pytest.approx(0.864665 * 0.022, rel=1e-5)
+    # a closed loop's request finds the other clients' sequences running: the n - 1 of n (analytic_load._closed_loop)
+    seen: list[float] = []
+    real = analytic_load.step_wait_s
+
+    def spy(r, b, t, residual=None):
+        seen.append(b)
+        return real(r, b, t, residual)
+
+    monkeypatch.setattr(analytic_load, "step_wait_s", spy)
     closed = analytic_load.at_rate(overlapped, 2.0, 1000, 200, poisson=False)
-    monkeypatch.setattr(analytic_load, "step_wait_s", lambda r, b, t, residual=None: 0.0)
-    without = analytic_load.at_rate(overlapped, 2.0, 1000, 200, poisson=False)
-    wait_ms = 1.5 * (1 - math.exp(-closed.decode_batch)) * closed.step_ms
-    assert closed.ttft_ms - without.ttft_ms == pytest.approx(wait_ms, rel=1e-9)
+    others = (closed.concurrency - 1) / closed.concurrency
+    assert seen[-1] == pytest.approx(closed.decode_batch * others, rel=1e-6)
 
 
 def test_a_poisson_arrival_lands_in_the_long_prompt_steps_more_often_than_their_share():
@@ -828,7 +835,8 @@ def test_a_request_step_without_bound_makes_the_point_unstable(monkeypatch):
 
 def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
     """analytic_load.prompt_queue_s: M/D/1 on the budget share (steps of fixed length) or on the prefill's marginal
-    time (steps that stretch with their prompt tokens), whichever waits longer; a closed loop keeps the first."""
+    time (steps that stretch with their prompt tokens), whichever waits longer; in a closed loop of n clients at
+    the others' share of the load, (n - 1) / n."""
     r = replica()
     plain = latency.step_time_s(r, 10, 1150)
     # a 3,000-token-like prompt: 0.2 s of steps, of which `plain` a decode step would have taken anyway
@@ -838,14 +846,18 @@ def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
     busy = rate * marginal
     gpu = marginal * busy / (2 * (1 - busy))
     assert gpu > budget
-    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, True) == pytest.approx(gpu)
-    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, False) == pytest.approx(budget)
+    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, 1.0) == pytest.approx(gpu)
+    # a closed loop of two clients: a prompt finds the other client's load only (half of it)
+    half = marginal * (busy / 2) / (2 * (1 - busy / 2))
+    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, 0.5) == pytest.approx(
+        max(half, 0.2 * 0.025 / (2 * 0.975)))
+    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, 0.0) == 0.0  # one client
     # a prompt hidden under the decode step (marginal time ~0): the budget decides
     hidden = plain * 1.001
-    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, hidden, share, True) == pytest.approx(
+    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, hidden, share, 1.0) == pytest.approx(
         hidden * 0.05 / (2 * 0.95))
     # two chunks replace two decode steps
-    two = analytic_load.prompt_queue_s(r, 1.0, 10, 1150, 3000, 2048, service, 0.0, True)
+    two = analytic_load.prompt_queue_s(r, 1.0, 10, 1150, 3000, 2048, service, 0.0, 1.0)
     assert two == pytest.approx((0.2 - 2 * plain) ** 2 / (2 * (1 - (0.2 - 2 * plain))))
 
 

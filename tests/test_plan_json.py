@@ -123,6 +123,10 @@ CASES = [
     ("capacity", ("periods", 0, "purchases", 0, "term_months"), -12, NOT_NEGATIVE),
     ("capacity", ("currency",), "usd", "'usd' is not a currency gpuopt prices in (USD, CNY)"),
     ("capacity", ("as_of_date",), "2026-11-31", "expected a date YYYY-MM-DD, got '2026-11-31'"),
+    # a misspelt price kind fell out of every FOCUS charge category (41 % of capacity-global's bill)
+    ("capacity", ("commitments", 0, "price_kind"), "reserved-1yy",
+     "unknown price kind 'reserved-1yy' (known: on-demand, spot, community, reserved-1y, reserved-3y, "
+     "savings-plan, savings-plan-3y, subscription-monthly, subscription-1y, capacity-block, contract)"),
 ]
 
 

@@ -107,6 +107,31 @@ workloads:
     assert "infeasible:" in result.output  # also on stderr
 
 
+def test_the_binding_constraint_is_the_last_check_candidates_reached(tmp_path):
+    """A 70B model at TTFT 100 ms: most GPUs are too small (fit), but every candidate that fits misses the
+    target, so TTFT binds (1,500 tokens take 194 ms to prefill on eight A100s); the most frequent reason said
+    "fit", which no bigger GPU relieves."""
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+residency: cn
+currency: CNY
+workloads:
+  - name: chat
+    model: meta-llama/Llama-3.1-70B-Instruct
+    requests_per_second: 2
+    input_tokens: 1500
+    output_tokens: 300
+    max_model_len: 8192
+    slo: {ttft_ms: 100, tpot_ms: 80}
+""")
+    result = run("solve", str(path), "--format", "json")
+    assert result.exit_code == 1
+    explanation = json.loads(result.stdout)["explanation"]
+    assert "fit: 1247" in explanation[0] and "ttft: 469" in explanation[0]
+    assert explanation[1] == ("workload chat: binding constraint: ttft (stopped 469 of 2174 evaluated candidates: "
+                              "every one that passed precision and fit)")
+
+
 def test_policy_that_allows_nothing_says_so(tmp_path):
     path = tmp_path / "w.yaml"
     path.write_text("""schema_version: 1
@@ -151,9 +176,9 @@ USD_CNY = 6.6529  # the shipped rate (gpuopt/pricing/data/fx.csv)
 
 @pytest.mark.parametrize("solver", ["cbc", "highs"])
 @pytest.mark.parametrize(("example", "args", "usd_per_hour"), [
-    # three H100 NVL GPUs at RunPod's 3.19 USD/h each (a 1-GPU pod at 3.19, a 2-GPU pod at 6.38: 3 x 1x and
-    # 1x + 2x cost the same, and HiGHS bought the one in USD, the other in CNY)
-    pytest.param("rag-long-context.yaml", (), 3 * 3.19, id="rag"),
+    # RunPod's B200 at 6.79 USD/h and H100 PCIe at 2.89 (three H100 NVLs at 3.19 each until 2026-12-04, when a
+    # 12,000-token prompt's decode window behind the prompts queued after it lowered their capacity)
+    pytest.param("rag-long-context.yaml", (), 6.79 + 2.89, id="rag"),
     # Alibaba's 4 x A100-40GB at 113.7 CNY/h and 1 x A100-80GB at 31.267 CNY/h (CBC ran its 4 GPUs as two TP=2
     # replicas in CNY, one TP=4 replica in USD)
     pytest.param("cn-chat-70b.yaml", ("--region", "cn"), (113.7 + 31.267) / USD_CNY, id="cn-chat"),

@@ -19,10 +19,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from gpuopt.errors import InputError
-from gpuopt.inputs.loader import read_text
+from gpuopt.inputs.loader import parse_yaml, read_text
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.graph_flags import compilation_mode, cudagraph_mode
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
@@ -127,10 +125,7 @@ def sidecar(path: Path) -> ServerConfig:
     side = path.with_name(path.name + ".yaml")
     if not side.exists():
         return ServerConfig()
-    try:
-        data = yaml.safe_load(read_text(side, "sidecar file")) or {}
-    except yaml.YAMLError as exc:
-        raise InputError(f"{side}: invalid YAML ({exc})") from None
+    data = parse_yaml(read_text(side, "sidecar file"), side)[0] or {}
     if not isinstance(data, dict):
         raise InputError(f"{side}: expected a mapping of model, gpu, tensor_parallel, ...")
     known = {"model", "gpu", "tensor_parallel", "pipeline_parallel", "vllm_version", "server_args"}
@@ -236,11 +231,12 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
 
 
 LOG_PATTERNS = {
-    "kv_cache_gib": re.compile(r"Available KV cache memory: ([\d.]+) ?GiB"),
-    "kv_cache_tokens": re.compile(r"GPU KV cache size: ([\d,]+) tokens"),
-    "weights_gib": re.compile(r"(?:Model loading took ([\d.]+) ?GiB|weights memory: ([\d.]+) ?GiB)"),
-    "cuda_graph_gib": re.compile(r"(?:Graph capturing finished in [\d.]+ secs?, took ([\d.]+) GiB|"
-                                 r"CUDA graph pool memory: ([\d.]+) GiB)"),
+    # numbers as vLLM prints them (a malformed ". GiB" or "1.2.3 GiB" is no match, not a float() error)
+    "kv_cache_gib": re.compile(r"Available KV cache memory: (\d+(?:\.\d+)?) ?GiB"),
+    "kv_cache_tokens": re.compile(r"GPU KV cache size: (\d{1,3}(?:,\d{3})*|\d+) tokens"),
+    "weights_gib": re.compile(r"(?:Model loading took (\d+(?:\.\d+)?) ?GiB|weights memory: (\d+(?:\.\d+)?) ?GiB)"),
+    "cuda_graph_gib": re.compile(r"(?:Graph capturing finished in [\d.]+ secs?, took (\d+(?:\.\d+)?) GiB|"
+                                 r"CUDA graph pool memory: (\d+(?:\.\d+)?) GiB)"),
 }
 VERSION = re.compile(r"vLLM API server version ([\d.]+)|Initializing a V1 LLM engine \(v([\d.]+)")
 NON_DEFAULT = re.compile(r"non-default args: (\{.*\})")

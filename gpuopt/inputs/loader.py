@@ -127,14 +127,40 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-# YAML 1.1 (PyYAML) reads `1e3` and `2E-2` as strings: it wants a dot before the exponent. With strict
-# models a string is no number, so a file would be refused for `requests_per_second: 1e3`. Read exponent
-# forms as floats, as YAML 1.2 does; quoted "1e3" stays a string.
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+# Scalars are resolved by YAML 1.2's core schema, not PyYAML's YAML 1.1 one: 1.1 reads `0100` as 64 (octal),
+# `1:30.5` as 90.5 and `3:20` as 200 (base 60), `yes`/`no`/`on`/`off` as booleans, and `1e3` as a string (it
+# wants a dot before the exponent) -- a file planned for 64 input tokens where it says 100, silently. Under the
+# core schema those are 100, the strings "1:30.5" and "3:20" (refused where a number goes), the strings "yes"
+# and "on", and 1000.0; `0o17` and `0x1F` are octal and hexadecimal as YAML 1.2 writes them.
+_CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_CORE_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                         r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+_YAML11_TAGS = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_StrictLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11_TAGS]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:bool", _CORE_BOOL, list("tTfF"))
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:int", _CORE_INT, list("-+0123456789"))
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", _CORE_FLOAT, list("-+0123456789."))
+
+
+def _core_int(loader: yaml.SafeLoader, node: yaml.Node) -> int:
+    """An integer as YAML 1.2 writes it: decimal (a leading 0 is still decimal), 0o octal, 0x hexadecimal."""
+    text = str(loader.construct_scalar(node))  # type: ignore[arg-type]
+    if text.startswith("0o"):
+        return int(text[2:], 8)
+    if text.startswith("0x"):
+        return int(text[2:], 16)
+    return int(text, 10)
+
+
+def _core_bool(loader: yaml.SafeLoader, node: yaml.Node) -> bool:
+    return str(loader.construct_scalar(node)).lower() == "true"  # type: ignore[arg-type]
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _core_int)
+_StrictLoader.add_constructor("tag:yaml.org,2002:bool", _core_bool)
 
 
 def parse_yaml(text: str, path: Path) -> tuple[Any, yaml.Node | None]:

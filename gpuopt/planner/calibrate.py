@@ -372,11 +372,20 @@ def fit_factors(items: Sequence[Observation], predictor: Predictor, fit_bw: bool
               and o.config.kv_cache_memory_bytes is None]
     if fit_mem and starts:
         # KV GiB moves one for one with the memory CUDA reports, scaled by gpu_memory_utilization
-        gaps = []
+        gaps, impossible = [], []
+        gpu = predictor.gpu
         for o in starts:
             assert o.kv_cache_gib is not None
-            _, mem = _memory(o, predictor.gpu)  # what predict() reads, and the utilisation it resolved
-            gaps.append((o.kv_cache_gib - mem.binding_rank.kv_cache_gib) / mem.config.gpu_memory_utilization)
+            _, mem = _memory(o, gpu)  # what predict() reads, and the utilisation it resolved
+            gap = (o.kv_cache_gib - mem.binding_rank.kv_cache_gib) / mem.config.gpu_memory_utilization
+            gaps.append(gap)
+            # a KV cache no card of this kind holds: the GPU would have to report more than its memory
+            if not 0 < gpu.memory_gib_reported + gap <= gpu.memory_gib * 1.02:
+                impossible.append(f"{o.source}: a KV cache of {o.kv_cache_gib:g} GiB would need the {gpu.gpu} to "
+                                  f"report {gpu.memory_gib_reported + gap:,.2f} GiB (its memory: "
+                                  f"{gpu.memory_gib:g}): a start-up of another GPU or configuration (--gpu, --tp)?")
+        if impossible:
+            raise InputError(*impossible)
         factors = replace(factors, memory_offset_gib=statistics.fmean(gaps))
     return factors
 

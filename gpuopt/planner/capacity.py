@@ -68,6 +68,7 @@ from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, opt
 from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
+from gpuopt.vocabulary import KnownPriceKind
 
 
 @dataclass(frozen=True)
@@ -252,7 +253,7 @@ class PurchaseLine(_Frozen):
     region: str
     gpu: str
     gpus_per_instance: Count  # 0 when the catalog does not say
-    price_kind: str
+    price_kind: KnownPriceKind
     count: Count
     committed: bool
     term_months: Count | None

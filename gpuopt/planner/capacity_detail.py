@@ -18,6 +18,7 @@ from gpuopt.planner.candidates import CandidateResult, resolve_model
 from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike, cents, period_charges
 from gpuopt.planner.plan import HOURS_PER_MONTH
 from gpuopt.planner.serve_command import vllm_command
+from gpuopt.vocabulary import KnownPriceKind
 
 
 class RunningLine(BaseModel):
@@ -30,7 +31,7 @@ class RunningLine(BaseModel):
     provider: str
     sku: str
     region: str
-    price_kind: str
+    price_kind: KnownPriceKind
     gpu: str
     gpus_per_instance: int
     replicas: int

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict
 
 from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED
 from gpuopt.planner.plan import HOURS_PER_MONTH, Money, plain
+from gpuopt.vocabulary import KnownPriceKind
 
 CHARGE_MODES = {
     "full-term": "every commitment is charged for its whole term, also the months after the horizon "
@@ -75,7 +76,7 @@ class CommitmentSpan(BaseModel):
     service: str
     sku: str
     region: str
-    price_kind: str
+    price_kind: KnownPriceKind
     count: int
     price_per_hour: Money
     start_month: int  # months from the start of the horizon

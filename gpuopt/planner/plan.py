@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator, with_config
 from typing_extensions import TypedDict
 
-from gpuopt.vocabulary import CURRENCIES, RejectionKind
+from gpuopt.vocabulary import CURRENCIES, KnownPriceKind, RejectionKind
 
 PLAN_SCHEMA_VERSION = 1
 PlanStatus = Literal["optimal", "infeasible"]
@@ -157,7 +157,7 @@ class Deployment(Frozen):
     max_model_len: int
     max_num_seqs: int
     gpu_memory_utilization: float
-    price_kind: str
+    price_kind: KnownPriceKind
     instance_price_per_hour: Money
     list_price_per_hour: Money | None  # the catalog's list price (differs when an overlay or discount applies)
     cost_per_hour: Money
@@ -187,7 +187,7 @@ class InstanceLine(Frozen):
     service: str
     sku: str
     region: str
-    price_kind: str
+    price_kind: KnownPriceKind
     gpu: str
     gpus_per_instance: int
     instances: int
@@ -209,7 +209,7 @@ class Candidate(TypedDict):
     country: str
     gpu: str
     gpus_per_instance: int | None
-    price_kind: str
+    price_kind: KnownPriceKind
     tensor_parallel: int | None
     pipeline_parallel: int | None
     weight_precision: str | None

@@ -5,14 +5,16 @@ explanations). Nothing here prints or formats; the CLI renders the Plan.
 from __future__ import annotations
 
 import datetime as dt
+import difflib
 import math
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gpuopt.errors import FieldError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.capacity import UNCOMMITTED
-from gpuopt.inputs.workload import WorkloadFile
+from gpuopt.inputs.workload import Quota, WorkloadFile
 from gpuopt.physics import checkpoint_table
 from gpuopt.physics.analytic_load import held_cache_tokens
 from gpuopt.physics.architecture import ModelArchitecture
@@ -51,7 +53,7 @@ from gpuopt.planner.simcapacity import with_estimated_capacity, with_simulated_c
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
 from gpuopt.pricing.staleness import oldest_price_date, staleness
-from gpuopt.vocabulary import RejectionKind
+from gpuopt.vocabulary import REJECTION_KINDS, RejectionKind
 
 
 @dataclass(frozen=True)
@@ -68,8 +70,36 @@ class SolveOptions(Placement):
     candidate_records: bool = True
 
 
+def quota_problems(quotas: Sequence[Quota], catalog: Catalog) -> list[tuple[tuple[str | int, ...], str]]:
+    """A quota that matches no offering of the catalog: a misspelt region or SKU (`us-east1`, `g6.xlarg`) capped
+    nothing and the plan used the offering it meant, silently, where a misspelt residency or provider is
+    refused. Each with its place in the file and the nearest names the catalog has."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for i, q in enumerate(quotas):
+        mine = [o for o in catalog.offerings if o.provider == q.provider]
+        if not mine:
+            continue  # the provider is checked with the file (WorkloadFile._quota_providers)
+        before = len(problems)
+        for field, value in (("sku", q.sku), ("region", q.region)):
+            if value is None:
+                continue
+            known = sorted({getattr(o, field) for o in mine})
+            if value not in known:
+                near = difflib.get_close_matches(value, known, n=3)
+                hint = f"; did you mean {', '.join(near)}?" if near else ""
+                problems.append((("quotas", i, field), f"{q.provider} has no {field} '{value}' in the catalog, so "
+                                 f"the quota would cap nothing{hint}"))
+        if len(problems) == before and q.sku is not None and q.region is not None and not any(
+                o.sku == q.sku and o.region == q.region for o in mine):
+            problems.append((("quotas", i, "region"), f"{q.provider} does not sell {q.sku} in {q.region} (the "
+                             "quota would cap nothing)"))
+    return problems
+
+
 def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tuple[Plan, list[str]]:
     """The Plan, and price-age errors (non-empty when --max-price-age rejects a chosen price)."""
+    if wf.quotas and (problems := quota_problems(wf.quotas, catalog)):
+        raise FieldError(problems)
     policy = opts.policy(wf.residency, wf.providers, wf.currency, wf.price_kinds)
     residency, currency = policy.residency, policy.currency
     evaluators: dict[str, Evaluator] = {}
@@ -449,10 +479,22 @@ def _explain(per_workload: list[WorkloadCandidates], solution: Solution) -> list
             lines.append(f"workload {w.name}: binding constraint is policy: no priced offering is allowed "
                          "(residency, provider allow-list or price kinds)")
             continue
-        binding = Counter(r.evaluation.reason_kind for r in considered).most_common(1)[0][0]
+        # the checks run in REJECTION_KINDS' order, so the last one any candidate reached is what stops the
+        # candidates that passed every check before it: the binding constraint. The most frequent reason named a
+        # 70B model's TTFT target of 100 ms "fit" (1,247 GPUs too small) although 469 candidates fit and all of
+        # them missed the target -- and sent the user after bigger GPUs that could not help.
+        checks: list[str] = [k for k in REJECTION_KINDS if k not in POLICY_REJECTIONS and k != "simulation"]
+        reached = [k for k in checks if any(r.evaluation.reason_kind == k for r in considered)]
+        if reached:
+            binding: str = reached[-1]
+            before = checks[:checks.index(binding)]
+            passed = " and ".join([", ".join(before[:-1]), before[-1]] if len(before) > 1 else before)
+        else:  # only shapes the simulated plan left out
+            binding, passed = str(Counter(r.evaluation.reason_kind for r in considered).most_common(1)[0][0]), ""
         lines.append(f"workload {w.name}: binding constraint: {binding} "
                      f"(stopped {sum(1 for r in considered if r.evaluation.reason_kind == binding)} of "
-                     f"{len(considered)} evaluated candidates)")
+                     f"{len(considered)} evaluated candidates"
+                     + (f": every one that passed {passed})" if passed else ")"))
         fit_misses = [r for r in considered if r.evaluation.gib_short is not None]
         slo_misses = [r for r in considered if r.evaluation.ms_over is not None]
         if fit_misses:

@@ -1,0 +1,143 @@
+"""The steps a request decodes in right after its prefill: the prompts queued behind it come first.
+
+The analytic model's TPOT is a mean over steps (analytic_load._StepMix): a share of the steps carries prompts,
+in proportion to the prompts arriving. A request's decode does not start at a random step, though: it starts
+when its own prefill ends, and the prompts that arrived while it waited and prefilled are queued behind it
+(first come, first served). vLLM runs them in the next steps beside its decode, one prompt step each, so a
+request with few output tokens decodes mostly in prompt steps: 8,192-token prompts with 16 output tokens on an
+H100 at 2 requests/s take a 265 ms step per prompt and the simulator's mean TPOT is 39 ms, where the mean step
+is 16. Long outputs wash the start out (the window's mean tends to the mean step).
+
+This module follows the prompt queue step by step over the window (a Markov chain on the prompt tokens
+pending, in quarter prompt steps): a step carries up to one prompt step's tokens (x1) when any are pending and
+lasts the plain step plus that share of the prompt step's extra time; prompts arrive (Poisson) during it. The
+window starts from the prompts that arrived behind the request: those that came before its last prefill step
+share that step's spare room (a prompt of 8,192 tokens at a budget of 8,192 leaves its last two tokens to a
+step that takes the next prompt's 8,188); those that arrive during that step join the step after the next under
+async scheduling (vLLM schedules step n+1 when step n launches). The window's mean step over the chain's own
+stationary mean step is the factor the steady-state TPOT is multiplied by (`window_factor`).
+
+Checked against the simulator (Llama-3.1-8B on an H100, prefill busy ~40-53 %): mean TPOT at 1,000 to 8,192
+prompt tokens and 2 to 256 output tokens within -6..+13 % (8,192/2: 61 ms, simulated 55-59; 8,192/16: 37,
+simulated 39; 8,000/16: 29, simulated 26), where the steady state alone was 49-72 % low on the short outputs
+(tests/test_decode_window.py; docs/simulator.md "prompt-heavy shapes").
+"""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from numpy.typing import NDArray
+
+RESOLUTION = 4  # pending prompt work in quarter prompt steps
+MAX_WINDOW_STEPS = 256  # past this many decode steps the chain has mixed: the rest are at its stationary mean
+MAX_UNITS = 240  # the prompt work a window's chain follows, in units (60 prompt steps queued)
+NEGLIGIBLE = 0.02
+"""Below this estimated excess -- the prompts queued behind at the start, each a prompt step's extra time, over the
+window's plain steps -- the factor is 1 without following the chain. The estimate bounds the excess the chain
+finds (on the 10 workloads of benchmarks/solve_scaling.py: below 0.02 estimated, at most 1.8 % found), and
+skipping it keeps `solve` within its time (3,590 chains in a 10-workload solve, 75 % of them below)."""
+
+
+def _poisson(mean: float) -> NDArray[np.float64]:
+    """P(n) for n = 0 .. mean + 8 sd + 10 (the tail beyond is below 1e-12 for the means met here)."""
+    terms = int(mean + 8 * math.sqrt(mean) + 10)
+    if mean <= 0:
+        out = np.zeros(terms)
+        out[0] = 1.0
+        return out
+    n = np.arange(terms)
+    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, terms)))))
+    return np.asarray(np.exp(n * math.log(mean) - mean - log_factorial), dtype=np.float64)
+
+
+@lru_cache(maxsize=65536)
+def window_factor(rate: float, prompt_tokens: int, output_tokens: int, plain_s: float, prompt_s: float,
+                  prompt_step_tokens: float, queued_before: float, last_chunk: float, spare_room: float,
+                  step_room: float, async_scheduling: bool) -> float:
+    """Mean step of a request's decode window over the steady state's mean step (>= about 1).
+
+    `rate`: prompts arriving per second behind the request (the others'); `plain_s` / `prompt_s`: a step
+    without prompt tokens and one carrying `prompt_step_tokens` of them (_StepMix.steps); `queued_before`: the
+    prompts expected to have arrived behind it before its last prefill step began; `last_chunk`: its prompt
+    tokens in that step; `spare_room`: the budget left in it for prompts queued behind; `step_room`: the
+    prompt tokens a step holds beside the decodes (the budget less the decode batch): a step takes every
+    pending prompt token up to it, and lasts the plain step plus the prompt step's extra time per token."""
+    steps = output_tokens - 1
+    extra = prompt_s - plain_s
+    if steps < 1 or rate <= 0 or extra <= 0 or prompt_step_tokens <= 0:
+        return 1.0
+    per_prompt = prompt_tokens / prompt_step_tokens  # prompt steps one prompt takes
+    busy = rate * per_prompt * extra
+    if busy >= 0.999:
+        return 1.0  # no steady state: the caller reports the limit
+    # screen: the prompts queued behind at the start, each a prompt step's extra time, over the window
+    backlog = queued_before + rate * (plain_s + extra * last_chunk / prompt_step_tokens)
+    if backlog * per_prompt * extra / (steps * plain_s) < NEGLIGIBLE:
+        return 1.0
+    res = RESOLUTION
+    unit = prompt_step_tokens / res  # tokens in one state unit
+    a = max(1, round(prompt_tokens / unit))  # units one prompt adds
+    # room for the backlog and the arrivals of a busy period four times the mean one, in units
+    size = int(a * (queued_before + 3 * math.sqrt(queued_before + 1) + 4 / (1 - busy))) + res + 1
+    most = max(res, int(step_room / unit))  # units one step can take
+    size = min(max(size, 4 * res, 2 * most), MAX_UNITS)
+    k = np.arange(size)
+    served = np.minimum(k, most)
+    duration = plain_s + extra * served / res
+    # transition: from k, `served` units leave and n ~ Poisson(rate x duration) prompts of `a` units arrive
+    # (what would pass the last state stays there: the chain's truncation)
+    means = rate * (plain_s + extra * np.arange(most + 1) / res)
+    terms = int(means[-1] + 8 * math.sqrt(means[-1]) + 10)
+    n = np.arange(terms)
+    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, terms)))))
+    # in logs: exp(-m) m^n / n! overflows its parts for the means of a busy engine
+    table = np.exp(n[None, :] * np.log(np.maximum(means, 1e-300))[:, None] - means[:, None] - log_factorial[None, :])
+    P = table[served]  # each state's arrival probabilities
+    dest = (k - served)[:, None] + a * np.arange(terms)[None, :]
+    inside = dest < size - 1  # distinct within a row (a >= 1): set at once
+    T = np.zeros((size, size))
+    T[np.broadcast_to(k[:, None], dest.shape)[inside], dest[inside]] = P[inside]
+    T[:, size - 1] += np.where(inside, 0.0, P).sum(axis=1) + np.clip(1.0 - P.sum(axis=1), 0.0, None)
+    # the start: n1 ~ Poisson(queued_before) queued before the last prefill step, which takes up to
+    # spare_room of their tokens and lasts accordingly; n2 ~ Poisson(rate x that step) arrive during it
+    start = np.zeros(size)
+    first = 0.0
+    for n1, p1 in enumerate(_poisson(queued_before)):
+        if p1 < 1e-12:
+            continue
+        absorbed = min(spare_room, n1 * prompt_tokens)
+        base = min(max(round((n1 * prompt_tokens - absorbed) / unit), 0), size - 1)
+        last_step = plain_s + extra * min((last_chunk + absorbed) / prompt_step_tokens, 1.0)
+        arrivals = np.zeros(size)
+        pmf = _poisson(rate * last_step)[: (size - 1) // a + 1]
+        arrivals[: a * len(pmf): a] = pmf
+        if async_scheduling:  # they join from the second decode step on: the first step is `base`'s
+            first += p1 * float(duration[base])
+            begin = T[base]
+        else:
+            begin = np.zeros(size)
+            begin[base] = 1.0
+        spread = np.convolve(begin, arrivals)
+        start[:size - 1] += p1 * spread[:size - 1]
+        start[size - 1] += p1 * float(spread[size - 1:].sum())
+    # the chain's stationary mean step, by flow balance (the units a step serves on average are the units that
+    # arrive during it: rate x a / res x (prompt - plain) of the time goes to prompt work)
+    mean_step = plain_s / (1.0 - rate * a / res * extra)
+    weight = max(float(start.sum()), 1e-300)
+    dist, total, done = start / weight, first / weight, 1 if async_scheduling else 0
+    settled = 0
+    for step in range(done, steps):
+        current = float(dist @ duration)
+        total += current
+        # mixed: the window's step is the stationary one (two steps in a row within 0.2 %)
+        settled = settled + 1 if abs(current - mean_step) <= 2e-3 * mean_step else 0
+        if settled >= 2 or step >= MAX_WINDOW_STEPS:
+            total += (steps - step - 1) * mean_step
+            break
+        dist = dist @ T
+    # a window that starts behind an emptied queue (the request's last step took the prompts waiting) would be
+    # a little faster than the steady state; not credited: the steady state's TPOT is the floor
+    return max(total / (steps * mean_step), 1.0) if mean_step > 0 else 1.0
