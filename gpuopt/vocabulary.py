@@ -7,9 +7,7 @@ here, and the layers that branch on it read the tuples below instead of repeatin
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, get_args
-
-from pydantic import AfterValidator
+from typing import Literal, get_args
 
 # ---- weights and KV cache ------------------------------------------------------------------------
 WeightFormat = Literal["bf16", "fp16", "fp32", "fp8", "int8", "int4", "mxfp4"]
@@ -78,16 +76,6 @@ PriceKind = Literal[
 ]
 PRICE_KINDS: tuple[str, ...] = get_args(PriceKind)
 
-
-def _known_price_kind(value: str) -> str:
-    if value not in PRICE_KINDS:
-        raise ValueError(f"unknown price kind '{value}' (known: {', '.join(PRICE_KINDS)})")
-    return value
-
-
-KnownPriceKind = Annotated[str, AfterValidator(_known_price_kind)]
-"""A price kind in a plan file: typed as str where plans are built from catalog rows, checked where a plan is read
-back (a hand-edited `reserved-1yy` fell out of every FOCUS charge category and dropped 41 % of the bill)."""
 Currency = Literal["USD", "CNY"]
 CURRENCIES: tuple[str, ...] = get_args(Currency)
 Provider = Literal["alibaba", "aws", "digitalocean", "modal", "replicate", "runpod", "tencent"]

@@ -415,7 +415,7 @@ def _bench(tmp_path: Path, **fields: object) -> Path:
     ({"request_rate": "fast"}, 'request_rate: expected a positive number or "inf", got \'fast\''),
     ({"mean_ttft_ms": -5}, "mean_ttft_ms: expected a number >= 0, got -5"),
     ({"total_output_tokens": -100}, "total_output_tokens: expected a whole number >= 0, got -100"),
-    ({"max_concurrency": 0}, "max_concurrency: expected a positive number, got 0"),
+    ({"max_concurrency": 0}, "max_concurrency: expected a whole number of clients >= 1, got 0"),
     ({"duration": -3}, "duration: expected a positive number, got -3"),
     ({"duration": 0}, "duration: expected a positive number, got 0"),
     ({"burstiness": 0}, "burstiness: expected a positive number, got 0"),  # vLLM: --burstiness must be > 0
@@ -555,3 +555,18 @@ def test_a_malformed_figure_in_a_log_is_no_start_up_line(tmp_path: Path, figure:
     result = CliRunner().invoke(cli, ["calibrate", str(log), str(log), "--model", "Qwen/Qwen3-8B", "--gpu",
                                       "H100-SXM-80GB", "--tp", "1"])
     assert result.exit_code == 2 and "no vLLM start-up lines" in result.stderr
+
+
+@pytest.mark.parametrize(("field", "value", "message"), [
+    ("mean_ttft_ms", 0, "mean_ttft_ms: 0 for 200 completed requests"),  # was a ZeroDivisionError in the fit
+    ("max_concurrency", 2.5, "max_concurrency: expected a whole number of clients >= 1, got 2.5"),
+    ("num_prompts", 10**12, "num_prompts: 1,000,000,000,000 requests, more than gpuopt replays (1,000,000)"),
+])
+def test_a_bench_file_no_run_wrote_is_one_error_line(tmp_path: Path, field: str, value: object, message: str) -> None:
+    data = json.loads(K8S[0].read_text())
+    data[field] = value
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    result = CliRunner().invoke(cli, ["calibrate", str(bad), str(K8S[1]), *K8S_FLAGS])
+    assert result.exit_code == 2
+    assert result.stderr == f"error: {bad}: {message}\n"

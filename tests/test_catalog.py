@@ -414,3 +414,27 @@ def test_a_csv_saved_with_a_byte_order_mark_reads_as_without_one(tmp_path):
     csv.write_text("\ufeff" + shipped_text().splitlines()[0] + "\n" + row, encoding="utf-8")
     result = run("catalog", "validate", str(csv))
     assert result.exit_code == 0, result.stderr
+
+
+@pytest.mark.parametrize(("count", "needle"), [
+    ("100000000000000000000",
+     "column 'gpu_count': 100000000000000000000 is more than any offering has (at most 1,024)"),
+    ("2.5", "column 'gpu_count': expected a positive whole number ('2.5')"),
+])
+def test_an_overlay_count_no_offering_has_is_refused(tmp_path, count, needle):
+    """QA: 10^20 GPUs passed `catalog validate --overlay` and ended `solve --catalog` in an IndexError."""
+    overlay = tmp_path / "overlay.csv"
+    overlay.write_text("provider,sku,region,gpu,gpu_count,price_per_hour,currency,price_kind,source,as_of\n"
+                       f"aws,g6.xlarge,us-east-1,L4-24GB,{count},0.01,USD,on-demand,quote,2026-11-01\n")
+    result = CliRunner().invoke(cli, ["catalog", "validate", "--overlay", str(overlay)])
+    assert result.exit_code == 2 and result.stderr == f"error: {overlay}: row 2: {needle}\n"
+
+
+def test_an_fx_override_replaces_its_pair_both_ways_and_the_header_says_only_it():
+    """`--fx-rate CNY:USD=0.14` converts USD to CNY at 1 / 0.14 too; the header also printed the shipped
+    1 USD = 6.6529 CNY, a rate no figure was converted at."""
+    from gpuopt.pricing.fx import load_fx
+
+    fx = load_fx({("CNY", "USD"): 0.14}, use_cache=False)
+    assert fx.rate("USD", "CNY") == pytest.approx(1 / 0.14)
+    assert fx.describe() == "1 CNY = 0.14 USD (user override)"

@@ -195,3 +195,21 @@ def test_catalog_list_refuses_an_empty_currency_and_an_fx_rate_of_one_currency()
     result = CliRunner().invoke(cli, ["catalog", "list", "--fx-rate", "USD:USD=2"])
     assert (result.exit_code, result.stderr) == (
         2, "error: --fx-rate 'USD:USD=2': base and quote must be two currencies\n")
+
+
+def test_quantization_in_the_server_args_is_the_weight_format_a_plan_prints() -> None:
+    """A plan's command for fp8 weights on a 16-bit checkpoint says `--quantization fp8`; pasted into
+    --server-args it was parsed and ignored (the weights simulated in BF16: 170,432 KV tokens for the plan's
+    408,512 and a 20x TTFT miss). It is now the precision; a method the model does not ship in is refused."""
+    base = ["simulate", "--model", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "H100-NVL-94GB", "--random-input-len", "1200",
+            "--random-output-len", "300", "--num-prompts", "20", "--request-rate", "2", "--json"]
+    pasted = CliRunner().invoke(cli, [*base, "--server-args", "--quantization fp8 --kv-cache-dtype fp8 "
+                                                               "--max-model-len 8192"])
+    flagged = CliRunner().invoke(cli, [*base, "--precision", "fp8", "--kv-cache-dtype", "fp8",
+                                       "--max-model-len", "8192"])
+    assert pasted.exit_code == 0 and flagged.exit_code == 0, pasted.output
+    assert json.loads(pasted.stdout) == json.loads(flagged.stdout)
+    wrong = CliRunner().invoke(cli, [*base, "--server-args", "--quantization awq"])
+    assert wrong.exit_code == 2
+    assert "error: --server-args --quantization awq: Qwen/Qwen2.5-32B-Instruct is not a quantized checkpoint" in \
+        wrong.stderr

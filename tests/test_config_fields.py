@@ -164,3 +164,21 @@ def test_v_head_dim_is_needed_only_by_the_deepseek_family(tmp_path: Path) -> Non
                    model_type="minicpm3", architectures=["MiniCPM3ForCausalLM"])
     arch = from_hf_config(_write(tmp_path, cfg))
     assert arch.is_mla and arch.v_head_dim is None and arch.attn_head_dim == 56 and not arch.indexer_params
+
+
+@pytest.mark.parametrize("factor", [-4, 0, 0.5, 1e308, "8", True])
+def test_a_rope_factor_no_model_has_is_one_error_at_the_field(tmp_path, factor):
+    """QA: a factor of -4 gave "-131,072 tokens" of context at exit 0, 1e308 an overflow (exit 70)."""
+    import json as _json
+
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+              "max_position_embeddings": 8192, "rope_scaling": {"rope_type": "yarn", "factor": factor}}
+    (tmp_path / "config.json").write_text(_json.dumps(config))
+    from gpuopt.errors import ConfigError
+    from gpuopt.physics.resolution import from_local_path
+
+    with pytest.raises(ConfigError) as err:
+        from_local_path(tmp_path)
+    (line,) = err.value.problems
+    assert "field 'rope_scaling.factor' must be a number from 1 to 1024" in line

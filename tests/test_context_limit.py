@@ -202,3 +202,19 @@ def test_a_length_is_refused_exactly_above_the_limit(max_pos: int, factor: float
         rope_type, int(max_pos * factor))
     assert limit == expected
     assert (max_model_len_problem(arch, asked, "--max-model-len") is None) == (asked <= expected)
+
+
+def test_a_model_whose_limit_gpuopt_does_not_know_says_its_length_is_unchecked() -> None:
+    """QwQ-32B's registry row has no max_position_embeddings (its config was not read): a length is accepted as
+    given, and fit says it could not check it rather than approving it silently."""
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["fit", "--model", "Qwen/QwQ-32B", "--gpu", "H200-141GB", "--max-model-len",
+                                      "1000000"])
+    assert "Qwen/QwQ-32B's context limit is not in gpuopt's registry" in result.stderr
+    assert "max_model_len 1,000,000 is not checked against it" in result.stderr
+    known = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H200-141GB",
+                                     "--max-model-len", "8192"])
+    assert "context limit is not in" not in known.stderr

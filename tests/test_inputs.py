@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -364,3 +365,48 @@ def test_capacity_growth_past_the_ceiling_is_refused(tmp_path):
     assert problems(load_capacity_file, path) == (
         f"{path}:6: workloads.0.demand.requests_per_second: demand 1e+07 in period 3 is above what gpuopt plans for "
         "(1e+06)",)
+
+
+def test_json_nested_past_what_a_reader_goes_is_one_error_line(tmp_path):
+    """Found by QA: 100,000 nested brackets in a config.json, a --compilation-config or a refresh --file were
+    RecursionError (exit 70); the plan-file reader already refused them."""
+    deep = "[" * 100_000 + "]" * 100_000
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(deep)
+    answer = tmp_path / "answer.json"
+    answer.write_text(deep)
+    for args, needle in (
+            (("fit", "--model", model, "--gpu", "H100-SXM-80GB"), "nested deeper than a JSON reader goes"),
+            (("fit", "--model", "Qwen/Qwen3-8B", "--gpu", "H100-SXM-80GB", "--compilation-config",
+              "[" * 5000 + "]" * 5000), "takes a JSON object"),
+            (("catalog", "refresh", "runpod", "--file", answer), "nested deeper than a JSON reader goes")):
+        result = CliRunner().invoke(cli, [str(a) for a in args], prog_name="gpuopt")
+        lines = result.stderr.splitlines()
+        assert result.exit_code == 2 and len(lines) == 1 and needle in lines[0], (args[:2], result.stderr[:300])
+        assert len(lines[0]) < 400  # the value is named, not echoed
+
+
+def test_a_horizon_that_runs_past_the_calendar_is_refused(tmp_path):
+    """9999Q4 plus a year and the 5-year terms it can buy has no calendar dates: `plan --format focus` ended in a
+    ValueError (exit 70)."""
+    text = CAPACITY.replace("DEMAND", "[1, 1, 1, 1]").replace("period: quarter}", "period: quarter, start: 9999Q4}")
+    path = write(tmp_path, text)
+    assert problems(load_capacity_file, path) == (
+        f"{path}:2: horizon: start 9999Q4: the horizon and the commitments it can buy run past the year 9999, "
+        "which no calendar dates",)
+    fine = write(tmp_path, CAPACITY.replace("DEMAND", "[1, 1, 1, 1]").replace("period: quarter}",
+                                                                             "period: quarter, start: 2027Q1}"))
+    assert load_capacity_file(fine).horizon.start == "2027Q1"
+
+
+def test_a_plan_dated_past_the_calendar_is_refused_by_focus(tmp_path):
+    plan = tmp_path / "plan.json"
+    result = run("solve", EXAMPLES / "two-models.yaml", "--json", "-o", plan)
+    assert result.exit_code == 0
+    edited = tmp_path / "late.json"
+    edited.write_text(re.sub(r'"as_of_date": "[0-9-]+"', '"as_of_date": "9999-12-15"', plan.read_text()))
+    late = run("report", edited, "--format", "focus")
+    assert late.exit_code == 2 and late.stdout == ""
+    assert late.stderr == ("error: the plan's dates run past the year 9999 (9999-12-15 + 1 months): FOCUS billing "
+                           "periods cannot be dated\n")

@@ -330,3 +330,27 @@ def test_a_tag_with_an_invisible_character_is_refused(tmp_path, invisible):
     assert result.exit_code == 2
     assert f"workloads.0.tags: 'ad\\u{ord(invisible):04x}min' holds an invisible character" in result.stderr
     assert formula_problems("o.csv", [(2, {"sku": "p5" + invisible})])
+
+
+def test_a_result_written_with_dash_o_is_escaped_as_stdout_is(tmp_path):
+    """QA: a hand-edited plan's SKU with an ESC sequence was escaped on stdout and written raw by `-o` (a later
+    `cat` of the file would clear the screen)."""
+    import json as _json
+
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    plan = tmp_path / "plan.json"
+    solved = CliRunner().invoke(cli, ["solve", str(EXAMPLES / "two-models.yaml"), "--json", "-o", str(plan)])
+    assert solved.exit_code == 0
+    data = _json.loads(plan.read_text())
+    data["deployments"][0]["sku"] = "g\x1b[2Jx"
+    edited = tmp_path / "edited.json"
+    edited.write_text(_json.dumps(data))
+    for fmt in ("table", "csv"):
+        out = tmp_path / f"out.{fmt}"
+        result = CliRunner().invoke(cli, ["report", str(edited), "--format", fmt, "-o", str(out)])
+        assert result.exit_code == 0, result.output
+        text = out.read_text()
+        assert "\x1b" not in text and "g\\u001b[2Jx" in text, fmt

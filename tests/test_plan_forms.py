@@ -118,3 +118,14 @@ def test_report_and_diff_read_every_form(forms, form):
         run("report", forms["all"], "--format", "markdown").stdout
     diff = json.loads(run("diff", forms["all"], forms[form], "--format", "json").stdout)
     assert diff["total_delta"] == 0 and {line["change"] for line in diff["lines"]} == {"unchanged"}
+
+
+def test_a_budget_without_a_currency_is_in_the_files_currency(tmp_path):
+    """cn-chat-70b (currency: CNY) costs 105,825.91 CNY a month: a budget of 100,000 is over it in CNY (exit 3);
+    read as USD (until 2026-12-04) it was 665,290 CNY and passed."""
+    workload = tmp_path / "w.yaml"
+    workload.write_text((EXAMPLES / "cn-chat-70b.yaml").read_text() + "budget: {max_monthly: 100000}\n")
+    result = run("solve", workload, "--region", "cn", "--format", "json")
+    assert result.exit_code == 3
+    b = json.loads(result.stdout)["budget"]
+    assert (b["max_monthly_in_plan_currency"], b["margin"], b["over"]) == (100000.0, -5825.91, True)

@@ -389,3 +389,20 @@ def test_fbgemm_fp8_keeps_the_modules_it_names_in_16_bit_and_runs_w8a8_from_ada(
 def test_fbgemm_fp8_on_an_moe_model_is_refused_not_mis_sized() -> None:
     with pytest.raises(ConfigError, match="fbgemm_fp8' on an MoE model"):
         read_quantization({"num_local_experts": 8, "quantization_config": {"quant_method": "fbgemm_fp8"}})
+
+
+def test_a_checkpoint_whose_fp8_kv_cache_no_backend_serves_says_where_the_fp8_came_from(tmp_path: Path) -> None:
+    """With --kv-cache-dtype auto the message told the user to use --kv-cache-dtype auto: the fp8 came from the
+    checkpoint's hf_quant_config.json (kv_cache_quant_algo FP8), and that is what it must say."""
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    for name, fixture in (("config.json", "nvidia__Llama-3.1-70B-Instruct-FP8.json"),
+                          ("hf_quant_config.json", "nvidia__Llama-3.1-70B-Instruct-FP8.hf_quant_config.json")):
+        (tmp_path / name).write_text((FIXTURES / fixture).read_text())
+    result = CliRunner().invoke(cli, ["fit", "--model", str(tmp_path), "--gpu", "T4-16GB", "--tp", "8"])
+    assert result.exit_code == 2
+    (line,) = result.stderr.splitlines()
+    assert "quantizes its KV cache to FP8 (kv_cache_quant_algo FP8 in its hf_quant_config.json)" in line
+    assert "use --kv-cache-dtype auto" not in line

@@ -57,6 +57,15 @@ def test_a_class_vllm_dropped_is_refused_with_the_newest_modelled_release_that_s
         estimate(arch, get_gpu("H100-SXM-80GB"), ServingConfig(tensor_parallel=8, max_model_len=8192))
 
 
+def test_llama_3_2_vision_is_refused_where_vllm_dropped_mllama() -> None:
+    """Its registry row had no class, so no release check ran: fit approved it on 0.33, which has no Mllama."""
+    arch = get_model("meta-llama/Llama-3.2-11B-Vision-Instruct")
+    assert arch.hf_architecture == "MllamaForConditionalGeneration"
+    problem = release_problem(arch, "0.33")
+    assert problem is not None and "until 0.10.2" in problem and problem.endswith("--vllm-version 0.10.1 or older")
+    assert release_problem(arch, "0.10.1") is None
+
+
 def test_a_class_newer_than_the_release_names_the_first_release_that_serves_it() -> None:
     arch = get_model("Qwen/Qwen3.5-9B")  # Qwen3_5ForConditionalGeneration
     assert release_problem(arch, "0.14") == ("vLLM 0.14 does not implement Qwen/Qwen3.5-9B's class "

@@ -37,7 +37,8 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
     from gpuopt.errors import GpuoptError
     from gpuopt.hardware import get_gpu
     from gpuopt.inputs.evidence import ServerConfig, read_evidence, server_flags
-    from gpuopt.physics.profile import dump_profile, load_profile
+    from gpuopt.inputs.profile_file import load_profile
+    from gpuopt.physics.profile import dump_profile
     from gpuopt.planner.calibrate import calibrate as fit
     from gpuopt.planner.calibrate import check, refusal
     from gpuopt.reports.calibrate import render_comparisons, render_json, render_profile_summary

@@ -36,7 +36,8 @@ def default_profile() -> Path | None:
 def apply_profile(path: Path | None, vllm_version: str | None) -> str | None:
     """Install the profile's calibrated GPUs; returns the profile path used (None: none)."""
     from gpuopt.hardware import gpu_table, use_calibrated
-    from gpuopt.physics.profile import adjust_gpu, load_profile
+    from gpuopt.inputs.profile_file import load_profile
+    from gpuopt.physics.profile import adjust_gpu
 
     chosen = path or default_profile()
     if chosen is None:

@@ -246,6 +246,21 @@ def simulate(model: str | None, model_config: Path | None, gpu: str, tp: int | N
     # for --max-model-len given as a flag or inside --server-args alike
     if arch is not None and mml is not None and (too_long := max_model_len_problem(arch, mml, "--max-model-len")):
         problems.append(too_long)
+    if arch is not None and args.quantization is not None:
+        # `--quantization fp8` quantizes 16-bit weights to FP8 at load (what a plan's command prints for fp8);
+        # any other method names the checkpoint's own format, which the model must then be
+        method = args.quantization.lower()
+        own = arch.quantization.method if arch.quantization is not None else None
+        if method == "fp8" and own is None:
+            if precision not in (None, "fp8"):
+                problems.append(f"--server-args --quantization fp8 and --precision {precision} disagree: give one")
+            precision = "fp8"
+        elif own is None or not (method == own or method.startswith(own.replace("-", "_"))
+                                 or own.replace("-", "_").startswith(method)):
+            problems.append(f"--server-args --quantization {args.quantization}: {arch.hf_id} is "
+                            + (f"a {own} checkpoint" if own else "not a quantized checkpoint")
+                            + "; gpuopt simulates `--quantization fp8` on 16-bit weights, or a quantized checkpoint "
+                            "named as --model (its format is read from it)")
     if problems or arch is None or spec is None:
         raise InputError(*problems)
     for flag in args.not_modelled:

@@ -28,7 +28,7 @@ from gpuopt.inputs.workload import WorkloadFile, fields_located_in, load_workloa
 from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, CandidatesForm, Plan
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.registry import formats, render_plan
-from gpuopt.text import printable
+from gpuopt.text import printable, result_text
 
 
 def today() -> dt.date:
@@ -47,7 +47,9 @@ def write_output(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False)
     else:
-        write_output_file(output, text)
+        # the file gets what stdout gets: a user's control characters escaped (text.result_text), not the raw
+        # ESC sequences a `cat` of the file would run (JSON escapes them itself; CSV and tables did not)
+        write_output_file(output, result_text(text))
         click.echo(f"wrote {output}", err=True)
 
 
@@ -84,8 +86,9 @@ def check_budget(plan: Plan, wf: WorkloadFile, max_monthly: float | None, fx: Fx
     if max_monthly is not None:
         return Budget.check(max_monthly, plan.currency, "--max-monthly", 1.0, plan.total_cost_per_month)
     if wf.budget is not None:
-        return Budget.check(wf.budget.max_monthly, wf.budget.currency, "workload file",
-                            fx.rate(wf.budget.currency, plan.currency), plan.total_cost_per_month)
+        currency = wf.budget.currency or wf.currency or "USD"  # unstated: the file's own currency
+        return Budget.check(wf.budget.max_monthly, currency, "workload file", fx.rate(currency, plan.currency),
+                            plan.total_cost_per_month)
     return None
 
 
@@ -96,7 +99,7 @@ def budget_overrun(plan: Plan) -> str | None:
         return None
     over = -b.margin
     # the share of the limit is undefined when the limit rounds to 0.00 in the plan's currency
-    share = f" ({-b.margin_fraction:.1%})" if b.margin_fraction is not None else ""
+    share = f" ({abs(b.margin_fraction):.1%})" if b.margin_fraction is not None else ""  # as the table: no -0.0 %
     return (f"over budget: {b.monthly_cost:,.2f} {plan.currency}/month ({HOURS_PER_MONTH} h) exceeds "
             f"{b.max_monthly:,.2f} {b.currency}/month by {over:,.2f} {plan.currency}{share}")
 

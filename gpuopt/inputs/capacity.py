@@ -116,6 +116,15 @@ class Horizon(Strict):
     def _matches_period(self) -> Horizon:
         if self.start and ("Q" in self.start) != (self.period == "quarter"):
             raise ValueError(f"start {self.start} does not name a {self.period}")
+        if self.start:
+            # the horizon and a 5-year commitment bought in its last period are dated (FOCUS billing periods):
+            # past 9999 no calendar date exists (9999Q4 ended `plan --format focus` in a ValueError, exit 70)
+            first = int(self.start[:4]) * 12 + ((int(self.start[5]) - 1) * 3 if "Q" in self.start
+                                                else int(self.start[5:]) - 1)
+            last = first + self.periods * self.months_per_period + 60
+            if last // 12 > 9999:
+                raise ValueError(f"start {self.start}: the horizon and the commitments it can buy run past the "
+                                 "year 9999, which no calendar dates")
         return self
 
     @property

@@ -148,6 +148,9 @@ def _finite(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
+MAX_BENCH_REQUESTS = 1_000_000
+
+
 def _count(data: dict[str, Any], key: str) -> int | None:
     """A whole count the file states (None: absent); a boolean, a fraction or a negative number is not one."""
     value = data.get(key)
@@ -155,6 +158,9 @@ def _count(data: dict[str, Any], key: str) -> int | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{key}: expected a whole number >= 0, got {value!r}")
+    if key in ("completed", "num_prompts") and value > MAX_BENCH_REQUESTS:
+        # each is replayed through the simulator: 10^12 requests ended in a MemoryError
+        raise ValueError(f"{key}: {value:,} requests, more than gpuopt replays ({MAX_BENCH_REQUESTS:,})")
     return value
 
 
@@ -165,6 +171,9 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg}); truncated?") from None
+    except RecursionError:  # found by QA: 100,000 nested brackets
+        raise InputError(f"{path}: not a `vllm bench serve --save-result` file (nested deeper than a JSON reader "
+                         "goes)") from None
     if not isinstance(data, dict) or "completed" not in data or "total_output_tokens" not in data:
         raise InputError(f"{path}: not a `vllm bench serve --save-result` file (no completed/total_output_tokens)")
     problems: list[str] = []
@@ -184,8 +193,11 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
     if rate not in (None, "inf") and (rate_f is None or rate_f <= 0):
         problems.append(f"{path}: request_rate: expected a positive number or \"inf\", got {rate!r}")
     cap = _finite(data.get("max_concurrency"))
-    if data.get("max_concurrency") is not None and (cap is None or cap < 1):
-        problems.append(f"{path}: max_concurrency: expected a positive number, got {data.get('max_concurrency')!r}")
+    if data.get("max_concurrency") is not None and (cap is None or cap < 1 or cap != int(cap)):
+        # vLLM's --max-concurrency is a whole number of clients (2.5 was replayed as a loop of 2.5); more clients
+        # than prompts is a loop of the prompts (below)
+        problems.append(f"{path}: max_concurrency: expected a whole number of clients >= 1, got "
+                        f"{data.get('max_concurrency')!r}")
     means = {key: _finite(data.get(key)) for key in ("mean_ttft_ms", "mean_tpot_ms", "mean_itl_ms",
                                                      "output_throughput")}
     for key, value in means.items():
@@ -195,6 +207,8 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
         value = data.get(key)
         if value is not None and ((f := _finite(value)) is None or f <= 0):
             problems.append(f"{path}: {key}: expected a positive number, got {value!r}")
+    if completed and means["mean_ttft_ms"] == 0:  # every request waits for its prefill: no TTFT is 0
+        problems.append(f"{path}: mean_ttft_ms: 0 for {completed} completed requests")
     if completed and totals[1] == 0 and (means["output_throughput"] or 0) > 0:
         problems.append(f"{path}: total_output_tokens: 0 output tokens for {completed} completed requests, where "
                         f"output_throughput says {means['output_throughput']:g} tokens/s")

@@ -22,7 +22,7 @@
         shared_prefix_tokens: 400                     # optional: a system prompt common to every request
         checkpoints: {int4: Qwen/Qwen3-32B-AWQ}       # optional: the checkpoint to serve per precision
     quotas: [{provider: aws, sku: p5.48xlarge, region: us-east-1, max_instances: 2}]   # optional
-    budget: {max_monthly: 50000, currency: USD}                                        # optional
+    budget: {max_monthly: 50000, currency: USD}   # optional; currency defaults to the file's currency
     discounts: {aws: 0.1}                                                              # optional
 
 Errors are reported one per line with the field path and the YAML line, exit code 2.
@@ -358,8 +358,13 @@ class Quota(Strict):
 
 
 class Budget(Strict):
+    """`budget: {max_monthly: N, currency: C}`; without a currency the amount is in the file's own `currency`
+    (USD when the file names none)."""
+
     max_monthly: float = Field(gt=0)
-    currency: Currency = "USD"
+    # unstated: the file's currency (cli/solve.check_budget). Until 2026-12-04 it was USD, so a `currency: CNY`
+    # file's budget of 100,000 was 665,290 CNY and passed a plan 5.8 % over what its author wrote
+    currency: Currency | None = None
 
 
 class WorkloadFile(Strict):

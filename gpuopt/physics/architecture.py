@@ -630,6 +630,7 @@ _REQUIRED = ("num_hidden_layers", "hidden_size", "num_attention_heads", "vocab_s
 # never ended) or an index-sized integer (OverflowError) fails instead of the config
 MAX_LAYERS = 10_000
 MAX_CONFIG_INT = 2**31 - 1
+MAX_ROPE_FACTOR = 1024.0  # rope scaling factors in use are 2-64 (YaRN 4, Llama-3 8, LongRoPE 32)
 # sizes a model cannot have zero of; the other integer fields may be 0 (first_k_dense_replace, n_shared_experts)
 _POSITIVE = ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim",
              "vocab_size", "max_position_embeddings")
@@ -671,6 +672,8 @@ def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
         raise ConfigError(f"{path}: is a directory (expected a config.json)") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:  # found by QA: 100,000 nested brackets
+        raise ConfigError(f"{path}: not a config.json (nested deeper than a JSON reader goes)") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a JSON object")
     default = str(raw.get("_name_or_path") or path.parent.name or path.stem)
@@ -947,7 +950,7 @@ def _llama4_fields(cfg: dict[str, Any], n_layers: int, where: str) -> dict[str, 
     return data
 
 
-def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
+def _rope_fields(cfg: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
     """Rope scaling as the config states it, from `rope_scaling` or Transformers v5's `rope_parameters` (one
     dict, or one per layer type); original_max_position_embeddings inside the entry or at the top level
     (Phi-3.5's LongRoPE keeps it there).
@@ -973,7 +976,12 @@ def _rope_fields(cfg: dict[str, Any]) -> dict[str, Any]:
             continue
         data["rope_type"] = rope_type
         factor = entry.get("factor")
-        if isinstance(factor, int | float) and not isinstance(factor, bool):
+        if factor is not None:
+            # a stretch of the trained positions: a number of at least 1 (transformers' rope validation), and
+            # not past MAX_ROPE_FACTOR (-4 gave "-131,072 tokens" of context, 1e308 an overflow: exit 70)
+            if isinstance(factor, bool) or not isinstance(factor, int | float) or not 1 <= factor <= MAX_ROPE_FACTOR:
+                raise ConfigError(f"{where}: field 'rope_scaling.factor' must be a number from 1 to "
+                                  f"{MAX_ROPE_FACTOR:g} (got {json.dumps(factor)})")
             data["rope_factor"] = float(factor)
         original = entry.get("original_max_position_embeddings", cfg.get("original_max_position_embeddings"))
         if isinstance(original, int) and not isinstance(original, bool):
@@ -1055,7 +1063,7 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     if data.get("num_experts") and data.get("n_shared_experts") and not data.get("shared_expert_intermediate_size"):
         data["shared_expert_intermediate_size"] = int(data["n_shared_experts"]) * int(data["moe_intermediate_size"])
     data.update({k: v for k, v in _hybrid_fields(cfg, int(data["num_hidden_layers"])).items() if v is not None})
-    data.update(_rope_fields(cfg))
+    data.update(_rope_fields(cfg, path))
     if cfg.get("mlp_hidden_act") == "relu2" or cfg.get("hidden_act") == "relu2":
         data["mlp_kind"] = "plain"  # squared-ReLU MLPs have no gate projection
     if isinstance(raw.get("vision_config"), dict):

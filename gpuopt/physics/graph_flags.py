@@ -33,6 +33,11 @@ LIST_SIZES_FLAG_LAST = (0, 12)  # --cuda-graph-sizes: a flag of 0.9-0.12
 MAX_SIZE_KEY_FIRST = (0, 12)  # max_cudagraph_capture_size and the compilation `mode`: keys from 0.12
 
 
+def _brief(raw: str) -> str:
+    """The value as given, cut to 60 characters: an error line names it, it does not echo a megabyte."""
+    return repr(raw) if len(raw) <= 60 else repr(raw[:60]) + f"... ({len(raw):,} characters)"
+
+
 @dataclass
 class GraphFlags:
     """The CUDA-graph flags of one command line, gathered as they come (later ones win, as in vLLM)."""
@@ -55,11 +60,11 @@ class GraphFlags:
             return
         try:
             value = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than a JSON reader goes
             raise InputError(f"{self._at(name)} takes a JSON object, e.g. '{{\"cudagraph_mode\": \"PIECEWISE\"}}' "
-                             f"(got {raw!r})") from None
+                             f"(got {_brief(raw)})") from None
         if not isinstance(value, dict):
-            raise InputError(f"{self._at(name)} takes a JSON object (got {raw!r})")
+            raise InputError(f"{self._at(name)} takes a JSON object (got {_brief(raw)})")
         for key, item in value.items():
             self._key(name, str(key), item)
 
@@ -67,13 +72,13 @@ class GraphFlags:
         """`--compilation-config.KEY RAW`: one key; its value is JSON where it parses, else a string."""
         try:
             value: object = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             value = raw
         self._key(name, key, value)
 
     def optimization_level(self, name: str, raw: str) -> None:
         if raw.strip() not in ("0", "1", "2", "3"):
-            raise InputError(f"{self._at(name)} must be 0, 1, 2 or 3 (got {raw!r})")
+            raise InputError(f"{self._at(name)} must be 0, 1, 2 or 3 (got {_brief(raw)})")
         self.level = int(raw)
 
     def cuda_graph_sizes(self, values: list[str]) -> None:

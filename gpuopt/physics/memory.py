@@ -282,6 +282,15 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                         "printed (docs/memory.md)")
     if (known_bad := checkpoint_table.caution(arch.hf_id, tp * pp)) is not None:
         warnings.append(known_bad)
+    if model_max_len(arch) is None:
+        # gpuopt's registry row lacks the limit (a config it did not read): vLLM refuses a length above the
+        # checkpoint's own max_position_embeddings, which gpuopt cannot check, nor cap its suggestions at
+        where = ("its config" if arch.source.startswith("config ")
+                 else "gpuopt's registry (its config.json was not read)")
+        warnings.append(f"{arch.hf_id}'s context limit is not in {where}: max_model_len {cfg.max_model_len:,} is not "
+                        "checked against it, and vLLM refuses to start above the checkpoint's "
+                        "max_position_embeddings; pass the model's config.json (or its Hub id with the Hub "
+                        "reachable) to check it")
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")

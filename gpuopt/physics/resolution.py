@@ -64,6 +64,8 @@ def _read_json(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: file not found") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    except RecursionError:  # found by QA: 100,000 nested brackets
+        raise ConfigError(f"{path}: not a config file (nested deeper than a JSON reader goes)") from None
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not a text file") from None
     if not isinstance(raw, dict):

@@ -313,7 +313,15 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
         raise InputError(f"--gpu {gpu.gpu}: {no_build}")
     if (no_backend := fp8_kv_backend.unsupported(arch, gpu, resolved.kv_cache_dtype,
                                                  resolved.vllm_version)) is not None:
-        raise InputError(f"--kv-cache-dtype fp8: {no_backend}; use --kv-cache-dtype auto")
+        if cfg.kv_cache_dtype == "fp8":
+            raise InputError(f"--kv-cache-dtype fp8: {no_backend}; use --kv-cache-dtype auto")
+        # `auto` became fp8 from the checkpoint (a ModelOpt kv_cache_quant_algo FP8): telling the user to pass
+        # the auto they passed contradicted itself; vLLM would refuse to start this way
+        raise InputError(f"{arch.hf_id} quantizes its KV cache to FP8 (kv_cache_quant_algo FP8 in its "
+                         f"hf_quant_config.json), which vLLM {resolved.vllm_version} applies under --kv-cache-dtype "
+                         f"auto: {no_backend}; vLLM would refuse to start -- choose a GPU whose attention backends "
+                         "serve it, or serve the checkpoint with vLLM's --kv-cache-dtype bfloat16 (not modelled by "
+                         "gpuopt)")
     return resolved, profile
 
 

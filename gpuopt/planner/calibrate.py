@@ -278,7 +278,8 @@ def observed(obs: Observation) -> dict[str, float]:
         if obs.kv_cache_tokens is not None:
             out["kv_cache_tokens"] = float(obs.kv_cache_tokens)
         return out
-    return {m: v for m in LATENCY_METRICS if (v := getattr(obs, m)) is not None}
+    # a figure of 0 (the TPOT vLLM prints for one-token outputs) says nothing a ratio can fit
+    return {m: v for m in LATENCY_METRICS if (v := getattr(obs, m)) is not None and v > 0}
 
 
 Residuals = Callable[[NDArray[np.float64]], NDArray[np.float64]]

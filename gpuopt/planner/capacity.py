@@ -58,6 +58,7 @@ from gpuopt.planner.plan import (
     CurrencyCode,
     FxText,
     IsoDate,
+    KnownPriceKind,
     Money,
     PlanStatus,
     Sensitivity,
@@ -68,7 +69,6 @@ from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, opt
 from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
-from gpuopt.vocabulary import KnownPriceKind
 
 
 @dataclass(frozen=True)

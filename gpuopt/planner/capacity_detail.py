@@ -16,9 +16,8 @@ from pydantic import BaseModel, ConfigDict
 from gpuopt.hardware import get_gpu
 from gpuopt.planner.candidates import CandidateResult, resolve_model
 from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike, cents, period_charges
-from gpuopt.planner.plan import HOURS_PER_MONTH
+from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind
 from gpuopt.planner.serve_command import vllm_command
-from gpuopt.vocabulary import KnownPriceKind
 
 
 class RunningLine(BaseModel):

@@ -27,8 +27,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED
-from gpuopt.planner.plan import HOURS_PER_MONTH, Money, plain
-from gpuopt.vocabulary import KnownPriceKind
+from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind, Money, plain
 
 CHARGE_MODES = {
     "full-term": "every commitment is charged for its whole term, also the months after the horizon "

@@ -190,6 +190,11 @@ def parse_price(raw: str) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+MAX_COUNTS = {"gpu_count": 1024, "vcpus": 65_536, "term_months": 120}
+"""The largest counts a catalog row may state: an NVL72 rack is 72 GPUs and clouds sell at most a few hundred
+vCPUs an instance and 5-year terms; anything past these is a typo or a hostile file."""
+
+
 def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, unknown_gpu_ok: bool = False) -> list[str]:
     """Problems of one price row (catalog, cache, overlay or refresher output), each naming `where` and the column.
 
@@ -223,6 +228,10 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, unknow
                     raise ValueError
             except ValueError:
                 problems.append(f"{where}: column '{col}': expected a positive whole number ('{raw}')")
+                continue
+            if number > MAX_COUNTS[col]:  # 10^20 GPUs passed here and ended the solve in an IndexError
+                problems.append(f"{where}: column '{col}': {raw} is more than any offering has (at most "
+                                f"{MAX_COUNTS[col]:,})")
     for col in ("gpu_mem_gib", "ram_gib"):
         raw = v.get(col, "")
         if raw and parse_price(raw) is None:

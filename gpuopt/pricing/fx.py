@@ -56,8 +56,10 @@ class FxTable:
 
     def describe(self) -> str:
         parts = [f"1 {b} = {v} {q} (user override)" for (b, q), v in sorted(self.overrides.items())]
+        # an override replaces its pair both ways (rate() inverts it): the shipped rate of the pair is not used,
+        # and printing it beside the override said a rate no figure was converted at
         parts += [f"1 {r.base} = {r.rate} {r.quote} ({r.as_of})" for r in self.rates
-                  if (r.base, r.quote) not in self.overrides]
+                  if (r.base, r.quote) not in self.overrides and (r.quote, r.base) not in self.overrides]
         return "; ".join(parts)
 
 

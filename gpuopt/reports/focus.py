@@ -40,6 +40,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpuopt.errors import InputError
 from gpuopt.planner.plan import HOURS_PER_MONTH
 
 FOCUS_COLUMNS = (
@@ -80,7 +81,12 @@ def commitment_type(price_kind: str) -> tuple[str, str]:
 
 
 def add_months(day: dt.date, months: int) -> dt.date:
+    """The first day of the month `months` after `day`'s; a plan dated so late that a billing period ends past
+    the year 9999 (a hand-edited as_of_date of 9999-12-15) is refused rather than ending in a ValueError."""
     total = day.year * 12 + day.month - 1 + months
+    if not 1 <= total // 12 <= 9999:
+        raise InputError(f"the plan's dates run past the year 9999 ({day.isoformat()} + {months} months): FOCUS "
+                         "billing periods cannot be dated")
     return dt.date(total // 12, total % 12 + 1, 1)
 
 

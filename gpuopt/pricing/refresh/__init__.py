@@ -54,6 +54,9 @@ def load_json(path: Path, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise RefreshError(f"{path}: {what} is not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg}; "
                            "truncated?)") from None
+    except RecursionError:  # found by QA: 100,000 nested brackets
+        raise RefreshError(f"{path}: {what} is not an answer of the API (nested deeper than a JSON reader "
+                           "goes)") from None
 
 
 def _json_kind(value: Any) -> str:

@@ -1,0 +1,68 @@
+"""Reading a calibration profile (`--profile FILE`, `calibrate --check`): the YAML read as every input file is
+(YAML 1.2 scalars, duplicate keys refused), the model checked strictly, and the factors checked against what
+the GPU they name could be (physics/profile.py holds the profile and how it adjusts a GPU)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from gpuopt.errors import InputError, UnknownNameError
+from gpuopt.hardware import get_gpu
+from gpuopt.inputs.loader import parse_yaml
+from gpuopt.physics.profile import PROFILE_KIND, Profile
+
+SPEC_FACTOR_RANGE = (0.05, 2.0)
+"""A fitted bandwidth or compute factor outside this range is not a correction of the GPU's datasheet but of
+some other GPU or a broken measurement: half the datasheet's speed is common, twice it is not physics."""
+
+
+def profile_problems(profile: Profile) -> list[str]:
+    """What no GPU could be: a speed factor outside SPEC_FACTOR_RANGE, or a memory offset that leaves the GPU
+    reporting no memory or more than its datasheet (calibrate on logs of another GPU, or a hand edit: a 1,000 GiB
+    KV cache on an H100 made it hold a 405B model in BF16)."""
+    problems = []
+    for i, e in enumerate(profile.entries):
+        where = f"entries.{i}"
+        for name in ("decode_bandwidth", "prefill_compute"):
+            fit = getattr(e, name)
+            if fit is not None and not SPEC_FACTOR_RANGE[0] <= fit.value <= SPEC_FACTOR_RANGE[1]:
+                problems.append(f"{where}.{name}.value: {fit.value:g} is outside {SPEC_FACTOR_RANGE[0]:g}-"
+                                f"{SPEC_FACTOR_RANGE[1]:g} x the datasheet")
+        if e.memory_offset_gib is not None:
+            try:
+                gpu = get_gpu(e.gpu)
+            except UnknownNameError:  # reported by whoever looks the entry up
+                continue
+            reported = gpu.memory_gib_reported + e.memory_offset_gib.value
+            if not 0 < reported <= gpu.memory_gib * 1.02:
+                problems.append(f"{where}.memory_offset_gib.value: {e.memory_offset_gib.value:g} GiB would make the "
+                                f"{gpu.gpu} report {reported:,.2f} GiB (its memory: {gpu.memory_gib:g})")
+    return problems
+
+
+def load_profile(path: Path) -> Profile:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"--profile {path}: file not found") from None
+    except (IsADirectoryError, UnicodeDecodeError):
+        raise InputError(f"--profile {path}: not a readable text file") from None
+    except OSError as exc:
+        raise InputError(f"--profile {path}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        data, _ = parse_yaml(text, path)
+    except InputError as exc:
+        raise InputError(*(f"--profile {p}" for p in exc.problems)) from None
+    if not isinstance(data, dict) or data.get("kind") != PROFILE_KIND:
+        raise InputError(f"--profile {path}: not a gpuopt profile (no `kind: {PROFILE_KIND}`)")
+    try:
+        profile = Profile.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(*(f"--profile {path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                           for e in exc.errors())) from None
+    problems = profile_problems(profile)
+    if problems:
+        raise InputError(*(f"--profile {path}: {p}" for p in problems))
+    return profile
