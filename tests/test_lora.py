@@ -147,10 +147,10 @@ workloads:
 """
 
 
-def _solve(tmp_path, model: str, extra: str = "") -> tuple[int, dict, str]:  # type: ignore[type-arg]
+def _solve(tmp_path, model: str, extra: str = "", *flags: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD.format(model=model) + extra)
-    result = CliRunner().invoke(cli, ["solve", str(path), "--provider", "runpod", "--format", "json"])
+    result = CliRunner().invoke(cli, ["solve", str(path), "--provider", "runpod", "--format", "json", *flags])
     return result.exit_code, json.loads(result.stdout) if result.exit_code == 0 else {}, result.stderr
 
 
@@ -174,14 +174,13 @@ def test_a_workload_with_lora_reserves_the_slots_and_prints_the_flags(tmp_path) 
 
 def test_a_workload_lora_the_model_cannot_describe_is_one_error(tmp_path) -> None:
     vision = "meta-llama/Llama-3.2-11B-Vision-Instruct"
-    code, _, err = _solve(tmp_path, vision, "    lora: {max_loras: 2}\n")
+    code, _, err = _solve(tmp_path, vision, "    lora: {max_loras: 2}\n", "--vllm-version", "0.10.1")  # Mllama
     assert code == 2
     path = tmp_path / "w.yaml"
     lora_line = path.read_text().splitlines().index("    lora: {max_loras: 2}") + 1
     assert [x for x in err.splitlines() if x.startswith("error:")] == [
-        f"error: {path}:{lora_line}: workloads.0.lora: LoRA buffers of {vision}'s cross "
-        "layers are not modelled; plan it without --enable-lora (its adapter memory is then not counted) "
-        "(workload adapters)"]
+        f"error: {path}:{lora_line}: workloads.0.lora: vLLM 0.10.1's MllamaForConditionalGeneration ({vision}) "
+        "does not support LoRA: --enable-lora fails at start-up ('does not support LoRA yet') (workload adapters)"]
     code, _, err = _solve(tmp_path, QWEN3_4B, "    lora: {max_lora_rank: 12}\n")
     assert code == 2 and "w.yaml:10: workloads.0.lora.max_lora_rank" in err, err
 
