@@ -111,7 +111,8 @@ def test_planned_load_latency_is_what_fit_predicts_at_that_rate():
     # the capacity is TPOT-bound: at the target, within the rate search's 0.5 % (a decode window's stretch is
     # found by iterating the closed form, not solved exactly)
     assert code.at_planned_load.tpot_ms < code.capacity.tpot_ms == code.predicted.tpot_ms
-    assert code.capacity.tpot_ms == pytest.approx(30.0, rel=1e-3) and code.capacity.tpot_ms <= 30.0
+    assert code.capacity.tpot_ms == pytest.approx(30.0, rel=analytic_load.RATE_TOLERANCE) and \
+        code.capacity.tpot_ms <= 30.0
     # the KV cache the planned load holds: the requests in the replica at that load x what each holds on
     # average, 2,000 + 200 / 2 + 16 / 2 = 2,108 tokens (its prompt, half its output, half a block; the plan
     # rounds the share to 4 decimals and the concurrency to 2)
