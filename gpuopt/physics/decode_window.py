@@ -9,7 +9,7 @@ H100 at 2 requests/s take a 265 ms step per prompt and the simulator's mean TPOT
 is 16. Long outputs wash the start out (the window's mean tends to the mean step).
 
 This module follows the prompt queue step by step over the window (a Markov chain on the prompt tokens
-pending, in quarter prompt steps): a step carries up to one prompt step's tokens (x1) when any are pending and
+pending, in quarters of a prompt): a step carries the pending prompt tokens up to its room when any are and
 lasts the plain step plus that share of the prompt step's extra time; prompts arrive (Poisson) during it. The
 window starts from the prompts that arrived behind the request: those that came before its last prefill step
 share that step's spare room (a prompt of 8,192 tokens at a budget of 8,192 leaves its last two tokens to a
@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-RESOLUTION = 4  # pending prompt work in quarter prompt steps
+RESOLUTION = 4  # pending prompt work in quarters of a prompt
 MAX_WINDOW_STEPS = 256  # past this many decode steps the chain has mixed: the rest are at its stationary mean
 MAX_UNITS = 240  # the prompt work a window's chain follows, in units (60 prompt steps queued)
 NEGLIGIBLE = 0.02
@@ -75,21 +75,27 @@ def window_factor(rate: float, prompt_tokens: int, output_tokens: int, plain_s: 
         return 1.0  # no steady state: the caller reports the limit
     # screen: the prompts queued behind at the start, each a prompt step's extra time, over the window
     backlog = queued_before + rate * (plain_s + extra * last_chunk / prompt_step_tokens)
-    if backlog * per_prompt * extra / (steps * plain_s) < NEGLIGIBLE:
+    estimate = backlog * per_prompt * extra / (steps * plain_s)
+    if estimate < NEGLIGIBLE:
         return 1.0
-    res = RESOLUTION
-    unit = prompt_step_tokens / res  # tokens in one state unit
-    a = max(1, round(prompt_tokens / unit))  # units one prompt adds
+    # from NEGLIGIBLE to twice it the chain's stretch is phased in, so TPOT stays continuous in the rate (a step
+    # at the screen broke the bisections that find a closed loop's rate for a number of clients)
+    blend = min((estimate - NEGLIGIBLE) / NEGLIGIBLE, 1.0)
+    # a prompt is RESOLUTION units exactly (units of the prompt step rounded a prompt of 1.5 steps' quarters to
+    # 1 or 2 prompts by a hair of the rate: a 5 % jump in TPOT that stopped a closed loop's bisection)
+    a = RESOLUTION
+    unit = prompt_tokens / a  # tokens in one state unit
+    per_unit = extra * unit / prompt_step_tokens  # a unit's share of a prompt step's extra time
     # room for the backlog and the arrivals of a busy period four times the mean one, in units
-    size = int(a * (queued_before + 3 * math.sqrt(queued_before + 1) + 4 / (1 - busy))) + res + 1
-    most = max(res, int(step_room / unit))  # units one step can take
-    size = min(max(size, 4 * res, 2 * most), MAX_UNITS)
+    size = int(a * (queued_before + 3 * math.sqrt(queued_before + 1) + 4 / (1 - busy))) + a + 1
+    most = max(1, round(step_room / unit))  # units one step can take (8,190 of room holds a 8,192 prompt)
+    size = min(max(size, 4 * a, 2 * most), MAX_UNITS)
     k = np.arange(size)
     served = np.minimum(k, most)
-    duration = plain_s + extra * served / res
+    duration = plain_s + per_unit * served
     # transition: from k, `served` units leave and n ~ Poisson(rate x duration) prompts of `a` units arrive
     # (what would pass the last state stays there: the chain's truncation)
-    means = rate * (plain_s + extra * np.arange(most + 1) / res)
+    means = rate * (plain_s + per_unit * np.arange(most + 1))
     terms = int(means[-1] + 8 * math.sqrt(means[-1]) + 10)
     n = np.arange(terms)
     log_factorial = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, terms)))))
@@ -124,8 +130,8 @@ def window_factor(rate: float, prompt_tokens: int, output_tokens: int, plain_s: 
         start[:size - 1] += p1 * spread[:size - 1]
         start[size - 1] += p1 * float(spread[size - 1:].sum())
     # the chain's stationary mean step, by flow balance (the units a step serves on average are the units that
-    # arrive during it: rate x a / res x (prompt - plain) of the time goes to prompt work)
-    mean_step = plain_s / (1.0 - rate * a / res * extra)
+    # arrive during it: rate x a x per_unit of the time goes to prompt work)
+    mean_step = plain_s / (1.0 - rate * a * per_unit)
     weight = max(float(start.sum()), 1e-300)
     dist, total, done = start / weight, first / weight, 1 if async_scheduling else 0
     settled = 0
@@ -140,4 +146,5 @@ def window_factor(rate: float, prompt_tokens: int, output_tokens: int, plain_s: 
         dist = dist @ T
     # a window that starts behind an emptied queue (the request's last step took the prompts waiting) would be
     # a little faster than the steady state; not credited: the steady state's TPOT is the floor
-    return max(total / (steps * mean_step), 1.0) if mean_step > 0 else 1.0
+    stretch = max(total / (steps * mean_step), 1.0) if mean_step > 0 else 1.0
+    return 1.0 + (stretch - 1.0) * blend
