@@ -48,9 +48,13 @@ def _poisson(mean: float) -> NDArray[np.float64]:
         out = np.zeros(terms)
         out[0] = 1.0
         return out
-    n = np.arange(terms)
-    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, terms)))))
-    return np.asarray(np.exp(n * math.log(mean) - mean - log_factorial), dtype=np.float64)
+    return np.asarray(np.exp(np.arange(terms) * math.log(mean) - mean - _log_factorials(terms)), dtype=np.float64)
+
+
+def _log_factorials(terms: int) -> NDArray[np.float64]:
+    """log n! for n = 0 .. terms - 1 (the Poisson terms are taken in logs: exp(-m) m^n / n! overflows its parts
+    for the means of a busy engine)."""
+    return np.asarray(np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, terms))))), dtype=np.float64)
 
 
 @lru_cache(maxsize=65536)
@@ -98,9 +102,8 @@ def window_factor(rate: float, prompt_tokens: int, output_tokens: int, plain_s: 
     means = rate * (plain_s + per_unit * np.arange(most + 1))
     terms = int(means[-1] + 8 * math.sqrt(means[-1]) + 10)
     n = np.arange(terms)
-    log_factorial = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, terms)))))
-    # in logs: exp(-m) m^n / n! overflows its parts for the means of a busy engine
-    table = np.exp(n[None, :] * np.log(np.maximum(means, 1e-300))[:, None] - means[:, None] - log_factorial[None, :])
+    table = np.exp(n[None, :] * np.log(np.maximum(means, 1e-300))[:, None] - means[:, None]
+                   - _log_factorials(terms)[None, :])
     P = table[served]  # each state's arrival probabilities
     dest = (k - served)[:, None] + a * np.arange(terms)[None, :]
     inside = dest < size - 1  # distinct within a row (a >= 1): set at once
