@@ -406,3 +406,23 @@ def test_a_checkpoint_whose_fp8_kv_cache_no_backend_serves_says_where_the_fp8_ca
     (line,) = result.stderr.splitlines()
     assert "quantizes its KV cache to FP8 (kv_cache_quant_algo FP8 in its hf_quant_config.json)" in line
     assert "use --kv-cache-dtype auto" not in line
+
+
+def test_a_format_the_release_dropped_points_to_a_release_not_to_another_gpu(tmp_path: Path) -> None:
+    """bitsandbytes is gone from vLLM 0.28 on every GPU: "pick another GPU" sent the user after GPUs that could
+    not help; --vllm-version 0.27 fits."""
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+              "max_position_embeddings": 8192, "torch_dtype": "bfloat16",
+              "quantization_config": {"quant_method": "bitsandbytes", "load_in_4bit": True,
+                                      "bnb_4bit_quant_type": "nf4"}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    new = CliRunner().invoke(cli, ["fit", "--model", str(tmp_path), "--gpu", "H100-SXM-80GB"])
+    assert new.exit_code == 2 and "plan it with --vllm-version a release that has it" in new.stderr
+    assert "pick another GPU" not in new.stderr
+    old = CliRunner().invoke(cli, ["fit", "--model", str(tmp_path), "--gpu", "H100-SXM-80GB", "--vllm-version", "0.27"])
+    assert old.exit_code == 0

@@ -243,7 +243,11 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
     if (unsupported := precision_unsupported(gpu, resolved.precision, arch, resolved.vllm_version)) is not None:
         if precision_given:
             raise InputError(f"--precision {resolved.precision}: {unsupported}")
+        # a format the release dropped on every GPU (bitsandbytes from 0.28): no other GPU helps, an older release
+        # does
+        advice = ("plan it with --vllm-version a release that has it" if "removed in" in unsupported
+                  else "pick another GPU")
         raise InputError(f"--gpu {gpu.gpu}: {arch.hf_id} ships {resolved.precision} weights and {unsupported}: "
-                         "pick another GPU, or --precision with a checkpoint in that format")
+                         f"{advice}, or --precision with a checkpoint in that format")
     if (no_backend := sparse_mla.unsupported(arch, gpu, resolved.vllm_version)) is not None:
         raise InputError(f"--gpu {gpu.gpu}: {no_backend}")
