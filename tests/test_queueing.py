@@ -262,3 +262,14 @@ def test_a_simulated_closed_loop_of_one_size_stops_at_the_overfill_limit():
     r = _rtx4090_llama()
     clients, summary = steady_state.closed_capacity(r, FixedLengths(200, 800), None, 100.0, 95, 70.0)
     assert clients == 61.0 and summary is not None and float(summary["p95_tpot_ms"]) <= 100.0
+
+
+def test_a_closed_loop_below_the_top_is_found_below_the_top_rate():
+    """2,178/10 on an RTX 4090: past the top rate (2.61 req/s, 28.4 clients) a point whose steps overflow the
+    budget reported 17.7 clients at 2.96 req/s, and the search that doubled upwards from 1 req/s returned it for
+    19.5 clients (found by the hypothesis test above in CI)."""
+    r = _rtx4090_llama()
+    top = analytic_load.max_rate(r, 2178, 10, poisson=False)
+    point = analytic_load.at_concurrency(r, 19.516997120141877, 2178, 10)
+    assert point.stable and point.requests_per_second <= top.requests_per_second
+    assert point.concurrency == pytest.approx(19.517, rel=2 * analytic_load.CONCURRENCY_TOLERANCE)
