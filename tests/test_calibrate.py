@@ -570,3 +570,17 @@ def test_a_bench_file_no_run_wrote_is_one_error_line(tmp_path: Path, field: str,
     result = CliRunner().invoke(cli, ["calibrate", str(bad), str(K8S[1]), *K8S_FLAGS])
     assert result.exit_code == 2
     assert result.stderr == f"error: {bad}: {message}\n"
+
+
+def test_calibrate_keeps_no_factor_a_profile_would_refuse() -> None:
+    """Runs that look 2.6x faster than the datasheet's bandwidth: the fit finds 2.6, inside its search range
+    (0.2-5x) but outside the 0.05-2x a profile may hold, which `--profile` refuses -- calibrate wrote such
+    profiles. It leaves the bandwidth out and says why, and what it writes reads back."""
+    from gpuopt.inputs.profile_file import profile_problems
+
+    result = calibrate(_synthetic((2.6, 1.3, 0.0)))
+    [entry] = result.profile.entries
+    assert entry.decode_bandwidth is None
+    assert profile_problems(result.profile) == []
+    assert any("decode_bandwidth not fitted: the best value (2.60) is outside the 0.05-2x of the datasheet"
+               in line for line in result.skipped)

@@ -11,11 +11,7 @@ from pydantic import ValidationError
 from gpuopt.errors import InputError, UnknownNameError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.loader import parse_yaml
-from gpuopt.physics.profile import PROFILE_KIND, Profile
-
-SPEC_FACTOR_RANGE = (0.05, 2.0)
-"""A fitted bandwidth or compute factor outside this range is not a correction of the GPU's datasheet but of
-some other GPU or a broken measurement: half the datasheet's speed is common, twice it is not physics."""
+from gpuopt.physics.profile import PROFILE_KIND, SPEC_FACTOR_RANGE, Profile, memory_offset_possible
 
 
 def profile_problems(profile: Profile) -> list[str]:
@@ -35,10 +31,10 @@ def profile_problems(profile: Profile) -> list[str]:
                 gpu = get_gpu(e.gpu)
             except UnknownNameError:  # reported by whoever looks the entry up
                 continue
-            reported = gpu.memory_gib_reported + e.memory_offset_gib.value
-            if not 0 < reported <= gpu.memory_gib * 1.02:
-                problems.append(f"{where}.memory_offset_gib.value: {e.memory_offset_gib.value:g} GiB would make the "
-                                f"{gpu.gpu} report {reported:,.2f} GiB (its memory: {gpu.memory_gib:g})")
+            offset = e.memory_offset_gib.value
+            if not memory_offset_possible(gpu, offset):
+                problems.append(f"{where}.memory_offset_gib.value: {offset:g} GiB would make the {gpu.gpu} report "
+                                f"{gpu.memory_gib_reported + offset:,.2f} GiB (its memory: {gpu.memory_gib:g})")
     return problems
 
 

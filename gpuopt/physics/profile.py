@@ -25,6 +25,17 @@ from gpuopt.hardware import GpuSpec
 
 PROFILE_KIND = "gpuopt-profile"
 FACTORS = ("decode_bandwidth", "prefill_compute", "memory_offset_gib")
+SPEC_FACTOR_RANGE = (0.05, 2.0)
+"""A fitted bandwidth or compute factor outside this range is not a correction of the GPU's datasheet but of
+some other GPU or a broken measurement: half the datasheet's speed is common, twice it is not physics. A profile
+holding one is refused (inputs/profile_file.py), and `calibrate` keeps none (planner/calibrate.py)."""
+
+
+def memory_offset_possible(gpu: GpuSpec, offset_gib: float) -> bool:
+    """Whether the GPU, reporting `offset_gib` more than gpus.csv says, still reports some memory and no more
+    than it has: a KV cache past that is a start-up of another GPU or a hand edit (a 1,000 GiB KV cache "on an
+    H100" had it hold a 405B model in BF16). Shared by the profile reader and calibrate's fit."""
+    return 0 < gpu.memory_gib_reported + offset_gib <= gpu.memory_gib * 1.02
 
 
 class Fit(BaseModel):

@@ -47,7 +47,14 @@ from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.memory import MemoryEstimate, estimate
-from gpuopt.physics.profile import Fit, Profile, ProfileEntry, scale
+from gpuopt.physics.profile import (
+    SPEC_FACTOR_RANGE,
+    Fit,
+    Profile,
+    ProfileEntry,
+    memory_offset_possible,
+    scale,
+)
 from gpuopt.physics.serve_args import performance_mode
 from gpuopt.physics.serving_config import ServingConfig
 from gpuopt.physics.simulator import SchedulerConfig, simulate
@@ -381,7 +388,7 @@ def fit_factors(items: Sequence[Observation], predictor: Predictor, fit_bw: bool
             gap = (o.kv_cache_gib - mem.binding_rank.kv_cache_gib) / mem.config.gpu_memory_utilization
             gaps.append(gap)
             # a KV cache no card of this kind holds: the GPU would have to report more than its memory
-            if not 0 < gpu.memory_gib_reported + gap <= gpu.memory_gib * 1.02:
+            if not memory_offset_possible(gpu, gap):
                 impossible.append(f"{o.source}: a KV cache of {o.kv_cache_gib:g} GiB would need the {gpu.gpu} to "
                                   f"report {gpu.memory_gib_reported + gap:,.2f} GiB (its memory: "
                                   f"{gpu.memory_gib:g}): a start-up of another GPU or configuration (--gpu, --tp)?")
@@ -513,6 +520,13 @@ def _drop(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, 
         if loo is None and name != "memory_offset_gib" and not SEARCH[0] * 1.02 < value < SEARCH[1] / 1.02:
             skipped.append(f"{where}: {name} not fitted: the best value ({value:.2f}) is at the edge of the "
                            f"plausible range {SEARCH[0]:g}-{SEARCH[1]:g}x, so the error is not the GPU's speed")
+        elif loo is None and name != "memory_offset_gib" and \
+                not SPEC_FACTOR_RANGE[0] <= value <= SPEC_FACTOR_RANGE[1]:
+            # what the profile reader refuses (inputs/profile_file.py): calibrate wrote such a profile, which
+            # every --profile then rejected
+            skipped.append(f"{where}: {name} not fitted: the best value ({value:.2f}) is outside the "
+                           f"{SPEC_FACTOR_RANGE[0]:g}-{SPEC_FACTOR_RANGE[1]:g}x of the datasheet a profile holds, "
+                           "so the error is not the GPU's speed")
         elif loo is None and before - after < material_gain(before):
             default = getattr(Factors(), name)
             skipped.append(f"{where}: {name} not fitted: no value lowers the median error of its figures by "
