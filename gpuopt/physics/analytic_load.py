@@ -421,35 +421,35 @@ def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: flo
     steps = max(output_tokens - 1, 0)
     base = r.cal.server_overhead_ms * 1e-3 + front + service
 
-    def latencies(others: float, factor: float) -> tuple[float, float]:
+    def latencies(others: float, factor: float) -> tuple[float, float, float]:
+        """TTFT, TPOT and the prompt's queue (s) with `others` of the load ahead and the window's `factor`."""
         batch = 1.0 + b * others
         plain = mix.step(batch, 0.0)
         extra = mix.step(batch, window.x1) - plain if window.x1 > 0 else 0.0
         stall = 1.0 - prompt_steps_per_s * others * extra
         tpot = plain / stall * factor if stall > 0 else math.inf
         queue = prompt_queue_s(r, rate, b, context, input_tokens, room, service, rho, others)
-        ttft = base + step_wait_s(r, b * others, t) + queue
-        return ttft, tpot
+        return base + step_wait_s(r, b * others, t) + queue, tpot, queue
 
     def others_of(ttft: float, tpot: float) -> float:
         clients = rate * (ttft + steps * tpot)
         return max(clients - 1.0, 0.0) / clients if clients > 0 and math.isfinite(clients) else 1.0
 
-    def settle(others: float, factor: float) -> float:
+    def settle(others: float, factor: float) -> tuple[float, tuple[float, float, float]]:
+        """The others' share where it solves itself, and the latencies there."""
         for _ in range(100):  # a contraction: each pass moves the population less
-            ttft, tpot = latencies(others, factor)
-            new = others_of(ttft, tpot)
+            found = latencies(others, factor)
+            new = others_of(found[0], found[1])
             if abs(new - others) < 1e-9:
-                return new
+                return new, latencies(new, factor)
             others = new
-        return others
+        return others, latencies(others, factor)
 
-    others = settle(1.0, 1.0)
-    queue = prompt_queue_s(r, rate, b, context, input_tokens, room, service, rho, others)
+    others, (ttft, tpot, queue) = settle(1.0, 1.0)
     factor = window.factor(rate * others, queue)
     if factor != 1.0:
-        others = settle(others, factor)
-    return latencies(others, factor)
+        others, (ttft, tpot, queue) = settle(others, factor)
+    return ttft, tpot
 
 
 def prompt_queue_s(r: Replica, rate: float, decode_seqs: float, context: float, prompt_tokens: int, room: float,
