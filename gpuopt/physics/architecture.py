@@ -662,20 +662,29 @@ def _pick(cfg: dict[str, Any], field: str) -> Any:
     return None
 
 
-def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
-    """Read a local Hugging Face config.json (never the network). Missing fields are named in the error."""
+def read_json_object(path: Path, what: str = "a config.json") -> dict[str, Any]:
+    """A checkpoint's JSON file (config.json and its side files) as a dict, or one ConfigError line saying why
+    not; `what` names the file in the messages."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except IsADirectoryError:
-        raise ConfigError(f"{path}: is a directory (expected a config.json)") from None
+        raise ConfigError(f"{path}: is a directory (expected {what})") from None
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
     except RecursionError:  # found by QA: 100,000 nested brackets
-        raise ConfigError(f"{path}: not a config.json (nested deeper than a JSON reader goes)") from None
+        raise ConfigError(f"{path}: not {what} (nested deeper than a JSON reader goes)") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a JSON object")
+    return raw
+
+
+def from_hf_config(path: Path, name: str | None = None) -> ModelArchitecture:
+    """Read a local Hugging Face config.json (never the network). Missing fields are named in the error."""
+    raw = read_json_object(path)
     default = str(raw.get("_name_or_path") or path.parent.name or path.stem)
     return from_hf_dict(raw, name=name or default, where=str(path))
 

@@ -21,14 +21,13 @@ checkpoint's exact size. Every failure is one line saying what to do (exit 2).
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 from pathlib import Path
 from typing import Any
 
 from gpuopt.errors import ConfigError, InputError, UnknownNameError
-from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model, registry
+from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model, read_json_object, registry
 from gpuopt.physics.checkpoint_table import Checkpoint, find
 from gpuopt.physics.quantization import described
 
@@ -57,26 +56,10 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except RecursionError:  # found by QA: 100,000 nested brackets
-        raise ConfigError(f"{path}: not a config file (nested deeper than a JSON reader goes)") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"{path}: not a text file") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
-    return raw
-
-
 def from_files(config_path: Path, name: str | None, sides: dict[str, Path]) -> ModelArchitecture:
     """An architecture from a config.json and whichever side files the checkpoint has."""
-    cfg = _read_json(config_path)
-    extra = {key: _read_json(path) for key, path in sides.items()}
+    cfg = read_json_object(config_path)
+    extra = {key: read_json_object(path, f"a {key}") for key, path in sides.items()}
     index = extra.get("model.safetensors.index.json", {})
     found = index.get("metadata")
     metadata: dict[str, Any] = found if isinstance(found, dict) else {}
