@@ -354,3 +354,33 @@ def test_a_result_written_with_dash_o_is_escaped_as_stdout_is(tmp_path):
         assert result.exit_code == 0, result.output
         text = out.read_text()
         assert "\x1b" not in text and "g\\u001b[2Jx" in text, fmt
+
+
+def test_dash_o_naming_an_input_is_refused_and_the_input_kept(tmp_path, saved_plan):
+    """`gpuopt solve w.yaml -o w.yaml` replaced the workload with the plan (the atomic write renames over it);
+    `report plan.json -o plan.json` the plan with its report. Any spelling of the same file is refused, before
+    any work, and the input is left byte for byte."""
+    workload = tmp_path / "w.yaml"
+    shutil.copy(EXAMPLES / "two-models.yaml", workload)
+    before = workload.read_bytes()
+    (tmp_path / "sub").mkdir()
+    other_spelling = tmp_path / "sub" / ".." / "w.yaml"
+    result = run("solve", workload, "-o", other_spelling)
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: -o {other_spelling}: is {workload}, an input of this command; writing the result there would "
+        f"replace it: name another file"]
+    assert workload.read_bytes() == before
+    plan = tmp_path / "plan.json"
+    shutil.copy(saved_plan, plan)
+    link = tmp_path / "link.json"
+    link.symlink_to(plan)
+    kept = plan.read_bytes()
+    for args in (("report", link, "-o", plan), ("diff", saved_plan, plan, "-o", plan),
+                 ("solve", EXAMPLES / "two-models.yaml", "--catalog", plan, "-o", plan)):
+        result = run(*args)
+        assert result.exit_code == 2 and "an input of this command" in result.output, args
+    assert plan.read_bytes() == kept
+    # a new file, or one that is not an input, is written as before
+    assert run("report", plan, "--format", "markdown", "-o", tmp_path / "r.md").exit_code == 0
+    assert (tmp_path / "r.md").read_text().startswith("# gpuopt plan")

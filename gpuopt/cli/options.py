@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable
@@ -127,8 +128,37 @@ def output_option(help_text: str) -> Callable[[F], F]:
                 raise click.BadParameter(exc.problems[0].removeprefix(f"-o {value}: "), ctx, param) from None
         return value
 
-    return click.option("-o", "--output", type=SafePath(path_type=Path, dir_okay=False), callback=check,
-                        metavar="FILE", help=help_text)
+    def decorate(command: F) -> F:
+        @functools.wraps(command)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            output = kwargs.get("output")
+            if isinstance(output, Path):
+                refuse_input_as_output(output, [v for k, v in kwargs.items() if k != "output"])
+            return command(*args, **kwargs)
+
+        return click.option("-o", "--output", type=SafePath(path_type=Path, dir_okay=False), callback=check,
+                            metavar="FILE", help=help_text)(guarded)  # type: ignore[return-value]
+
+    return decorate
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file: the same inode when both exist (links and ../ spellings included)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def refuse_input_as_output(output: Path, values: list[Any]) -> None:
+    """-o naming a file the command reads (`gpuopt solve w.yaml -o w.yaml`, a plan report written over the
+    plan): the atomic write would replace the input with the result, and the workload or plan is gone. The
+    command's own arguments and options are its inputs (a path, or a tuple of them for repeated options)."""
+    for value in values:
+        for path in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(path, Path) and _same_file(path, output):
+                raise InputError(f"-o {output}: is {path}, an input of this command; writing the result there "
+                                 f"would replace it: name another file")
 
 
 JSON_FLAG = click.option("--json", "as_json", is_flag=True, help="Shorthand for --format json (as fit and simulate "
