@@ -584,3 +584,26 @@ def test_calibrate_keeps_no_factor_a_profile_would_refuse() -> None:
     assert profile_problems(result.profile) == []
     assert any("decode_bandwidth not fitted: the best value (2.60) is outside the 0.05-2x of the datasheet"
                in line for line in result.skipped)
+
+
+def test_a_broken_profile_is_named_by_where_it_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A broken $GPUOPT_PROFILE file was reported as `--profile FILE`, a flag the user never typed; the one
+    `calibrate --check` reads likewise."""
+    path = tmp_path / "profile.yaml"
+    path.write_text("x: [\n")
+    fit = ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-SXM-40GB"]
+    monkeypatch.setenv("GPUOPT_PROFILE", str(path))
+    from_env = CliRunner().invoke(cli, fit)
+    assert from_env.exit_code == 2 and from_env.stderr.startswith(f"error: GPUOPT_PROFILE {path}:2: invalid YAML")
+    flag = CliRunner().invoke(cli, [*fit, "--profile", str(path)])
+    assert flag.exit_code == 2 and flag.stderr.startswith(f"error: --profile {path}:2: invalid YAML")
+    monkeypatch.delenv("GPUOPT_PROFILE")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    (tmp_path / "config" / "gpuopt").mkdir(parents=True)
+    default = tmp_path / "config" / "gpuopt" / "profile.yaml"
+    default.write_text("kind: other\n")
+    result = CliRunner().invoke(cli, fit)
+    assert result.exit_code == 2
+    assert result.stderr == f"error: default profile {default}: not a gpuopt profile (no `kind: gpuopt-profile`)\n"
+    checked = CliRunner().invoke(cli, ["calibrate", str(K8S[0]), str(K8S[1]), *K8S_FLAGS, "--check", str(path)])
+    assert checked.exit_code == 2 and checked.stderr.startswith(f"error: --check {path}:2: invalid YAML")

@@ -61,7 +61,7 @@ def calibrate(files: tuple[Path, ...], model: str | None, gpu: str | None, tenso
     if problems:
         raise InputError(*problems)
     if check_profile is not None:
-        profile = load_profile(check_profile)
+        profile = load_profile(check_profile, "--check")
         rows = check(profile, observations)
         click.echo(render_json(None, rows, []) if as_json else
                    render_comparisons(rows, f"profile {check_profile} on {len(files)} file(s)", "profile"), nl=False)

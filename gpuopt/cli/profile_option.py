@@ -25,12 +25,14 @@ def profile_option(f: F) -> F:
                              "profile.yaml in the user config directory, when present).")(f)
 
 
-def default_profile() -> Path | None:
+def default_profile() -> tuple[Path | None, str]:
+    """The profile a command uses without --profile, and where it came from (named in its error lines: a
+    broken $GPUOPT_PROFILE file is no `--profile` the user typed)."""
     env = os.environ.get("GPUOPT_PROFILE")
     if env:
-        return Path(env)
+        return Path(env), "GPUOPT_PROFILE"
     path = Path(click.get_app_dir("gpuopt")) / "profile.yaml"
-    return path if path.exists() else None
+    return (path if path.exists() else None), "default profile"
 
 
 def apply_profile(path: Path | None, vllm_version: str | None) -> str | None:
@@ -39,11 +41,11 @@ def apply_profile(path: Path | None, vllm_version: str | None) -> str | None:
     from gpuopt.inputs.profile_file import load_profile
     from gpuopt.physics.profile import adjust_gpu
 
-    chosen = path or default_profile()
+    chosen, source = (path, "--profile") if path else default_profile()
     if chosen is None:
         use_calibrated({})
         return None
-    profile = load_profile(chosen)
+    profile = load_profile(chosen, source)
     specs = {}
     for name, spec in gpu_table().items():
         entry = profile.entry_for(name, vllm_version)

@@ -38,27 +38,29 @@ def profile_problems(profile: Profile) -> list[str]:
     return problems
 
 
-def load_profile(path: Path) -> Profile:
+def load_profile(path: Path, source: str = "--profile") -> Profile:
+    """The profile at `path`, validated; every problem names where the path came from (`source`: the flag, or
+    the GPUOPT_PROFILE variable or default location a command fell back on), so the user knows what to fix."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(f"--profile {path}: file not found") from None
+        raise InputError(f"{source} {path}: file not found") from None
     except (IsADirectoryError, UnicodeDecodeError):
-        raise InputError(f"--profile {path}: not a readable text file") from None
+        raise InputError(f"{source} {path}: not a readable text file") from None
     except OSError as exc:
-        raise InputError(f"--profile {path}: cannot read it ({exc.strerror or exc})") from None
+        raise InputError(f"{source} {path}: cannot read it ({exc.strerror or exc})") from None
     try:
         data, _ = parse_yaml(text, path)
     except InputError as exc:
-        raise InputError(*(f"--profile {p}" for p in exc.problems)) from None
+        raise InputError(*(f"{source} {p}" for p in exc.problems)) from None
     if not isinstance(data, dict) or data.get("kind") != PROFILE_KIND:
-        raise InputError(f"--profile {path}: not a gpuopt profile (no `kind: {PROFILE_KIND}`)")
+        raise InputError(f"{source} {path}: not a gpuopt profile (no `kind: {PROFILE_KIND}`)")
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise InputError(*(f"--profile {path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+        raise InputError(*(f"{source} {path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
                            for e in exc.errors())) from None
     problems = profile_problems(profile)
     if problems:
-        raise InputError(*(f"--profile {path}: {p}" for p in problems))
+        raise InputError(*(f"{source} {path}: {p}" for p in problems))
     return profile
