@@ -395,6 +395,20 @@ def test_a_plan_without_a_known_checkpoint_is_not_deployed(plans: dict[str, Path
         render_deploy(plan.model_copy(update={"deployments": [d]}), target, DeployOptions())
 
 
+@pytest.mark.parametrize("target", ["k8s", "skypilot", "compose", "pai-eas"])
+@pytest.mark.parametrize("edit", ["--port 9000", "--port=9000", "--host 127.0.0.1"])
+def test_a_port_or_host_edited_into_a_plan_is_refused(plans: dict[str, Path], target: str, edit: str) -> None:
+    """A saved plan whose command was given `--port 9000` by hand was deployed with vLLM on 9000 and the health
+    checks, published port and Service on 8000 (Compose, SkyPilot): a container that never turns healthy."""
+    plan = _plan(plans["cn" if target == "pai-eas" else "two"])  # PAI-EAS deploys Alibaba machines only
+    d = plan.deployments[0]
+    d = d.model_copy(update={"vllm_command": d.vllm_command.replace(" --max-model-len", f" {edit} --max-model-len",
+                                                                    1)})
+    flag = edit.split()[0].split("=")[0]
+    with pytest.raises(InputError, match=rf"^deployment {d.workload}: its command sets {flag} \(edited by hand\?\); "):
+        render_deploy(plan.model_copy(update={"deployments": [d]}), target, DeployOptions())
+
+
 def test_hostile_strings_stay_data(plans: dict[str, Path]) -> None:
     """A workload name reaches names (as a DNS label) and labels (quoted); a SKU reaches Compose only as a
     comment (JSON-quoted), and Kubernetes not at all: it refuses a SKU that is no label value (below)."""

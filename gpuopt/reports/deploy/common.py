@@ -173,11 +173,25 @@ def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
         raise InputError(f"deployment {d.workload}: its plan serves {args[0]}, a placeholder -- gpuopt knows no "
                          f"{precision} checkpoint of {d.model}; name one in the workload file (checkpoints: "
                          f"{{{precision}: organisation/repository}}) and solve again")
+    for token in args:
+        flag = token.split("=", 1)[0]
+        if flag in TARGET_FLAGS:
+            raise InputError(f"deployment {d.workload}: its command sets {flag} (edited by hand?); "
+                             f"{TARGET_FLAGS[flag]}: remove it from the plan's vllm_command")
     if nodes(d) > 1:
         args += ["--distributed-executor-backend", "ray"]  # the targets join the nodes in a Ray cluster
-    if "--port" not in args:
-        args += ["--port", str(port)]
-    return args
+    return [*args, "--port", str(port)]
+
+
+TARGET_FLAGS = {
+    "--port": "the artifact assigns each replica its port (8000 and up on a machine) and points the health "
+              "checks, Services and published ports at it",
+    "--host": "the artifact's health checks and Services reach vLLM from outside its container, on every "
+              "interface (vLLM's default)",
+}
+"""`vllm serve` flags an artifact owns: a plan's command never prints them (serve_command.py), and one edited
+into a saved plan would leave the probes and ports of the artifact on another address than vLLM's (a
+`--port 9000` served beside probes and a published port of 8000)."""
 
 
 def local_checkpoint(d: Deployment) -> str | None:
