@@ -183,3 +183,20 @@ def test_a_nul_byte_in_a_path_flag_is_a_usage_error(args):
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "a path cannot contain a NUL byte" in lines[0], lines
+
+
+@pytest.mark.parametrize("args", [
+    ["solve", str(EXAMPLES / "two-models.yaml"), "--region", ""],
+    ["solve", str(EXAMPLES / "two-models.yaml"), "--currency", " "],
+    ["plan", str(EXAMPLES / "capacity-global.yaml"), "--region", ""],
+    ["catalog", "list", "--region", ""],
+    ["catalog", "list", "--currency", ""],
+    ["catalog", "show", "x", "--currency", ""],
+    ["matrix", "meta-llama/Llama-3.1-8B-Instruct", "--region", ""],
+])
+def test_an_empty_region_or_currency_is_a_usage_error(args):
+    """`--region ""` (a script's unset $REGION) planned under the workload file's residency, exit 0."""
+    result = CliRunner().invoke(cli, args)
+    flag = next(a for a in args if a.startswith("--"))
+    assert result.exit_code == 2 and result.stdout == ""
+    assert f"Invalid value for '{flag}': is empty; give a value or leave the option out" in result.stderr

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gpuopt.cli.options import F, SafePath
+from gpuopt.cli.options import GIVEN, F, SafePath
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.pricing.catalog import (
@@ -89,12 +89,12 @@ def catalog() -> None:
 
 
 @catalog.command("list")
-@click.option("--region", "region", default="global", show_default=True, metavar="SEL",
+@click.option("--region", "region", type=GIVEN, default="global", show_default=True, metavar="SEL",
               help="Residency selector: cn, global, us, eu, apac, a region id, or a comma list.")
 @click.option("--provider", "providers", multiple=True, metavar="P", help="Only these providers (repeatable).")
 @click.option("--gpu", "gpus", multiple=True, metavar="G", help="Only these GPUs (repeatable).")
 @click.option("--price-kind", type=click.Choice(PRICE_KINDS), help="Only this price kind.")
-@click.option("--currency", type=str, help="Also show prices converted to USD or CNY.")
+@click.option("--currency", type=GIVEN, help="Also show prices converted to USD or CNY.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @catalog_options
 def list_catalog(region: str, providers: tuple[str, ...], gpus: tuple[str, ...], price_kind: str | None,
@@ -155,7 +155,7 @@ def _print_table(rows: list[Offering], cat: Catalog, currency: str | None) -> No
 
 @catalog.command("show")
 @click.argument("sku")
-@click.option("--currency", type=str)
+@click.option("--currency", type=GIVEN)
 @catalog_options
 def show(sku: str, currency: str | None, overlays: tuple[Path, ...], discounts: tuple[str, ...],
          fx_rates: tuple[str, ...]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, VLLM_VERSION, VLLM_VERSION_HELP, output_option
+from gpuopt.cli.options import FINITE_FLOAT, GIVEN, VLLM_VERSION, VLLM_VERSION_HELP, output_option
 from gpuopt.errors import InputError
 
 FORMAT_NAMES = ("table", "markdown", "csv", "json", "html")
@@ -30,7 +30,7 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--output-tokens", type=int, default=300, show_default=True, help="Mean output tokens (with a load).")
 @click.option("--ttft-ms", type=FINITE_FLOAT, help="TTFT target (with a load).")
 @click.option("--tpot-ms", type=FINITE_FLOAT, help="TPOT target (with a load).")
-@click.option("--region", default="global", show_default=True, help="Where the data may live (prices).")
+@click.option("--region", type=GIVEN, default="global", show_default=True, help="Where the data may live (prices).")
 @click.option("--currency", type=click.Choice(["USD", "CNY"]), help="Currency (default: CNY for cn, else USD).")
 @click.option("--headroom", type=FINITE_FLOAT, default=0.8, show_default=True,
               help="Plan each replica for this share of the load it sustains.")

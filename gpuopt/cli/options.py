@@ -68,6 +68,22 @@ class HumanInt(_IntParam):
 
 HUMAN_INT = HumanInt()
 
+
+class Given(_StrParam):
+    """A text flag that was given a value: `--region ""` (a script's unset $REGION) was read as no flag at all,
+    and the plan placed under the workload file's residency without a word."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("is empty; give a value or leave the option out", param, ctx)
+        return text
+
+
+GIVEN = Given()
+
 # the help of every --vllm-version option; the default it names is vllm_versions.yaml's `default_release`
 # (a test holds the two together: click help is fixed when the module is imported, before any data is read)
 VLLM_VERSION_HELP = "vLLM release whose defaults apply (default: 0.33; 0.34 is modelled from its source only)."
@@ -181,10 +197,10 @@ def placement_options(func: F) -> F:
     """--region, --provider, --currency, --headroom, --vllm-version: where and how `solve` and `plan` place
     replicas."""
     options = [
-        click.option("--region", metavar="SEL",
+        click.option("--region", metavar="SEL", type=GIVEN,
                      help="Residency: cn, global, us, eu, apac, a region id or a comma list."),
         click.option("--provider", "providers", multiple=True, metavar="P", help="Allowed providers (repeatable)."),
-        click.option("--currency", help="Report currency: USD or CNY."),
+        click.option("--currency", type=GIVEN, help="Report currency: USD or CNY."),
         click.option("--headroom", type=FINITE_FLOAT, default=DEFAULT_HEADROOM, show_default=True,
                      help="Plan each replica for at most this fraction of its sustainable load."),
         click.option("--vllm-version", type=VLLM_VERSION,
