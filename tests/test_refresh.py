@@ -101,6 +101,23 @@ def test_aws_refresh_replays_recorded_pages_with_stubber(cache):
     assert refreshed[0].origin == "cache" and refreshed[0].price_per_hour == 17.6289
 
 
+def test_aws_spot_in_china_is_priced_in_cny_and_only_gpu_types_are_kept():
+    """QA: a cn-north-1 spot history was written as USD (2.10 CNY for a g4dn.xlarge became 13.97 CNY, 2.7 x its
+    on-demand price), and a saved history's m5.large reached the cache."""
+    from gpuopt.pricing.refresh import aws
+
+    history = {"SpotPriceHistory": [
+        {"AvailabilityZone": f"{region}a", "InstanceType": sku, "SpotPrice": price, "Timestamp": "2026-11-28T09:00"}
+        for region in ("cn-north-1",) for sku, price in (("g4dn.xlarge", "2.10"), ("m5.large", "0.2"))]}
+    (row,) = aws.parse_spot(history, "h", specs("aws"), "cn-north-1")
+    assert (row["sku"], row["price_per_hour"], row["currency"]) == ("g4dn.xlarge", "2.1", "CNY")
+    assert row["gpu"] == "T4-16GB"
+    (us,) = aws.parse_spot({"SpotPriceHistory": [dict(history["SpotPriceHistory"][0], AvailabilityZone="us-east-1a")]},
+                           "h", specs("aws"), "us-east-1")
+    assert us["currency"] == "USD"
+    assert [aws.spot_currency(r) for r in ("cn-northwest-1", "us-east-1", "ap-east-1")] == ["CNY", "USD", "USD"]
+
+
 def test_aws_refresh_without_credentials_is_one_clear_line():
     pytest.importorskip("boto3")
     from botocore.exceptions import NoCredentialsError
@@ -545,6 +562,26 @@ def test_runpod_low_stock_commitment_prices_are_reported_not_invented():
     # oneWeekPrice and oneMonthPrice are null (not offered): not mentioned; the two others are reported
     assert result.notes == ["RTX A4000: threeMonthPrice 0.204, sixMonthPrice 0.192 not written (RunPod documents "
                             "no unit for its commitment prices; docs/catalog.md)"]
+
+
+def test_runpod_pod_sizes_out_of_stock_take_the_new_per_gpu_price():
+    """QA: availableGpuCounts is stock, not price: a refresh wrote only the sizes in stock and kept the 8x pod the
+    catalog sells at the superseded per-GPU rate. Every size the catalog sells is priced from the new rate."""
+    from gpuopt.pricing.refresh import runpod
+
+    data = json.loads((FIXTURES / "runpod_gpu_types_low_stock.json").read_text())
+    shipped = [{"provider": "runpod", "sku": f"{n}x RTX A4000"} for n in (1, 2, 4, 8)]
+    sold = runpod.pod_sizes([*shipped, {"provider": "runpod", "sku": "1x_A100-80GB_SECURE"},
+                             {"provider": "aws", "sku": "8x X"}])
+    assert sold == {"RTX A4000": {1, 2, 4, 8}}
+    result = runpod.parse(data, "low", "2025-10-10", "example", {}, sold)
+    prices = {(r["sku"], r["price_kind"]): float(r["price_per_hour"]) for r in result.rows}
+    assert prices[("8x RTX A4000", "on-demand")] == pytest.approx(8 * 0.24)  # was kept at the shipped rate
+    assert prices[("8x RTX A4000", "community")] == pytest.approx(8 * 0.17)
+    assert prices[("8x RTX A4000", "spot")] == pytest.approx(8 * 0.16)
+    assert len(result.rows) == 12
+    assert result.notes[0] == ("RTX A4000: 8x not in stock in this answer; priced at that many times the new "
+                               "per-GPU price, as RunPod bills")
 
 
 @pytest.mark.parametrize("field", ["oneWeekPrice", "oneMonthPrice", "threeMonthPrice", "sixMonthPrice"])

@@ -348,7 +348,8 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         from gpuopt.pricing.refresh import runpod
 
         names = runpod.gpu_names(shipped)
-        result = runpod.replay(file, names, as_of) if file is not None else runpod.fetch(names)
+        sizes = runpod.pod_sizes(shipped)
+        result = runpod.replay(file, names, as_of, sizes) if file is not None else runpod.fetch(names, sizes)
     else:
         from gpuopt.pricing.refresh import digitalocean
 

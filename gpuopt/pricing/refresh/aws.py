@@ -33,7 +33,7 @@ from gpuopt.pricing.refresh import (
     price_text,
 )
 
-__all__ = ["RefreshError", "fetch", "filters_for", "parse_product", "parse_spot", "replay"]
+__all__ = ["RefreshError", "fetch", "filters_for", "parse_product", "parse_spot", "replay", "spot_currency"]
 
 FILTER_FIELDS = {
     "operatingSystem": "Linux",
@@ -143,6 +143,14 @@ def parse_page(page: Any, label: str, specs: dict[str, Row], service: str = "ec2
     return rows
 
 
+def spot_currency(region: str) -> str:
+    """The currency of a region's spot prices: the history's SpotPrice carries none, and AWS China (Beijing
+    cn-north-1, Ningxia cn-northwest-1, a separate partition billed by Sinnet and NWCD) prices in CNY, as the Price
+    List's pricePerUnit.CNY shows for the same types; every other region in USD. A China spot price read as USD
+    was 6.65 x its value (2.10 CNY for a g4dn.xlarge became 13.97 CNY, 2.7 x its on-demand price)."""
+    return "CNY" if region.startswith("cn-") else "USD"
+
+
 def parse_spot(history: Any, label: str, specs: dict[str, Row], region: str) -> list[Row]:
     """describe_spot_price_history -> one spot row per instance type: the lowest of the latest AZ prices."""
     latest: dict[tuple[str, str], tuple[str, str]] = {}  # (type, az) -> (timestamp, price)
@@ -162,9 +170,12 @@ def parse_spot(history: Any, label: str, specs: dict[str, Row], region: str) -> 
     rows = []
     for instance, (_, price, stamp, az) in sorted(best.items()):
         spec = specs.get(instance)
+        if not instance.startswith(GPU_FAMILY_PREFIXES) and not (spec or {}).get("gpu"):
+            continue  # the live path asks for GPU types only; a saved history may hold any (m5.large)
         rows.append(base_row(provider="aws", service="ec2", sku=instance, region=region, **_spec_fields(spec),
                              gpu_count=(spec or {}).get("gpu_count", ""), vcpus=(spec or {}).get("vcpus", ""),
-                             ram_gib=(spec or {}).get("ram_gib", ""), price_per_hour=price, currency="USD",
+                             ram_gib=(spec or {}).get("ram_gib", ""), price_per_hour=price,
+                             currency=spot_currency(region),
                              price_kind="spot", as_of=stamp[:10],
                              source="AWS EC2 describe_spot_price_history (Linux/UNIX), latest price per AZ",
                              notes=f"lowest AZ price ({az}) at {stamp}; interruptible and volatile"))

@@ -58,7 +58,22 @@ def gpu_names(shipped: list[Row]) -> dict[str, str]:
     return out
 
 
-def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str]) -> Refreshed:
+def pod_sizes(shipped: list[Row]) -> dict[str, set[int]]:
+    """RunPod display name -> the pod sizes (GPUs) the shipped catalog sells of it ("4x H100 SXM" -> 4)."""
+    out: dict[str, set[int]] = {}
+    for r in shipped:
+        count, _, name = r.get("sku", "").partition("x ")
+        if r.get("provider") == "runpod" and count.isdigit() and name:
+            out.setdefault(name, set()).add(int(count))
+    return out
+
+
+def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str],
+          sizes: dict[str, set[int]] | None = None) -> Refreshed:
+    """Rows for every GPU type of the answer: each price kind at every pod size in stock now
+    (availableGpuCounts) and every size `sizes` says the catalog sells -- a size out of stock at the moment of
+    the answer is still sold at N x the per-GPU price, and leaving its row out kept the superseded rate (a refresh
+    to 3.99 per H100 SXM left the 4x and 8x pods at 3.49 per GPU, TP4 and TP8 plans 12.5 % low)."""
     body = expect_object(data, label)
     if body.get("errors"):
         raise RefreshError(f"{label}: the GraphQL answer reports errors: {json.dumps(body['errors'])[:200]}")
@@ -74,7 +89,12 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str])
         gpu = names.get(name, name)
         lowest = entry.get("lowestPrice")
         available = (expect_object(lowest, f"{where}.lowestPrice").get("availableGpuCounts") or [1]) if lowest else [1]
-        counts = [n for n in COUNTS if n in expect_list(available, f"{where}.lowestPrice.availableGpuCounts")] or [1]
+        in_stock = {n for n in COUNTS if n in expect_list(available, f"{where}.lowestPrice.availableGpuCounts")}
+        sold = (sizes or {}).get(name, set())
+        counts = sorted(in_stock | sold) or [1]
+        if sold - in_stock and any(entry.get(f) not in (None, 0) for f in ("securePrice", "communityPrice")):
+            notes.append(f"{name}: {', '.join(f'{n}x' for n in sorted(sold - in_stock))} not in stock in this answer; "
+                         "priced at that many times the new per-GPU price, as RunPod bills")
         prices: list[tuple[str, str, str, str]] = []  # service, kind, field, value
         for field, service, kind in (("securePrice", "pod-secure", "on-demand"),
                                      ("communityPrice", "pod-community", "community"),
@@ -107,17 +127,19 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str])
     return Refreshed("runpod", rows, notes)
 
 
-def replay(path: Path, names: dict[str, str], as_of: str | None) -> Refreshed:
+def replay(path: Path, names: dict[str, str], as_of: str | None,
+           sizes: dict[str, set[int]] | None = None) -> Refreshed:
     data = load_json(path, "RunPod gpuTypes answer")
     if as_of is None:
         as_of = dt.date.fromtimestamp(path.stat().st_mtime).isoformat()
         source = f"RunPod GraphQL gpuTypes answer saved in {path.name} (undated: dated by the file's modification time)"
     else:
         source = f"RunPod GraphQL gpuTypes answer saved in {path.name} (dated {as_of} by --as-of)"
-    return parse(data, str(path), as_of, source, names)
+    return parse(data, str(path), as_of, source, names, sizes)
 
 
-def fetch(names: dict[str, str], now: dt.datetime | None = None, timeout: float = 30.0) -> Refreshed:
+def fetch(names: dict[str, str], sizes: dict[str, set[int]] | None = None, now: dt.datetime | None = None,
+          timeout: float = 30.0) -> Refreshed:
     """Ask the live API; the key comes from RUNPOD_API_KEY (the RunPod SDK's variable) and is never echoed."""
     key = os.environ.get("RUNPOD_API_KEY")
     if not key:
@@ -135,4 +157,4 @@ def fetch(names: dict[str, str], now: dt.datetime | None = None, timeout: float 
         raise RefreshError("RunPod API answered with something that is not JSON") from None
     stamp = (now or dt.datetime.now(dt.UTC)).replace(microsecond=0)
     source = f"RunPod GraphQL gpuTypes, live answer fetched {stamp.isoformat()} (RunPod gives no price date)"
-    return parse(data, ENDPOINT, stamp.date().isoformat(), source, names)
+    return parse(data, ENDPOINT, stamp.date().isoformat(), source, names, sizes)
