@@ -107,6 +107,13 @@ def test_overlay_overrides_a_price_and_adds_an_offering(tmp_path):
     assert p5.price_per_hour == 40.0 and p5.origin == "overlay" and "overlay" in p5.source
     added = [o for o in cat.offerings if o.key == ("alibaba", "ecs", "ecs.gn7i-c8g1.2xlarge", "cn-hangzhou", "spot")]
     assert added and added[0].gpu == "A10-24GB" and added[0].gpu_count == 1
+    # undated, both are of unknown date: the replacing quote no longer takes the replaced row's (QA: it passed
+    # --max-price-age with the catalog's 2026 date), and the added one has none to take
+    assert (p5.as_of, added[0].as_of) == ("", "")
+    dated = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency,as_of\n"
+                               "aws,p5.48xlarge,us-east-1,on-demand,40.0,USD,2026-11-02\n")
+    assert [o.as_of for o in load_catalog(overlays=[dated]).offerings
+            if o.key == ("aws", "ec2", "p5.48xlarge", "us-east-1", "on-demand")] == ["2026-11-02"]
 
 
 def test_discounts_apply_to_list_prices():

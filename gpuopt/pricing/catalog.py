@@ -411,9 +411,11 @@ def _apply_overlay(by_key: dict[tuple[str, ...], Offering], row: RawRow, path: s
     if price is None:  # validate_rows reports it; never reached for a validated row
         return [f"{path}: row {row.line}: column 'price_per_hour': expected a finite positive number"]
     if matches:
+        # the overlay's quote is dated by the overlay alone: an undated one is of unknown date (docs/catalog.md),
+        # not the replaced row's -- which had let it pass --max-price-age with the catalog's date in the header
         for o in matches:
             by_key[o.key] = replace(o, price_per_hour=price, currency=v["currency"], source=source,
-                                    as_of=v.get("as_of") or o.as_of, origin="overlay",
+                                    as_of=v.get("as_of") or "", origin="overlay",
                                     notes=f"overlay price; list price {o.list_price_per_hour} {o.currency}")
         return []
     template = next((o for o in by_key.values() if (o.provider, o.sku) == (v["provider"], v["sku"])), None)
