@@ -118,6 +118,42 @@ def test_aws_spot_in_china_is_priced_in_cny_and_only_gpu_types_are_kept():
     assert [aws.spot_currency(r) for r in ("cn-northwest-1", "us-east-1", "ap-east-1")] == ["CNY", "USD", "USD"]
 
 
+def test_aws_replays_build_the_cache_up(cache, tmp_path):
+    """QA: each AWS replay rewrote the whole cache file, so a spot history replayed after an on-demand page put
+    the shipped on-demand price back ("kept"). Replays now update the offerings they price and keep the rest."""
+    page = tmp_path / "page.json"
+    page.write_text(json.dumps({"PriceList": [json.dumps(_gpu_element())]}))  # p5.48xlarge on-demand 55.04
+    spot = tmp_path / "spot.json"
+    spot.write_text(json.dumps({"SpotPriceHistory": [{"AvailabilityZone": "us-east-1a", "InstanceType": "p5.48xlarge",
+                                                      "SpotPrice": "17.5", "Timestamp": "2026-11-28T09:00:00"}]}))
+    assert run("catalog", "refresh", "aws", "--file", page).exit_code == 0
+    assert run("catalog", "refresh", "aws", "--file", spot, "--region", "us-east-1").exit_code == 0
+    rows = {(r["sku"], r["region"], r["price_kind"]): r["price_per_hour"]
+            for r in csv.DictReader((cache / "catalog-aws.csv").read_text().splitlines())}
+    assert rows[("p5.48xlarge", "us-east-1", "spot")] == "17.5"
+    assert rows[("p5.48xlarge", "us-east-1", "on-demand")] == "55.04"  # the page's, still there
+
+
+def test_a_region_id_places_only_its_own_providers_rows():
+    """QA: Alibaba's ap-southeast-3 (Kuala Lumpur) was read as Indonesia, AWS's ap-southeast-3: region ids are
+    reused across providers. A region is placed for the providers whose rows established it."""
+    from gpuopt.pricing.refresh import foreign_regions
+    from gpuopt.pricing.regions import Residency, region_info
+
+    assert region_info("ap-southeast-3", "aws").country == "ID"
+    assert region_info("ap-southeast-3", "alibaba").country == ""
+    assert region_info("us-east-1", "alibaba").country == "US"  # Alibaba's own rows place it
+    assert region_info("cn-mainland", "tencent").country == region_info("cn-mainland", "alibaba").country == "CN"
+    assert region_info("eu-west-1").country == "IE"  # no provider named: the table's row
+    apac, exact, anywhere = Residency("apac"), Residency("ap-southeast-3"), Residency("global")
+    assert apac.allows("ap-southeast-3", "", "aws") and not apac.allows("ap-southeast-3", "", "alibaba")
+    assert exact.allows("ap-southeast-3", "", "alibaba") and anywhere.allows("ap-southeast-3", "", "alibaba")
+    assert not Residency("eu").allows("eu-west-1", "", "alibaba")  # Alibaba's eu-west-1 is London
+    assert foreign_regions([{"provider": "alibaba", "region": "ap-southeast-3"},
+                            {"provider": "alibaba", "region": "cn-hangzhou"},
+                            {"provider": "aws", "region": "ap-southeast-3"}]) == ["ap-southeast-3"]
+
+
 def test_aws_refresh_without_credentials_is_one_clear_line():
     pytest.importorskip("boto3")
     from botocore.exceptions import NoCredentialsError

@@ -45,7 +45,7 @@ from tools.merge import Merge, Row, merge_rows, read_csv
 PACKAGE_DERIVED = ("interconnect_basis", "countries")
 """Catalog columns the package works out (docs/catalog.md, "Interconnect" and regions); an import keeps them and
 fills the basis of an offering it adds, whose interconnect is the one its source states ("source")."""
-REGION_COLUMNS = ["region", "country", "jurisdiction", "geo", "source"]
+REGION_COLUMNS = ["region", "country", "jurisdiction", "geo", "providers", "source"]
 HISTORY_ORDER = ("provider", "service", "sku", "region", "price_kind", "as_of")
 
 
@@ -247,7 +247,9 @@ def shared_tables(shared: Path, gpus: set[str]) -> tuple[list[Row], list[Row], l
                 h["superseded_by_as_of"] = best["as_of"]
                 history.append(h)
     regions: dict[str, set[str]] = defaultdict(set)
+    owners: dict[str, set[str]] = defaultdict(set)  # whose region id it is: providers reuse ids for other places
     for r in catalog + history:
+        owners[r["region"]].add(r["provider"])
         if r["_country"]:
             regions[r["region"]].add(r["_country"])
         else:
@@ -258,13 +260,15 @@ def shared_tables(shared: Path, gpus: set[str]) -> tuple[list[Row], list[Row], l
     region_rows = []
     for region in sorted(regions):
         country = next(iter(regions[region]), "")
+        # placeholders (anywhere, unstated, unspecified mainland region) are any provider's
+        providers = "" if region in ("global", "unknown", "cn-mainland") else ";".join(sorted(owners[region]))
         if region == "global":
-            row = [region, "", "", "global", "serverless platforms place work in any of their regions "
+            row = [region, "", "", "global", providers, "serverless platforms place work in any of their regions "
                    "(serverless_prices.csv notes: no region choice, no mainland-China region)"]
         elif not country:
-            row = [region, "", "", "unknown", "the source row states no region"]
+            row = [region, "", "", "unknown", providers, "the source row states no region"]
         else:
-            row = [region, country, JURISDICTION.get(country, country), GEO[country],
+            row = [region, country, JURISDICTION.get(country, country), GEO[country], providers,
                    "country column of the catalog rows in ../shared/data (skus.csv, cn_prices.csv)"]
         region_rows.append(dict(zip(REGION_COLUMNS, row, strict=True)))
     return ([{c: r[c] for c in CATALOG_COLUMNS} for r in catalog],

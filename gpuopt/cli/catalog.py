@@ -291,6 +291,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         RefreshError,
         cache_path,
         check_rows,
+        foreign_regions,
         read_rows,
         summary_lines,
         unknown_gpus,
@@ -370,10 +371,16 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
             r["service"] == service_scope if service_scope else r["service"] not in others)]
         against = "the shipped snapshot"
     rows = result.rows
-    if provider == "tencent" and file is not None and target.is_file():
-        # an InquiryPriceRunInstances answer prices one SKU, zone and charge: it updates those rows of the cache
-        # and keeps the others, so replays build a cache up instead of each dropping the last one's rows
+    if provider in ("tencent", "aws") and file is not None and target.is_file():
+        # an InquiryPriceRunInstances answer prices one SKU, zone and charge, a saved get_products page one page,
+        # a spot history one region: each updates those rows of the cache and keeps the others, so replays build
+        # a cache up instead of each dropping the last one's rows (a spot replay after an on-demand page had put
+        # the shipped on-demand prices back, "kept")
         rows = updated(previous, rows)
+    elif provider == "aws" and target.is_file():
+        # a live answer is whole for the regions it asked: the cache keeps the regions it did not ask
+        asked = set(regions or ("us-east-1",))
+        rows = [r for r in previous if r.get("region") not in asked] + list(rows)
     path = write_cache(provider, rows)
     shipped_rows = [r for r in shipped if r["provider"] == owner]
     for line in summary_lines(provider, previous, rows, against, shipped_rows):
@@ -381,6 +388,10 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     strange = unknown_gpus(result.rows)
     if strange:
         click.echo(f"  unplannable (GPU not in the GPU table; add its datasheet row): {', '.join(strange)}")
+    elsewhere = foreign_regions(result.rows)
+    if elsewhere:
+        click.echo(f"  of unknown country (regions.csv places these ids for other providers; --region us, eu, apac "
+                   f"and cn will not admit them until {provider}'s row is added): {', '.join(elsewhere)}")
     for note in result.notes:
         say("note", f"{provider}: {note}")
     click.echo(f"wrote {len(rows)} {provider} rows to {path}", err=True)

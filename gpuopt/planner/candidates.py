@@ -240,8 +240,8 @@ def _provider_reason(o: Offering, w: Workload, policy: Policy) -> tuple[Rejectio
 
 
 def _policy_reason(o: Offering, policy: Policy) -> tuple[RejectionKind, str] | None:
-    if policy.residency is not None and not policy.residency.allows(o.region, o.countries):
-        info = region_info(o.region)
+    if policy.residency is not None and not policy.residency.allows(o.region, o.countries, o.provider):
+        info = region_info(o.region, o.provider)
         # a "global" offering's data-centre countries (Offering.countries) are what residency reads: say so when
         # its source lists none, beside a provider whose global rows do list theirs
         listed = ", ".join(split_countries(o.countries)) or "no data-centre country in its source"

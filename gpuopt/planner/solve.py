@@ -214,7 +214,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
                         else point.requests_per_second * load_share)
         out.append(Deployment(
             workload=c.workload.name, model=lens[c.workload.name].arch.hf_id, provider=o.provider,
-            service=o.service, sku=o.sku, region=o.region, country=region_info(o.region).country, gpu=o.gpu,
+            service=o.service, sku=o.sku, region=o.region, country=region_info(o.region, o.provider).country, gpu=o.gpu,
             gpus_per_instance=o.gpu_count or 0, instances=plain(n_inst * share, PRICE_DIGITS), replicas=a.replicas,
             tensor_parallel=c.shape.tensor_parallel, pipeline_parallel=c.shape.pipeline_parallel,
             gpus_per_replica=c.gpus_per_replica or 0, weight_precision=c.shape.precision,
@@ -319,7 +319,7 @@ def _candidate_records(candidates: Sequence[CandidateResult]) -> list[Candidate]
         ident = offering_part.get(o.key)
         if ident is None:
             ident = offering_part[o.key] = (
-                o.provider, o.service, o.sku, o.region, region_info(o.region).country, o.gpu, o.gpu_count,
+                o.provider, o.service, o.sku, o.region, region_info(o.region, o.provider).country, o.gpu, o.gpu_count,
                 o.price_kind, None if c.instance_price is None else plain(c.instance_price))
         part = shape_part.get(id(ev))
         if part is None:
@@ -435,7 +435,7 @@ def pin_notes(chosen: Sequence[Offering], residency: Residency | None) -> list[s
         return []
     notes = []
     for o in dict.fromkeys(chosen):
-        where = residency.pinned_countries(o.region, o.countries)
+        where = residency.pinned_countries(o.region, o.countries, o.provider)
         if where:
             notes.append(f"{o.provider} {o.sku} ({o.region}) meets residency '{residency.selector}' only if pinned to "
                          f"a data centre in {', '.join(where)}: choose one there when creating it")
@@ -453,7 +453,8 @@ def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best:
     assert policy.residency is not None  # the caller only asks with a restrictive policy
     excluded = sorted((a.candidate.instance_price or 0.0, a.candidate.offering.offering_id)
                       for a in sol.assignments if not policy.residency.allows(a.candidate.offering.region,
-                                                                  a.candidate.offering.countries))
+                                                                  a.candidate.offering.countries,
+                                                                  a.candidate.offering.provider))
     with_cost, without = best.cost_per_hour, sol.cost_per_hour
     premium = None if with_cost is None or without is None else with_cost - without
     return ResidencyPremium(

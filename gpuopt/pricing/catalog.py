@@ -106,7 +106,7 @@ class Catalog:
         gpu_set = {g.lower() for g in gpus}
         out = []
         for o in self.offerings:
-            if residency is not None and not residency.allows(o.region, o.countries):
+            if residency is not None and not residency.allows(o.region, o.countries, o.provider):
                 continue
             if providers and o.provider not in providers:
                 continue
@@ -436,7 +436,7 @@ def _apply_overlay(by_key: dict[tuple[str, ...], Offering], row: RawRow, path: s
 
 def offering_record(o: Offering, catalog: Catalog, currency: str | None) -> dict[str, object]:
     """A row for JSON/CSV listings: catalog columns + the region's country and jurisdiction (+ conversion)."""
-    info = region_info(o.region)
+    info = region_info(o.region, o.provider)
     rec: dict[str, object] = {
         "provider": o.provider, "service": o.service, "sku": o.sku, "region": o.region,
         "country": info.country, "jurisdiction": info.jurisdiction, "gpu": o.gpu, "gpu_count": o.gpu_count,

@@ -30,18 +30,28 @@ class Region:
     country: str
     jurisdiction: str
     geo: str
+    providers: tuple[str, ...] = ()  # whose region id this is (regions.csv); empty: any provider's
 
 
 @cache
 def regions() -> dict[str, Region]:
     out = {}
     for row in data_csv("regions.csv", package="gpuopt.pricing"):
-        out[row["region"]] = Region(row["region"], row["country"], row["jurisdiction"], row["geo"])
+        out[row["region"]] = Region(row["region"], row["country"], row["jurisdiction"], row["geo"],
+                                    split_countries(row.get("providers", "")))
     return out
 
 
-def region_info(region_id: str) -> Region:
-    return regions().get(region_id, Region(region_id, "", "", "unknown"))
+def region_info(region_id: str, provider: str = "") -> Region:
+    """Where `provider`'s region `region_id` is. Providers reuse ids for different places (AWS's ap-southeast-3
+    is Jakarta; Alibaba's, Kuala Lumpur; AWS's eu-west-1 is Ireland, Alibaba's London), so a region's country
+    holds only for the providers whose rows in ../shared/data established it (regions.csv `providers`); another
+    provider's region of that id is of unknown country -- admitted under `global` or its exact id, never by a
+    country selector it may not satisfy."""
+    known = regions().get(region_id)
+    if known is None or (provider and known.providers and provider not in known.providers):
+        return Region(region_id, "", "", "unknown")
+    return known
 
 
 @cache
@@ -103,10 +113,10 @@ class Residency:
             raise _unknown(self.selector)
         return [_one(p) for p in parts]
 
-    def allows(self, region_id: str, data_centre_countries: str = "") -> bool:
-        """Whether a row in region_id may be used; data_centre_countries ("US;CA") widens a global or
+    def allows(self, region_id: str, data_centre_countries: str = "", provider: str = "") -> bool:
+        """Whether `provider`'s row in region_id may be used; data_centre_countries ("US;CA") widens a global or
         unstated region to the geo selectors (us, eu, apac, cn) that one of those countries satisfies."""
-        info = region_info(region_id)
+        info = region_info(region_id, provider)
         if any(pred(info) for pred in self.predicates):
             return True
         if not data_centre_countries or info.geo not in ("global", "unknown"):
@@ -118,12 +128,12 @@ class Residency:
         preds = [_one(p) for p in geo_parts]
         return any(pred(known[c]) for c in split_countries(data_centre_countries) if c in known for pred in preds)
 
-    def pinned_countries(self, region_id: str, data_centre_countries: str = "") -> list[str]:
+    def pinned_countries(self, region_id: str, data_centre_countries: str = "", provider: str = "") -> list[str]:
         """The data-centre countries a row is admitted through, when its own region is not (a `global` row of
         RunPod under `us`): the deployment keeps the residency only if it is pinned to one of them. Empty when
         the region itself satisfies the selector or the row is not admitted at all."""
-        info = region_info(region_id)
-        if any(pred(info) for pred in self.predicates) or not self.allows(region_id, data_centre_countries):
+        info = region_info(region_id, provider)
+        if any(pred(info) for pred in self.predicates) or not self.allows(region_id, data_centre_countries, provider):
             return []
         known = countries()
         preds = [_one(p) for p in self.selector.split(",") if p.strip().lower() in _GEO_SELECTORS_BY_COUNTRY]

@@ -301,7 +301,7 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
     out: list[dict[str, object]] = []
     for index, p in enumerate(plan.periods):
         for x in p.purchases:
-            info = region_info(x.region)
+            info = region_info(x.region, x.provider)
             region_name = f"{x.region} ({info.country})" if info.country else x.region
             committed = is_commitment(x.price_kind) and x.committed
             months = range(term_months(x.price_kind, mpp)) if committed else range(mpp)

@@ -125,7 +125,7 @@ def render_focus(plan: Plan) -> str:
         u = economics.get(d.workload)
         unit = "" if u is None else (f"; workload {u.cost_per_million_output_tokens:,.2f} {plan.currency} per 1M "
                                      f"output tokens, {u.cost_per_request:,.6f} per request")
-        info = region_info(d.region)
+        info = region_info(d.region, d.provider)
         committed = is_commitment(d.price_kind)
         out += rows(Charge(
             month=month, currency=plan.currency, provider=d.provider, service=d.service, sku=d.sku, region=d.region,

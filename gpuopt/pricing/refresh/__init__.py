@@ -116,6 +116,17 @@ def unknown_gpus(rows: Iterable[Row]) -> list[str]:
     return sorted({r["gpu"] for r in rows if r.get("gpu") and r["gpu"] not in table})
 
 
+def foreign_regions(rows: Iterable[Row]) -> list[str]:
+    """The region ids of `rows` that regions.csv places for other providers only (Alibaba's ap-southeast-3 is
+    Kuala Lumpur, AWS's Jakarta): their rows are of unknown country (regions.region_info)."""
+    from gpuopt.pricing.regions import region_info, regions
+
+    known = regions()
+    return sorted({r["region"] for r in rows if r.get("region") in known
+                   and region_info(r["region"], r.get("provider", "")).geo == "unknown"
+                   and known[r["region"]].geo != "unknown"})
+
+
 def cache_path(provider: str, folder: Path | None = None) -> Path:
     return (folder or cache_dir()) / f"catalog-{provider}.csv"
 
