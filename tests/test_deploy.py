@@ -46,11 +46,17 @@ def _plan(path: Path) -> Plan:
     return Plan.model_validate_json(path.read_text(encoding="utf-8"))
 
 
-def _multi_node(plan: Plan) -> Plan:
-    """The plan's first deployment with a replica of 16 GPUs on 8-GPU instances (TP 8 x PP 2)."""
+def _multi_node(plan: Plan, release: str | None = None) -> Plan:
+    """The plan's first deployment with a replica of 16 GPUs on 8-GPU instances (TP 8 x PP 2); its command the
+    planner's node steps for `release` when one is given (vLLM's own --nnodes/--headless form from 0.12, a Ray
+    cluster before), else the single line edited."""
+    from gpuopt.planner.serve_command import _multi_node as node_steps
+
     d = plan.deployments[0]
     command = re.sub(r"--tensor-parallel-size \d+", "--tensor-parallel-size 8 --pipeline-parallel-size 2",
                      d.vllm_command)
+    if release is not None:
+        command = "\n".join(node_steps(shlex.split(command.split("  # ")[0]), 2, 8, release))
     first = d.model_copy(update={"gpus_per_replica": 16, "gpus_per_instance": 8, "tensor_parallel": 8,
                                  "pipeline_parallel": 2, "vllm_command": command})
     return plan.model_copy(update={"deployments": [first]})
@@ -84,6 +90,26 @@ def test_k8s_manifests_validate_and_carry_the_plan(plans: dict[str, Path]) -> No
         assert notes["gpuopt.io/plan-id"] == plan_id
         assert notes["gpuopt.io/cost-per-hour"] == f"{d.cost_per_hour:.4f} {plan.currency}"
         assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_a_multi_node_skypilot_task_starts_its_nodes_as_the_plan_does(plans: dict[str, Path]) -> None:
+    """QA: from vLLM 0.18 `pip install vllm` installs no Ray, and the task's `ray start` could not run. A plan
+    whose nodes start with vLLM's own flags (0.33) gets them; one of a release before 0.12 keeps the Ray cluster,
+    whose Ray came with vLLM then. Kubernetes' LeaderWorkerSet runs the image's Ray recipe either way."""
+    plan = _plan(plans["two"])
+    native = yaml.safe_load(render_deploy(_multi_node(plan, "0.33"), "skypilot", DeployOptions())[0].text)
+    lines = [line.strip() for line in native["run"].splitlines()]
+    assert not any(line.startswith("ray ") for line in lines) and "ray" not in native.get("setup", "")
+    head, other = (next(line for line in lines if line.startswith("vllm serve") and cue in line)
+                   for cue in ("--node-rank 0", "--headless"))
+    assert shlex.split(head)[-6:] == ["--nnodes", "2", "--master-addr", "$HEAD_IP", "--node-rank", "0"]
+    assert shlex.split(other)[-7:] == ["--nnodes", "2", "--master-addr", "$HEAD_IP", "--node-rank",
+                                       "$SKYPILOT_NODE_RANK", "--headless"]
+    assert "--distributed-executor-backend" not in head
+    ray = yaml.safe_load(render_deploy(_multi_node(plan, "0.11"), "skypilot", DeployOptions())[0].text)
+    assert "ray start --head --port 6379" in ray["run"] and "--distributed-executor-backend ray" in ray["run"]
+    [group] = render_deploy(_multi_node(plan, "0.33"), "k8s", DeployOptions())
+    assert "--distributed-executor-backend ray --port 8000" in group.text
 
 
 def test_k8s_multi_node_replica_is_a_leader_worker_set(plans: dict[str, Path]) -> None:
@@ -127,7 +153,8 @@ def _validate_with_skypilot(paths: list[Path]) -> None:
 def test_skypilot_tasks_pin_the_instance_and_validate(plans: dict[str, Path], tmp_path: Path) -> None:
     plan = _plan(plans["two"])
     spot = plan.deployments[0].model_copy(update={"price_kind": "spot", "replicas": 1})
-    variants = [plan, plan.model_copy(update={"deployments": [spot]}), _multi_node(plan)]
+    variants = [plan, plan.model_copy(update={"deployments": [spot]}), _multi_node(plan),
+                _multi_node(plan, "0.33")]
     paths = []
     for i, variant in enumerate(variants):
         for artifact, d in zip(render_deploy(variant, "skypilot", DeployOptions()), variant.deployments, strict=True):

@@ -178,9 +178,17 @@ def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
         if flag in TARGET_FLAGS:
             raise InputError(f"deployment {d.workload}: its command sets {flag} (edited by hand?); "
                              f"{TARGET_FLAGS[flag]}: remove it from the plan's vllm_command")
-    if nodes(d) > 1:
+    if nodes(d) > 1 and not native_multi_node(d):
         args += ["--distributed-executor-backend", "ray"]  # the targets join the nodes in a Ray cluster
     return [*args, "--port", str(port)]
+
+
+def native_multi_node(d: Deployment) -> bool:
+    """Whether the plan starts a replica's nodes with vLLM's own multi-node flags (`--nnodes N --node-rank R
+    --master-addr HEAD`, `--headless` off node 0: from 0.12, the form the plan prints for such releases) rather
+    than a Ray cluster. From 0.18 `pip install vllm` no longer installs Ray (its wheels dropped the ray[cgraph]
+    requirement), so a task that ran `ray start` after installing vLLM could not start."""
+    return "--headless" in d.vllm_command
 
 
 TARGET_FLAGS = {

@@ -37,6 +37,7 @@ from gpuopt.reports.deploy.common import (
     local_checkpoint,
     machine_layout,
     machines,
+    native_multi_node,
     nodes,
     offering_machines,
     per_machine,
@@ -106,6 +107,16 @@ def _run(d: Deployment) -> str:
     serve = shlex.join(["vllm", "serve", *serve_args(d)])
     if nodes(d) == 1:
         return serve + "\n"
+    if native_multi_node(d):  # vLLM's own multi-node flags, as the plan prints them: no Ray to install
+        spread = f'--nnodes {nodes(d)} --master-addr "$HEAD_IP"'
+        return (
+            'HEAD_IP=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
+            'if [ "$SKYPILOT_NODE_RANK" = "0" ]; then\n'
+            f"  {serve} {spread} --node-rank 0\n"
+            "else\n"
+            f'  {serve} {spread} --node-rank "$SKYPILOT_NODE_RANK" --headless\n'
+            "fi\n"
+        )
     # pipeline stages on several nodes: a Ray cluster, head on node 0 (vLLM's multi-node recipe)
     return (
         'HEAD_IP=$(echo "$SKYPILOT_NODE_IPS" | head -n1)\n'
