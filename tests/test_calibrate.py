@@ -607,3 +607,19 @@ def test_a_broken_profile_is_named_by_where_it_came_from(tmp_path: Path, monkeyp
     assert result.stderr == f"error: default profile {default}: not a gpuopt profile (no `kind: gpuopt-profile`)\n"
     checked = CliRunner().invoke(cli, ["calibrate", str(K8S[0]), str(K8S[1]), *K8S_FLAGS, "--check", str(path)])
     assert checked.exit_code == 2 and checked.stderr.startswith(f"error: --check {path}:2: invalid YAML")
+
+
+def test_a_profile_of_one_release_applies_to_plans_of_that_release_only(tmp_path: Path) -> None:
+    """QA: an entry fitted on vLLM 0.19 applied to a 0.33 plan when --vllm-version was left out (0.33 is the
+    default) but not when `--vllm-version 0.33` was given: one release, two answers."""
+    path = tmp_path / "profile.yaml"
+    path.write_text(PROFILE.replace("  fitted: '2026-12-01'", "  fitted: '2026-12-01'\n  vllm_version: '0.19'"))
+    fit = ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-SXM-40GB", "--profile", str(path)]
+    plain = CliRunner().invoke(cli, fit[:5])
+    default, named = CliRunner().invoke(cli, fit), CliRunner().invoke(cli, [*fit, "--vllm-version", "0.33"])
+    assert default.exit_code == named.exit_code == plain.exit_code == 0
+    assert default.stdout == named.stdout == plain.stdout  # the 0.19 entry applies to neither
+    assert (f"note: calibration profile {path}: not applied to A100-SXM-40GB (vLLM 0.19): this command plans for "
+            f"vLLM 0.33 (--vllm-version)") in default.stderr
+    old = CliRunner().invoke(cli, [*fit, "--vllm-version", "0.19"])
+    assert old.exit_code == 0 and f"note: calibration profile {path}: A100-SXM-40GB" in old.stderr

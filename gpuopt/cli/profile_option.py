@@ -40,18 +40,27 @@ def apply_profile(path: Path | None, vllm_version: str | None) -> str | None:
     from gpuopt.hardware import gpu_table, use_calibrated
     from gpuopt.inputs.profile_file import load_profile
     from gpuopt.physics.profile import adjust_gpu
+    from gpuopt.physics.vllm_profile import release_or_default
 
     chosen, source = (path, "--profile") if path else default_profile()
     if chosen is None:
         use_calibrated({})
         return None
     profile = load_profile(chosen, source)
+    # the release the command plans for: without --vllm-version that is the default one, never "any" (a profile
+    # fitted on 0.19 logs moved a 0.33 plan's KV cache by 2 GiB when the flag was left out, not when it was given)
+    release = release_or_default(vllm_version)
     specs = {}
     for name, spec in gpu_table().items():
-        entry = profile.entry_for(name, vllm_version)
+        entry = profile.entry_for(name, release)
         if entry is not None:
             specs[name] = adjust_gpu(spec, entry)
     use_calibrated(specs)
     if specs:
         say("note", f"calibration profile {chosen}: {', '.join(sorted(specs))}")
+    others = sorted({f"{e.gpu} (vLLM {e.vllm_version})" for e in profile.entries
+                     if e.gpu not in specs and e.vllm_version is not None})
+    if others:
+        say("note", f"calibration profile {chosen}: not applied to {', '.join(others)}: this command plans for vLLM "
+                    f"{release} (--vllm-version)")
     return str(chosen)
