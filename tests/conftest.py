@@ -43,6 +43,16 @@ def no_network_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(autouse=True)
+def no_profile_left_applied() -> Iterator[None]:
+    """A command run with --profile installs the calibrated GPUs for the process (a shell runs one command per
+    process): cleared after each test, so no later test reads a GPU another test calibrated."""
+    yield
+    from gpuopt.hardware import use_calibrated
+
+    use_calibrated({})
+
+
 def check_golden(name: str, actual: str) -> None:
     path = GOLDEN / name
     if os.environ.get("GPUOPT_UPDATE_GOLDEN"):

@@ -623,3 +623,18 @@ def test_a_profile_of_one_release_applies_to_plans_of_that_release_only(tmp_path
             f"vLLM 0.33 (--vllm-version)") in default.stderr
     old = CliRunner().invoke(cli, [*fit, "--vllm-version", "0.19"])
     assert old.exit_code == 0 and f"note: calibration profile {path}: A100-SXM-40GB" in old.stderr
+
+
+def test_one_run_given_twice_is_one_observation(tmp_path: Path) -> None:
+    """QA: one bench file given twice (or a copy of it) met the two-observation rule and wrote a profile from a
+    single run. A repeat is counted once, with a note, and one run fits nothing."""
+    copy = tmp_path / "copy.json"
+    copy.write_bytes(K8S[0].read_bytes())
+    for files in ([K8S[0], K8S[0]], [K8S[0], copy]):
+        result = CliRunner().invoke(cli, ["calibrate", *map(str, files), *K8S_FLAGS, "-o", str(tmp_path / "p.yaml")])
+        assert result.exit_code == 2, result.output
+        repeat = "given twice" if files[1] == files[0] else f"a copy of {K8S[0]}"
+        assert f"note: {files[1]}: {repeat}; counted once" in result.stderr
+        assert "calibration on 1 file(s)" in result.stdout
+        assert "decode_bandwidth not fitted: 1 of the 2 runs with TPOT, ITL or throughput it needs" in result.stderr
+        assert not (tmp_path / "p.yaml").exists()
