@@ -188,6 +188,9 @@ def test_pai_eas_service_has_the_shape_of_alibabas_examples(plans: dict[str, Pat
         assert service["containers"][0]["command"].startswith(f"vllm serve {served} ")
         env = {e["name"]: e["value"] for e in service["containers"][0]["env"]}
         assert env["GPUOPT_WORKLOAD"] == d.workload
+        # QA: Alibaba's 420 s (for a 0.5B model from OSS) failed a 70B replica still loading; k8s gives 30 min
+        check = service["containers"][0]["startup_check"]
+        assert check["initial_delay_seconds"] + check["period_seconds"] * check["failure_threshold"] == 1920
 
 
 def _packed(plan: Plan, replicas: int, gpus_per_replica: int, gpus_per_instance: int) -> Plan:

@@ -71,6 +71,9 @@ SHM_SIZE_GB = 64
 """`metadata.shm_size` (GB) of a replica on several GPUs: the value Alibaba's own vLLM TP=2 example sets
 (fixtures/pai_eas aiops-skills_config-schema_full-example.json); NCCL exchanges through /dev/shm where
 peer-to-peer is not available."""
+STARTUP_CHECKS = 180
+"""`startup_check.failure_threshold`: checks 10 s apart after 120 s, 32 minutes to download, load, compile and
+capture graphs (the 30 of Alibaba's pattern are for a 0.5B model mounted from OSS; k8s gives 30 minutes)."""
 
 
 def resource_group_placeholder(d: Deployment) -> str:
@@ -138,8 +141,11 @@ def render_pai_eas(plan: Plan, opts: DeployOptions) -> list[Artifact]:
             "port": VLLM_PORT,
             "command": shlex.join(["vllm", "serve", *serve_args(d)]),
             "env": env,
+            # Alibaba's pattern waits 120 + 30 x 10 s, for a 0.5B model mounted from OSS; a 70B download, load,
+            # compilation and CUDA-graph capture takes far longer: 120 + 180 x 10 s, the 30 minutes k8s gives
             "startup_check": {"http_get": {"path": "/health", "port": VLLM_PORT},
-                              "initial_delay_seconds": 120, "period_seconds": 10, "failure_threshold": 30},
+                              "initial_delay_seconds": 120, "period_seconds": 10,
+                              "failure_threshold": STARTUP_CHECKS},
         }]
         text = json.dumps(service, indent=2, ensure_ascii=False) + "\n"
         out.append(Artifact(deployment=name, filename=f"{name}.pai-eas.json", text=text))
