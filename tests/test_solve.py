@@ -280,3 +280,26 @@ def test_a_release_typed_with_leading_zeros_is_planned_and_reported_as_its_numbe
     result = run("solve", str(EXAMPLES / "two-models.yaml"), "--vllm-version", "0.019", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["vllm_version"] == "0.19"
+
+
+@pytest.mark.parametrize(("name", "warned"), [("my-model", True), ("org/evil$(touch x)", True),
+                                              ("acme/llama-8b-ft", False), ("/data/ckpt/llama", False)])
+def test_a_config_models_name_that_no_command_can_serve_is_said(tmp_path, name, warned):
+    """QA: `model: {config, name}` serves NAME, which was never checked: shell text was quoted safely and
+    planned, exit 0, for a command that cannot start. A name that is neither a repository id nor a path is
+    said in the plan's warnings (not refused: schema 1 files with a display name keep planning)."""
+    config = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,
+              "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+              "max_position_embeddings": 131072, "tie_word_embeddings": False, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "w.yaml").write_text(
+        "schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\nworkloads:\n  - name: a\n"
+        f"    model: {{config: config.json, name: {json.dumps(name)}}}\n    requests_per_second: 1\n"
+        "    input_tokens: 500\n    output_tokens: 200\n    max_model_len: 4096\n"
+        "    slo: {ttft_ms: 2000, tpot_ms: 60}\n")
+    result = run("solve", tmp_path / "w.yaml", "--json")
+    assert result.exit_code == 0, result.output
+    warning = (f"workload a: model name {name!r} is neither a Hugging Face repository id (organisation/name) nor "
+               "a local path, so its vllm serve command cannot start as printed; name the repository or directory "
+               "that holds the weights")
+    assert (warning in json.loads(result.stdout)["warnings"]) is warned

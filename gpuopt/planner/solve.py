@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from gpuopt.errors import FieldError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.capacity import UNCOMMITTED
-from gpuopt.inputs.workload import Quota, WorkloadFile
+from gpuopt.inputs.workload import ModelConfigRef, Quota, Workload, WorkloadFile, repository_id
 from gpuopt.physics import checkpoint_table
 from gpuopt.physics.analytic_load import held_cache_tokens
 from gpuopt.physics.architecture import ModelArchitecture
@@ -115,6 +115,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     # a workload's own model the known-checkpoint table marks `avoid` (its avoid-multi-gpu shapes are rejected
     # per candidate instead: Evaluator)
     warnings += sorted({note for arch in archs.values() if (note := checkpoint_table.caution(arch.hf_id, 1))})
+    warnings += unservable_names(wf.workloads)
     if solution.status == "optimal" and not solution.proven_optimal:
         warnings.append(f"the solver stopped at its time limit: the plan is feasible but not proven optimal "
                         f"({solution.variables} variables)")
@@ -515,3 +516,22 @@ def _short(r: CandidateResult) -> str:
     s = r.shape
     shape = f" TP={s.tensor_parallel} PP={s.pipeline_parallel} {s.precision}/KV {s.kv_cache_dtype}" if s else ""
     return f"{r.offering.provider} {r.offering.sku} ({r.offering.gpu} x{r.offering.gpu_count}){shape}"
+
+
+def unservable_names(workloads: Sequence[Workload]) -> list[str]:
+    """A `model: {config, name}` workload's name is what its command serves (`vllm serve NAME`): one that is
+    neither a Hugging Face repository id nor a path is planned from the config but gives a command that cannot
+    start (QA: a name of shell text was quoted safely and planned, exit 0). Said, not refused: schema 1 files with
+    a display name (`name: my-model`) keep planning."""
+    from gpuopt.physics.resolution import looks_like_path
+
+    out = []
+    for w in workloads:
+        if isinstance(w.model, ModelConfigRef) and not looks_like_path(w.model.name):
+            try:
+                repository_id(w.model.name)
+            except ValueError:
+                out.append(f"workload {w.name}: model name {w.model.name!r} is neither a Hugging Face repository id "
+                           "(organisation/name) nor a local path, so its vllm serve command cannot start as printed; "
+                           "name the repository or directory that holds the weights")
+    return out
