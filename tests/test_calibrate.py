@@ -561,6 +561,7 @@ def test_a_malformed_figure_in_a_log_is_no_start_up_line(tmp_path: Path, figure:
     ("mean_ttft_ms", 0, "mean_ttft_ms: 0 for 200 completed requests"),  # was a ZeroDivisionError in the fit
     ("max_concurrency", 2.5, "max_concurrency: expected a whole number of clients >= 1, got 2.5"),
     ("num_prompts", 10**12, "num_prompts: 1,000,000,000,000 requests, more than gpuopt replays (1,000,000)"),
+    ("total_input_tokens", 0, "total_input_tokens: 0 prompt tokens for 200 completed requests"),  # QA: TTFT 30 ms
 ])
 def test_a_bench_file_no_run_wrote_is_one_error_line(tmp_path: Path, field: str, value: object, message: str) -> None:
     data = json.loads(K8S[0].read_text())

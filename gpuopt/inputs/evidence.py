@@ -209,6 +209,8 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
             problems.append(f"{path}: {key}: expected a positive number, got {value!r}")
     if completed and means["mean_ttft_ms"] == 0:  # every request waits for its prefill: no TTFT is 0
         problems.append(f"{path}: mean_ttft_ms: 0 for {completed} completed requests")
+    if completed and totals[0] == 0:  # vLLM sends no empty prompt: 0 tokens were replayed as prompt-less requests
+        problems.append(f"{path}: total_input_tokens: 0 prompt tokens for {completed} completed requests")
     if completed and totals[1] == 0 and (means["output_throughput"] or 0) > 0:
         problems.append(f"{path}: total_output_tokens: 0 output tokens for {completed} completed requests, where "
                         f"output_throughput says {means['output_throughput']:g} tokens/s")
