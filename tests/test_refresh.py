@@ -936,3 +936,19 @@ def test_alibaba_spot_history_through_the_sdk_model(monkeypatch):
     monkeypatch.setenv("HOME", "/nonexistent")
     with pytest.raises(RefreshError, match="credentials not configured"):
         alibaba.sdk_client_for("cn-hangzhou")
+
+
+def test_the_cache_note_names_its_newest_date_and_what_it_adds(cache):
+    """QA: a cache with one undated row was noted "as of unknown" ("unknown" sorts after every date), and a row
+    that added an offering was counted as replacing the shipped snapshot."""
+    from gpuopt.pricing.refresh import write_cache
+
+    shipped = {(r["sku"], r["price_kind"]): r for r in shipped_rows() if r["provider"] == "runpod"}
+    newer = dict(shipped[("1x H100 SXM", "on-demand")], price_per_hour="3.99", as_of="2026-11-30")
+    undated = dict(shipped[("2x H100 SXM", "on-demand")], price_per_hour="1.00", as_of="")  # never beats a date
+    added = dict(newer, sku="1x H100 SXM (new pod)", as_of="2026-11-29")
+    path = write_cache("runpod", [newer, undated, added])
+    assert [n for n in load_catalog().notes if "refreshed rows" in n] == [
+        f"refreshed rows from {path} (newest as of 2026-11-30): 1 replace the shipped snapshot; 1 add offerings it "
+        "lacks; 1 older or undated ones do not"]
+

@@ -352,7 +352,7 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
             if problems:
                 notes.append(f"ignored refreshed prices in {path}: {problems[0]}")
                 continue
-            replaced = kept = 0
+            replaced = added = kept = 0
             for row in cached:
                 o = _offering(row.values, "cache")
                 old = by_key.get(o.key)
@@ -360,11 +360,16 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
                     kept += 1
                     continue
                 by_key[o.key] = o
-                replaced += 1
-            dates = sorted({r.values.get("as_of", "") for r in cached})
-            notes.append(f"{replaced} refreshed rows from {path} (as of {dates[-1] if dates else '?'}) "
-                         "replace the shipped snapshot"
-                         + (f"; {kept} older or undated ones do not" if kept else ""))
+                if old is None:
+                    added += 1
+                else:
+                    replaced += 1
+            # the newest calendar date ("unknown" sorted after every ISO date and was named instead)
+            dates = sorted(d for r in cached if _calendar_date(d := r.values.get("as_of", "")))
+            parts = [f"{replaced} replace the shipped snapshot"] + ([f"{added} add offerings it lacks"] if added
+                                                                    else [])
+            notes.append(f"refreshed rows from {path} (newest as of {dates[-1] if dates else '?'}): "
+                         + "; ".join(parts) + (f"; {kept} older or undated ones do not" if kept else ""))
     for provider, fraction in sorted((discounts or {}).items()):
         if provider not in PROVIDERS:
             raise InputError(f"discounts: unknown provider '{provider}' (known: {', '.join(PROVIDERS)})")
