@@ -771,6 +771,12 @@ def test_fx_refresh_reads_the_ecb_file_and_the_loader_prefers_a_newer_rate(tmp_p
     run("catalog", "refresh", "fx", "--file", later)
     table = load_fx()
     assert table.rate("USD", "CNY") == 6.652882 and table.as_of == "2026-11-02"
+    # an older file no longer replaces the newer refreshed rate in the cache (QA: it was written, then ignored)
+    cached = (cache / "fx.csv").read_bytes()
+    older = run("catalog", "refresh", "fx", "--file", FIXTURES / "ecb_eurofxref_daily_excerpt.xml")
+    assert older.exit_code == 0 and older.stdout == ("fx: 1 USD = 6.652882 CNY as of 2026-11-02 kept: the answer's "
+                                                     "rate (6.652882 as of 2026-10-30) is older; nothing written\n")
+    assert (cache / "fx.csv").read_bytes() == cached
     bad = tmp_path / "bad.xml"
     bad.write_text((FIXTURES / "ecb_eurofxref_daily_excerpt.xml").read_text().replace("7.4326", "NaN"))
     failed = run("catalog", "refresh", "fx", "--file", bad)

@@ -432,6 +432,12 @@ def _refresh_fx(file: Path | None) -> None:
     before = load_fx()
     rate = fx_refresh.replay(file) if file is not None else fx_refresh.fetch()
     old = next((r for r in before.rates if (r.base, r.quote) == ("USD", "CNY")), None)
+    if old is not None and rate.as_of < old.as_of:
+        # an older ECB file would replace a newer refreshed rate in the cache (the loader then keeps the newer
+        # of the cache and the shipped rate, so the newer refresh was lost while the message read as in use)
+        click.echo(f"fx: 1 USD = {old.rate:.10g} CNY as of {old.as_of} kept: the answer's rate ({rate.rate:.10g} "
+                   f"as of {rate.as_of}) is older; nothing written")
+        return
     path = fx_refresh.write_fx(rate)
     was = f" (was {old.rate} as of {old.as_of})" if old else ""
     click.echo(f"fx: 1 USD = {rate.rate:.10g} CNY as of {rate.as_of}{was}")
