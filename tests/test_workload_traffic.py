@@ -84,6 +84,10 @@ def test_dataset_shape_takes_the_workload_means(tmp_path):
      "        - {input_tokens: 100, output_tokens: 50, share: 0.5}\n"
      "        - {input_tokens: 1000, output_tokens: 50, share: 0.5}\n",
      10, "a histogram bin needs 1050 tokens, above max_model_len (1024)"),
+    # QA: 15.6 % of this shape's requests were past max_model_len, planned without a word (5 x 1000 + 5 x 250)
+    ("    input_tokens: 1000\n    output_tokens: 250\n    max_model_len: 2048\n    lengths: {dataset: sharegpt}\n",
+     9, "dataset sharegpt sends requests of up to 6,250 tokens (5 x the mean prompt and output), above "
+        "max_model_len (2048): raise max_model_len to 6,250 or describe the lengths with a histogram"),
 ])
 def test_bad_traffic_is_one_line_naming_field_and_yaml_line(tmp_path, body, line, needle):
     found = problems(tmp_path, body)
@@ -97,3 +101,14 @@ def test_bad_traffic_exits_2_on_the_cli(tmp_path):
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert [x for x in result.output.splitlines() if x.startswith("error:")] == [
         f"error: {path}:8: workloads.0.slo.percentile: expected 50, 90, 95 or 99, got integer 42"]
+
+
+@pytest.mark.parametrize(("lengths", "expected"), [("", 4096), ("    lengths: {dataset: sharegpt}\n", 8192)])
+def test_a_sharegpt_shape_gets_a_max_model_len_that_holds_its_longest_request(tmp_path, lengths, expected):
+    """2 x (1,000 + 250) rounds up to 4,096, which 3.7 % of a ShareGPT shape's requests exceeded (QA): the
+    shape's longest, 6,250 tokens, rounds up to 8,192."""
+    from gpuopt.physics.architecture import get_model
+    from gpuopt.planner.candidates import default_max_model_len
+
+    w = load_workload(write(tmp_path, f"    input_tokens: 1000\n    output_tokens: 250\n{lengths}")).workloads[0]
+    assert default_max_model_len(w, get_model("meta-llama/Llama-3.1-8B-Instruct")) == expected

@@ -52,6 +52,7 @@ from pydantic import (
 
 from gpuopt.errors import ConfigError, FieldError, InputError
 from gpuopt.inputs.loader import check_input_file, load_yaml
+from gpuopt.physics.traffic import SHAREGPT_CAP, longest_sharegpt
 from gpuopt.text import one_line_problem
 from gpuopt.vocabulary import (
     CURRENCIES,
@@ -290,6 +291,14 @@ class ServingTarget(Strict):
                                           info.data.get("max_model_len"))
             if problems:
                 raise ValueError("; ".join(problems))
+        if lengths is not None and lengths.dataset == "sharegpt" and info.data.get("max_model_len") \
+                and info.data.get("input_tokens") and info.data.get("output_tokens"):
+            longest = longest_sharegpt(info.data["input_tokens"], info.data["output_tokens"])
+            if longest > info.data["max_model_len"]:
+                # as a histogram bin past it: vLLM refuses the request, and the plan's capacity counted it
+                raise ValueError(f"dataset sharegpt sends requests of up to {longest:,} tokens ({SHAREGPT_CAP:g} x "
+                                 f"the mean prompt and output), above max_model_len ({info.data['max_model_len']}): "
+                                 f"raise max_model_len to {longest:,} or describe the lengths with a histogram")
         return lengths
 
     @field_validator("shared_prefix_tokens")

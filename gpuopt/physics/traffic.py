@@ -137,11 +137,22 @@ class ShareGPTLengths:
     def _lognormal(rng: np.random.Generator, mean: float, n: int) -> NDArray[Any]:
         mu = math.log(mean) - SHAREGPT_SIGMA**2 / 2  # E[exp(N(mu, s^2))] = exp(mu + s^2 / 2) = mean
         draws = np.clip(rng.lognormal(mu, SHAREGPT_SIGMA, size=n), SHAREGPT_MIN_TOKENS, SHAREGPT_CAP * mean)
-        draws *= mean / draws.mean()  # the cap lowers the mean by a few %: restore it
+        # the cap lowers the mean by a few %: restore it, within the cap, so that the longest request is known
+        # (longest_sharegpt), which a plan's max_model_len must hold (restored once, the tail reached 5.25 x the
+        # mean, past the 4,096 a plan of 1,000/250 had chosen); a few passes, each scaling what the cap left
+        for _ in range(6):
+            draws = np.clip(draws * (mean / draws.mean()), SHAREGPT_MIN_TOKENS, SHAREGPT_CAP * mean)
         return np.maximum(np.rint(draws), SHAREGPT_MIN_TOKENS).astype(np.int64)
 
     def sample(self, rng: np.random.Generator, n: int) -> tuple[NDArray[Any], NDArray[Any]]:
         return self._lognormal(rng, self.mean_input_tokens, n), self._lognormal(rng, self.mean_output_tokens, n)
+
+
+def longest_sharegpt(mean_input_tokens: float, mean_output_tokens: float) -> int:
+    """The longest request (prompt + output tokens) ShareGPTLengths draws for these means: each side at most
+    SHAREGPT_CAP x its mean."""
+    return sum(max(int(np.rint(SHAREGPT_CAP * m)), SHAREGPT_MIN_TOKENS)
+               for m in (mean_input_tokens, mean_output_tokens))
 
 
 @dataclass(frozen=True)

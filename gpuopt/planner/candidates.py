@@ -26,6 +26,7 @@ from gpuopt.physics.lora import lora_problems
 from gpuopt.physics.memory import MemoryEstimate, estimate
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.physics.serving_config import ServingConfig, default_precision, gpu_unsupported, validate
+from gpuopt.physics.traffic import longest_sharegpt
 from gpuopt.physics.vllm_support import release_problem
 from gpuopt.planner.checkpoints import named_checkpoint_problems
 from gpuopt.planner.mix import capacity_point
@@ -221,11 +222,15 @@ def _request_lengths(w: Workload) -> list[tuple[tuple[str | int, ...], int, int]
 
 
 def default_max_model_len(w: Workload, arch: ModelArchitecture) -> int:
-    """Without max_model_len in the workload: twice the mean request, rounded up to a power of two, capped at
-    the model's own maximum (vLLM's default is the model maximum, which wastes KV memory for short chats)."""
+    """Without max_model_len in the workload: twice the mean request, or the longest request its lengths send
+    when longer (a ShareGPT shape's tail: 5 x the means; QA found 3.7 % of a 1,000/250 shape's requests past the
+    4,096 it had), rounded up to a power of two, capped at the model's own maximum (vLLM's default is the model
+    maximum, which wastes KV memory for short chats)."""
     if w.max_model_len:
         return w.max_model_len
     need = 2 * (w.input_tokens + w.output_tokens)
+    if w.lengths is not None and w.lengths.dataset == "sharegpt":
+        need = max(need, longest_sharegpt(w.input_tokens, w.output_tokens))
     length = 1 << max(10, math.ceil(math.log2(need)))
     cap = model_max_len(arch) or length
     longest = max([i + o for _, i, o in _request_lengths(w)] + [w.input_tokens + w.output_tokens])
