@@ -267,6 +267,21 @@ def test_non_finite_fx_override_is_exit_2(rate):
         f"error: --fx-rate 'USD:CNY={rate}': the rate must be a finite positive number (got {rate})")
 
 
+@pytest.mark.parametrize(("second", "contradicts"), [("CNY:USD=0.15", True), ("USD:CNY=6.9", True),
+                                                    ("usd:cny=7", False)])
+def test_two_rates_for_one_pair_are_refused(second, contradicts):
+    """QA: `--fx-rate USD:CNY=7 --fx-rate CNY:USD=0.15` priced the plan at 7, recorded both, and `diff` converted
+    at 0.15 (a -353.31 USD/month change between identical plans). The same rate repeated is one rate."""
+    result = run("catalog", "list", "--provider", "aws", "--format", "csv", "--currency", "CNY",
+                 "--fx-rate", "USD:CNY=7", "--fx-rate", second)
+    if contradicts:
+        assert result.exit_code == 2 and result.stdout == ""
+        assert result.stderr == (f"error: --fx-rate 'USD:CNY=7' and --fx-rate '{second}': two rates for one pair of "
+                                 "currencies; give one\n")
+    else:
+        assert result.exit_code == 0
+
+
 def test_truncated_overlay_line_is_named(tmp_path):
     path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency\naws,p5.48xlarge,us-east-1\n")
     result = run("catalog", "validate", "--overlay", str(path))

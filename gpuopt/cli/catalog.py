@@ -22,7 +22,7 @@ from gpuopt.pricing.catalog import (
     validate_rows,
 )
 from gpuopt.pricing.columns import CURRENCIES, PRICE_KINDS, PROVIDERS
-from gpuopt.pricing.fx import parse_fx_override
+from gpuopt.pricing.fx import parse_fx_overrides
 from gpuopt.pricing.regions import Residency
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ def parse_discounts(items: tuple[str, ...]) -> dict[str, float]:
 
 def open_catalog(overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...],
                  extra_discounts: dict[str, float] | None = None) -> Catalog:
-    fx = dict(parse_fx_override(f) for f in fx_rates)
+    fx = parse_fx_overrides(fx_rates)
     merged = {**(extra_discounts or {}), **parse_discounts(discounts)}
     catalog = load_catalog(overlays=overlays, discounts=merged, fx_overrides=fx)
     for note in catalog.notes:

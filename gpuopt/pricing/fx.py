@@ -7,6 +7,7 @@ for a currency, and the rate and its date go into the output.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpuopt.datafiles import csv_rows, data_text
@@ -103,3 +104,24 @@ def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
     if not (math.isfinite(rate) and rate > 0):
         raise InputError(f"--fx-rate '{text}': the rate must be a finite positive number (got {value.strip()})")
     return (base, quote), rate
+
+
+def parse_fx_overrides(texts: Iterable[str]) -> dict[tuple[str, str], float]:
+    """Every --fx-rate, one rate per pair of currencies: the same pair given twice with two values, or both
+    directions of it (`USD:CNY=7` and `CNY:USD=0.15`, where 1 / 0.15 is 6.667), is a contradiction. Accepted,
+    the plan was priced at one, recorded both, and `diff` converted at the other (-353.31 USD/month between two
+    identical plans)."""
+    rates: dict[tuple[str, str], float] = {}
+    given: dict[frozenset[str], str] = {}
+    problems = []
+    for text in texts:
+        pair, rate = parse_fx_override(text)
+        first = given.setdefault(frozenset(pair), text)
+        if first != text and (pair not in rates or rates[pair] != rate):
+            problems.append(f"--fx-rate '{first}' and --fx-rate '{text}': two rates for one pair of currencies; "
+                            "give one")
+            continue
+        rates[pair] = rate
+    if problems:
+        raise InputError(*problems)
+    return rates
