@@ -219,6 +219,20 @@ def test_json_that_is_no_plan_is_one_error_line(saved, tmp_path, text, message):
         assert (result.exit_code, result.stdout, result.stderr) == (2, "", f"error: {bad}: {message}\n"), command
 
 
+@pytest.mark.parametrize("kind", ["solve", "capacity"])
+def test_a_key_given_twice_is_refused(saved, tmp_path, kind):
+    """QA: `"currency": "USD", "currency": "CNY"` read as CNY, a reviewer seeing USD; any money field likewise."""
+    text = saved[kind].read_text(encoding="utf-8")
+    bad = tmp_path / "twice.json"
+    bad.write_text(text.replace('"currency": "USD",', '"currency": "USD", "currency": "CNY",', 1), encoding="utf-8")
+    for command in (["report", bad], ["diff", saved[kind], bad]):
+        result = run(*command)
+        assert (result.exit_code, result.stdout) == (2, ""), command
+        assert result.stderr == (f"error: {bad}: key 'currency' appears twice in one object: which one a JSON reader "
+                                 "keeps is not defined (gpuopt read the last), so a file that shows one value and "
+                                 "means another is refused; keep one\n")
+
+
 def test_the_plans_gpuopt_writes_read_back_strictly(saved):
     """Strict reading refuses nothing solve and plan write: both plans report in every format."""
     for kind, formats in (("solve", ("markdown", "csv", "focus", "json")), ("capacity", ("markdown", "csv", "focus"))):

@@ -10,7 +10,8 @@ overflowing the stack. Every problem is one line naming the file and the field's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import json
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 from pydantic_core import from_json
@@ -53,6 +54,10 @@ def load_any_plan(text: str, source: str) -> Plan | CapacityPlan:
         data = from_json(text)
     except ValueError as exc:
         raise InputError(f"{source}: not JSON ({exc})") from None
+    if repeated := repeated_keys(text):
+        raise InputError(*(f"{source}: key {key!r} appears twice in one object: which one a JSON reader keeps is "
+                           "not defined (gpuopt read the last), so a file that shows one value and means another "
+                           "is refused; keep one" for key in repeated))
     kinds: dict[str, type[Plan] | type[CapacityPlan]] = {"gpuopt-plan": Plan, "gpuopt-capacity-plan": CapacityPlan}
     if not isinstance(data, dict) or data.get("kind") not in kinds:
         raise InputError(f"{source}: not a gpuopt plan (no \"kind\": \"gpuopt-plan\" or "
@@ -66,6 +71,23 @@ def load_any_plan(text: str, source: str) -> Plan | CapacityPlan:
         return kinds[data["kind"]].model_validate_json(text, strict=True)
     except ValidationError as exc:
         raise InputError(*problems(exc, source)) from None
+
+
+def repeated_keys(text: str) -> list[str]:
+    """The keys given twice within one JSON object (`"currency": "USD", "currency": "CNY"`), in order. The text
+    has passed pydantic's parser, so it nests at most 201 levels: json's recursive reader is safe on it."""
+    repeated: dict[str, None] = {}
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen:
+                repeated[key] = None
+            seen.add(key)
+        return dict(items)
+
+    json.loads(text, object_pairs_hook=pairs)
+    return list(repeated)
 
 
 def problems(exc: ValidationError, source: str) -> list[str]:
