@@ -123,6 +123,10 @@ CASES = [
     ("capacity", ("periods", 0, "purchases", 0, "term_months"), -12, NOT_NEGATIVE),
     ("capacity", ("currency",), "usd", "'usd' is not a currency gpuopt prices in (USD, CNY)"),
     ("capacity", ("as_of_date",), "2026-11-31", "expected a date YYYY-MM-DD, got '2026-11-31'"),
+    # QA: labels no horizon gives were read and dated by the FOCUS export (exit 70)
+    *[("capacity", ("periods", 0, "period"), label,
+       f"expected a period label like 2027Q1, 2027-01, Q1 or M1, got '{label}'")
+      for label in ("2027Q5", "2027-13", "0000Q1", "abcdQ1", "2027Q1x")],
     # a misspelt price kind fell out of every FOCUS charge category (41 % of capacity-global's bill)
     ("capacity", ("commitments", 0, "price_kind"), "reserved-1yy",
      "unknown price kind 'reserved-1yy' (known: on-demand, spot, community, reserved-1y, reserved-3y, "

@@ -53,7 +53,8 @@ COMMANDS: dict[str, CommandEntry] = {
 }
 
 DEBUG_ENV = "GPUOPT_DEBUG"
-REPORT_HINT = "please report it with the command line and input files (run with --debug for the traceback)"
+REPORT_HINT = ("please report it with the command line and input files (`gpuopt --debug COMMAND ...` or GPUOPT_DEBUG=1 "
+               "shows the traceback)")
 
 
 class ProblemsError(click.ClickException):

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gpuopt.errors import FieldError
 from gpuopt.inputs.capacity import (
@@ -273,8 +274,20 @@ class PurchaseLine(_Frozen):
     tags: dict[str, str] = {}  # its workloads' tags (capacity_detail.merged_tags): FOCUS Tags and the CSV carry them
 
 
+PERIOD_LABEL = r"[QM]\d{1,2}|(?!0000)\d{4}(Q[1-4]|-(0[1-9]|1[0-2]))"
+"""The labels a horizon gives its periods (inputs/capacity.py Horizon.labels): Q1, M3, 2027Q1, 2027-01. A saved
+plan's other labels (2027Q5, 2027-13, 0000Q1) were read, and the FOCUS export dated them: exit 70."""
+
+
 class PeriodLine(_Frozen):
     period: str
+
+    @field_validator("period")
+    @classmethod
+    def _label(cls, value: str) -> str:
+        if not re.fullmatch(PERIOD_LABEL, value):
+            raise ValueError(f"expected a period label like 2027Q1, 2027-01, Q1 or M1, got {value!r}")
+        return value
     demand: dict[str, float]
     capacity: dict[str, float]  # sustainable load of the planned replicas (before headroom)
     cost: Money  # committed instances amortised over their active periods + rented instances
