@@ -285,3 +285,18 @@ def test_a_recorded_rate_is_read_either_way_and_only_when_positive_and_finite():
     assert recorded_rate("1 USD = 8 CNY (2026-01-01)", "CNY", "USD") == 0.125
     assert recorded_rate("1 USD = 1e400 CNY (x); 1 USD = 7 CNY (2026-01-01)", "USD", "CNY") == 7.0
     assert recorded_rate("1 USD = 0 CNY (x)", "USD", "CNY") is None
+
+
+@pytest.mark.parametrize("fmt", ["focus", "csv", "markdown"])
+def test_report_exits_as_the_command_that_made_the_plan(saved, tmp_path, fmt):
+    """QA: `report` of an infeasible plan exited 0 with a header-only FOCUS file (a pipeline read a bill of
+    0.00), and of a plan over its budget 0 without a word; solve exits 1 and 3 for them."""
+    infeasible = run("report", saved["infeasible"], "--format", fmt)
+    assert infeasible.exit_code == 1
+    assert "infeasible: workload chat: " in infeasible.stderr or fmt == "markdown"  # a document shows its reasons
+    over = tmp_path / "over.json"
+    made = run("solve", _write(tmp_path, "one.yaml", ONE), "--max-monthly", "1", "--format", "json", "-o", over)
+    assert made.exit_code == 3
+    result = run("report", over, "--format", fmt)
+    assert result.exit_code == 3 and "over budget: " in result.stderr and "exceeds 1.00 USD/month" in result.stderr
+    assert run("report", saved["solve"], "--format", fmt).exit_code == 0

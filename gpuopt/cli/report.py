@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 import click
 
 from gpuopt.cli.options import SafePath, output_option
-from gpuopt.cli.solve import deliver, write_output
-from gpuopt.errors import InputError
+from gpuopt.cli.solve import budget_overrun, deliver
+from gpuopt.errors import EXIT_OVER_BUDGET, InputError
 from gpuopt.inputs.loader import read_text
 from gpuopt.planner.plan import Plan
 from gpuopt.reports.registry import formats, render_capacity_plan, render_diff, render_plan
@@ -43,16 +43,25 @@ def read_plan(path: Path) -> Plan:
 @output_option("Write the report to a file.")
 def report(plan_file: Path, fmt: str, output: Path | None) -> None:
     """Render a plan saved with `gpuopt solve --format json` (or `gpuopt plan --format json`) without solving
-    again."""
+    again.
+
+    Exit codes as the command that made the plan: 0 a plan, 1 infeasible (the reasons on stderr; its FOCUS or
+    CSV has no rows, which is no bill of 0.00), 2 bad input, 3 over its budget.
+    """
     plan = read_any_plan(plan_file)
     if isinstance(plan, Plan):
         if fmt not in formats("plan"):
             raise InputError(f"--format {fmt}: not a format of a solve plan ({', '.join(formats('plan'))})")
-        write_output(render_plan(plan, fmt), output)
+        text = render_plan(plan, fmt)
     else:
         if fmt not in formats("capacity"):
             raise InputError(f"--format {fmt}: not a format of a capacity plan ({', '.join(formats('capacity'))})")
-        write_output(render_capacity_plan(plan, fmt), output)
+        text = render_capacity_plan(plan, fmt)
+    # a pipeline reading the exit code alone took an infeasible plan's empty FOCUS file for a bill of 0.00 (QA)
+    deliver(text, output, (), None if plan.status == "optimal" else plan.explanation, fmt)
+    if isinstance(plan, Plan) and (overrun := budget_overrun(plan)):
+        click.echo(overrun, err=True)
+        raise SystemExit(EXIT_OVER_BUDGET)
 
 
 @click.command()
