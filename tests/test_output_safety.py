@@ -88,6 +88,18 @@ def test_md_leaves_no_markdown_or_html_syntax(value):
     assert rendered.count("<td>") == 1
 
 
+@pytest.mark.parametrize("value", ["# APPROVED BY FINANCE", "1. one", "2) two", "- item", "+ item", "> quote", "===",
+                                   "---", "~~~", "```"])
+def test_md_text_that_begins_a_line_starts_no_block(value):
+    """QA: a model named "# APPROVED BY FINANCE - total 0.00 USD" opened a workload's paragraph and became the
+    report's <h1>; a workload named "1." started a numbered list. Text md() returns begins no block, and shows."""
+    import markdown
+
+    rendered = markdown.markdown(f"{md(value)} rest of the line\n\nnext paragraph")
+    assert rendered.startswith("<p>") and not re.search(r"<(h\d|ol|ul|li|blockquote|pre|hr)\b", rendered), rendered
+    assert value.replace(">", "&gt;") in rendered
+
+
 def test_a_code_fence_cannot_be_closed_from_inside():
     lines = md_code_fence("vllm serve 'a```b'")
     assert lines[0] == "````" and lines[-1] == "````"

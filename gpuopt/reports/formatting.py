@@ -20,9 +20,12 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 # Markdown punctuation that could start emphasis, code, a link or an image, or end a table cell, anywhere in a
-# line (line-start syntax such as `#` or `-` cannot be reached: user text never starts a line, and line breaks
-# are removed).
+# line (line breaks are removed, so user text starts at most one line).
 _MD_SPECIAL = re.compile(r"([\\`*_\[\]|])")
+# what starts a block when it begins a line -- a heading, quote, list item, setext underline or fence: user text
+# that begins a line (a model named "# APPROVED BY FINANCE" opened a workload's paragraph, and became its <h1>; a
+# workload named "1." a numbered list) has its first mark escaped, which Markdown shows as the mark itself
+_BLOCK_START = re.compile(r"^(?:([#+=~-])|(\d{1,9})([.)])(?=\s|$))")
 # an @name GitHub would turn into a mention (a diff posted as a PR comment would ping the team a plan file names):
 # an invisible word joiner after the @ keeps the text and drops the mention; `file.csv@045df3b` is no mention
 _MENTION = re.compile(r"(?<!\w)@(?=\w)")
@@ -44,7 +47,9 @@ def md(text: object) -> str:
     backslash-escaped (no link, image, emphasis or cell break can be injected), line breaks become spaces, and
     control characters become escapes (text.printable), and an @mention is no mention (_MENTION)."""
     value = printable(html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " "))
-    return _MENTION.sub("@\u2060", _MD_SPECIAL.sub(r"\\\1", value))
+    value = _MD_SPECIAL.sub(r"\\\1", value)
+    value = _BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", value, count=1)
+    return _MENTION.sub("@\u2060", value)
 
 
 def md_code(text: object) -> str:
