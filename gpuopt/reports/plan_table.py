@@ -53,7 +53,7 @@ def _deployments_wide(plan: Plan) -> Table:
         table.add_row(d.workload, f"{d.provider} {d.sku} ({d.region})", d.price_kind,
                       f"{d.gpu} x{d.gpus_per_instance}", instance_count(plan, d), str(d.replicas), _tp(d),
                       f"{d.weight_precision}/KV {d.kv_cache_dtype}", f"{d.cost_per_hour:,.2f}",
-                      f"{d.cost_per_month:,.0f}", f"{ttft:,.0f}{mark}", f"{tpot:.1f}{mark}",
+                      f"{d.cost_per_month:,.2f}", f"{ttft:,.0f}{mark}", f"{tpot:.1f}{mark}",
                       f"{d.kv_utilisation:.0%}")
     return table
 
@@ -65,7 +65,7 @@ def _deployment_block(plan: Plan, d: Deployment) -> list[str]:
             f"  {d.provider} {d.sku} ({d.region}), {d.price_kind}",
             f"  {instance_count(plan, d)} instance(s) of {d.gpu} x{d.gpus_per_instance}; {d.replicas} replica(s), "
             f"TP {_tp(d)}, weights {d.weight_precision}, KV {d.kv_cache_dtype}",
-            f"  {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c, 0)}/month; TTFT "
+            f"  {money(d.cost_per_hour, c)}/h, {money(d.cost_per_month, c)}/month; TTFT "
             f"{ttft:,.0f} ms{mark}, TPOT {tpot:.1f} ms{mark} at the planned load, "
             f"KV {d.kv_utilisation:.0%} used"]
 
