@@ -190,8 +190,6 @@ def test_a_nul_byte_in_a_path_flag_is_a_usage_error(args):
     ["solve", str(EXAMPLES / "two-models.yaml"), "--currency", " "],
     ["plan", str(EXAMPLES / "capacity-global.yaml"), "--region", ""],
     ["catalog", "list", "--region", ""],
-    ["catalog", "list", "--currency", ""],
-    ["catalog", "show", "x", "--currency", ""],
     ["matrix", "meta-llama/Llama-3.1-8B-Instruct", "--region", ""],
 ])
 def test_an_empty_region_or_currency_is_a_usage_error(args):
@@ -200,3 +198,10 @@ def test_an_empty_region_or_currency_is_a_usage_error(args):
     flag = next(a for a in args if a.startswith("--"))
     assert result.exit_code == 2 and result.stdout == ""
     assert f"Invalid value for '{flag}': is empty; give a value or leave the option out" in result.stderr
+
+
+def test_catalog_show_refuses_an_empty_currency_as_catalog_list_does():
+    for command in (["catalog", "show", "p5.48xlarge"], ["catalog", "list"]):
+        result = CliRunner().invoke(cli, [*command, "--currency", ""])
+        assert (result.exit_code, result.stdout) == (2, "")
+        assert result.stderr == "error: --currency: empty (known: USD, CNY; leave the flag out for none)\n"

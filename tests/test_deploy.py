@@ -990,8 +990,10 @@ def test_an_overlay_sku_that_no_target_can_carry_is_one_error_per_deployment(pla
     name from the GPU, so only the AWS one is checked there."""
     plan = _plan(plans["two"])
     assert [d.workload for d in plan.deployments] == ["chat", "chat", "code", "code"]
-    bad = plan.model_copy(update={"deployments": [plan.deployments[i].model_copy(update={"sku": QA_SKU})
-                                                  for i in (0, 2)]})
+    kept = [plan.deployments[i].model_copy(update={"sku": QA_SKU}) for i in (0, 2)]
+    bad = plan.model_copy(update={"deployments": kept,  # and the totals of what is kept: a plan file adds up
+                                  "total_cost_per_hour": round(sum(d.cost_per_hour for d in kept), 4),
+                                  "total_cost_per_month": round(sum(d.cost_per_month for d in kept), 2)})
     path = tmp_path / "plan.json"
     path.write_text(render_json(bad), encoding="utf-8")
     for target, why in (("k8s", "is not a Kubernetes label value"), ("skypilot", "is not a cloud instance type name")):

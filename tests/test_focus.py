@@ -89,9 +89,11 @@ def test_plan_focus_passes_the_validator_and_sums_to_the_period_costs(file, tmp_
 
 
 def _line(kind: str, count: int, price: float, committed: bool) -> PurchaseLine:
+    hours = count * (8760.0 if committed else 2190.0)  # a commitment's whole term, a rented quarter
     return PurchaseLine(provider="aws", service="ec2", sku="g6e.xlarge", region="us-east-1", gpu="L40S-48GB",
                         gpus_per_instance=1, price_kind=kind, count=count, committed=committed,
-                        term_months=12 if committed else None, price_per_hour=price, hours=0.0, cost=0.0,
+                        term_months=12 if committed else None, price_per_hour=price,
+                        hours=hours, cost=price * hours,
                         break_even_utilisation=None, workloads=["chat"])
 
 
@@ -106,9 +108,11 @@ def _plan(charge: str) -> CapacityPlan:
     periods = [PeriodLine(period=label, demand={"chat": 1.0}, capacity={"chat": 1.0}, cost=cost, purchases=buy)
                for label, cost, buy in zip(labels, costs, buys, strict=True)]
     ledger = spans([(p.period, p.purchases) for p in periods], 3)
+    owed = sum(c.obligation_after_horizon for c in ledger)  # what a plan file states: its figures add up
     return CapacityPlan(status="optimal", currency="USD", horizon="4 quarters from 2027Q1", charge=charge,
-                        headroom=0.8, periods=periods, total_cost=sum(costs), all_on_demand_cost=30000.0,
-                        savings=None, committed_after_horizon=0.0, scenarios=[], explanation=[],
+                        headroom=0.8, periods=periods, total_cost=sum(costs) + (owed if charge == "full-term" else 0),
+                        all_on_demand_cost=30000.0, savings=None, committed_after_horizon=owed, scenarios=[],
+                        explanation=[],
                         as_of_date="2026-11-29", period="quarter", commitments=ledger,
                         commitment_summary=summarise_commitments(charge, costs, ledger, 30000.0))
 

@@ -300,3 +300,38 @@ def test_report_exits_as_the_command_that_made_the_plan(saved, tmp_path, fmt):
     result = run("report", over, "--format", fmt)
     assert result.exit_code == 3 and "over budget: " in result.stderr and "exceeds 1.00 USD/month" in result.stderr
     assert run("report", saved["solve"], "--format", fmt).exit_code == 0
+
+
+@pytest.mark.parametrize(("kind", "field", "value", "how"), [
+    ("solve", ("deployments", 0, "instance_price_per_hour"), 100.0, "instance_price_per_hour x instances"),
+    ("solve", ("deployments", 0, "cost_per_month"), 1.0, "cost_per_hour x 730"),
+    ("solve", ("total_cost_per_month",), 1.0, "the sum of the deployments' cost_per_month"),
+    ("solve", ("total_cost_per_hour",), 99.0, "the sum of the deployments' cost_per_hour"),
+    ("capacity", ("periods", 0, "cost"), 1.0, "the sum of its cost_by_price_kind"),
+    ("capacity", ("periods", 0, "purchases", 0, "hours"), 1.0, "price_per_hour x hours"),
+    ("capacity", ("total_cost",), 1.0, "the sum of the periods' cost and committed_after_horizon"),
+    ("capacity", ("savings",), 12345.0, "all_on_demand_cost - total_cost"),
+    ("capacity", ("committed_after_horizon",), 1.0, "the sum of the commitments' obligation_after_horizon"),
+])
+def test_a_figure_the_others_contradict_is_refused(saved, tmp_path, kind, field, value, how):
+    """QA: an edited unit price billed 74,400.00 in FOCUS beside 4,956.70 in Markdown, CSV and diff; an edited
+    header total printed beside lines that add up to another; diff called an edited period's -3,135.80
+    "rounding". Each figure is the one the others make, within gpuopt's rounding, or the file is refused."""
+    bad = _edited(saved[kind], tmp_path, field, value)
+    for command in (["report", bad, "--format", "focus"], ["diff", saved[kind], bad]):
+        result = run(*command)
+        assert (result.exit_code, result.stdout) == (2, ""), command
+        name = ".".join(map(str, field)) if field[-1] not in ("instance_price_per_hour", "hours") else \
+            ".".join(map(str, field[:-1])) + (".cost_per_hour" if kind == "solve" else ".cost")
+        assert result.stderr.startswith(f"error: {bad}: not a valid gpuopt plan: {name}: "), result.stderr
+        assert f" is not {how} (" in result.stderr and "the file contradicts itself" in result.stderr
+
+
+def test_capacity_plan_fields_have_their_domain(saved, tmp_path):
+    """QA: `charge: "whatever"`, a negative purchase's hours and a headroom of 5 were read and printed."""
+    for field, value, message in ((("charge",), "whatever", "Input should be 'full-term' or 'inside-horizon'"),
+                                  (("headroom",), 5, "Input should be less than or equal to 1"),
+                                  (("headroom",), -1, "Input should be greater than 0")):
+        bad = _edited(saved["capacity"], tmp_path, field, value)
+        result = run("report", bad)
+        assert result.exit_code == 2 and f"not a valid gpuopt plan: {field[0]}: {message}" in result.stderr

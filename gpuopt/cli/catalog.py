@@ -94,7 +94,7 @@ def catalog() -> None:
 @click.option("--provider", "providers", multiple=True, metavar="P", help="Only these providers (repeatable).")
 @click.option("--gpu", "gpus", multiple=True, metavar="G", help="Only these GPUs (repeatable).")
 @click.option("--price-kind", type=click.Choice(PRICE_KINDS), help="Only this price kind.")
-@click.option("--currency", type=GIVEN, help="Also show prices converted to USD or CNY.")
+@click.option("--currency", type=str, help="Also show prices converted to USD or CNY.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv"]), default="table", show_default=True)
 @catalog_options
 def list_catalog(region: str, providers: tuple[str, ...], gpus: tuple[str, ...], price_kind: str | None,
@@ -155,11 +155,13 @@ def _print_table(rows: list[Offering], cat: Catalog, currency: str | None) -> No
 
 @catalog.command("show")
 @click.argument("sku")
-@click.option("--currency", type=GIVEN)
+@click.option("--currency", type=str)
 @catalog_options
 def show(sku: str, currency: str | None, overlays: tuple[Path, ...], discounts: tuple[str, ...],
          fx_rates: tuple[str, ...]) -> None:
     """Every row of one SKU (all regions and price kinds), as JSON."""
+    if currency is not None and not currency.strip():  # as `catalog list`: an empty value was no flag at all
+        raise InputError(f"--currency: empty (known: {', '.join(CURRENCIES)}; leave the flag out for none)")
     currency = currency.upper() if currency else None
     check_names((), (), currency)
     cat = open_catalog(overlays, discounts, fx_rates)

@@ -64,6 +64,7 @@ from gpuopt.planner.plan import (
     PlanStatus,
     Sensitivity,
     check_priced,
+    check_sum,
     plain,
 )
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
@@ -259,7 +260,7 @@ class PurchaseLine(_Frozen):
     committed: bool
     term_months: Count | None
     price_per_hour: Money  # 8 decimals: FOCUS rows rebuild the period costs from it to the cent
-    hours: float  # instance-hours this line pays for (count x period or term hours)
+    hours: float = Field(ge=0)  # instance-hours this line pays for (count x period or term hours)
     cost: Money  # what this line costs (a commitment: its whole charge; rented: this period)
     break_even_utilisation: float | None  # commitment price / on-demand price of the same SKU and region
     workloads: list[str]
@@ -311,8 +312,8 @@ class CapacityPlan(_Frozen):
     currency: CurrencyCode
     horizon: str  # for people: "4 quarters from 2027Q1"
     period: PeriodKind  # for programs: what one period is (FOCUS charge periods count from it)
-    charge: str
-    headroom: float
+    charge: Literal["full-term", "inside-horizon"]
+    headroom: float = Field(gt=0, le=1)
     periods: list[PeriodLine]
     total_cost: Money | None
     all_on_demand_cost: Money | None
@@ -353,6 +354,32 @@ class CapacityPlan(_Frozen):
                     if len(values) != len(self.periods):
                         raise ValueError(f"scenarios.{i}.{name}.{workload}: {len(values)} values for "
                                          f"{len(self.periods)} periods")
+        return self
+
+    @model_validator(mode="after")
+    def _figures_add_up(self) -> CapacityPlan:
+        """Every total is the sum of its printed lines, to the cent, and a line's cost its price x its hours
+        (docs/capacity.md): the figures diff, the tables and FOCUS each read agree, or the file is refused."""
+        for j, period in enumerate(self.periods):
+            for k, x in enumerate(period.purchases):
+                check_sum(f"periods.{j}.purchases.{k}.cost", x.cost, x.price_per_hour * x.hours,
+                          "price_per_hour x hours", 0.01 + 1e-7 * x.hours)
+            if period.cost_by_price_kind:
+                check_sum(f"periods.{j}.cost", period.cost, sum(period.cost_by_price_kind.values()),
+                          "the sum of its cost_by_price_kind", 0.005 * len(period.cost_by_price_kind) + 0.005)
+        if self.commitments:
+            check_sum("committed_after_horizon", self.committed_after_horizon,
+                      sum(c.obligation_after_horizon for c in self.commitments),
+                      "the sum of the commitments' obligation_after_horizon", 0.005 * len(self.commitments) + 0.005)
+        if self.total_cost is not None:
+            # full-term: what the commitments still owe after the horizon is part of the total
+            owed = self.committed_after_horizon if self.charge == "full-term" else 0.0
+            check_sum("total_cost", self.total_cost, sum(p.cost for p in self.periods) + owed,
+                      "the sum of the periods' cost" + (" and committed_after_horizon" if owed else ""),
+                      0.005 * len(self.periods) + 0.01)
+            if self.all_on_demand_cost is not None and self.savings is not None:
+                check_sum("savings", self.savings, self.all_on_demand_cost - self.total_cost,
+                          "all_on_demand_cost - total_cost", 0.01)
         return self
 
 

@@ -413,6 +413,34 @@ class Plan(Frozen):
                                    "total_cost_per_month": self.total_cost_per_month})
         return self
 
+    @model_validator(mode="after")
+    def _figures_add_up(self) -> Plan:
+        """Each money figure is the one the plan's others make, within the rounding gpuopt writes them with
+        (hourly figures to 4 decimals, monthly to the cent): what reports, FOCUS and diff each read."""
+        for i, d in enumerate(self.deployments):
+            check_sum(f"deployments.{i}.cost_per_hour", d.cost_per_hour, d.instance_price_per_hour * d.instances,
+                      "instance_price_per_hour x instances", 2e-4 + 1e-5 * d.cost_per_hour)
+            check_sum(f"deployments.{i}.cost_per_month", d.cost_per_month, d.cost_per_hour * HOURS_PER_MONTH,
+                      f"cost_per_hour x {HOURS_PER_MONTH}", 0.05)
+        if self.status == "optimal" and self.total_cost_per_hour is not None and self.total_cost_per_month is not None:
+            n = len(self.deployments)
+            check_sum("total_cost_per_hour", self.total_cost_per_hour, sum(d.cost_per_hour for d in self.deployments),
+                      "the sum of the deployments' cost_per_hour", 1e-4 * (n + 1))
+            check_sum("total_cost_per_month", self.total_cost_per_month,
+                      sum(d.cost_per_month for d in self.deployments), "the sum of the deployments' cost_per_month",
+                      0.01)
+        return self
+
+
+def check_sum(name: str, value: float, expected: float, how: str, tolerance: float) -> None:
+    """ValueError when a figure a plan file states is not the one its other figures make (`how`): gpuopt writes
+    each from the others, so a difference beyond rounding is a hand edit, and the formats that read one figure or
+    the other would disagree (QA: one edited unit price billed 74,400.00 in FOCUS beside 4,956.70 everywhere
+    else; an edited period cost was called "rounding" by diff)."""
+    if abs(value - expected) > tolerance:
+        raise ValueError(f"{name}: {value:,.10g} is not {how} ({expected:,.10g}): the file contradicts itself "
+                         "(edited by hand?); correct one figure from the others, or solve again")
+
 
 def check_priced(status: PlanStatus, totals: dict[str, float | None]) -> None:
     """ValueError naming the first total that contradicts `status`: null in an optimal plan, a figure in an
