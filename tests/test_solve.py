@@ -303,3 +303,20 @@ def test_a_config_models_name_that_no_command_can_serve_is_said(tmp_path, name, 
                "a local path, so its vllm serve command cannot start as printed; name the repository or directory "
                "that holds the weights")
     assert (warning in json.loads(result.stdout)["warnings"]) is warned
+
+
+def test_a_workload_on_replicas_of_unequal_load_is_told_to_route_by_weight():
+    """QA: an L40S replica planned at 0.38 requests/s beside an MI300X one at 5.62 needs 6 % of the traffic; a
+    round-robin balancer gave it half (p90 TTFT 422 s). The plan says each deployment's share."""
+    plan = json.loads(run("solve", EXAMPLES / "two-models.yaml", "--json").stdout)
+    chat = [d for d in plan["deployments"] if d["workload"] == "chat"]
+    loads = [d["at_planned_load"]["requests_per_second"] for d in chat]
+    assert len(chat) == 2 and max(loads) > 1.1 * min(loads)
+    total = sum(d["replicas"] * load for d, load in zip(chat, loads, strict=True))
+    shares = ", ".join(f"{d['replicas'] * load / total:.0%} to {d['provider']} {d['sku']} ({d['replicas']} "
+                       f"replica(s) at {load:,.3g} requests/s each)" for d, load in zip(chat, loads, strict=True))
+    assert (f"workload chat: its replicas carry unequal loads; route its requests by weight -- {shares} -- not "
+            "evenly (round-robin or a plain Kubernetes Service would give every replica the same share and overload "
+            "the smaller ones)") in plan["warnings"]
+    assert sum(float(part.split("%")[0].split()[-1]) for part in shares.split(", ")) == pytest.approx(100, abs=1)
+    assert not any(w.startswith("workload code: its replicas") for w in plan["warnings"])  # one kind of replica

@@ -136,6 +136,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     explanation = [] if solution.status == "optimal" else _explain(per_workload, solution)
     profile = get_profile(opts.vllm_version)
     deployments = _deployments(per_workload, solution, catalog, currency)
+    warnings += routing_notes(deployments)
     plan = Plan(
         status="optimal" if solution.status == "optimal" else "infeasible",
         currency=currency,
@@ -535,3 +536,27 @@ def unservable_names(workloads: Sequence[Workload]) -> list[str]:
                            "(organisation/name) nor a local path, so its vllm serve command cannot start as printed; "
                            "name the repository or directory that holds the weights")
     return out
+
+
+def routing_notes(deployments: Sequence[Deployment]) -> list[str]:
+    """A workload served by deployments whose replicas carry unequal loads (another GPU type, precision or TP)
+    needs its requests routed by weight: a balancer that deals them evenly (round-robin, a Kubernetes Service)
+    sends every replica the same share, and the smaller ones drown (QA: an L40S replica planned for 0.38
+    requests/s beside an MI300X one at 5.62 got 3 each: p90 TTFT 422 s). Said once per workload, with each
+    deployment's share of the workload's traffic and its replicas' planned load."""
+    by_workload: dict[str, list[Deployment]] = {}
+    for d in deployments:
+        if d.at_planned_load is not None:
+            by_workload.setdefault(d.workload, []).append(d)
+    notes = []
+    for workload, mine in by_workload.items():
+        loads = [d.at_planned_load.requests_per_second for d in mine if d.at_planned_load is not None]
+        if len(mine) < 2 or min(loads) <= 0 or max(loads) <= 1.1 * min(loads):
+            continue
+        total = sum(d.replicas * load for d, load in zip(mine, loads, strict=True))
+        shares = ", ".join(f"{d.replicas * load / total:.0%} to {d.provider} {d.sku} ({d.replicas} replica(s) at "
+                           f"{load:,.3g} requests/s each)" for d, load in zip(mine, loads, strict=True))
+        notes.append(f"workload {workload}: its replicas carry unequal loads; route its requests by weight -- "
+                     f"{shares} -- not evenly (round-robin or a plain Kubernetes Service would give every replica "
+                     "the same share and overload the smaller ones)")
+    return notes
