@@ -137,6 +137,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     profile = get_profile(opts.vllm_version)
     deployments = _deployments(per_workload, solution, catalog, currency)
     warnings += routing_notes(deployments)
+    warnings += convoy_notes(wf.workloads)
     plan = Plan(
         status="optimal" if solution.status == "optimal" else "infeasible",
         currency=currency,
@@ -560,3 +561,15 @@ def routing_notes(deployments: Sequence[Deployment]) -> list[str]:
                      f"{shares} -- not evenly (round-robin or a plain Kubernetes Service would give every replica "
                      "the same share and overload the smaller ones)")
     return notes
+
+
+def convoy_notes(workloads: Sequence[Workload]) -> list[str]:
+    """A `concurrency:` workload of one length is planned as clients whose requests interleave, as real traffic's
+    varied lengths make them; `vllm bench serve --max-concurrency N` with one prompt and output length starts
+    its clients together, and requests admitted in one step finish in one step, so they stay in lockstep and
+    measure a TTFT many times the plan's (QA: 3,301 ms p99 for a plan of 279; docs/simulator.md, "Closed loops
+    are not confirmed"). Said, with how to benchmark the plan's traffic, so a check does not read as a miss."""
+    return [f"workload {w.name}: planned for {w.concurrency} clients whose requests interleave; benchmark it with "
+            f"varied lengths (`vllm bench serve --max-concurrency {w.concurrency} --random-range-ratio 0.2`, or a "
+            "--request-rate ramp): with one length the clients run in lockstep and measure a TTFT many times "
+            "the plan's" for w in workloads if w.concurrency is not None and w.lengths is None]
