@@ -174,6 +174,22 @@ def test_diff_of_solve_plans_in_two_currencies_is_in_one_currency(tmp_path):
     assert "-0.00" not in md  # a zero delta is +0.00, never negative zero
 
 
+def test_one_solve_schedule_in_two_currencies_is_unchanged_a_cent_apart(tmp_path):
+    """QA: cn-chat-70b saved in USD and in CNY diffed as two `changed` lines, +0.02 and +0.01 CNY, with no
+    details: each plan rounds its own month to the cent. They are unchanged, the cents said to be rounding."""
+    usd, cny = tmp_path / "usd.json", tmp_path / "cny.json"
+    for path, extra in ((usd, ["--currency", "USD"]), (cny, [])):
+        assert run("solve", EXAMPLES / "cn-chat-70b.yaml", "--region", "cn", *extra, "--format", "json",
+                   "-o", path).exit_code == 0
+    lines = json.loads(run("diff", usd, cny, "--format", "json").stdout)["lines"]
+    assert {x["change"] for x in lines} == {"unchanged"}
+    gaps = [round(x["monthly_after"] - x["monthly_before"], 2) for x in lines]
+    assert any(gaps)  # the case: the converted cents differ
+    for x, gap in zip(lines, gaps, strict=True):
+        assert x["details"] == ([f"{gap:+,.2f} from rounding each plan's figures to the cent, not a change"] if gap
+                                else [])
+
+
 def test_diff_refuses_a_solve_plan_against_a_capacity_plan(global_plan, tmp_path):
     solve = tmp_path / "s.json"
     assert run("solve", EXAMPLES / "two-models.yaml", "--format", "json", "-o", solve).exit_code == 0

@@ -157,6 +157,13 @@ def _monthly(deployments: list[Deployment], factor: float) -> float:
     return plain(sum(d.cost_per_month for d in deployments) * factor, 2)
 
 
+def _exact_month(deployments: list[Deployment]) -> tuple[float, float]:
+    """A diff line's month before its cents, and its instance-hours: instance price x instances x 730 (the
+    prices carry 8 decimals, the month 2), as _same compares them."""
+    hours = sum(d.instances for d in deployments) * HOURS_PER_MONTH
+    return sum(d.instance_price_per_hour * d.instances for d in deployments) * HOURS_PER_MONTH, hours
+
+
 def _fx(old: Plan | CapacityPlan, new: Plan | CapacityPlan) -> tuple[float, str | None]:
     return conversion(old.currency, new.currency, [("old plan's FX", old.fx), ("new plan's FX", new.fx)])
 
@@ -169,6 +176,11 @@ def diff_plans(old: Plan, new: Plan) -> PlanDiff:
         a, b = before.get(key, []), after.get(key, [])
         mb, ma = _monthly(a, factor), _monthly(b, 1.0)
         change, details = _change(sorted(_shape(d) for d in a), sorted(_shape(d) for d in b), mb, ma)
+        if change == "changed" and not details and _same(_exact_month(a), _exact_month(b), factor):
+            # one schedule saved in two currencies: each plan rounded its own month to the cent, so the old
+            # one's converted cents differ (12,475.91 USD x 6.6529 = 83,000.98 against 83,001.00 CNY)
+            change, details = "unchanged", [f"{ma - mb:+,.2f} from rounding each plan's figures to the cent, "
+                                            "not a change"]
         lines.append(DiffLine(workload=key[0], deployment=f"{key[1]} {key[2]} ({key[3]}, {key[4]})", change=change,
                               monthly_before=mb, monthly_after=ma, delta=plain(ma - mb, 2), details=details))
     # the sums of the printed lines (a plan's total_cost_per_month is its deployments' sum; converted, each
