@@ -958,3 +958,18 @@ def test_the_cache_note_names_its_newest_date_and_what_it_adds(cache):
         f"refreshed rows from {path} (newest as of 2026-11-30): 1 replace the shipped snapshot; 1 add offerings it "
         "lacks; 1 older or undated ones do not"]
 
+
+def test_a_digitalocean_size_costs_its_newest_price_in_every_region(cache):
+    """QA: the 2025-08 /v2/sizes answer replayed added gpu-h100x8-640gb in nyc1 at 23.92 beside the 2026-10
+    35.28 of nyc2 and tor1; a `--region us` plan chose the stale one. DigitalOcean prices a size the same in
+    every region, so the newest dated price of a size applies to all its regions, with a note."""
+    assert run("catalog", "refresh", "digitalocean", "--file", FIXTURES / "digitalocean_sizes.json",
+               "--as-of", "2025-08-29").exit_code == 0
+    catalog = load_catalog()
+    h100x8 = {o.region: o for o in catalog.offerings
+              if (o.provider, o.sku, o.price_kind) == ("digitalocean", "gpu-h100x8-640gb", "on-demand")}
+    assert {"nyc1", "nyc2", "tor1"} <= set(h100x8)
+    assert {h100x8[r].price_per_hour for r in ("nyc1", "nyc2", "tor1")} == {35.28}
+    assert h100x8["nyc1"].as_of == h100x8["nyc2"].as_of and "23.92" in h100x8["nyc1"].notes
+    assert any(n.startswith("digitalocean gpu-h100x8-640gb on-demand: ") and "nyc1" in n for n in catalog.notes)
+

@@ -370,6 +370,7 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
                                                                     else [])
             notes.append(f"refreshed rows from {path} (newest as of {dates[-1] if dates else '?'}): "
                          + "; ".join(parts) + (f"; {kept} older or undated ones do not" if kept else ""))
+    notes += _uniform_prices(by_key)
     for provider, fraction in sorted((discounts or {}).items()):
         if provider not in PROVIDERS:
             raise InputError(f"discounts: unknown provider '{provider}' (known: {', '.join(PROVIDERS)})")
@@ -393,6 +394,36 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
         raise InputError(*overlay_problems)
     offerings = tuple(sorted(by_key.values(), key=lambda o: o.key))
     return Catalog(offerings=offerings, fx=load_fx(fx_overrides), notes=tuple(notes))
+
+
+UNIFORM_PRICING = ("digitalocean",)
+"""Providers that price a size the same in every region (skus.csv: "DigitalOcean prices a size the same in every
+region"): the newest dated price of a size is its price wherever it is sold."""
+
+
+def _uniform_prices(by_key: dict[tuple[str, ...], Offering]) -> list[str]:
+    """Re-price, for UNIFORM_PRICING providers, a size's rows whose price is older than the newest of that size in
+    another region (QA: a 2025-08 /v2/sizes answer replayed added gpu-h100x8-640gb in nyc1 at 23.92 beside the
+    2026-10 35.28 of nyc2 and tor1, and a `--region us` plan chose the stale one, 32 % cheaper). A note per size."""
+    groups: dict[tuple[str, str, str, str], list[Offering]] = {}
+    for o in by_key.values():
+        if o.provider in UNIFORM_PRICING and o.price_per_hour is not None:
+            groups.setdefault((o.provider, o.service, o.sku, o.price_kind), []).append(o)
+    notes = []
+    for (provider, _, sku, kind), rows in sorted(groups.items()):
+        newest = max(rows, key=lambda o: (o.as_of_date is not None, o.as_of_date or dt.date.min))
+        stale = [o for o in rows if newer_price(newest, o) and o.price_per_hour != newest.price_per_hour]
+        for o in stale:
+            by_key[o.key] = replace(o, price_per_hour=newest.price_per_hour, currency=newest.currency,
+                                    as_of=newest.as_of, source=newest.source,
+                                    notes=f"{provider} prices a size the same in every region: {newest.region}'s "
+                                          f"{newest.as_of} price replaces this region's {o.as_of} one "
+                                          f"({o.price_per_hour} {o.currency})")
+        if stale:
+            notes.append(f"{provider} {sku} {kind}: {', '.join(sorted(o.region for o in stale))} priced at "
+                         f"{newest.region}'s newer {newest.price_per_hour} {newest.currency} ({newest.as_of}), as "
+                         f"{provider} prices a size the same in every region")
+    return notes
 
 
 def newer_price(a: Offering, b: Offering) -> bool:
