@@ -313,3 +313,29 @@ def test_a_horizon_in_the_past_is_planned_with_a_warning(tmp_path, monkeypatch):
                "at today's prices (set horizon.start to the period you will buy in)")
     assert warning in json.loads(result.stdout)["warnings"]
     assert f"warning: {warning}" in result.stderr
+
+
+def test_a_capacity_file_caps_instances_by_quota(tmp_path):
+    """QA: capacity files refused `quotas:` (a workload file's), though a GPU quota is what a capacity plan meets
+    first. capacity-global runs two g6e.xlarge in 2027Q4 (the reservation and one on demand); at most one, the
+    second is another type and the plan costs more. A quota that matches nothing is refused, as in solve."""
+    example = Path(__file__).parent.parent / "examples" / "capacity-global.yaml"
+    base = example.read_text()
+    capped = tmp_path / "capped.yaml"
+    capped.write_text(base + "quotas:\n  - {provider: aws, sku: g6e.xlarge, max_instances: 1}\n")
+    free = json.loads(CliRunner().invoke(cli, ["plan", str(example), "--format", "json"]).stdout)
+    result = CliRunner().invoke(cli, ["plan", str(capped), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+
+    def g6e_xlarge(p: dict) -> int:
+        return sum(r["replicas"] for r in p["running"] if r.get("sku") == "g6e.xlarge")
+
+    assert max(g6e_xlarge(p) for p in free["periods"]) == 2
+    assert max(g6e_xlarge(p) for p in plan["periods"]) == 1
+    assert plan["total_cost"] > free["total_cost"]
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(base + "quotas:\n  - {provider: aws, sku: g6e.xlarg, max_instances: 1}\n")
+    refused = CliRunner().invoke(cli, ["plan", str(typo)])
+    assert refused.exit_code == 2
+    assert f"error: {typo}:30: quotas.0.sku: aws has no sku 'g6e.xlarg' in the catalog" in refused.stderr

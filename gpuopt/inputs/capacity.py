@@ -37,9 +37,11 @@ from gpuopt.inputs.workload import (
     MAX_REQUESTS_PER_SECOND,
     PriceKindList,
     ProviderList,
+    Quota,
     ResidencySelector,
     ServingTarget,
     Strict,
+    known_quota_providers,
     load_versioned,
     locate_fields,
     one_load_unit,
@@ -173,6 +175,14 @@ class CapacityFile(Strict):
     charge: Literal["full-term", "inside-horizon"] = "full-term"
     scenarios: dict[str, float] = Field(default_factory=dict)
     workloads: list[CapacityWorkload] = Field(min_length=1)
+    # as in a workload file: the most instances of an offering any period may run (a GPU quota is a capacity
+    # plan's first constraint); each period's running instances count against it
+    quotas: list[Quota] = Field(default_factory=list)
+
+    @field_validator("quotas")
+    @classmethod
+    def _quota_providers(cls, value: list[Quota]) -> list[Quota]:
+        return known_quota_providers(value)
 
     @field_validator("scenarios")
     @classmethod

@@ -376,6 +376,15 @@ class Budget(Strict):
     currency: Currency | None = None
 
 
+def known_quota_providers(value: list[Quota]) -> list[Quota]:
+    """Quotas of known providers: checked in the files (workload and capacity), not in Quota itself, so planner
+    tests may build quotas for made-up providers."""
+    for i, q in enumerate(value):
+        if q.provider not in PROVIDERS:
+            raise ValueError(f"{i}.provider: unknown provider '{q.provider}' (known: {', '.join(PROVIDERS)})")
+    return value
+
+
 class WorkloadFile(Strict):
     schema_version: Literal[1]
     residency: ResidencySelector = None
@@ -390,11 +399,7 @@ class WorkloadFile(Strict):
     @field_validator("quotas")
     @classmethod
     def _quota_providers(cls, value: list[Quota]) -> list[Quota]:
-        """Checked in the file, not in Quota itself, so planner tests may build quotas for made-up providers."""
-        for i, q in enumerate(value):
-            if q.provider not in PROVIDERS:
-                raise ValueError(f"{i}.provider: unknown provider '{q.provider}' (known: {', '.join(PROVIDERS)})")
-        return value
+        return known_quota_providers(value)
 
     @field_validator("discounts")
     @classmethod

@@ -169,9 +169,14 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
                 problems.append((("workloads", i, "price_kinds", k),
                                  f"{kind}: no priced offering has it within the residency and provider policy "
                                  f"(workload {w.name})"))
+    if cf.quotas:
+        from gpuopt.planner.solve import quota_problems
+
+        problems += quota_problems(cf.quotas, catalog)  # a misspelt SKU or region would cap nothing
     if problems:
         raise FieldError(problems)  # located at each price kind's YAML line by the command (fields_located_in)
-    feasible = dominant_shapes(prune([c for c in allowed if c.feasible and c.instance_price is not None], ()))
+    feasible = dominant_shapes(prune([c for c in allowed if c.feasible and c.instance_price is not None],
+                                     cf.quotas))
     return CapacityProblem(cf=cf, currency=currency, labels=cf.horizon.labels(),
                            hours_per_period=HOURS_PER_MONTH * cf.horizon.months_per_period, demand=demand,
                            workloads=by_name, candidates=feasible, all_candidates=allowed, catalog=catalog)
@@ -196,7 +201,7 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
     result = optimise({w: [d * scale for d in series] for w, series in p.demand.items()},
                       {w: p.workloads[w].min_replicas for w in p.demand}, cands, headroom,
                       hours_per_period=p.hours_per_period, commitments=commitments, fixed=fixed_commitments,
-                      time_limit=time_limit)
+                      quotas=p.cf.quotas, time_limit=time_limit)
     if result.status != "optimal":
         binding = (f"workload {result.unserved}: no feasible candidate with the allowed price kinds"
                    if result.unserved is not None else f"solver status {result.solver_status}")
