@@ -236,7 +236,10 @@ def _plan(charge, periods, commitments=(), total=None):
               "purchases": [{"provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
                              "gpu": "L40S-48GB", "gpus_per_instance": 1, "price_kind": kind, "count": n,
                              "committed": kind != "on-demand", "term_months": None if kind == "on-demand" else 12,
-                             "price_per_hour": price, "hours": 0.0, "cost": 0.0, "break_even_utilisation": None,
+                             # a rented quarter, or a commitment's whole year; its cost price x hours
+                             "price_per_hour": price, "hours": n * (2190.0 if kind == "on-demand" else 8760.0),
+                             "cost": price * n * (2190.0 if kind == "on-demand" else 8760.0),
+                             "break_even_utilisation": None,
                              "workloads": ["chat"]} for n, kind, price in bought]}
              for label, cost, bought in periods]
     spans = [{"bought": "2027Q1", "provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
@@ -245,11 +248,11 @@ def _plan(charge, periods, commitments=(), total=None):
               "obligation_after_horizon": owed, "workloads": ["chat"]} for owed in commitments]
     owed = sum(commitments)
     inside = sum(cost for _, cost, _ in periods)
+    total = total if total is not None else inside + (owed if charge == "full-term" else 0.0)
     return CapacityPlan.model_validate({
         "status": "optimal", "currency": "USD", "horizon": "2 quarters from 2027Q1", "period": "quarter",
-        "charge": charge, "headroom": 0.8, "periods": lines,
-        "total_cost": total if total is not None else inside + (owed if charge == "full-term" else 0.0),
-        "all_on_demand_cost": 8760.0, "savings": 0.0, "committed_after_horizon": owed, "scenarios": [],
+        "charge": charge, "headroom": 0.8, "periods": lines, "total_cost": total,
+        "all_on_demand_cost": 8760.0, "savings": 8760.0 - total, "committed_after_horizon": owed, "scenarios": [],
         "explanation": [], "as_of_date": "2026-11-29", "commitments": spans})
 
 
@@ -442,7 +445,7 @@ def test_an_absent_all_on_demand_reference_says_why():
 
     why = "no all-on-demand reference: workload a excludes on-demand and the catalog has no on-demand price"
     plan = CapacityPlan(status="optimal", currency="USD", horizon="1 quarters from 2027Q1", period="quarter",
-                        charge="full-term", headroom=0.8, periods=[], total_cost=1.0, all_on_demand_cost=None,
+                        charge="full-term", headroom=0.8, periods=[], total_cost=0.0, all_on_demand_cost=None,
                         savings=None, committed_after_horizon=0.0, scenarios=[], explanation=[],
                         as_of_date="2026-11-29", all_on_demand_note=why)
     assert f"| all on-demand, same demand | {why} |" in render_capacity_markdown(plan)
