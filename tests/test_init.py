@@ -150,3 +150,22 @@ def test_a_context_or_preset_requests_above_the_models_limit_are_exit_2(tmp_path
     assert code == 2 and not out.exists()
     assert err.startswith("error: the rag preset's requests (12,400 tokens of prompt and output) exceed the 4,096 "
                           "tokens of context meta-llama/Llama-2-7b-hf supports")
+
+
+def test_the_written_file_has_the_mode_a_new_file_gets(tmp_path: Path) -> None:
+    """The workload was written through mkstemp and kept its 0600 (a teammate on a shared host could not read it);
+    a new file takes the umask's mode, an existing one keeps its own."""
+    import os
+    import stat
+
+    old = os.umask(0o022)
+    try:
+        code, err, out = _init(tmp_path, "--non-interactive", "--preset", "chat", "--model", MODEL)
+        assert code == 0, err
+        assert stat.S_IMODE(out.stat().st_mode) == 0o644
+        out.chmod(0o640)
+        code, err, out = _init(tmp_path, "--non-interactive", "--preset", "rag", "--model", MODEL)
+        assert code == 0, err
+        assert stat.S_IMODE(out.stat().st_mode) == 0o640
+    finally:
+        os.umask(old)

@@ -81,7 +81,7 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
          currency: str | None, budget_monthly: float | None, output: Path, force: bool,
          interactive: bool | None) -> None:
     """Ask the sizing questions and write a commented workload file for `gpuopt solve`."""
-    from gpuopt.inputs.loader import check_output_path
+    from gpuopt.inputs.loader import check_output_path, new_file_mode
     from gpuopt.inputs.presets import Answers, presets, render_workload
     from gpuopt.inputs.workload import load_workload
     from gpuopt.pricing.regions import Residency
@@ -149,6 +149,7 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
         except ConfigError as exc:  # name the answer (the flag that gave it), not a line of an unwritten file
             raise ConfigError(*(f"{_answer(problem.replace(tmp, str(output)), output)} (nothing written)"
                                 for problem in exc.problems)) from None
+        os.chmod(tmp, new_file_mode(output))  # mkstemp's 0600 would stay on the workload file
         os.replace(tmp, output)
     finally:
         if os.path.exists(tmp):

@@ -253,6 +253,17 @@ def check_output_path(path: Path, flag: str = "-o") -> None:
         raise InputError(f"{flag} {path}: file is not writable (permission denied)")
 
 
+def new_file_mode(path: Path) -> int:
+    """The mode a file written over `path` by renaming a temp file keeps: the file's own when it exists, else what
+    the user's umask gives a new file (mkstemp makes 0600: an `init` workload or a report a teammate could not
+    read)."""
+    if path.exists():
+        return stat.S_IMODE(path.stat().st_mode)
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
     """Write `text` to `path` atomically: a temp file beside it, flushed, then renamed over it. Devices and
     FIFOs are written in place (renaming over /dev/full would replace the device). A failure (disk full,
@@ -273,12 +284,7 @@ def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if path.exists():
-            os.chmod(tmp_name, stat.S_IMODE(path.stat().st_mode))
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp_name, 0o666 & ~umask)
+        os.chmod(tmp_name, new_file_mode(path))
         os.replace(tmp_name, path)
         tmp_name = None
     except OSError as exc:
