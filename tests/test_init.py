@@ -164,7 +164,7 @@ def test_the_written_file_has_the_mode_a_new_file_gets(tmp_path: Path) -> None:
         assert code == 0, err
         assert stat.S_IMODE(out.stat().st_mode) == 0o644
         out.chmod(0o640)
-        code, err, out = _init(tmp_path, "--non-interactive", "--preset", "rag", "--model", MODEL)
+        code, err, out = _init(tmp_path, "--non-interactive", "--preset", "rag", "--model", MODEL, "--force")
         assert code == 0, err
         assert stat.S_IMODE(out.stat().st_mode) == 0o640
     finally:
