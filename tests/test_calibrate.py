@@ -641,3 +641,17 @@ def test_one_run_given_twice_is_one_observation(tmp_path: Path) -> None:
         assert "calibration on 1 file(s)" in result.stdout
         assert "decode_bandwidth not fitted: 1 of the 2 runs with TPOT, ITL or throughput it needs" in result.stderr
         assert not (tmp_path / "p.yaml").exists()
+
+
+def test_a_bench_file_saved_with_a_byte_order_mark_is_read_as_one(tmp_path: Path) -> None:
+    """A bench result saved by a Windows editor (UTF-8 with a BOM) was read as a server log: "no vLLM start-up
+    lines". It reads as the same run without the mark."""
+    from gpuopt.inputs.evidence import ServerConfig, read_evidence
+
+    marked = tmp_path / "run.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + K8S[0].read_bytes())
+    defaults = ServerConfig(model="meta-llama/Llama-3.3-70B-Instruct", gpu="A100-SXM-40GB", tensor_parallel=8)
+    with_mark, plain = read_evidence(marked, defaults), read_evidence(K8S[0], defaults)
+    assert (with_mark.protocol, with_mark.mean_tpot_ms) == (plain.protocol, plain.mean_tpot_ms)
+    assert with_mark.mean_tpot_ms is not None
+

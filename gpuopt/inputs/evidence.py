@@ -385,7 +385,9 @@ def read_metrics(path: Path, text: str) -> LatencyObservation:
 
 def read_evidence(path: Path, defaults: ServerConfig) -> Observation:
     """One file, by its content: JSON (bench result), Prometheus text (/metrics) or a vLLM log."""
-    text = read_text(path, "calibration evidence file")  # "a ... file" reads right in every message
+    # "a ... file" reads right in every message; a byte order mark (Windows editors save one) is no content: a
+    # bench file that began with one was read as a log, "no vLLM start-up lines"
+    text = read_text(path, "calibration evidence file").removeprefix("\ufeff")
     stripped = text.lstrip()
     if not stripped:
         raise InputError(f"{path}: empty file")
