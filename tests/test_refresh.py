@@ -973,3 +973,31 @@ def test_a_digitalocean_size_costs_its_newest_price_in_every_region(cache):
     assert h100x8["nyc1"].as_of == h100x8["nyc2"].as_of and "23.92" in h100x8["nyc1"].notes
     assert any(n.startswith("digitalocean gpu-h100x8-640gb on-demand: ") and "nyc1" in n for n in catalog.notes)
 
+
+
+def test_a_region_regions_csv_does_not_know_is_kept_of_unknown_country(cache, tmp_path):
+    """QA: one Alibaba price-file key in a region gpuopt lacks (Dubai's me-east-1) failed the whole refresh, so a
+    live refresh over every region could never succeed. The row is kept, of unknown country (`--region global`
+    admits it, `apac` does not), and named; an overlay naming an unknown region is still refused (a typo)."""
+    data = json.loads((FIXTURES / "alibaba_instance_price_excerpt.json").read_text())
+    key = next(iter(data["pricingInfo"]))
+    data["pricingInfo"]["me-east-1::" + key.split("::", 1)[1]] = data["pricingInfo"][key]
+    path = tmp_path / "dubai.json"
+    path.write_text(json.dumps(data))
+    result = run("catalog", "refresh", "alibaba", "--file", path)
+    assert result.exit_code == 0, result.output
+    assert ("  of unknown country (regions.csv has no row for these ids; add one to place them): me-east-1"
+            in result.stdout.splitlines())
+    from gpuopt.pricing.regions import Residency
+
+    catalog = load_catalog()
+
+    def dubai(selector: str) -> list[object]:
+        return [o for o in catalog.select(Residency(selector), providers=["alibaba"]) if o.region == "me-east-1"]
+
+    assert dubai("global") and not dubai("apac")
+    overlay = tmp_path / "o.csv"
+    overlay.write_text("provider,sku,region,price_kind,price_per_hour,currency,gpu,gpu_count\n"
+                       "alibaba,ecs.gn7i-c8g1.2xlarge,me-east-9,on-demand,1.0,CNY,A10-24GB,1\n")
+    refused = run("catalog", "list", "--catalog", overlay)
+    assert refused.exit_code == 2 and "column 'region': unknown region 'me-east-9'" in refused.stderr

@@ -297,6 +297,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         read_rows,
         summary_lines,
         unknown_gpus,
+        unknown_regions,
         updated,
         write_cache,
     )
@@ -390,6 +391,10 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
     strange = unknown_gpus(result.rows)
     if strange:
         click.echo(f"  unplannable (GPU not in the GPU table; add its datasheet row): {', '.join(strange)}")
+    strangers = unknown_regions(result.rows)
+    if strangers:
+        click.echo(f"  of unknown country (regions.csv has no row for these ids; add one to place them): "
+                   f"{', '.join(strangers)}")
     elsewhere = foreign_regions(result.rows)
     if elsewhere:
         click.echo(f"  of unknown country (regions.csv places these ids for other providers; --region us, eu, apac "
@@ -458,7 +463,7 @@ def diff_catalogs(old: Path, new: Path) -> None:
     tables = []
     for path in (old, new):
         header, rows = read_csv_rows(read_text_file(path), str(path))
-        problems += validate_rows(str(path), header, rows, overlay=False, unknown_gpu_ok=True)
+        problems += validate_rows(str(path), header, rows, overlay=False, provider_answer=True)
         tables.append([r.values for r in rows])
     if problems:
         raise InputError(*problems)

@@ -195,11 +195,15 @@ MAX_COUNTS = {"gpu_count": 1024, "vcpus": 65_536, "term_months": 120}
 vCPUs an instance and 5-year terms; anything past these is a typo or a hostile file."""
 
 
-def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, unknown_gpu_ok: bool = False) -> list[str]:
+def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, provider_answer: bool = False) -> list[str]:
     """Problems of one price row (catalog, cache, overlay or refresher output), each naming `where` and the column.
 
     Every entry point validates through here, so a row that reaches the solver has a finite positive price in a
-    known currency, a known region, provider and price kind."""
+    known currency, provider and price kind. `provider_answer`: the row is a provider's own (a refresh, the cache
+    it wrote, a catalog diff): a GPU the GPU table does not know is kept, unplannable, and a region id regions.csv
+    does not know is kept, of unknown country (a live Alibaba price file listing a region gpuopt lacks, Dubai's
+    me-east-1, failed the whole refresh); both are named in the refresh's summary. A user's overlay must name
+    known ones (a typo there is refused)."""
     problems: list[str] = []
     if v.get("provider") not in PROVIDERS:
         problems.append(f"{where}: column 'provider': unknown provider '{v.get('provider')}' "
@@ -217,7 +221,7 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, unknow
         problems.append(f"{where}: column 'currency': unknown currency '{v.get('currency')}' "
                         f"(known: {', '.join(CURRENCIES)})")
     gpu = v.get("gpu", "")
-    if gpu and gpu not in gpu_table() and not unknown_gpu_ok:
+    if gpu and gpu not in gpu_table() and not provider_answer:
         problems.append(f"{where}: column 'gpu': unknown GPU '{gpu}'")
     for col in ("gpu_count", "vcpus", "term_months"):
         raw = v.get(col, "")
@@ -239,7 +243,7 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, unknow
     if v.get("interconnect") and v["interconnect"] not in LINK_KINDS:
         problems.append(f"{where}: column 'interconnect': unknown link '{v['interconnect']}' "
                         f"(known: {', '.join(LINK_KINDS)})")
-    if v.get("region") not in regions():
+    if not v.get("region") or (v.get("region") not in regions() and not provider_answer):
         problems.append(f"{where}: column 'region': unknown region '{v.get('region')}'")
     unknown_countries = [c for c in split_countries(v.get("countries", "")) if c not in countries()]
     if unknown_countries:
@@ -264,7 +268,7 @@ def _calendar_date(text: str) -> dt.date | None:
 
 
 def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: bool,
-                  unknown_gpu_ok: bool = False) -> list[str]:
+                  provider_answer: bool = False) -> list[str]:
     """Every problem, one line each, naming file, row and column."""
     problems: list[str] = []
     required = OVERLAY_MIN_COLUMNS if overlay else CATALOG_COLUMNS[:15]
@@ -281,7 +285,7 @@ def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: 
                             f"(expected {len(header)}; a truncated or misquoted line?)")
             continue
         problems.extend(row_problems(row.values, f"{path}: row {row.line}", overlay=overlay,
-                                     unknown_gpu_ok=unknown_gpu_ok))
+                                     provider_answer=provider_answer))
         key = offering_key(row.values)
         if key in seen:
             problems.append(f"{path}: row {row.line}: duplicate of row {seen[key]} (same {', '.join(OFFERING_KEY)})")
@@ -348,7 +352,7 @@ def load_catalog(overlays: Iterable[Path] = (), discounts: dict[str, float] | No
             except (InputError, OSError, UnicodeDecodeError) as exc:
                 notes.append(f"ignored refreshed prices in {path}: {exc}")
                 continue
-            problems = validate_rows(str(path), header, cached, overlay=False, unknown_gpu_ok=True)
+            problems = validate_rows(str(path), header, cached, overlay=False, provider_answer=True)
             if problems:
                 notes.append(f"ignored refreshed prices in {path}: {problems[0]}")
                 continue
