@@ -626,6 +626,14 @@ def test_a_profile_of_one_release_applies_to_plans_of_that_release_only(tmp_path
             f"vLLM 0.33 (--vllm-version)") in default.stderr
     old = CliRunner().invoke(cli, [*fit, "--vllm-version", "0.19"])
     assert old.exit_code == 0 and f"note: calibration profile {path}: A100-SXM-40GB" in old.stderr
+    # review: calibrate writes the release a log prints (0.33.0); it applies to the default 0.33's plans
+    logged = tmp_path / "logged.yaml"
+    logged.write_text(PROFILE.replace("  fitted: '2026-12-01'", "  fitted: '2026-12-01'\n  vllm_version: '0.33.0'"))
+    for extra in ([], ["--vllm-version", "0.33"], ["--vllm-version", "0.33.1"]):
+        applied = CliRunner().invoke(cli, [*fit[:-1], str(logged), *extra])
+        assert applied.exit_code == 0 and f"note: calibration profile {logged}: A100-SXM-40GB\n" in applied.stderr
+    other = CliRunner().invoke(cli, [*fit[:-1], str(logged), "--vllm-version", "0.28"])
+    assert "not applied to A100-SXM-40GB (vLLM 0.33.0)" in other.stderr
 
 
 def test_one_run_given_twice_is_one_observation(tmp_path: Path) -> None:

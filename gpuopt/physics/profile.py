@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from gpuopt.hardware import GpuSpec
+from gpuopt.physics.vllm_profile import release_key
 
 PROFILE_KIND = "gpuopt-profile"
 FACTORS = ("decode_bandwidth", "prefill_compute", "memory_offset_gib")
@@ -77,9 +78,12 @@ class Profile(BaseModel):
     entries: list[ProfileEntry]
 
     def entry_for(self, gpu: str, vllm_version: str | None) -> ProfileEntry | None:
-        """The entry of this GPU for this release (an entry without a release applies to any)."""
+        """The entry of this GPU for this release (an entry without a release applies to any). Releases match by
+        their minor series: calibrate writes the version a log prints (`0.33.0`, `0.10.1.1`), a plan names `0.33`
+        or `0.10.1` -- compared as strings, an entry fitted on logs applied to no plan that named its release."""
         for e in self.entries:
-            if e.gpu == gpu and (e.vllm_version is None or vllm_version is None or e.vllm_version == vllm_version):
+            if e.gpu == gpu and (e.vllm_version is None or vllm_version is None
+                                 or release_key(e.vllm_version)[:2] == release_key(vllm_version)[:2]):
                 return e
         return None
 
