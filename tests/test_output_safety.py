@@ -89,7 +89,7 @@ def test_md_leaves_no_markdown_or_html_syntax(value):
 
 
 @pytest.mark.parametrize("value", ["# APPROVED BY FINANCE", "1. one", "2) two", "- item", "+ item", "> quote", "===",
-                                   "---", "~~~", "```"])
+                                   "---", "~~~", "```", "   # APPROVED", " 1. one", "    code", "\t- item"])
 def test_md_text_that_begins_a_line_starts_no_block(value):
     """QA: a model named "# APPROVED BY FINANCE - total 0.00 USD" opened a workload's paragraph and became the
     report's <h1>; a workload named "1." started a numbered list. Text md() returns begins no block, and shows."""
@@ -97,7 +97,11 @@ def test_md_text_that_begins_a_line_starts_no_block(value):
 
     rendered = markdown.markdown(f"{md(value)} rest of the line\n\nnext paragraph")
     assert rendered.startswith("<p>") and not re.search(r"<(h\d|ol|ul|li|blockquote|pre|hr)\b", rendered), rendered
-    assert value.replace(">", "&gt;") in rendered
+    assert value.strip().replace(">", "&gt;") in rendered
+    from markdown_it import MarkdownIt  # CommonMark, as GitHub renders a report (rich depends on it)
+
+    common = MarkdownIt().render(f"{md(value)} rest of the line\n\nnext paragraph")
+    assert common.startswith("<p>") and not re.search(r"<(h\d|ol|ul|li|blockquote|pre|hr)\b", common), common
 
 
 def test_a_code_fence_cannot_be_closed_from_inside():

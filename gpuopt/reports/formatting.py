@@ -47,7 +47,8 @@ def md(text: object) -> str:
     backslash-escaped (no link, image, emphasis or cell break can be injected), line breaks become spaces, and
     control characters become escapes (text.printable), and an @mention is no mention (_MENTION)."""
     value = printable(html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " "))
-    value = _MD_SPECIAL.sub(r"\\\1", value)
+    # leading blanks go first: up to 3 spaces still start a block in CommonMark, 4 start a code block (review)
+    value = _MD_SPECIAL.sub(r"\\\1", value.lstrip(" \t"))
     value = _BLOCK_START.sub(lambda m: f"\\{m[1]}" if m[1] else f"{m[2]}\\{m[3]}", value, count=1)
     return _MENTION.sub("@\u2060", value)
 
