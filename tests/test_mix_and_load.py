@@ -196,3 +196,37 @@ def test_a_concurrency_workloads_planned_clients_add_up_to_its_demand():
     assert plan.status == "optimal"
     planned = sum(d.at_planned_load.concurrency * d.replicas for d in plan.deployments if d.at_planned_load)
     assert planned == pytest.approx(64, abs=0.02)
+
+
+def test_a_mix_bin_no_rate_serves_makes_the_capacity_zero_and_the_plan_says_why(tmp_path):
+    """Review: Meta-Llama-3-8B (8,192 tokens of context) at 2,000/500 ShareGPT-shaped ended in a ZeroDivisionError
+    (exit 70): the mix's longest bin (past the KV cache of a small card) ran at no rate. Such a mix's capacity is
+    0 with the bin named -- a rejection -- and a plan says how many requests are past the model's context."""
+    from gpuopt.hardware import get_gpu
+    from gpuopt.inputs.workload import load_workload
+    from gpuopt.physics import latency
+    from gpuopt.physics.architecture import get_model
+    from gpuopt.physics.memory import estimate
+    from gpuopt.physics.serving_config import ServingConfig
+    from gpuopt.planner.mix import MixModel, capacity_point
+    from gpuopt.planner.solve import tail_past_context_notes
+
+    (tmp_path / "w.yaml").write_text(
+        "schema_version: 1\nworkloads:\n  - name: chat\n    model: meta-llama/Meta-Llama-3-8B-Instruct\n"
+        "    requests_per_second: 1\n    input_tokens: 2000\n    output_tokens: 500\n"
+        "    lengths: {dataset: sharegpt}\n    slo: {ttft_ms: 3000, tpot_ms: 80}\n")
+    w = load_workload(tmp_path / "w.yaml").workloads[0]
+    arch = get_model("meta-llama/Meta-Llama-3-8B-Instruct")
+    gpu = get_gpu("T4-16GB")  # in FP8: analytic_load.max_rate finds no rate for its longest bins
+    replica = latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig(max_model_len=8192, precision="fp8")),
+                                    None)
+    model = MixModel(replica, w)
+    assert model.dead  # the case: a bin that no rate serves on this replica
+    point = capacity_point(replica, w)
+    assert point.requests_per_second == 0 and not point.stable
+    assert point.limit is not None and point.limit.endswith("of the mix) run at no rate on this replica")
+    [note] = tail_past_context_notes([w], {"chat": arch})
+    assert note.startswith("workload chat: dataset sharegpt sends requests of up to 12,500 tokens, past the 8,192 of "
+                           "context meta-llama/Meta-Llama-3-8B-Instruct supports: vLLM refuses about ")
+    assert 0 < float(note.split("refuses about ")[1].split("%")[0]) < 10
+

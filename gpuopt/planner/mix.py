@@ -26,7 +26,7 @@ queueing spread: the simulator gives that). TPOT likewise.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from statistics import NormalDist
 
 from gpuopt.errors import SloUnreachableError
@@ -121,7 +121,12 @@ class MixModel:
         # raises InfeasibleError when some bin misses the TPOT target even alone (conservative for a mix)
         self.caps = [analytic_load.max_rate(replica, i, o, None, self.tpot_slo, poisson=poisson).requests_per_second
                      for i, o, _ in self.bins]
-        self.full_rate = 1.0 / sum(s / c for (_, _, s), c in zip(self.bins, self.caps, strict=True))
+        # a bin no rate serves (a request the KV cache or the step budget cannot hold at all) serves the mix at no
+        # rate: capacity 0, a rejection, where 1 / sum(s / 0) was a ZeroDivisionError, exit 70 (review: a
+        # ShareGPT tail past the model's context)
+        self.dead = [(i, o, s) for (i, o, s), c in zip(self.bins, self.caps, strict=True) if c <= 0]
+        self.full_rate = 0.0 if self.dead else 1.0 / sum(s / c for (_, _, s), c in zip(self.bins, self.caps,
+                                                                                         strict=True))
 
     def at_fraction(self, u: float) -> MixPoint:
         """Every bin at the fraction u of its own capacity: the mix at rate u x full_rate."""
@@ -140,6 +145,11 @@ class MixModel:
 
     def capacity(self) -> MixPoint:
         """The largest rate at which the mixed stream meets the targets (InfeasibleError when none does)."""
+        if self.dead:
+            i, o, share = max(self.dead, key=lambda b: b[2])
+            none = self.at_fraction(0.0)
+            return replace(none, point=replace(none.point, stable=False, limit=(
+                f"requests of {i:,} + {o:,} tokens ({share:.1%} of the mix) run at no rate on this replica")))
         full = self.at_fraction(1.0)
         if self.meets(full):
             return full
