@@ -970,6 +970,7 @@ def test_a_digitalocean_size_costs_its_newest_price_in_every_region(cache):
               if (o.provider, o.sku, o.price_kind) == ("digitalocean", "gpu-h100x8-640gb", "on-demand")}
     assert {"nyc1", "nyc2", "tor1"} <= set(h100x8)
     assert {h100x8[r].price_per_hour for r in ("nyc1", "nyc2", "tor1")} == {35.28}
+    assert {h100x8[r].list_price_per_hour for r in ("nyc1", "nyc2", "tor1")} == {35.28}  # review: was 23.92
     assert h100x8["nyc1"].as_of == h100x8["nyc2"].as_of and "23.92" in h100x8["nyc1"].notes
     assert any(n.startswith("digitalocean gpu-h100x8-640gb on-demand: ") and "nyc1" in n for n in catalog.notes)
 

@@ -419,6 +419,7 @@ def _uniform_prices(by_key: dict[tuple[str, ...], Offering]) -> list[str]:
         stale = [o for o in rows if newer_price(newest, o) and o.price_per_hour != newest.price_per_hour]
         for o in stale:
             by_key[o.key] = replace(o, price_per_hour=newest.price_per_hour, currency=newest.currency,
+                                    list_price_per_hour=newest.list_price_per_hour,  # FOCUS ListCost, not stale
                                     as_of=newest.as_of, source=newest.source,
                                     notes=f"{provider} prices a size the same in every region: {newest.region}'s "
                                           f"{newest.as_of} price replaces this region's {o.as_of} one "
