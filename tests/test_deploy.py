@@ -991,7 +991,11 @@ def test_an_overlay_sku_that_no_target_can_carry_is_one_error_per_deployment(pla
     plan = _plan(plans["two"])
     assert [d.workload for d in plan.deployments] == ["chat", "chat", "code", "code"]
     kept = [plan.deployments[i].model_copy(update={"sku": QA_SKU}) for i in (0, 2)]
-    bad = plan.model_copy(update={"deployments": kept,  # and the totals of what is kept: a plan file adds up
+    offerings = {(d.provider, d.service, d.region, d.price_kind, plan.deployments[i].sku)
+                 for i, d in zip((0, 2), kept, strict=True)}
+    lines = [x.model_copy(update={"sku": QA_SKU}) for x in plan.instances
+             if (x.provider, x.service, x.region, x.price_kind, x.sku) in offerings]
+    bad = plan.model_copy(update={"deployments": kept, "instances": lines,  # what is kept adds up, as a file must
                                   "total_cost_per_hour": round(sum(d.cost_per_hour for d in kept), 4),
                                   "total_cost_per_month": round(sum(d.cost_per_month for d in kept), 2)})
     path = tmp_path / "plan.json"

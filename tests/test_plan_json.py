@@ -312,6 +312,8 @@ def test_report_exits_as_the_command_that_made_the_plan(saved, tmp_path, fmt):
     ("capacity", ("total_cost",), 1.0, "the sum of the periods' cost and committed_after_horizon"),
     ("capacity", ("savings",), 12345.0, "all_on_demand_cost - total_cost"),
     ("capacity", ("committed_after_horizon",), 1.0, "the sum of the commitments' obligation_after_horizon"),
+    # review: the Instances table, the charts and deploy's machine count read these lines
+    ("solve", ("instances", 0, "price_per_hour"), 100.0, "price_per_hour x instances"),
 ])
 def test_a_figure_the_others_contradict_is_refused(saved, tmp_path, kind, field, value, how):
     """QA: an edited unit price billed 74,400.00 in FOCUS beside 4,956.70 in Markdown, CSV and diff; an edited
@@ -321,8 +323,8 @@ def test_a_figure_the_others_contradict_is_refused(saved, tmp_path, kind, field,
     for command in (["report", bad, "--format", "focus"], ["diff", saved[kind], bad]):
         result = run(*command)
         assert (result.exit_code, result.stdout) == (2, ""), command
-        name = ".".join(map(str, field)) if field[-1] not in ("instance_price_per_hour", "hours") else \
-            ".".join(map(str, field[:-1])) + (".cost_per_hour" if kind == "solve" else ".cost")
+        name = ".".join(map(str, field)) if field[-1] not in ("instance_price_per_hour", "hours", "price_per_hour") \
+            else ".".join(map(str, field[:-1])) + (".cost_per_hour" if kind == "solve" else ".cost")
         assert result.stderr.startswith(f"error: {bad}: not a valid gpuopt plan: {name}: "), result.stderr
         assert f" is not {how} (" in result.stderr and "the file contradicts itself" in result.stderr
 
@@ -335,3 +337,24 @@ def test_capacity_plan_fields_have_their_domain(saved, tmp_path):
         bad = _edited(saved["capacity"], tmp_path, field, value)
         result = run("report", bad)
         assert result.exit_code == 2 and f"not a valid gpuopt plan: {field[0]}: {message}" in result.stderr
+
+
+def test_instance_lines_and_the_budget_agree_with_the_deployments(saved, tmp_path):
+    """Review: an edited instances line (7 machines) printed beside the deployments' 1, and deploy launches that
+    count; an edited `over: false` beside a negative margin made `report` exit 0."""
+    plan = json.loads(saved["solve"].read_text())
+    plan["instances"][0]["instances"] = 0
+    plan["instances"][0]["cost_per_hour"] = 0.0
+    few = _write(tmp_path, "few.json", json.dumps(plan))
+    result = run("report", few)
+    assert result.exit_code == 2
+    assert "not a valid gpuopt plan: instances.0.instances: 0 machines, where its deployments run on" in result.stderr
+    over = tmp_path / "over.json"
+    assert run("solve", _write(tmp_path, "one.yaml", ONE), "--max-monthly", "1", "--format", "json",
+               "-o", over).exit_code == 3
+    edited = json.loads(over.read_text())
+    edited["budget"]["over"] = False
+    hidden = _write(tmp_path, "hidden.json", json.dumps(edited))
+    result = run("report", hidden)
+    assert result.exit_code == 2 and "not a valid gpuopt plan: budget.over: False with a margin of -" in result.stderr
+

@@ -422,6 +422,31 @@ class Plan(Frozen):
                       "instance_price_per_hour x instances", 2e-4 + 1e-5 * d.cost_per_hour)
             check_sum(f"deployments.{i}.cost_per_month", d.cost_per_month, d.cost_per_hour * HOURS_PER_MONTH,
                       f"cost_per_hour x {HOURS_PER_MONTH}", 0.05)
+        bought: dict[tuple[str, ...], tuple[int, int]] = {}  # offering -> (its first line, machines of its lines)
+        for k, x in enumerate(self.instances):
+            # what the bill shows and deploy launches: its cost its price x count, and at least the machines its
+            # deployments run on (review: an edited line of 7 instances at 100.00 printed beside a 9.26 total)
+            check_sum(f"instances.{k}.cost_per_hour", x.cost_per_hour, x.price_per_hour * x.instances,
+                      "price_per_hour x instances", 2e-4 + 1e-5 * x.cost_per_hour)
+            line = (x.provider, x.service, x.sku, x.region, x.price_kind)
+            first, count = bought.get(line, (k, 0))
+            bought[line] = (first, count + x.instances)
+        for key, (k, count) in bought.items():
+            used = sum(d.instances for d in self.deployments
+                       if (d.provider, d.service, d.sku, d.region, d.price_kind) == key)
+            if count < math.ceil(used - 1e-6):
+                raise ValueError(f"instances.{k}.instances: {count} machines, where its deployments run on "
+                                 f"{used:g}: the file contradicts itself (edited by hand?)")
+        b = self.budget
+        cost = None if b is None else b.monthly_cost
+        if b is not None and cost is not None and self.total_cost_per_month is not None:
+            check_sum("budget.monthly_cost", cost, self.total_cost_per_month, "total_cost_per_month", 0.005)
+            if b.margin is not None:
+                check_sum("budget.margin", b.margin, b.max_monthly_in_plan_currency - cost,
+                          "max_monthly_in_plan_currency - monthly_cost", 0.01)
+                if b.over != (b.margin < 0):
+                    raise ValueError(f"budget.over: {b.over} with a margin of {b.margin:,.2f}: the file contradicts "
+                                     "itself (edited by hand?)")
         if self.status == "optimal" and self.total_cost_per_hour is not None and self.total_cost_per_month is not None:
             n = len(self.deployments)
             check_sum("total_cost_per_hour", self.total_cost_per_hour, sum(d.cost_per_hour for d in self.deployments),
@@ -429,6 +454,9 @@ class Plan(Frozen):
             check_sum("total_cost_per_month", self.total_cost_per_month,
                       sum(d.cost_per_month for d in self.deployments), "the sum of the deployments' cost_per_month",
                       0.01)
+            if self.instances:
+                check_sum("total_cost_per_hour", self.total_cost_per_hour, sum(x.cost_per_hour for x in self.instances),
+                          "the sum of the instances' cost_per_hour", 1e-4 * (len(self.instances) + n + 1))
         return self
 
 
