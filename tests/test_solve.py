@@ -331,3 +331,24 @@ def test_a_one_length_concurrency_workload_says_how_to_benchmark_it():
             "length the clients run in lockstep and measure a TTFT many times the plan's") in plan["warnings"]
     rate = json.loads(run("solve", EXAMPLES / "two-models.yaml", "--json").stdout)
     assert not any("lockstep" in w for w in rate["warnings"])  # requests_per_second workloads: nothing to say
+
+
+def test_a_one_bin_histogram_is_one_length(tmp_path):
+    """Review: a histogram of one kind of request is one length, and its closed loop runs in lockstep as well."""
+    from gpuopt.inputs.workload import load_workload
+    from gpuopt.planner.solve import convoy_notes, one_length
+
+    head = ("schema_version: 1\nworkloads:\n  - name: a\n    model: meta-llama/Llama-3.1-8B-Instruct\n"
+            "    concurrency: 8\n    input_tokens: 500\n    output_tokens: 100\n")
+    bins = {"one": "[{input_tokens: 500, output_tokens: 100, share: 1.0}]",
+            "two": "[{input_tokens: 500, output_tokens: 100, share: 0.5}, {input_tokens: 500, output_tokens: 100, "
+                   "share: 0.5}]",
+            "mix": "[{input_tokens: 200, output_tokens: 100, share: 0.5}, {input_tokens: 800, output_tokens: 100, "
+                   "share: 0.5}]"}
+    found = {}
+    for name, histogram in bins.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(head + f"    lengths: {{histogram: {histogram}}}\n")
+        w = load_workload(path).workloads[0]
+        found[name] = (one_length(w), len(convoy_notes([w])))
+    assert found == {"one": (True, 1), "two": (True, 1), "mix": (False, 0)}

@@ -573,7 +573,16 @@ def convoy_notes(workloads: Sequence[Workload]) -> list[str]:
     return [f"workload {w.name}: planned for {w.concurrency} clients whose requests interleave; benchmark it with "
             f"varied lengths (`vllm bench serve --max-concurrency {w.concurrency} --random-range-ratio 0.2`, or a "
             "--request-rate ramp): with one length the clients run in lockstep and measure a TTFT many times "
-            "the plan's" for w in workloads if w.concurrency is not None and w.lengths is None]
+            "the plan's" for w in workloads if w.concurrency is not None and one_length(w)]
+
+
+def one_length(w: Workload) -> bool:
+    """Whether every request of the workload has one prompt and one output length: no `lengths:`, or a histogram
+    of one kind of request."""
+    if w.lengths is None:
+        return True
+    bins = w.lengths.histogram or []
+    return bool(bins) and len({(b.input_tokens, b.output_tokens) for b in bins if b.share > 0}) == 1
 
 
 def tail_past_context_notes(workloads: Sequence[Workload], archs: Mapping[str, ModelArchitecture]) -> list[str]:
