@@ -147,3 +147,23 @@ def test_the_search_leaves_the_kv_swing_check_to_a_confirming_window_that_sample
     rate, summary = steady_capacity(replica, lengths, 500.0, 60.0, None, 9.5)
     assert rate == pytest.approx(grid(57)) and rate == pytest.approx(9.352, abs=1e-3)
     assert summary is not None and summary["mean_ttft_ms"] <= 500.0 and summary["completed"] == 1600
+
+
+def test_a_closed_loop_without_a_ttft_target_is_not_searched_past_what_vllm_runs():
+    """QA: a `concurrency:` workload without targets had an analytic capacity of 3.7e10 clients, and the simulated
+    search up from it allocated a 1 TiB array (MemoryError, exit 70). Without a TTFT target the clients past what
+    vLLM runs at once only wait: the loop is simulated there once, and the analytic figure stands when it meets."""
+    from gpuopt.hardware import get_gpu
+    from gpuopt.physics import latency
+    from gpuopt.physics.architecture import get_model
+    from gpuopt.physics.memory import estimate
+    from gpuopt.physics.serving_config import ServingConfig
+    from gpuopt.physics.steady_state import closed_capacity
+    from gpuopt.physics.traffic import FixedLengths
+
+    arch, gpu = get_model("meta-llama/Llama-3.1-8B-Instruct"), get_gpu("H100-SXM-80GB")
+    replica = latency.build_replica(arch, gpu, estimate(arch, gpu, ServingConfig(max_model_len=4096)), None)
+    clients, summary = closed_capacity(replica, FixedLengths(200, 50), None, 1000.0, None, 3.7e10, measured=100)
+    assert clients == 3.7e10 and summary is not None  # one run of the engine's population, no search from 3.7e10
+    none, _ = closed_capacity(replica, FixedLengths(200, 50), None, 1.0, None, 3.7e10, measured=100)
+    assert none == 0.0  # a TPOT target no population meets still finds none

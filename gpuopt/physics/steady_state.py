@@ -432,6 +432,17 @@ def closed_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
         return isinstance(lengths, FixedLengths) and overfills(
             replica, lengths.input_tokens, lengths.output_tokens, clients)
 
+    if ttft_slo_ms is None:
+        # no TTFT target: clients past what vLLM runs at once only wait, which no target limits, so a loop that
+        # meets the targets there meets them with any number of clients (the analytic capacity stands); searching
+        # up from the analytic figure -- 3.7e10 clients for a loop without targets -- allocated a 1 TiB array
+        sched = sched or SchedulerConfig.from_replica(replica)
+        engine = _simulated_clients(sched, max(1, round(lengths.mean_input_tokens)), start)
+        if start > engine:
+            ok, at_engine = run(engine)
+            if ok:
+                return start, at_engine
+            start = engine
     clients, summary = grid_search(run, start, lambda x: float(whole_clients(x)))
     if summary is None or clients < 1:
         return 0.0, None
