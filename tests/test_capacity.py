@@ -339,3 +339,29 @@ def test_a_capacity_file_caps_instances_by_quota(tmp_path):
     refused = CliRunner().invoke(cli, ["plan", str(typo)])
     assert refused.exit_code == 2
     assert f"error: {typo}:30: quotas.0.sku: aws has no sku 'g6e.xlarg' in the catalog" in refused.stderr
+
+
+def test_a_horizon_before_the_year_1000_keeps_four_digit_labels_and_year_0_is_refused():
+    """QA: start 0001Q1 labelled its periods 1Q1, which a saved plan's label check refuses (exit 70 on the plan it
+    had just made); 0000Q1 names no calendar date."""
+    from gpuopt.inputs.capacity import Horizon
+
+    assert Horizon(periods=2, period="quarter", start="0001Q4").labels() == ["0001Q4", "0002Q1"]
+    assert Horizon(periods=2, period="month", start="0999-12").labels() == ["0999-12", "1000-01"]
+    with pytest.raises(ValueError, match="in a year from 0001"):
+        Horizon(periods=1, period="quarter", start="0000Q1")
+
+
+def test_a_workload_without_latency_targets_is_not_simulated(tmp_path):
+    """QA: a ShareGPT-shaped `concurrency: 8` without targets simulated 1,280 clients on every candidate (5 minutes,
+    5 GB); nothing is there to confirm. With a target it is simulated, as before."""
+    from gpuopt.inputs.workload import load_workload
+    from gpuopt.planner.simcapacity import needs_simulation
+
+    head = ("schema_version: 1\nworkloads:\n  - name: a\n    model: meta-llama/Llama-3.1-8B-Instruct\n"
+            "    concurrency: 8\n    input_tokens: 1000\n    output_tokens: 250\n    lengths: {dataset: sharegpt}\n")
+    path = tmp_path / "w.yaml"
+    path.write_text(head)
+    assert not needs_simulation(load_workload(path).workloads[0])
+    path.write_text(head + "    slo: {tpot_ms: 40}\n")
+    assert needs_simulation(load_workload(path).workloads[0])

@@ -110,8 +110,9 @@ class Horizon(Strict):
     @field_validator("start")
     @classmethod
     def _start(cls, value: str | None) -> str | None:
-        if value is not None and not re.fullmatch(r"\d{4}(Q[1-4]|-(0[1-9]|1[0-2]))", value):
-            raise ValueError("start must look like 2027Q1 (quarters) or 2027-01 (months)")
+        if value is not None and not re.fullmatch(r"(?!0000)\d{4}(Q[1-4]|-(0[1-9]|1[0-2]))", value):
+            # year 0000 names no calendar date (FOCUS dates every period)
+            raise ValueError("start must look like 2027Q1 (quarters) or 2027-01 (months), in a year from 0001")
         return value
 
     @model_validator(mode="after")
@@ -147,11 +148,11 @@ class Horizon(Strict):
         if self.start is None:
             return [f"{'Q' if self.period == 'quarter' else 'M'}{i + 1}" for i in range(self.periods)]
         year = int(self.start[:4])
-        if self.period == "quarter":
+        if self.period == "quarter":  # years of four digits, as the start is written (0001Q1 was "1Q1")
             q = int(self.start[5]) - 1
-            return [f"{year + (q + i) // 4}Q{(q + i) % 4 + 1}" for i in range(self.periods)]
+            return [f"{year + (q + i) // 4:04d}Q{(q + i) % 4 + 1}" for i in range(self.periods)]
         m = int(self.start[5:]) - 1
-        return [f"{year + (m + i) // 12}-{(m + i) % 12 + 1:02d}" for i in range(self.periods)]
+        return [f"{year + (m + i) // 12:04d}-{(m + i) % 12 + 1:02d}" for i in range(self.periods)]
 
 
 class CapacityWorkload(ServingTarget):
