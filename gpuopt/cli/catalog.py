@@ -54,6 +54,14 @@ def parse_discounts(items: tuple[str, ...]) -> dict[str, float]:
     return out
 
 
+def currency_flag(currency: str | None) -> str | None:
+    """`catalog list/show --currency`: upper-cased, None when left out; an empty value is refused (it was read as
+    no flag at all)."""
+    if currency is not None and not currency.strip():
+        raise InputError(f"--currency: empty (known: {', '.join(CURRENCIES)}; leave the flag out for none)")
+    return currency.upper() if currency else None
+
+
 def open_catalog(overlays: tuple[Path, ...], discounts: tuple[str, ...], fx_rates: tuple[str, ...],
                  extra_discounts: dict[str, float] | None = None) -> Catalog:
     fx = parse_fx_overrides(fx_rates)
@@ -101,9 +109,7 @@ def list_catalog(region: str, providers: tuple[str, ...], gpus: tuple[str, ...],
                  currency: str | None, fmt: str, overlays: tuple[Path, ...], discounts: tuple[str, ...],
                  fx_rates: tuple[str, ...]) -> None:
     """Offerings allowed by the filters, in a stable order."""
-    if currency is not None and not currency.strip():
-        raise InputError(f"--currency: empty (known: {', '.join(CURRENCIES)}; leave the flag out for none)")
-    currency = currency.upper() if currency else None
+    currency = currency_flag(currency)
     check_names(providers, gpus, currency)
     residency = Residency(region)
     cat = open_catalog(overlays, discounts, fx_rates)
@@ -160,9 +166,7 @@ def _print_table(rows: list[Offering], cat: Catalog, currency: str | None) -> No
 def show(sku: str, currency: str | None, overlays: tuple[Path, ...], discounts: tuple[str, ...],
          fx_rates: tuple[str, ...]) -> None:
     """Every row of one SKU (all regions and price kinds), as JSON."""
-    if currency is not None and not currency.strip():  # as `catalog list`: an empty value was no flag at all
-        raise InputError(f"--currency: empty (known: {', '.join(CURRENCIES)}; leave the flag out for none)")
-    currency = currency.upper() if currency else None
+    currency = currency_flag(currency)
     check_names((), (), currency)
     cat = open_catalog(overlays, discounts, fx_rates)
     rows = [o for o in cat.offerings if o.sku.lower() == sku.lower()]
@@ -312,7 +316,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         if file is not None:
             result = aws.replay(file, specs, service, regions[0] if regions else None)
         else:
-            result = Refreshed("aws", aws.fetch(regions or ("us-east-1",), specs))
+            result = Refreshed("aws", aws.fetch(regions or aws.DEFAULT_REGIONS, specs))
     elif provider == "alibaba":
         from gpuopt.pricing.refresh import alibaba
 
@@ -382,7 +386,7 @@ def _refresh_provider(provider: str, *, file: Path | None, url: str | None, regi
         rows = updated(previous, rows)
     elif provider == "aws" and target.is_file():
         # a live answer is whole for the regions it asked: the cache keeps the regions it did not ask
-        asked = set(regions or ("us-east-1",))
+        asked = set(regions or aws.DEFAULT_REGIONS)  # `aws` imported above, for this provider's fetch
         rows = [r for r in previous if r.get("region") not in asked] + list(rows)
     path = write_cache(provider, rows)
     shipped_rows = [r for r in shipped if r["provider"] == owner]

@@ -33,7 +33,8 @@ from gpuopt.pricing.refresh import (
     price_text,
 )
 
-__all__ = ["RefreshError", "fetch", "filters_for", "parse_product", "parse_spot", "replay", "spot_currency"]
+__all__ = ["DEFAULT_REGIONS", "RefreshError", "fetch", "filters_for", "parse_product", "parse_spot", "replay",
+           "spot_currency"]
 
 FILTER_FIELDS = {
     "operatingSystem": "Linux",
@@ -45,6 +46,7 @@ FILTER_FIELDS = {
 GPU_FAMILY_PREFIXES = ("g4dn.", "g5.", "g6.", "g6e.", "gr6.", "g7.", "g7e.", "p3.", "p3dn.", "p4d.", "p4de.",
                        "p5.", "p5e.", "p5en.", "p6-b200.", "p6-b300.")
 SOURCE = "AWS Price List API (pricing.get_products, {service})"
+DEFAULT_REGIONS = ("us-east-1",)  # the regions a live refresh asks without --region (and the cache keeps the rest)
 
 
 def filters_for(region: str) -> list[dict[str, str]]:

@@ -143,7 +143,7 @@ NODE_FLAGS = {"--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--headless":
 """Flags of the plan's per-node steps (flag -> values it takes): each target starts the nodes its own way."""
 
 
-def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
+def serve_args(d: Deployment, port: int = VLLM_PORT, ray: bool | None = None) -> list[str]:
     """The arguments after `vllm serve` (the model first), from the plan's command, with the port made
     explicit (`port`: a second replica on the same machine needs its own). A single-node command is one line
     (its trailing `# ...` note is not an argument); a multi-node one is the steps per node, of which the
@@ -178,8 +178,10 @@ def serve_args(d: Deployment, port: int = VLLM_PORT) -> list[str]:
         if flag in TARGET_FLAGS:
             raise InputError(f"deployment {d.workload}: its command sets {flag} (edited by hand?); "
                              f"{TARGET_FLAGS[flag]}: remove it from the plan's vllm_command")
-    if nodes(d) > 1 and not native_multi_node(d):
-        args += ["--distributed-executor-backend", "ray"]  # the targets join the nodes in a Ray cluster
+    # a replica on several nodes joins them in a Ray cluster unless the plan starts them with vLLM's own flags;
+    # `ray` overrides the plan's choice for a target that always starts Ray (k8s's LeaderWorkerSet recipe)
+    if nodes(d) > 1 and (not native_multi_node(d) if ray is None else ray):
+        args += ["--distributed-executor-backend", "ray"]
     return [*args, "--port", str(port)]
 
 

@@ -127,10 +127,8 @@ def _multi_node(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: 
     gpus_per_pod = d.gpus_per_replica // size
     _, mounts = _volumes()
     script = "/vllm-workspace/examples/online_serving/multi-node-serving.sh"
-    args = serve_args(d)
-    if "--distributed-executor-backend" not in args:  # a plan that starts its nodes with vLLM's own flags
-        args[-2:-2] = ["--distributed-executor-backend", "ray"]  # here they join the image's Ray cluster
-    serve = dollar_literal(shlex.join(["vllm", "serve", *args]))  # the $(LWS_...) below stay variables
+    # the nodes join the image's Ray cluster, whichever way the plan starts them
+    serve = dollar_literal(shlex.join(["vllm", "serve", *serve_args(d, ray=True)]))  # $(LWS_...) stay variables
     leader_cmd = f"bash {script} leader --ray_cluster_size=$(LWS_GROUP_SIZE); {serve}"
     worker_cmd = f"bash {script} worker --ray_address=$(LWS_LEADER_ADDRESS)"
     anti_affinity = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
