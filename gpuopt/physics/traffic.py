@@ -147,6 +147,11 @@ class ShareGPTLengths:
     def sample(self, rng: np.random.Generator, n: int) -> tuple[NDArray[Any], NDArray[Any]]:
         return self._lognormal(rng, self.mean_input_tokens, n), self._lognormal(rng, self.mean_output_tokens, n)
 
+    def share_longer_than(self, tokens: int, draws: int = 10_000) -> float:
+        """The share of requests longer than `tokens` (prompt + output), over `draws` requests of a fixed seed."""
+        ins, outs = self.sample(np.random.default_rng(0), draws)
+        return float(((ins + outs) > tokens).mean())
+
 
 def longest_sharegpt(mean_input_tokens: float, mean_output_tokens: float) -> int:
     """The longest request (prompt + output tokens) ShareGPTLengths draws for these means: each side at most

@@ -590,8 +590,6 @@ def tail_past_context_notes(workloads: Sequence[Workload], archs: Mapping[str, M
     its max_model_len stops at the context, vLLM refuses the longer requests, and the plan is sized as if they
     were served. Said with the share of requests past it (10,000 draws of the workload's own length model;
     review: Llama-2-7b at 1,000/250 planned 4,096 against requests of up to 6,250 tokens without a word)."""
-    import numpy as np
-
     from gpuopt.physics.context_limit import model_max_len
     from gpuopt.physics.traffic import ShareGPTLengths, longest_sharegpt
 
@@ -604,9 +602,7 @@ def tail_past_context_notes(workloads: Sequence[Workload], archs: Mapping[str, M
         longest = longest_sharegpt(w.input_tokens, w.output_tokens)
         if limit is None or longest <= limit:
             continue
-        ins, outs = ShareGPTLengths(float(w.input_tokens), float(w.output_tokens)).sample(
-            np.random.default_rng(0), 10_000)
-        share = float(((ins + outs) > limit).mean())
+        share = ShareGPTLengths(float(w.input_tokens), float(w.output_tokens)).share_longer_than(limit)
         notes.append(f"workload {w.name}: dataset sharegpt sends requests of up to {longest:,} tokens, past the "
                      f"{limit:,} of context {arch.hf_id} supports: vLLM refuses about {share:.1%} of them, which the "
                      "plan counts as served; shorten the means or describe the lengths with a histogram")
