@@ -67,7 +67,7 @@ from gpuopt.planner.plan import (
     check_sum,
     plain,
 )
-from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune
+from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune, quota_problems
 from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
@@ -170,8 +170,6 @@ def build_problem(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions) -> 
                                  f"{kind}: no priced offering has it within the residency and provider policy "
                                  f"(workload {w.name})"))
     if cf.quotas:
-        from gpuopt.planner.solve import quota_problems
-
         problems += quota_problems(cf.quotas, catalog)  # a misspelt SKU or region would cap nothing
     if problems:
         raise FieldError(problems)  # located at each price kind's YAML line by the command (fields_located_in)

@@ -59,6 +59,7 @@ integral): it took the program of benchmarks/solve_scaling.py's 10 workloads fro
 
 from __future__ import annotations
 
+import difflib
 import math
 import time
 from collections import defaultdict
@@ -69,6 +70,7 @@ from gpuopt.errors import GpuoptError
 from gpuopt.inputs.workload import Quota, Workload
 from gpuopt.planner.candidates import CandidateResult
 from gpuopt.planner.plan import PlanStatus
+from gpuopt.pricing.catalog import Catalog
 
 OfferingKey = tuple[str, ...]  # Offering.key: provider, service, SKU, region, price kind
 
@@ -96,6 +98,32 @@ class Solution:
 def _quota_matches(q: Quota, c: CandidateResult) -> bool:
     o = c.offering
     return o.provider == q.provider and (q.sku is None or o.sku == q.sku) and (q.region is None or o.region == q.region)
+
+
+def quota_problems(quotas: Sequence[Quota], catalog: Catalog) -> list[tuple[tuple[str | int, ...], str]]:
+    """A quota that matches no offering of the catalog: a misspelt region or SKU (`us-east1`, `g6.xlarg`) capped
+    nothing and the plan used the offering it meant, silently, where a misspelt residency or provider is
+    refused. Each with its place in the file and the nearest names the catalog has."""
+    problems: list[tuple[tuple[str | int, ...], str]] = []
+    for i, q in enumerate(quotas):
+        mine = [o for o in catalog.offerings if o.provider == q.provider]
+        if not mine:
+            continue  # the provider is checked with the file (WorkloadFile._quota_providers)
+        before = len(problems)
+        for field, value in (("sku", q.sku), ("region", q.region)):
+            if value is None:
+                continue
+            known = sorted({getattr(o, field) for o in mine})
+            if value not in known:
+                near = difflib.get_close_matches(value, known, n=3)
+                hint = f"; did you mean {', '.join(near)}?" if near else ""
+                problems.append((("quotas", i, field), f"{q.provider} has no {field} '{value}' in the catalog, so "
+                                 f"the quota would cap nothing{hint}"))
+        if len(problems) == before and q.sku is not None and q.region is not None and not any(
+                o.sku == q.sku and o.region == q.region for o in mine):
+            problems.append((("quotas", i, "region"), f"{q.provider} does not sell {q.sku} in {q.region} (the "
+                             "quota would cap nothing)"))
+    return problems
 
 
 def instance_cap(c: CandidateResult, quotas: Sequence[Quota]) -> float:

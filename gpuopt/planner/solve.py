@@ -5,7 +5,6 @@ explanations). Nothing here prints or formats; the CLI renders the Plan.
 from __future__ import annotations
 
 import datetime as dt
-import difflib
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from gpuopt.errors import FieldError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.capacity import UNCOMMITTED
-from gpuopt.inputs.workload import ModelConfigRef, Quota, Workload, WorkloadFile, repository_id
+from gpuopt.inputs.workload import ModelConfigRef, Workload, WorkloadFile, repository_id
 from gpuopt.physics import checkpoint_table
 from gpuopt.physics.analytic_load import held_cache_tokens
 from gpuopt.physics.architecture import ModelArchitecture
@@ -47,7 +46,7 @@ from gpuopt.planner.plan import (
     WorkloadSummary,
     plain,
 )
-from gpuopt.planner.program import Solution, lower_bound, solve
+from gpuopt.planner.program import Solution, lower_bound, quota_problems, solve
 from gpuopt.planner.serve_command import vllm_command
 from gpuopt.planner.simcapacity import with_estimated_capacity, with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
@@ -68,32 +67,6 @@ class SolveOptions(Placement):
     # one record per candidate considered (10^4-10^5): the JSON contract carries them, the other formats
     # do not show them, so the CLI builds them only for --format json
     candidate_records: bool = True
-
-
-def quota_problems(quotas: Sequence[Quota], catalog: Catalog) -> list[tuple[tuple[str | int, ...], str]]:
-    """A quota that matches no offering of the catalog: a misspelt region or SKU (`us-east1`, `g6.xlarg`) capped
-    nothing and the plan used the offering it meant, silently, where a misspelt residency or provider is
-    refused. Each with its place in the file and the nearest names the catalog has."""
-    problems: list[tuple[tuple[str | int, ...], str]] = []
-    for i, q in enumerate(quotas):
-        mine = [o for o in catalog.offerings if o.provider == q.provider]
-        if not mine:
-            continue  # the provider is checked with the file (WorkloadFile._quota_providers)
-        before = len(problems)
-        for field, value in (("sku", q.sku), ("region", q.region)):
-            if value is None:
-                continue
-            known = sorted({getattr(o, field) for o in mine})
-            if value not in known:
-                near = difflib.get_close_matches(value, known, n=3)
-                hint = f"; did you mean {', '.join(near)}?" if near else ""
-                problems.append((("quotas", i, field), f"{q.provider} has no {field} '{value}' in the catalog, so "
-                                 f"the quota would cap nothing{hint}"))
-        if len(problems) == before and q.sku is not None and q.region is not None and not any(
-                o.sku == q.sku and o.region == q.region for o in mine):
-            problems.append((("quotas", i, "region"), f"{q.provider} does not sell {q.sku} in {q.region} (the "
-                             "quota would cap nothing)"))
-    return problems
 
 
 def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tuple[Plan, list[str]]:
