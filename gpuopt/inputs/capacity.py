@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from gpuopt.errors import FieldError
 from gpuopt.inputs.workload import (
@@ -41,9 +41,11 @@ from gpuopt.inputs.workload import (
     ResidencySelector,
     ServingTarget,
     Strict,
+    burstiness_field,
     known_quota_providers,
     load_versioned,
     locate_fields,
+    no_burstiness_in_loop,
     one_load_unit,
     relative_model_configs,
     unique_names,
@@ -159,6 +161,18 @@ class CapacityWorkload(ServingTarget):
     demand: Demand
     price_kinds: PriceKindList = Field(default_factory=lambda: ["on-demand"], min_length=1)
     interruptible: bool = False
+
+    burstiness: float | None = burstiness_field()
+
+    @field_validator("burstiness")
+    @classmethod
+    def _open_loop_only(cls, burstiness: float | None, info: ValidationInfo) -> float | None:
+        demand = info.data.get("demand")
+        return no_burstiness_in_loop(burstiness, demand is not None and demand.unit == "concurrency")
+
+    @property
+    def arrival_burstiness(self) -> float:
+        return 1.0 if self.burstiness is None else self.burstiness
 
     @model_validator(mode="after")
     def _spot_needs_tolerance(self) -> CapacityWorkload:

@@ -73,6 +73,11 @@ DEFAULT_KV_DTYPES: tuple[KvCacheDtype, ...] = ("auto", "fp8")
 MAX_REQUESTS_PER_SECOND = 1e6
 MAX_CONCURRENCY = 10_000_000
 MAX_REPLICAS = 10_000
+# Arrivals from gamma gaps of shape 0.05 (clumps of ~10 requests on average, cv2 = 20) to 100 (almost a
+# constant rate): a shape below 0.05 sends nearly all of a window's requests in a few bursts, which is an
+# all-at-once load, not a rate a steady state can be planned for; above 100 nothing changes any more.
+MIN_BURSTINESS = 0.05
+MAX_BURSTINESS = 100.0
 
 
 def known_providers(value: list[str]) -> list[str]:
@@ -123,6 +128,16 @@ def one_load_unit(requests_per_second: object, concurrency: object) -> None:
     """A load is stated in exactly one unit, in a workload file and in a capacity file alike."""
     if (requests_per_second is None) == (concurrency is None):
         raise ValueError("give exactly one of requests_per_second or concurrency")
+
+
+def no_burstiness_in_loop(burstiness: float | None, closed_loop: bool) -> float | None:
+    """`burstiness` shapes the arrivals of request-rate traffic; a closed loop's clients send their next request
+    when the last one ends, so the field says nothing there (vllm bench serve ignores it with --request-rate
+    inf): refused rather than silently dropped."""
+    if burstiness is not None and closed_loop:
+        raise ValueError("burstiness shapes the arrivals of requests_per_second traffic; a concurrency workload's "
+                         "clients send their next request when the last one ends: remove burstiness")
+    return burstiness
 
 
 class Strict(BaseModel):
@@ -316,6 +331,21 @@ class ServingTarget(Strict):
     def model_id(self) -> str:
         return self.model if isinstance(self.model, str) else self.model.name
 
+    @property
+    def arrival_burstiness(self) -> float:
+        """The gamma shape of the traffic's arrivals (1: Poisson). The traffic is the subclass's (a workload's
+        rate, a capacity file's demand), and so is the `burstiness` field: declared after the demand, its
+        check can name its own YAML line."""
+        return 1.0
+
+
+def burstiness_field() -> Any:
+    """The `burstiness` field of a workload and a capacity-file workload (declared after their demand)."""
+    return Field(default=None, ge=MIN_BURSTINESS, le=MAX_BURSTINESS,
+                 description="Gamma shape of the request inter-arrival times, as `vllm bench serve --burstiness` "
+                 "(absent or 1: Poisson; below 1 the requests come in clumps; above 1 more regularly); "
+                 "request-rate traffic only")
+
 
 def histogram_problems(lengths: Lengths, input_tokens: int, output_tokens: int | None,
                        max_model_len: int | None) -> list[str]:
@@ -336,11 +366,21 @@ def histogram_problems(lengths: Lengths, input_tokens: int, output_tokens: int |
 class Workload(ServingTarget):
     requests_per_second: float | None = Field(default=None, gt=0, le=MAX_REQUESTS_PER_SECOND)
     concurrency: int | None = Field(default=None, gt=0, le=MAX_CONCURRENCY)
+    burstiness: float | None = burstiness_field()
 
     @model_validator(mode="after")
     def _one_load(self) -> Workload:
         one_load_unit(self.requests_per_second, self.concurrency)
         return self
+
+    @field_validator("burstiness")
+    @classmethod
+    def _open_loop_only(cls, burstiness: float | None, info: ValidationInfo) -> float | None:
+        return no_burstiness_in_loop(burstiness, info.data.get("concurrency") is not None)
+
+    @property
+    def arrival_burstiness(self) -> float:
+        return 1.0 if self.burstiness is None else self.burstiness
 
     @property
     def demand(self) -> float:

@@ -82,6 +82,7 @@ from gpuopt.physics.traffic import (
     LengthDistribution,
     PoissonArrivals,
     Request,
+    arrival_cv2,
     make_requests,
 )
 
@@ -154,25 +155,32 @@ def _cached_prefix(sched: SchedulerConfig, shared_prefix_tokens: int) -> int:
 def steady_run(replica: Replica, lengths: LengthDistribution, rate: float, ttft_slo_ms: float | None,
                tpot_slo_ms: float | None, *, measured: int = MEASURED, seed: int = 0,
                sched: SchedulerConfig | None = None, shared_prefix_tokens: int = 0,
-               decided_by: int | None = None) -> tuple[SimResult, bool]:
+               decided_by: int | None = None, burstiness: float = 1.0) -> tuple[SimResult, bool]:
     """Poisson traffic at `rate` with the engine at its steady population: (the measured requests' result,
     whether the queue stayed bounded while they arrived). `decided_by`: the measured requests of the window
-    that will confirm the verdict (kv_fluctuation_fits' `sampled`; None: this one decides)."""
+    that will confirm the verdict (kv_fluctuation_fits' `sampled`; None: this one decides). `burstiness`: the
+    gamma shape of the inter-arrival times (`vllm bench serve --burstiness`; 1 is Poisson)."""
     sched = sched or SchedulerConfig.from_replica(replica)
     warm = warmup_requests(sched, lengths, rate, ttft_slo_ms, tpot_slo_ms, shared_prefix_tokens)
-    reqs = at_exact_rate(make_requests(lengths, PoissonArrivals(rate), warm + measured + warm, seed,
+    reqs = at_exact_rate(make_requests(lengths, PoissonArrivals(rate, burstiness), warm + measured + warm, seed,
                                        shared_prefix_tokens), rate, (warm, warm + measured))
     whole = simulate(replica, reqs, sched=sched, seed=seed)
     window = whole.window(warm, warm + measured)
-    return window, queue_bounded(whole, warm, warm + measured) and kv_fluctuation_fits(
-        window, sched, rate, lengths, shared_prefix_tokens, sampled=decided_by)
+    cv2 = arrival_cv2(burstiness)
+    return window, queue_bounded(whole, warm, warm + measured, cv2) and kv_fluctuation_fits(
+        window, sched, rate, lengths, shared_prefix_tokens, sampled=decided_by, arrival_cv2=cv2)
 
 
-def queue_bounded(whole: SimResult, start: int, stop: int) -> bool:
-    """Whether the backlog (sent, no first token yet) grew by at most `UNSTABLE_SD` x sqrt(stop - start)
-    requests between the sends of requests `start` and `stop` - 1 (see the module docstring)."""
+def queue_bounded(whole: SimResult, start: int, stop: int, arrival_cv2: float = 1.0) -> bool:
+    """Whether the backlog (sent, no first token yet) grew by at most `UNSTABLE_SD` x sqrt(cv2 x (stop - start))
+    requests between the sends of requests `start` and `stop` - 1 (see the module docstring). `arrival_cv2`:
+    the squared coefficient of variation of the inter-arrival times (1 for Poisson): the count of n renewal
+    arrivals' span varies as cv2 x n, so the backlog's noise at capacity does too (gamma arrivals of shape
+    0.25 swing twice as far as Poisson ones, and a 400-request window of them at a sustainable rate would
+    read as a growing queue)."""
     first, last = float(whole.send_s[start]), float(whole.send_s[stop - 1])
-    return whole.backlog(last) - whole.backlog(first) <= UNSTABLE_SD * math.sqrt(stop - start)
+    noise = math.sqrt(max(arrival_cv2, 1.0) * (stop - start))
+    return whole.backlog(last) - whole.backlog(first) <= UNSTABLE_SD * noise
 
 
 def at_exact_rate(requests: list[Request], rate: float, cuts: tuple[int, ...]) -> list[Request]:
@@ -191,7 +199,7 @@ def at_exact_rate(requests: list[Request], rate: float, cuts: tuple[int, ...]) -
 
 def kv_fluctuation_fits(window: SimResult, sched: SchedulerConfig, rate: float,
                         lengths: LengthDistribution | None = None, shared_prefix_tokens: int = 0,
-                        sampled: int | None = None) -> bool:
+                        sampled: int | None = None, arrival_cv2: float = 1.0) -> bool:
     """Whether the KV cache holds the steady population's KV `KV_FLUCTUATION_SD` standard deviations above its
     mean.
 
@@ -248,7 +256,10 @@ def kv_fluctuation_fits(window: SimResult, sched: SchedulerConfig, rate: float,
     if (sampled or window.e2el_s.size) / rate >= WINDOW_LIFETIMES * kv_life:
         return True
     mean = rate * float((share * held).sum()) + (sched.pool.blocks_held(prefix) if prefix else 0.0)
-    variance = rate * float((share * lives * (first**2 + first * whole + whole**2) / 3).sum())
+    # renewal arrivals of squared coefficient of variation cv2 (gamma of shape b: 1 / b) swing the number of
+    # long-lived requests in flight cv2 times as widely as Poisson ones (the count of arrivals over a window
+    # much longer than a gap has variance cv2 x its mean); smoother arrivals are not credited below Poisson
+    variance = max(arrival_cv2, 1.0) * rate * float((share * lives * (first**2 + first * whole + whole**2) / 3).sum())
     return mean + KV_FLUCTUATION_SD * math.sqrt(variance) <= sched.num_gpu_blocks
 
 
@@ -262,7 +273,7 @@ def meets(summary: Summary, stable: bool, ttft_slo_ms: float | None, tpot_slo_ms
 def steady_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: float | None,
                     tpot_slo_ms: float | None, percentile: int | None, start: float, *, measured: int = MEASURED,
                     verify: int | None = None, seed: int = 0, sched: SchedulerConfig | None = None,
-                    shared_prefix_tokens: int = 0) -> tuple[float, Summary | None]:
+                    shared_prefix_tokens: int = 0, burstiness: float = 1.0) -> tuple[float, Summary | None]:
     """The largest Poisson rate at which the replica in steady state meets the targets (at `percentile`, None =
     mean) and keeps its queue bounded, with the measured summary there; (0, None) when not even a trickle does.
 
@@ -281,7 +292,8 @@ def steady_capacity(replica: Replica, lengths: LengthDistribution, ttft_slo_ms: 
     def runs(n: int, decided_by: int | None = None) -> Callable[[float], tuple[bool, Summary]]:
         def run(rate: float) -> tuple[bool, Summary]:
             res, stable = steady_run(replica, lengths, rate, ttft_slo_ms, tpot_slo_ms, measured=n, seed=seed,
-                                     sched=sched, shared_prefix_tokens=shared_prefix_tokens, decided_by=decided_by)
+                                     sched=sched, shared_prefix_tokens=shared_prefix_tokens, decided_by=decided_by,
+                                     burstiness=burstiness)
             summary = res.summary()
             return meets(summary, stable, ttft_slo_ms, tpot_slo_ms, percentile), summary
         return run

@@ -229,6 +229,14 @@ class PoissonArrivals:
         return np.cumsum(rng.gamma(shape=self.burstiness, scale=theta, size=n))
 
 
+def arrival_cv2(burstiness: float) -> float:
+    """The squared coefficient of variation of gamma inter-arrival times of shape `burstiness` (their variance
+    over their mean squared: 1 / shape). 1 is Poisson; `--burstiness 0.25` arrives in clumps, 4x as variable;
+    above 1 the arrivals are more regular than Poisson (constant rate at the limit)."""
+    _positive("burstiness", burstiness)
+    return 1.0 / burstiness
+
+
 @dataclass(frozen=True)
 class ConstantArrivals:
     """One request every 1 / rate seconds, the first at time 0."""

@@ -157,7 +157,7 @@ def _steady_point(obs: LatencyObservation, gpu: GpuSpec) -> analytic_load.LoadPo
     replica = latency.build_replica(arch, gpu, mem, async_scheduling=obs.config.async_scheduling)
     lengths = (max(1, round(obs.input_tokens)), max(1, round(obs.output_tokens)))
     if obs.protocol == "poisson" and obs.request_rate:
-        return analytic_load.at_rate(replica, obs.request_rate, *lengths)
+        return analytic_load.at_rate(replica, obs.request_rate, *lengths, burstiness=obs.burstiness)
     clients = obs.concurrency or min(obs.num_prompts, mem.config.max_num_seqs)
     return analytic_load.at_concurrency(replica, clients, *lengths)
 

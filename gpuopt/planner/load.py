@@ -72,7 +72,7 @@ def planned_latency(c: CandidateResult, arch: ModelArchitecture, load_share: flo
                            else model.at_concurrency(point.concurrency * load_share))
     if w.open_loop:
         at: LoadPoint = analytic_load.at_rate(replica, max(point.requests_per_second * load_share, 1e-9),
-                                        w.input_tokens, w.output_tokens)
+                                              w.input_tokens, w.output_tokens, burstiness=w.arrival_burstiness)
     else:  # the loop has exactly its share of the clients (the search lands within 0.1 % below it: 3 x 21.31
         # clients planned for 64)
         clients = max(point.concurrency * load_share, 1e-9)

@@ -115,11 +115,14 @@ class MixModel:
     """One replica and one workload's mix: per-bin capacities at the TPOT target, computed once."""
 
     def __init__(self, replica: Replica, w: ServingTarget, poisson: bool = True) -> None:
-        """`poisson`: the workload's traffic is an open loop (analytic_load.at_rate); False for a closed loop's."""
+        """`poisson`: the workload's traffic is an open loop (analytic_load.at_rate, of the workload's
+        burstiness); False for a closed loop's."""
         self.replica, self.bins, self.poisson = replica, length_bins(w), poisson
+        self.burstiness = w.arrival_burstiness if poisson else 1.0
         self.ttft_slo, self.tpot_slo, self.percentile = w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile
         # raises InfeasibleError when some bin misses the TPOT target even alone (conservative for a mix)
-        self.caps = [analytic_load.max_rate(replica, i, o, None, self.tpot_slo, poisson=poisson).requests_per_second
+        self.caps = [analytic_load.max_rate(replica, i, o, None, self.tpot_slo, poisson=poisson,
+                                            burstiness=self.burstiness).requests_per_second
                      for i, o, _ in self.bins]
         # a bin no rate serves (a request the KV cache or the step budget cannot hold at all) serves the mix at no
         # rate: capacity 0, a rejection, where 1 / sum(s / 0) was a ZeroDivisionError, exit 70 (review: a
@@ -130,7 +133,8 @@ class MixModel:
 
     def at_fraction(self, u: float) -> MixPoint:
         """Every bin at the fraction u of its own capacity: the mix at rate u x full_rate."""
-        points = [analytic_load.at_rate(self.replica, max(u * c, 1e-9), i, o, poisson=self.poisson)
+        points = [analytic_load.at_rate(self.replica, max(u * c, 1e-9), i, o, poisson=self.poisson,
+                                        burstiness=self.burstiness)
                   for (i, o, _), c in zip(self.bins, self.caps, strict=True)]
         return _combine(points, self.bins, u * self.full_rate, self.percentile)
 
@@ -190,5 +194,6 @@ def capacity_point(replica: Replica, w: ServingTarget, poisson: bool = True) -> 
     if not has_mix(w):
         if not poisson:  # a closed loop: at most the clients whose KV swings stay within the cache
             return steady_state.closed_top(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms)
-        return analytic_load.max_rate(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms, poisson)
+        return analytic_load.max_rate(replica, w.input_tokens, w.output_tokens, w.slo.ttft_ms, w.slo.tpot_ms, poisson,
+                                      w.arrival_burstiness)
     return MixModel(replica, w, poisson).capacity().point

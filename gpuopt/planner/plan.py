@@ -270,6 +270,7 @@ class WorkloadSummary(Frozen):
     min_replicas: int
     tags: dict[str, str]
     slo_percentile: int | None = None  # the targets hold at this percentile (None: the mean)
+    burstiness: float | None = None  # gamma shape of the arrivals the plan was made for (None: Poisson)
 
 
 class UnitEconomics(Frozen):

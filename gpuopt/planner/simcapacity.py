@@ -68,15 +68,16 @@ Summary = dict[str, float | int]
 
 
 def needs_simulation(w: Workload) -> bool:
-    """Percentile targets or a length mix: Poisson traffic for a request-rate workload, a closed loop of clients
-    for a concurrency one (simulated since 2026-12-03; a percentile on a concurrency workload was planned on the
-    analytic means before, printed beside its p99 target). A workload without a latency target has nothing for
-    the simulator to confirm -- its replicas serve any load, queueing -- so its analytic capacity is the plan's
-    (QA: a ShareGPT-shaped `concurrency: 8` without targets simulated 1,280 clients on every candidate, 5 minutes
-    and 5 GB; before, a search from 3.7e10 clients ran out of memory)."""
+    """Percentile targets, a length mix or arrivals other than Poisson (`burstiness`; the analytic clumps are the
+    screen, benchmarks/bursty_traffic.py): Poisson (or gamma) traffic for a request-rate workload, a closed loop of
+    clients for a concurrency one (simulated since 2026-12-03; a percentile on a concurrency workload was planned on
+    the analytic means before, printed beside its p99 target). A workload without a latency target has nothing for
+    the simulator to confirm -- its replicas serve any load, queueing -- so its analytic capacity is the plan's (QA:
+    a ShareGPT-shaped `concurrency: 8` without targets simulated 1,280 clients on every candidate, 5 minutes and 5
+    GB; before, a search from 3.7e10 clients ran out of memory)."""
     if w.slo.ttft_ms is None and w.slo.tpot_ms is None:
         return False
-    return w.slo.percentile is not None or w.lengths is not None
+    return w.slo.percentile is not None or w.lengths is not None or w.arrival_burstiness != 1.0
 
 
 def replica_of(c: CandidateResult, arch: ModelArchitecture) -> Replica:
@@ -97,7 +98,8 @@ def run(replica: Replica, w: ServingTarget, rate: float) -> tuple[Summary, bool]
     """One simulated steady-state run of the workload's traffic at `rate` requests/s: the measured requests'
     summary and whether the queue stayed bounded (physics/steady_state.py)."""
     res, stable = steady_run(replica, length_distribution(w), rate, w.slo.ttft_ms, w.slo.tpot_ms,
-                             measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens)
+                             measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens,
+                             burstiness=w.arrival_burstiness)
     return res.summary(), stable
 
 
@@ -123,7 +125,8 @@ def simulated_capacity(replica: Replica, w: ServingTarget, start: float) -> tupl
     """The largest Poisson rate at which the simulated replica, in steady state, meets the targets, and its
     run (0, None: not even a trickle does). `start`: the analytic capacity, where the search begins."""
     return steady_capacity(replica, length_distribution(w), w.slo.ttft_ms, w.slo.tpot_ms, w.slo.percentile, start,
-                           measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens)
+                           measured=NUM_PROMPTS, seed=SEED, shared_prefix_tokens=w.shared_prefix_tokens,
+                           burstiness=w.arrival_burstiness)
 
 
 def point_of(rate: float, s: Summary, w: ServingTarget, clients: float | None = None) -> LoadPoint:
@@ -144,7 +147,7 @@ _CACHE: dict[tuple[Shape, str, str], Evaluation] = {}  # shape, traffic, the res
 
 def _traffic_key(w: Workload) -> str:
     return w.model_dump_json(include={"model", "input_tokens", "output_tokens", "slo", "lengths",
-                                      "shared_prefix_tokens", "max_model_len"})
+                                      "shared_prefix_tokens", "max_model_len", "burstiness"})
 
 
 def _replica_price(c: CandidateResult) -> float:

@@ -135,7 +135,8 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                                    input_tokens=w.input_tokens, output_tokens=w.output_tokens,
                                    ttft_slo_ms=w.slo.ttft_ms, tpot_slo_ms=w.slo.tpot_ms,
                                    min_replicas=w.min_replicas, tags=dict(w.tags),
-                                   slo_percentile=w.slo.percentile) for w in wf.workloads],
+                                   slo_percentile=w.slo.percentile, burstiness=w.burstiness)
+                   for w in wf.workloads],
         unit_economics=_unit_economics(wf, deployments),
         rejections=_rejections(all_candidates),
         as_of_date=(opts.today or dt.date.today()).isoformat(),

@@ -131,7 +131,9 @@ def render_markdown(plan: Plan) -> str:
     for w in plan.workloads:
         tags = ", ".join(f"{k}={v}" for k, v in sorted(w.tags.items()))
         out += [f"## Workload {md_code(w.name)}", "",
-                f"{md(w.model)}; {w.demand:g} {md(w.demand_unit.replace('_', ' '))}; {w.input_tokens} input / "
+                f"{md(w.model)}; {w.demand:g} {md(w.demand_unit.replace('_', ' '))}"
+                + (f" (bursty: gamma arrivals of shape {w.burstiness:g})" if w.burstiness is not None else "")
+                + f"; {w.input_tokens} input / "
                 f"{w.output_tokens} output tokens; targets TTFT {w.ttft_slo_ms or '-'} ms, TPOT "
                 f"{w.tpot_slo_ms or '-'} ms; at least {w.min_replicas} replica(s)"
                 + (f"; tags {md(tags)}" if w.tags else ""), ""]
