@@ -13,7 +13,7 @@ from gpuopt.errors import ConfigError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.capacity import CapacityFile
 from gpuopt.inputs.workload import Slo, Workload, load_workload
-from gpuopt.physics import analytic_load, latency, steady_state
+from gpuopt.physics import analytic_load, latency, queueing, steady_state
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import estimate
 from gpuopt.physics.serving_config import ServingConfig
@@ -119,14 +119,39 @@ def test_the_clump_wait_by_hand():
     r = _replica()
     b, context, room = 50.0, 1125.0, 8192.0 - 50
     service = latency.prefill_steps_s(r, b, context, 1000, room)
-    # cv2 4: three others on average; 4,000 tokens fit one step's room, so the prompt waits for all of them
+    # cv2 4 at a rate whose prefill spans many gaps: three others on average, and 4,000 tokens fit one step's
+    # room, so the prompt waits for all of them
     expected = latency.prefill_steps_s(r, b, context, 4000, room) - service
-    assert analytic_load.clump_wait_s(r, b, context, 1000, room, service, 4.0) == pytest.approx(expected, rel=1e-12)
+    assert analytic_load.clump_wait_s(r, b, context, 1000, room, service, 4.0, 1e4) == pytest.approx(expected,
+                                                                                                     rel=1e-6)
     # past the room the clump's prompts finish chunk by chunk: half the others' prefill on average
     long_service = latency.prefill_steps_s(r, b, context, 3000, room)
     half = (latency.prefill_steps_s(r, b, context, 12000, room) - long_service) / 2
-    assert analytic_load.clump_wait_s(r, b, context, 3000, room, long_service, 4.0) == pytest.approx(half, rel=1e-12)
-    assert analytic_load.clump_wait_s(r, b, context, 1000, room, service, 1.0) == 0.0  # Poisson: no clumps
+    assert analytic_load.clump_wait_s(r, b, context, 3000, room, long_service, 4.0, 1e4) == pytest.approx(
+        half, rel=1e-6)
+    # at a trickle the clump is spread over time: the share of it that lands within the prefill, before and after
+    rate = 0.5
+    share = 2 * queueing.arrivals_excess(0.25, rate, service) / 3
+    assert 0 < share < 1
+    assert analytic_load.clump_wait_s(r, b, context, 1000, room, service, 4.0, rate) == pytest.approx(
+        expected * share, rel=1e-12)
+    assert analytic_load.clump_wait_s(r, b, context, 1000, room, service, 1.0, rate) == 0.0  # Poisson: no clumps
+
+
+@pytest.mark.parametrize("t", [0.05, 0.3, 1.0, 4.0])
+def test_the_arrivals_excess_of_erlang_2_gaps_is_its_renewal_function(t):
+    # gamma gaps of shape 2, mean 1 (two exponential phases of rate 2): U(t) = t - (1 - e^{-4t}) / 4
+    assert queueing.arrivals_excess(2.0, 1.0, t) == pytest.approx(-(1 - math.exp(-4 * t)) / 4, rel=1e-9, abs=1e-12)
+
+
+def test_the_arrivals_excess_limits():
+    assert queueing.arrivals_excess(1.0, 3.0, 2.0) == pytest.approx(0.0, abs=1e-9)  # Poisson: exactly the mean
+    # a window of many gaps: the renewal theorem's second term, (cv2 - 1) / 2 = 1.5 for shape 0.25
+    assert queueing.arrivals_excess(0.25, 1.0, 400.0) == pytest.approx(1.5, rel=1e-3)
+    # a light load: the k-th follower's chance P(A_k < w) ~ x^(kb) / Gamma(kb + 1), x = rate b w (e^-x ~ 1)
+    x = 1e-4 * 0.25
+    by_hand = sum(x ** (k / 4) / math.gamma(k / 4 + 1) for k in range(1, 13)) - 1e-4
+    assert queueing.arrivals_excess(0.25, 1e-4, 1.0) == pytest.approx(by_hand, rel=1e-4)  # 0.0840: 0.078 the first
 
 
 def test_poisson_written_out_is_the_default_exactly():

@@ -106,3 +106,38 @@ def kv_wait_s(slots: float, in_service: float, holding_s: float) -> float:
     if offered < slots - NEGLIGIBLE_SD * math.sqrt(slots):
         return 0.0  # a Poisson swing this far above the mean never comes
     return erlang_c(slots, offered) * holding_s / (slots - offered)
+
+
+def _lower_gamma_regularized(a: float, x: float) -> float:
+    """P(a, x), the regularized lower incomplete gamma function (the gamma(a, 1) distribution's CDF at x), by
+    its power series: x^a e^-x / Gamma(a + 1) x sum_n x^n / ((a + 1) ... (a + n))."""
+    if x <= 0.0:
+        return 0.0
+    term = 1.0
+    total = 1.0
+    n = 0
+    while term > 1e-12 * total and n < 10_000:
+        n += 1
+        term *= x / (a + n)
+        total += term
+    return min(math.exp(a * math.log(x) - x - math.lgamma(a + 1.0)) * total, 1.0)
+
+
+def arrivals_excess(burstiness: float, rate: float, window_s: float) -> float:
+    """How many more requests than Poisson's rate x window arrive within `window_s` after a request (the
+    renewal function U(w) - rate x w of gamma gaps of shape b and mean 1 / rate: the sum over k of P(kb, rate
+    b w), the k-th arrival's chance to fall within the window, less the mean). 0 for Poisson; for clumped
+    arrivals (b < 1) it rises from about (rate b w)^b / Gamma(b + 1) at light load to (1 / b - 1) / 2 (the
+    renewal theorem's second term) when the window holds many gaps: with shape 0.25 a request has a
+    follower within one 3,000-token prefill a third of the time even at 0.07 requests/s."""
+    if rate <= 0.0 or window_s <= 0.0:
+        return 0.0
+    x = rate * burstiness * window_s
+    total = 0.0
+    k = 1
+    while True:
+        a = k * burstiness
+        total += _lower_gamma_regularized(a, x)
+        if a > x + 10.0 * math.sqrt(x) + 10.0 or k > 100_000:
+            return total - rate * window_s
+        k += 1
