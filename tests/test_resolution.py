@@ -329,3 +329,104 @@ def test_names_no_path_or_repository_can_have_are_one_input_error(name: str, exp
         resolve_model(name)
     (line,) = err.value.problems
     assert expected in line
+
+
+def _qwen3_32b_config(tmp_path: Path, **extra: object) -> Path:
+    """The Qwen3-32B config (from its FP8 checkpoint's, without the quantization) with `extra` keys."""
+    cfg = json.loads((FIXTURES / "Qwen__Qwen3-32B-FP8.json").read_text())
+    cfg.pop("quantization_config", None)
+    cfg.update(extra)
+    folder = tmp_path / "cfg"
+    folder.mkdir(exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    return folder / "config.json"
+
+
+def test_a_float32_config_is_served_in_16_bits_as_vllm_does(tmp_path: Path) -> None:
+    """vLLM's --dtype auto downcasts float32 checkpoints (bfloat16 from compute capability 8.0, float16 before):
+    planned at fp32 the weights and KV were twice what vLLM loads (QA)."""
+    from gpuopt.hardware import get_gpu
+    from gpuopt.physics.memory import estimate
+    from gpuopt.physics.serving_config import ServingConfig, default_precision
+
+    arch = from_local_path(_qwen3_32b_config(tmp_path, torch_dtype="float32"))
+    assert default_precision(arch) == "bf16"
+    assert default_precision(arch, get_gpu("H100-SXM-80GB")) == "bf16"
+    assert default_precision(arch, get_gpu("T4-16GB")) == "fp16"
+    mem = estimate(arch, get_gpu("H100-SXM-80GB"), ServingConfig(tensor_parallel=4, max_model_len=8192))
+    assert mem.config.precision == "bf16"
+    # 64 layers x 2 x 8 KV heads x 128 x 2 B = 262,144 B a token, 65,536 on each of 4 GPUs
+    rank = mem.binding_rank
+    assert rank.kv_bytes_per_token == 64 * 2 * 8 * 128 * 2 // 4
+    # 32.76 B parameters x 2 B over 4 GPUs: about 15.3 GiB each, not the 30.5 of float32 weights
+    assert 14.5 < rank.weights_gib < 16.0
+
+
+@pytest.mark.parametrize(("extra", "limit"), [
+    ({}, 40960),
+    ({"seq_length": 8192}, 8192),  # vLLM takes the smallest of its length keys
+    ({"max_seq_len": 4096}, 4096),
+    ({"model_max_length": 16384}, 16384),  # and a model_max_length over them (Command-R)
+    ({"rope_scaling": {"rope_type": "yarn", "original_max_position_embeddings": 32768}}, 32768),  # factor 1
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}}, 131072),
+])
+def test_the_context_limit_is_vllms(tmp_path: Path, extra: dict[str, object], limit: int) -> None:
+    from gpuopt.physics.context_limit import model_max_len
+
+    assert model_max_len(from_local_path(_qwen3_32b_config(tmp_path, **extra))) == limit
+
+
+def test_a_registry_row_without_a_limit_takes_it_from_the_cached_config(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Qwen/QwQ-32B's registry row has no max_position_embeddings; the registry is tried first, so its cached
+    config.json was never read and any max_model_len passed unchecked."""
+    from gpuopt.physics.architecture import get_model
+    from gpuopt.physics.context_limit import model_max_len
+
+    row = get_model("Qwen/QwQ-32B")
+    assert model_max_len(row) is None
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    assert model_max_len(resolve_model("Qwen/QwQ-32B")) is None  # nothing cached: the row as it is
+    hf_cache(tmp_path, "Qwen/QwQ-32B", {"config.json": _qwen3_32b_config(tmp_path, max_position_embeddings=40960)})
+    arch = resolve_model("Qwen/QwQ-32B")
+    assert model_max_len(arch) == 40960
+    assert arch.model_copy(update={"max_position_embeddings": None}) == row  # the rest of the row stands
+
+
+def test_a_plan_says_when_its_models_context_limit_is_unknown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    path = tmp_path / "w.yaml"
+    path.write_text("""schema_version: 1
+residency: us
+workloads:
+  - name: chat
+    model: Qwen/QwQ-32B
+    requests_per_second: 0.2
+    input_tokens: 500
+    output_tokens: 100
+    max_model_len: 300000
+    precisions: [fp8]
+""")
+    result = run("solve", str(path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert any(w.startswith("workload chat: the context limit of Qwen/QwQ-32B is unknown to gpuopt, so max_model_len "
+                            "(300,000) is not checked against it") for w in json.loads(result.stdout)["warnings"])
+
+
+def test_a_config_in_a_workload_brings_the_quantization_files_beside_it(tmp_path: Path) -> None:
+    """`model: {config, name}` read config.json alone: a ModelOpt NVFP4 checkpoint was planned as fp8 with
+    `--quantization fp8`, which vLLM refuses for it (QA). The files beside the config are read as a checkpoint
+    directory's are; the name stays the model served."""
+    from gpuopt.inputs.workload import Workload
+    from gpuopt.planner.candidates import resolve_model as workload_model
+
+    folder = tmp_path / "nemo"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "nvidia__Llama-3.1-70B-Instruct-FP8.json", folder / "config.json")
+    shutil.copy(FIXTURES / "nvidia__Llama-3.1-70B-Instruct-FP8.hf_quant_config.json", folder / "hf_quant_config.json")
+    w = Workload.model_validate({"name": "w", "model": {"config": str(folder / "config.json"), "name": "me/served"},
+                                 "requests_per_second": 1, "input_tokens": 100, "output_tokens": 10})
+    arch = workload_model(w)
+    assert arch.hf_id == "me/served" and arch.local_path is None
+    assert arch.quantization is not None and arch.quantization.source == "hf_quant_config.json"

@@ -45,7 +45,7 @@ def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1,
 def dsa_kv_by_generation(arch: ModelArchitecture) -> dict[str, dict[str, int] | str]:
     """A DSA model's KV bytes per token (TP=1) in the default release, per GPU generation: the sparse MLA
     backend vLLM picks there decides the layout (sparse_mla), or why none starts."""
-    native = 4 if arch.torch_dtype == "float32" else 2
+    native = 2  # float32 checkpoints are served in 16 bits (serving_config.default_precision)
     release = default_release()
     out: dict[str, dict[str, int] | str] = {}
     for name, cc in GENERATIONS:
@@ -63,7 +63,7 @@ def _indexers(arch: ModelArchitecture) -> int:
 
 def state_bytes_per_sequence(arch: ModelArchitecture, tp: int = 1) -> float:
     """Constant per-sequence state (conv + recurrent/SSM) over the linear-attention and Mamba layers."""
-    native = 4.0 if arch.torch_dtype == "float32" else 2.0
+    native = 2.0  # float32 checkpoints are served in 16 bits (serving_config.default_precision)
     return sum(arch.state_bytes_per_layer(k, tp, native) for k in arch.layer_kinds() if k in STATE_LAYER_KINDS)
 
 
@@ -76,7 +76,7 @@ def kernel_table(arch: ModelArchitecture) -> dict[str, KernelPath]:
 
 
 def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
-    native = 4 if arch.torch_dtype == "float32" else 2
+    native = 2  # float32 checkpoints are served in 16 bits (serving_config.default_precision)
     return {
         "id": arch.hf_id,
         "params_b": round(arch.total_params() / 1e9, 3),

@@ -655,6 +655,29 @@ def _integer_problem(cfg: dict[str, Any], field: str, path: str) -> str | None:
     return None
 
 
+VLLM_LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_target_positions",
+                    "max_sequence_length", "max_seq_length", "seq_len")
+"""The config keys vLLM reads a model's length from, in its order (transformers_utils/
+model_arch_config_convertor.py derive_max_model_len_and_key, v0.28)."""
+
+
+def vllm_length_limit(cfg: dict[str, Any]) -> int | None:
+    """The length vLLM derives from a config before rope scaling: the smallest of VLLM_LENGTH_KEYS present, or
+    `model_max_length` when the config has one (Command-R's 8,192 max_position_embeddings beside a 131,072
+    model_max_length: vLLM takes the latter). Taking the first key found instead read a config with
+    max_position_embeddings 40,960 and seq_length 8,192 as 40,960, where vLLM refuses past 8,192 (QA).
+    Keys that are not positive integers are left to _integer_problem (max_position_embeddings' aliases) or
+    ignored, as getattr of a non-number would fail vLLM's own comparison."""
+    def whole(value: object) -> int | None:
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            return None
+        return int(value) if float(value).is_integer() else None
+    if (override := whole(cfg.get("model_max_length"))) is not None:
+        return override
+    found = [v for v in (whole(cfg.get(k)) for k in VLLM_LENGTH_KEYS) if v is not None]
+    return min(found) if found else None
+
+
 def _pick(cfg: dict[str, Any], field: str) -> Any:
     for key in _ALIASES[field]:
         if cfg.get(key) is not None:
@@ -1027,6 +1050,8 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         if value is not None:
             data[field] = int(value)
     data.setdefault("num_key_value_heads", data["num_attention_heads"])
+    if (limit := vllm_length_limit(cfg)) is not None:
+        data["max_position_embeddings"] = limit
     data["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", False))
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
     data["torch_dtype"] = dtype if dtype in DTYPE_BYTES else "bfloat16"

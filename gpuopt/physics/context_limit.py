@@ -3,7 +3,9 @@
 vLLM derives it from the config (vllm/config/model.py `_get_and_verify_max_len`, same in v0.19 and v0.28):
 max_position_embeddings, times rope scaling's factor unless the rope type already counts the extension in
 max_position_embeddings (llama3, longrope, su); a yarn entry scales original_max_position_embeddings instead
-(DeepSeek-R1: 4096 x 40 = 163,840); a gemma3 model is never scaled (its max_position_embeddings already is).
+(DeepSeek-R1: 4096 x 40 = 163,840; without a factor, 1: the original length); a gemma3 model is never scaled
+(its max_position_embeddings already is). max_position_embeddings is itself the smallest of the config's
+length keys, or its model_max_length (architecture.vllm_length_limit).
 A larger
 `--max-model-len` is refused at start-up (unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1, which vLLM warns gives
 wrong outputs), so gpuopt refuses it too.
@@ -28,9 +30,11 @@ def scaled_limit(max_position_embeddings: int, rope_scaling: Mapping[str, Any] |
     if not rope_scaling:
         return max_position_embeddings
     rope_type = rope_scaling.get("rope_type", rope_scaling.get("type"))
-    factor = rope_scaling.get("factor")
-    if rope_type in UNSCALED_ROPE_TYPES or not isinstance(factor, int | float):
+    if rope_type in UNSCALED_ROPE_TYPES:
         return max_position_embeddings
+    factor = rope_scaling.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, int | float):
+        factor = 1.0  # vLLM: rp.get("factor", 1.0), and a null factor "falls back to 1.0"
     base = max_position_embeddings
     if rope_type == "yarn":
         base = int(rope_scaling.get("original_max_position_embeddings") or base)

@@ -289,8 +289,8 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
                  else "gpuopt's registry (its config.json was not read)")
         warnings.append(f"{arch.hf_id}'s context limit is not in {where}: max_model_len {cfg.max_model_len:,} is not "
                         "checked against it, and vLLM refuses to start above the checkpoint's "
-                        "max_position_embeddings; pass the model's config.json (or its Hub id with the Hub "
-                        "reachable) to check it")
+                        f"max_position_embeddings; put its config.json in the Hugging Face cache (`hf download "
+                        f"{arch.hf_id} config.json`) or pass the model's config.json to check it")
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")

@@ -77,6 +77,15 @@ def _int_or_none(value: object) -> int | None:
     return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else None
 
 
+def from_config_beside_its_files(config: Path, name: str) -> ModelArchitecture:
+    """A workload's `{config: PATH, name: ID}`: the config.json with the quantization side files in its folder
+    (hf_quant_config.json, quantize_config.json, the safetensors index), served as `name` -- the folder is where
+    the config was copied, not the checkpoint the command loads. Read without them, a ModelOpt NVFP4 config
+    was planned as fp8 with `--quantization fp8` (QA), which vLLM refuses for a modelopt_fp4 checkpoint."""
+    folder = config.parent
+    return from_files(config, name, {f: folder / f for f in SIDE_FILES if (folder / f).is_file()})
+
+
 def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:
     """A checkpoint directory (config.json and its side files) or a config.json file."""
     if path.is_dir():
@@ -207,7 +216,7 @@ def resolve_model(name: str) -> ModelArchitecture:
     if not name.strip():  # as a path it would be the current directory
         raise InputError("the model name is empty: give a registry or Hugging Face id, or a local checkpoint path")
     try:
-        return get_model(name)
+        return _with_cached_limit(get_model(name))
     except UnknownNameError as unknown:
         registry_miss = unknown
     path = Path(name).expanduser()
@@ -239,6 +248,27 @@ def resolve_model(name: str) -> ModelArchitecture:
                          f"quantized checkpoints or the Hugging Face cache ({hub_cache_dir()}) and HF_HUB_OFFLINE "
                          f"is set: download its config.json or pass a local path{hint}")
     raise _unreachable(name, hub_cache_dir(), "no DNS answer for the Hub")
+
+
+LIMIT_FIELDS = ("max_position_embeddings", "rope_type", "rope_factor", "rope_original_max_position_embeddings")
+
+
+def _with_cached_limit(arch: ModelArchitecture) -> ModelArchitecture:
+    """A registry model whose row lacks the context limit (no max_position_embeddings: Qwen3.5-9B, QwQ-32B,
+    Yi-1.5-34B...) takes it, and its rope scaling, from its config.json when the Hugging Face cache has it:
+    the registry is tried first, so a cached config was never read and a max_model_len past the checkpoint's
+    limit was planned without a word (QA: Qwen3.5-9B at 300,000 tokens, which its 262,144 refuses). Only the
+    limit is taken; the rest of the row stands. A cached config that does not read is left alone (the row
+    serves as before)."""
+    if arch.max_position_embeddings or not looks_like_repo_id(arch.hf_id):
+        return arch
+    try:
+        cached = _from_cache(arch.hf_id)
+    except InputError:
+        return arch
+    if cached is None or not cached.max_position_embeddings:
+        return arch
+    return arch.model_copy(update={f: getattr(cached, f) for f in LIMIT_FIELDS})
 
 
 def _undescribed(row: Checkpoint) -> str:

@@ -119,13 +119,22 @@ class ResolvedConfig:
         return self.tensor_parallel * (self.data_parallel if arch.is_moe else 1)
 
 
-def default_precision(arch: ModelArchitecture) -> WeightFormat:
+def default_precision(arch: ModelArchitecture, gpu: GpuSpec | None = None) -> WeightFormat:
+    """The weight format `vllm serve` loads the model in without --dtype / --quantization: a quantized
+    checkpoint's own, else the config's torch_dtype -- except float32, which `--dtype auto` serves in the
+    platform's first 16-bit type (vllm/config/model.py _resolve_auto_dtype: "Downcast for float32 models";
+    platforms/cuda.py supported_dtypes: bfloat16 from compute capability 8.0, float16 on Volta and Turing).
+    Planning such a model at fp32 doubled its weights and KV (QA: a float32 Qwen3-32B config at TP 4, 30.5
+    GiB of weights per GPU where vLLM loads 15.3). `gpu`: the GPU it runs on (None: an Ampere or later one)."""
     if arch.quantization is not None:
         return arch.quantization.weight_format
     if arch.native_quantization == "mxfp4-experts":
         return "mxfp4"
     if arch.native_quantization == "fp8-block":
         return "fp8"
+    if arch.torch_dtype == "float32":
+        return "fp16" if gpu is not None and gpu.compute_capability is not None and gpu.compute_capability < 80 \
+            else "bf16"
     return DTYPE_TO_FORMAT[arch.torch_dtype]
 
 
@@ -282,7 +291,7 @@ def resolve(arch: ModelArchitecture, gpu: GpuSpec, cfg: ServingConfig) -> tuple[
     resolved = ResolvedConfig(
         tensor_parallel=cfg.tensor_parallel,
         pipeline_parallel=cfg.pipeline_parallel,
-        precision=cfg.precision or default_precision(arch),
+        precision=cfg.precision or default_precision(arch, gpu),
         kv_cache_dtype=checkpoint_kv_cache_dtype(arch, cfg.kv_cache_dtype, cfg.vllm_version or profile.version),
         max_model_len=max_len,
         gpu_memory_utilization=cfg.gpu_memory_utilization or default_gmu,

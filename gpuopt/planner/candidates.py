@@ -20,10 +20,11 @@ from gpuopt.errors import FieldError, InputError, NotModelledError, SloUnreachab
 from gpuopt.hardware import GpuSpec, get_gpu, gpu_table
 from gpuopt.inputs.workload import ModelConfigRef, Workload
 from gpuopt.physics import analytic_load, checkpoint_table, fp8_kv_backend, latency
-from gpuopt.physics.architecture import ModelArchitecture, from_hf_config
+from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.context_limit import limit_basis, max_model_len_problem, model_max_len
 from gpuopt.physics.lora import lora_problems
 from gpuopt.physics.memory import MemoryEstimate, estimate
+from gpuopt.physics.resolution import from_config_beside_its_files
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.physics.serving_config import ServingConfig, default_precision, gpu_unsupported, validate
 from gpuopt.physics.traffic import longest_sharegpt
@@ -160,7 +161,7 @@ class WorkloadCandidates:
 
 def resolve_model(w: Workload) -> ModelArchitecture:
     if isinstance(w.model, ModelConfigRef):
-        return from_hf_config(Path(w.model.config), name=w.model.name)
+        return from_config_beside_its_files(Path(w.model.config), w.model.name)
     return resolve_model_id(w.model)
 
 

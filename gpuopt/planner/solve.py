@@ -112,6 +112,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     warnings += routing_notes(deployments)
     warnings += convoy_notes(wf.workloads)
     warnings += tail_past_context_notes(wf.workloads, archs)
+    warnings += unchecked_context_notes(wf.workloads, archs)
     plan = Plan(
         status="optimal" if solution.status == "optimal" else "infeasible",
         currency=currency,
@@ -557,6 +558,19 @@ def one_length(w: Workload) -> bool:
         return True
     bins = w.lengths.histogram or []
     return bool(bins) and len({(b.input_tokens, b.output_tokens) for b in bins if b.share > 0}) == 1
+
+
+def unchecked_context_notes(workloads: Sequence[Workload], archs: Mapping[str, ModelArchitecture]) -> list[str]:
+    """A workload whose model's context limit gpuopt does not know (a registry row without it, its config not
+    in the cache): its max_model_len cannot be checked, and vLLM refuses to start above the checkpoint's. `fit`
+    said so; a plan did not (QA: Qwen3.5-9B planned at `--max-model-len 300000` without a word)."""
+    from gpuopt.physics.context_limit import model_max_len
+
+    return [f"workload {w.name}: the context limit of {arch.hf_id} is unknown to gpuopt, so max_model_len "
+            f"{'(' + format(w.max_model_len, ',') + ') ' if w.max_model_len else ''}is not checked against it and "
+            "vLLM refuses to start above the checkpoint's max_position_embeddings: put its config.json in the "
+            f"Hugging Face cache (`hf download {arch.hf_id} config.json`) or name it with model: {{config, name}}"
+            for w in workloads if (arch := archs.get(w.name)) is not None and model_max_len(arch) is None]
 
 
 def tail_past_context_notes(workloads: Sequence[Workload], archs: Mapping[str, ModelArchitecture]) -> list[str]:
