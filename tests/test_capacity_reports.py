@@ -228,17 +228,18 @@ def test_the_capacity_table_fits_the_terminal(global_plan, monkeypatch, columns)
         assert "already running: 1 x aws g6e.xlarge (us-east-1) reserved-1y from 2027Q1" in text
 
 
-def _plan(charge, periods, commitments=(), total=None):
+def _plan(charge, periods, commitments=(), total=None, period="quarter"):
     """A two-quarter capacity plan by hand: periods are (label, cost, purchases as (count, kind, price))."""
     from gpuopt.planner.capacity import CapacityPlan
 
+    rented = 2190.0 if period == "quarter" else 730.0
     lines = [{"period": label, "demand": {"chat": 1.0}, "capacity": {"chat": 1.0}, "cost": cost,
               "purchases": [{"provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
                              "gpu": "L40S-48GB", "gpus_per_instance": 1, "price_kind": kind, "count": n,
                              "committed": kind != "on-demand", "term_months": None if kind == "on-demand" else 12,
                              # a rented quarter, or a commitment's whole year; its cost price x hours
-                             "price_per_hour": price, "hours": n * (2190.0 if kind == "on-demand" else 8760.0),
-                             "cost": price * n * (2190.0 if kind == "on-demand" else 8760.0),
+                             "price_per_hour": price, "hours": n * (rented if kind == "on-demand" else 8760.0),
+                             "cost": price * n * (rented if kind == "on-demand" else 8760.0),
                              "break_even_utilisation": None,
                              "workloads": ["chat"]} for n, kind, price in bought]}
              for label, cost, bought in periods]
@@ -250,7 +251,7 @@ def _plan(charge, periods, commitments=(), total=None):
     inside = sum(cost for _, cost, _ in periods)
     total = total if total is not None else inside + (owed if charge == "full-term" else 0.0)
     return CapacityPlan.model_validate({
-        "status": "optimal", "currency": "USD", "horizon": "2 quarters from 2027Q1", "period": "quarter",
+        "status": "optimal", "currency": "USD", "horizon": "2 quarters from 2027Q1", "period": period,
         "charge": charge, "headroom": 0.8, "periods": lines, "total_cost": total,
         "all_on_demand_cost": 8760.0, "savings": 8760.0 - total, "committed_after_horizon": owed, "scenarios": [],
         "explanation": [], "as_of_date": "2026-11-29", "commitments": spans})
@@ -474,7 +475,7 @@ def test_a_capacity_diff_lists_periods_in_the_plans_order():
     from gpuopt.reports.diff import diff_capacity, period_order
 
     months = [(f"M{i}", 730.0, [(1, "on-demand", 1.0)] if i == 1 else []) for i in range(1, 13)]
-    plan = _plan("full-term", months).model_copy(update={"period": "month"})
+    plan = _plan("full-term", months, period="month")
     assert [x.deployment for x in diff_capacity(plan, plan).lines] == [f"period M{i}" for i in range(1, 13)]
     # a period only one horizon has sits where its plan lists it
     assert period_order(["M1", "M2", "M3"], ["M2", "M3", "M4"]) == ["M1", "M2", "M3", "M4"]
@@ -551,3 +552,34 @@ def test_the_capacity_csv_writes_a_term_as_an_integer_beside_empty_cells(global_
     rows = list(csv.DictReader(io.StringIO(text)))
     assert sorted({r["term_months"] for r in rows}) == ["", "12"]
     assert {r["count"] for r in rows} <= {"1", "2", "3", "4"} and {r["gpus_per_instance"] for r in rows} == {"1"}
+
+
+@pytest.mark.parametrize(("labels", "period", "needle"), [
+    (["2027Q1", "2027Q1"], "quarter", "periods.1.period: 2027Q1 does not follow 2027Q1"),  # diff lost its cost
+    (["2027Q2", "2027Q1"], "quarter", "2027Q1 does not follow 2027Q2"),  # FOCUS billed 2027Q1 in July
+    (["2027Q1", "2028Q3"], "quarter", "2028Q3 does not follow 2027Q1"),
+    (["2027Q1", "2027-04"], "quarter", "periods mix label forms (dated month, dated quarter)"),
+    (["2027Q1", "2027Q2"], "month", "period is 'month' but the periods are labelled as dated quarters"),
+    (["Q2", "Q3"], "quarter", "an undated horizon starts at Q1, not Q2"),
+])
+def test_a_saved_plan_is_a_horizon_of_consecutive_periods_of_its_kind(labels, period, needle):
+    """QA: edited plans with a label twice, swapped, skipped or of the other period kind were read; diff keyed
+    periods by label and FOCUS dated them from the first."""
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        _plan("full-term", [(label, 0.0, []) for label in labels], period=period)
+    assert _plan("full-term", [("2027Q1", 0.0, []), ("2027Q2", 0.0, [])]).periods[1].period == "2027Q2"
+    assert _plan("full-term", [("M1", 0.0, []), ("M2", 0.0, [])], period="month").periods[0].period == "M1"
+
+
+def test_a_rented_line_pays_for_its_period_hours():
+    """A rented instance is paid for the period it runs: count x 730 x months. A plan file whose line says
+    otherwise (2,190 h in a month plan) made FOCUS bill other hours than the plan's."""
+    from gpuopt.planner.capacity import CapacityPlan
+
+    good = _plan("full-term", [("2027Q1", 2190.0, [(1, "on-demand", 1.0)]), ("2027Q2", 0.0, [])])
+    data = json.loads(good.model_dump_json())
+    data["periods"][0]["purchases"][0].update(hours=730.0, cost=730.0)
+    data["periods"][0]["cost"], data["total_cost"], data["savings"] = 730.0, 730.0, 8760.0 - 730.0
+    with pytest.raises(ValueError, match=re.escape("periods.0.purchases.0.hours: 730 for 1 rented instance(s) over "
+                                                   "a quarter of 2190 h (expected 2190)")):
+        CapacityPlan.model_validate(data)

@@ -18,6 +18,7 @@ import datetime as dt
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Annotated, Literal
 
@@ -288,6 +289,42 @@ PERIOD_LABEL = r"[QM]\d{1,2}|(?!0000)\d{4}(Q[1-4]|-(0[1-9]|1[0-2]))"
 plan's other labels (2027Q5, 2027-13, 0000Q1) were read, and the FOCUS export dated them: exit 70."""
 
 
+def period_index(label: str) -> tuple[str, int]:
+    """A period label's form and its place: ("quarter" | "month", dated?) folded into the form's name, and the
+    index of the period (2027Q1 -> 2027 x 4, 2027-02 -> 2027 x 12 + 1, Q3 -> 2, M1 -> 0)."""
+    if re.fullmatch(r"\d{4}Q[1-4]", label):
+        return "dated quarter", int(label[:4]) * 4 + int(label[5]) - 1
+    if re.fullmatch(r"\d{4}-\d{2}", label):
+        return "dated month", int(label[:4]) * 12 + int(label[5:]) - 1
+    return ("undated quarter" if label[0] == "Q" else "undated month"), int(label[1:]) - 1
+
+
+def horizon_problems(labels: Sequence[str], period: str) -> list[str]:
+    """What is wrong with a plan's period labels as a horizon (inputs/capacity.py Horizon.labels makes them):
+    one form, of the plan's `period`, consecutive, each once, an undated horizon from Q1 / M1. A saved plan
+    with a label given twice, swapped or skipped was read: diff keyed periods by label (a duplicate's cost
+    vanished from its total) and FOCUS dated every period from the first label (a swapped 2027Q1 billed in
+    July-September; QA)."""
+    if not labels:
+        return []
+    places = [period_index(label) for label in labels]
+    forms = {form for form, _ in places}
+    if len(forms) > 1:
+        return [f"periods mix label forms ({', '.join(sorted(forms))}): a horizon has one"]
+    form = forms.pop()
+    if not form.endswith(period):
+        return [f"period is {period!r} but the periods are labelled as {form}s ({labels[0]})"]
+    problems = []
+    if form.startswith("undated") and places[0][1] != 0:
+        problems.append(f"an undated horizon starts at {'Q1' if period == 'quarter' else 'M1'}, not {labels[0]}")
+    for i in range(1, len(places)):
+        if places[i][1] != places[i - 1][1] + 1:
+            problems.append(f"periods.{i}.period: {labels[i]} does not follow {labels[i - 1]} (a horizon's "
+                            "periods are consecutive, each once)")
+            break
+    return problems
+
+
 class PeriodLine(_Frozen):
     period: str
 
@@ -356,6 +393,14 @@ class CapacityPlan(_Frozen):
         infeasible one none; a scenario has one shortfall and idle figure per period (the table looks each period
         up by its index)."""
         check_priced(self.status, {"total_cost": self.total_cost})
+        if problems := horizon_problems([p.period for p in self.periods], self.period):
+            raise ValueError("; ".join(problems))
+        hours = HOURS_PER_MONTH * self.months_per_period
+        for j, period in enumerate(self.periods):
+            for k, x in enumerate(period.purchases):
+                if not x.committed and not math.isclose(x.hours, x.count * hours, rel_tol=1e-9, abs_tol=1e-6):
+                    raise ValueError(f"periods.{j}.purchases.{k}.hours: {x.hours:g} for {x.count} rented "
+                                     f"instance(s) over a {self.period} of {hours:g} h (expected {x.count * hours:g})")
         for i, sc in enumerate(self.scenarios):
             for name, series in (("shortfall", sc.shortfall), ("idle", sc.idle)):
                 for workload, values in series.items():
