@@ -139,6 +139,10 @@ def write(tmp_path: Path, body: str) -> Path:
     ("    demand: {requests_per_second: [1, 2]}\n", "2 values for 4 periods"),
     ("    demand: {requests_per_second: [1, 2, 3, 4]}\n    price_kinds: [on-demand, capacity-block]\n",
      "whole number of quarters"),
+    ("    demand: {requests_per_second: [1, 2, 3, 4]}\n    price_kinds: [on-demand, reserved-1y, reserved-1y]\n",
+     "price kind reserved-1y listed twice"),
+    ("    demand: {concurrency: [1, 2, 3, 4]}\n    burstiness: 0.5\n", "workloads.0.burstiness: burstiness shapes the "
+     "arrivals of requests_per_second traffic"),
 ])
 def test_bad_capacity_files(tmp_path, body, needle):
     with pytest.raises(ConfigError) as info:
@@ -361,6 +365,18 @@ def test_a_capacity_file_caps_instances_by_quota(tmp_path):
     refused = CliRunner().invoke(cli, ["plan", str(typo)])
     assert refused.exit_code == 2
     assert f"error: {typo}:30: quotas.0.sku: aws has no sku 'g6e.xlarg' in the catalog" in refused.stderr
+
+
+def test_a_capacity_plan_the_quotas_make_infeasible_says_so(tmp_path):
+    """QA: a quota of 0 instances gave "solver status Infeasible"; the binding constraint is the quota."""
+    example = Path(__file__).parent.parent / "examples" / "capacity-global.yaml"
+    capped = tmp_path / "capped.yaml"
+    capped.write_text(example.read_text() + "quotas:\n  - {provider: aws, max_instances: 0}\n")
+    result = CliRunner().invoke(cli, ["plan", str(capped), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["explanation"] == [
+        "the quotas (0 x aws): no schedule serves every period's demand with the instances they allow; raise them "
+        "or allow other providers, SKUs or price kinds"]
 
 
 def test_a_horizon_before_the_year_1000_keeps_four_digit_labels_and_year_0_is_refused():

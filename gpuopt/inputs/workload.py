@@ -91,6 +91,9 @@ def known_price_kinds(value: list[str]) -> list[str]:
     for k in value:
         if k not in PRICE_KINDS:
             raise ValueError(f"unknown price kind '{k}' (known: {', '.join(PRICE_KINDS)})")
+    repeated = sorted({k for k in value if value.count(k) > 1})
+    if repeated:  # harmless to the program, but a file that lists a kind twice was likely meant to list another
+        raise ValueError(f"price kind{'s' if len(repeated) > 1 else ''} {', '.join(repeated)} listed twice")
     return value
 
 

@@ -202,8 +202,15 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
                       hours_per_period=p.hours_per_period, commitments=commitments, fixed=fixed_commitments,
                       quotas=p.cf.quotas, time_limit=time_limit)
     if result.status != "optimal":
-        binding = (f"workload {result.unserved}: no feasible candidate with the allowed price kinds"
-                   if result.unserved is not None else f"solver status {result.solver_status}")
+        if result.unserved is not None:
+            binding = f"workload {result.unserved}: no feasible candidate with the allowed price kinds"
+        elif p.cf.quotas:  # every workload has candidates: only the quotas cap what a period can run
+            caps = "; ".join(f"{q.max_instances} x {q.provider}" + (f" {q.sku}" if q.sku else "")
+                             + (f" in {q.region}" if q.region else "") for q in p.cf.quotas)
+            binding = (f"the quotas ({caps}): no schedule serves every period's demand with the instances they "
+                       "allow; raise them or allow other providers, SKUs or price kinds")
+        else:
+            binding = f"solver status {result.solver_status}"
         return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, result.seconds, binding)
     period_costs = [0.0] * T
     beyond = 0.0
@@ -553,7 +560,7 @@ def plan_capacity(cf: CapacityFile, catalog: Catalog, opts: CapacityOptions, tod
 def describe(solved: Schedule, today: str) -> CapacityPlan:
     p, opts, sol, baseline = solved.problem, solved.opts, solved.solution, solved.baseline
     cf = p.cf
-    horizon = f"{cf.horizon.periods} {cf.horizon.period}s from {p.labels[0]}"
+    horizon = f"{cf.horizon.periods} {cf.horizon.period}{'s' if cf.horizon.periods != 1 else ''} from {p.labels[0]}"
     if sol.status != "optimal" or sol.total_cost is None:
         return CapacityPlan(status="infeasible", currency=p.currency, horizon=horizon, period=cf.horizon.period,
                             charge=cf.charge, headroom=opts.headroom, periods=[], total_cost=None,
