@@ -339,6 +339,22 @@ def test_an_idle_reservation_in_a_plan_passes_the_validator_as_unused(tmp_path, 
     assert focus_failures(out, monkeypatch) == []
 
 
+def test_every_row_costs_its_contracted_unit_price_times_its_quantity(tmp_path):
+    """QA: reserved-1y only with demand falling from 20 to 2 requests/s leaves reservations idle; May 2027's
+    Unused row gave the rounding remainder to ContractedCost too: 1,744.5759 beside 1.17243 x 1,488 h =
+    1,744.5758 (and above its ListCost). Only EffectiveCost takes it."""
+    path, out = tmp_path / "r.yaml", tmp_path / "focus.csv"
+    path.write_text(UNDERUSED.replace("[16, 16, 16, 2]", "[20, 2, 2, 2]").replace(
+        "[on-demand, reserved-1y, reserved-3y]", "[reserved-1y]"))
+    assert run("plan", path, "--format", "focus", "-o", out).exit_code == 0
+    rows = [r for r in rows_of(out.read_text()) if r["ContractedUnitPrice"] and r["PricingQuantity"]]
+    unused = [r for r in rows if r["CommitmentDiscountStatus"] == "Unused"]
+    assert unused  # the case this is about
+    for r in rows:
+        expected = round(float(r["ContractedUnitPrice"]) * float(r["PricingQuantity"]), 4)
+        assert abs(float(r["ContractedCost"]) - expected) < 1e-9, r
+
+
 def test_a_monthly_subscription_is_a_flat_fee_per_calendar_month(tmp_path):
     """capacity-cn subscribes GT4.8XLARGE192 from 2027Q2 at 27,496 CNY a month (the catalog's 37.665753/h is
     27,496 / 730): every month bills 27,496.00 per instance, February and May alike. Before: priced by the

@@ -183,7 +183,8 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
 def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost: float) -> list[dict[str, Any]]:
     """A commitment month inside the horizon: a Used row for the hours of the instances that run replicas and
     an Unused row for the idle rest (FOCUS 1.0 CommitmentDiscountStatus), their EffectiveCost summing to the
-    month's charge exactly (the Unused row takes the remainder of the 4-decimal rounding).
+    month's charge exactly (the Unused row's EffectiveCost takes the remainder of the 4-decimal rounding; its
+    ContractedCost stays unit price x quantity).
 
     FOCUS 1.0: ListUnitPrice is the SKU's public (on-demand) price, ContractedUnitPrice includes negotiated
     discounts but not commitment discounts, so covered usage is priced at the on-demand twin's prices and only
@@ -217,7 +218,10 @@ def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost
                     "ChargeFrequency": "Usage-Based",
                     "ChargeDescription": f"{charge.description}, {charge.instances - used:g} of "
                                          f"{charge.instances:g} instances idle",
-                    "BilledCost": 0.0, "PricingQuantity": idle, "ContractedCost": idle_cost,
+                    # ContractedCost is its unit price x quantity (FOCUS); only EffectiveCost takes the remainder that
+                    # makes the month's rows sum to its charge (QA: 1,744.5759 beside 1.17243 x 1,488 = 1,744.5758)
+                    "BilledCost": 0.0, "PricingQuantity": idle,
+                    "ContractedCost": round(common["ContractedUnitPrice"] * idle, 4),
                     "ListCost": round(common["ListUnitPrice"] * idle, 4), "EffectiveCost": idle_cost,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
     return out
