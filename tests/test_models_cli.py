@@ -146,3 +146,27 @@ def test_a_path_that_does_not_exist_is_named_as_a_path(tmp_path):
                              "Hugging Face id\n")
     assert "no such file" in run("models", "show", "./x/config.json").stderr
     assert "unknown model 'llama-3.1-8b'" in run("models", "show", "llama-3.1-8b").stderr  # a name, not a path
+
+
+def test_show_says_what_fit_counts_for_a_modelopt_fp8_kv_cache(tmp_path: Path) -> None:
+    """Nemotron-3-Nano NVFP4 quantises its KV cache to FP8 (kv_cache_quant_algo): `--kv-cache-dtype auto` runs
+    fp8 from vLLM 0.14, so `fit` counts 3,072 B a token; `models show` printed auto 6,144 (QA). 6 attention
+    layers x 2 x 2 KV heads x 128 x 1 B = 3,072."""
+    folder = tmp_path / "nemo"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.json", folder / "config.json")
+    shutil.copy(FIXTURES / "nvidia__NVIDIA-Nemotron-3-Nano-30B-A3B-NVFP4.hf_quant_config.json",
+                folder / "hf_quant_config.json")
+    kv = json.loads(run("models", "show", str(folder), "--json").stdout)["kv_bytes_per_token"]
+    assert kv == {"auto": 3072, "fp8": 3072}
+
+
+def test_show_describes_mla_by_its_latent_and_warns_of_a_known_bad_checkpoint() -> None:
+    r1 = run("models", "show", "deepseek-ai/DeepSeek-R1")
+    # 512 latent + 64 rope values a token in each of 61 layers, 2 B: 70,272 B
+    assert "KV: one latent of 512 + 64 a token (MLA)" in r1.stdout and "KV heads" not in r1.stdout
+    assert "auto 70,272 B" in r1.stdout
+    bad = run("models", "show", "Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4")
+    assert bad.exit_code == 0
+    assert bad.stderr.startswith("warning: Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4 is marked avoid")
+    assert "warning" not in bad.stdout

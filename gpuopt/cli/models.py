@@ -9,14 +9,16 @@ from typing import Any
 import click
 from rich.table import Table
 
+from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.physics import sparse_mla
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
+from gpuopt.physics.checkpoint_table import caution
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.kv_cache import indexer_bytes_per_token, kv_bytes_per_token_per_layer
 from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
-from gpuopt.physics.serving_config import default_precision
+from gpuopt.physics.serving_config import checkpoint_kv_cache_dtype, default_precision
 from gpuopt.physics.vllm_profile import default_release
 from gpuopt.physics.vllm_support import release_problem, scanned_release, status
 from gpuopt.physics.weights import indexer_layers
@@ -77,6 +79,9 @@ def kernel_table(arch: ModelArchitecture) -> dict[str, KernelPath]:
 
 def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
     native = 2  # float32 checkpoints are served in 16 bits (serving_config.default_precision)
+    # `--kv-cache-dtype auto` of a ModelOpt checkpoint that quantises its KV runs fp8 in the default release
+    # (serving_config.checkpoint_kv_cache_dtype): `fit` counted 3,072 B a token where this said 6,144 (QA)
+    auto = 1 if checkpoint_kv_cache_dtype(arch, "auto", None) == "fp8" else native
     return {
         "id": arch.hf_id,
         "params_b": round(arch.total_params() / 1e9, 3),
@@ -88,7 +93,7 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
                               "index_topk": arch.index_topk, "indexer_layers": _indexers(arch),
                               "kv_bytes_per_token_by_gpu": dsa_kv_by_generation(arch) if arch.indexer_params else None}
                              if arch.index_head_dim else None),
-        "kv_bytes_per_token": {"auto": kv_bytes_per_token(arch, native), "fp8": kv_bytes_per_token(arch, 1)},
+        "kv_bytes_per_token": {"auto": kv_bytes_per_token(arch, auto), "fp8": kv_bytes_per_token(arch, 1)},
         "default_precision": default_precision(arch),
         "max_position_embeddings": arch.max_position_embeddings,
         "rope_scaling": None if not arch.rope_type else {
@@ -166,6 +171,8 @@ def show_model(model_id: str, as_json: bool) -> None:
     layer kinds, per-sequence state, the checkpoint's quantization and the kernels vLLM picks for it."""
     arch = resolve_model(model_id)
     summary = model_summary(arch)
+    if (known_bad := caution(arch.hf_id, 1)) is not None:  # `fit` and `solve` warn of it; so does the model's page
+        say("warning", known_bad)
     if as_json:
         click.echo(json.dumps(summary, indent=2, sort_keys=True))
         return
@@ -174,7 +181,8 @@ def show_model(model_id: str, as_json: bool) -> None:
         f"model: {arch.hf_id}",
         f"parameters: {summary['params_b']:.3f} B (active per token: {summary['active_params_b']:.3f} B)",
         f"layers: {arch.num_hidden_layers}, hidden {arch.hidden_size}, attention heads {arch.num_attention_heads}, "
-        f"KV heads {arch.num_key_value_heads}, head_dim {arch.head_dim or '-'}",
+        + (f"KV: one latent of {arch.kv_lora_rank} + {arch.qk_rope_head_dim} a token (MLA)" if arch.is_mla
+           else f"KV heads {arch.num_key_value_heads}, head_dim {arch.head_dim or '-'}"),
         f"attention: {arch.attention_kind}" + (f", window {arch.sliding_window}" if arch.sliding_window else ""),
         f"KV cache per token (TP=1): auto {kv['auto']:,.0f} B, fp8 {kv['fp8']:,.0f} B",
         f"checkpoint: {arch.torch_dtype}"
