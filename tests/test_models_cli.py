@@ -110,6 +110,10 @@ LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "interme
     ({"quantization_config": {"quant_method": "awq", "bits": "four", "group_size": 128}}, "bits"),
     ({"hybrid_override_pattern": "X" * 32, "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128,
       "n_groups": 8, "conv_kernel": 4}, "hybrid_override_pattern"),  # was KeyError (the Mamba-2 fields it needs given)
+    # QA: read as an unquantized bf16 model, a rope scaling ignored, a dtype read as bf16; vLLM refuses each
+    ({"quantization_config": {}}, "quantization_config"),
+    ({"rope_scaling": "yarn"}, "rope_scaling"),
+    ({"torch_dtype": "float7"}, "torch_dtype"),
 ])
 def test_fit_and_show_on_a_bad_config_print_one_error_line_and_exit_2(tmp_path: Path, change: dict[str, object],
                                                                       field: str) -> None:

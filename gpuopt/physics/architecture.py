@@ -25,6 +25,10 @@ from gpuopt.physics.vision import vision_params
 from gpuopt.vocabulary import AttentionKind, LayerKind
 
 DTYPE_BYTES: dict[str, float] = {"float32": 4, "bfloat16": 2, "float16": 2}
+TORCH_DTYPES = frozenset({"bfloat16", "float16", "float32", "float64", "double", "float8_e4m3fn", "float8_e4m3fnuz",
+                          "float8_e5m2", "float8_e5m2fnuz", "int8", "uint8"})
+"""torch dtype names a config's torch_dtype may hold (the others of DTYPE_BYTES' are planned as bfloat16, the
+type these checkpoints are served in unless --dtype says otherwise)."""
 
 
 @dataclass(frozen=True)
@@ -997,6 +1001,10 @@ def _rope_fields(cfg: dict[str, Any], where: str = "config.json") -> dict[str, A
     local = cfg.get("rope_local_base_freq")
     if isinstance(local, int | float) and not isinstance(local, bool):
         data["rope_local_base_freq"] = float(local)
+    for key in ("rope_parameters", "rope_scaling"):
+        if cfg.get(key) is not None and not isinstance(cfg[key], dict):
+            # transformers reads a dict (rope_type, factor...); a bare "yarn" says no factor and was ignored (QA)
+            raise ConfigError(f"{where}: field '{key}' must be a JSON object (got {json.dumps(cfg[key])})")
     rope = cfg.get("rope_parameters") or cfg.get("rope_scaling")
     if not isinstance(rope, dict):
         return data
@@ -1054,6 +1062,10 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
         data["max_position_embeddings"] = limit
     data["tie_word_embeddings"] = bool(cfg.get("tie_word_embeddings", False))
     dtype = str(cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16")
+    dtype = {"half": "float16", "float": "float32"}.get(dtype, dtype)
+    if dtype not in TORCH_DTYPES:  # vLLM reads it as getattr(torch, dtype): "float7" stops it; it was read as bf16
+        raise ConfigError(f"{path}: field 'torch_dtype' must be a torch dtype such as bfloat16, float16 or float32 "
+                          f"(got {json.dumps(cfg.get('torch_dtype') or cfg.get('dtype'))})")
     data["torch_dtype"] = dtype if dtype in DTYPE_BYTES else "bfloat16"
     if data.get("kv_lora_rank"):
         data["attention_kind"] = "mla"

@@ -336,8 +336,9 @@ def read_quantization(config: dict[str, Any], hf_quant_config: dict[str, Any] | 
     for key, holder in (("quantization_config", config), ("compression_config", config),
                         ("quantization_config", text)):
         value = holder.get(key)
-        if value is not None and not isinstance(value, dict):
-            # transformers and vLLM read it as a dict (`quant_method` key): a string cannot say the method
+        if value is not None and (not isinstance(value, dict) or not value):
+            # transformers and vLLM read it as a dict (`quant_method` key): a string cannot say the method, and
+            # an empty object was planned as an unquantized model (QA) where vLLM finds no method in it
             raise ConfigError(f"{where}: field '{key}' must be a JSON object with a quant_method "
                               f"(got {json.dumps(value)})")
     q = (config.get("quantization_config") or config.get("compression_config") or text.get("quantization_config"))
