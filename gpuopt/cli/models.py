@@ -152,7 +152,8 @@ def list_models(as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
         return
     table = Table()  # ids are never truncated: the model column does not wrap or shrink
-    for col in ("model", "params (B)", "active (B)", "layers", "attention", "KV B/token (auto)", "fit"):
+    # "complete": the row has every field the memory model needs (it said "fit", read as "fits on a GPU")
+    for col in ("model", "params (B)", "active (B)", "layers", "attention", "KV B/token (auto)", "complete"):
         table.add_column(col, justify="left" if col in ("model", "attention") else "right",
                          no_wrap=col == "model", overflow="fold" if col != "model" else "ignore",
                          min_width=max(len(r["id"]) for r in rows) if col == "model" else None)
