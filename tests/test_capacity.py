@@ -367,6 +367,20 @@ def test_a_capacity_file_caps_instances_by_quota(tmp_path):
     assert f"error: {typo}:30: quotas.0.sku: aws has no sku 'g6e.xlarg' in the catalog" in refused.stderr
 
 
+def test_negative_demand_is_named_beside_the_files_other_mistakes(tmp_path):
+    """QA: an unknown price kind stopped the check there; the negative demands were never said."""
+    path = write(tmp_path, "    demand: {requests_per_second: [1, -2, 3, -4]}\n"
+                           "    price_kinds: [on-demand, reserved-9y]\n")
+    with pytest.raises(ConfigError) as info:
+        load_capacity_file(path)
+    assert [p.split(": ", 2)[1:] for p in info.value.problems] == [
+        ["workloads.0.demand.requests_per_second.1", "demand must not be negative (got -2)"],
+        ["workloads.0.demand.requests_per_second.3", "demand must not be negative (got -4)"],
+        ["workloads.0.price_kinds", "unknown price kind 'reserved-9y' (known: on-demand, spot, community, reserved-1y, "
+         "reserved-3y, savings-plan, savings-plan-3y, subscription-monthly, subscription-1y, capacity-block, "
+         "contract)"]]
+
+
 def test_a_capacity_plan_the_quotas_make_infeasible_says_so(tmp_path):
     """QA: a quota of 0 instances gave "solver status Infeasible"; the binding constraint is the quota."""
     example = Path(__file__).parent.parent / "examples" / "capacity-global.yaml"
