@@ -1,6 +1,7 @@
 """Bursty request-rate traffic (`burstiness`, vllm bench serve's gamma inter-arrivals): the workload field, the
 analytic screen's clumps and the simulated steady state."""
 
+import json
 import math
 from pathlib import Path
 
@@ -199,3 +200,24 @@ def test_clumped_arrivals_lower_the_simulated_capacity():
     assert bursty < poisson * 0.95
     screen = analytic_load.max_rate(r, 1000, 250, 500, 40, burstiness=0.25).requests_per_second
     assert screen == pytest.approx(bursty, rel=0.05)
+
+
+def test_a_bursty_plan_records_its_arrivals_and_buys_no_less_than_poisson(tmp_path):
+    from tests.conftest import run
+
+    body = HEAD.replace("schema_version: 1\n", "schema_version: 1\nresidency: us\nproviders: [digitalocean]\n")
+    bursty, poisson = tmp_path / "bursty.yaml", tmp_path / "poisson.yaml"
+    bursty.write_text(body + "    requests_per_second: 20\n    burstiness: 0.25\n")
+    poisson.write_text(body + "    requests_per_second: 20\n")
+    plans = {}
+    for path in (bursty, poisson):
+        out = tmp_path / f"{path.stem}.json"
+        assert run("solve", path, "--format", "json", "-o", out).exit_code == 0
+        plans[path.stem] = json.loads(out.read_text())
+    assert plans["bursty"]["workloads"][0]["burstiness"] == 0.25
+    assert plans["poisson"]["workloads"][0]["burstiness"] is None
+    assert plans["bursty"]["total_cost_per_hour"] >= plans["poisson"]["total_cost_per_hour"]
+    # each deployment's capacity is the simulated one under gamma arrivals
+    assert {d["capacity"]["source"] for d in plans["bursty"]["deployments"]} == {"simulated"}
+    report = run("report", tmp_path / "bursty.json", "--format", "markdown")
+    assert "20 requests per second (bursty: gamma arrivals of shape 0.25)" in report.stdout
