@@ -326,3 +326,55 @@ def test_a_provider_closed_by_a_quota_is_the_same_as_a_provider_not_allowed():
     closed = cost(("runpod", "aws", "digitalocean", "alibaba"),
                   [Quota(provider=p, max_instances=0) for p in ("runpod", "aws", "digitalocean")])
     assert closed is not None and closed == pytest.approx(cost(("alibaba",), []))
+
+
+def test_an_unsimulated_shape_is_estimated_by_its_simulated_sibling():
+    """QA: an fp8 / KV-auto TP 8 MI300X shape, dropped by dominant_shapes beside its fp8 / KV-fp8 sibling (3.26
+    analytic requests/s against 3.12), was estimated at 3.12 x the workload's median simulated / analytic ratio,
+    above what its sibling sustains in the simulator, and its alternative read below the plan. By hand: sibling
+    A 3.26 analytic, 1.00 simulated (0.3067); another offering's C 2.00 -> 1.00 (0.5, the median of two is the
+    upper); B was 3.12 x 0.5 = 1.56, now 3.12 x 0.3067 = 0.957, marked an estimate."""
+    from dataclasses import replace
+
+    from gpuopt.planner.candidates import Evaluation, Shape
+    from tests.test_program import candidate, offering
+
+    w = Workload(name="w", model="meta-llama/Llama-3.1-8B-Instruct", requests_per_second=1, input_tokens=100,
+                 output_tokens=100, slo=Slo(tpot_ms=50, percentile=90))
+    x, y = offering("x", 1, 1.0), offering("y", 1, 1.0)
+    a = candidate(w, x, 1, 3.26)._replace(shape=Shape("H100-SXM-80GB", "nvlink", 1, 1, "fp8", "fp8"))
+    b = candidate(w, x, 1, 3.12)._replace(shape=Shape("H100-SXM-80GB", "nvlink", 1, 1, "fp8", "auto"))
+    c = candidate(w, y, 1, 2.00)
+
+    def simulated(cand, rate):  # type: ignore[no-untyped-def]
+        assert cand.evaluation.point is not None
+        return cand._replace(evaluation=Evaluation(True, None, None, point=replace(
+            cand.evaluation.point, requests_per_second=rate, concurrency=rate)))
+
+    skipped = b._replace(evaluation=Evaluation(False, "not simulated", "simulation"))
+    out = simcapacity.with_estimated_capacity([w], [a, b, c], [simulated(a, 1.0), skipped, simulated(c, 1.0)])
+    assert out[1].evaluation.estimated and out[1].feasible
+    assert out[1].capacity == pytest.approx(3.12 * 1.0 / 3.26)
+    assert out[1].capacity <= out[0].capacity
+    assert not out[0].evaluation.estimated and not out[2].evaluation.estimated
+
+
+def test_a_small_shape_that_can_join_a_cheaper_mixed_plan_is_simulated():
+    """QA: a p90 Llama-3.1-8B workload of 4 requests/s (2,000 / 300 tokens, 1 s / 40 ms) was planned at 1.83
+    USD/h on RunPod alone (an L40S and an RTX 4090 replica) and at 1.99 (an MI300X) with DigitalOcean allowed
+    too: the L40S and the 4090, dearer than the MI300X served alone, were never simulated beside it. A shape is
+    simulated while some plan with a replica of it could undercut the best one (simcapacity: joined)."""
+    w = Workload(name="w", model="meta-llama/Llama-3.1-8B-Instruct", requests_per_second=4, input_tokens=2000,
+                 output_tokens=300, slo=Slo(ttft_ms=1000, tpot_ms=40, percentile=90))
+    catalog = load_catalog(use_cache=False)
+
+    def cost(*providers: str) -> float:
+        per = enumerate_candidates([w], catalog, Policy(None, providers, ("on-demand",), "USD"))
+        cands = with_simulated_capacity([w], per[0].results, [], {"w": per[0].arch}, 0.8)
+        sol = program_solve([w], cands, 0.8, [])
+        assert sol.cost_per_hour is not None
+        return sol.cost_per_hour
+
+    alone, wider = cost("runpod"), cost("runpod", "digitalocean")
+    assert wider <= alone + 1e-9
+    assert alone == pytest.approx(1.83)

@@ -104,6 +104,8 @@ class Evaluation:
     point: analytic_load.LoadPoint | None = None
     gib_short: float | None = None  # for "fit": GiB per GPU missing
     ms_over: float | None = None  # for "ttft" and "tpot": how far a lone request misses the target
+    # the capacity is an estimate scaled from simulated shapes (simcapacity.with_estimated_capacity), not simulated
+    estimated: bool = False
 
     def __post_init__(self) -> None:
         if not self.feasible and self.reason_kind is None:

@@ -394,13 +394,18 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
                 continue
             delta = None if best.cost_per_hour is None else plain(sol.cost_per_hour - best.cost_per_hour)
             worst = _worst_at_planned_load(sol, archs)
+            guessed = sum(1 for a in sol.assignments if a.candidate.evaluation.estimated)
             found.append(Alternative(label=f"{kind} {value}", status="optimal",
                                      total_cost_per_hour=plain(sol.cost_per_hour),
                                      total_cost_per_month=plain(sol.cost_per_hour * HOURS_PER_MONTH, 2),
                                      delta_per_hour=delta, deployments=_describe(sol),
                                      max_ttft_ms=worst[0] if worst else None,
                                      max_tpot_ms=worst[1] if worst else None,
-                                     reason=None))
+                                     reason=None if not guessed else (
+                                         f"an estimate: {guessed} of its deployments' shapes were not simulated "
+                                         "(their capacity is scaled from simulated ones); "
+                                         + (f"`--provider {value}` plans it" if kind == "provider" else
+                                            "a plan allowed only this GPU type simulates it"))))
         found.sort(key=lambda a: (a.total_cost_per_hour or 0.0, a.label))
         out += found[: opts.top]
     return out

@@ -161,7 +161,7 @@ def render_markdown(plan: Plan) -> str:
         for a in plan.alternatives:
             out.append(f"| {md(a.label)} | {money(a.total_cost_per_hour, '')} | {money(a.total_cost_per_month, '')} | "
                        f"{'-' if a.delta_per_hour is None else f'{a.delta_per_hour:+,.2f}'} | "
-                       f"{md('; '.join(a.deployments))} |")
+                       f"{md('; '.join(a.deployments))}" + (f" ({md(a.reason)})" if a.reason else "") + " |")
         out.append("")
     rp = plan.residency_premium
     if rp is not None:

@@ -110,14 +110,16 @@ def render_table(plan: Plan, width: int | None = None) -> str:
         for a in plan.alternatives:
             cost = "-" if a.total_cost_per_hour is None else f"{a.total_cost_per_hour:,.2f} {c}/h"
             delta = "" if a.delta_per_hour is None else f" ({a.delta_per_hour:+,.2f})"
-            con.print(f"  {a.label}: {cost}{delta}: {'; '.join(a.deployments)}")
+            why = f" ({a.reason})" if a.reason else ""
+            con.print(f"  {a.label}: {cost}{delta}: {'; '.join(a.deployments)}{why}")
     elif plan.alternatives:
         alt = Table(title="Alternatives", title_justify="left")
         for col in ("restricted to", f"{c}/h", "delta/h", "plan"):
             alt.add_column(col, overflow="fold")
         for a in plan.alternatives:
             alt.add_row(a.label, f"{a.total_cost_per_hour:,.2f}" if a.total_cost_per_hour is not None else "-",
-                        f"{a.delta_per_hour:+,.2f}" if a.delta_per_hour is not None else "-", "; ".join(a.deployments))
+                        f"{a.delta_per_hour:+,.2f}" if a.delta_per_hour is not None else "-",
+                        "; ".join(a.deployments) + (f" ({a.reason})" if a.reason else ""))
         con.print(alt)
     if plan.sensitivity is not None:
         s = plan.sensitivity
