@@ -13,14 +13,17 @@ seven of them):
 the analytic model stays the screen. Per workload, among the candidates that can enter the program (after
 the pre-solve pruning), the `SIMULATED_SHAPES` replica shapes with the lowest analytic cost per unit of load
 (what packs best beside other workloads) and the `SIMULATED_SMALLEST` cheapest per replica (a small workload is
-bound by min_replicas, not load) are simulated; then, cheapest first, every shape whose cost of serving the
-workload alone at an optimistic capacity (the analytic one times the highest simulated/analytic ratio seen,
-RATIO_MARGIN above) could still undercut the best simulated shape's, up to `MAX_SIMULATED_SHAPES`. A shape
-left out could not have won alone, so a wider choice of offerings does not make a one-workload plan dearer
-(with the first five shapes only, allowing DigitalOcean beside RunPod pushed the H100 PCIe and every L40S out
-of a p95 workload's set and raised its plan from 2.89 to 2.96 USD/h; both are now 2.18). The program chooses
-among the simulated shapes only, and every other shape of the workload is marked `reason_kind: simulation`.
-Results are cached per shape and traffic for
+bound by min_replicas, not load) are simulated; then every shape some plan with a replica of it could still
+undercut the best simulated shape served alone with, up to `MAX_SIMULATED_SHAPES`: that replica at its price
+plus the demand it leaves at the cheapest cost per unit of load of any shape (simulated capacities, else the
+analytic one times the highest simulated/analytic ratio seen, RATIO_MARGIN above). A shape left out is in no
+cheaper plan, mixed or alone, so a wider choice of offerings does not make a one-workload plan dearer (with
+the first five shapes only, allowing DigitalOcean beside RunPod pushed the H100 PCIe and every L40S out of a
+p95 workload's set and raised its plan from 2.89 to 2.96 USD/h; bounding only each shape served alone, a p90
+plan of an L40S and an RTX 4090 replica, 1.83, became one MI300X at 1.99). It costs simulations: 8-12 shapes
+where the alone-bound simulated 5-6, 11-13 s instead of 7-9 for a p90-p99 workload over RunPod (2026-12-04).
+The program chooses among the simulated shapes only, and every other shape of the workload is marked
+`reason_kind: simulation`. Results are cached per shape and traffic for
 the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
 `slo.percentile` nor `lengths` are planned on the analytic steady state, the simulator's measured surrogate:
 on 90 mean-target workloads its capacity is 0.98-1.17x the simulated steady-state capacity (p10-p90, median
