@@ -248,6 +248,15 @@ def test_a_rare_bin_is_counted_by_its_share_and_the_warm_up_is_bounded():
     assert warmup_requests(sched, rare, 5.0, None, 50.0) == MAX_WARMUP == 3200
 
 
+def plan_cost(w: Workload, *providers: str) -> float:
+    """The one-workload plan's cost per hour over `providers`' on-demand offerings, on simulated capacity."""
+    per = enumerate_candidates([w], load_catalog(use_cache=False), Policy(None, providers, ("on-demand",), "USD"))
+    cands = with_simulated_capacity([w], per[0].results, [], {w.name: per[0].arch}, 0.8)
+    sol = program_solve([w], cands, 0.8, [])
+    assert sol.cost_per_hour is not None
+    return sol.cost_per_hour
+
+
 def test_allowing_another_provider_never_makes_a_p95_plan_dearer():
     """12 requests/s of 1,000/200 tokens at p95 0.5 s / 30 ms: with RunPod alone the plan was one H100 PCIe
     (2.89 USD/h); allowing DigitalOcean too, whose shapes took the screen's four places, pushed the H100 PCIe
@@ -256,16 +265,7 @@ def test_allowing_another_provider_never_makes_a_p95_plan_dearer():
     both plans are two L40S pods (2.18), cheaper than either before."""
     w = Workload(name="chat", model="meta-llama/Llama-3.1-8B-Instruct", requests_per_second=12, input_tokens=1000,
                  output_tokens=200, max_model_len=8192, slo=Slo(ttft_ms=500, tpot_ms=30, percentile=95))
-    catalog = load_catalog(use_cache=False)
-
-    def cost(*providers: str) -> float:
-        per = enumerate_candidates([w], catalog, Policy(None, providers, ("on-demand",), "USD"))
-        cands = with_simulated_capacity([w], per[0].results, [], {"chat": per[0].arch}, 0.8)
-        sol = program_solve([w], cands, 0.8, [])
-        assert sol.cost_per_hour is not None
-        return sol.cost_per_hour
-
-    alone, wider = cost("runpod"), cost("runpod", "digitalocean")
+    alone, wider = plan_cost(w, "runpod"), plan_cost(w, "runpod", "digitalocean")
     assert wider <= alone + 1e-9
     assert alone == pytest.approx(2.18)
 
@@ -366,15 +366,6 @@ def test_a_small_shape_that_can_join_a_cheaper_mixed_plan_is_simulated():
     simulated while some plan with a replica of it could undercut the best one (simcapacity: joined)."""
     w = Workload(name="w", model="meta-llama/Llama-3.1-8B-Instruct", requests_per_second=4, input_tokens=2000,
                  output_tokens=300, slo=Slo(ttft_ms=1000, tpot_ms=40, percentile=90))
-    catalog = load_catalog(use_cache=False)
-
-    def cost(*providers: str) -> float:
-        per = enumerate_candidates([w], catalog, Policy(None, providers, ("on-demand",), "USD"))
-        cands = with_simulated_capacity([w], per[0].results, [], {"w": per[0].arch}, 0.8)
-        sol = program_solve([w], cands, 0.8, [])
-        assert sol.cost_per_hour is not None
-        return sol.cost_per_hour
-
-    alone, wider = cost("runpod"), cost("runpod", "digitalocean")
+    alone, wider = plan_cost(w, "runpod"), plan_cost(w, "runpod", "digitalocean")
     assert wider <= alone + 1e-9
     assert alone == pytest.approx(1.83)
