@@ -15,8 +15,8 @@ grid rate meeting the targets), the analytic screen's capacity with the arrivals
 use. Then, per b: the simulated capacity over the Poisson one (what the bursts cost), and the median and
 largest |log| error of both analytic figures against the simulated one.
 
-The simulator is the authority for request-rate workloads with targets (they are simulated when bursty); the
-analytic figure is the screen that picks which shapes to simulate and prices capacity files' bursty demand.
+The simulator is the authority for request-rate workloads with targets (they are simulated when bursty, in
+`solve` and `plan` alike); the analytic figure is the screen that picks which shapes to simulate.
 """
 
 from __future__ import annotations

@@ -70,6 +70,13 @@ class GpuSpec(BaseModel):
         return self.architecture.startswith("CDNA")
 
     @property
+    def has_bf16(self) -> bool:
+        """Whether vLLM runs bfloat16 here: CUDA from compute capability 8.0 (platforms/cuda.py supported_dtypes;
+        Volta and Turing get float16), and the CDNA GPUs of ROCm."""
+        cc = self.compute_capability
+        return cc is None or cc >= 80
+
+    @property
     def compute_capability(self) -> int | None:
         """CUDA compute capability as vLLM compares it (major x 10 + minor); None for non-CUDA GPUs.
 

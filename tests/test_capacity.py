@@ -139,8 +139,6 @@ def write(tmp_path: Path, body: str) -> Path:
     ("    demand: {requests_per_second: [1, 2]}\n", "2 values for 4 periods"),
     ("    demand: {requests_per_second: [1, 2, 3, 4]}\n    price_kinds: [on-demand, capacity-block]\n",
      "whole number of quarters"),
-    ("    demand: {requests_per_second: [1, 2, 3, 4]}\n    price_kinds: [on-demand, reserved-1y, reserved-1y]\n",
-     "price kind reserved-1y listed twice"),
     ("    demand: {concurrency: [1, 2, 3, 4]}\n    burstiness: 0.5\n", "workloads.0.burstiness: burstiness shapes the "
      "arrivals of requests_per_second traffic"),
 ])

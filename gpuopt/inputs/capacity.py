@@ -179,10 +179,6 @@ class CapacityWorkload(ServingTarget):
         demand = info.data.get("demand")
         return no_burstiness_in_loop(burstiness, demand is not None and demand.unit == "concurrency")
 
-    @property
-    def arrival_burstiness(self) -> float:
-        return 1.0 if self.burstiness is None else self.burstiness
-
     @model_validator(mode="after")
     def _spot_needs_tolerance(self) -> CapacityWorkload:
         if "spot" in self.price_kinds and not self.interruptible:

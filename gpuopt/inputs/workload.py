@@ -91,9 +91,6 @@ def known_price_kinds(value: list[str]) -> list[str]:
     for k in value:
         if k not in PRICE_KINDS:
             raise ValueError(f"unknown price kind '{k}' (known: {', '.join(PRICE_KINDS)})")
-    repeated = sorted({k for k in value if value.count(k) > 1})
-    if repeated:  # harmless to the program, but a file that lists a kind twice was likely meant to list another
-        raise ValueError(f"price kind{'s' if len(repeated) > 1 else ''} {', '.join(repeated)} listed twice")
     return value
 
 
@@ -339,7 +336,8 @@ class ServingTarget(Strict):
         """The gamma shape of the traffic's arrivals (1: Poisson). The traffic is the subclass's (a workload's
         rate, a capacity file's demand), and so is the `burstiness` field: declared after the demand, its
         check can name its own YAML line."""
-        return 1.0
+        burstiness = getattr(self, "burstiness", None)
+        return 1.0 if burstiness is None else float(burstiness)
 
 
 def burstiness_field() -> Any:
@@ -380,10 +378,6 @@ class Workload(ServingTarget):
     @classmethod
     def _open_loop_only(cls, burstiness: float | None, info: ValidationInfo) -> float | None:
         return no_burstiness_in_loop(burstiness, info.data.get("concurrency") is not None)
-
-    @property
-    def arrival_burstiness(self) -> float:
-        return 1.0 if self.burstiness is None else self.burstiness
 
     @property
     def demand(self) -> float:

@@ -350,7 +350,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     budget = cfg.max_num_batched_tokens
     # the mean engine step T at `rate`: T = E(y) at the y with y = rate E(y) (_StepMix, built once per replica
     # and request shape by callers that ask for many rates); infinite when the replica cannot keep up
-    mix = mix or _StepMix(r, input_tokens, output_tokens, arrival_cv2(burstiness))
+    mix = mix or _StepMix(r, input_tokens, output_tokens, arrival_cv2(burstiness) if poisson else 1.0)
     cv2 = mix.arrival_cv2
     y = mix.y_at_rate(rate)
     t = mix.mean_step(y) if math.isfinite(y) else math.inf

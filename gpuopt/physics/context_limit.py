@@ -104,3 +104,10 @@ def limit_basis(arch: ModelArchitecture) -> str:
     if model_max_len(arch) != arch.max_position_embeddings and arch.rope_factor:
         return f"{arch.rope_type} rope scaling x{arch.rope_factor:g}"
     return "max_position_embeddings"
+
+
+def limit_advice(hf_id: str) -> str:
+    """What to do when gpuopt does not know a model's context limit (a registry row without it, no config in
+    the cache): said by `fit` and by a plan."""
+    return (f"vLLM refuses to start above the checkpoint's max_position_embeddings: put its config.json in the "
+            f"Hugging Face cache (`hf download {hf_id} config.json`) or pass the model's config.json to check it")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from gpuopt.hardware import GIB, GpuSpec
 from gpuopt.physics import checkpoint_table, cuda_graphs, fp8_kv_backend, sparse_mla, state_cache
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.context_limit import model_max_len
+from gpuopt.physics.context_limit import limit_advice, model_max_len
 from gpuopt.physics.kv_cache import (
     KvGroup,
     KvPool,
@@ -288,9 +288,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         where = ("its config" if arch.source.startswith("config ")
                  else "gpuopt's registry (its config.json was not read)")
         warnings.append(f"{arch.hf_id}'s context limit is not in {where}: max_model_len {cfg.max_model_len:,} is not "
-                        "checked against it, and vLLM refuses to start above the checkpoint's "
-                        f"max_position_embeddings; put its config.json in the Hugging Face cache (`hf download "
-                        f"{arch.hf_id} config.json`) or pass the model's config.json to check it")
+                        f"checked against it; {limit_advice(arch.hf_id)}")
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")

@@ -77,13 +77,17 @@ def _int_or_none(value: object) -> int | None:
     return int(value) if isinstance(value, int | float | str) and str(value).isdigit() else None
 
 
+def side_files(folder: Path) -> dict[str, Path]:
+    """The quantization and index files a checkpoint folder has beside its config.json (SIDE_FILES)."""
+    return {f: folder / f for f in SIDE_FILES if (folder / f).is_file()}
+
+
 def from_config_beside_its_files(config: Path, name: str) -> ModelArchitecture:
     """A workload's `{config: PATH, name: ID}`: the config.json with the quantization side files in its folder
     (hf_quant_config.json, quantize_config.json, the safetensors index), served as `name` -- the folder is where
     the config was copied, not the checkpoint the command loads. Read without them, a ModelOpt NVFP4 config
     was planned as fp8 with `--quantization fp8` (QA), which vLLM refuses for a modelopt_fp4 checkpoint."""
-    folder = config.parent
-    return from_files(config, name, {f: folder / f for f in SIDE_FILES if (folder / f).is_file()})
+    return from_files(config, name, side_files(config.parent))
 
 
 def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:
@@ -96,8 +100,7 @@ def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:
         folder = path
     else:
         config, folder = path, path.parent
-    sides = {f: folder / f for f in SIDE_FILES if (folder / f).is_file()}
-    arch = from_files(config, name or (path.name if path.is_dir() else None), sides)
+    arch = from_files(config, name or (path.name if path.is_dir() else None), side_files(folder))
     # a directory, or the config.json inside one, is the checkpoint vLLM serves (as an absolute path: the command
     # must not depend on the directory it is run from); another JSON file is a config only
     served = path if path.is_dir() else folder if path.name == CONFIG else None

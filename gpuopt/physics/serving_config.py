@@ -133,8 +133,7 @@ def default_precision(arch: ModelArchitecture, gpu: GpuSpec | None = None) -> We
     if arch.native_quantization == "fp8-block":
         return "fp8"
     if arch.torch_dtype == "float32":
-        return "fp16" if gpu is not None and gpu.compute_capability is not None and gpu.compute_capability < 80 \
-            else "bf16"
+        return "fp16" if gpu is not None and not gpu.has_bf16 else "bf16"
     return DTYPE_TO_FORMAT[arch.torch_dtype]
 
 

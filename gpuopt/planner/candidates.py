@@ -41,7 +41,6 @@ TP_SIZES = (1, 2, 4, 8, 16)
 # and the choice of shapes to simulate read CandidateResult.canonical_price, so a plan does not depend on the
 # currency it is shown in (program.py's docstring).
 CANONICAL_CURRENCY = "USD"
-NO_BF16 = ("Volta", "Turing")
 PP_SIZES = (2, 4)
 
 
@@ -422,7 +421,7 @@ def _shapes(w: Workload, arch: ModelArchitecture, gpu: GpuSpec, gpus: int, link:
     results: list[tuple[Shape, Evaluation]] = []
     for wanted in dict.fromkeys(planned_precisions(w, arch)):
         # Volta and Turing have no BF16: vLLM runs such checkpoints in FP16 (same bytes)
-        precision: WeightFormat = "fp16" if wanted == "bf16" and gpu.architecture in NO_BF16 else wanted
+        precision: WeightFormat = "fp16" if wanted == "bf16" and not gpu.has_bf16 else wanted
         why = gpu_unsupported(gpu, precision, arch, evaluate.vllm_version)
         if why:
             results.append((Shape(gpu.gpu, link, 1, 1, precision, w.kv_cache_dtypes[0]),

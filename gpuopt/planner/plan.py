@@ -9,9 +9,18 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator, with_config
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+    with_config,
+)
 from typing_extensions import TypedDict
 
 from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, RejectionKind
@@ -271,6 +280,15 @@ class WorkloadSummary(Frozen):
     tags: dict[str, str]
     slo_percentile: int | None = None  # the targets hold at this percentile (None: the mean)
     burstiness: float | None = None  # gamma shape of the arrivals the plan was made for (None: Poisson)
+
+    @model_serializer(mode="wrap")
+    def _without_poisson(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`burstiness` only where the workload set it: a Poisson plan's JSON stays what releases before the
+        field wrote and read (their plan models refuse a key they do not know, `burstiness: null` included)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("burstiness") is None:
+            data.pop("burstiness", None)
+        return data
 
 
 class UnitEconomics(Frozen):

@@ -262,7 +262,7 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
         small shape in: a p90 Llama-3.1-8B workload of 4 requests/s was 1.99 USD/h on an MI300X with
         DigitalOcean allowed and 1.83 (an L40S and an RTX 4090 replica) on RunPod alone, the L40S and the
         4090 never simulated beside the MI300X (QA)."""
-        per_unit = min((_replica_price(offerings[d][0]) / (optimistic(d) * headroom) for d in offerings
+        per_unit = min((min(_replica_price(c) for c in offerings[d]) / (optimistic(d) * headroom) for d in offerings
                         if optimistic(d) > 0), default=math.inf)
         demand = cands[0].workload.demand
         left = max(demand - optimistic(e) * headroom, 0.0)
@@ -295,23 +295,20 @@ def with_estimated_capacity(workloads: Sequence[Workload], analytic: Sequence[Ca
     if not any(needs_simulation(w) for w in workloads):
         return list(simulated)
     ratios: dict[str, list[float]] = defaultdict(list)
-    for a, c in zip(analytic, simulated, strict=True):
-        unit = c.workload.demand_unit
-        if c.feasible and c.evaluation is not a.evaluation and _load_of(a.evaluation, unit) > 0:
-            ratios[c.workload.name].append(_load_of(c.evaluation, unit) / _load_of(a.evaluation, unit))
-    median = {w: sorted(r)[len(r) // 2] for w, r in ratios.items()}
+    sibling: dict[tuple[object, ...], float] = {}
     # a shape's simulated sibling (the same workload, offering and GPUs per replica: another precision or KV
     # dtype, which dominant_shapes dropped before the screen) scales it better than the workload's median: the
     # fp8 / KV-auto TP 8 sibling of a simulated fp8 / KV-fp8 MI300X shape was estimated at 1.10 requests/s with
     # the median ratio, above the 0.79 its dominating sibling sustains in the simulator, and its alternative read
     # 13.12 USD/h below the plan (QA; `--provider digitalocean` plans 191.04, not 127.36)
-    sibling: dict[tuple[object, ...], float] = {}
     for a, c in zip(analytic, simulated, strict=True):
         unit = c.workload.demand_unit
         if c.feasible and c.evaluation is not a.evaluation and _load_of(a.evaluation, unit) > 0:
-            key = (c.workload.name, c.offering.key, c.gpus_per_replica)
             ratio = _load_of(c.evaluation, unit) / _load_of(a.evaluation, unit)
+            ratios[c.workload.name].append(ratio)
+            key = (c.workload.name, c.offering.key, c.gpus_per_replica)
             sibling[key] = min(sibling.get(key, ratio), ratio)
+    median = {w: sorted(r)[len(r) // 2] for w, r in ratios.items()}
     out = []
     for a, c in zip(analytic, simulated, strict=True):
         point = a.evaluation.point

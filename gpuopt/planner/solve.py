@@ -402,10 +402,10 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
                                      max_ttft_ms=worst[0] if worst else None,
                                      max_tpot_ms=worst[1] if worst else None,
                                      reason=None if not guessed else (
-                                         f"an estimate: {guessed} of its deployments' shapes were not simulated "
-                                         "(their capacity is scaled from simulated ones); "
-                                         + (f"`--provider {value}` plans it" if kind == "provider" else
-                                            "a plan allowed only this GPU type simulates it"))))
+                                         f"an estimate: {guessed} of its deployments' shapes were not simulated, "
+                                         "their capacity scaled from simulated ones"
+                                         + (f"; `--provider {value}` plans it on simulated capacity"
+                                            if kind == "provider" else ""))))
         found.sort(key=lambda a: (a.total_cost_per_hour or 0.0, a.label))
         out += found[: opts.top]
     return out
@@ -569,12 +569,11 @@ def unchecked_context_notes(workloads: Sequence[Workload], archs: Mapping[str, M
     """A workload whose model's context limit gpuopt does not know (a registry row without it, its config not
     in the cache): its max_model_len cannot be checked, and vLLM refuses to start above the checkpoint's. `fit`
     said so; a plan did not (QA: Qwen3.5-9B planned at `--max-model-len 300000` without a word)."""
-    from gpuopt.physics.context_limit import model_max_len
+    from gpuopt.physics.context_limit import limit_advice, model_max_len
 
     return [f"workload {w.name}: the context limit of {arch.hf_id} is unknown to gpuopt, so max_model_len "
-            f"{'(' + format(w.max_model_len, ',') + ') ' if w.max_model_len else ''}is not checked against it and "
-            "vLLM refuses to start above the checkpoint's max_position_embeddings: put its config.json in the "
-            f"Hugging Face cache (`hf download {arch.hf_id} config.json`) or name it with model: {{config, name}}"
+            f"{'(' + format(w.max_model_len, ',') + ') ' if w.max_model_len else ''}is not checked against it; "
+            f"{limit_advice(arch.hf_id)}"
             for w in workloads if (arch := archs.get(w.name)) is not None and model_max_len(arch) is None]
 
 

@@ -26,6 +26,14 @@ def _latency(d: Deployment, w: WorkloadSummary) -> str:
     return f"TTFT ms mean {at.ttft_ms:,.1f}, {ttft}; TPOT ms mean {at.tpot_ms:,.1f}, {tpot}"
 
 
+def _arrivals(burstiness: float | None) -> str:
+    """How a workload's requests arrive, when the file says (gamma gaps of shape `burstiness`)."""
+    if burstiness is None:
+        return ""
+    kind = "clumped" if burstiness < 1 else "Poisson" if burstiness == 1 else "more regular than Poisson"
+    return f" ({kind}: gamma arrivals of shape {burstiness:g})"
+
+
 def _at_capacity(d: Deployment) -> str:
     cap = d.capacity
     if cap is None or cap.percentile is None or cap.ttft_percentile_ms is None or cap.tpot_percentile_ms is None:
@@ -131,8 +139,7 @@ def render_markdown(plan: Plan) -> str:
     for w in plan.workloads:
         tags = ", ".join(f"{k}={v}" for k, v in sorted(w.tags.items()))
         out += [f"## Workload {md_code(w.name)}", "",
-                f"{md(w.model)}; {w.demand:g} {md(w.demand_unit.replace('_', ' '))}"
-                + (f" (bursty: gamma arrivals of shape {w.burstiness:g})" if w.burstiness is not None else "")
+                f"{md(w.model)}; {w.demand:g} {md(w.demand_unit.replace('_', ' '))}{_arrivals(w.burstiness)}"
                 + f"; {w.input_tokens} input / "
                 f"{w.output_tokens} output tokens; targets TTFT {w.ttft_slo_ms or '-'} ms, TPOT "
                 f"{w.tpot_slo_ms or '-'} ms; at least {w.min_replicas} replica(s)"
