@@ -29,14 +29,13 @@ import time
 
 from gpuopt.errors import SloUnreachableError
 from gpuopt.hardware import get_gpu
-from gpuopt.inputs.workload import Slo, Workload
 from gpuopt.physics import analytic_load, latency
 from gpuopt.physics.architecture import get_model
 from gpuopt.physics.memory import estimate
 from gpuopt.physics.serving_config import ServingConfig
-from gpuopt.physics.steady_state import steady_run
+from gpuopt.physics.steady_state import steady_capacity, steady_run
 from gpuopt.physics.traffic import FixedLengths
-from gpuopt.planner.simcapacity import simulated_capacity
+from gpuopt.planner import simcapacity
 
 REPLICAS = (
     ("meta-llama/Llama-3.1-8B-Instruct", "bf16", "H100-SXM-80GB", 1),
@@ -67,11 +66,11 @@ def _replica(model: str, precision: str, gpu_name: str, tp: int) -> latency.Repl
     return latency.build_replica(arch, gpu, mem) if mem.fits else None
 
 
-def _simulated(r: latency.Replica, model: str, inp: int, out: int, ttft: float, tpot: float, b: float,
-               start: float) -> float:
-    w = Workload(name="w", model=model, requests_per_second=1, input_tokens=inp, output_tokens=out,
-                 slo=Slo(ttft_ms=ttft, tpot_ms=tpot), burstiness=b)
-    return simulated_capacity(r, w, start)[0]
+def _simulated(r: latency.Replica, inp: int, out: int, ttft: float, tpot: float, b: float, start: float) -> float:
+    """The simulated capacity as the planner searches it (simcapacity's window and seed), at shape `b` itself:
+    a workload plans b > 1 as Poisson (Workload.arrival_burstiness), the simulator runs what it is given."""
+    return steady_capacity(r, FixedLengths(inp, out), ttft, tpot, None, start, measured=simcapacity.NUM_PROMPTS,
+                           seed=simcapacity.SEED, burstiness=b)[0]
 
 
 def ttft_at_fixed_loads(quick: bool) -> None:
@@ -126,12 +125,12 @@ def main() -> None:
                     poisson = analytic_load.max_rate(r, inp, out, ttft, tpot).requests_per_second
                 except SloUnreachableError:
                     continue
-                base = _simulated(r, model, inp, out, ttft, tpot, 1.0, poisson)
+                base = _simulated(r, inp, out, ttft, tpot, 1.0, poisson)
                 if base <= 0:
                     continue
                 for b in BURSTINESS:
                     screen = analytic_load.max_rate(r, inp, out, ttft, tpot, burstiness=b).requests_per_second
-                    sim = _simulated(r, model, inp, out, ttft, tpot, b, max(screen, 0.01))
+                    sim = _simulated(r, inp, out, ttft, tpot, b, max(screen, 0.01))
                     if sim <= 0:
                         continue
                     drops[b].append(sim / base)
