@@ -533,7 +533,7 @@ def clump_wait_s(r: Replica, decode_seqs: float, context: float, prompt_tokens: 
     by that share of it.
 
     Against the simulator (gamma gaps of shape 0.5 and 0.25, 1,600 requests, six replicas and request shapes
-    at 5-60 % of the Poisson capacity) mean TTFT is within a median 5 %, at most 21 % (Llama-3.1-8B on an H100
+    at 5-60 % of the Poisson capacity) mean TTFT is within a median 5.6 %, at most 28 % (Llama-3.1-8B on an H100
     at 1,000 / 250 tokens and 13.4 requests/s, shape 0.25: 178 ms, simulated 179, Poisson 101); the whole clump
     at every load was a median 27 % off (a lone L40S's 3,000-token prompts at 0.1 requests/s: 757 ms,
     simulated 411). Near saturation (85 % of the Poisson capacity) the simulated queue of
