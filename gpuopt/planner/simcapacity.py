@@ -259,31 +259,38 @@ def _simulated_shapes(cands: list[CandidateResult], arch: ModelArchitecture, hea
             return _load_of(done[e], unit)
         return _load_of(offerings[e][0].evaluation, unit) * max(ratios, default=1.0) * RATIO_MARGIN
 
-    def joined(e: int) -> float:
+    price = {e: min(_replica_price(c) for c in cs) for e, cs in offerings.items()}  # a replica, its cheapest
+    demand = cands[0].workload.demand if cands else 0.0
+
+    def cheapest_per_unit() -> float:
+        """The lowest cost per unit of load of any shape at its optimistic capacity (it moves as shapes are
+        simulated)."""
+        return min((price[d] / (cap * headroom) for d in offerings if (cap := optimistic(d)) > 0), default=math.inf)
+
+    def joined(e: int, per_unit: float) -> float:
         """A cost per hour no plan with a replica of shape `e` beats: that replica at its share of the instance
-        price, the demand it leaves at the cheapest cost per unit of load of any shape, fractional replicas
-        allowed. Bounding only the workload served by `e` alone (until 2026-12-04) left out plans that mix a
-        small shape in: a p90 Llama-3.1-8B workload of 4 requests/s was 1.99 USD/h on an MI300X with
-        DigitalOcean allowed and 1.83 (an L40S and an RTX 4090 replica) on RunPod alone, the L40S and the
-        4090 never simulated beside the MI300X (QA)."""
-        per_unit = min((min(_replica_price(c) for c in offerings[d]) / (optimistic(d) * headroom) for d in offerings
-                        if optimistic(d) > 0), default=math.inf)
-        demand = cands[0].workload.demand
+        price, the demand it leaves at `per_unit` (cheapest_per_unit), fractional replicas allowed. Bounding only
+        the workload served by `e` alone (until 2026-12-04) left out plans that mix a small shape in: a p90
+        Llama-3.1-8B workload of 4 requests/s was 1.99 USD/h on an MI300X with DigitalOcean allowed and 1.83 (an
+        L40S and an RTX 4090 replica) on RunPod alone, the L40S and the 4090 never simulated beside the MI300X
+        (QA)."""
         left = max(demand - optimistic(e) * headroom, 0.0)
-        return min(_replica_price(c) for c in offerings[e]) + (left * per_unit if left > 0 else 0.0)
+        return price[e] + (left * per_unit if left > 0 else 0.0)
 
     for e in _sure(cands):
         if e in offerings:
             simulate(e)
     # then, by that bound, every shape some plan including it could still undercut the best simulated shape
     # served alone with (up to MAX_SIMULATED_SHAPES, and a ratio within the margin): a shape left out is in no
-    # cheaper plan, so allowing more offerings does not make a one-workload plan dearer
-    rest = sorted((e for e in offerings if e not in done), key=lambda e: (joined(e), e))
+    # cheaper plan, so allowing more offerings does not make a one-workload plan dearer. Ties keep the
+    # offerings' order (the keys are object ids, whose order would differ from run to run)
+    per_unit = cheapest_per_unit()
+    rest = sorted((e for e in offerings if e not in done), key=lambda e: joined(e, per_unit))
     for e in rest:
         best = min((alone(d, _load_of(ev, unit)) for d, ev in done.items()), default=math.inf)
         if len(done) >= MAX_SIMULATED_SHAPES:
             break
-        if joined(e) < best:
+        if joined(e, cheapest_per_unit()) < best:
             simulate(e)
     return done
 
