@@ -15,7 +15,7 @@ from gpuopt.physics import sparse_mla
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
 from gpuopt.physics.checkpoint_table import caution
 from gpuopt.physics.context_limit import model_max_len
-from gpuopt.physics.kv_cache import indexer_bytes_per_token, kv_bytes_per_token_per_layer
+from gpuopt.physics.kv_cache import indexer_bytes_per_token, kv_bytes_per_token_per_layer, kv_dtype_bytes
 from gpuopt.physics.quantization import KernelPath
 from gpuopt.physics.resolution import from_known_checkpoint, offline_description, resolve_model
 from gpuopt.physics.serving_config import checkpoint_kv_cache_dtype, default_precision
@@ -44,10 +44,16 @@ def kv_bytes_per_token(arch: ModelArchitecture, dtype_bytes: float, tp: int = 1,
             + _indexers(arch) * indexer_bytes_per_token(arch))
 
 
+def served_dtype_bytes(arch: ModelArchitecture) -> float:
+    """Bytes of the 16- or 32-bit values (KV, state) the model runs with by default: its default precision's
+    (kv_cache.kv_dtype_bytes), so a float32 checkpoint, served in 16 bits, counts 2 (default_precision)."""
+    return kv_dtype_bytes(arch, default_precision(arch), "auto")
+
+
 def dsa_kv_by_generation(arch: ModelArchitecture) -> dict[str, dict[str, int] | str]:
     """A DSA model's KV bytes per token (TP=1) in the default release, per GPU generation: the sparse MLA
     backend vLLM picks there decides the layout (sparse_mla), or why none starts."""
-    native = 2  # float32 checkpoints are served in 16 bits (serving_config.default_precision)
+    native = served_dtype_bytes(arch)
     release = default_release()
     out: dict[str, dict[str, int] | str] = {}
     for name, cc in GENERATIONS:
@@ -65,7 +71,7 @@ def _indexers(arch: ModelArchitecture) -> int:
 
 def state_bytes_per_sequence(arch: ModelArchitecture, tp: int = 1) -> float:
     """Constant per-sequence state (conv + recurrent/SSM) over the linear-attention and Mamba layers."""
-    native = 2.0  # float32 checkpoints are served in 16 bits (serving_config.default_precision)
+    native = served_dtype_bytes(arch)
     return sum(arch.state_bytes_per_layer(k, tp, native) for k in arch.layer_kinds() if k in STATE_LAYER_KINDS)
 
 
@@ -78,10 +84,9 @@ def kernel_table(arch: ModelArchitecture) -> dict[str, KernelPath]:
 
 
 def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
-    native = 2  # float32 checkpoints are served in 16 bits (serving_config.default_precision)
     # `--kv-cache-dtype auto` of a ModelOpt checkpoint that quantises its KV runs fp8 in the default release
     # (serving_config.checkpoint_kv_cache_dtype): `fit` counted 3,072 B a token where this said 6,144 (QA)
-    auto = 1 if checkpoint_kv_cache_dtype(arch, "auto", None) == "fp8" else native
+    auto = kv_dtype_bytes(arch, default_precision(arch), checkpoint_kv_cache_dtype(arch, "auto", None))
     return {
         "id": arch.hf_id,
         "params_b": round(arch.total_params() / 1e9, 3),
