@@ -59,6 +59,12 @@ def clump_size(cv2: float) -> float:
     return (1.0 + cv2) / 2 if cv2 > 1.0 else 1.0
 
 
+def _loop_cv2(poisson: bool, burstiness: float) -> float:
+    """The arrivals' squared coefficient of variation: the open loop's gamma gaps (traffic.arrival_cv2); a
+    closed loop's clients send when their last request ends, which no burstiness clumps."""
+    return arrival_cv2(burstiness) if poisson else 1.0
+
+
 class _StepMix:
     """The mean engine step in steady state as a function of y, the prompts arriving per step (y = rate x T).
 
@@ -350,7 +356,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     budget = cfg.max_num_batched_tokens
     # the mean engine step T at `rate`: T = E(y) at the y with y = rate E(y) (_StepMix, built once per replica
     # and request shape by callers that ask for many rates); infinite when the replica cannot keep up
-    mix = mix or _StepMix(r, input_tokens, output_tokens, arrival_cv2(burstiness) if poisson else 1.0)
+    mix = mix or _StepMix(r, input_tokens, output_tokens, _loop_cv2(poisson, burstiness))
     cv2 = mix.arrival_cv2
     y = mix.y_at_rate(rate)
     t = mix.mean_step(y) if math.isfinite(y) else math.inf
@@ -672,7 +678,7 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
                 and (tpot_slo_ms is None or point.tpot_ms <= tpot_slo_ms))
 
     # one per shape: every rate below reuses its step terms
-    mix = _StepMix(r, input_tokens, output_tokens, arrival_cv2(burstiness) if poisson else 1.0)
+    mix = _StepMix(r, input_tokens, output_tokens, _loop_cv2(poisson, burstiness))
 
     def point(rate: float) -> LoadPoint:
         return at_rate(r, rate, input_tokens, output_tokens, mix, poisson)
