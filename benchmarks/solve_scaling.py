@@ -19,6 +19,11 @@ A status marked * stopped at the solver's time limit: feasible, not proven optim
 Then the command itself (a fresh process: Python start-up, imports, catalog, solve, rendering) on the
 10-workload file, with the default three alternatives per GPU type and provider and without them.
 Target (issue 5): the shipped catalog with 10 workloads in under 2 s on one core.
+
+Then the workloads the serving simulator plans (planner/simcapacity.py): a percentile target, a length mix,
+clumped arrivals, a shared prefix and a percentile on a closed loop, each solved alone over RunPod and over every
+provider, with the replica shapes simulated and the simulator runs they took. These have no target; their
+time is what the plan's confidence costs (a shape is 0.1-0.4 s a run, about seven runs a capacity search).
 """
 
 from __future__ import annotations
@@ -35,8 +40,9 @@ from pathlib import Path
 
 import yaml
 
-from gpuopt.inputs.workload import Slo, Workload, WorkloadFile
-from gpuopt.planner import program
+from gpuopt.inputs.workload import LengthBin, Lengths, Slo, Workload, WorkloadFile
+from gpuopt.physics import steady_state
+from gpuopt.planner import program, simcapacity
 from gpuopt.planner.solve import SolveOptions, plan_workloads
 from gpuopt.pricing.catalog import Catalog, load_catalog
 
@@ -151,14 +157,73 @@ def command_table() -> None:
             print(f"  {' '.join(extra):<28} {time.perf_counter() - start:6.2f} s", flush=True)
 
 
+CHAT_MIX = Lengths(histogram=[LengthBin(input_tokens=200, output_tokens=150, share=0.5),
+                              LengthBin(input_tokens=1500, output_tokens=400, share=0.35),
+                              LengthBin(input_tokens=6000, output_tokens=800, share=0.15)])
+SIMULATED = [
+    ("p90 targets", dict(requests_per_second=4.0, slo=Slo(ttft_ms=1000, tpot_ms=40, percentile=90))),
+    ("length mix", dict(requests_per_second=4.0, lengths=CHAT_MIX, input_tokens=1525, output_tokens=335,
+                        slo=Slo(ttft_ms=2000, tpot_ms=50))),
+    ("burstiness 0.25", dict(requests_per_second=4.0, burstiness=0.25, slo=Slo(ttft_ms=1000, tpot_ms=40))),
+    ("shared prefix", dict(requests_per_second=4.0, shared_prefix_tokens=600, slo=Slo(ttft_ms=1000, tpot_ms=40))),
+    ("closed loop p99", dict(concurrency=32, slo=Slo(ttft_ms=1500, tpot_ms=50, percentile=99))),
+]
+
+
+class Counter:
+    """Counts calls of a module function (the shapes simulated, the simulator runs)."""
+
+    def __init__(self, module: object, name: str) -> None:
+        self.module, self.name, self.calls = module, name, 0
+        self.original = getattr(module, name)
+
+    def __enter__(self) -> Counter:
+        def counted(*args: object, **kwargs: object) -> object:
+            self.calls += 1
+            return self.original(*args, **kwargs)
+
+        setattr(self.module, self.name, counted)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        setattr(self.module, self.name, self.original)
+
+
+def simulated_table() -> None:
+    """Workloads planned on the simulator, solved alone: seconds, shapes simulated, simulator runs, plan cost."""
+    catalog = load_catalog(use_cache=False)
+    print("\nworkloads planned on the simulator, one at a time (Llama-3.1-8B-Instruct, 1,000/200 tokens; the mix "
+          "1,525/335 on average):")
+    print(f"{'workload':<16} {'providers':<9} {'solve s':>8} {'shapes':>6} {'runs':>5} {'cost/h USD':>11}")
+    for label, fields in SIMULATED:
+        for providers in (["runpod"], None):
+            base: dict[str, object] = dict(name="w", model="meta-llama/Llama-3.1-8B-Instruct", input_tokens=1000,
+                                           output_tokens=200, max_model_len=8192)
+            wf = WorkloadFile(schema_version=1, residency="global", providers=providers,
+                              workloads=[Workload.model_validate({**base, **fields})])
+            # the runs are counted where they are called from: the capacity searches and simcapacity's own
+            simcapacity._CACHE.clear()  # each row is a fresh process's solve, not a re-solve
+            runs = [Counter(m, f) for m in (steady_state, simcapacity) for f in ("steady_run", "closed_run")]
+            with Counter(simcapacity, "_simulate_one") as shapes, runs[0], runs[1], runs[2], runs[3]:
+                start = time.perf_counter()
+                plan, _ = plan_workloads(wf, catalog, SolveOptions(top=0, today=TODAY))
+                seconds = time.perf_counter() - start
+            cost = plan.total_cost_per_hour or 0.0
+            print(f"{label:<16} {'runpod' if providers else 'all':<9} {seconds:>8.2f} {shapes.calls:>6} "
+                  f"{sum(r.calls for r in runs):>5} {cost:>11.2f}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="only the shipped catalog with 1 and 10 workloads")
+    parser.add_argument("--simulated-only", action="store_true", help="only the workloads the simulator plans")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one core, inherited by the subprocesses
-    scaling_table(args.quick)
-    command_table()
+    if not args.simulated_only:
+        scaling_table(args.quick)
+        command_table()
+    simulated_table()
     print(f"\ntarget: shipped catalog, 10 workloads, solve under {TARGET_S:.0f} s on one core (see the 10-workload "
           "row above)")
 
