@@ -206,7 +206,7 @@ def test_clumped_arrivals_lower_the_simulated_capacity():
     assert screen == pytest.approx(bursty, rel=0.05)
 
 
-def test_a_bursty_plan_records_its_arrivals_and_buys_no_less_than_poisson(tmp_path):
+def test_a_bursty_plan_records_its_arrivals_and_buys_no_less_than_poisson(tmp_path, monkeypatch):
     from tests.conftest import run
 
     body = HEAD.replace("schema_version: 1\n", "schema_version: 1\nresidency: us\nproviders: [digitalocean]\n")
@@ -225,6 +225,13 @@ def test_a_bursty_plan_records_its_arrivals_and_buys_no_less_than_poisson(tmp_pa
     assert {d["capacity"]["source"] for d in plans["bursty"]["deployments"]} == {"simulated"}
     report = run("report", tmp_path / "bursty.json", "--format", "markdown")
     assert "20 requests per second (clumped: gamma arrivals of shape 0.25)" in report.stdout
+    # the table says it too, wide and compact; a Poisson plan's table says nothing of arrivals
+    for width in ("200", "100"):
+        monkeypatch.setenv("COLUMNS", width)
+        table = run("report", tmp_path / "bursty.json", "--format", "table").stdout
+        assert "Llama-3.1-8B-Instruct (clumped: gamma arrivals of shape 0.25)" in table
+        assert ("Model of chat:" in table) == (width == "200")  # the wide layout, then one block per deployment
+        assert "gamma arrivals" not in run("report", tmp_path / "poisson.json", "--format", "table").stdout
 
 
 def test_the_screens_capacity_never_jumps_up_as_arrivals_clump_more():

@@ -26,8 +26,9 @@ def _latency(d: Deployment, w: WorkloadSummary) -> str:
     return f"TTFT ms mean {at.ttft_ms:,.1f}, {ttft}; TPOT ms mean {at.tpot_ms:,.1f}, {tpot}"
 
 
-def _arrivals(burstiness: float | None) -> str:
-    """How a workload's requests arrive, when the file says (gamma gaps of shape `burstiness`)."""
+def arrivals(burstiness: float | None) -> str:
+    """How a workload's requests arrive, when the file says (gamma gaps of shape `burstiness`); the table says
+    it in the same words."""
     if burstiness is None:
         return ""
     kind = "clumped" if burstiness < 1 else "Poisson" if burstiness == 1 else "more regular than Poisson"
@@ -139,7 +140,7 @@ def render_markdown(plan: Plan) -> str:
     for w in plan.workloads:
         tags = ", ".join(f"{k}={v}" for k, v in sorted(w.tags.items()))
         out += [f"## Workload {md_code(w.name)}", "",
-                f"{md(w.model)}; {w.demand:g} {md(w.demand_unit.replace('_', ' '))}{_arrivals(w.burstiness)}"
+                f"{md(w.model)}; {w.demand:g} {md(w.demand_unit.replace('_', ' '))}{arrivals(w.burstiness)}"
                 + f"; {w.input_tokens} input / "
                 f"{w.output_tokens} output tokens; targets TTFT {w.ttft_slo_ms or '-'} ms, TPOT "
                 f"{w.tpot_slo_ms or '-'} ms; at least {w.min_replicas} replica(s)"

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, LatencyAt, Plan, Predicted
 from gpuopt.reports.formatting import console, money, terminal_width
-from gpuopt.reports.markdown import budget_line, instance_count, top_rejections
+from gpuopt.reports.markdown import arrivals, budget_line, instance_count, top_rejections
 
 TOP_REJECTIONS = 5
 WIDE_TABLE = 140  # the deployments table needs this many columns; below, one block per deployment
@@ -58,10 +58,15 @@ def _deployments_wide(plan: Plan) -> Table:
     return table
 
 
+def _arrivals_of(plan: Plan, workload: str) -> str:
+    """The workload's arrivals where its file set `burstiness` (Markdown's words), else nothing."""
+    return next((arrivals(w.burstiness) for w in plan.workloads if w.name == workload), "")
+
+
 def _deployment_block(plan: Plan, d: Deployment) -> list[str]:
     c = plan.currency
     ttft, tpot, mark = _latencies(d)
-    return [f"{d.workload}: {d.model}",
+    return [f"{d.workload}: {d.model}{_arrivals_of(plan, d.workload)}",
             f"  {d.provider} {d.sku} ({d.region}), {d.price_kind}",
             f"  {instance_count(plan, d)} instance(s) of {d.gpu} x{d.gpus_per_instance}; {d.replicas} replica(s), "
             f"TP {_tp(d)}, weights {d.weight_precision}, KV {d.kv_cache_dtype}",
@@ -97,7 +102,7 @@ def render_table(plan: Plan, width: int | None = None) -> str:
                 con.print(line, soft_wrap=False)
     else:
         for w in plan.workloads:
-            con.print(f"Model of {w.name}: {w.model}", soft_wrap=True)
+            con.print(f"Model of {w.name}: {w.model}{arrivals(w.burstiness)}", soft_wrap=True)
         con.print(_deployments_wide(plan))
     for d in plan.deployments:
         con.print(f"[{d.workload} on {d.sku}] {d.vllm_command}", soft_wrap=True, markup=False)
