@@ -409,3 +409,21 @@ def test_llama4_chunked_layers_are_cached_at_full_length_before_0_14(release: st
     assert est.ranks[0].blocks_per_request == blocks
     assert {g.kind: g.layers for g in est.ranks[0].kv_groups} == (
         {"full": 48} if blocks == 8192 else {"full": 12, "chunked": 36})
+
+
+def test_fit_json_names_the_hybrid_block_the_scheduler_uses() -> None:
+    """`block_size` is the flag (16); a hybrid's blocks hold `attention_block_size` tokens: Qwen3-Next at TP=4 on
+    0.19, 16 x ceil(274,432 / (16 x 1,024)) = 272 (as above), the block the simulator's pool takes too."""
+    from gpuopt.physics.kv_cache import KvPool
+    from tests.conftest import run
+
+    result = run("fit", "--model", NEXT, "--gpu", "H100-SXM-80GB", "--tp", "4", "--max-model-len", "32768",
+                 "--vllm-version", "0.19", "--json")
+    out = json.loads(result.stdout)
+    assert (out["block_size"], out["attention_block_size"]) == (16, 272)
+    est = estimate(get_model(NEXT), get_gpu("H100-SXM-80GB"),
+                   ServingConfig(tensor_parallel=4, max_model_len=32768, vllm_version="0.19"))
+    assert KvPool.from_estimate(est).block_size == 272
+    text = run("fit", "--model", NEXT, "--gpu", "H100-SXM-80GB", "--tp", "4", "--max-model-len", "32768",
+               "--vllm-version", "0.19").stdout
+    assert "blocks of 272 tokens, a request holds 3 of them in the Mamba / linear-attention layers" in text

@@ -8,9 +8,15 @@ from typing import Any
 from rich.table import Table
 
 from gpuopt.physics.cuda_graphs import CapturePlan
+from gpuopt.physics.kv_cache import hybrid_block_size
 from gpuopt.physics.memory import MemoryEstimate
 from gpuopt.planner.plan import plain
 from gpuopt.reports.formatting import console
+
+
+def attention_block_size(est: MemoryEstimate) -> int:
+    """The tokens a KV block holds (kv_cache.hybrid_block_size, which the simulator's pool uses too)."""
+    return hybrid_block_size(est.binding_rank.kv_groups, est.config.block_size, est.config.vllm_version)
 
 
 def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
@@ -32,6 +38,9 @@ def fit_json(est: MemoryEstimate, suggestions: list[str]) -> dict[str, Any]:
         "max_num_seqs": cfg.max_num_seqs,
         "max_num_batched_tokens": cfg.max_num_batched_tokens,
         "block_size": cfg.block_size,
+        # tokens per KV block as vLLM lays out the cache: `block_size` unless Mamba / linear-attention layers make
+        # it raise the attention block so a page holds one layer's state (528 for Qwen3.5-9B on 0.33)
+        "attention_block_size": attention_block_size(est),
         "max_loras": cfg.max_loras,
         "max_lora_rank": cfg.max_lora_rank if cfg.max_loras else None,
         "fully_sharded_loras": bool(cfg.max_loras) and cfg.fully_sharded_loras,
@@ -132,7 +141,8 @@ def fit_text(est: MemoryEstimate, suggestions: list[str]) -> str:
     layout = {"model": "the model dtype", "fp8": "plain fp8", "fp8_ds_mla": "DeepSeek's fp8_ds_mla layout"}
     lines.append("(GiB; KV bytes per token per GPU: " + f"{rank.kv_bytes_per_token:,.0f}"
                  + (f"; sparse MLA cache in {layout[est.dsa_kv_format]}" if est.dsa_kv_format else "")
-                 + (f"; a request holds {rank.state_blocks_per_request} blocks in the Mamba / linear-attention layers "
+                 + (f"; blocks of {attention_block_size(est):,} tokens, a request holds "
+                    f"{rank.state_blocks_per_request} of them in the Mamba / linear-attention layers "
                     f"(prefix caching {'on: align mode' if cfg.enable_prefix_caching else 'off'})"
                     if rank.state_blocks_per_request else "") + ")")
     if est.fits:
