@@ -224,6 +224,41 @@ def test_skypilot_runs_every_replica_of_a_machine_on_it(plans: dict[str, Path], 
     _validate_with_skypilot([path])
 
 
+def test_runpod_pods_are_one_cluster_each(plans: dict[str, Path], tmp_path: Path) -> None:
+    """QA: SkyPilot's RunPod cloud has no multi-node clusters (sky/clouds/runpod.py), so `num_nodes: 2` found
+    nothing to launch. 3 replicas on two 2-GPU pods: one file launched once per pod, GPUOPT_POD telling each its
+    replicas; a replica pipelined across pods is refused (the planner no longer makes one)."""
+    d = _plan(plans["two"]).deployments[0].model_copy(update={
+        "provider": "runpod", "service": "pod-secure", "sku": "2x H100 NVL", "gpu": "H100-NVL-94GB",
+        "region": "global", "replicas": 3, "gpus_per_replica": 1, "gpus_per_instance": 2, "pipeline_parallel": 1})
+    plan = _plan(plans["two"]).model_copy(update={"deployments": [d]})
+    [artifact] = render_deploy(plan, "skypilot", DeployOptions())
+    task = yaml.safe_load(artifact.text)
+    assert "num_nodes" not in task and task["envs"]["GPUOPT_POD"] == "0"
+    name = artifact.filename.removesuffix(".sky.yaml")
+    assert f"#   sky launch -c {name}-0 --env GPUOPT_POD=0 <this file>\n" \
+           f"#   sky launch -c {name}-1 --env GPUOPT_POD=1 <this file>\n" in artifact.text
+    started = {}
+    for pod in (0, 1):
+        env = {**_stub_vllm(tmp_path), "GPUOPT_POD": str(pod)}
+        done = subprocess.run(["bash", "-c", task["run"]], env=env, capture_output=True, text=True, check=True)
+        started[pod] = len(done.stdout.splitlines())
+    assert started == {0: 2, 1: 1}
+    path = tmp_path / artifact.filename
+    path.write_text(artifact.text, encoding="utf-8")
+    _validate_with_skypilot([path])
+    shared = _on_one_offering(plan.model_copy(update={"deployments": [d.model_copy(update={"replicas": 1})]}), 4,
+                              alpha=(5, 1), beta=(3, 1))
+    [group] = render_deploy(shared, "skypilot", DeployOptions())
+    pods = yaml.safe_load(group.text)
+    assert "num_nodes" not in pods and pods["run"].startswith('case "$GPUOPT_POD" in')
+    assert "--env GPUOPT_POD=1 <this file>" in group.text and " sky launch <this file>" not in group.text
+    piped = d.model_copy(update={"sku": "8x H100 SXM", "gpu": "H100-SXM-80GB", "gpus_per_instance": 8,
+                                 "replicas": 1, "gpus_per_replica": 16, "tensor_parallel": 8, "pipeline_parallel": 2})
+    with pytest.raises(InputError, match="launches one node per cluster"):
+        render_deploy(plan.model_copy(update={"deployments": [piped]}), "skypilot", DeployOptions())
+
+
 def test_skypilot_one_packed_machine_is_one_node_with_disjoint_gpus(plans: dict[str, Path]) -> None:
     """2 TP=2 replicas on one 4-GPU machine: one node (no num_nodes), GPUs 0,1 and 2,3."""
     plan = _packed(_plan(plans["two"]), replicas=2, gpus_per_replica=2, gpus_per_instance=4)

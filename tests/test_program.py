@@ -220,6 +220,29 @@ def test_models_larger_than_one_instance_get_pipeline_stages_across_nvlink_insta
     assert sol.instances[p5[0].key] % 2 == 0  # whole pipelines of two instances
 
 
+def test_a_replica_spans_instances_only_on_machines_of_one_network():
+    """PP across RunPod pods (or serverless containers, managed endpoints) is a replica no target can start:
+    SkyPilot's RunPod cloud launches one node; the same 405B shape on EC2 is kept (test above)."""
+    from dataclasses import replace
+
+    from gpuopt.planner.candidates import MULTI_NODE_SERVICES, Policy, enumerate_candidates
+    from gpuopt.pricing.catalog import load_catalog
+
+    catalog = load_catalog(use_cache=False)
+    pods = [o for o in catalog.offerings if o.provider == "runpod" and o.gpu_count == 8 and o.interconnect == "nvlink"
+            and o.gpu.startswith("A100")]
+    assert pods and all((o.provider, o.service) not in MULTI_NODE_SERVICES for o in pods)
+    w = Workload(name="big", model="meta-llama/Llama-3.1-405B-Instruct", requests_per_second=0.5,
+                 input_tokens=1000, output_tokens=200, max_model_len=8192, precisions=["bf16"],
+                 kv_cache_dtypes=["auto"])
+    (wc,) = enumerate_candidates([w], replace(catalog, offerings=tuple(pods)), Policy(None, (), ("on-demand",), "USD"))
+    staged = [c for c in wc.results if c.shape and c.shape.pipeline_parallel > 1]
+    assert staged and not any(c.feasible for c in staged)
+    assert {c.evaluation.reason_kind for c in staged} == {"provider"}
+    # TP 8 on 8-GPU pods: PP stages are instances
+    assert all(f"spans {c.shape.pipeline_parallel} instances" in (c.evaluation.reason or "") for c in staged)
+
+
 def test_the_joint_plan_never_costs_more_than_its_workloads_solved_alone():
     """Sharing instances can only help, so a plan above the sum of its workloads' own optima is not optimal.
     24 real workloads on the shipped catalog: the CBC development build of the pulp[cbc] extra returned

@@ -42,6 +42,15 @@ TP_SIZES = (1, 2, 4, 8, 16)
 # currency it is shown in (program.py's docstring).
 CANONICAL_CURRENCY = "USD"
 PP_SIZES = (2, 4)
+MULTI_NODE_SERVICES = frozenset({("aws", "ec2"), ("alibaba", "ecs"), ("tencent", "cvm"), ("digitalocean", "droplet")})
+"""Where a replica may span instances (pipeline stages on several machines): services that rent plain machines in
+one private network, which vLLM's multi-node start (or a Ray cluster) joins and the deploy targets launch as one
+cluster. Not RunPod pods (SkyPilot 0.14.1's RunPod cloud refuses num_nodes > 1: "Multi-node not supported yet, as
+the interconnection among nodes are non-trivial on RunPod", sky/clouds/runpod.py; Kubernetes and Compose targets
+take no pods), nor serverless functions, SageMaker endpoints or the PAI and TI-ONE platforms, whose replicas are
+one container each. QA: a 405B plan over RunPod ran two 8-GPU pods as one pipelined replica, which no target
+could deploy. A decision recorded here; a provider's own multi-node product (a cluster offering) would be a row
+of its own."""
 
 
 @dataclass(frozen=True)
@@ -352,10 +361,20 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
                 continue
             assert s.gpu is not None  # screened offerings without a GPU spec are rejected
             price, canonical = s.price, s.canonical_price
-            results += [CandidateResult(w, o, shape, ev, price, canonical)
+            results += [CandidateResult(w, o, shape, _single_node_only(o, shape, s.gpus) or ev, price, canonical)
                         for shape, ev in evaluate.shapes(s.gpu, s.gpus, s.link)]
         out.append(wc)
     return out
+
+
+def _single_node_only(o: Offering, shape: Shape, gpus: int) -> Evaluation | None:
+    """Why a replica larger than one instance of `o` cannot run there (MULTI_NODE_SERVICES), or None."""
+    span = -(-shape.tensor_parallel * shape.pipeline_parallel // max(gpus, 1))
+    if span <= 1 or (o.provider, o.service) in MULTI_NODE_SERVICES:
+        return None
+    return Evaluation(False, f"a replica of {shape.tensor_parallel * shape.pipeline_parallel} GPUs spans {span} "
+                             f"instances, and {o.provider} {o.service} instances are not joined into one multi-node "
+                             "vLLM server (only EC2, ECS, CVM and droplet machines are)", "provider")
 
 
 class _Screened(NamedTuple):

@@ -81,6 +81,27 @@ def instance_type(d: Deployment) -> str:
 SKYPILOT_CLOUDS = {"aws": "aws", "runpod": "runpod", "digitalocean": "do"}
 """gpuopt provider -> SkyPilot cloud name (sky/clouds: AWS, RunPod, DO)."""
 UNNAMED_REGIONS = ("global", "unknown", "")
+SINGLE_NODE_CLOUDS = ("runpod",)
+"""SkyPilot clouds that launch one node per cluster: sky/clouds/runpod.py lists MULTI_NODE among its unsupported
+features ("the interconnection among nodes are non-trivial on RunPod"), so a task with num_nodes > 1 finds no
+launchable resources there. Machines that only share an offering (packed replicas, deployments sharing
+machines) are then launched one cluster per machine from the same file, each told its machine by GPUOPT_POD."""
+POD_VAR = "GPUOPT_POD"
+
+
+def _one_cluster_per_machine(d: Deployment) -> bool:
+    return d.provider in SINGLE_NODE_CLOUDS
+
+
+def _rank_var(d: Deployment) -> str:
+    """The variable that tells a node which of the plan's machines it is."""
+    return POD_VAR if _one_cluster_per_machine(d) else "SKYPILOT_NODE_RANK"
+
+
+def _launch_lines(d: Deployment, name: str, count: int) -> str:
+    """The `sky launch` of each machine, where the cloud has no multi-node clusters."""
+    return ("# SkyPilot's RunPod cloud launches one pod per cluster (no multi-node), so launch this file once per "
+            "pod:\n" + "".join(f"#   sky launch -c {name}-{i} --env {POD_VAR}={i} <this file>\n" for i in range(count)))
 
 
 def _packed_run(d: Deployment) -> str:
@@ -88,7 +109,7 @@ def _packed_run(d: Deployment) -> str:
     honours on ROCm too: platforms/rocm.py keeps it in step with HIP_VISIBLE_DEVICES) and its own port. With
     several machines every node runs this script; a replica that exists only on the first machines (3 replicas,
     2 per machine: the second machine holds one) is started on nodes whose $SKYPILOT_NODE_RANK is below the
-    count of machines that hold it."""
+    count of machines that hold it ($GPUOPT_POD where each machine is a cluster of its own)."""
     per_host, hosts = per_machine(d), machines(d)
     lines = []
     for i in range(per_host):
@@ -96,7 +117,7 @@ def _packed_run(d: Deployment) -> str:
         line = f"CUDA_VISIBLE_DEVICES={','.join(replica_devices(d, i))} {serve} &"
         holding = -(-(d.replicas - i) // per_host)  # machines on which replica slot i runs
         if holding < hosts:
-            line = f'if [ "$SKYPILOT_NODE_RANK" -lt {holding} ]; then {line} fi'
+            line = f'if [ "${_rank_var(d)}" -lt {holding} ]; then {line} fi'
         lines.append(line)
     return "\n".join([*lines, "wait"]) + "\n"
 
@@ -173,11 +194,12 @@ def _task(plan: Plan, d: Deployment, name: str, opts: DeployOptions, pid: str) -
     per_host = per_machine(d)
     ports: int | list[int] = VLLM_PORT if per_host == 1 else [VLLM_PORT + i for i in range(per_host)]
     task: dict[str, Any] = {"name": name}
+    pods = per_host > 1 and machines(d) > 1 and _one_cluster_per_machine(d)
     if nodes(d) > 1:
         task["num_nodes"] = nodes(d)
-    elif per_host > 1 and machines(d) > 1:
+    elif per_host > 1 and machines(d) > 1 and not pods:
         task["num_nodes"] = machines(d)  # one cluster of the plan's machines, each running its replicas
-    task["envs"] = trace_env(plan, d, pid)
+    task["envs"] = trace_env(plan, d, pid) | ({POD_VAR: "0"} if pods else {})
     task["resources"] = _resources(d, ports)
     _file_mounts(task, [d])
     _software(plan, d, opts, task)
@@ -199,13 +221,15 @@ def _header(d: Deployment, name: str) -> str:
         return (f"# {name}: {d.replicas} replica(s) on {hosts} {json.dumps(d.sku)} machine(s); {command} <this file>\n"
                 f"{_checkpoint_note([d])}")
     last = VLLM_PORT + per_host - 1
+    pods = hosts > 1 and _one_cluster_per_machine(d)
     return (f"# {name}: {d.replicas} replicas of {d.gpus_per_replica} GPU(s), {per_host} per {json.dumps(d.sku)} "
             f"machine, on {hosts} machine(s) as the plan prices them.\n"
             f"# Each machine serves its replicas on ports {VLLM_PORT}-{last}. SkyServe balances over one port per "
             "replica,\n"
             "# so this is a `sky launch` cluster, not a `sky serve` service: put your own load balancer in front "
             "of the ports.\n"
-            f"{_checkpoint_note([d])}")
+            + (_launch_lines(d, name, hosts) if pods else "")
+            + f"{_checkpoint_note([d])}")
 
 
 def _shared_env(plan: Plan, group: SharedMachines, pid: str) -> dict[str, str]:
@@ -229,14 +253,14 @@ def _shared_env(plan: Plan, group: SharedMachines, pid: str) -> dict[str, str]:
 
 def _shared_run(group: SharedMachines) -> str:
     """Each machine's replicas on that machine, on their own GPUs and ports; with several machines, node
-    $SKYPILOT_NODE_RANK runs machine rank + 1's."""
+    $SKYPILOT_NODE_RANK ($GPUOPT_POD on RunPod) runs machine rank + 1's."""
     def lines(machine: tuple[Slot, ...], indent: str) -> list[str]:
         return [f"{indent}CUDA_VISIBLE_DEVICES={','.join(s.devices)} "
                 f"{shlex.join(['vllm', 'serve', *serve_args(s.deployment, s.port)])} &" for s in machine]
 
     if len(group.machines) == 1:
         return "\n".join([*lines(group.machines[0], ""), "wait"]) + "\n"
-    out = ['case "$SKYPILOT_NODE_RANK" in']
+    out = [f'case "${_rank_var(group.first)}" in']
     for rank, machine in enumerate(group.machines):
         out += [f"  {rank})", *lines(machine, "    "), "    ;;"]
     return "\n".join([*out, "esac", "wait"]) + "\n"
@@ -245,9 +269,10 @@ def _shared_run(group: SharedMachines) -> str:
 def _shared_task(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: str) -> dict[str, Any]:
     d = group.first
     task: dict[str, Any] = {"name": group.name}
-    if len(group.machines) > 1:
+    pods = len(group.machines) > 1 and _one_cluster_per_machine(d)
+    if len(group.machines) > 1 and not pods:
         task["num_nodes"] = len(group.machines)
-    task["envs"] = _shared_env(plan, group, pid)
+    task["envs"] = _shared_env(plan, group, pid) | ({POD_VAR: "0"} if pods else {})
     task["resources"] = _resources(d, group.ports)
     _file_mounts(task, group.deployments)
     _software(plan, d, opts, task)
@@ -266,8 +291,10 @@ def _shared_header(plan: Plan, group: SharedMachines) -> str:
             f"# the plan prices them together, so one cluster runs them all (GPUOPT_<n>_* are deployment n's facts):\n"
             f"{layout}"
             "# SkyServe balances over one port per replica, so this is a `sky launch` cluster, not a `sky serve` "
-            "service:\n# put your own load balancer in front of the ports. sky launch <this file>\n"
-            f"{_checkpoint_note(group.deployments)}")
+            "service:\n# put your own load balancer in front of the ports."
+            + ("\n" + _launch_lines(d, group.name, len(group.machines))
+               if len(group.machines) > 1 and _one_cluster_per_machine(d) else " sky launch <this file>\n")
+            + f"{_checkpoint_note(group.deployments)}")
 
 
 def _problems(d: Deployment) -> list[str]:
@@ -276,6 +303,10 @@ def _problems(d: Deployment) -> list[str]:
     if d.provider not in SKYPILOT_CLOUDS:
         raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
                                     f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
+    if nodes(d) > 1 and _one_cluster_per_machine(d):
+        raise refuse(d, "skypilot", f"a replica spans {nodes(d)} {d.provider} machines, and SkyPilot's {d.provider} "
+                                    "cloud launches one node per cluster (no multi-node): plan it on one machine "
+                                    "(gpuopt's planner no longer spans pods) or on EC2, ECS, CVM or droplets")
     out = instance_type_problem(d, "skypilot", instance_type(d), "SkyPilot's resources.instance_type")
     if (path := local_checkpoint(d)) is not None:
         out += relative_checkpoint(d, "skypilot", path) or _unsafe_mount(d, path)
