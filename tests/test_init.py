@@ -70,6 +70,26 @@ def test_interactive_answers_are_asked_in_order(tmp_path: Path) -> None:
     assert wf.residency == "us" and wf.budget is not None and wf.budget.max_monthly == 12000
 
 
+def test_a_budget_that_is_not_a_number_is_asked_again(tmp_path: Path) -> None:
+    """QA: `abc` as the budget was an internal error (exit 70); now the prompt says why and asks again."""
+    stdin = "\n".join([MODEL, "", "", "", "", "", "", "", "", "abc", "900"]) + "\n"
+    code, err, out = _init(tmp_path, "--interactive", "--preset", "chat", stdin=stdin)
+    assert code == 0, err
+    assert "'abc' is not a number (blank: no budget)" in err
+    budget = load_workload(out).budget
+    assert budget is not None and budget.max_monthly == 900
+
+
+def test_every_bad_answer_is_said_at_once(tmp_path: Path) -> None:
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, "--requests-per-second", "-1",
+                           "--ttft-ms", "0", "--input-tokens", "-3", "--residency", "mars")
+    lines = err.splitlines()
+    assert code == 2 and not out.exists()
+    assert [line.split(" ")[1] for line in lines] == ["--requests-per-second", "--ttft-ms", "--input-tokens",
+                                                      "unknown"]
+    assert all(line.startswith("error: ") for line in lines)
+
+
 def test_golden_chat_file(tmp_path: Path) -> None:
     code, err, out = _init(tmp_path, "--non-interactive", "--preset", "chat", "--model", MODEL)
     assert code == 0, err

@@ -46,9 +46,21 @@ def _answer(problem: str, output: Path) -> str:
     return f"{flag}: {message}" if flag else problem
 
 
-def _positive(value: float | None, flag: str) -> None:
+def _positive(value: float | None, flag: str) -> list[str]:
     if value is not None and not (value > 0 and value != float("inf")):
-        raise InputError(f"{flag} must be a positive finite number (got {value})")
+        return [f"{flag} must be a positive finite number (got {value})"]
+    return []
+
+
+def _budget_answer(answer: str) -> float | None:
+    """The budget prompt's answer: blank for none, else a number (click asks again, saying why, when it is
+    not one: QA, `abc` was an internal error)."""
+    if not answer.strip():
+        return None
+    try:
+        return float(answer)
+    except ValueError:
+        raise click.BadParameter(f"{answer!r} is not a number (blank: no budget)") from None
 
 
 @click.command()
@@ -116,18 +128,22 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
                                           err=True)
         residency = residency or click.prompt("Where may the data live", default="global", err=True)
         if budget_monthly is None:
-            answer = click.prompt("Monthly budget (blank: none)", default="", show_default=False, err=True)
-            budget_monthly = float(answer) if answer.strip() else None
+            budget_monthly = click.prompt("Monthly budget (blank: none)", default="", show_default=False, err=True,
+                                          value_proc=_budget_answer)
     if not model:
         raise InputError("--model is required with --non-interactive (or when stdin is not a terminal)")
     if requests_per_second is not None and concurrency is not None:
         raise InputError("give one of --requests-per-second or --concurrency, not both")
-    for value, flag in ((requests_per_second, "--requests-per-second"), (ttft_ms, "--ttft-ms"),
-                        (tpot_ms, "--tpot-ms"), (budget_monthly, "--budget-monthly"), (concurrency, "--concurrency"),
-                        (input_tokens, "--input-tokens"), (output_tokens, "--output-tokens"),
-                        (max_model_len, "--context")):
-        _positive(value, flag)
-    Residency(residency or "global")  # an unknown selector is exit 2 here, not in the written file
+    problems = [problem for value, flag in (
+        (requests_per_second, "--requests-per-second"), (ttft_ms, "--ttft-ms"), (tpot_ms, "--tpot-ms"),
+        (budget_monthly, "--budget-monthly"), (concurrency, "--concurrency"), (input_tokens, "--input-tokens"),
+        (output_tokens, "--output-tokens"), (max_model_len, "--context")) for problem in _positive(value, flag)]
+    try:
+        Residency(residency or "global")  # an unknown selector is exit 2 here, not in the written file
+    except InputError as exc:
+        problems += exc.problems
+    if problems:  # every answer's problem at once, a line each
+        raise InputError(*problems)
     limit, basis = _context_limit(model, max_model_len)
     request = (input_tokens or p["input_tokens"]["value"]) + (output_tokens or p["output_tokens"]["value"])
     if limit is not None and max_model_len is None and request > limit:
