@@ -139,3 +139,44 @@ def test_a_model_name_is_text_not_rich_markup(tmp_path) -> None:
     result = CliRunner().invoke(cli, ["matrix", str(folder), "--gpus", "H100-SXM-80GB"])
     assert result.exit_code == 0, result.output
     assert "[bold]mk" in result.stdout
+
+
+def test_a_gpu_precision_or_model_asked_twice_is_one_column_or_row(tmp_path) -> None:
+    """QA: `--gpus H100,H100,L4` put the H100's cell under the L4 header; two local checkpoints both named
+    `model` were one row of both models' cells. Now: one column per GPU, one row per model and precision,
+    checkpoints of one name told apart by their paths."""
+    cells = build_matrix(MatrixQuery(models=["8B", "8b", "8B"], gpus=["H100-SXM-80GB", "h100-sxm-80gb", "L4-24GB"],
+                                     precisions=["bf16", "bf16"]))
+    assert [(c.label, c.precision, c.gpu) for c in cells] == [("8B", "bf16", "H100-SXM-80GB"),
+                                                             ("8B", "bf16", "L4-24GB")]
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+              "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "vocab_size": 128256, "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    paths = []
+    for parent, layers in (("a", 16), ("b", 80)):
+        folder = tmp_path / parent / "model"
+        folder.mkdir(parents=True)
+        (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": layers}))
+        paths.append(str(folder))
+    cells = build_matrix(MatrixQuery(models=paths, gpus=["H100-SXM-80GB"], precisions=["bf16"]))
+    assert [c.label for c in cells] == paths
+    assert cells[0].kv_cache_tokens is not None and cells[1].kv_cache_tokens is not None
+    assert cells[0].kv_cache_tokens > cells[1].kv_cache_tokens  # 16 layers hold more tokens than 80
+
+
+def test_load_flags_without_a_load_are_warned_and_a_load_says_where_its_prices_apply() -> None:
+    """QA: `--ttft-ms 100` alone changed nothing, silently; a cn query's caption read "()" when no cell was
+    priced, and the JSON query said neither region nor currency."""
+    idle = CliRunner().invoke(cli, ["matrix", "8B", "--gpus", "L4-24GB", "--precisions", "bf16", "--ttft-ms", "100",
+                                    "--region", "cn"])
+    assert idle.exit_code == 0
+    assert idle.stderr == ("warning: --ttft-ms, --region without --requests-per-second have no effect: the matrix "
+                           "sizes memory only until a load is given\n")
+    quiet = CliRunner().invoke(cli, ["matrix", "8B", "--gpus", "L4-24GB", "--precisions", "bf16"])
+    assert quiet.exit_code == 0 and quiet.stderr == ""
+    loaded = CliRunner().invoke(cli, ["matrix", "8B", "--gpus", "H100-SXM-80GB", "--precisions", "bf16",
+                                      "--requests-per-second", "1", "--region", "cn", "--format", "json"])
+    query = json.loads(loaded.stdout)["query"]
+    assert (query["region"], query["currency"]) == ("cn", "CNY")
+    memory_only = json.loads(CliRunner().invoke(cli, ["matrix", "8B", "--gpus", "L4-24GB", "--format", "json"]).stdout)
+    assert (memory_only["query"]["region"], memory_only["query"]["currency"]) == (None, None)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.options import FINITE_FLOAT, GIVEN, VLLM_VERSION, VLLM_VERSION_HELP, output_option
+from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 
 FORMAT_NAMES = ("table", "markdown", "csv", "json", "html")
@@ -72,15 +73,25 @@ def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str
                         f"({context})")
     if problems:
         raise InputError(*problems)
+    loaded = requests_per_second is not None
+    if not loaded:  # these shape only a load's cells: given without one they would change nothing, silently
+        ctx = click.get_current_context()
+        idle = [f"--{name.replace('_', '-')}" for name in ("input_tokens", "output_tokens", "ttft_ms", "tpot_ms",
+                                                           "region", "currency", "headroom")
+                if ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE]
+        if idle:
+            say("warning", f"{', '.join(idle)} without --requests-per-second {'has' if len(idle) == 1 else 'have'} "
+                           "no effect: the matrix sizes memory only until a load is given")
     residency = Residency(region)
+    chosen = currency or ("CNY" if region.strip().lower() == "cn" else "USD")
     query = MatrixQuery(
         models=models, gpus=tuple(_split(gpus)) or DEFAULT_GPUS, precisions=tuple(wanted),  # type: ignore[arg-type]
         context=context, concurrency=concurrency, kv_cache_dtype=kv_cache_dtype,  # type: ignore[arg-type]
         requests_per_second=requests_per_second,
         input_tokens=input_tokens if requests_per_second is not None else None,
         output_tokens=output_tokens if requests_per_second is not None else None,
-        ttft_ms=ttft_ms, tpot_ms=tpot_ms, headroom=headroom, vllm_version=vllm_version)
-    catalog = load_catalog() if requests_per_second is not None else None
-    chosen = currency or ("CNY" if region.strip().lower() == "cn" else "USD")
+        ttft_ms=ttft_ms, tpot_ms=tpot_ms, headroom=headroom, vllm_version=vllm_version,
+        region=region if loaded else None, currency=chosen if loaded else None)
+    catalog = load_catalog() if loaded else None
     cells = build_matrix(query, catalog, residency, chosen)
     write_output(render_matrix(query, cells, fmt), output)

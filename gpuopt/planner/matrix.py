@@ -73,6 +73,9 @@ class MatrixQuery:
     tpot_ms: float | None = None
     headroom: float = DEFAULT_HEADROOM
     vllm_version: str | None = None
+    # where the prices apply and in what currency (with a load only; a saved matrix says what its costs mean)
+    region: str | None = None
+    currency: str | None = None
 
 
 @dataclass(frozen=True)
@@ -200,18 +203,27 @@ def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Resi
                  currency: str = "USD") -> list[Cell]:
     """Every (model, precision, GPU) cell, in the order asked (models, then precisions, then GPUs)."""
     problems: list[str] = []
-    models: list[tuple[str, ModelArchitecture]] = []
+    named: dict[str, tuple[str, str, ModelArchitecture]] = {}  # one row per model asked, however often it is
     for name in q.models:
         try:
-            models.append(resolve_model(name))
+            label, arch = resolve_model(name)
         except GpuoptError as exc:
             problems.extend(exc.problems)
+            continue
+        named.setdefault(label if label.upper() in model_sizes() else name.strip(), (name.strip(), label, arch))
+    # two checkpoints whose configs give one name (two local folders called `model`) are told apart by the
+    # paths given: a grid keyed by the name put one's cells beside the other's (QA)
+    labels = [label for _, label, _ in named.values()]
+    models = [(given if labels.count(label) > 1 else label, arch) for given, label, arch in named.values()]
     gpus: list[GpuSpec] = []
     for g in q.gpus:
         try:
-            gpus.append(get_gpu(g))
+            spec = get_gpu(g)
         except GpuoptError as exc:
             problems.extend(exc.problems)
+            continue
+        if spec not in gpus:  # a GPU given twice (or in two spellings) is one column
+            gpus.append(spec)
     # a context past a model's limit is that model's cells (the others still show); past every model's, the
     # matrix would hold nothing but refusals: bad input, one line per model (docs/matrix.md)
     too_long = [p for _, arch in models if (p := max_model_len_problem(arch, q.context, "--context"))]
@@ -220,7 +232,8 @@ def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Resi
     if problems:
         raise InputError(*problems)
     return [_cell(label, arch, gpu, precision, q, catalog, residency, currency)
-            for label, arch in models for precision in model_precisions(arch, q.precisions) for gpu in gpus]
+            for label, arch in models for precision in dict.fromkeys(model_precisions(arch, q.precisions))
+            for gpu in gpus]
 
 
 __all__ = ["DEFAULT_GPUS", "HOURS_PER_MONTH", "Cell", "MatrixQuery", "build_matrix", "model_sizes", "resolve_model"]

@@ -49,7 +49,7 @@ def _caption(q: MatrixQuery, cells: list[Cell]) -> str:
     text = (f"context {q.context:,} tokens, {q.concurrency} concurrent requests, KV cache {q.kv_cache_dtype}; "
             "cells: smallest TP that fits, KV tokens, requests of the full context that fit at once")
     if q.requests_per_second is not None:
-        currency = next((c.currency for c in cells if c.currency), "")
+        currency = q.currency or next((c.currency for c in cells if c.currency), "")
         text = (f"{q.requests_per_second:g} requests/s of {q.input_tokens} in / {q.output_tokens} out tokens, "
                 f"TTFT {q.ttft_ms or '-'} ms, TPOT {q.tpot_ms or '-'} ms, headroom {q.headroom:g}, context "
                 f"{q.context:,}; cells: replicas x TP and the cheapest on-demand cost per hour ({currency})")
