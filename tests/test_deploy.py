@@ -1220,3 +1220,31 @@ def test_a_workload_on_a_local_checkpoint_from_solve_to_deploy(tmp_path: Path) -
     sky = CliRunner().invoke(cli, ["deploy", str(plan_file), "--target", "skypilot"])
     assert sky.exit_code == 2  # a space: SkyPilot would split it in its shell commands on the node
     assert f'its local checkpoint "{checkpoint}" would be uploaded by file_mounts' in sky.stderr
+
+
+def test_each_target_takes_only_machines_it_can_start(plans: dict[str, Path]) -> None:
+    """QA: --target pai-eas refused the PAI-EAS offering itself, while k8s and compose wrote a TI-ONE spec into a
+    nodeSelector and a Compose host; compose took RunPod pods (containers without Docker); SkyPilot pinned
+    cn-north-1, which its AWS catalog does not have."""
+    cn = _plan(plans["cn"])
+    d = cn.deployments[0]
+    eas = cn.model_copy(update={"deployments": [d.model_copy(update={"service": "pai-eas"})]})
+    [artifact] = render_deploy(eas, "pai-eas", DeployOptions())
+    assert json.loads(artifact.text)["cloud"]["computing"]["instance_type"] == d.sku
+    for target in ("k8s", "compose", "skypilot"):
+        with pytest.raises(InputError, match="managed platform's, not a machine.*through PAI-EAS"):
+            render_deploy(eas, target, DeployOptions())
+    tione = cn.model_copy(update={"deployments": [d.model_copy(update={"provider": "tencent", "service": "ti-one",
+                                                                       "sku": "TI.GN7.8XLARGE128.POST"})]})
+    for target in ("k8s", "compose", "pai-eas"):
+        with pytest.raises(InputError, match="tencent|TI-ONE"):
+            render_deploy(tione, target, DeployOptions())
+    two = _plan(plans["two"])
+    pod = two.model_copy(update={"deployments": [two.deployments[0].model_copy(update={
+        "provider": "runpod", "service": "pod-secure", "sku": "1x H100 NVL", "gpu": "H100-NVL-94GB",
+        "gpus_per_instance": 1, "gpus_per_replica": 1, "tensor_parallel": 1, "region": "global"})]})
+    with pytest.raises(InputError, match="is itself a container, with no Docker daemon"):
+        render_deploy(pod, "compose", DeployOptions())
+    china = two.model_copy(update={"deployments": [two.deployments[0].model_copy(update={"region": "cn-north-1"})]})
+    with pytest.raises(InputError, match="SkyPilot's AWS cloud has no China regions"):
+        render_deploy(china, "skypilot", DeployOptions())

@@ -506,12 +506,22 @@ def instance_type_problem(d: Deployment, target: str, name: str, field: str) -> 
                                f"{field} must be")]
 
 
+MANAGED_PLATFORMS = {"pai-eas": "PAI-EAS (--target pai-eas)", "pai-dsw": "PAI-DSW", "ti-one": "TI-ONE"}
+"""Services that price a managed platform's instance, not a machine: no Kubernetes node carries their spec
+name and no one logs into them to run Docker (QA: k8s wrote a nodeSelector `TI.GN7.8XLARGE128.POST`)."""
+
+
 def check_not_serverless(d: Deployment, target: str) -> None:
+    """Refuses what is not a machine `target` can start vLLM on: serverless services, SageMaker endpoints and
+    managed platforms (PAI-EAS only through its own target)."""
     if d.provider in SERVERLESS_PROVIDERS:
         raise refuse(d, target, f"{d.provider} is a serverless per-second service, not a machine to run "
                                 "vllm serve on; deploy through its own SDK")
     if d.service == "sagemaker":
         raise refuse(d, target, "a SageMaker endpoint is deployed through SageMaker, not as a server")
+    if d.service in MANAGED_PLATFORMS and not (target == "pai-eas" and d.service == "pai-eas"):
+        raise refuse(d, target, f"a {d.provider} {d.service} instance is a managed platform's, not a machine to "
+                                f"run vllm serve on; deploy it through {MANAGED_PLATFORMS[d.service]}")
 
 
 def suffixed(base: str, n: int) -> str:

@@ -39,6 +39,7 @@ from gpuopt.reports.deploy.common import (
     per_machine,
     plan_id,
     refusal,
+    refuse,
     refuse_all,
     relative_checkpoint,
     replica_devices,
@@ -130,6 +131,9 @@ def _shared_hosts(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: s
 def _problems(d: Deployment) -> list[str]:
     """What keeps `d` from a Compose file one NVIDIA host runs."""
     check_not_serverless(d, "compose")
+    if d.provider == "runpod":
+        raise refuse(d, "compose", f"a RunPod pod ({d.service}) is itself a container, with no Docker daemon to "
+                                   "run Compose; use --target skypilot")
     out = []
     if is_amd(d):
         out.append(refusal(d, "compose", f"{d.gpu} is an AMD GPU, and gpuopt has no source for handing AMD GPUs to "

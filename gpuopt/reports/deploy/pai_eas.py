@@ -25,6 +25,7 @@ from gpuopt.reports.deploy.common import (
     SharedMachines,
     artifact_name,
     artifact_names,
+    check_not_serverless,
     default_image,
     deployable,
     group_of,
@@ -94,10 +95,12 @@ def shared_group_placeholder(plan: Plan, group: SharedMachines) -> str:
 
 
 def _problems(d: Deployment) -> list[str]:
-    """What keeps `d` from a service EAS creates: an ECS machine type, one machine per replica."""
-    if d.provider != "alibaba" or d.service != "ecs":
+    """What keeps `d` from a service EAS creates: an ECS machine type (priced as ECS or as PAI-EAS, whose
+    offerings are ECS types at the platform's price), one machine per replica."""
+    if d.provider != "alibaba" or d.service not in ("ecs", "pai-eas"):
         raise refuse(d, "pai-eas", "PAI-EAS runs on Alibaba Cloud ECS GPU types; this plan chose "
                                    f"{d.provider} {d.service}")
+    check_not_serverless(d, "pai-eas")
     out = []
     if nodes(d) > 1:
         out.append(refusal(d, "pai-eas", f"one replica spans {nodes(d)} instances; a PAI-EAS service instance is "

@@ -303,6 +303,10 @@ def _problems(d: Deployment) -> list[str]:
     if d.provider not in SKYPILOT_CLOUDS:
         raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
                                     f"{', '.join(sorted(SKYPILOT_CLOUDS))} of gpuopt's providers)")
+    if d.provider == "aws" and d.region.startswith("cn-"):
+        # SkyPilot's AWS catalog is the standard partition's (sky/catalog/data_fetchers/fetch_aws.py ALL_REGIONS)
+        raise refuse(d, "skypilot", f"SkyPilot's AWS cloud has no China regions ({d.region} is in the aws-cn "
+                                    "partition, with its own accounts); use --target k8s on an EKS cluster there")
     if nodes(d) > 1 and _one_cluster_per_machine(d):
         raise refuse(d, "skypilot", f"a replica spans {nodes(d)} {d.provider} machines, and SkyPilot's {d.provider} "
                                     "cloud launches one node per cluster (no multi-node): plan it on one machine "
