@@ -1248,3 +1248,14 @@ def test_each_target_takes_only_machines_it_can_start(plans: dict[str, Path]) ->
     china = two.model_copy(update={"deployments": [two.deployments[0].model_copy(update={"region": "cn-north-1"})]})
     with pytest.raises(InputError, match="SkyPilot's AWS cloud has no China regions"):
         render_deploy(china, "skypilot", DeployOptions())
+
+
+def test_a_note_is_cut_at_the_first_hash_outside_quotes() -> None:
+    """QA: a checkpoint folder `llama  # v2` (quoted in the plan's command) was cut at its "  # " and the
+    command did not parse; the plan's own trailing note still goes."""
+    from gpuopt.reports.deploy.common import _without_note
+
+    assert _without_note("vllm serve '/m/llama  # v2' --tp 1  # a note") == "vllm serve '/m/llama  # v2' --tp 1"
+    assert _without_note("vllm serve org/m --tp 1  # note  # more") == "vllm serve org/m --tp 1"
+    assert _without_note("vllm serve a#b --tp 1") == "vllm serve a#b --tp 1"
+    assert _without_note("vllm serve 'open  # never closed") == "vllm serve 'open  # never closed"

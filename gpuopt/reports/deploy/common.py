@@ -143,12 +143,27 @@ NODE_FLAGS = {"--nnodes": 1, "--node-rank": 1, "--master-addr": 1, "--headless":
 """Flags of the plan's per-node steps (flag -> values it takes): each target starts the nodes its own way."""
 
 
+def _without_note(line: str) -> str:
+    """A command line without the plan's trailing `  # note`: cut at the first "  # " outside quotes (one
+    inside a quoted checkpoint path is part of it: QA, a folder named `llama  # v2` made the command
+    unparseable). shlex's own comments would also cut an unquoted `a#b`, which a shell keeps."""
+    start = 0
+    while (at := line.find("  # ", start)) >= 0:
+        try:
+            shlex.split(line[:at])
+        except ValueError:  # an open quote: the "  # " is inside it
+            start = at + 1
+            continue
+        return line[:at].strip()
+    return line.strip()
+
+
 def serve_args(d: Deployment, port: int = VLLM_PORT, ray: bool | None = None) -> list[str]:
     """The arguments after `vllm serve` (the model first), from the plan's command, with the port made
     explicit (`port`: a second replica on the same machine needs its own). A single-node command is one line
     (its trailing `# ...` note is not an argument); a multi-node one is the steps per node, of which the
     node-0 `vllm serve` line is taken without its node flags."""
-    lines = [line.split("  # ", 1)[0].strip() for line in d.vllm_command.splitlines()]
+    lines = [_without_note(line) for line in d.vllm_command.splitlines()]
     serve = [line for line in lines if line.startswith("vllm serve ")]
     if not serve:
         raise InputError(f"deployment {d.workload}: its command has no `vllm serve MODEL ...` line")
