@@ -1259,3 +1259,46 @@ def test_a_note_is_cut_at_the_first_hash_outside_quotes() -> None:
     assert _without_note("vllm serve org/m --tp 1  # note  # more") == "vllm serve org/m --tp 1"
     assert _without_note("vllm serve a#b --tp 1") == "vllm serve a#b --tp 1"
     assert _without_note("vllm serve 'open  # never closed") == "vllm serve 'open  # never closed"
+
+
+def test_a_global_pod_is_pinned_where_the_residency_allows(plans: dict[str, Path], tmp_path: Path) -> None:
+    """QA: the plan said a RunPod pod meets residency 'us' only in a US data centre, and the SkyPilot task let
+    SkyPilot pick any region. SkyPilot's RunPod regions are country codes: one country is `region`, several
+    `any_of`; a pinned machine SkyPilot cannot pin is refused."""
+    two = _plan(plans["two"])
+    d = two.deployments[0].model_copy(update={
+        "provider": "runpod", "service": "pod-secure", "sku": "1x H100 NVL", "gpu": "H100-NVL-94GB",
+        "gpus_per_instance": 1, "gpus_per_replica": 1, "tensor_parallel": 1, "region": "global", "replicas": 1})
+    paths = []
+    for countries, expected in ((["US"], {"region": "US"}),
+                                (["CZ", "NL", "XX"], {"any_of": [{"region": "CZ"}, {"region": "NL"}]})):
+        plan = two.model_copy(update={"deployments": [d.model_copy(update={"pinned_countries": countries})]})
+        [artifact] = render_deploy(plan, "skypilot", DeployOptions())
+        resources = yaml.safe_load(artifact.text)["resources"]
+        assert {k: v for k, v in resources.items() if k in ("region", "any_of")} == expected
+        paths.append(tmp_path / f"{len(paths)}.sky.yaml")
+        paths[-1].write_text(artifact.text, encoding="utf-8")
+    _validate_with_skypilot(paths)
+    droplet = d.model_copy(update={"provider": "digitalocean", "service": "droplet", "sku": "gpu-h100x1-80gb",
+                                   "gpu": "H100-SXM-80GB", "region": "unknown", "pinned_countries": ["US"]})
+    with pytest.raises(InputError, match="only if this digitalocean machine runs in a data centre in US"):
+        render_deploy(two.model_copy(update={"deployments": [droplet]}), "skypilot", DeployOptions())
+    # the plan records the countries where its residency needs them, and not otherwise
+    assert two.deployments[0].pinned_countries is None and "pinned_countries" not in plans["two"].read_text()
+
+
+def test_skypilots_runpod_regions_are_its_own() -> None:
+    from gpuopt.reports.deploy.skypilot import RUNPOD_REGIONS
+
+    python = os.environ.get("GPUOPT_SKYPILOT_PYTHON")
+    if not python:
+        pytest.skip("GPUOPT_SKYPILOT_PYTHON is not set (.ci/run sets it)")
+    # read from the module's source: importing it needs the runpod SDK, which SkyPilot's base install lacks
+    script = ("import ast, importlib.util\n"
+              "path = importlib.util.find_spec('sky.catalog.data_fetchers.fetch_runpod').origin\n"
+              "tree = ast.parse(open(path).read())\n"
+              "zones = next(n.value for n in tree.body if isinstance(n, ast.Assign)\n"
+              "             and getattr(n.targets[0], 'id', '') == 'REGION_ZONES')\n"
+              "print(' '.join(ast.literal_eval(zones)))\n")
+    done = subprocess.run([python, "-c", script], capture_output=True, text=True, check=True)
+    assert tuple(done.stdout.split()) == RUNPOD_REGIONS

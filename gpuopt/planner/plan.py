@@ -198,6 +198,19 @@ class Deployment(Frozen):
     # commitment covers at them. None for rented capacity or when the catalog has no on-demand twin.
     on_demand_price_per_hour: Money | None = None
     on_demand_list_price_per_hour: Money | None = None
+    # an offering sold as `global` that the plan's residency admits only through the data-centre countries its
+    # source lists (solve.pin_notes): the countries to create it in (ISO codes); None: no pinning needed.
+    # Deploy targets pin the machine there (SkyPilot's RunPod regions are these codes)
+    pinned_countries: list[str] | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unpinned(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """`pinned_countries` only where a residency needs it: other plans' JSON stays what releases before the
+        field wrote (their plan models refuse a key they do not know)."""
+        data: dict[str, Any] = handler(self)
+        if data.get("pinned_countries") is None:
+            data.pop("pinned_countries", None)
+        return data
 
 
 class InstanceLine(Frozen):

@@ -108,7 +108,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
     explanation = [] if solution.status == "optimal" else _explain(per_workload, solution)
     profile = get_profile(opts.vllm_version)
-    deployments = _deployments(per_workload, solution, catalog, currency)
+    deployments = _deployments(per_workload, solution, catalog, currency, residency)
     warnings += routing_notes(deployments)
     warnings += convoy_notes(wf.workloads)
     warnings += tail_past_context_notes(wf.workloads, archs)
@@ -161,7 +161,7 @@ def _on_demand_prices(catalog: Catalog, o: Offering, currency: str) -> dict[str,
 
 
 def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, catalog: Catalog,
-                 currency: str) -> list[Deployment]:
+                 currency: str, residency: Residency | None = None) -> list[Deployment]:
     if solution.status != "optimal":
         return []
     gpu_use: dict[tuple[str, ...], int] = defaultdict(int)
@@ -225,7 +225,9 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
                                       checkpoints=c.workload.checkpoints,
                                       compute_capability=get_gpu(o.gpu).compute_capability),
             price_source=o.source, price_as_of=o.as_of, price_origin=o.origin, tags=dict(c.workload.tags),
-            at_planned_load=at_planned, capacity=at_capacity))
+            at_planned_load=at_planned, capacity=at_capacity,
+            pinned_countries=(residency.pinned_countries(o.region, o.countries, o.provider) or None
+                              if residency is not None else None)))
     return sorted(out, key=lambda d: (d.workload, d.provider, d.sku, d.region))
 
 

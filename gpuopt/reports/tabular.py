@@ -46,6 +46,7 @@ def render_csv(plan: Plan) -> str:
     economics = {u.workload: u for u in plan.unit_economics}
     for r in records:
         r["tags"] = json.dumps(r["tags"], sort_keys=True)
+        r["pinned_countries"] = ";".join(r.get("pinned_countries") or ()) or None  # the catalog's own form
         for name in _optional_nested():  # flattened here: json_normalize leaves a None one as one empty cell
             value = r[name]
             r[name] = None if value is None else json.dumps(value, sort_keys=True)
@@ -77,8 +78,9 @@ UNIT_COLUMNS = ("workload_cost_per_request", "workload_cost_per_million_output_t
 # so a reader that takes columns by position keeps reading the same ones.
 ADDED_COLUMNS = ("memory_lora_gib",)
 PLAN_COLUMNS = ("currency", "fx", "fx_as_of", "catalog_as_of", "oldest_price_as_of")  # plan_columns, then
-# the optional nested fields flattened, then these deployment fields (a commitment's on-demand twin prices)
-LATE_COLUMNS = ("on_demand_price_per_hour", "on_demand_list_price_per_hour")
+# the optional nested fields flattened, then these deployment fields (a commitment's on-demand twin prices, the
+# countries a global offering must be pinned to: "US;CA", empty when none)
+LATE_COLUMNS = ("on_demand_price_per_hour", "on_demand_list_price_per_hour", "pinned_countries")
 
 
 def _optional_nested() -> dict[str, list[str]]:

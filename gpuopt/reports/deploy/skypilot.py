@@ -87,6 +87,9 @@ features ("the interconnection among nodes are non-trivial on RunPod"), so a tas
 launchable resources there. Machines that only share an offering (packed replicas, deployments sharing
 machines) are then launched one cluster per machine from the same file, each told its machine by GPUOPT_POD."""
 POD_VAR = "GPUOPT_POD"
+RUNPOD_REGIONS = ("AU", "CA", "CZ", "DK", "FR", "IN", "IS", "JP", "NL", "NO", "RO", "SE", "SG", "US")
+"""SkyPilot's RunPod regions: country codes, each a set of RunPod data centres (REGION_ZONES in
+sky/catalog/data_fetchers/fetch_runpod.py, SkyPilot 0.14.1; a test reads it from the installed SkyPilot)."""
 
 
 def _one_cluster_per_machine(d: Deployment) -> bool:
@@ -150,11 +153,21 @@ def _run(d: Deployment) -> str:
     )
 
 
+def _pinned_regions(d: Deployment) -> list[str]:
+    """The SkyPilot regions a `global` RunPod offering must be launched in to keep the plan's residency (its
+    pinned countries; QA: the plan said "pin it to a data centre in US" and the task let SkyPilot choose any)."""
+    return [c for c in d.pinned_countries or () if c in RUNPOD_REGIONS] if d.provider == "runpod" else []
+
+
 def _resources(d: Deployment, ports: int | list[int]) -> dict[str, Any]:
     resources: dict[str, Any] = {"cloud": SKYPILOT_CLOUDS[d.provider], "instance_type": instance_type(d),
                                  "ports": ports}
     if d.region not in UNNAMED_REGIONS:
         resources["region"] = d.region
+    elif len(pinned := _pinned_regions(d)) == 1:
+        resources["region"] = pinned[0]
+    elif pinned:  # any of them: SkyPilot picks the cheapest with capacity
+        resources["any_of"] = [{"region": region} for region in pinned]
     if d.price_kind == "spot":
         resources["use_spot"] = True
     return resources
@@ -307,6 +320,12 @@ def _problems(d: Deployment) -> list[str]:
         # SkyPilot's AWS catalog is the standard partition's (sky/catalog/data_fetchers/fetch_aws.py ALL_REGIONS)
         raise refuse(d, "skypilot", f"SkyPilot's AWS cloud has no China regions ({d.region} is in the aws-cn "
                                     "partition, with its own accounts); use --target k8s on an EKS cluster there")
+    if d.pinned_countries and d.region in UNNAMED_REGIONS and not _pinned_regions(d):
+        # a droplet of an unstated region, or countries SkyPilot has no RunPod region for: the task cannot say
+        # where, and launched anywhere it would break the residency the plan was made for
+        raise refuse(d, "skypilot", f"the plan keeps its residency only if this {d.provider} machine runs in a data "
+                                    f"centre in {', '.join(d.pinned_countries)}, which a SkyPilot task cannot pin "
+                                    f"for {d.provider} {d.sku} ({d.region}): create it there yourself")
     if nodes(d) > 1 and _one_cluster_per_machine(d):
         raise refuse(d, "skypilot", f"a replica spans {nodes(d)} {d.provider} machines, and SkyPilot's {d.provider} "
                                     "cloud launches one node per cluster (no multi-node): plan it on one machine "
