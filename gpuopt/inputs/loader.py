@@ -32,6 +32,10 @@ from gpuopt.errors import ConfigError, InputError
 MAX_YAML_DEPTH = 64
 """Deepest nesting of mappings/sequences a gpuopt file may have. Real files use 4 levels; PyYAML's composer
 recurses once per level, so an unbounded depth ends in RecursionError instead of a message."""
+MAX_YAML_VALUES = 100_000
+"""Most values a file may hold once its aliases are expanded. An alias is a reference, so nine levels of nine
+aliases each (a 20-line "billion laughs" file) are 387 million values to anything that walks them: a message
+quoting the value took minutes and gigabytes (QA). Real files hold a few hundred."""
 
 _SNIFF_BYTES = 8192
 
@@ -90,6 +94,25 @@ def read_text(path: Path, what: str = "file") -> str:
 # ---- YAML ---------------------------------------------------------------------------------------------
 
 
+def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
+    """The values under `node` with every alias expanded, counted once per node (an aliased node is one object
+    in the composed graph, so `sizes` keeps this linear in the file); refused past MAX_YAML_VALUES at the
+    first node that passes it."""
+    known = sizes.get(id(node))
+    if known is not None:
+        return known
+    size = 1
+    if isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(item, sizes) for item in node.value)
+    if size > MAX_YAML_VALUES:
+        raise yaml.composer.ComposerError(None, None, f"this value expands to more than {MAX_YAML_VALUES:,} values "
+                                                      "through its aliases (*name): refused", node.start_mark)
+    sizes[id(node)] = size
+    return size
+
+
 class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader with two refusals: a key given twice in one mapping (PyYAML keeps the last value
     silently, so `requests_per_second: 2` then `: 200` plans for 200) and nesting deeper than MAX_YAML_DEPTH."""
@@ -105,6 +128,12 @@ class _StrictLoader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def compose_document(self) -> yaml.Node | None:
+        node = super().compose_document()
+        if node is not None:
+            _expanded_size(node, {})
+        return node
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}

@@ -31,6 +31,7 @@ Errors are reported one per line with the field path and the YAML line, exit cod
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -467,17 +468,18 @@ def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     line = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
-            match = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
-            if match is None:
-                # an unknown or missing key: point at the key itself when it exists
-                key = next((k for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
-                return key.start_mark.line + 1 if key is not None else line
-            node = match
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+            if pair is None:
+                return line  # a missing key: its mapping's line
+            key, node = pair
+            # an alias (*name) is the anchored node itself, which starts where the anchor was written, above
+            # the key that uses it: the key's line then (QA: `schema_version: *l1` was reported at the anchor)
+            line = max(node.start_mark.line, key.start_mark.line) + 1
+            continue
+        if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             node = node.value[part]
-        else:
-            continue  # pydantic adds union-branch names (e.g. 'str') that are not in the YAML
-        line = node.start_mark.line + 1
+            line = node.start_mark.line + 1
+        # else: pydantic adds union-branch names (e.g. 'str') that are not in the YAML
     return line
 
 
@@ -494,11 +496,20 @@ _TYPE_NAMES = {bool: "boolean", str: "string", int: "integer", float: "number", 
                type(None): "null"}
 
 
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict, _BRIEF.maxstring, _BRIEF.maxother = 2, 4, 4, 40, 40
+
+
+def _brief(value: object) -> str:
+    """repr(value) cut to 40 characters, without walking more than a few items and levels of it: a value may be
+    a large structure (aliases)."""
+    text = _BRIEF.repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _shown(value: object) -> str:
     """A YAML value as its author wrote it, with its type: `boolean true`, `string '1'`."""
-    text = ("true" if value else "false") if isinstance(value, bool) else repr(value)
-    if len(text) > 40:
-        text = text[:37] + "..."
+    text = ("true" if value else "false") if isinstance(value, bool) else _brief(value)
     return f"{_TYPE_NAMES.get(type(value), type(value).__name__)} {text}"
 
 
@@ -543,7 +554,7 @@ def _version_problem(version: object) -> str | None:
         return None  # the model reports the missing field
     if isinstance(version, bool) or not isinstance(version, int):
         kind = "string" if isinstance(version, str) else type(version).__name__
-        return f"expected the number {SCHEMA_VERSION}, got {kind} {version!r}"
+        return f"expected the number {SCHEMA_VERSION}, got {kind} {_brief(version)}"
     if version != SCHEMA_VERSION:
         return f"{version} is not supported (this gpuopt reads schema_version {SCHEMA_VERSION})"
     return None
