@@ -2,6 +2,7 @@
 
 import datetime as dt
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -389,6 +390,22 @@ def test_a_capacity_plan_the_quotas_make_infeasible_says_so(tmp_path):
     assert json.loads(result.stdout)["explanation"] == [
         "the quotas (0 x aws): no schedule serves every period's demand with the instances they allow; raise them "
         "or allow other providers, SKUs or price kinds"]
+
+
+def test_a_workload_no_candidate_serves_is_explained_as_solve_explains_it(tmp_path):
+    """QA: a 2 ms TPOT target read "no feasible candidate with the allowed price kinds" (on-demand only, which has
+    offerings); solve names TPOT. Both now give the rejection counts, the binding constraint and the nearest
+    misses (solve.explain_infeasible)."""
+    example = Path(__file__).parent.parent / "examples" / "capacity-global.yaml"
+    tight = tmp_path / "tight.yaml"
+    tight.write_text(re.sub(r"tpot_ms: [0-9.]+", "tpot_ms: 2", example.read_text(), count=1))
+    result = CliRunner().invoke(cli, ["plan", str(tight), "--format", "json"])
+    assert result.exit_code == 1, result.output
+    lines = json.loads(result.stdout)["explanation"]
+    assert lines[0].startswith("workload assistant: no candidate is feasible among ")
+    assert lines[1].startswith("workload assistant: binding constraint: tpot (stopped ")
+    assert any(line.startswith("workload assistant: nearest latency: ") for line in lines)
+    assert not any("price kinds" in line for line in lines)
 
 
 def test_a_horizon_before_the_year_1000_keeps_four_digit_labels_and_year_0_is_refused():

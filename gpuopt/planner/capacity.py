@@ -70,6 +70,7 @@ from gpuopt.planner.plan import (
 )
 from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, optimise, prune, quota_problems
 from gpuopt.planner.simcapacity import with_simulated_capacity
+from gpuopt.planner.solve import explain_infeasible
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
 
@@ -116,6 +117,7 @@ class CapacitySolution:
     capacity: dict[str, list[float]]  # workload -> sustainable load per period (before headroom)
     seconds: float
     binding: str | None = None
+    explanation: tuple[str, ...] = ()  # why infeasible, line by line, where more than `binding` is known
     commitments_fixed: dict[tuple[tuple[str, ...], int], int] = field(default_factory=dict)
     proven_optimal: bool = True  # False when the solver stopped at its time limit with a feasible schedule
 
@@ -202,8 +204,12 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
                       hours_per_period=p.hours_per_period, commitments=commitments, fixed=fixed_commitments,
                       quotas=p.cf.quotas, time_limit=time_limit)
     if result.status != "optimal":
+        explanation: tuple[str, ...] = ()
         if result.unserved is not None:
             binding = f"workload {result.unserved}: no feasible candidate with the allowed price kinds"
+            mine = [c for c in p.all_candidates if c.workload.name == result.unserved]
+            if mine and not any(c.feasible for c in mine):  # not the price kinds: why no candidate serves it
+                explanation = tuple(explain_infeasible([(mine[0].workload, mine)]))
         elif p.cf.quotas:  # every workload has candidates: only the quotas cap what a period can run
             caps = "; ".join(f"{q.max_instances} x {q.provider}" + (f" {q.sku}" if q.sku else "")
                              + (f" in {q.region}" if q.region else "") for q in p.cf.quotas)
@@ -211,7 +217,7 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
                        "allow; raise them or allow other providers, SKUs or price kinds")
         else:
             binding = f"solver status {result.solver_status}"
-        return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, result.seconds, binding)
+        return CapacitySolution("infeasible", None, [], 0.0, [], {}, {}, result.seconds, binding, explanation)
     period_costs = [0.0] * T
     beyond = 0.0
     purchases = []
@@ -244,7 +250,7 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
                   if k in commitments})
     total = sum(period_costs) + beyond
     return CapacitySolution("optimal", total, period_costs, max(0.0, beyond), purchases, replicas, capacity_out,
-                            result.seconds, None, fixed, proven_optimal=result.proven_optimal)
+                            result.seconds, None, commitments_fixed=fixed, proven_optimal=result.proven_optimal)
 
 
 # ---- the typed result -------------------------------------------------------------------------------------
@@ -565,7 +571,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
         return CapacityPlan(status="infeasible", currency=p.currency, horizon=horizon, period=cf.horizon.period,
                             charge=cf.charge, headroom=opts.headroom, periods=[], total_cost=None,
                             all_on_demand_cost=None, savings=None, committed_after_horizon=0.0, scenarios=[],
-                            explanation=[sol.binding or "no plan"], as_of_date=today)
+                            explanation=list(sol.explanation) or [sol.binding or "no plan"], as_of_date=today)
     users: dict[tuple[tuple[str, ...], int], set[str]] = defaultdict(set)
     for (i, t), _n in sol.replicas.items():
         c = p.candidates[i]

@@ -106,7 +106,8 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     premium = None
     if residency is not None and residency.is_restrictive and opts.premium:
         premium = _residency_premium(wf, catalog, policy, solution, opts, evaluators)
-    explanation = [] if solution.status == "optimal" else _explain(per_workload, solution)
+    explanation = [] if solution.status == "optimal" else explain_infeasible(
+        [(wc.workload, wc.results) for wc in per_workload], solution.binding)
     profile = get_profile(opts.vllm_version)
     deployments = _deployments(per_workload, solution, catalog, currency, residency)
     warnings += routing_notes(deployments)
@@ -452,15 +453,18 @@ def _residency_premium(wf: WorkloadFile, catalog: Catalog, policy: Policy, best:
         cheapest_excluded_offering=excluded[0][1] if excluded else None)
 
 
-def _explain(per_workload: list[WorkloadCandidates], solution: Solution) -> list[str]:
+def explain_infeasible(per_workload: Sequence[tuple[Workload, Sequence[CandidateResult]]],
+                       binding: str | None = None) -> list[str]:
+    """Why no plan: per workload without a feasible candidate, its rejections counted, the binding constraint
+    (the last check any candidate reached) and the nearest misses; else the program's own `binding` (capacity
+    plans say the same of a workload no period can serve: QA, they blamed the price kinds for a TPOT target)."""
     lines = []
-    for wc in per_workload:
-        w = wc.workload
-        if wc.feasible:
+    for w, results in per_workload:
+        if any(r.feasible for r in results):
             continue
-        kinds = Counter(r.evaluation.reason_kind for r in wc.results)
-        considered = [r for r in wc.results if r.evaluation.reason_kind not in POLICY_REJECTIONS]
-        lines.append(f"workload {w.name}: no candidate is feasible among {len(wc.results)} "
+        kinds = Counter(r.evaluation.reason_kind for r in results)
+        considered = [r for r in results if r.evaluation.reason_kind not in POLICY_REJECTIONS]
+        lines.append(f"workload {w.name}: no candidate is feasible among {len(results)} "
                      f"({', '.join(f'{k}: {n}' for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))})")
         if not considered:
             lines.append(f"workload {w.name}: binding constraint is policy: no priced offering is allowed "
@@ -473,13 +477,13 @@ def _explain(per_workload: list[WorkloadCandidates], solution: Solution) -> list
         checks: list[str] = [k for k in REJECTION_KINDS if k not in POLICY_REJECTIONS and k != "simulation"]
         reached = [k for k in checks if any(r.evaluation.reason_kind == k for r in considered)]
         if reached:
-            binding: str = reached[-1]
-            before = checks[:checks.index(binding)]
+            kind: str = reached[-1]
+            before = checks[:checks.index(kind)]
             passed = " and ".join([", ".join(before[:-1]), before[-1]] if len(before) > 1 else before)
         else:  # only shapes the simulated plan left out
-            binding, passed = str(Counter(r.evaluation.reason_kind for r in considered).most_common(1)[0][0]), ""
-        lines.append(f"workload {w.name}: binding constraint: {binding} "
-                     f"(stopped {sum(1 for r in considered if r.evaluation.reason_kind == binding)} of "
+            kind, passed = str(Counter(r.evaluation.reason_kind for r in considered).most_common(1)[0][0]), ""
+        lines.append(f"workload {w.name}: binding constraint: {kind} "
+                     f"(stopped {sum(1 for r in considered if r.evaluation.reason_kind == kind)} of "
                      f"{len(considered)} evaluated candidates"
                      + (f": every one that passed {passed})" if passed else ")"))
         fit_misses = [r for r in considered if r.evaluation.gib_short is not None]
@@ -492,8 +496,8 @@ def _explain(per_workload: list[WorkloadCandidates], solution: Solution) -> list
             r = min(slo_misses, key=lambda r: (r.evaluation.ms_over or 0.0, r.offering.offering_id))
             lines.append(f"workload {w.name}: nearest latency: {_short(r)} misses by "
                          f"{r.evaluation.ms_over:,.1f} ms ({r.evaluation.reason})")
-    if not lines and solution.binding:
-        lines.append(f"no plan satisfies every constraint together: {solution.binding}")
+    if not lines and binding:
+        lines.append(f"no plan satisfies every constraint together: {binding}")
     return lines
 
 
