@@ -164,6 +164,14 @@ def test_staleness_warns_after_120_days_and_max_age_makes_it_an_error():
     assert len(warnings) == 1 and "132 days old" in warnings[0] and errors == []
     warnings, errors = staleness([p5], dt.date(2026, 11, 29), 30)
     assert len(errors) == 1 and "--max-price-age 30" in errors[0]
+    # a price dated after today is no quote: a warning, and an error under --max-price-age (QA: 2099 passed 30)
+    warnings, errors = staleness([p5], dt.date(2026, 7, 1), None)
+    assert warnings == ["price of aws p5.48xlarge us-east-1 on-demand is dated 2026-07-20, after today (2026-07-01): "
+                        "a price is dated when it was quoted"] and errors == []
+    warnings, errors = staleness([p5], dt.date(2026, 7, 1), 30)
+    assert warnings == [] and errors == [
+        "price of aws p5.48xlarge us-east-1 on-demand is dated 2026-07-20, after today (2026-07-01): a price is dated "
+        "when it was quoted; --max-price-age 30 cannot vouch for it"]
 
 
 # ---- catalog truth (issue 15 item 4) ------------------------------------------------------------------

@@ -309,6 +309,9 @@ def test_tencent_replay_needs_type_and_zone_then_writes_the_row(cache):
                  "--as-of", "2026-08-04")
     assert result.exit_code == 0, result.output
     assert "tencent: 1 rows against the shipped snapshot" in result.stdout
+    future = run("catalog", "refresh", "tencent", "--file", path, "--sku", "S5.16XLARGE256", "--zone", "ap-shanghai-2",
+                 "--as-of", "2099-01-01")
+    assert future.exit_code == 2 and "--as-of 2099-01-01: after today" in future.output
 
 
 def test_tencent_replays_build_the_cache_up(cache):
@@ -781,6 +784,16 @@ def test_fx_refresh_reads_the_ecb_file_and_the_loader_prefers_a_newer_rate(tmp_p
     bad.write_text((FIXTURES / "ecb_eurofxref_daily_excerpt.xml").read_text().replace("7.4326", "NaN"))
     failed = run("catalog", "refresh", "fx", "--file", bad)
     assert failed.exit_code == 2 and "currency=CNY: rate 'NaN' is not a finite positive number" in failed.output
+    # QA: time='zzz' was written as the rate's date and beat the shipped one as text; '7_4326' read as 74326
+    for old, new, message in (("2026-10-30", "zzz", "Cube time='zzz' is not a date YYYY-MM-DD"),
+                              ("7.4326", "7_4326", "rate '7_4326' is not a finite positive number")):
+        bad.write_text((FIXTURES / "ecb_eurofxref_daily_excerpt.xml").read_text().replace(old, new))
+        failed = run("catalog", "refresh", "fx", "--file", bad)
+        assert failed.exit_code == 2 and message in failed.output
+        assert (cache / "fx.csv").read_bytes() == cached
+    # a cache written by hand (or by an older release) with such a row is ignored: the shipped rate stays
+    (cache / "fx.csv").write_text("base,quote,rate,source,as_of\nUSD,CNY,66528.8,x,zzz\n", encoding="utf-8")
+    assert load_fx().rate("USD", "CNY") == 6.6529
 
 
 # ---- laws and fuzzing --------------------------------------------------------------------------------------
@@ -874,8 +887,22 @@ def test_parse_price_accepts_exactly_the_finite_positive_numbers(text):
         expected = float(text)
     except ValueError:
         expected = None
-    ok = expected is not None and math.isfinite(expected) and expected > 0
+    # float()'s finite positive numbers, written in ASCII digits without digit groups (`1_000`, `٠.١` are not)
+    written = set(text.strip()) <= set("0123456789.eE+-")
+    ok = expected is not None and math.isfinite(expected) and expected > 0 and written
     assert (parse_price(text) is not None) == ok
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("1", 1.0), ("2.5", 2.5), (".5", 0.5), ("5.", 5.0), ("1e-3", 0.001), ("1E+2", 100.0), (" 2 ", 2.0),
+    ("1_000", None), ("٠.١", None), ("０.１", None), ("nan", None), ("inf", None), ("-1", None), ("0", None),
+    ("1e400", None), ("0x10", None), ("", None)])
+def test_a_price_is_an_ascii_decimal(text, value):
+    """QA: float() read `1_000` as 1000 and Arabic-Indic or full-width digits as numbers, in overlays, refresh
+    answers and ECB rates alike."""
+    from gpuopt.pricing.catalog import parse_price
+
+    assert parse_price(text) == value
 
 
 ROW = st.fixed_dictionaries({"provider": st.sampled_from(["aws", "runpod"]), "service": st.just("s"),

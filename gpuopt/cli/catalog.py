@@ -224,6 +224,7 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
 
     Each provider's rows are validated before its cache file is replaced (atomically); a summary of new,
     removed and changed offerings goes to stdout."""
+    from gpuopt.cli.solve import today
     from gpuopt.pricing.refresh import RefreshError
 
     wanted = _refresh_targets(targets)
@@ -239,6 +240,8 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
         raise InputError(f"--file replays one answer: name exactly one provider (got {', '.join(wanted)})")
     if as_of is not None and not _is_date(as_of):
         raise InputError(f"--as-of '{as_of}': expected a date YYYY-MM-DD")
+    if as_of is not None and as_of > today().isoformat():
+        raise InputError(f"--as-of {as_of}: after today ({today().isoformat()}); a price is dated when it was quoted")
     failures: list[str] = []
     for target in wanted:
         if target in NO_PRICE_API:

@@ -181,12 +181,17 @@ def _int(value: str) -> int | None:
     return int(float(value)) if value else None
 
 
+_DECIMAL = re.compile(r"\s*\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*", re.ASCII)
+"""A price as a CSV or a provider writes one: ASCII digits, a dot, an exponent. float() also reads `1_000`,
+Arabic-Indic and full-width digits (QA: `٠.١` planned at 0.1 USD/h), `nan` and `inf`."""
+
+
 def parse_price(raw: str) -> float | None:
-    """A finite positive price, or None. `nan`, `inf` and `1e400` (which float() reads as inf) are not prices."""
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
+    """A finite positive price, or None. `nan`, `inf`, `1e400` (which float() reads as inf), digit groups
+    (`1_000`) and non-ASCII digits are not prices."""
+    if not isinstance(raw, str) or not _DECIMAL.fullmatch(raw):
         return None
+    value = float(raw)
     return value if math.isfinite(value) and value > 0 else None
 
 

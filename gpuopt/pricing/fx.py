@@ -6,7 +6,9 @@ for a currency, and the rate and its date go into the output.
 
 from __future__ import annotations
 
+import datetime as dt
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -64,11 +66,24 @@ class FxTable:
         return "; ".join(parts)
 
 
+def iso_date(text: str) -> bool:
+    """Whether `text` is a calendar date written YYYY-MM-DD (rates are dated so, and compared as text)."""
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+        return False
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _rates(text: str) -> dict[tuple[str, str], FxRate]:
+    from gpuopt.pricing.catalog import parse_price
+
     out = {}
     for r in csv_rows(text):
-        rate = float(r["rate"])
-        if not (math.isfinite(rate) and rate > 0) or r["base"] not in CURRENCIES or r["quote"] not in CURRENCIES:
+        rate = parse_price(r["rate"])
+        if rate is None or r["base"] not in CURRENCIES or r["quote"] not in CURRENCIES or not iso_date(r["as_of"]):
             raise ValueError(f"bad rate row {r}")
         out[(r["base"], r["quote"])] = FxRate(r["base"], r["quote"], rate, r["source"], r["as_of"])
     return out

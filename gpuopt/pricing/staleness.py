@@ -30,7 +30,13 @@ def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int |
     for o in sorted(set(offerings), key=lambda o: o.key):
         date = o.as_of_date
         age = (today - date).days if date else None
-        if max_age_days is not None and (age is None or age > max_age_days):
+        if age is not None and age < 0:  # QA: an overlay dated 2099 passed --max-price-age 30 as "-26,000 days"
+            future = (f"price of {_label(o)} is dated {o.as_of}, after today ({today.isoformat()}): a price is dated "
+                      "when it was quoted")
+            (errors if max_age_days is not None else warnings).append(
+                future + (f"; --max-price-age {max_age_days} cannot vouch for it" if max_age_days is not None
+                          else ""))
+        elif max_age_days is not None and (age is None or age > max_age_days):
             errors.append(f"price of {_label(o)} is {'of unknown date' if age is None else f'{age} days old'} "
                           f"(as_of {o.as_of or '?'}), older than --max-price-age {max_age_days}")
         elif age is None:

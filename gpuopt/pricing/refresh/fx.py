@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from gpuopt.pricing.cache import cache_dir
-from gpuopt.pricing.catalog import read_text_file
-from gpuopt.pricing.fx import FxRate
+from gpuopt.pricing.catalog import parse_price, read_text_file
+from gpuopt.pricing.fx import FxRate, iso_date
 from gpuopt.pricing.refresh import RefreshError, write_atomic
 
 ECB_DAILY = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"
@@ -33,17 +32,19 @@ def parse_ecb(text: str, label: str) -> FxRate:
     dated = [c for c in root.iter() if c.tag.endswith("Cube") and c.get("time")]
     if not dated:
         raise RefreshError(f"{label}: no <Cube time=...> element (not the ECB reference-rate file?)")
+    # the day dates the rate and decides whether it replaces the shipped one: a calendar date or nothing (QA:
+    # time='zzz' was written, and won every later comparison with the shipped 2026-10-30)
+    bad = [t for c in dated if not iso_date(t := c.get("time", ""))]
+    if bad:
+        raise RefreshError(f"{label}: Cube time={bad[0]!r} is not a date YYYY-MM-DD")
     day = max(dated, key=lambda c: c.get("time", ""))
     time = day.get("time", "")
     rates: dict[str, float] = {}
     for cube in day:
         currency, raw = cube.get("currency"), cube.get("rate")
         if currency in ("USD", "CNY"):
-            try:
-                value = float(raw or "")
-            except ValueError:
-                value = math.nan
-            if not (math.isfinite(value) and value > 0):
+            value = parse_price(raw or "")  # ASCII decimals only: float() read '7_4326' as 74326
+            if value is None:
                 raise RefreshError(f"{label}: Cube time={time} currency={currency}: rate {raw!r} is not a finite "
                                    "positive number")
             rates[currency] = value
