@@ -1029,3 +1029,27 @@ def test_a_region_regions_csv_does_not_know_is_kept_of_unknown_country(cache, tm
                        "alibaba,ecs.gn7i-c8g1.2xlarge,me-east-9,on-demand,1.0,CNY,A10-24GB,1\n")
     refused = run("catalog", "list", "--catalog", overlay)
     assert refused.exit_code == 2 and "column 'region': unknown region 'me-east-9'" in refused.stderr
+
+
+@pytest.mark.parametrize(("fixture", "path", "value", "message"), [
+    ("digitalocean_sizes.json", ("sizes", 1, "slug"), None, "sizes[1].slug: expected a non-empty string"),
+    ("digitalocean_sizes.json", ("sizes", 1, "regions"), {}, "expected a list"),
+    ("digitalocean_sizes.json", ("sizes", 1, "memory"), "abc", ".memory: expected a positive number"),
+    ("runpod_gpu_types.json", ("data", "gpuTypes", 0, "displayName"), float("nan"),
+     "gpuTypes[0].displayName: expected a non-empty string"),
+    ("runpod_gpu_types.json", ("data", "gpuTypes", 0, "memoryInGb"), [], ".memoryInGb: expected a positive number"),
+])
+def test_a_wrong_typed_identifier_or_size_is_a_bad_answer(tmp_path, cache, fixture, path, value, message):
+    """QA: `slug: null` wrote a priced 8 x H100 row with an empty SKU, `displayName: NaN` the SKU `1x nan`, and a
+    wrong-typed size was taken as missing. Each is now the answer's error, the cache untouched."""
+    data = json.loads((FIXTURES / fixture).read_text())
+    node = data
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    bad = tmp_path / fixture
+    bad.write_text(json.dumps(data))
+    provider = fixture.split("_")[0]
+    result = run("catalog", "refresh", provider, "--file", bad, "--as-of", "2026-11-01")
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (cache / f"catalog-{provider}.csv").exists()

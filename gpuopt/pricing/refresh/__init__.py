@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -77,6 +78,24 @@ def expect_list(value: Any, where: str) -> list[Any]:
     if not isinstance(value, list):
         raise RefreshError(f"{where}: expected a list, got {_json_kind(value)}")
     return value
+
+
+def expect_text(value: Any, where: str) -> str:
+    """An identifier a response names something by: a non-empty string (QA: a `slug: null` became a priced row
+    with an empty SKU, `displayName: NaN` the SKU `1x nan`)."""
+    if not isinstance(value, str) or not value.strip():
+        raise RefreshError(f"{where}: expected a non-empty string, got {_json_kind(value)} {value!r}"[:300])
+    return value
+
+
+def optional_count(value: Any, where: str) -> str:
+    """A size a response may leave out (memory, vCPUs): "" when absent, else a finite positive number's text;
+    a value of another type is a bad answer, not a missing one."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise RefreshError(f"{where}: expected a positive number, got {_json_kind(value)} {value!r}"[:300])
+    return f"{value:.10g}"
 
 
 def price_text(value: Any, where: str) -> str:

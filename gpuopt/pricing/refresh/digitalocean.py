@@ -22,7 +22,9 @@ from gpuopt.pricing.refresh import (
     base_row,
     expect_list,
     expect_object,
+    expect_text,
     load_json,
+    optional_count,
     price_text,
 )
 from gpuopt.pricing.regions import regions
@@ -45,10 +47,10 @@ def parse(data: Any, label: str, as_of: str, source: str, slugs: dict[str, str])
         info = size.get("gpu_info")
         if not info:
             continue
-        slug = str(size.get("slug") or "")
-        where = f"{label}: sizes[{i}] ({slug or '?'})"
+        slug = expect_text(size.get("slug"), f"{label}: sizes[{i}].slug")
+        where = f"{label}: sizes[{i}] ({slug})"
         info = expect_object(info, f"{where}.gpu_info")
-        model = str(info.get("model") or "")
+        model = expect_text(info["model"], f"{where}.gpu_info.model") if "model" in info else ""
         gpu = slugs.get(slug) or MODELS.get(model, model)
         count = info.get("count")
         if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
@@ -57,16 +59,18 @@ def parse(data: Any, label: str, as_of: str, source: str, slugs: dict[str, str])
         vram = info.get("vram")
         amount = vram.get("amount") if isinstance(vram, dict) else None
         per_gpu = amount / count if isinstance(amount, (int, float)) and not isinstance(amount, bool) else None
-        memory = size.get("memory")
-        listed = [str(r) for r in expect_list(size.get("regions") or [], f"{where}.regions")]
+        memory = optional_count(size.get("memory"), f"{where}.memory")
+        listed = [expect_text(r, f"{where}.regions[{k}]") for k, r in
+                  enumerate(expect_list(size.get("regions", []), f"{where}.regions"))]
         unknown = [r for r in listed if r not in regions()]
         if unknown:
             raise RefreshError(f"{where}.regions: region(s) {', '.join(unknown)} not in gpuopt's region table")
         for region in listed or ["unknown"]:
             rows.append(base_row(
                 provider="digitalocean", service="droplet", sku=slug, region=region, gpu=gpu, gpu_count=str(count),
-                gpu_mem_gib="" if per_gpu is None else f"{per_gpu:g}", vcpus=str(size.get("vcpus") or ""),
-                ram_gib="" if not isinstance(memory, (int, float)) else f"{memory / 1024:g}",
+                gpu_mem_gib="" if per_gpu is None else f"{per_gpu:g}",
+                vcpus=optional_count(size.get("vcpus"), f"{where}.vcpus"),
+                ram_gib="" if not memory else f"{float(memory) / 1024:g}",
                 interconnect="nvlink" if count > 1 and gpu in BOARDS else ("pcie" if count > 1 else ""),
                 interconnect_basis=("" if count == 1 else f"inferred: {BOARDS[gpu]}" if gpu in BOARDS
                                     else "inferred: PCIe cards (no board the catalog knows as NVLink)"),

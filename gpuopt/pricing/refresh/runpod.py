@@ -35,7 +35,9 @@ from gpuopt.pricing.refresh import (
     base_row,
     expect_list,
     expect_object,
+    expect_text,
     load_json,
+    optional_count,
     price_text,
 )
 
@@ -82,10 +84,11 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str],
     notes: list[str] = []
     for i, raw in enumerate(types):
         entry = expect_object(raw, f"{label}: data.gpuTypes[{i}]")
-        name = str(entry.get("displayName") or entry.get("id") or "")
-        where = f"{label}: data.gpuTypes[{i}] ({name or '?'})"
-        if not name:
-            raise RefreshError(f"{where}: no displayName or id")
+        if entry.get("displayName") is None and entry.get("id") is None:
+            raise RefreshError(f"{label}: data.gpuTypes[{i}]: no displayName or id")
+        field = "displayName" if entry.get("displayName") is not None else "id"
+        name = expect_text(entry[field], f"{label}: data.gpuTypes[{i}].{field}")
+        where = f"{label}: data.gpuTypes[{i}] ({name})"
         gpu = names.get(name, name)
         lowest = entry.get("lowestPrice")
         available = (expect_object(lowest, f"{where}.lowestPrice").get("availableGpuCounts") or [1]) if lowest else [1]
@@ -118,7 +121,7 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str],
                 derived = n > 1
                 rows.append(base_row(
                     provider="runpod", service=service, sku=f"{n}x {name}", region="global", gpu=gpu,
-                    gpu_count=str(n), gpu_mem_gib=str(entry.get("memoryInGb") or ""),
+                    gpu_count=str(n), gpu_mem_gib=optional_count(entry.get("memoryInGb"), f"{where}.memoryInGb"),
                     interconnect=link if derived else "", interconnect_basis=basis if derived else "",
                     price_per_hour=f"{float(value) * n:.10g}", currency="USD", price_kind=kind, source=source,
                     as_of=as_of, countries=DC_COUNTRIES,
