@@ -296,6 +296,21 @@ def test_truncated_overlay_line_is_named(tmp_path):
     assert result.exit_code == 2 and f"error: {path}: row 2: too few fields" in result.output
 
 
+def test_validate_overlay_says_what_solve_would_refuse(tmp_path):
+    """QA: a column named twice was "valid" (the CSV reader kept the last region, silently), and so was a new SKU
+    without gpu and gpu_count, which `solve --catalog` then refused."""
+    twice = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency,region\n"
+                               "aws,g6.xlarge,us-east-1,on-demand,0.5,USD,eu-west-1\n")
+    result = run("catalog", "validate", "--overlay", str(twice))
+    assert result.exit_code == 2 and result.output == f"error: {twice}: column 'region' appears 2 times in the header\n"
+    new = tmp_path / "new.csv"
+    new.write_text("provider,sku,region,price_kind,price_per_hour,currency,gpu\n"
+                   "aws,newbox,us-east-1,on-demand,1.0,USD,H100-SXM-80GB\n", encoding="utf-8")
+    result = run("catalog", "validate", "--overlay", str(new))
+    assert result.exit_code == 2 and result.output == (
+        f"error: {new}: row 2: no catalog offering aws newbox: give columns gpu and gpu_count to add it\n")
+
+
 # ---- staleness (issue 15 item 5) ---------------------------------------------------------------------------
 
 

@@ -184,6 +184,15 @@ def validate(file: Path, overlay: bool) -> None:
     """Check a catalog or overlay CSV: schema, duplicates, positive prices, known GPUs and regions."""
     header, rows = read_csv_rows(read_text_file(file), str(file))
     problems = validate_rows(str(file), header, rows, overlay=overlay)
+    if overlay and not problems:
+        # what only applying it shows (a new SKU without gpu and gpu_count): `solve --catalog` refused a file
+        # `validate --overlay` had called valid (QA)
+        from gpuopt.pricing.catalog import load_catalog
+
+        try:
+            load_catalog(overlays=[file], use_cache=False)
+        except InputError as exc:
+            problems = list(exc.problems)
     if problems:
         raise InputError(*problems)
     click.echo(f"{file}: {len(rows)} rows, valid")

@@ -283,6 +283,10 @@ def validate_rows(path: str, header: list[str], rows: list[RawRow], *, overlay: 
     unknown_cols = [c for c in header if c not in CATALOG_COLUMNS and c != "superseded_by_as_of"]
     for col in unknown_cols:
         problems.append(f"{path}: unknown column '{col}' (known: {', '.join(CATALOG_COLUMNS)})")
+    # a column named twice: a CSV reader keeps the last value, silently (QA: a quote for us-east-1 was planned
+    # in the second `region` column's eu-west-1)
+    problems += [f"{path}: column '{col}' appears {header.count(col)} times in the header"
+                 for col in dict.fromkeys(header) if header.count(col) > 1]
     seen: dict[tuple[str, ...], int] = {}
     for row in rows:
         if row.short or row.extra:
