@@ -328,6 +328,19 @@ def test_tencent_replays_build_the_cache_up(cache):
     assert sorted(r["price_kind"] for r in rows) == ["on-demand", "subscription-monthly"]
 
 
+@pytest.mark.parametrize("value", [-5, "nan", "abc", True, [], {}])
+def test_tencents_account_price_is_checked_like_a_price(tmp_path, cache, value):
+    """QA: DiscountPrice -5 (and nan, "abc", true) went into the row's notes as the account's price."""
+    data = json.loads((FIXTURES / "tencent_inquiry_price_run_instances_prepaid.json").read_text())
+    data["Response"]["Price"]["InstancePrice"]["DiscountPrice"] = value
+    bad = tmp_path / "prepaid.json"
+    bad.write_text(json.dumps(data))
+    result = run("catalog", "refresh", "tencent", "--file", bad, "--sku", "GN7.2XLARGE32", "--zone", "ap-guangzhou-3",
+                 "--as-of", "2026-08-04", "--charge", "PREPAID")
+    assert result.exit_code == 2 and "Response.Price.InstancePrice.DiscountPrice: price" in result.output
+    assert not (cache / "catalog-tencent.csv").exists()
+
+
 # ---- TI-ONE (Tencent) --------------------------------------------------------------------------------------
 # No real TI-ONE price answer exists: the fixtures are CONSTRUCTED from the SDK's response model fields
 # (tests/fixtures/README.md); their costs are made up, so the expected rows are computed from them by hand.

@@ -32,6 +32,13 @@ from gpuopt.pricing.refresh import (
 HOURS_PER_MONTH = 730
 
 
+
+def _account(price: dict[str, object], field: str, label: str) -> str:
+    """The account's own price the answer gives beside the list price, for the row's notes: a price or "not
+    given" -- checked like a price (QA: `DiscountPrice: -5` and `nan` went into the notes)."""
+    value = price.get(field)
+    return "not given" if value in (None, 0) else price_text(value, f"{label}: Response.Price.InstancePrice.{field}")
+
 def specs_by_sku(shipped: list[Row]) -> dict[str, Row]:
     return {r["sku"]: r for r in shipped if r.get("provider") == "tencent" and r.get("service") == "cvm"}
 
@@ -66,13 +73,14 @@ def parse_inquiry(data: Any, label: str, sku: str, zone: str, charge: str, curre
         if price.get("ChargeUnit") != "HOUR":
             raise RefreshError(f"{where}.ChargeUnit: expected HOUR, got {price.get('ChargeUnit')!r}")
         value = price_text(price.get("UnitPrice"), f"{where}.UnitPrice")
-        note = f"zone {zone}; UnitPrice (list); account price UnitPriceDiscount {price.get('UnitPriceDiscount')}"
+        note = (f"zone {zone}; UnitPrice (list); account price UnitPriceDiscount "
+                f"{_account(price, 'UnitPriceDiscount', label)}")
         return Refreshed("tencent", [_row(specs.get(sku), sku, region, value, "on-demand", currency, as_of, source,
                                           note)])
     if charge == "PREPAID":
         month = float(price_text(price.get("OriginalPrice"), f"{where}.OriginalPrice"))
         note = (f"zone {zone}; DERIVED: OriginalPrice {month:g} for 1 month / {HOURS_PER_MONTH} h; account price "
-                f"DiscountPrice {price.get('DiscountPrice')}")
+                f"DiscountPrice {_account(price, 'DiscountPrice', label)}")
         return Refreshed("tencent", [_row(specs.get(sku), sku, region, f"{month / HOURS_PER_MONTH:.10g}",
                                           "subscription-monthly", currency, as_of, source, note, term="1")])
     raise RefreshError(f"{label}: charge type {charge!r} is not priced here (known: POSTPAID_BY_HOUR, PREPAID)")
