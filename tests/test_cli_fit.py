@@ -216,3 +216,20 @@ def test_a_scheduler_limit_beyond_any_deployment_is_exit_2():
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr == ("error: --max-num-batched-tokens 99,999,999,999,999 is beyond any deployment gpuopt "
                              "plans (at most 10,000,000)\n")
+
+
+def test_data_parallel_has_the_workload_files_ceiling():
+    """QA: --dp 1000000000000 was sized ("the KV cache holds 3.7e14 requests"); fit and simulate refuse past a
+    workload file's replica ceiling, which they share."""
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+    from gpuopt.inputs.workload import MAX_REPLICAS
+    from gpuopt.physics.serving_config import MAX_DATA_PARALLEL
+
+    assert MAX_DATA_PARALLEL == MAX_REPLICAS
+    for command in (["fit"], ["simulate", "--num-prompts", "10"]):
+        result = CliRunner().invoke(cli, [*command, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu",
+                                          "H100-SXM-80GB", "--dp", str(MAX_DATA_PARALLEL + 1)])
+        assert result.exit_code == 2
+        assert result.stderr == "error: --dp must be at most 10,000, as a workload's replicas (got 10,001)\n"

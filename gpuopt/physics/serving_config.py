@@ -191,6 +191,11 @@ def gpu_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitectu
             or sparse_mla.unsupported(arch, gpu, vllm_version))
 
 
+MAX_DATA_PARALLEL = 10_000
+"""The most data-parallel engines `fit` and `simulate` size: a workload file's replica ceiling
+(inputs.workload.MAX_REPLICAS; a test holds them equal)."""
+
+
 def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
     """Every problem with this combination, one line each (empty when valid)."""
     problems = [f"model {arch.hf_id}: field '{f}' is missing, so memory cannot be computed"
@@ -206,6 +211,10 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
         problems.append(f"--tp {tp} is not a multiple of the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
     if cfg.data_parallel < 1:
         problems.append(f"--dp must be >= 1 (got {cfg.data_parallel})")
+    elif cfg.data_parallel > MAX_DATA_PARALLEL:
+        # QA: --dp 1000000000000 was sized, "the KV cache holds 3.7e14 requests"
+        problems.append(f"--dp must be at most {MAX_DATA_PARALLEL:,}, as a workload's replicas (got "
+                        f"{cfg.data_parallel:,})")
     elif (arch.is_moe and cfg.expert_parallel and arch.num_experts and tp >= 1
           and tp * cfg.data_parallel > arch.num_experts):
         # whole experts are dealt over tp x dp GPUs: past the expert count some GPUs hold none, which gpuopt's
