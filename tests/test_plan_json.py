@@ -330,13 +330,26 @@ def test_a_figure_the_others_contradict_is_refused(saved, tmp_path, kind, field,
 
 
 def test_capacity_plan_fields_have_their_domain(saved, tmp_path):
-    """QA: `charge: "whatever"`, a negative purchase's hours and a headroom of 5 were read and printed."""
+    """QA: `charge: "whatever"`, a negative purchase's hours and a headroom of 5 were read and printed; a
+    commitment's `term_months: 0` rendered "term 0 months" beside its whole charge, and `start_month` 10^12 was
+    read."""
     for field, value, message in ((("charge",), "whatever", "Input should be 'full-term' or 'inside-horizon'"),
                                   (("headroom",), 5, "Input should be less than or equal to 1"),
                                   (("headroom",), -1, "Input should be greater than 0")):
         bad = _edited(saved["capacity"], tmp_path, field, value)
         result = run("report", bad)
         assert result.exit_code == 2 and f"not a valid gpuopt plan: {field[0]}: {message}" in result.stderr
+    plan = json.loads(saved["capacity"].read_text())
+    assert plan["commitments"], "the saved capacity plan commits to something"
+    first = plan["commitments"][0]
+    for field, value, message in (
+            ("term_months", 0, f"commitments.0: term_months 0: a {first['price_kind']} runs "),
+            ("months_after", first["months_after"] + 1, f"commitments.0: months_inside {first['months_inside']} + "
+                                                        f"months_after {first['months_after'] + 1} are not its "),
+            ("start_month", 10**12, "commitments.0.start_month: Input should be less than or equal to 180")):
+        bad = _edited(saved["capacity"], tmp_path, ("commitments", 0, field), value)
+        result = run("report", bad)
+        assert result.exit_code == 2 and f"not a valid gpuopt plan: {message}" in result.stderr, result.stderr
 
 
 def test_instance_lines_and_the_budget_agree_with_the_deployments(saved, tmp_path):

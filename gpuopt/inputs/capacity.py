@@ -113,8 +113,12 @@ class Demand(Strict):
         return value
 
 
+MAX_PERIODS = 60
+MAX_HORIZON_MONTHS = MAX_PERIODS * 3  # 60 quarters: the latest month a commitment of a plan can start in
+
+
 class Horizon(Strict):
-    periods: int = Field(ge=1, le=60)
+    periods: int = Field(ge=1, le=MAX_PERIODS)
     period: Literal["quarter", "month"] = "quarter"
     start: str | None = Field(default=None, description="First period label: 2027Q1 or 2027-01")
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED
+from gpuopt.inputs.capacity import MAX_HORIZON_MONTHS, RENEWABLE, TERM_MONTHS, UNCOMMITTED
 from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind, Money, plain
 
 CHARGE_MODES = {
@@ -78,7 +78,7 @@ class CommitmentSpan(BaseModel):
     price_kind: KnownPriceKind
     count: int
     price_per_hour: Money
-    start_month: int  # months from the start of the horizon
+    start_month: int = Field(ge=0, le=MAX_HORIZON_MONTHS)  # months from the start of the horizon
     term_months: int
     months_inside: int
     months_after: int
@@ -92,6 +92,25 @@ class CommitmentSpan(BaseModel):
     utilisation: float | None = None
     break_even_utilisation: float | None = None
     note: str = ""
+
+    @model_validator(mode="after")
+    def _term_holds_together(self) -> CommitmentSpan:
+        """A saved plan's term as the planner writes it: its kind's term (a monthly subscription renews for one
+        period of 1 or 3 months), split into months inside and after the horizon, starting inside it (QA: a
+        hand-edited `term_months: 0` rendered "term 0 months" beside a 10,270.49 charge)."""
+        term = TERM_MONTHS.get(self.price_kind)
+        problems = []
+        if self.price_kind in RENEWABLE and self.term_months not in (1, 3):
+            problems.append(f"term_months {self.term_months}: a {self.price_kind} runs one period (1 or 3 months)")
+        elif self.price_kind not in RENEWABLE and term is not None and self.term_months != term:
+            problems.append(f"term_months {self.term_months}: a {self.price_kind} runs {term} months")
+        elif (self.months_inside < 1 or self.months_after < 0
+              or self.months_inside + self.months_after != self.term_months):
+            problems.append(f"months_inside {self.months_inside} + months_after {self.months_after} are not its "
+                            f"term_months {self.term_months} (at least one month inside the horizon)")
+        if problems:
+            raise ValueError(problems[0])
+        return self
 
 
 class CommitmentSummary(BaseModel):
