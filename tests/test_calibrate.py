@@ -525,6 +525,26 @@ def test_a_profile_no_gpu_could_have_is_refused(tmp_path: Path, edit: str, needl
     assert needle in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_profile_entry_that_would_apply_to_nothing_or_twice_is_refused(tmp_path: Path) -> None:
+    """QA: an entry for a misspelt GPU applied to nothing and a second entry for the same GPU and release was
+    ignored, both silently; `vllm_version: abc` and `fitted: yesterday` were read. One line each."""
+    second = PROFILE.split("entries:\n", 1)[1]
+    text = (PROFILE + second.replace("A100-SXM-40GB", "NOPE-GPU") + second
+            + second.replace("A100-SXM-40GB", "a100-sxm-40gb").replace("'2026-12-01'", "yesterday")
+            + second.replace("- gpu: A100-SXM-40GB", "- gpu: A100-SXM-40GB\n  vllm_version: abc"))
+    path = tmp_path / "profile.yaml"
+    path.write_text(text)
+    result = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "A100-SXM-40GB",
+                                      "--profile", str(path)])
+    assert result.exit_code == 2, result.output
+    lines = [line.split(": ", 3)[2:] for line in result.stderr.splitlines()]  # error, --profile PATH, where, what
+    assert [where for where, _ in lines] == ["entries.1.gpu", "entries.2", "entries.3.gpu", "entries.3.fitted",
+                                             "entries.4.vllm_version"]
+    assert lines[1][1] == ("the same GPU and release as entries.0 (A100-SXM-40GB, any release): only the first "
+                           "would apply")
+    assert lines[2][1] == "write it as 'A100-SXM-40GB' (the entry applies to the GPU of that name)"
+
+
 def test_a_memory_offset_past_the_cards_memory_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "profile.yaml"
     path.write_text(PROFILE.replace("decode_bandwidth: {value: 0.8", "memory_offset_gib: {value: 972.0"))

@@ -4,6 +4,7 @@ the GPU they name could be (physics/profile.py holds the profile and how it adju
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -12,6 +13,7 @@ from gpuopt.errors import InputError, UnknownNameError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.loader import parse_yaml
 from gpuopt.physics.profile import PROFILE_KIND, SPEC_FACTOR_RANGE, Profile, memory_offset_possible
+from gpuopt.physics.vllm_profile import release_key
 
 
 def profile_problems(profile: Profile) -> list[str]:
@@ -19,8 +21,27 @@ def profile_problems(profile: Profile) -> list[str]:
     reporting no memory or more than its datasheet (calibrate on logs of another GPU, or a hand edit: a 1,000 GiB
     KV cache on an H100 made it hold a 405B model in BF16)."""
     problems = []
+    scopes: dict[tuple[str, tuple[int, ...] | None], int] = {}
     for i, e in enumerate(profile.entries):
         where = f"entries.{i}"
+        # QA: an entry for a misspelt GPU applied to nothing, silently; two entries for one GPU and release
+        # applied the first, silently; `vllm_version: abc` and `fitted: yesterday` were read
+        try:
+            canonical = get_gpu(e.gpu).gpu
+        except UnknownNameError as exc:
+            problems += [f"{where}.gpu: {p}" for p in exc.problems]
+        else:
+            if canonical != e.gpu:
+                problems.append(f"{where}.gpu: write it as {canonical!r} (the entry applies to the GPU of that name)")
+        release = None if e.vllm_version is None else release_key(e.vllm_version)[:2]
+        if release is not None and len(release) < 2:
+            problems.append(f"{where}.vllm_version: {e.vllm_version!r} is not a vLLM release (e.g. 0.33 or 0.33.0)")
+        elif (first := scopes.setdefault((e.gpu, release), i)) != i:
+            problems.append(f"{where}: the same GPU and release as entries.{first} ({e.gpu}"
+                            + (f", {e.vllm_version}" if e.vllm_version else ", any release")
+                            + "): only the first would apply")
+        if not _iso_date(e.fitted):
+            problems.append(f"{where}.fitted: {e.fitted!r} is not a date YYYY-MM-DD")
         for name in ("decode_bandwidth", "prefill_compute"):
             fit = getattr(e, name)
             if fit is not None and not SPEC_FACTOR_RANGE[0] <= fit.value <= SPEC_FACTOR_RANGE[1]:
@@ -36,6 +57,14 @@ def profile_problems(profile: Profile) -> list[str]:
                 problems.append(f"{where}.memory_offset_gib.value: {offset:g} GiB would make the {gpu.gpu} report "
                                 f"{gpu.memory_gib_reported + offset:,.2f} GiB (its memory: {gpu.memory_gib:g})")
     return problems
+
+
+def _iso_date(text: str) -> bool:
+    try:
+        dt.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return len(text) == 10
 
 
 def load_profile(path: Path, source: str = "--profile") -> Profile:
