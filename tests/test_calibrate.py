@@ -421,8 +421,19 @@ def _bench(tmp_path: Path, **fields: object) -> Path:
     ({"duration": -3}, "duration: expected a positive number, got -3"),
     ({"duration": 0}, "duration: expected a positive number, got 0"),
     ({"burstiness": 0}, "burstiness: expected a positive number, got 0"),  # vLLM: --burstiness must be > 0
-    ({"total_output_tokens": 0, "output_throughput": 673.9},
+    ({"total_output_tokens": 0, "output_throughput": 673.9, "output_lens": [0] * 200},
      "total_output_tokens: 0 output tokens for 200 completed requests, where output_throughput says 673.9 tokens/s"),
+    # QA: per-request lengths that contradict the totals were replayed (4,000-token prompts where the file's mean is
+    # 213: 24,000 % error), and malformed ones were ignored
+    ({"input_lens": [4000] * 200}, "input_lens: its 200 requests sum to 800,000 tokens, where total_input_tokens "
+                                   "says 40,000"),
+    ({"output_lens": [99] * 200}, "output_lens: its 200 requests sum to 19,800 tokens, where total_output_tokens "
+                                  "says 20,000"),
+    ({"input_lens": "x"}, "input_lens: expected a list of whole numbers >= 1, one per request"),
+    ({"total_output_tokens": 10**30, "output_lens": []},
+     "total_output_tokens: 1e+30 tokens over 200 requests, 5e+27 a request: more than gpuopt models (10,000,000)"),
+    ({"input_lens": [-1] * 200}, "input_lens: expected a list of whole numbers >= 1, one per request"),
+    ({"output_lens": [1.5] * 200}, "output_lens: expected a list of whole numbers >= 0, one per request"),
 ])
 def test_a_bench_file_that_could_not_have_been_written_is_one_error_per_field(tmp_path, fields, message):
     """Replayed, such a file is a load that never ran: `"completed": true` (read as 1) made 200 requests of

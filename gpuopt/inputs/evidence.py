@@ -24,6 +24,7 @@ from gpuopt.inputs.loader import parse_yaml, read_text
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.graph_flags import compilation_mode, cudagraph_mode
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
+from gpuopt.vocabulary import MAX_TOKENS
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
 
@@ -215,6 +216,20 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
         problems.append(f"{path}: total_output_tokens: 0 output tokens for {completed} completed requests, where "
                         f"output_throughput says {means['output_throughput']:g} tokens/s")
     ins, outs = data.get("input_lens") or [], data.get("output_lens") or []
+    sums = []
+    for key, lens, floor, total in (("input_lens", ins, 1, totals[0]), ("output_lens", outs, 0, totals[1])):
+        # per request, as vllm bench serve writes them (an output of 0 tokens: a failed request); QA: a list
+        # of strings or negatives was ignored silently, and one that disagreed with the totals was replayed
+        if not (isinstance(lens, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= floor
+                                               for v in lens)):
+            problems.append(f"{path}: {key}: expected a list of whole numbers >= {floor}, one per request")
+        elif lens and len(lens) == completed and total is not None:
+            sums.append((key, lens, total))
+    for key, lens, total in sums:  # every request completed: the totals are these lists' sums (vLLM sums them)
+        if sum(lens) != total:
+            name = "total_input_tokens" if key == "input_lens" else "total_output_tokens"
+            problems.append(f"{path}: {key}: its {len(lens)} requests sum to {sum(lens):,} tokens, where {name} "
+                            f"says {total:,}")
     if (isinstance(ins, list) and completed and len(ins) > completed and totals[0]
             and all(isinstance(v, int) and not isinstance(v, bool) for v in ins)
             and totals[0] / completed > 2 * sum(ins) / len(ins)):
@@ -222,6 +237,10 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
         # completed count that puts twice the listed prompt length on each request is not the run's
         problems.append(f"{path}: completed: {completed} requests would carry {totals[0] / completed:,.0f} prompt "
                         f"tokens each, where input_lens' {len(ins)} average {sum(ins) / len(ins):,.0f}")
+    for key, total in zip(("total_input_tokens", "total_output_tokens"), totals, strict=True):
+        if completed and total and total / completed > MAX_TOKENS:  # QA: said of mean_output_tokens, no file
+            problems.append(f"{path}: {key}: {total:.3g} tokens over {completed:,} requests, {total / completed:.3g} "
+                            f"a request: more than gpuopt models ({MAX_TOKENS:,})")
     if prompts is not None and completed > prompts:
         problems.append(f"{path}: completed: {completed} requests, more than num_prompts ({prompts})")
     if not problems and completed <= 0:
