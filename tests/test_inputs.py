@@ -179,6 +179,16 @@ def test_schema_version_as_a_string_says_a_number_was_expected(tmp_path):
     assert problems(load_workload, path) == (f"{path}:1: schema_version: expected the number 1, got string '1'",)
 
 
+def test_a_boolean_version_and_an_integer_key_are_said_as_elsewhere(tmp_path):
+    """QA: `schema_version: true` read "got bool True" where every other message says "boolean true"; a key `5:`
+    on line 3 was located at line 1 (the YAML's text "5" against pydantic's integer 5)."""
+    path = write(tmp_path, WORKLOAD.replace("schema_version: 1", "schema_version: true"))
+    assert problems(load_workload, path) == (f"{path}:1: schema_version: expected the number 1, got boolean true",)
+    keyed = write(tmp_path, WORKLOAD.replace("workloads:", "5: 1\nworkloads:", 1), "k.yaml")
+    line = WORKLOAD.splitlines().index("workloads:") + 1
+    assert problems(load_workload, keyed) == (f"{keyed}:{line}: 5: Keys should be strings",)
+
+
 def test_unknown_schema_version_names_the_supported_one(tmp_path):
     path = write(tmp_path, WORKLOAD.replace("schema_version: 1", "schema_version: 2"))
     assert problems(load_workload, path) == (

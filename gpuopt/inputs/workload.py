@@ -468,7 +468,9 @@ def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     line = node.start_mark.line + 1 if node is not None else None
     for part in loc:
         if isinstance(node, yaml.MappingNode):
-            pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+            # str(part): a key written `5:` is an integer in pydantic's location and the text "5" in the YAML
+            pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
+                        None)
             if pair is None:
                 return line  # a missing key: its mapping's line
             key, node = pair
@@ -553,8 +555,7 @@ def _version_problem(version: object) -> str | None:
     if version is None:
         return None  # the model reports the missing field
     if isinstance(version, bool) or not isinstance(version, int):
-        kind = "string" if isinstance(version, str) else type(version).__name__
-        return f"expected the number {SCHEMA_VERSION}, got {kind} {_brief(version)}"
+        return f"expected the number {SCHEMA_VERSION}, got {_shown(version)}"
     if version != SCHEMA_VERSION:
         return f"{version} is not supported (this gpuopt reads schema_version {SCHEMA_VERSION})"
     return None
