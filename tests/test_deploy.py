@@ -1302,3 +1302,23 @@ def test_skypilots_runpod_regions_are_its_own() -> None:
               "print(' '.join(ast.literal_eval(zones)))\n")
     done = subprocess.run([python, "-c", script], capture_output=True, text=True, check=True)
     assert tuple(done.stdout.split()) == RUNPOD_REGIONS
+
+
+def test_a_price_kind_the_artifact_cannot_buy_is_said_in_its_header(plans: dict[str, Path]) -> None:
+    """QA: a spot plan's Kubernetes pods landed on any node of the type and a capacity-block plan's SkyPilot task
+    launched on demand, under labels claiming the plan's price. SkyPilot asks for spot itself (use_spot)."""
+    two = _plan(plans["two"])
+    spot = two.model_copy(update={"deployments": [two.deployments[0].model_copy(update={"price_kind": "spot"})]})
+    [k8s] = render_deploy(spot, "k8s", DeployOptions())
+    assert k8s.text.startswith("# price kind spot: the plan's price holds only on spot capacity, which this k8s "
+                               "artifact does not ask for: schedule these pods on spot nodes")
+    assert [doc["kind"] for doc in yaml.safe_load_all(k8s.text)] == ["Deployment", "Service"]
+    [sky] = render_deploy(spot, "skypilot", DeployOptions())
+    assert "# price kind" not in sky.text and yaml.safe_load(sky.text)["resources"]["use_spot"] is True
+    blocked = two.deployments[0].model_copy(update={"price_kind": "capacity-block"})
+    block = two.model_copy(update={"deployments": [blocked]})
+    for target in ("k8s", "skypilot"):
+        [artifact] = render_deploy(block, target, DeployOptions())
+        assert "# price kind capacity-block: the plan's price holds only on capacity-block capacity" in artifact.text
+    [plain] = render_deploy(two.model_copy(update={"deployments": two.deployments[:1]}), "k8s", DeployOptions())
+    assert "# price kind" not in plain.text

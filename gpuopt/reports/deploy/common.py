@@ -473,6 +473,20 @@ def trace_env(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
             for key, value in trace_labels(plan, d, pid).items()}
 
 
+def price_kind_note(d: Deployment, target: str) -> str:
+    """A header comment where the artifact cannot buy the price kind the plan priced (QA: a spot plan's
+    Kubernetes pods landed on any node of the type, and a capacity-block plan launched on demand, both under
+    labels claiming the plan's price): what the user must arrange for the plan's cost to hold."""
+    if d.price_kind == "spot" and target == "k8s":
+        todo = "schedule these pods on spot nodes (add your cluster's spot capacity-type label to the nodeSelector)"
+    elif d.price_kind == "capacity-block":
+        todo = "reserve the capacity block and run the machines in it"
+    else:
+        return ""
+    return (f"# price kind {d.price_kind}: the plan's price holds only on {d.price_kind} capacity, which this "
+            f"{target} artifact does not ask for: {todo}\n")
+
+
 def deployable(plan: Plan) -> list[Deployment]:
     """The plan's deployments, or exit 2 when there is nothing to deploy."""
     if plan.status != "optimal" or not plan.deployments:

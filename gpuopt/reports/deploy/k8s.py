@@ -32,6 +32,7 @@ from gpuopt.reports.deploy.common import (
     local_checkpoint,
     nodes,
     plan_id,
+    price_kind_note,
     refusal,
     refuse,
     refuse_all,
@@ -208,6 +209,6 @@ def render_k8s(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     for d in deployable(plan):
         name = artifact_name(plan, d)
         docs = _multi_node(plan, d, name, opts, pid) if nodes(d) > 1 else _single_node(plan, d, name, opts, pid)
-        text = "---\n".join(to_yaml(doc) for doc in docs)
+        text = price_kind_note(d, "k8s") + "---\n".join(to_yaml(doc) for doc in docs)
         out.append(Artifact(deployment=name, filename=f"{name}.yaml", text=text))
     return out

@@ -42,6 +42,7 @@ from gpuopt.reports.deploy.common import (
     offering_machines,
     per_machine,
     plan_id,
+    price_kind_note,
     refusal,
     refuse,
     refuse_all,
@@ -360,10 +361,11 @@ def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         group = group_of(groups, d)
         if group is None:
             name = artifact_name(plan, d)
-            text = _header(d, name) + to_yaml(_task(plan, d, name, opts, pid))
+            text = _header(d, name) + price_kind_note(d, "skypilot") + to_yaml(_task(plan, d, name, opts, pid))
         elif group.first is d:
             name = group.name
-            text = _shared_header(plan, group) + to_yaml(_shared_task(plan, group, opts, pid))
+            text = (_shared_header(plan, group) + price_kind_note(group.first, "skypilot")
+                    + to_yaml(_shared_task(plan, group, opts, pid)))
         else:
             continue
         out.append(Artifact(deployment=name, filename=f"{name}.sky.yaml", text=text))
