@@ -180,3 +180,21 @@ def test_load_flags_without_a_load_are_warned_and_a_load_says_where_its_prices_a
     assert (query["region"], query["currency"]) == ("cn", "CNY")
     memory_only = json.loads(CliRunner().invoke(cli, ["matrix", "8B", "--gpus", "L4-24GB", "--format", "json"]).stdout)
     assert (memory_only["query"]["region"], memory_only["query"]["currency"]) == (None, None)
+
+
+def test_a_global_offering_priced_for_a_residency_says_where_to_pin_it() -> None:
+    """QA: `matrix --region us` priced a RunPod `global` pod without the caveat solve prints for it."""
+    result = CliRunner().invoke(cli, ["matrix", "8B", "--requests-per-second", "3", "--region", "us", "--gpus",
+                                      "H100-SXM-80GB", "--precisions", "bf16", "--format", "json"])
+    [cell] = json.loads(result.stdout)["cells"]
+    assert cell["offering"] == "runpod/pod-secure/1x H100 SXM/global/on-demand"  # the shipped catalog's cheapest
+    assert cell["pinned_countries"] == ["US"]
+    assert result.stderr == (f"warning: {cell['offering']} meets residency 'us' only if pinned to a data centre "
+                             "in US: choose one there when creating it\n")
+    csv_text = CliRunner().invoke(cli, ["matrix", "8B", "--requests-per-second", "3", "--region", "us", "--gpus",
+                                        "H100-SXM-80GB", "--precisions", "bf16", "--format", "csv"]).stdout
+    row = next(csv.DictReader(io.StringIO(csv_text)))
+    assert row["pinned_countries"] == ";".join(cell["pinned_countries"] or [])
+    unpinned = json.loads(CliRunner().invoke(cli, ["matrix", "8B", "--requests-per-second", "3", "--gpus",
+                                                   "H100-SXM-80GB", "--precisions", "bf16", "--format", "json"]).stdout)
+    assert unpinned["cells"][0]["pinned_countries"] is None  # global: no residency to keep

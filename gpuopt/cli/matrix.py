@@ -94,4 +94,9 @@ def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str
         region=region if loaded else None, currency=chosen if loaded else None)
     catalog = load_catalog() if loaded else None
     cells = build_matrix(query, catalog, residency, chosen)
+    # as solve says of its chosen offerings (solve.pin_notes): a priced cell keeps the residency only there
+    for offering, where in dict.fromkeys((c.offering, tuple(c.pinned_countries)) for c in cells
+                                         if c.offering and c.pinned_countries):
+        say("warning", f"{offering} meets residency '{region}' only if pinned to a data centre in {', '.join(where)}: "
+                       "choose one there when creating it")
     write_output(render_matrix(query, cells, fmt), output)

@@ -27,7 +27,7 @@ from gpuopt.physics.memory import MemoryEstimate, estimate
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.physics.serving_config import ServingConfig, gpu_unsupported
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH
-from gpuopt.pricing.catalog import Catalog
+from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency
 from gpuopt.vocabulary import KvCacheDtype, WeightFormat
 
@@ -98,6 +98,9 @@ class Cell:
     cost_per_million_output_tokens: float | None = None
     currency: str | None = None
     model_max_len: int | None = None  # the longest context the model accepts (context_limit.py; None: unknown)
+    # a `global` offering the residency admits only through its data-centre countries: where to create it (as a
+    # plan's deployments[].pinned_countries; None: no pinning needed)
+    pinned_countries: list[str] | None = None
 
     @property
     def gpus_per_replica(self) -> int | None:
@@ -182,7 +185,7 @@ def _with_load(cell: Cell, arch: ModelArchitecture, gpu: GpuSpec, est: MemoryEst
     loaded = replace(cell, replica_requests_per_second=round(point.requests_per_second, 4), replicas=replicas)
     if catalog is None:
         return loaded
-    best: tuple[float, str] | None = None
+    best: tuple[float, str, Offering] | None = None
     tp = cell.tensor_parallel or 1
     for o in catalog.select(residency=residency, gpus=[gpu.gpu], price_kinds=["on-demand"]):
         price = catalog.price_in(o, currency)
@@ -190,13 +193,16 @@ def _with_load(cell: Cell, arch: ModelArchitecture, gpu: GpuSpec, est: MemoryEst
             continue
         per_instance = o.gpu_count // tp
         cost = math.ceil(replicas / per_instance) * price
-        if best is None or (cost, o.offering_id) < best:
-            best = (cost, o.offering_id)
+        if best is None or (cost, o.offering_id) < best[:2]:
+            best = (cost, o.offering_id, o)
     if best is None:
         return replace(loaded, limit="no priced on-demand offering of this GPU in the region", limit_kind="no-price")
     tokens_per_hour = q.requests_per_second * q.output_tokens * 3600
+    chosen = best[2]
+    pinned = residency.pinned_countries(chosen.region, chosen.countries, chosen.provider) if residency else []
     return replace(loaded, offering=best[1], cost_per_hour=round(best[0], 4), currency=currency,
-                    cost_per_million_output_tokens=round(best[0] / tokens_per_hour * 1e6, 4))
+                   cost_per_million_output_tokens=round(best[0] / tokens_per_hour * 1e6, 4),
+                   pinned_countries=pinned or None)
 
 
 def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Residency | None = None,

@@ -104,7 +104,9 @@ def render_markdown(q: MatrixQuery, cells: list[Cell]) -> str:
 def render_csv(q: MatrixQuery, cells: list[Cell]) -> str:
     import pandas as pd
 
-    frame = pd.DataFrame([{k: csv_cell(v) for k, v in asdict(c).items()} for c in cells], dtype=object)
+    # a list (pinned_countries) as the catalog writes one: "US;CA"
+    frame = pd.DataFrame([{k: csv_cell(";".join(v) if isinstance(v, list) else v) for k, v in asdict(c).items()}
+                          for c in cells], dtype=object)
     return str(frame.to_csv(index=False, lineterminator="\n"))
 
 
