@@ -62,11 +62,13 @@ COMPILATION_MODES: tuple[CompilationMode, ...] = get_args(CompilationMode)
 LatencyTarget = Literal["ttft", "tpot"]
 """A latency target of a workload: time to first token, time per output token."""
 RejectionKind = Literal["residency", "provider", "price-kind", "no-price", "gpu-data", "precision", "fit", "ttft",
-                        "tpot", "capacity", "simulation"]
+                        "tpot", "capacity", "multi-node", "simulation"]
 """Why a candidate cannot serve a workload, in the order the checks run: the policy (residency, provider,
 price kind), the offering's data (no usable price, GPU specs missing), the GPU (precision), memory (fit),
-a latency target a lone request misses (ttft, tpot), or no load at all within the targets (capacity); or left
-out of a simulated plan because the analytic screen ranked it below the shapes that were simulated (simulation)."""
+a latency target a lone request misses (ttft, tpot), or no load at all within the targets (capacity); a shape
+that passes all of them but spans instances a service cannot join into one server (multi-node:
+candidates.MULTI_NODE_SERVICES); or left out of a simulated plan because the analytic screen ranked it below the
+shapes that were simulated (simulation)."""
 REJECTION_KINDS: tuple[RejectionKind, ...] = get_args(RejectionKind)
 
 # ---- prices ----------------------------------------------------------------------------------------

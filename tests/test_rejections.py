@@ -106,3 +106,18 @@ def test_a_plan_for_an_avoid_checkpoint_warns(tmp_path):
     assert result.exit_code == 0, result.output
     assert (f"{QWEN72_GPTQ} is marked avoid in {TABLE}: may not stop generating (Qwen docs gptq.md known issues)"
             in json.loads(result.stdout)["warnings"])
+
+
+def test_a_model_only_pods_joined_together_would_hold_is_explained_as_such(tmp_path):
+    """Review: DeepSeek-V3 in BF16 over RunPod fits across two 8-GPU pods, which RunPod does not join into one
+    server; the refusal was filed as a provider (policy) rejection and the explanation blamed memory ("8x B200 is
+    0.38 GiB short"). The binding constraint is now the multi-node one, after every check those shapes passed."""
+    path = tmp_path / "ds.yaml"
+    path.write_text("schema_version: 1\nworkloads:\n  - name: big\n    model: deepseek-ai/DeepSeek-V3\n"
+                    "    requests_per_second: 1\n    input_tokens: 1000\n    output_tokens: 200\n"
+                    "    max_model_len: 8192\n    precisions: [bf16]\n")
+    result = CliRunner().invoke(cli, ["solve", str(path), "--provider", "runpod", "--format", "json"])
+    assert result.exit_code == 1
+    lines = json.loads(result.stdout)["explanation"]
+    assert lines[1].startswith("workload big: binding constraint: multi-node (stopped ")
+    assert lines[1].endswith("every one that passed precision, fit, ttft, tpot and capacity)")

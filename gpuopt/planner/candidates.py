@@ -361,20 +361,25 @@ def enumerate_candidates(workloads: list[Workload], catalog: Catalog, policy: Po
                 continue
             assert s.gpu is not None  # screened offerings without a GPU spec are rejected
             price, canonical = s.price, s.canonical_price
-            results += [CandidateResult(w, o, shape, _single_node_only(o, shape, s.gpus) or ev, price, canonical)
+            # a shape that fails on its own keeps its reason (fit, latency); one that would serve is refused where
+            # the service cannot join its instances
+            results += [CandidateResult(w, o, shape, (_single_node_only(o, shape, s.gpus, ev) if ev.feasible else None)
+                                        or ev, price, canonical)
                         for shape, ev in evaluate.shapes(s.gpu, s.gpus, s.link)]
         out.append(wc)
     return out
 
 
-def _single_node_only(o: Offering, shape: Shape, gpus: int) -> Evaluation | None:
-    """Why a replica larger than one instance of `o` cannot run there (MULTI_NODE_SERVICES), or None."""
+def _single_node_only(o: Offering, shape: Shape, gpus: int, ev: Evaluation) -> Evaluation | None:
+    """Why a replica larger than one instance of `o` cannot run there (MULTI_NODE_SERVICES), or None; the shape's
+    memory and load point are kept (it fits: the explanation of an infeasible plan says so)."""
     span = -(-shape.tensor_parallel * shape.pipeline_parallel // max(gpus, 1))
     if span <= 1 or (o.provider, o.service) in MULTI_NODE_SERVICES:
         return None
     return Evaluation(False, f"a replica of {shape.tensor_parallel * shape.pipeline_parallel} GPUs spans {span} "
                              f"instances, and {o.provider} {o.service} instances are not joined into one multi-node "
-                             "vLLM server (only EC2, ECS, CVM and droplet machines are)", "provider")
+                             "vLLM server (only EC2, ECS, CVM and droplet machines are)", "multi-node",
+                      memory=ev.memory, point=ev.point)
 
 
 class _Screened(NamedTuple):
