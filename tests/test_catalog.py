@@ -267,12 +267,30 @@ def test_non_finite_or_non_positive_overlay_prices_are_exit_2_naming_the_row(tmp
                           f"(got '{price}')"]
 
 
-@pytest.mark.parametrize("rate", ["nan", "inf", "-1", "0", "1e400"])
+@pytest.mark.parametrize("rate", ["nan", "inf", "-1", "0", "1e400", "7_1", "٧"])
 def test_non_finite_fx_override_is_exit_2(rate):
     result = run("catalog", "list", "--provider", "aws", "--fx-rate", f"USD:CNY={rate}")
     assert result.exit_code == 2
     assert result.output.strip().splitlines()[-1] == (
         f"error: --fx-rate 'USD:CNY={rate}': the rate must be a finite positive number (got {rate})")
+
+
+@pytest.mark.parametrize("discount", ["aws=.0_5", "aws=٠.٥", "aws=nan"])
+def test_a_discount_is_an_ascii_decimal(discount):
+    """Review: `--discount runpod=.0_5` and Arabic-Indic digits were read by float()."""
+    result = run("catalog", "list", "--provider", "aws", "--discount", discount)
+    assert result.exit_code == 2 and f"--discount '{discount}': expected PROVIDER=FRACTION" in result.output
+
+
+def test_an_overlay_count_is_an_ascii_whole_number(tmp_path):
+    """Review: `gpu_count=٨` and `vcpus=1_92` were valid (8 GPUs listed), where prices were already refused so."""
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency,gpu,gpu_count,vcpus\n"
+                              "aws,newbox,us-east-1,on-demand,1.0,USD,H100-SXM-80GB,٨,1_92\n")
+    result = run("catalog", "validate", "--overlay", str(path))
+    assert result.exit_code == 2
+    assert result.output.splitlines() == [
+        f"error: {path}: row 2: column 'gpu_count': expected a positive whole number ('٨')",
+        f"error: {path}: row 2: column 'vcpus': expected a positive whole number ('1_92')"]
 
 
 @pytest.mark.parametrize(("second", "contradicts"), [("CNY:USD=0.15", True), ("USD:CNY=6.9", True),

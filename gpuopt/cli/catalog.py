@@ -17,6 +17,7 @@ from gpuopt.pricing.catalog import (
     Offering,
     load_catalog,
     offering_record,
+    parse_decimal,
     read_csv_rows,
     read_text_file,
     validate_rows,
@@ -46,7 +47,10 @@ def parse_discounts(items: tuple[str, ...]) -> dict[str, float]:
     for item in items:
         try:
             provider, value = item.split("=", 1)
-            out[provider.strip()] = float(value)
+            fraction = parse_decimal(value)  # ASCII decimals, as every price (float() read `.0_5` and `٠.٥`)
+            if fraction is None:
+                raise ValueError(value)
+            out[provider.strip()] = fraction
         except ValueError:
             problems.append(f"--discount '{item}': expected PROVIDER=FRACTION, e.g. aws=0.1")
     if problems:
@@ -190,7 +194,7 @@ def validate(file: Path, overlay: bool) -> None:
         from gpuopt.pricing.catalog import load_catalog
 
         try:
-            load_catalog(overlays=[file], use_cache=False)
+            load_catalog(overlays=[file])  # with the refreshed cache, as solve reads overlays
         except InputError as exc:
             problems = list(exc.problems)
     if problems:

@@ -186,13 +186,20 @@ _DECIMAL = re.compile(r"\s*\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*", 
 Arabic-Indic and full-width digits (QA: `٠.١` planned at 0.1 USD/h), `nan` and `inf`."""
 
 
-def parse_price(raw: str) -> float | None:
-    """A finite positive price, or None. `nan`, `inf`, `1e400` (which float() reads as inf), digit groups
-    (`1_000`) and non-ASCII digits are not prices."""
+def parse_decimal(raw: str) -> float | None:
+    """A finite number >= 0 written in ASCII decimals, or None: `nan`, `inf`, `1e400` (which float() reads as
+    inf), digit groups (`1_000`) and non-ASCII digits are not. Every number a user or a provider writes into
+    gpuopt's prices, rates, discounts and counts is read through here."""
     if not isinstance(raw, str) or not _DECIMAL.fullmatch(raw):
         return None
     value = float(raw)
-    return value if math.isfinite(value) and value > 0 else None
+    return value if math.isfinite(value) else None
+
+
+def parse_price(raw: str) -> float | None:
+    """A finite positive price, or None (parse_decimal, and not 0)."""
+    value = parse_decimal(raw)
+    return value if value is not None and value > 0 else None
 
 
 MAX_COUNTS = {"gpu_count": 1024, "vcpus": 65_536, "term_months": 120}
@@ -231,11 +238,8 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, provid
     for col in ("gpu_count", "vcpus", "term_months"):
         raw = v.get(col, "")
         if raw:
-            try:
-                number = float(raw)
-                if not (math.isfinite(number) and number > 0 and number == int(number)):
-                    raise ValueError
-            except ValueError:
+            number = parse_price(raw)  # ASCII digits: float() read `1_92` and `٨`
+            if number is None or number != int(number):
                 problems.append(f"{where}: column '{col}': expected a positive whole number ('{raw}')")
                 continue
             if number > MAX_COUNTS[col]:  # 10^20 GPUs passed here and ended the solve in an IndexError

@@ -106,10 +106,13 @@ def load_fx(overrides: dict[tuple[str, str], float] | None = None, use_cache: bo
 
 def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
     """`USD:CNY=7.1` -> (("USD", "CNY"), 7.1): one USD is 7.1 CNY."""
+    from gpuopt.pricing.catalog import parse_decimal
+
     try:
         pair, value = text.split("=", 1)
         base, quote = (p.strip().upper() for p in pair.split(":", 1))
-        rate = float(value)
+        parsed = parse_decimal(value)  # ASCII decimals: float() read 7_1 as 71 (review)
+        rate = math.nan if parsed is None else parsed  # said below, with the value given
     except ValueError:
         raise InputError(f"--fx-rate '{text}': expected BASE:QUOTE=RATE, e.g. USD:CNY=7.1") from None
     if base not in CURRENCIES or quote not in CURRENCIES:
