@@ -351,15 +351,15 @@ TIONE_SPECS = FIXTURES / "tione_describe_billing_specs_constructed.json"
 
 def test_tione_replay_turns_fen_per_spec_count_into_cny_per_hour(cache):
     result = run("catalog", "refresh", "ti-one", "--file", TIONE_PRICE, "--region", "ap-guangzhou",
-                 "--as-of", "2026-12-01")
+                 "--as-of", "2026-11-01")
     assert result.exit_code == 0, result.output
     rows = {r.values["sku"]: r.values for r in read_csv_rows((cache / "catalog-ti-one.csv").read_text())[1]}
     # TotalCost fen / SpecCount / 100: 1000/1/100 = 10, 3000/2/100 = 15, 2500/1/100 = 25; TotalCost 0 not written
     assert {k: (v["price_per_hour"], v["currency"], v["region"], v["price_kind"], v["as_of"])
             for k, v in rows.items()} == {
-        "TI.GN7.8XLARGE128.POST": ("10", "CNY", "ap-guangzhou", "on-demand", "2026-12-01"),
-        "TI.GN10.2XLARGE40.POST": ("15", "CNY", "ap-guangzhou", "on-demand", "2026-12-01"),
-        "TI.CONSTRUCTED.1A800.POST": ("25", "CNY", "ap-guangzhou", "on-demand", "2026-12-01")}
+        "TI.GN7.8XLARGE128.POST": ("10", "CNY", "ap-guangzhou", "on-demand", "2026-11-01"),
+        "TI.GN10.2XLARGE40.POST": ("15", "CNY", "ap-guangzhou", "on-demand", "2026-11-01"),
+        "TI.CONSTRUCTED.1A800.POST": ("25", "CNY", "ap-guangzhou", "on-demand", "2026-11-01")}
     # hardware from the shipped row of the same spec; the unknown spec has none
     assert [rows["TI.GN7.8XLARGE128.POST"][c] for c in ("gpu", "gpu_count", "vcpus", "ram_gib")] == \
         ["T4-16GB", "1", "32", "128"]
