@@ -804,6 +804,10 @@ def test_fx_refresh_reads_the_ecb_file_and_the_loader_prefers_a_newer_rate(tmp_p
         failed = run("catalog", "refresh", "fx", "--file", bad)
         assert failed.exit_code == 2 and message in failed.output
         assert (cache / "fx.csv").read_bytes() == cached
+    # review: a rate dated after today would beat every later real one
+    bad.write_text((FIXTURES / "ecb_eurofxref_daily_excerpt.xml").read_text().replace("2026-10-30", "2099-01-02"))
+    failed = run("catalog", "refresh", "fx", "--file", bad)
+    assert failed.exit_code == 2 and "Cube time=2099-01-02 is after today" in failed.output
     # a cache written by hand (or by an older release) with such a row is ignored: the shipped rate stays
     (cache / "fx.csv").write_text("base,quote,rate,source,as_of\nUSD,CNY,66528.8,x,zzz\n", encoding="utf-8")
     assert load_fx().rate("USD", "CNY") == 6.6529

@@ -84,9 +84,9 @@ def parse(data: Any, label: str, as_of: str, source: str, names: dict[str, str],
     notes: list[str] = []
     for i, raw in enumerate(types):
         entry = expect_object(raw, f"{label}: data.gpuTypes[{i}]")
-        if entry.get("displayName") is None and entry.get("id") is None:
+        if entry.get("displayName") in (None, "") and entry.get("id") in (None, ""):
             raise RefreshError(f"{label}: data.gpuTypes[{i}]: no displayName or id")
-        field = "displayName" if entry.get("displayName") is not None else "id"
+        field = "displayName" if entry.get("displayName") not in (None, "") else "id"  # an empty name: the id
         name = expect_text(entry[field], f"{label}: data.gpuTypes[{i}].{field}")
         where = f"{label}: data.gpuTypes[{i}] ({name})"
         gpu = names.get(name, name)
