@@ -72,10 +72,11 @@ def test_interactive_answers_are_asked_in_order(tmp_path: Path) -> None:
 
 def test_a_budget_that_is_not_a_number_is_asked_again(tmp_path: Path) -> None:
     """QA: `abc` as the budget was an internal error (exit 70); now the prompt says why and asks again."""
-    stdin = "\n".join([MODEL, "", "", "", "", "", "", "", "", "abc", "900"]) + "\n"
+    stdin = "\n".join([MODEL, "", "", "", "", "", "", "", "", "abc", "-5", "nan", "1_000", "900"]) + "\n"
     code, err, out = _init(tmp_path, "--interactive", "--preset", "chat", stdin=stdin)
     assert code == 0, err
-    assert "'abc' is not a number (blank: no budget)" in err
+    for answer in ("abc", "-5", "nan", "1_000"):  # review: -5 and nan ended the run blaming --budget-monthly
+        assert f"'{answer}' is not a positive number (blank: no budget)" in err
     budget = load_workload(out).budget
     assert budget is not None and budget.max_monthly == 900
 

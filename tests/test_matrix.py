@@ -145,8 +145,8 @@ def test_a_gpu_precision_or_model_asked_twice_is_one_column_or_row(tmp_path) -> 
     """QA: `--gpus H100,H100,L4` put the H100's cell under the L4 header; two local checkpoints both named
     `model` were one row of both models' cells. Now: one column per GPU, one row per model and precision,
     checkpoints of one name told apart by their paths."""
-    cells = build_matrix(MatrixQuery(models=["8B", "8b", "8B"], gpus=["H100-SXM-80GB", "h100-sxm-80gb", "L4-24GB"],
-                                     precisions=["bf16", "bf16"]))
+    cells = build_matrix(MatrixQuery(models=["8B", "8b", "meta-llama/llama-3.1-8b-instruct"],
+                                     gpus=["H100-SXM-80GB", "h100-sxm-80gb", "L4-24GB"], precisions=["bf16", "bf16"]))
     assert [(c.label, c.precision, c.gpu) for c in cells] == [("8B", "bf16", "H100-SXM-80GB"),
                                                              ("8B", "bf16", "L4-24GB")]
     config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,

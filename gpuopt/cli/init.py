@@ -55,12 +55,14 @@ def _positive(value: float | None, flag: str) -> list[str]:
 def _budget_answer(answer: str) -> float | None:
     """The budget prompt's answer: blank for none, else a number (click asks again, saying why, when it is
     not one: QA, `abc` was an internal error)."""
+    from gpuopt.pricing.catalog import parse_price
+
     if not answer.strip():
         return None
-    try:
-        return float(answer)
-    except ValueError:
-        raise click.BadParameter(f"{answer!r} is not a number (blank: no budget)") from None
+    value = parse_price(answer)  # a positive ASCII decimal, as every money figure (review: -5, nan ended the run)
+    if value is None:
+        raise click.BadParameter(f"{answer!r} is not a positive number (blank: no budget)")
+    return value
 
 
 @click.command()

@@ -15,6 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from gpuopt.datafiles import data_yaml
@@ -216,7 +217,11 @@ def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Resi
         except GpuoptError as exc:
             problems.extend(exc.problems)
             continue
-        named.setdefault(label if label.upper() in model_sizes() else name.strip(), (name.strip(), label, arch))
+        # one row per model, however it is named (a size, its registry id in any case): a local checkpoint by its
+        # path, anything else by the architecture it resolves to
+        local = Path(name.strip()).expanduser()
+        key = str(local.resolve()) if local.exists() else arch.hf_id.lower()
+        named.setdefault(key, (name.strip(), label, arch))
     # two checkpoints whose configs give one name (two local folders called `model`) are told apart by the
     # paths given: a grid keyed by the name put one's cells beside the other's (QA)
     labels = [label for _, label, _ in named.values()]
