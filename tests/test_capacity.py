@@ -398,7 +398,7 @@ def test_a_workload_no_candidate_serves_is_explained_as_solve_explains_it(tmp_pa
     misses (solve.explain_infeasible)."""
     example = Path(__file__).parent.parent / "examples" / "capacity-global.yaml"
     tight = tmp_path / "tight.yaml"
-    tight.write_text(re.sub(r"tpot_ms: [0-9.]+", "tpot_ms: 2", example.read_text(), count=1))
+    tight.write_text(re.sub(r"tpot_ms: [0-9.]+", "tpot_ms: 2", example.read_text()))  # both workloads
     result = CliRunner().invoke(cli, ["plan", str(tight), "--format", "json"])
     assert result.exit_code == 1, result.output
     lines = json.loads(result.stdout)["explanation"]
@@ -406,6 +406,8 @@ def test_a_workload_no_candidate_serves_is_explained_as_solve_explains_it(tmp_pa
     assert lines[1].startswith("workload assistant: binding constraint: tpot (stopped ")
     assert any(line.startswith("workload assistant: nearest latency: ") for line in lines)
     assert not any("price kinds" in line for line in lines)
+    # review: every workload no candidate serves is explained, not only the first the program met
+    assert any(line.startswith("workload batch-extract: binding constraint: tpot") for line in lines)
 
 
 def test_a_horizon_before_the_year_1000_keeps_four_digit_labels_and_year_0_is_refused():

@@ -207,9 +207,14 @@ def solve_capacity(p: CapacityProblem, headroom: float, kinds: tuple[str, ...] |
         explanation: tuple[str, ...] = ()
         if result.unserved is not None:
             binding = f"workload {result.unserved}: no feasible candidate with the allowed price kinds"
-            mine = [c for c in p.all_candidates if c.workload.name == result.unserved]
-            if mine and not any(c.feasible for c in mine):  # not the price kinds: why no candidate serves it
-                explanation = tuple(explain_infeasible([(mine[0].workload, mine)]))
+            # every workload no candidate serves (review: only the first the program met was explained), each
+            # as solve explains it; when candidates serve it, the price kinds the run allowed are why
+            groups: dict[str, list[CandidateResult]] = {}
+            for c in p.all_candidates:
+                groups.setdefault(c.workload.name, []).append(c)
+            unserved = [(mine[0].workload, mine) for mine in groups.values() if not any(c.feasible for c in mine)]
+            if unserved:
+                explanation = tuple(explain_infeasible(unserved))
         elif p.cf.quotas:  # every workload has candidates: only the quotas cap what a period can run
             caps = "; ".join(f"{q.max_instances} x {q.provider}" + (f" {q.sku}" if q.sku else "")
                              + (f" in {q.region}" if q.region else "") for q in p.cf.quotas)
