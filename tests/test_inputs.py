@@ -112,6 +112,11 @@ def test_an_alias_bomb_is_refused_at_the_value_that_passes_the_limit(tmp_path):
     (msg,) = problems(load_workload, quoted)
     # at the key's line (5), not the anchor's (4)
     assert msg.startswith(f"{quoted}:5: schema_version: expected the number 1, got list ") and len(msg) < 200
+    # an aliased list item: the list's line, not the anchor's (review)
+    item = write(tmp_path, WORKLOAD.replace("schema_version: 1\n", "schema_version: 1\nx-bad: &b nope\n", 1)
+                 + "    precisions:\n      - *b\n", "i.yaml")
+    line = item.read_text().splitlines().index("      - *b") + 1
+    assert f"{item}:{line}: workloads.0.precisions.0: expected 'bf16'" in "\n".join(problems(load_workload, item))
 
 
 def test_unhashable_key_is_a_message(tmp_path):

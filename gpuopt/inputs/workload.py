@@ -480,7 +480,8 @@ def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
             continue
         if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
             node = node.value[part]
-            line = node.start_mark.line + 1
+            # an aliased item starts at its anchor, above the list: the list's line is the nearest that is its own
+            line = max(node.start_mark.line + 1, line or 0)
         # else: pydantic adds union-branch names (e.g. 'str') that are not in the YAML
     return line
 
