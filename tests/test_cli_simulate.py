@@ -156,6 +156,20 @@ def test_a_lengths_file_that_is_not_utf8_or_has_ragged_rows_is_one_error_line(tm
                                                     "header has 3\n")
 
 
+def test_a_lengths_file_column_named_twice_or_a_number_not_in_ascii_digits_is_refused(tmp_path: Path) -> None:
+    """Review: a second `share` column replaced the first, silently; `1_00` and `٢٠٠` were read as 100 and 200."""
+    twice, digits = tmp_path / "t.csv", tmp_path / "d.csv"
+    twice.write_text("input_tokens,output_tokens,share,share\n100,100,0.9,0.5\n200,200,0.1,0.5\n")
+    digits.write_text("input_tokens,output_tokens,share\n1_00,100,0.5\n٢٠٠,200,0.5\n", encoding="utf-8")
+    result = run("--lengths-file", str(twice))
+    assert (result.exit_code, result.stderr) == (2, f"error: --lengths-file {twice}: column 'share' appears 2 times "
+                                                    "in the header\n")
+    result = run("--lengths-file", str(digits))
+    assert result.exit_code == 2 and result.stderr == "".join(
+        f"error: --lengths-file {digits} line {n}: input_tokens and output_tokens must be integers and share a "
+        "number\n" for n in (2, 3))
+
+
 def test_save_result_is_checked_before_the_run_and_written_whole(tmp_path: Path) -> None:
     folder = tmp_path / "d"
     folder.mkdir()

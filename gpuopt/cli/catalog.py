@@ -11,13 +11,13 @@ import click
 
 from gpuopt.cli.options import GIVEN, F, SafePath
 from gpuopt.cli.terminal import say
+from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
 from gpuopt.pricing.catalog import (
     Catalog,
     Offering,
     load_catalog,
     offering_record,
-    parse_decimal,
     read_csv_rows,
     read_text_file,
     validate_rows,

@@ -69,6 +69,7 @@ def _rate(value: str) -> float:
 
 def read_lengths_file(path: Path) -> HistogramLengths:
     """A CSV histogram with the header input_tokens,output_tokens,share (shares summing to 1)."""
+    from gpuopt.decimals import parse_decimal, parse_whole
     from gpuopt.inputs.loader import read_text
 
     try:  # missing, a folder, binary, not UTF-8: the input boundary's messages
@@ -81,6 +82,10 @@ def read_lengths_file(path: Path) -> HistogramLengths:
     needed = {"input_tokens", "output_tokens", "share"}
     if not numbered or not needed <= set(header):
         raise InputError(f"--lengths-file {path}: needs a header input_tokens,output_tokens,share and rows")
+    twice = [col for col in dict.fromkeys(header) if header.count(col) > 1]
+    if twice:  # a reader keeps the last one, silently (review)
+        raise InputError(*(f"--lengths-file {path}: column '{col}' appears {header.count(col)} times in the header"
+                           for col in twice))
     ragged = [f"--lengths-file {path} line {n}: {len(fields)} fields, the header has {len(header)}"
               for n, fields in numbered if len(fields) != len(header)]
     if ragged:
@@ -88,8 +93,12 @@ def read_lengths_file(path: Path) -> HistogramLengths:
     bins = []
     problems: list[str] = []
     for line, row in ((n, dict(zip(header, fields, strict=True))) for n, fields in numbered):
-        try:
-            inp, out, share = int(row["input_tokens"]), int(row["output_tokens"]), float(row["share"])
+        try:  # ASCII digits, as every number gpuopt reads from a file (int() and float() read 1_00 and ٢٠٠)
+            inp_v, out_v, share_v = (parse_whole(row["input_tokens"]), parse_whole(row["output_tokens"]),
+                                     parse_decimal(row["share"]))
+            if inp_v is None or out_v is None or share_v is None:
+                raise ValueError(row)
+            inp, out, share = inp_v, out_v, share_v
         except (TypeError, ValueError):
             problems.append(f"--lengths-file {path} line {line}: input_tokens and output_tokens must be integers "
                             f"and share a number")

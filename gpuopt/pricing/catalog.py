@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from gpuopt.datafiles import data_text
+from gpuopt.decimals import parse_decimal, parse_whole
 from gpuopt.errors import InputError
 from gpuopt.hardware import gpu_table
 from gpuopt.pricing.cache import cache_dir
@@ -181,23 +181,8 @@ def _int(value: str) -> int | None:
     return int(float(value)) if value else None
 
 
-_DECIMAL = re.compile(r"\s*\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\s*", re.ASCII)
-"""A price as a CSV or a provider writes one: ASCII digits, a dot, an exponent. float() also reads `1_000`,
-Arabic-Indic and full-width digits (QA: `٠.١` planned at 0.1 USD/h), `nan` and `inf`."""
-
-
-def parse_decimal(raw: str) -> float | None:
-    """A finite number >= 0 written in ASCII decimals, or None: `nan`, `inf`, `1e400` (which float() reads as
-    inf), digit groups (`1_000`) and non-ASCII digits are not. Every number a user or a provider writes into
-    gpuopt's prices, rates, discounts and counts is read through here."""
-    if not isinstance(raw, str) or not _DECIMAL.fullmatch(raw):
-        return None
-    value = float(raw)
-    return value if math.isfinite(value) else None
-
-
 def parse_price(raw: str) -> float | None:
-    """A finite positive price, or None (parse_decimal, and not 0)."""
+    """A finite positive price, or None (decimals.parse_decimal, and not 0)."""
     value = parse_decimal(raw)
     return value if value is not None and value > 0 else None
 
@@ -238,8 +223,8 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, provid
     for col in ("gpu_count", "vcpus", "term_months"):
         raw = v.get(col, "")
         if raw:
-            number = parse_price(raw)  # ASCII digits: float() read `1_92` and `٨`
-            if number is None or number != int(number):
+            number = parse_whole(raw)  # ASCII digits: float() read `1_92` and `٨`
+            if number is None or number <= 0:
                 problems.append(f"{where}: column '{col}': expected a positive whole number ('{raw}')")
                 continue
             if number > MAX_COUNTS[col]:  # 10^20 GPUs passed here and ended the solve in an IndexError

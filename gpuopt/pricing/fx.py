@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from gpuopt.datafiles import csv_rows, data_text
+from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.columns import CURRENCIES
@@ -106,7 +107,6 @@ def load_fx(overrides: dict[tuple[str, str], float] | None = None, use_cache: bo
 
 def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
     """`USD:CNY=7.1` -> (("USD", "CNY"), 7.1): one USD is 7.1 CNY."""
-    from gpuopt.pricing.catalog import parse_decimal
 
     try:
         pair, value = text.split("=", 1)
