@@ -1287,6 +1287,21 @@ def test_a_global_pod_is_pinned_where_the_residency_allows(plans: dict[str, Path
     assert two.deployments[0].pinned_countries is None and "pinned_countries" not in plans["two"].read_text()
 
 
+def test_a_plan_saved_before_pins_were_recorded_is_not_deployed_unpinned(plans: dict[str, Path]) -> None:
+    """Review: a plan written before deployments[].pinned_countries says in its warnings that a pod must be pinned
+    to a US data centre, and the SkyPilot task let SkyPilot pick any region, exit 0."""
+    two = _plan(plans["two"])
+    d = two.deployments[0].model_copy(update={
+        "provider": "runpod", "service": "pod-secure", "sku": "1x H100 NVL", "gpu": "H100-NVL-94GB",
+        "gpus_per_instance": 1, "gpus_per_replica": 1, "tensor_parallel": 1, "region": "global", "replicas": 1})
+    note = "runpod 1x H100 NVL (global) meets residency 'us' only if pinned to a data centre in US: choose one there"
+    old = two.model_copy(update={"deployments": [d], "warnings": [*two.warnings, note]})
+    with pytest.raises(InputError, match="saved before plans recorded where: solve again"):
+        render_deploy(old, "skypilot", DeployOptions())
+    recorded = old.model_copy(update={"deployments": [d.model_copy(update={"pinned_countries": ["US"]})]})
+    assert yaml.safe_load(render_deploy(recorded, "skypilot", DeployOptions())[0].text)["resources"]["region"] == "US"
+
+
 def test_skypilots_runpod_regions_are_its_own() -> None:
     from gpuopt.reports.deploy.skypilot import RUNPOD_REGIONS
 

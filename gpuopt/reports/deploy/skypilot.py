@@ -311,8 +311,17 @@ def _shared_header(plan: Plan, group: SharedMachines) -> str:
             + f"{_checkpoint_note(group.deployments)}")
 
 
-def _problems(d: Deployment) -> list[str]:
-    """What keeps `d` from a task SkyPilot launches: a cloud it has, a machine its catalog can name."""
+def _unrecorded_pin(plan: Plan, d: Deployment) -> bool:
+    """A plan saved before deployments recorded `pinned_countries` whose warnings say this offering must be
+    pinned (solve.pin_notes' words): the countries are not in the file, so the task could not keep them (review:
+    such a plan deployed unpinned, exit 0)."""
+    return d.pinned_countries is None and d.region in UNNAMED_REGIONS and any(
+        w.startswith(f"{d.provider} {d.sku} ({d.region}) meets residency ") for w in plan.warnings)
+
+
+def _problems(d: Deployment, plan: Plan | None = None) -> list[str]:
+    """What keeps `d` from a task SkyPilot launches: a cloud it has, a machine its catalog can name, the data
+    centre the plan's residency needs."""
     check_not_serverless(d, "skypilot")
     if d.provider not in SKYPILOT_CLOUDS:
         raise refuse(d, "skypilot", f"SkyPilot has no {d.provider} cloud (it knows "
@@ -327,6 +336,9 @@ def _problems(d: Deployment) -> list[str]:
         raise refuse(d, "skypilot", f"the plan keeps its residency only if this {d.provider} machine runs in a data "
                                     f"centre in {', '.join(d.pinned_countries)}, which a SkyPilot task cannot pin "
                                     f"for {d.provider} {d.sku} ({d.region}): create it there yourself")
+    if plan is not None and _unrecorded_pin(plan, d):
+        raise refuse(d, "skypilot", "the plan keeps its residency only if this machine is pinned to a data centre, "
+                                    "and it was saved before plans recorded where: solve again, then deploy")
     if nodes(d) > 1 and _one_cluster_per_machine(d):
         raise refuse(d, "skypilot", f"a replica spans {nodes(d)} {d.provider} machines, and SkyPilot's {d.provider} "
                                     "cloud launches one node per cluster (no multi-node): plan it on one machine "
@@ -355,7 +367,7 @@ def render_skypilot(plan: Plan, opts: DeployOptions) -> list[Artifact]:
     those machines, in the place of the first of them."""
     out = []
     pid = plan_id(plan)
-    refuse_all(deployable(plan), _problems)
+    refuse_all(deployable(plan), lambda d: _problems(d, plan))
     groups = shared_machines(plan)
     for d in deployable(plan):
         group = group_of(groups, d)
