@@ -60,3 +60,35 @@ def test_a_quantized_workload_model_is_checked_against_its_base():
     Qwen3-32B is fine for int4 and its own repository serves int4 (not bf16)."""
     arch = get_model("Qwen/Qwen3-32B")
     assert named_checkpoint_problems(arch, {"int4": "Qwen/Qwen3-32B-AWQ"}) == []
+
+
+def test_the_tables_verdict_holds_for_a_named_checkpoint_as_for_a_model():
+    """QA: Qwen2.5-32B-Instruct-GPTQ-Int4 (avoid-multi-gpu: garbled output) named under `checkpoints:` got a TP 4
+    replica, and Qwen2.5-72B-Instruct-GPTQ-Int4 (avoid: may not stop generating) no warning, where the same
+    repositories as `model:` were refused on several GPUs and warned about."""
+    from gpuopt.inputs.workload import Workload
+    from gpuopt.planner.candidates import Evaluator, Shape
+
+    w = Workload(name="w", model="Qwen/Qwen2.5-32B-Instruct", requests_per_second=1, input_tokens=1000,
+                 output_tokens=200, precisions=["int4"], checkpoints={"int4": "Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4"})
+    evaluate = Evaluator(w, get_model(w.model), 8192, None)
+    four = evaluate(Shape("L40S-48GB", "pcie", 4, 1, "int4", "auto"))
+    assert (four.feasible, four.reason_kind) == (False, "fit")
+    assert four.reason.startswith("Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4 is marked avoid-multi-gpu")
+    assert evaluate(Shape("L40S-48GB", "pcie", 1, 1, "int4", "auto")).feasible
+    bf16 = Workload(name="w", model="Qwen/Qwen2.5-32B-Instruct", requests_per_second=1, input_tokens=1000,
+                    output_tokens=200, precisions=["bf16"], checkpoints={"int4": "Qwen/Qwen2.5-32B-Instruct-GPTQ-Int4"})
+    # the named checkpoint serves int4 only: a BF16 replica of the base on 4 GPUs is the base's
+    assert Evaluator(bf16, get_model(bf16.model), 8192, None)(Shape("L40S-48GB", "pcie", 4, 1, "bf16", "auto")).feasible
+
+
+def test_a_named_checkpoint_marked_avoid_is_warned_about(tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nproviders: [aws]\nworkloads:\n  - name: w\n"
+                    "    model: Qwen/Qwen2.5-72B-Instruct\n    requests_per_second: 2\n    input_tokens: 1000\n"
+                    "    output_tokens: 200\n    precisions: [int4]\n"
+                    "    checkpoints: {int4: Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4}\n    max_model_len: 8192\n")
+    result = run("solve", path, "--format", "json", "-o", tmp_path / "p.json")
+    assert result.exit_code == 0, result.output
+    assert "warning: Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4 is marked avoid in gpuopt's table of known quantized " \
+           "checkpoints" in result.stderr

@@ -293,10 +293,13 @@ class Evaluator:
 
     def _evaluate(self, shape: Shape) -> Evaluation:
         gpus = shape.tensor_parallel * shape.pipeline_parallel
-        known = checkpoint_table.find(self.arch.hf_id)
-        if known is not None and known.multi_gpu_bad and gpus > 1:
-            # the table's avoid-multi-gpu (e.g. garbled output): the planner does not offer such a replica itself
-            return Evaluation(False, known.caution(gpus), "fit")
+        # the repository the command serves: the model, or the checkpoint the workload names for this precision
+        # (QA: a named avoid-multi-gpu checkpoint got a TP 4 replica where the same repository as `model:` did not)
+        for served in (self.arch.hf_id, self.w.checkpoints.get(shape.precision)):
+            known = checkpoint_table.find(served) if served else None
+            if known is not None and known.multi_gpu_bad and gpus > 1:
+                # the table's avoid-multi-gpu (e.g. garbled output): the planner does not offer such a replica itself
+                return Evaluation(False, known.caution(gpus), "fit")
         gpu = get_gpu(shape.gpu)
         cfg = ServingConfig(tensor_parallel=shape.tensor_parallel, pipeline_parallel=shape.pipeline_parallel,
                             precision=shape.precision, kv_cache_dtype=shape.kv_cache_dtype,

@@ -110,6 +110,11 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         [(wc.workload, wc.results) for wc in per_workload], solution.binding)
     profile = get_profile(opts.vllm_version)
     deployments = _deployments(per_workload, solution, catalog, currency, residency)
+    # a checkpoint the workload names for the precision a deployment runs, which the table marks avoid: the same
+    # warning as for a model given as that checkpoint (QA)
+    named: dict[str, dict[str, str]] = {w.name: {str(k): v for k, v in w.checkpoints.items()} for w in wf.workloads}
+    warnings += sorted({note for d in deployments if (served := named[d.workload].get(d.weight_precision))
+                        and (note := checkpoint_table.caution(served, d.gpus_per_replica))} - set(warnings))
     warnings += routing_notes(deployments)
     warnings += convoy_notes(wf.workloads)
     warnings += tail_past_context_notes(wf.workloads, archs)
