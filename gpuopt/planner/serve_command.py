@@ -12,9 +12,10 @@ What makes a command run as printed, and run the kernel the latency model assume
   checkpoint the command serves "$INT4_CHECKPOINT" and says what to produce. FP8 names a known FP8 checkpoint,
   else `--quantization fp8` (vLLM quantises the BF16 weights at load: dynamic W8A8, the kernel modelled) --
   never on a natively quantised repository.
-- a replica larger than one instance runs across nodes in the form the release supports: from 0.17 its
-  multiprocessing backend (`--nnodes/--node-rank/--master-addr`, `--headless` on the other nodes), before
-  that a Ray cluster (`ray start` on each node, `--distributed-executor-backend ray` on the head).
+- a replica larger than one instance runs across nodes in the form the release supports: from the first
+  release whose parser has `--nnodes` and `--headless` (0.12, vllm_serve_flags.yaml) its multiprocessing
+  backend (`--nnodes/--node-rank/--master-addr`, `--headless` on the other nodes), before that a Ray cluster
+  (`ray start` on each node, `--distributed-executor-backend ray` on the head).
 Which flags a release has is data (gpuopt/data/vllm_serve_flags.yaml, read from vLLM's own parser).
 """
 
