@@ -174,3 +174,16 @@ def test_show_describes_mla_by_its_latent_and_warns_of_a_known_bad_checkpoint() 
     assert bad.exit_code == 0
     assert bad.stderr.startswith("warning: Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4 is marked avoid")
     assert "warning" not in bad.stdout
+
+
+def test_show_prints_the_head_dim_it_uses_when_the_config_gives_none(tmp_path):
+    """QA: `head_dim -` where the memory model used hidden / heads = 128."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}))
+    result = CliRunner().invoke(cli, ["models", "show", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "KV heads 8, head_dim 128 (hidden / heads: the config gives none)" in result.stdout

@@ -188,7 +188,8 @@ def show_model(model_id: str, as_json: bool) -> None:
         f"parameters: {summary['params_b']:.3f} B (active per token: {summary['active_params_b']:.3f} B)",
         f"layers: {arch.num_hidden_layers}, hidden {arch.hidden_size}, attention heads {arch.num_attention_heads}, "
         + (f"KV: one latent of {arch.kv_lora_rank} + {arch.qk_rope_head_dim} a token (MLA)" if arch.is_mla
-           else f"KV heads {arch.num_key_value_heads}, head_dim {arch.head_dim or '-'}"),
+           else f"KV heads {arch.num_key_value_heads}, head_dim {arch.attn_head_dim}"
+           + ("" if arch.head_dim else " (hidden / heads: the config gives none)")),
         f"attention: {arch.attention_kind}" + (f", window {arch.sliding_window}" if arch.sliding_window else ""),
         f"KV cache per token (TP=1): auto {kv['auto']:,.0f} B, fp8 {kv['fp8']:,.0f} B",
         f"checkpoint: {arch.torch_dtype}"
