@@ -24,6 +24,7 @@ Then the workloads the serving simulator plans (planner/simcapacity.py): a perce
 clumped arrivals, a shared prefix and a percentile on a closed loop, each solved alone over RunPod and over every
 provider, with the replica shapes simulated and the simulator runs they took. These have no target; their
 time is what the plan's confidence costs (a shape is 0.1-0.4 s a run, about seven runs a capacity search).
+"cpu s" is the process's CPU time: on a shared machine the wall time is not the solve's.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def simulated_table() -> None:
     catalog = load_catalog(use_cache=False)
     print("\nworkloads planned on the simulator, one at a time (Llama-3.1-8B-Instruct, 1,000/200 tokens; the mix "
           "1,525/335 on average):")
-    print(f"{'workload':<16} {'providers':<9} {'solve s':>8} {'shapes':>6} {'runs':>5} {'cost/h USD':>11}")
+    print(f"{'workload':<16} {'providers':<9} {'solve s':>8} {'cpu s':>6} {'shapes':>6} {'runs':>5} {'cost/h USD':>11}")
     for label, fields in SIMULATED:
         for providers in (["runpod"], None):
             base: dict[str, object] = dict(name="w", model="meta-llama/Llama-3.1-8B-Instruct", input_tokens=1000,
@@ -205,11 +206,11 @@ def simulated_table() -> None:
             simcapacity._CACHE.clear()  # each row is a fresh process's solve, not a re-solve
             runs = [Counter(m, f) for m in (steady_state, simcapacity) for f in ("steady_run", "closed_run")]
             with Counter(simcapacity, "_simulate_one") as shapes, runs[0], runs[1], runs[2], runs[3]:
-                start = time.perf_counter()
+                start, cpu = time.perf_counter(), time.process_time()
                 plan, _ = plan_workloads(wf, catalog, SolveOptions(top=0, today=TODAY))
-                seconds = time.perf_counter() - start
+                seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
             cost = plan.total_cost_per_hour or 0.0
-            print(f"{label:<16} {'runpod' if providers else 'all':<9} {seconds:>8.2f} {shapes.calls:>6} "
+            print(f"{label:<16} {'runpod' if providers else 'all':<9} {seconds:>8.2f} {cpu:>6.1f} {shapes.calls:>6} "
                   f"{sum(r.calls for r in runs):>5} {cost:>11.2f}", flush=True)
 
 
