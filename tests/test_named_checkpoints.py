@@ -92,3 +92,18 @@ def test_a_named_checkpoint_marked_avoid_is_warned_about(tmp_path):
     assert result.exit_code == 0, result.output
     assert "warning: Qwen/Qwen2.5-72B-Instruct-GPTQ-Int4 is marked avoid in gpuopt's table of known quantized " \
            "checkpoints" in result.stderr
+
+
+def test_a_named_checkpoint_must_split_over_the_shapes_gpus():
+    """Review: zai-org/GLM-4.5-Air-FP8 named under `checkpoints:` was planned at TP 8, where its 128 x 128 FP8
+    blocks do not split the experts' 1,408 (176 a GPU); the same repository as `model:` was refused there."""
+    from gpuopt.inputs.workload import Workload
+    from gpuopt.planner.candidates import Evaluator, Shape
+
+    w = Workload(name="w", model="zai-org/GLM-4.5-Air", requests_per_second=1, input_tokens=1000, output_tokens=200,
+                 precisions=["fp8"], checkpoints={"fp8": "zai-org/GLM-4.5-Air-FP8"})
+    evaluate = Evaluator(w, get_model(w.model), 8192, None)
+    eight = evaluate(Shape("H100-SXM-80GB", "nvlink", 8, 1, "fp8", "auto"))
+    assert (eight.feasible, eight.reason_kind) == (False, "fit")
+    assert "zai-org/GLM-4.5-Air-FP8's 128 x 128 FP8 blocks" in (eight.reason or "")
+    assert evaluate(Shape("H100-SXM-80GB", "nvlink", 4, 1, "fp8", "auto")).feasible

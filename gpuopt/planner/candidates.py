@@ -29,7 +29,7 @@ from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.physics.serving_config import ServingConfig, default_precision, gpu_unsupported, validate
 from gpuopt.physics.traffic import longest_sharegpt
 from gpuopt.physics.vllm_support import release_problem
-from gpuopt.planner.checkpoints import named_checkpoint_problems
+from gpuopt.planner.checkpoints import checkpoint_sharding_problem, named_checkpoint_problems
 from gpuopt.planner.mix import capacity_point
 from gpuopt.planner.plan import DEFAULT_HEADROOM
 from gpuopt.pricing.catalog import Catalog, Offering
@@ -314,6 +314,12 @@ class Evaluator:
             return Evaluation(False, f"not modelled: {'; '.join(unmodelled.problems)}", "fit")
         except InputError as refused:  # e.g. a fully sharded rank this TP does not divide
             return Evaluation(False, f"vLLM refuses this shape: {'; '.join(refused.problems)}", "fit")
+        named = self.w.checkpoints.get(shape.precision)
+        row = checkpoint_table.find(named) if named else None
+        if row is not None and (split := checkpoint_sharding_problem(self.arch, row, mem.config)) is not None:
+            # the named checkpoint is what the command serves: its blocks must split over this TP as the model's
+            # would (review: GLM-4.5-Air-FP8 named under checkpoints: was planned at TP 8, which vLLM refuses)
+            return Evaluation(False, f"vLLM refuses this shape: {split}", "fit", memory=mem)
         if not mem.fits:
             return Evaluation(False, f"does not fit: {mem.reason}", "fit", memory=mem,
                               gib_short=_gib_short(mem))
