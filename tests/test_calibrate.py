@@ -551,8 +551,8 @@ def test_a_profile_entry_that_would_apply_to_nothing_or_twice_is_refused(tmp_pat
     lines = [line.split(": ", 3)[2:] for line in result.stderr.splitlines()]  # error, --profile PATH, where, what
     assert [where for where, _ in lines] == ["entries.1.gpu", "entries.2", "entries.3.gpu", "entries.3.fitted",
                                              "entries.4.vllm_version"]
-    assert lines[1][1] == ("the same GPU and release as entries.0 (A100-SXM-40GB, any release): only the first "
-                           "would apply")
+    assert lines[1][1] == ("entries.0 (A100-SXM-40GB, any release) applies first to A100-SXM-40GB on any release: "
+                           "this entry would never apply")
     assert lines[2][1] == "write it as 'A100-SXM-40GB' (the entry applies to the GPU of that name)"
 
 
@@ -694,3 +694,24 @@ def test_a_bench_file_saved_with_a_byte_order_mark_is_read_as_one(tmp_path: Path
     assert (with_mark.protocol, with_mark.mean_tpot_ms) == (plain.protocol, plain.mean_tpot_ms)
     assert with_mark.mean_tpot_ms is not None
 
+
+
+def test_a_profile_calibrate_writes_loads_whatever_patch_releases_its_logs_name(tmp_path: Path) -> None:
+    """Review: logs of vLLM 0.19 and 0.19.1 on one GPU made two entries, which apply by minor series, so the
+    profile was refused on load; and runs without a release before ones with it shadowed them. One entry per
+    GPU and release series, named by the first version seen, the release's before the any-release one."""
+    from dataclasses import replace as dc_replace
+
+    from gpuopt.inputs.profile_file import load_profile
+    from gpuopt.physics.profile import dump_profile
+    from gpuopt.planner.calibrate import calibrate
+
+    base = _synthetic((0.8, 1.1, 0.0))
+    patch = [dc_replace(o, id=o.id + "b", config=dc_replace(o.config, vllm_version="0.19.1")) for o in base]
+    unversioned = [dc_replace(o, id=o.id + "c", config=dc_replace(o.config, vllm_version=None)) for o in base]
+    result = calibrate(unversioned + base + patch)
+    assert [(e.gpu, e.vllm_version) for e in result.profile.entries] == [("H100-SXM-80GB", "0.19"),
+                                                                         ("H100-SXM-80GB", None)]
+    path = tmp_path / "profile.yaml"
+    path.write_text(dump_profile(result.profile), encoding="utf-8")
+    assert load_profile(path).entries == result.profile.entries

@@ -34,12 +34,14 @@ def profile_problems(profile: Profile) -> list[str]:
             if canonical != e.gpu:
                 problems.append(f"{where}.gpu: write it as {canonical!r} (the entry applies to the GPU of that name)")
         release = None if e.vllm_version is None else release_key(e.vllm_version)[:2]
+        shadow = scopes.get((e.gpu, None))  # an earlier entry for every release of this GPU applies first
         if release is not None and len(release) < 2:
             problems.append(f"{where}.vllm_version: {e.vllm_version!r} is not a vLLM release (e.g. 0.33 or 0.33.0)")
-        elif (first := scopes.setdefault((e.gpu, release), i)) != i:
-            problems.append(f"{where}: the same GPU and release as entries.{first} ({e.gpu}"
-                            + (f", {e.vllm_version}" if e.vllm_version else ", any release")
-                            + "): only the first would apply")
+        elif (same := scopes.setdefault((e.gpu, release), i)) != i or shadow is not None:
+            first = same if same != i else (shadow or 0)
+            earlier = profile.entries[first].vllm_version
+            problems.append(f"{where}: entries.{first} ({e.gpu}, {earlier or 'any release'}) applies first to "
+                            f"{e.gpu} on {e.vllm_version or 'any release'}: this entry would never apply")
         if not _iso_date(e.fitted):
             problems.append(f"{where}.fitted: {e.fitted!r} is not a date YYYY-MM-DD")
         for name in ("decode_bandwidth", "prefill_compute"):

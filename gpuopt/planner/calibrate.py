@@ -68,6 +68,7 @@ from gpuopt.physics.traffic import (
     ShareGPTLengths,
     make_requests,
 )
+from gpuopt.physics.vllm_profile import release_key
 from gpuopt.vocabulary import KV_CACHE_DTYPES, WEIGHT_FORMATS
 
 MIN_OBSERVATIONS = 2
@@ -551,14 +552,19 @@ def _drop(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, 
 
 
 def calibrate(observations: Sequence[Observation], today: dt.date | None = None) -> Calibration:
-    """One profile entry per (GPU, vLLM release) of the evidence."""
-    groups: dict[tuple[str, str | None], list[Observation]] = {}
+    """One profile entry per (GPU, vLLM release series) of the evidence: logs of 0.19.0 and 0.19.1 are one
+    entry (a profile applies an entry to a release by its minor series, so two would leave the second unused and
+    the profile is refused: review), named by the first version seen. A GPU's entries of a release come before
+    its entry of runs that state none (which applies to every other release)."""
+    groups: dict[tuple[str, tuple[int, ...] | None], list[Observation]] = {}
     for o in observations:
         assert o.config.gpu is not None
-        groups.setdefault((get_gpu(o.config.gpu).gpu, o.config.vllm_version), []).append(o)
+        version = o.config.vllm_version
+        groups.setdefault((get_gpu(o.config.gpu).gpu, release_key(version)[:2] if version else None), []).append(o)
     entries, comparisons, skipped = [], [], []
     replays = 0
-    for (gpu_name, version), items in groups.items():
+    for (gpu_name, series), items in sorted(groups.items(), key=lambda kv: kv[0][1] is None):  # stable
+        version = next((o.config.vllm_version for o in items if o.config.vllm_version), None) if series else None
         gpu = get_gpu(gpu_name)
         predictor = Predictor(gpu, items)
         where = f"{gpu_name}" + (f" (vLLM {version})" if version else "")
