@@ -291,6 +291,9 @@ def test_an_overlay_count_is_an_ascii_whole_number(tmp_path):
     assert result.output.splitlines() == [
         f"error: {path}: row 2: column 'gpu_count': expected a positive whole number ('٨')",
         f"error: {path}: row 2: column 'vcpus': expected a positive whole number ('1_92')"]
+    whole = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency,gpu,gpu_count,vcpus\n"
+                               "aws,newbox,us-east-1,on-demand,1.0,USD,H100-SXM-80GB,8.0,192\n")
+    assert run("catalog", "validate", "--overlay", str(whole)).exit_code == 0  # 8.0 is a whole number, as before
 
 
 @pytest.mark.parametrize(("second", "contradicts"), [("CNY:USD=0.15", True), ("USD:CNY=6.9", True),

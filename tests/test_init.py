@@ -81,6 +81,18 @@ def test_a_budget_that_is_not_a_number_is_asked_again(tmp_path: Path) -> None:
     assert budget is not None and budget.max_monthly == 900
 
 
+def test_every_numeric_answer_that_is_no_positive_number_is_asked_again(tmp_path: Path) -> None:
+    """Review: `nan` as the rate, `-5` as the TTFT target and `0` as the context ended the run with an error
+    naming a flag never given; `1_500` was read as 1,500."""
+    stdin = "\n".join([MODEL, "nan", "4", "0", "8192", "", "", "-5", "1_500", "1500", "", "high", "us", ""]) + "\n"
+    code, err, out = _init(tmp_path, "--interactive", "--preset", "chat", stdin=stdin)
+    assert code == 0, err
+    for answer, kind in (("nan", "number"), ("0", "whole number"), ("-5", "number"), ("1_500", "number")):
+        assert f"'{answer}' is not a positive {kind} (ASCII digits)" in err
+    w = load_workload(out).workloads[0]
+    assert (w.requests_per_second, w.max_model_len, w.slo.ttft_ms) == (4.0, 8192, 1500.0)
+
+
 def test_every_bad_answer_is_said_at_once(tmp_path: Path) -> None:
     code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, "--requests-per-second", "-1",
                            "--ttft-ms", "0", "--input-tokens", "-3", "--residency", "mars")

@@ -256,6 +256,14 @@ def test_capacity_growth_demand_still_loads(tmp_path):
 @pytest.mark.parametrize(("args", "message"), [
     (["solve", "W", "--max-monthly", "inf"], "error: Invalid value for '--max-monthly': expected a finite number, "
                                              "got 'inf' (see 'gpuopt solve --help')"),
+    # review: float() and int() read digit groups and non-ASCII digits
+    (["solve", "W", "--max-monthly", "1_000"], "error: Invalid value for '--max-monthly': expected a number in ASCII "
+                                               "digits, got '1_000' (see 'gpuopt solve --help')"),
+    (["fit", "--model", "8B", "--gpu", "L4-24GB", "--max-model-len", "٨١٩٢"],
+     "error: Invalid value for '--max-model-len': '٨١٩٢' is not a whole number in ASCII digits (see 'gpuopt fit "
+     "--help')"),
+    (["simulate", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "L4-24GB", "--request-rate", "1_0"],
+     "error: --request-rate must be a positive number or inf (got '1_0')"),
     (["solve", "W", "--headroom", "nan"], "error: Invalid value for '--headroom': expected a finite number, "
                                           "got 'nan' (see 'gpuopt solve --help')"),
     (["fit", "--model", MODEL, "--gpu", "H100-SXM-80GB", "--input-tokens", "10", "--output-tokens", "10",

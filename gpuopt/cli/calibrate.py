@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import VLLM_VERSION, SafePath, output_option
+from gpuopt.cli.options import ASCII_INT, VLLM_VERSION, SafePath, output_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.vocabulary import WEIGHT_FORMATS
@@ -16,8 +16,8 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.argument("files", nargs=-1, required=True, type=SafePath(path_type=Path))
 @click.option("--model", help="Model the runs served (overrides what the files say).")
 @click.option("--gpu", help="GPU the runs used (bench results and metrics do not say).")
-@click.option("--tp", "tensor_parallel", type=int, help="Tensor-parallel size of the server.")
-@click.option("--pp", "pipeline_parallel", type=int, help="Pipeline-parallel size of the server.")
+@click.option("--tp", "tensor_parallel", type=ASCII_INT, help="Tensor-parallel size of the server.")
+@click.option("--pp", "pipeline_parallel", type=ASCII_INT, help="Pipeline-parallel size of the server.")
 @click.option("--precision", type=click.Choice(WEIGHT_FORMATS),
               help="Weight format that ran, when not the checkpoint's own.")
 @click.option("--server-args", help='The `vllm serve` flags of the runs, e.g. "--max-model-len 8192".')

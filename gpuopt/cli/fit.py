@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from gpuopt.cli.options import (
+    ASCII_INT,
     FINITE_FLOAT,
     HUMAN_INT,
     MODEL_HELP,
@@ -40,23 +41,24 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
 @click.option("--model-config", type=SafePath(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")
-@click.option("--tp", "tp", type=int, default=1, show_default=True, help="Tensor-parallel size.")
-@click.option("--pp", "pp", type=int, default=1, show_default=True, help="Pipeline-parallel size.")
-@click.option("--dp", "dp", type=int, default=1, show_default=True,
+@click.option("--tp", "tp", type=ASCII_INT, default=1, show_default=True, help="Tensor-parallel size.")
+@click.option("--pp", "pp", type=ASCII_INT, default=1, show_default=True, help="Pipeline-parallel size.")
+@click.option("--dp", "dp", type=ASCII_INT, default=1, show_default=True,
               help="Data-parallel engines (vLLM --data-parallel-size): a MoE model's experts are split over all "
                    "their GPUs; memory is per GPU, a load is shared evenly and throughput is the engines' sum.")
 @click.option("--enable-expert-parallel", is_flag=True, default=False, help="Experts placed whole on ranks (EP).")
 @click.option("--precision", type=click.Choice(WEIGHT_FORMATS), help="Weight format (default: the checkpoint's).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True)
-@click.option("--max-model-len", type=int, help="Context length (default: the model's maximum).")
+@click.option("--max-model-len", type=ASCII_INT, help="Context length (default: the model's maximum).")
 @click.option("--gpu-memory-utilization", type=FINITE_FLOAT,
               help="Fraction of GPU memory for vLLM (default: the release's).")
-@click.option("--max-num-seqs", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
-@click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
-@click.option("--block-size", type=int, help="KV-cache block in tokens (default: the release's, 16; 64 from 0.34).")
+@click.option("--max-num-seqs", type=ASCII_INT, help="Scheduler limit (default: vLLM's for this GPU).")
+@click.option("--max-num-batched-tokens", type=ASCII_INT, help="Scheduler limit (default: vLLM's for this GPU).")
+@click.option("--block-size", type=ASCII_INT,
+              help="KV-cache block in tokens (default: the release's, 16; 64 from 0.34).")
 @click.option("--vllm-version", type=VLLM_VERSION, help=VLLM_VERSION_HELP)
-@click.option("--input-tokens", type=int, help="Mean prompt tokens (enables latency prediction).")
-@click.option("--output-tokens", type=int, help="Mean output tokens.")
+@click.option("--input-tokens", type=ASCII_INT, help="Mean prompt tokens (enables latency prediction).")
+@click.option("--output-tokens", type=ASCII_INT, help="Mean output tokens.")
 @click.option("--concurrency", type=FINITE_FLOAT, help="Concurrent clients (closed loop).")
 @click.option("--request-rate", type=FINITE_FLOAT, help="Requests per second (open loop).")
 @click.option("--ttft-slo-ms", type=FINITE_FLOAT, help="TTFT target: also report the largest rate that meets it.")
@@ -76,8 +78,8 @@ from gpuopt.vocabulary import WEIGHT_FORMATS
               help="vLLM's --language-model-only: a multimodal model's vision tower is not loaded.")
 @click.option("--enable-lora", is_flag=True,
               help="vLLM's --enable-lora: adapter slots' buffers are allocated at load time and counted.")
-@click.option("--max-loras", type=int, help="Adapter slots with --enable-lora (vLLM's default: 1).")
-@click.option("--max-lora-rank", type=int, help="Largest adapter rank with --enable-lora (vLLM's default: 16).")
+@click.option("--max-loras", type=ASCII_INT, help="Adapter slots with --enable-lora (vLLM's default: 1).")
+@click.option("--max-lora-rank", type=ASCII_INT, help="Largest adapter rank with --enable-lora (vLLM's default: 16).")
 @click.option("--fully-sharded-loras", is_flag=True,
               help="vLLM's --fully-sharded-loras: adapters' A and B also split over the TP GPUs (less memory).")
 @click.option("--kv-cache-memory-bytes", type=HUMAN_INT, metavar="BYTES",

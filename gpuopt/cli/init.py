@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, SafePath
+from gpuopt.cli.options import ASCII_INT, FINITE_FLOAT, SafePath
 from gpuopt.cli.terminal import say
 from gpuopt.errors import ConfigError, InputError
 
@@ -52,6 +52,24 @@ def _positive(value: float | None, flag: str) -> list[str]:
     return []
 
 
+def _ask(question: str, default: float, whole: bool = False) -> float:
+    """A positive number asked for, asked again with the reason until one comes (review: `nan`, `-5` and `0` ended
+    the run with an error naming a flag nobody gave, and `1_500` was read as 1,500)."""
+    from gpuopt.decimals import parse_decimal
+
+    def answer(text: object) -> float:
+        if isinstance(text, (int, float)):  # the default
+            return float(text)
+        value = parse_decimal(str(text))
+        if value is None or value <= 0 or (whole and value != int(value)):
+            kind = "positive whole number" if whole else "positive number"
+            raise click.BadParameter(f"{text!r} is not a {kind} (ASCII digits)")
+        return value
+
+    result: float = click.prompt(question, default=default, err=True, value_proc=answer)
+    return result
+
+
 def _budget_answer(answer: str) -> float | None:
     """The budget prompt's answer: blank for none, else a number (click asks again, saying why, when it is
     not one: QA, `abc` was an internal error)."""
@@ -71,10 +89,10 @@ def _budget_answer(answer: str) -> float | None:
 @click.option("--model", help="Model to serve (a registry id, e.g. meta-llama/Llama-3.1-8B-Instruct).")
 @click.option("--name", help="Workload name (default: the preset's name).")
 @click.option("--requests-per-second", type=FINITE_FLOAT, help="Traffic as a request rate.")
-@click.option("--concurrency", type=int, help="Traffic as concurrent requests (closed loop).")
-@click.option("--input-tokens", type=int, help="Mean prompt tokens.")
-@click.option("--output-tokens", type=int, help="Mean output tokens.")
-@click.option("--context", "max_model_len", type=int, help="Context length to serve (max_model_len).")
+@click.option("--concurrency", type=ASCII_INT, help="Traffic as concurrent requests (closed loop).")
+@click.option("--input-tokens", type=ASCII_INT, help="Mean prompt tokens.")
+@click.option("--output-tokens", type=ASCII_INT, help="Mean output tokens.")
+@click.option("--context", "max_model_len", type=ASCII_INT, help="Context length to serve (max_model_len).")
 @click.option("--ttft-ms", type=FINITE_FLOAT, help="Time-to-first-token target (ms).")
 @click.option("--tpot-ms", type=FINITE_FLOAT, help="Time-per-output-token target (ms).")
 @click.option("--quality", type=click.Choice(["high", "medium", "low"]),
@@ -111,20 +129,14 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
         load_key = next(iter(p["load"]))
         if requests_per_second is None and concurrency is None:
             if load_key == "concurrency":
-                concurrency = click.prompt("Concurrent requests", type=int, default=p["load"][load_key], err=True)
+                concurrency = int(_ask("Concurrent requests", p["load"][load_key], whole=True))
             else:
-                requests_per_second = click.prompt("Requests per second", type=float, default=p["load"][load_key],
-                                                   err=True)
-        max_model_len = max_model_len or click.prompt("Context length (tokens)", type=int,
-                                                      default=p["max_model_len"]["value"], err=True)
-        input_tokens = input_tokens or click.prompt("Mean prompt tokens", type=int,
-                                                    default=p["input_tokens"]["value"], err=True)
-        output_tokens = output_tokens or click.prompt("Mean output tokens", type=int,
-                                                      default=p["output_tokens"]["value"], err=True)
-        ttft_ms = ttft_ms or click.prompt("Time-to-first-token target (ms)", type=float,
-                                          default=p["ttft_ms"]["value"], err=True)
-        tpot_ms = tpot_ms or click.prompt("Time-per-output-token target (ms)", type=float,
-                                          default=p["tpot_ms"]["value"], err=True)
+                requests_per_second = _ask("Requests per second", p["load"][load_key])
+        max_model_len = max_model_len or int(_ask("Context length (tokens)", p["max_model_len"]["value"], whole=True))
+        input_tokens = input_tokens or int(_ask("Mean prompt tokens", p["input_tokens"]["value"], whole=True))
+        output_tokens = output_tokens or int(_ask("Mean output tokens", p["output_tokens"]["value"], whole=True))
+        ttft_ms = ttft_ms or _ask("Time-to-first-token target (ms)", p["ttft_ms"]["value"])
+        tpot_ms = tpot_ms or _ask("Time-per-output-token target (ms)", p["tpot_ms"]["value"])
         quality = quality or click.prompt("Quality sensitivity", type=click.Choice(["high", "medium", "low"]),
                                           default="high" if "int4" not in p["precisions"]["value"] else "low",
                                           err=True)

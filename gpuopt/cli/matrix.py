@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import FINITE_FLOAT, GIVEN, VLLM_VERSION, VLLM_VERSION_HELP, output_option
+from gpuopt.cli.options import ASCII_INT, FINITE_FLOAT, GIVEN, VLLM_VERSION, VLLM_VERSION_HELP, output_option
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 
@@ -22,13 +22,15 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.argument("models", nargs=-1, required=True)
 @click.option("--gpus", multiple=True, help="GPUs (comma-separated or repeated; default: the common ones).")
 @click.option("--precisions", multiple=True, help="Weight formats (default: bf16,fp8,int4).")
-@click.option("--context", type=int, default=8192, show_default=True, help="Context length per request (tokens).")
-@click.option("--concurrency", type=int, default=16, show_default=True,
+@click.option("--context", type=ASCII_INT, default=8192, show_default=True, help="Context length per request (tokens).")
+@click.option("--concurrency", type=ASCII_INT, default=16, show_default=True,
               help="Requests of that context the KV cache must hold at once.")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default="auto", show_default=True)
 @click.option("--requests-per-second", type=FINITE_FLOAT, help="A load: adds replicas and cost from the catalog.")
-@click.option("--input-tokens", type=int, default=1500, show_default=True, help="Mean prompt tokens (with a load).")
-@click.option("--output-tokens", type=int, default=300, show_default=True, help="Mean output tokens (with a load).")
+@click.option("--input-tokens", type=ASCII_INT, default=1500, show_default=True,
+              help="Mean prompt tokens (with a load).")
+@click.option("--output-tokens", type=ASCII_INT, default=300, show_default=True,
+              help="Mean output tokens (with a load).")
 @click.option("--ttft-ms", type=FINITE_FLOAT, help="TTFT target (with a load).")
 @click.option("--tpot-ms", type=FINITE_FLOAT, help="TPOT target (with a load).")
 @click.option("--region", type=GIVEN, default="global", show_default=True, help="Where the data may live (prices).")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from gpuopt.cli.terminal import say
+from gpuopt.decimals import written_as_number, written_as_whole
 from gpuopt.errors import InputError
 from gpuopt.inputs.loader import check_input_file, check_output_path
 from gpuopt.planner.plan import DEFAULT_HEADROOM
@@ -37,6 +38,8 @@ class FiniteFloat(_FloatParam):
     name = "float"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        if isinstance(value, str) and not written_as_number(value):  # float() reads 1_000 and ٢ (review)
+            self.fail(f"expected a number in ASCII digits, got {value!r}", param, ctx)
         number = click.FLOAT.convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"expected a finite number, got {value!r}", param, ctx)
@@ -44,6 +47,20 @@ class FiniteFloat(_FloatParam):
 
 
 FINITE_FLOAT = FiniteFloat()
+
+
+class AsciiInt(_IntParam):
+    """click's INT, in ASCII digits: int() also reads `1_000` and Arabic-Indic or full-width digits (review)."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, str) and not written_as_whole(value):
+            self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
+        return int(click.INT.convert(value, param, ctx))
+
+
+ASCII_INT = AsciiInt()
 
 
 class HumanInt(_IntParam):

@@ -8,6 +8,7 @@ import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import (
+    ASCII_INT,
     JSON_FLAG,
     SafePath,
     output_option,
@@ -27,7 +28,7 @@ from gpuopt.reports.registry import formats, render_capacity_plan
 @placement_options
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the schedule survives, the next cost and a TPOT sweep.")
-@click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
+@click.option("--max-price-age", type=ASCII_INT, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--format", "fmt", type=click.Choice(formats("capacity")), default="table", show_default=True)
 @JSON_FLAG
 @output_option("Write the result to a file.")

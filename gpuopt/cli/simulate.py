@@ -21,9 +21,18 @@ from typing import TypeVar
 
 import click
 
-from gpuopt.cli.options import MODEL_HELP, VLLM_VERSION_HELP, SafePath, check_runs_on, load_architecture
+from gpuopt.cli.options import (
+    ASCII_INT,
+    FINITE_FLOAT,
+    MODEL_HELP,
+    VLLM_VERSION_HELP,
+    SafePath,
+    check_runs_on,
+    load_architecture,
+)
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.terminal import say
+from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.physics import latency
@@ -58,10 +67,10 @@ SHAREGPT_DEFAULT_MEANS = (215, 194)
 def _rate(value: str) -> float:
     if value.strip().lower() == "inf":
         return math.inf
-    try:
-        rate = float(value)
-    except ValueError:
-        raise InputError(f"--request-rate must be a positive number or inf (got {value!r})") from None
+    parsed = parse_decimal(value)  # ASCII decimals: float() read 1_0 as 10 (review)
+    if parsed is None:
+        raise InputError(f"--request-rate must be a positive number or inf (got {value!r})")
+    rate = parsed
     if not (rate > 0 and math.isfinite(rate)):
         raise InputError(f"--request-rate must be a positive number or inf (got {value})")
     return rate
@@ -69,7 +78,7 @@ def _rate(value: str) -> float:
 
 def read_lengths_file(path: Path) -> HistogramLengths:
     """A CSV histogram with the header input_tokens,output_tokens,share (shares summing to 1)."""
-    from gpuopt.decimals import parse_decimal, parse_whole
+    from gpuopt.decimals import parse_whole
     from gpuopt.inputs.loader import read_text
 
     try:  # missing, a folder, binary, not UTF-8: the input boundary's messages
@@ -137,44 +146,46 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 @click.option("--model-config", type=SafePath(path_type=Path), metavar="PATH",
               help="A local Hugging Face config.json instead of a registry id (never fetched).")
 @click.option("--gpu", required=True, metavar="NAME", help="GPU name, e.g. H100-SXM-80GB (case-insensitive).")
-@click.option("--tp", "tp", type=int, default=None, help="Tensor-parallel size (default 1).")
-@click.option("--pp", "pp", type=int, default=None, help="Pipeline-parallel size (default 1).")
-@click.option("--dp", "dp", type=int, default=None,
+@click.option("--tp", "tp", type=ASCII_INT, default=None, help="Tensor-parallel size (default 1).")
+@click.option("--pp", "pp", type=ASCII_INT, default=None, help="Pipeline-parallel size (default 1).")
+@click.option("--dp", "dp", type=ASCII_INT, default=None,
               help="Data-parallel engines (default 1); a MoE model's experts are split over all of their GPUs.")
 @click.option("--enable-expert-parallel", is_flag=True, default=False, help="Experts placed whole on ranks (EP).")
 @click.option("--precision", type=click.Choice(WEIGHT_FORMATS), help="Weight format (default: the checkpoint's).")
 @click.option("--kv-cache-dtype", type=click.Choice(["auto", "fp8"]), default=None, help="KV cache dtype (auto).")
-@click.option("--max-model-len", type=int, help="Context length (default: the model's maximum).")
-@click.option("--gpu-memory-utilization", type=float, help="Fraction of GPU memory for vLLM (default: the release's).")
-@click.option("--max-num-seqs", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
-@click.option("--max-num-batched-tokens", type=int, help="Scheduler limit (default: vLLM's for this GPU).")
-@click.option("--block-size", type=int, default=None,
+@click.option("--max-model-len", type=ASCII_INT, help="Context length (default: the model's maximum).")
+@click.option("--gpu-memory-utilization", type=FINITE_FLOAT,
+              help="Fraction of GPU memory for vLLM (default: the release's).")
+@click.option("--max-num-seqs", type=ASCII_INT, help="Scheduler limit (default: vLLM's for this GPU).")
+@click.option("--max-num-batched-tokens", type=ASCII_INT, help="Scheduler limit (default: vLLM's for this GPU).")
+@click.option("--block-size", type=ASCII_INT, default=None,
               help="KV block size in tokens (default: the release's, 16; 64 from 0.34).")
 @click.option("--vllm-version", metavar="X.Y", help=VLLM_VERSION_HELP)
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--server-args", default="", metavar="FLAGS", help="`vllm serve` flags of the deployment, quoted.")
 @click.option("--dataset-name", type=click.Choice(["random", "sharegpt"]), default="random", show_default=True)
-@click.option("--random-input-len", type=int, default=1024, show_default=True)
-@click.option("--random-output-len", type=int, default=128, show_default=True)
-@click.option("--random-range-ratio", type=float, default=0.0, show_default=True,
+@click.option("--random-input-len", type=ASCII_INT, default=1024, show_default=True)
+@click.option("--random-output-len", type=ASCII_INT, default=128, show_default=True)
+@click.option("--random-range-ratio", type=FINITE_FLOAT, default=0.0, show_default=True,
               help="Lengths uniform in [L(1-r), L(1+r)].")
-@click.option("--sharegpt-input-len", type=int, default=None, help="Mean prompt tokens of a ShareGPT-shaped run.")
-@click.option("--sharegpt-output-len", type=int, default=None, help="Mean output tokens of a ShareGPT-shaped run.")
+@click.option("--sharegpt-input-len", type=ASCII_INT, default=None, help="Mean prompt tokens of a ShareGPT-shaped run.")
+@click.option("--sharegpt-output-len", type=ASCII_INT, default=None,
+              help="Mean output tokens of a ShareGPT-shaped run.")
 @click.option("--lengths-file", type=SafePath(path_type=Path), default=None, metavar="FILE",
               help="CSV histogram input_tokens,output_tokens,share (overrides the dataset lengths).")
-@click.option("--num-prompts", type=int, default=1000, show_default=True)
+@click.option("--num-prompts", type=ASCII_INT, default=1000, show_default=True)
 @click.option("--request-rate", default="inf", show_default=True, metavar="R|inf", help="Requests per second.")
-@click.option("--burstiness", type=float, default=1.0, show_default=True, help="Gamma shape of inter-arrivals.")
+@click.option("--burstiness", type=FINITE_FLOAT, default=1.0, show_default=True, help="Gamma shape of inter-arrivals.")
 @click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
-@click.option("--max-concurrency", type=int, default=None, help="Requests in flight at most (a closed loop).")
+@click.option("--max-concurrency", type=ASCII_INT, default=None, help="Requests in flight at most (a closed loop).")
 @click.option("--ignore-eos/--no-ignore-eos", default=True, show_default=True,
               help="Force every output to its requested length.")
 @click.option("--offline", is_flag=True, default=False, help="LLM.generate batch: no API server.")
 @click.option("--backend", type=click.Choice(["openai", "vllm", "openai-chat"]), default="openai", show_default=True,
               help="vllm bench serve's client: the completions endpoint, or the chat one (its stream's role chunk "
                    "counts as a chunk in the ITLs and the peak output rate).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=ASCII_INT, default=0, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object (vllm bench serve's result keys).")
 @click.option("--save-result", type=SafePath(path_type=Path), default=None, metavar="FILE",
               help="Write a result file of vllm bench serve's shape.")

@@ -11,6 +11,7 @@ import click
 
 from gpuopt.cli.catalog import catalog_options, check_names, open_catalog
 from gpuopt.cli.options import (
+    ASCII_INT,
     FINITE_FLOAT,
     JSON_FLAG,
     SafePath,
@@ -107,8 +108,8 @@ def budget_overrun(plan: Plan) -> str | None:
 @click.command()
 @click.argument("workload_file", type=SafePath(path_type=Path))
 @placement_options
-@click.option("--top", type=int, default=3, show_default=True, help="Alternatives per GPU type and per provider.")
-@click.option("--max-price-age", type=int, metavar="DAYS", help="Fail when a chosen price is older than this.")
+@click.option("--top", type=ASCII_INT, default=3, show_default=True, help="Alternatives per GPU type and per provider.")
+@click.option("--max-price-age", type=ASCII_INT, metavar="DAYS", help="Fail when a chosen price is older than this.")
 @click.option("--max-monthly", type=FINITE_FLOAT, metavar="N", help="Budget per 730-hour month in the report currency.")
 @click.option("--sensitivity", is_flag=True,
               help="Also report the traffic multiplier the plan survives, the next plan's cost and a TPOT sweep.")

@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 
 from gpuopt.datafiles import data_text
-from gpuopt.decimals import parse_decimal, parse_whole
+from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
 from gpuopt.hardware import gpu_table
 from gpuopt.pricing.cache import cache_dir
@@ -223,8 +223,8 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, provid
     for col in ("gpu_count", "vcpus", "term_months"):
         raw = v.get(col, "")
         if raw:
-            number = parse_whole(raw)  # ASCII digits: float() read `1_92` and `٨`
-            if number is None or number <= 0:
+            number = parse_decimal(raw)  # ASCII decimals (float() read `1_92` and `٨`); `8.0` is whole too
+            if number is None or number <= 0 or number != int(number):
                 problems.append(f"{where}: column '{col}': expected a positive whole number ('{raw}')")
                 continue
             if number > MAX_COUNTS[col]:  # 10^20 GPUs passed here and ended the solve in an IndexError
