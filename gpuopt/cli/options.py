@@ -38,9 +38,9 @@ class FiniteFloat(_FloatParam):
     name = "float"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        number = click.FLOAT.convert(value, param, ctx)  # click's own message for what is no number at all
         if isinstance(value, str) and not written_as_number(value):  # float() reads 1_000 and ٢ (review)
             self.fail(f"expected a number in ASCII digits, got {value!r}", param, ctx)
-        number = click.FLOAT.convert(value, param, ctx)
         if not math.isfinite(number):
             self.fail(f"expected a finite number, got {value!r}", param, ctx)
         return number
@@ -55,9 +55,10 @@ class AsciiInt(_IntParam):
     name = "integer"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        number = int(click.INT.convert(value, param, ctx))  # click's own message for what is no number at all
         if isinstance(value, str) and not written_as_whole(value):
             self.fail(f"{value!r} is not a whole number in ASCII digits", param, ctx)
-        return int(click.INT.convert(value, param, ctx))
+        return number
 
 
 ASCII_INT = AsciiInt()
