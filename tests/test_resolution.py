@@ -430,3 +430,16 @@ def test_a_config_in_a_workload_brings_the_quantization_files_beside_it(tmp_path
     arch = workload_model(w)
     assert arch.hf_id == "me/served" and arch.local_path is None
     assert arch.quantization is not None and arch.quantization.source == "hf_quant_config.json"
+
+
+def test_a_home_of_no_user_is_a_path_that_does_not_exist_not_an_internal_error():
+    """Review: `~nosuchuser/model` raised RuntimeError in Path.expanduser (exit 70) in fit and matrix."""
+    from click.testing import CliRunner
+
+    from gpuopt.cli.main import cli
+
+    for args in (["fit", "--model", "~nosuchuser/model", "--gpu", "L4-24GB"],
+                 ["matrix", "~nosuchuser/model", "--gpus", "L4-24GB"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2 and result.stderr.startswith("error: model '~nosuchuser/model' is not in the "
+                                                                  "registry and no such file or directory exists")

@@ -44,12 +44,21 @@ CONFIG = "config.json"
 SIDE_FILES = ("hf_quant_config.json", "quantize_config.json", "model.safetensors.index.json")
 
 
+def expand_user(path: Path) -> Path:
+    """`~` and `~user` expanded, or the path as written when there is no such user or home (Path.expanduser
+    raises RuntimeError there: `~nosuchuser/model` was an internal error, exit 70)."""
+    try:
+        return path.expanduser()
+    except RuntimeError:
+        return path
+
+
 def hub_cache_dir() -> Path:
     """The Hugging Face hub cache, read from the environment at call time (as huggingface_hub does)."""
     if os.environ.get("HF_HUB_CACHE"):
         return Path(os.environ["HF_HUB_CACHE"])
     home = os.environ.get("HF_HOME") or os.path.join(os.environ.get("XDG_CACHE_HOME", "~/.cache"), "huggingface")
-    return Path(home).expanduser() / "hub"
+    return expand_user(Path(home)) / "hub"
 
 
 def hub_offline() -> bool:
@@ -222,7 +231,7 @@ def resolve_model(name: str) -> ModelArchitecture:
         return _with_cached_limit(get_model(name))
     except UnknownNameError as unknown:
         registry_miss = unknown
-    path = Path(name).expanduser()
+    path = expand_user(Path(name))
     if _is_local(path):
         return from_local_path(path)
     if not looks_like_repo_id(name):

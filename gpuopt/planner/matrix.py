@@ -25,6 +25,7 @@ from gpuopt.physics import analytic_load, fp8_kv_backend, latency
 from gpuopt.physics.architecture import ModelArchitecture, get_model
 from gpuopt.physics.context_limit import max_model_len_problem, model_max_len
 from gpuopt.physics.memory import MemoryEstimate, estimate
+from gpuopt.physics.resolution import expand_user
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
 from gpuopt.physics.serving_config import ServingConfig, gpu_unsupported
 from gpuopt.planner.plan import DEFAULT_HEADROOM, HOURS_PER_MONTH
@@ -219,7 +220,7 @@ def build_matrix(q: MatrixQuery, catalog: Catalog | None = None, residency: Resi
             continue
         # one row per model, however it is named (a size, its registry id in any case): a local checkpoint by its
         # path, anything else by the architecture it resolves to
-        local = Path(name.strip()).expanduser()
+        local = expand_user(Path(name.strip()))
         key = str(local.resolve()) if local.exists() else arch.hf_id.lower()
         named.setdefault(key, (name.strip(), label, arch))
     # two checkpoints whose configs give one name (two local folders called `model`) are told apart by the
