@@ -1332,8 +1332,11 @@ def test_a_price_kind_the_artifact_cannot_buy_is_said_in_its_header(plans: dict[
     assert "# price kind" not in sky.text and yaml.safe_load(sky.text)["resources"]["use_spot"] is True
     blocked = two.deployments[0].model_copy(update={"price_kind": "capacity-block"})
     block = two.model_copy(update={"deployments": [blocked]})
-    for target in ("k8s", "skypilot"):
+    for target in ("k8s", "skypilot", "compose"):
         [artifact] = render_deploy(block, target, DeployOptions())
         assert "# price kind capacity-block: the plan's price holds only on capacity-block capacity" in artifact.text
+    [compose] = render_deploy(spot, "compose", DeployOptions())
+    assert "# price kind spot: the plan's price holds only on spot capacity, which this compose artifact does not " \
+           "ask for: run it on hosts bought as spot instances" in compose.text
     [plain] = render_deploy(two.model_copy(update={"deployments": two.deployments[:1]}), "k8s", DeployOptions())
     assert "# price kind" not in plain.text

@@ -479,6 +479,8 @@ def price_kind_note(d: Deployment, target: str) -> str:
     labels claiming the plan's price): what the user must arrange for the plan's cost to hold."""
     if d.price_kind == "spot" and target == "k8s":
         todo = "schedule these pods on spot nodes (add your cluster's spot capacity-type label to the nodeSelector)"
+    elif d.price_kind == "spot" and target == "compose":
+        todo = "run it on hosts bought as spot instances"
     elif d.price_kind == "capacity-block":
         todo = "reserve the capacity block and run the machines in it"
     else:

@@ -38,6 +38,7 @@ from gpuopt.reports.deploy.common import (
     offering_machines,
     per_machine,
     plan_id,
+    price_kind_note,
     refusal,
     refuse,
     refuse_all,
@@ -124,7 +125,8 @@ def _shared_hosts(plan: Plan, group: SharedMachines, opts: DeployOptions, pid: s
                   f"# {layout[m]}\n"
                   f"{_checkpoint_note(s.deployment for s in machine)}"
                   f"# on that host: docker compose -f {shlex.quote(filename)} up -d\n")
-        out.append(Artifact(deployment=name, filename=filename, text=header + to_yaml(document)))
+        out.append(Artifact(deployment=name, filename=filename,
+                            text=header + price_kind_note(group.first, "compose") + to_yaml(document)))
     return out
 
 
@@ -167,6 +169,6 @@ def render_compose(plan: Plan, opts: DeployOptions) -> list[Artifact]:
         header = (f"# {name}: {d.replicas} replica(s), {per_host} per {json.dumps(d.sku)} host, on {hosts} host(s);\n"
                   f"{_checkpoint_note([d])}"
                   f"# on each host: docker compose -f {shlex.quote(name + '.compose.yaml')} up -d\n")
-        text = header + to_yaml(document)
+        text = header + price_kind_note(d, "compose") + to_yaml(document)
         out.append(Artifact(deployment=name, filename=f"{name}.compose.yaml", text=text))
     return out
