@@ -237,7 +237,7 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
 
     Each provider's rows are validated before its cache file is replaced (atomically); a summary of new,
     removed and changed offerings goes to stdout."""
-    from gpuopt.cli.solve import today
+    from gpuopt.clock import today
     from gpuopt.pricing.refresh import RefreshError
 
     wanted = _refresh_targets(targets)

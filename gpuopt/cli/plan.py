@@ -17,8 +17,9 @@ from gpuopt.cli.options import (
     with_json_flag,
 )
 from gpuopt.cli.profile_option import apply_profile, profile_option
-from gpuopt.cli.solve import deliver, today
+from gpuopt.cli.solve import deliver
 from gpuopt.cli.streams import stdout_to_stderr
+from gpuopt.clock import today
 from gpuopt.errors import InputError
 from gpuopt.reports.registry import formats, render_capacity_plan
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +21,7 @@ from gpuopt.cli.options import (
 from gpuopt.cli.profile_option import apply_profile, profile_option
 from gpuopt.cli.streams import stdout_to_stderr
 from gpuopt.cli.terminal import say
+from gpuopt.clock import today
 from gpuopt.errors import EXIT_INFEASIBLE, EXIT_OVER_BUDGET, InputError
 from gpuopt.inputs.loader import write_output_file
 from gpuopt.inputs.workload import WorkloadFile, fields_located_in, load_workload
@@ -30,17 +29,6 @@ from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, CandidatesForm, Plan
 from gpuopt.pricing.fx import FxTable
 from gpuopt.reports.registry import formats, render_plan
 from gpuopt.text import printable, result_text
-
-
-def today() -> dt.date:
-    """Today, or GPUOPT_TODAY (YYYY-MM-DD) for reproducible price-age warnings in reports and tests."""
-    forced = os.environ.get("GPUOPT_TODAY")
-    if forced:
-        try:
-            return dt.date.fromisoformat(forced)
-        except ValueError:
-            raise InputError(f"GPUOPT_TODAY: '{forced}' is not a date YYYY-MM-DD") from None
-    return dt.date.today()
 
 
 def write_output(text: str, output: Path | None) -> None:

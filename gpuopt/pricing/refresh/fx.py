@@ -12,12 +12,12 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
-import os
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from gpuopt.clock import today
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.catalog import parse_price, read_text_file
 from gpuopt.pricing.fx import FxRate, iso_date
@@ -39,10 +39,11 @@ def parse_ecb(text: str, label: str) -> FxRate:
     bad = [t for c in dated if not iso_date(t := c.get("time", ""))]
     if bad:
         raise RefreshError(f"{label}: Cube time={bad[0]!r} is not a date YYYY-MM-DD")
-    today = os.environ.get("GPUOPT_TODAY") or dt.date.today().isoformat()
-    future = [t for c in dated if (t := c.get("time", "")) > today]
+    now = today()
+    future = [t for t in (c.get("time", "") for c in dated) if dt.date.fromisoformat(t) > now]
     if future:  # a rate dated after today would win every later, real one (review)
-        raise RefreshError(f"{label}: Cube time={future[0]} is after today ({today}): not a published rate")
+        raise RefreshError(f"{label}: Cube time={future[0]} is after today ({now.isoformat()}): not a published "
+                           "rate")
     day = max(dated, key=lambda c: c.get("time", ""))
     time = day.get("time", "")
     rates: dict[str, float] = {}
