@@ -25,9 +25,12 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 @pytest.fixture(autouse=True, scope="session")
 def default_solver() -> Iterator[None]:
-    """Goldens are written with CBC: HiGHS, when installed, may choose another plan of the same cost."""
+    """Goldens are written with CBC: HiGHS, when installed, may choose another plan of the same cost. And one day
+    for the whole session (review: modules that pinned GPUOPT_TODAY for their plans left it set for every later
+    module, so a test's result hung on the order the modules ran in); a test that needs another sets its own."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("GPUOPT_SOLVER", "cbc")
+        patch.setenv("GPUOPT_TODAY", os.environ.get("GPUOPT_TODAY", "2026-11-29"))
         yield
 
 
