@@ -21,7 +21,8 @@ cheaper plan, mixed or alone, so a wider choice of offerings does not make a one
 the first five shapes only, allowing DigitalOcean beside RunPod pushed the H100 PCIe and every L40S out of a
 p95 workload's set and raised its plan from 2.89 to 2.96 USD/h; bounding only each shape served alone, a p90
 plan of an L40S and an RTX 4090 replica, 1.83, became one MI300X at 1.99). It costs simulations: 8-12 shapes
-where the alone-bound simulated 5-6, 11-13 s instead of 7-9 for a p90-p99 workload over RunPod (2026-12-04).
+where the alone-bound simulated 5-6, 11-13 s instead of 7-9 for a p90-p99 workload over RunPod (2026-12-04;
+benchmarks/solve_scaling.py --simulated-only: 5-9 CPU seconds a workload, 23-26 for a three-bin chat mix).
 The program chooses among the simulated shapes only, and every other shape of the workload is marked
 `reason_kind: simulation`. Results are cached per shape and traffic for
 the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
