@@ -182,3 +182,17 @@ def test_a_rope_factor_no_model_has_is_one_error_at_the_field(tmp_path, factor):
         from_local_path(tmp_path)
     (line,) = err.value.problems
     assert "field 'rope_scaling.factor' must be a number from 1 to 1024" in line
+
+
+@pytest.mark.parametrize("classes", ["LlamaForCausalLM", [], [3], None])
+def test_architectures_must_be_a_list_of_class_names(tmp_path: Path, classes: Any) -> None:
+    """QA: `architectures` as a string or an empty list was accepted; vLLM resolves the class from its first."""
+    config = {"architectures": classes, "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+              "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as info:
+        from_hf_config(path)
+    assert info.value.problems == (f"{path}: field 'architectures' must be a list of model class names, e.g. "
+                                   f"[\"LlamaForCausalLM\"] (got {json.dumps(classes)})",)

@@ -1043,6 +1043,12 @@ def from_hf_dict(raw: dict[str, Any], name: str, where: str = "config.json",
     missing = [f"{path}: missing field '{_ALIASES[f][0]}' (needed for the memory model)"
                for f in _REQUIRED if _pick(cfg, f) is None]
     wrong = [problem for field in _ALIASES if (problem := _integer_problem(cfg, field, path))]
+    classes = raw.get("architectures")
+    if "architectures" in raw and not (isinstance(classes, list) and classes
+                                       and all(isinstance(c, str) and c for c in classes)):
+        # vLLM resolves the model class from architectures[0]: a string or an empty list starts nothing (QA)
+        wrong.append(f"{path}: field 'architectures' must be a list of model class names, e.g. "
+                     f"[\"LlamaForCausalLM\"] (got {json.dumps(classes)[:60]})")
     if wrong:  # refused here, before the checks and arithmetic below (layer patterns, shared-expert sizes) meet them
         raise ConfigError(*missing, *wrong)
     missing += _layer_pattern_problems(cfg, _pick(cfg, "num_hidden_layers"), path)
