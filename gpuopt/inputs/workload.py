@@ -469,8 +469,8 @@ def _node_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int | None:
     for part in loc:
         if isinstance(node, yaml.MappingNode):
             # str(part): a key written `5:` is an integer in pydantic's location and the text "5" in the YAML
-            pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == str(part)),
-                        None)
+            text = str(part).lower() if isinstance(part, bool) else str(part)  # a `true:` key is True there
+            pair = next(((k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == text), None)
             if pair is None:
                 return line  # a missing key: its mapping's line
             key, node = pair
