@@ -13,6 +13,11 @@ from hypothesis import settings
 from gpuopt.cli.main import cli
 
 GOLDEN = Path(__file__).parent / "golden"
+LLAMA_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+    "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+"""Llama-3.1-8B's shape as a config.json without head_dim: tests that need a local checkpoint write it."""
 
 # Property tests draw the same examples on every run ("deterministic" profile): a CI run on a clean checkout must
 # not turn red on a draw no one has seen before (36c7dfd did, once). Exploring new draws is a developer's job:

@@ -22,7 +22,7 @@ import pytest
 
 from gpuopt.errors import ConfigError
 from gpuopt.physics.architecture import from_hf_config
-from tests.conftest import run
+from tests.conftest import LLAMA_8B_CONFIG, run
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
 QWEN35 = "Qwen__Qwen3.5-35B-A3B.json"
@@ -187,9 +187,7 @@ def test_a_rope_factor_no_model_has_is_one_error_at_the_field(tmp_path, factor):
 @pytest.mark.parametrize("classes", ["LlamaForCausalLM", [], [3], None])
 def test_architectures_must_be_a_list_of_class_names(tmp_path: Path, classes: Any) -> None:
     """QA: `architectures` as a string or an empty list was accepted; vLLM resolves the class from its first."""
-    config = {"architectures": classes, "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-              "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-              "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}
+    config = {**LLAMA_8B_CONFIG, "architectures": classes}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     with pytest.raises(ConfigError) as info:

@@ -19,7 +19,7 @@ from gpuopt.planner.matrix import MatrixQuery, build_matrix, model_sizes
 from gpuopt.pricing.catalog import load_catalog
 from gpuopt.pricing.regions import Residency
 from gpuopt.reports.matrix import render_matrix
-from tests.conftest import check_golden
+from tests.conftest import LLAMA_8B_CONFIG, check_golden
 
 LLAMA_70B = "meta-llama/Llama-3.1-70B-Instruct"
 
@@ -132,10 +132,7 @@ def test_a_model_name_is_text_not_rich_markup(tmp_path) -> None:
     name raised MarkupError, exit 70)."""
     folder = tmp_path / "[bold]mk"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}))
+    (folder / "config.json").write_text(json.dumps(LLAMA_8B_CONFIG))
     result = CliRunner().invoke(cli, ["matrix", str(folder), "--gpus", "H100-SXM-80GB"])
     assert result.exit_code == 0, result.output
     assert "[bold]mk" in result.stdout

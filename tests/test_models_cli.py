@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from gpuopt.cli.main import cli
 from gpuopt.physics.architecture import registry
-from tests.conftest import check_golden
+from tests.conftest import LLAMA_8B_CONFIG, check_golden
 
 FIXTURES = Path(__file__).parent / "fixtures" / "model_configs"
 
@@ -180,10 +180,7 @@ def test_show_prints_the_head_dim_it_uses_when_the_config_gives_none(tmp_path):
     """QA: `head_dim -` where the memory model used hidden / heads = 128."""
     folder = tmp_path / "m"
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
-        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
-        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}))
+    (folder / "config.json").write_text(json.dumps(LLAMA_8B_CONFIG))
     result = CliRunner().invoke(cli, ["models", "show", str(folder)])
     assert result.exit_code == 0, result.output
     assert "KV heads 8, head_dim 128 (hidden / heads: the config gives none)" in result.stdout
