@@ -8,6 +8,17 @@ import os
 from gpuopt.errors import InputError
 
 
+def iso_date(text: str) -> bool:
+    """Whether `text` is a calendar day written YYYY-MM-DD (what `today().isoformat()` writes). Python's
+    fromisoformat alone would also take `20261203` or `2026-W49-4`; plan dates, FX and price dates and profile
+    dates are compared and printed as this text."""
+    try:
+        day = dt.date.fromisoformat(text)
+    except (TypeError, ValueError):
+        return False
+    return day.isoformat() == text
+
+
 def today() -> dt.date:
     """Today, or GPUOPT_TODAY (YYYY-MM-DD) for reproducible price-age warnings in reports and tests; a value that
     is no date is refused (one reader, so the pricing layer's checks and the commands agree on the day)."""

@@ -4,11 +4,11 @@ the GPU they name could be (physics/profile.py holds the profile and how it adju
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 
 from pydantic import ValidationError
 
+from gpuopt.clock import iso_date
 from gpuopt.errors import InputError, UnknownNameError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.loader import parse_yaml
@@ -42,7 +42,7 @@ def profile_problems(profile: Profile) -> list[str]:
             earlier = profile.entries[first].vllm_version
             problems.append(f"{where}: entries.{first} ({e.gpu}, {earlier or 'any release'}) applies first to "
                             f"{e.gpu} on {e.vllm_version or 'any release'}: this entry would never apply")
-        if not _iso_date(e.fitted):
+        if not iso_date(e.fitted):
             problems.append(f"{where}.fitted: {e.fitted!r} is not a date YYYY-MM-DD")
         for name in ("decode_bandwidth", "prefill_compute"):
             fit = getattr(e, name)
@@ -59,14 +59,6 @@ def profile_problems(profile: Profile) -> list[str]:
                 problems.append(f"{where}.memory_offset_gib.value: {offset:g} GiB would make the {gpu.gpu} report "
                                 f"{gpu.memory_gib_reported + offset:,.2f} GiB (its memory: {gpu.memory_gib:g})")
     return problems
-
-
-def _iso_date(text: str) -> bool:
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return len(text) == 10
 
 
 def load_profile(path: Path, source: str = "--profile") -> Profile:

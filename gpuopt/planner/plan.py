@@ -6,7 +6,6 @@ plain floats, and the same bytes for the same inputs.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import re
 from typing import Annotated, Any, Literal
@@ -23,6 +22,7 @@ from pydantic import (
 )
 from typing_extensions import TypedDict
 
+from gpuopt.clock import iso_date
 from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, RejectionKind
 
 
@@ -59,13 +59,8 @@ and bills them as they stand, so a hand-edited -5 must be refused, not printed a
 
 
 def _iso_date(text: str) -> str:
-    """A calendar day written YYYY-MM-DD (what `today().isoformat()` writes): FOCUS counts its charge periods
-    from it, and Python's fromisoformat alone would also take `20261203` or `2026-W49-4`."""
-    try:
-        day: dt.date | None = dt.date.fromisoformat(text)
-    except ValueError:
-        day = None
-    if day is None or day.isoformat() != text:
+    """A calendar day written YYYY-MM-DD (clock.iso_date): FOCUS counts its charge periods from it."""
+    if not iso_date(text):
         raise ValueError(f"expected a date YYYY-MM-DD, got {text!r}")
     return text
 

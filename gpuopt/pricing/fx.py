@@ -6,12 +6,11 @@ for a currency, and the rate and its date go into the output.
 
 from __future__ import annotations
 
-import datetime as dt
 import math
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from gpuopt.clock import iso_date
 from gpuopt.datafiles import csv_rows, data_text
 from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
@@ -67,24 +66,14 @@ class FxTable:
         return "; ".join(parts)
 
 
-def iso_date(text: str) -> bool:
-    """Whether `text` is a calendar date written YYYY-MM-DD (rates are dated so, and compared as text)."""
-    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
-        return False
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
-
-
 def _rates(text: str) -> dict[tuple[str, str], FxRate]:
-    from gpuopt.pricing.catalog import parse_price
-
+    """The rates of an fx.csv; a row whose rate is no positive ASCII decimal or whose as_of is no date
+    YYYY-MM-DD (rates are dated so, and compared as text) makes the file unreadable."""
     out = {}
     for r in csv_rows(text):
-        rate = parse_price(r["rate"])
-        if rate is None or r["base"] not in CURRENCIES or r["quote"] not in CURRENCIES or not iso_date(r["as_of"]):
+        rate = parse_decimal(r["rate"])
+        if (rate is None or rate <= 0 or r["base"] not in CURRENCIES or r["quote"] not in CURRENCIES
+                or not iso_date(r["as_of"])):
             raise ValueError(f"bad rate row {r}")
         out[(r["base"], r["quote"])] = FxRate(r["base"], r["quote"], rate, r["source"], r["as_of"])
     return out
@@ -107,7 +96,6 @@ def load_fx(overrides: dict[tuple[str, str], float] | None = None, use_cache: bo
 
 def parse_fx_override(text: str) -> tuple[tuple[str, str], float]:
     """`USD:CNY=7.1` -> (("USD", "CNY"), 7.1): one USD is 7.1 CNY."""
-
     try:
         pair, value = text.split("=", 1)
         base, quote = (p.strip().upper() for p in pair.split(":", 1))

@@ -17,10 +17,10 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from gpuopt.clock import today
+from gpuopt.clock import iso_date, today
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.catalog import parse_price, read_text_file
-from gpuopt.pricing.fx import FxRate, iso_date
+from gpuopt.pricing.fx import FxRate
 from gpuopt.pricing.refresh import RefreshError, write_atomic
 
 ECB_DAILY = "https://www.ecb.europa.eu/stats/eurofxref/eurofxref-daily.xml"
