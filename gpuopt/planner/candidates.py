@@ -295,7 +295,8 @@ class Evaluator:
         gpus = shape.tensor_parallel * shape.pipeline_parallel
         # the repository the command serves: the model, or the checkpoint the workload names for this precision
         # (QA: a named avoid-multi-gpu checkpoint got a TP 4 replica where the same repository as `model:` did not)
-        for served in (self.arch.hf_id, self.w.checkpoints.get(shape.precision)):
+        named = self.w.checkpoints.get(shape.precision)
+        for served in (self.arch.hf_id, named):
             known = checkpoint_table.find(served) if served else None
             if known is not None and known.multi_gpu_bad and gpus > 1:
                 # the table's avoid-multi-gpu (e.g. garbled output): the planner does not offer such a replica itself
@@ -314,7 +315,6 @@ class Evaluator:
             return Evaluation(False, f"not modelled: {'; '.join(unmodelled.problems)}", "fit")
         except InputError as refused:  # e.g. a fully sharded rank this TP does not divide
             return Evaluation(False, f"vLLM refuses this shape: {'; '.join(refused.problems)}", "fit")
-        named = self.w.checkpoints.get(shape.precision)
         row = checkpoint_table.find(named) if named else None
         if row is not None and (split := checkpoint_sharding_problem(self.arch, row, mem.config)) is not None:
             # the named checkpoint is what the command serves: its blocks must split over this TP as the model's

@@ -35,7 +35,6 @@ from gpuopt.inputs.capacity import (
     demand_series,
 )
 from gpuopt.inputs.workload import Workload
-from gpuopt.physics import checkpoint_table
 from gpuopt.physics.latency_factors import borrowed_notes
 from gpuopt.planner.candidates import CANONICAL_CURRENCY, CandidateResult, Placement, enumerate_candidates
 from gpuopt.planner.capacity_detail import (
@@ -46,6 +45,7 @@ from gpuopt.planner.capacity_detail import (
     merged_tags,
     running_lines,
 )
+from gpuopt.planner.checkpoints import cautions
 from gpuopt.planner.commitments import (
     CommitmentSpan,
     CommitmentSummary,
@@ -647,10 +647,9 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
     warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
     # a checkpoint the table of known ones marks avoid, served as the model or as the one named for a precision:
     # solve's warnings (review: plan said nothing of either)
-    served = {(name, c.gpus_per_replica or 1) for i, _t in sol.replicas for c in (p.candidates[i],)
-              for name in (c.workload.model if isinstance(c.workload.model, str) else None,
-                           c.workload.checkpoints.get(c.shape.precision) if c.shape else None) if name}
-    warnings += sorted({note for name, gpus in served if (note := checkpoint_table.caution(name, gpus))})
+    warnings += cautions((name, c.gpus_per_replica or 1) for i, _t in sol.replicas for c in (p.candidates[i],)
+                         for name in (c.workload.model if isinstance(c.workload.model, str) else None,
+                                      c.workload.checkpoints.get(c.shape.precision) if c.shape else None))
     if cf.horizon.starts_before(day):
         warnings.append(f"the horizon starts in {cf.horizon.labels()[0]}, before the plan date {today}: past periods "
                         f"are planned and priced at today's prices (set horizon.start to the period you will buy in)")

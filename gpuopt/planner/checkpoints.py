@@ -18,11 +18,11 @@ kernel; an explicit `--quantization awq` forces the slow non-Marlin kernel):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from gpuopt.physics import quant_sharding
 from gpuopt.physics.architecture import ModelArchitecture
-from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, TABLE, Checkpoint, find, table
+from gpuopt.physics.checkpoint_table import NEEDS_NATIVE_FP8, TABLE, Checkpoint, caution, find, table
 from gpuopt.physics.quantization import described
 from gpuopt.physics.serving_config import ResolvedConfig, default_precision
 from gpuopt.vocabulary import WeightFormat
@@ -34,6 +34,13 @@ __all__ = ["METHODS", "NEEDS_NATIVE_FP8", "TRUSTED_PUBLISHERS", "WHAT_TO_PRODUCE
 METHODS: dict[str, tuple[str, ...]] = {"int4": ("awq", "gptq", "w4a16"), "int8": ("int8-w8a8",), "fp8": ("fp8",)}
 TRUSTED_PUBLISHERS = ("RedHatAI", "neuralmagic", "nvidia", "hugging-quants", "Qwen", "meta-llama", "mistralai",
                       "google", "deepseek-ai", "openai", "zai-org", "moonshotai", "microsoft")
+
+
+def cautions(served: Iterable[tuple[str | None, int]]) -> list[str]:
+    """The table's word against each repository a plan serves, with the GPUs a replica of it has (a model given
+    as `model:` or the checkpoint named for a precision), once each, sorted: solve and plan warn of the same
+    rows (Checkpoint.caution)."""
+    return sorted({note for repository, gpus in served if repository and (note := caution(repository, gpus))})
 
 
 def known_checkpoint(base_model: str, precision: WeightFormat, fp8_native: bool, gpus: int,

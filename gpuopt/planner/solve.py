@@ -14,7 +14,6 @@ from gpuopt.errors import FieldError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.capacity import UNCOMMITTED
 from gpuopt.inputs.workload import ModelConfigRef, Workload, WorkloadFile, repository_id
-from gpuopt.physics import checkpoint_table
 from gpuopt.physics.analytic_load import held_cache_tokens
 from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency_factors import borrowed_notes
@@ -29,6 +28,7 @@ from gpuopt.planner.candidates import (
     WorkloadCandidates,
     enumerate_candidates,
 )
+from gpuopt.planner.checkpoints import cautions
 from gpuopt.planner.load import planned_and_capacity, planned_latency
 from gpuopt.planner.plan import (
     HOURS_PER_MONTH,
@@ -87,7 +87,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                         if (note := offline_description(arch)) is not None})
     # a workload's own model the known-checkpoint table marks `avoid` (its avoid-multi-gpu shapes are rejected
     # per candidate instead: Evaluator)
-    warnings += sorted({note for arch in archs.values() if (note := checkpoint_table.caution(arch.hf_id, 1))})
+    warnings += cautions((arch.hf_id, 1) for arch in archs.values())
     warnings += unservable_names(wf.workloads)
     if solution.status == "optimal" and not solution.proven_optimal:
         warnings.append(f"the solver stopped at its time limit: the plan is feasible but not proven optimal "
@@ -113,8 +113,8 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     # a checkpoint the workload names for the precision a deployment runs, which the table marks avoid: the same
     # warning as for a model given as that checkpoint (QA)
     named: dict[str, dict[str, str]] = {w.name: {str(k): v for k, v in w.checkpoints.items()} for w in wf.workloads}
-    warnings += sorted({note for d in deployments if (served := named[d.workload].get(d.weight_precision))
-                        and (note := checkpoint_table.caution(served, d.gpus_per_replica))} - set(warnings))
+    warnings += [note for note in cautions((named[d.workload].get(d.weight_precision), d.gpus_per_replica)
+                                           for d in deployments) if note not in warnings]
     warnings += routing_notes(deployments)
     warnings += convoy_notes(wf.workloads)
     warnings += tail_past_context_notes(wf.workloads, archs)

@@ -32,12 +32,12 @@ from gpuopt.pricing.refresh import (
 HOURS_PER_MONTH = 730
 
 
-
 def _account(price: dict[str, object], field: str, label: str) -> str:
     """The account's own price the answer gives beside the list price, for the row's notes: a price or "not
     given" -- checked like a price (QA: `DiscountPrice: -5` and `nan` went into the notes)."""
     value = price.get(field)
     return "not given" if value in (None, 0) else price_text(value, f"{label}: Response.Price.InstancePrice.{field}")
+
 
 def specs_by_sku(shipped: list[Row]) -> dict[str, Row]:
     return {r["sku"]: r for r in shipped if r.get("provider") == "tencent" and r.get("service") == "cvm"}
