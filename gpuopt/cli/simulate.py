@@ -67,11 +67,10 @@ SHAREGPT_DEFAULT_MEANS = (215, 194)
 def _rate(value: str) -> float:
     if value.strip().lower() == "inf":
         return math.inf
-    parsed = parse_decimal(value)  # ASCII decimals: float() read 1_0 as 10 (review)
-    if parsed is None:
+    rate = parse_decimal(value)  # ASCII decimals, finite: float() read 1_0 as 10 (review)
+    if rate is None:
         raise InputError(f"--request-rate must be a positive number or inf (got {value!r})")
-    rate = parsed
-    if not (rate > 0 and math.isfinite(rate)):
+    if rate <= 0:
         raise InputError(f"--request-rate must be a positive number or inf (got {value})")
     return rate
 

@@ -216,18 +216,15 @@ def read_bench(path: Path, text: str) -> LatencyObservation:
         problems.append(f"{path}: total_output_tokens: 0 output tokens for {completed} completed requests, where "
                         f"output_throughput says {means['output_throughput']:g} tokens/s")
     ins, outs = data.get("input_lens") or [], data.get("output_lens") or []
-    sums = []
-    for key, lens, floor, total in (("input_lens", ins, 1, totals[0]), ("output_lens", outs, 0, totals[1])):
+    for key, lens, floor, name, total in (("input_lens", ins, 1, "total_input_tokens", totals[0]),
+                                          ("output_lens", outs, 0, "total_output_tokens", totals[1])):
         # per request, as vllm bench serve writes them (an output of 0 tokens: a failed request); QA: a list
         # of strings or negatives was ignored silently, and one that disagreed with the totals was replayed
         if not (isinstance(lens, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= floor
                                                for v in lens)):
             problems.append(f"{path}: {key}: expected a list of whole numbers >= {floor}, one per request")
-        elif lens and len(lens) == completed and total is not None:
-            sums.append((key, lens, total))
-    for key, lens, total in sums:  # every request completed: the totals are these lists' sums (vLLM sums them)
-        if sum(lens) != total:
-            name = "total_input_tokens" if key == "input_lens" else "total_output_tokens"
+        elif lens and len(lens) == completed and total is not None and sum(lens) != total:
+            # every request completed: the totals are these lists' sums (vLLM sums them)
             problems.append(f"{path}: {key}: its {len(lens)} requests sum to {sum(lens):,} tokens, where {name} "
                             f"says {total:,}")
     if (isinstance(ins, list) and completed and len(ins) > completed and totals[0]

@@ -319,7 +319,7 @@ def _unrecorded_pin(plan: Plan, d: Deployment) -> bool:
         w.startswith(f"{d.provider} {d.sku} ({d.region}) meets residency ") for w in plan.warnings)
 
 
-def _problems(d: Deployment, plan: Plan | None = None) -> list[str]:
+def _problems(d: Deployment, plan: Plan) -> list[str]:
     """What keeps `d` from a task SkyPilot launches: a cloud it has, a machine its catalog can name, the data
     centre the plan's residency needs."""
     check_not_serverless(d, "skypilot")
@@ -336,7 +336,7 @@ def _problems(d: Deployment, plan: Plan | None = None) -> list[str]:
         raise refuse(d, "skypilot", f"the plan keeps its residency only if this {d.provider} machine runs in a data "
                                     f"centre in {', '.join(d.pinned_countries)}, which a SkyPilot task cannot pin "
                                     f"for {d.provider} {d.sku} ({d.region}): create it there yourself")
-    if plan is not None and _unrecorded_pin(plan, d):
+    if _unrecorded_pin(plan, d):
         raise refuse(d, "skypilot", "the plan keeps its residency only if this machine is pinned to a data centre, "
                                     "and it was saved before plans recorded where: solve again, then deploy")
     if nodes(d) > 1 and _one_cluster_per_machine(d):
