@@ -24,8 +24,7 @@ def today() -> dt.date:
     is no date is refused (one reader, so the pricing layer's checks and the commands agree on the day)."""
     forced = os.environ.get("GPUOPT_TODAY")
     if forced:
-        try:
-            return dt.date.fromisoformat(forced)
-        except ValueError:
-            raise InputError(f"GPUOPT_TODAY: '{forced}' is not a date YYYY-MM-DD") from None
+        if not iso_date(forced):
+            raise InputError(f"GPUOPT_TODAY: '{forced}' is not a date YYYY-MM-DD")
+        return dt.date.fromisoformat(forced)
     return dt.date.today()

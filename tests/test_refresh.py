@@ -312,6 +312,10 @@ def test_tencent_replay_needs_type_and_zone_then_writes_the_row(cache):
     future = run("catalog", "refresh", "tencent", "--file", path, "--sku", "S5.16XLARGE256", "--zone", "ap-shanghai-2",
                  "--as-of", "2099-01-01")
     assert future.exit_code == 2 and "--as-of 2099-01-01: after today" in future.output
+    for compact in ("20260804", "2026-W32-2"):  # dates fromisoformat takes but no catalog row is written as
+        bad = run("catalog", "refresh", "tencent", "--file", path, "--sku", "S5.16XLARGE256", "--zone",
+                  "ap-shanghai-2", "--as-of", compact)
+        assert bad.exit_code == 2 and f"--as-of '{compact}': expected a date YYYY-MM-DD" in bad.output
 
 
 def test_tencent_replays_build_the_cache_up(cache):

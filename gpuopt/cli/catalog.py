@@ -237,7 +237,7 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
 
     Each provider's rows are validated before its cache file is replaced (atomically); a summary of new,
     removed and changed offerings goes to stdout."""
-    from gpuopt.clock import today
+    from gpuopt.clock import iso_date, today
     from gpuopt.pricing.refresh import RefreshError
 
     wanted = _refresh_targets(targets)
@@ -251,7 +251,7 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
                            for p in UnknownNameError("--region", r, sorted(region_table())).problems))
     if file is not None and len(wanted) != 1:
         raise InputError(f"--file replays one answer: name exactly one provider (got {', '.join(wanted)})")
-    if as_of is not None and not _is_date(as_of):
+    if as_of is not None and not iso_date(as_of):
         raise InputError(f"--as-of '{as_of}': expected a date YYYY-MM-DD")
     if as_of is not None and as_of > today().isoformat():
         raise InputError(f"--as-of {as_of}: after today ({today().isoformat()}); a price is dated when it was quoted")
@@ -276,15 +276,6 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
     if failures:
         raise InputError(*failures)
 
-
-def _is_date(text: str) -> bool:
-    import datetime as dt
-
-    try:
-        dt.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _refresh_targets(targets: tuple[str, ...]) -> list[str]:
