@@ -30,6 +30,9 @@ AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, 
 GPTQ = {"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False}
 
 
+FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic"}  # the fields Fp8Config.from_config requires
+
+
 def q(config: dict[str, Any]) -> Any:
     result = read_quantization({"quantization_config": config})
     assert result is not None
@@ -58,13 +61,13 @@ def test_gptq_picks_machete_on_hopper_unless_act_order() -> None:
 
 
 def test_fp8_block_and_tensor() -> None:
-    block = q({"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"})
+    block = q({**FP8, "weight_block_size": [128, 128]})
     assert block.bytes_per_weight == 1 + 4 / 16384
     assert block.kernel_path(90).linear == "cutlass-block-fp8"
     assert block.kernel_path(89).linear == "triton-block-fp8"
     ampere = block.kernel_path(80)
     assert (ampere.linear, ampere.activation_bits) == ("marlin-fp8", 16)
-    tensor = q({"quant_method": "fp8", "activation_scheme": "static"})
+    tensor = q({**FP8, "activation_scheme": "static"})
     assert (tensor.scheme, tensor.bytes_per_weight) == ("fp8-tensor", 1.0)
     assert tensor.kernel_path(89).linear == "cutlass-fp8"
 
@@ -224,7 +227,8 @@ def test_a_quantization_config_that_is_not_an_object_is_refused() -> None:
 def test_awq_reads_w_bit_before_bits_as_vllm_does() -> None:
     # AutoAWQConfig.from_config: get_from_keys(config, ["w_bit", "bits"]); 8-bit, group 64, zero points:
     # 1 + 2/64 + 1/64 bytes per weight
-    assert q({"quant_method": "awq", "w_bit": 8, "bits": 4, "q_group_size": 64}).bytes_per_weight == 1 + 3 / 64
+    awq = q({"quant_method": "awq", "w_bit": 8, "bits": 4, "q_group_size": 64, "zero_point": True})
+    assert awq.bytes_per_weight == 1 + 3 / 64
 
 
 @pytest.mark.parametrize("release, kv_dtype, kv_bytes", [("0.13", "auto", 6144), ("0.14", "fp8", 3072),
@@ -280,7 +284,7 @@ def test_a_plan_reports_the_kv_cache_dtype_vllm_runs_not_the_auto_it_was_asked(t
 ])
 def test_marlin_runs_on_turing_from_0_14(release: str, turing: str) -> None:
     assert q(GPTQ).kernel_path(75, release).linear == turing
-    fp8 = q({"quant_method": "fp8", "weight_block_size": [128, 128]})
+    fp8 = q({**FP8, "weight_block_size": [128, 128]})
     path = fp8.kernel_path(75, release)
     assert path.supported == (turing == "marlin")
     assert not path.supported or (path.linear, path.activation_bits) == ("marlin-fp8", 16)
@@ -344,13 +348,13 @@ def test_a_dsa_indexers_norm_in_the_ignore_list_leaves_the_attention_quantized()
     projection, so its attention stays FP8 (a substring test for "self_attn" made it all 16-bit)."""
     names = ["lm_head", "model.layers.0.self_attn.indexer.k_norm", "model.layers.0.self_attn.indexers_proj",
              "model.layers.0.self_attn.kv_a_layernorm", "model.layers.3.mlp.gate"]
-    fp8 = q({"quant_method": "fp8", "weight_block_size": [128, 128], "modules_to_not_convert": names})
+    fp8 = q({**FP8, "weight_block_size": [128, 128], "modules_to_not_convert": names})
     assert (fp8.attention_excluded, fp8.excluded_mixer_layers, fp8.experts_only) == (False, (), False)
-    named = q({"quant_method": "fp8", "modules_to_not_convert": ["model.layers.2.self_attn.o_proj"]})
+    named = q({**FP8, "modules_to_not_convert": ["model.layers.2.self_attn.o_proj"]})
     assert (named.attention_excluded, named.excluded_mixer_layers) == (False, (2,))
     # a bare "self_attn": Fp8Config matches names exactly (is_layer_skipped, match_mode "exact"), so no module is
     # left in 16-bit; AWQ matches substrings (every layer's attention), as does ModelOpt
-    bare = q({"quant_method": "fp8", "modules_to_not_convert": ["self_attn"]})
+    bare = q({**FP8, "modules_to_not_convert": ["self_attn"]})
     assert (bare.attention_excluded, bare.excluded_mixer_layers) == (False, ())
     pattern = q({**AWQ, "modules_to_not_convert": ["self_attn"]})
     assert (pattern.attention_excluded, pattern.excluded_mixer_layers) == (True, ())
@@ -426,3 +430,15 @@ def test_a_format_the_release_dropped_points_to_a_release_not_to_another_gpu(tmp
     assert "pick another GPU" not in new.stderr
     old = CliRunner().invoke(cli, ["fit", "--model", str(tmp_path), "--gpu", "H100-SXM-80GB", "--vllm-version", "0.27"])
     assert old.exit_code == 0
+
+
+@pytest.mark.parametrize(("config", "missing"), [
+    ({"quant_method": "awq", "group_size": 128, "zero_point": True}, "field 'w_bit' or 'bits' is missing"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "fields 'desc_act', 'sym' are missing"),
+    ({"quant_method": "fp8"}, "field 'activation_scheme' is missing"),
+])
+def test_fields_vllm_requires_are_required(config: dict[str, Any], missing: str) -> None:
+    """AutoAWQConfig / AutoGPTQConfig / Fp8Config.from_config (0.28.0) read these with get_from_keys, which
+    raises when none of a field's keys is present: a default would plan a checkpoint vLLM does not start."""
+    with pytest.raises(ConfigError, match=missing):
+        q(config)

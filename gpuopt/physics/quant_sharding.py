@@ -1,4 +1,5 @@
-"""Which tensor-parallel sizes vLLM can shard a block-FP8 MoE checkpoint's experts over.
+"""Which tensor-parallel sizes vLLM can shard a quantized checkpoint over: a block-FP8 MoE checkpoint's
+experts, and a grouped 4/8-bit checkpoint's row-parallel layers.
 
 A block-FP8 checkpoint (DeepSeek, Qwen3-FP8, MiniMax, GLM: `weight_block_size` [128, 128]) keeps one scale per
 128 x 128 block, so a GPU's slice of a weight must hold whole blocks. vLLM checks it while it creates the
@@ -16,9 +17,20 @@ Not checked here: the dense layers' slices. `validate_fp8_block_shape` (quantiza
 the same of every row-parallel layer split over TP (o_proj, a dense or shared-expert down_proj), but whether a
 checkpoint quantizes those layers at all is in its config's ignore list, which a table row does not give, and
 shared experts may be fused into the routed ones (`resolve_layer_fused_shared_expert`); refusing on a guess
-would drop plans that run. Nor 4-bit Marlin checkpoints (AWQ, GPTQ), whose shape checks depend on padded sizes
-some checkpoints carry (Qwen2.5-72B's AWQ and GPTQ repositories pad the intermediate size to 29,696 for TP) that
-only their own config.json states.
+would drop plans that run.
+
+Grouped integer checkpoints (AWQ, GPTQ, compressed-tensors W4A16/W8A16: `group_size` g) keep one scale per g
+inputs of a layer, so a row-parallel layer's slice of its input (o_proj: heads x head_dim / TP; a dense
+down_proj: intermediate / TP) must hold whole groups (`group_problem`). vLLM 0.28: AutoAWQ's Marlin method
+needs it even with tile padding (marlin_utils.check_marlin_supports_layer) and its fallback refuses it ("The
+input size is not aligned with the quantized weight shape", auto_awq.py AutoAWQLinearMethod.create_weights);
+compressed-tensors W4A16 and GPTQ shard their scales and call verify_group_size_divides_partition
+(compressed_tensors_wNa16.py, marlin_utils.verify_marlin_supports_shape). Checked only where the checkpoint's
+own config.json was read, because the sizes that matter are the checkpoint's: Qwen2.5-72B's AWQ and GPTQ
+repositories pad the intermediate size to 29,696 so TP 8 holds whole groups, where the base model's 29,568 would
+not -- a table row naming a repository does not carry them. Not checked: act-order GPTQ (its scales are
+repeated on every rank, marlin_repeat_scales_on_all_ranks), MoE experts (a misaligned slice falls back to the
+MoE WNA16 kernels rather than failing), and hybrid token mixers' own projections.
 """
 
 from __future__ import annotations
@@ -66,3 +78,30 @@ def tp_problem(arch: ModelArchitecture, precision: WeightFormat, tp: int, data_p
     split = f"TP {tp} x DP {data_parallel}" if data_parallel > 1 else f"TP {tp}"
     return (f"{arch.hf_id}'s {block} x {block} FP8 blocks: each expert's intermediate size, {moe:,} / {split} = "
             f"{slice_:,}, is not a multiple of {block} ({how}); use a TP whose slice is, or --enable-expert-parallel")
+
+
+GROUPED_SCHEMES = ("awq", "gptq", "w4a16", "w8a16-int")
+"""Grouped integer weight-only schemes whose scales vLLM shards along a row-parallel layer's input."""
+
+
+def group_problem(arch: ModelArchitecture, tp: int) -> str | None:
+    """Why vLLM refuses to split this grouped AWQ/GPTQ/W4A16 checkpoint's row-parallel layers over `tp` GPUs
+    (None: every slice holds whole groups, or the checkpoint is not grouped, or its config was not read)."""
+    q = arch.quantization
+    if q is None or q.scheme not in GROUPED_SCHEMES or not q.group_size or q.group_size <= 0 or q.desc_act or tp <= 1:
+        return None
+    group = q.group_size
+    layers: list[tuple[str, int]] = []
+    if not q.attention_excluded and "o_proj" not in q.excluded_modules:
+        heads_dim = arch.v_head_dim if arch.is_mla and arch.v_head_dim else arch.attn_head_dim
+        layers.append(("o_proj", arch.num_attention_heads * heads_dim))
+    if not arch.is_moe and arch.intermediate_size and "down_proj" not in q.excluded_modules:
+        layers.append(("down_proj", arch.intermediate_size))
+    for name, size in layers:
+        if size % tp or size <= group:
+            continue  # an indivisible split is serving_config.validate's own check; one group per row is whole
+        if (size // tp) % group:
+            return (f"{arch.hf_id}'s {q.scheme.upper()} groups of {group}: {name}'s {size:,} inputs / TP {tp} = "
+                    f"{size // tp:,} per GPU, not a multiple of {group}, which vLLM refuses at start-up; use a TP "
+                    f"that keeps whole groups")
+    return None

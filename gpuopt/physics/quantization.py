@@ -135,6 +135,18 @@ def _int_field(q: dict[str, Any], source: str, keys: tuple[str, ...], default: i
     return default
 
 
+def _require(q: dict[str, Any], source: str, method: str, *fields: tuple[str, ...]) -> None:
+    """The fields vLLM's config class for `method` reads with get_from_keys, which stops the start-up ("Cannot
+    find any of [...] in the model's quantization config") when none of a field's keys is present (0.28.0:
+    AutoAWQConfig, AutoGPTQConfig and Fp8Config.from_config): planning on a default would print a command that
+    cannot start."""
+    missing = [" or ".join(f"'{k}'" for k in keys) for keys in fields if not any(k in q for k in keys)]
+    if missing:
+        what = f"field {missing[0]} is" if len(missing) == 1 else f"fields {', '.join(missing)} are"
+        raise ConfigError(f"{source}: {what} missing, which vLLM's {method} config requires (it stops at "
+                          "start-up without it)")
+
+
 def _group_field(q: dict[str, Any], source: str, keys: tuple[str, ...], default: int) -> int:
     """A quantization group size: a positive number of weights, or -1 for one group per output channel. vLLM
     divides each layer's input size by it (auto_gptq.py / auto_awq.py create_weights), so null or 0 cannot
@@ -187,6 +199,7 @@ def _dict_field(q: dict[str, Any], source: str, key: str) -> dict[str, Any] | No
 def _fp8(q: dict[str, Any], source: str) -> Quantization:
     block = _block_field(q, source, "weight_block_size")
     excluded = _names_field(q, source, ("modules_to_not_convert", "ignored_layers"))
+    _require(q, source, "fp8", ("activation_scheme",))
     if block is not None:
         # one fp32 scale per block of block[0] x block[1] weights
         per = 1 + 4 / (block[0] * block[1])
@@ -200,6 +213,7 @@ def _awq(q: dict[str, Any], source: str) -> Quantization:
     # AutoAWQConfig.from_config reads w_bit before bits and q_group_size before group_size
     bits = _int_field(q, source, ("w_bit", "bits"), 4) or 0
     group = _group_field(q, source, ("q_group_size", "group_size"), 128)
+    _require(q, source, "AWQ", ("w_bit", "bits"), ("q_group_size", "group_size"), ("zero_point",))
     zero = bool(q.get("zero_point", True))
     return Quantization(method="awq", scheme="awq", weight_bits=bits, activation_bits=16, group_size=group,
                         symmetric=not zero, bytes_per_weight=_grouped_bytes(bits, group, 2, zero),
@@ -210,6 +224,7 @@ def _awq(q: dict[str, Any], source: str) -> Quantization:
 def _gptq(q: dict[str, Any], source: str) -> Quantization:
     bits = _int_field(q, source, ("bits",), 4) or 0
     group = _group_field(q, source, ("group_size",), 128)
+    _require(q, source, "GPTQ", ("bits",), ("group_size",), ("desc_act",), ("sym",))
     # GPTQ stores qzeros even when symmetric, and a g_idx of one int32 per input row (negligible)
     return Quantization(method="gptq", scheme="gptq", weight_bits=bits, activation_bits=16, group_size=group,
                         symmetric=bool(q.get("sym", True)), desc_act=bool(q.get("desc_act", False)),
@@ -605,9 +620,9 @@ def representative(weight_format: str) -> Quantization | None:
     the planner builds asks for its format's."""
     where = f"representative {weight_format} checkpoint"
     if weight_format == "fp8":
-        return _fp8({"weight_block_size": [128, 128]}, where)
+        return _fp8({"activation_scheme": "dynamic", "weight_block_size": [128, 128]}, where)
     if weight_format == "int4":
-        return _awq({"bits": 4, "group_size": 128}, where)
+        return _awq({"bits": 4, "group_size": 128, "zero_point": True}, where)
     if weight_format == "mxfp4":
         return _mxfp4({}, where)
     if weight_format == "int8":

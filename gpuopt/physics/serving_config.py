@@ -233,6 +233,8 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
     if tp >= 1 and cfg.data_parallel >= 1 and not problems:
         sharding = quant_sharding.tp_problem(arch, cfg.precision or default_precision(arch), tp, cfg.data_parallel,
                                              cfg.expert_parallel, cfg.vllm_version)
+        if sharding is None:
+            sharding = quant_sharding.group_problem(arch, tp)
         if sharding is not None:
             problems.append(f"--tp {tp}: {sharding}")
     if pp < 1:
