@@ -590,49 +590,57 @@ def _trace(target: str, artifact_text: str) -> dict[str, str]:
 @pytest.mark.parametrize("target", ["k8s", "skypilot", "compose", "pai-eas"])
 def test_planned_load_is_the_deployments_own_load(plans: dict[str, Path], target: str) -> None:
     """planned-load was the workload's whole demand on every deployment (cn-chat's two deployments both said
-    2 requests_per_second, 4 when summed). It is the deployment's replicas x at_planned_load (requests per
-    second, or requests in flight for a concurrency workload); workload-demand keeps the demand. The values
-    are set by hand: 3 x 0.5453 = 1.6359 and 2 x 0.1821 = 0.3642 req/s; 2 x 15 = 30 concurrent, where
-    predicted.planned_requests_per_second_per_replica (0.7997) is a rate and must not be read."""
+    2 requests_per_second, 4 when summed). It is the deployment's share of the demand -- replicas x
+    at_planned_load (requests per second, or requests in flight for a concurrency workload), scaled so that a
+    workload's deployments add up to its demand at its sixth significant digit (QA: the plan's rounded
+    per-replica rates gave 1.642 + 0.3581 = 2.0001). By hand: 3 x 0.5453 = 1.6359 and 2 x 0.1821 = 0.3642 of
+    2.0001 -> 1.635818... and 0.364182... of 2, to 5 decimals 1.63582 + 0.36418; a concurrency workload's
+    2 x 0.75 x 20 = 30 clients, where predicted.planned_requests_per_second_per_replica (0.7997) is a rate and
+    must not be read."""
     plan = _plan(plans["cn" if target == "pai-eas" else "two"])
     d = plan.deployments[0]
     assert d.at_planned_load is not None
     w = next(x for x in plan.workloads if x.name == d.workload)
 
-    def labels(replicas: int, rps: float, concurrency: float, unit: str, demand: float) -> dict[str, str]:
+    def edited(replicas: int, rps: float, concurrency: float, sku: str) -> Deployment:
         at = d.at_planned_load.model_copy(update={"requests_per_second": rps, "concurrency": concurrency})
-        edited = d.model_copy(update={"replicas": replicas, "at_planned_load": at, "predicted": d.predicted.model_copy(
-            update={"planned_requests_per_second_per_replica": 0.7997})})
-        summary = w.model_copy(update={"demand": demand, "demand_unit": unit})
-        one = plan.model_copy(update={"deployments": [edited], "workloads": [summary]})
-        return _trace(target, render_deploy(one, target, DeployOptions())[0].text)
+        return d.model_copy(update={"replicas": replicas, "at_planned_load": at, "sku": sku, "predicted":
+                                    d.predicted.model_copy(update={"planned_requests_per_second_per_replica": 0.7997})})
 
-    rate = labels(3, 0.5453, 17.34, "requests_per_second", 2.0)
-    assert (rate["gpuopt.io/planned-load"], rate["gpuopt.io/workload-demand"]) == (
-        "1.6359 requests_per_second", "2 requests_per_second")
-    assert labels(2, 0.1821, 6.25, "requests_per_second", 2.0)["gpuopt.io/planned-load"] == "0.3642 requests_per_second"
+    def labels(deployments: list[Deployment], unit: str, demand: float) -> list[dict[str, str]]:
+        summary = w.model_copy(update={"demand": demand, "demand_unit": unit})
+        one = plan.model_copy(update={"deployments": deployments, "workloads": [summary]})
+        return [_trace(target, a.text) for a in render_deploy(one, target, DeployOptions())]
+
+    rate = labels([edited(3, 0.5453, 17.34, "sku-a"), edited(2, 0.1821, 6.25, "sku-b")], "requests_per_second", 2.0)
+    assert [(x["gpuopt.io/planned-load"], x["gpuopt.io/workload-demand"]) for x in rate] == [
+        ("1.63582 requests_per_second", "2 requests_per_second"),
+        ("0.36418 requests_per_second", "2 requests_per_second")]
     # a concurrency workload: the replicas x their share of the capacity's clients (2 x 0.75 x 20 = 30), not
     # at_planned_load's concurrency (at_concurrency's root, 63.96 for batch-summarisation's 64)
     d = d.model_copy(update={"utilisation": 0.75, "predicted": d.predicted.model_copy(
         update={"replica_concurrency": 20.0})})
-    conc = labels(2, 0.7997, 14.9, "concurrency", 30.0)
+    (conc,) = labels([edited(2, 0.7997, 14.9, "sku-a")], "concurrency", 30.0)
     assert (conc["gpuopt.io/planned-load"], conc["gpuopt.io/workload-demand"]) == ("30 concurrency", "30 concurrency")
-    assert labels(1, 3e-05, 1.0, "requests_per_second", 3e-05)["gpuopt.io/planned-load"] == "3e-05 requests_per_second"
+    (trickle,) = labels([edited(1, 3e-05, 1.0, "sku-a")], "requests_per_second", 3e-05)
+    assert trickle["gpuopt.io/planned-load"] == "3e-05 requests_per_second"
 
 
 def test_a_workloads_deployments_split_its_demand(plans: dict[str, Path]) -> None:
-    """cn-chat-70b in cn: support-chat is served by two deployments (the plan sends them 1.6359 and 0.3641
-    req/s); their planned-load labels are those loads, and add up to the 2 req/s of workload-demand."""
+    """cn-chat-70b in cn: support-chat is served by two deployments; their planned-load labels are their
+    shares of the demand in proportion to their capacity (replicas x at_planned_load), and add up to the 2
+    req/s of workload-demand exactly."""
     plan = _plan(plans["cn"])
     assert [d.workload for d in plan.deployments] == ["support-chat", "support-chat"]
     loads = []
     for artifact, d in zip(render_deploy(plan, "k8s", DeployOptions()), plan.deployments, strict=True):
         notes = next(yaml.safe_load_all(artifact.text))["metadata"]["annotations"]
-        assert d.at_planned_load is not None and d.replicas == 1
-        assert notes["gpuopt.io/planned-load"] == f"{d.at_planned_load.requests_per_second:g} requests_per_second"
+        assert d.at_planned_load is not None
+        assert float(notes["gpuopt.io/planned-load"].split()[0]) == pytest.approx(
+            d.replicas * d.at_planned_load.requests_per_second, abs=2e-4)
         assert notes["gpuopt.io/workload-demand"] == "2 requests_per_second"
-        loads.append(float(notes["gpuopt.io/planned-load"].split()[0]))
-    assert loads[0] != loads[1] and sum(loads) == pytest.approx(2.0, abs=2e-4)
+        loads.append(round(float(notes["gpuopt.io/planned-load"].split()[0]) * 1e5))
+    assert loads[0] != loads[1] and sum(loads) == 200_000
 
 
 SHARED_WORKLOAD = """\

@@ -444,6 +444,27 @@ def planned_load(d: Deployment, w: WorkloadSummary) -> float:
     return d.replicas * per_replica
 
 
+def apportioned_load(plan: Plan, d: Deployment, w: WorkloadSummary) -> str:
+    """This deployment's planned load as a label writes it, apportioned so that the labels of a workload's
+    deployments add up to its demand exactly: each deployment's share (planned_load, proportional to its
+    capacity, but from the plan's rounded per-replica figures: 1.642 + 0.3581 = 2.0001 of a demand of 2) scaled
+    to the demand, then rounded to the demand's sixth significant digit by largest remainder."""
+    mine = [x for x in plan.deployments if x.workload == w.name]
+    raw = [planned_load(x, w) for x in mine]
+    total = sum(raw)
+    if total <= 0 or w.demand <= 0:
+        return number(planned_load(d, w))
+    decimals = max(0, 5 - math.floor(math.log10(w.demand)))
+    unit = 10.0 ** -decimals
+    exact = [w.demand * r / total / unit for r in raw]
+    floors = [math.floor(e) for e in exact]
+    short = round(w.demand / unit) - sum(floors)
+    for i in sorted(range(len(exact)), key=lambda i: (floors[i] - exact[i], i))[:max(0, short)]:
+        floors[i] += 1
+    share = next(floors[i] for i, x in enumerate(mine) if x is d)
+    return number(round(share * unit, decimals))
+
+
 def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
     """Plan id (`pid`: plan_id(plan), computed once per render: it serialises the whole plan), cost, the load
     the plan sends the deployment (and the workload's whole demand, which several deployments may share) and
@@ -457,7 +478,7 @@ def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
         f"{LABEL_PREFIX}/cost-per-hour": f"{d.cost_per_hour:.4f} {plan.currency}",
         f"{LABEL_PREFIX}/cost-per-month": f"{d.cost_per_month:.2f} {plan.currency}",
         f"{LABEL_PREFIX}/replicas": str(d.replicas),
-        f"{LABEL_PREFIX}/planned-load": f"{number(planned_load(d, w))} {w.demand_unit}",
+        f"{LABEL_PREFIX}/planned-load": f"{apportioned_load(plan, d, w)} {w.demand_unit}",
     }
     labels[f"{LABEL_PREFIX}/workload-demand"] = f"{number(w.demand)} {w.demand_unit}"
     if w.ttft_slo_ms is not None:
