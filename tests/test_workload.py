@@ -134,6 +134,21 @@ def test_an_empty_or_blank_model_is_named_at_its_line_not_read_as_the_current_di
         "error: the model name is empty: give a registry or Hugging Face id, or a local checkpoint path\n")
 
 
+def test_a_model_name_that_vllm_serve_would_read_as_an_option_is_refused(tmp_path):
+    """QA: `name: --download-dir=/tmp/evil` was printed as `vllm serve --download-dir=/tmp/evil ...`, which
+    quoting cannot help (the word is valid, but an option); a local directory can be written ./-name."""
+    path = tmp_path / "w.yaml"
+    problems = problems_of(path, "schema_version: 1\nworkloads:\n"
+                           "  - {name: a, model: {config: c.json, name: --download-dir=/tmp/evil}, "
+                           "requests_per_second: 1, input_tokens: 100, output_tokens: 10}\n"
+                           "  - {name: b, model: -x, requests_per_second: 1, input_tokens: 100, output_tokens: 10}\n")
+    assert problems == (
+        f"{path}:3: workloads.0.model.name: '--download-dir=/tmp/evil' starts with '-', which `vllm serve` would "
+        "read as an option: name a model id, or write a local directory as ./--download-dir=/tmp/evil",
+        f"{path}:4: workloads.1.model: '-x' starts with '-', which `vllm serve` would read as an option: name a "
+        "model id, or write a local directory as ./-x")
+
+
 def test_every_bad_discount_is_reported_at_its_providers_key(tmp_path):
     path = tmp_path / "w.yaml"
     text = ("schema_version: 1\ndiscounts:\n  aws: 2\n  runpod: -0.5\n  tencent: 0.25\n  alibaba: 1\n"

@@ -238,13 +238,23 @@ def named_model(value: str) -> str:
     """A model is named: an empty or blank id would resolve as a local path -- the current directory."""
     if not value.strip():
         raise ValueError("must name a model: a registry or Hugging Face id, or a local checkpoint path")
+    return not_an_option(value)
+
+
+def not_an_option(value: str) -> str:
+    """A model name is the positional argument of the printed `vllm serve` command: one starting with '-' is
+    read there as an option whatever the quoting (QA: name `--download-dir=/tmp/evil` served vLLM's default
+    model with the injected flag). No Hugging Face id starts so; a local directory can be written ./-name."""
+    if value.startswith("-"):
+        raise ValueError(f"'{value}' starts with '-', which `vllm serve` would read as an option: name a model "
+                         "id, or write a local directory as ./" + value)
     return value
 
 
 class ModelConfigRef(Strict):
     config: Annotated[Path, Field(strict=False)] = Field(
         description="A local Hugging Face config.json (relative to the workload file)")
-    name: OneLine = Field(min_length=1)
+    name: Annotated[OneLine, AfterValidator(not_an_option)] = Field(min_length=1)
 
 
 class ServingTarget(Strict):
