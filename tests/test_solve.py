@@ -352,3 +352,24 @@ def test_a_one_bin_histogram_is_one_length(tmp_path):
         w = load_workload(path).workloads[0]
         found[name] = (one_length(w), len(convoy_notes([w])))
     assert found == {"one": (True, 1), "two": (True, 1), "mix": (False, 0)}
+
+
+def test_a_reservation_the_plan_chooses_says_what_it_owes_over_its_term(tmp_path):
+    """QA: a 3-year reservation read as "0.80 USD/h, 586.88 USD/month" in every format. The plan says the
+    term and the obligation: aws g6e.xlarge reserved-3y at 0.80395 USD/h (the shipped catalog's row) x 36 x 730
+    = 26,280 h = 21,127.81 USD."""
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\n"
+                    "price_kinds: [reserved-1y, reserved-3y]\nworkloads:\n"
+                    "  - {name: assistant, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 4,"
+                    " input_tokens: 1000, output_tokens: 250, max_model_len: 8192,"
+                    " slo: {ttft_ms: 1500, tpot_ms: 40}}\n")
+    result = run("solve", str(path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    (d,) = plan["deployments"]
+    assert (d["sku"], d["price_kind"], d["cost_per_hour"]) == ("g6e.xlarge", "reserved-3y", 0.804)  # 4 decimals
+    note = ("aws g6e.xlarge (us-east-1) reserved-3y: a 36-month commitment, owed whether used or not: 1 instance x "
+            "0.80395 USD/h x 26,280 h = 21,127.81 USD over the term (gpuopt plan schedules commitments by period)")
+    assert note in plan["warnings"]
+    assert f"warning: {note}" in run("solve", str(path)).stderr

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from gpuopt.errors import FieldError
 from gpuopt.hardware import get_gpu
-from gpuopt.inputs.capacity import UNCOMMITTED
+from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED
 from gpuopt.inputs.workload import ModelConfigRef, Workload, WorkloadFile, repository_id
 from gpuopt.physics.analytic_load import held_cache_tokens
 from gpuopt.physics.architecture import ModelArchitecture
@@ -100,6 +100,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         warnings += stale
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
         warnings += pin_notes(chosen, residency)
+        warnings += commitment_notes(solution, currency)
         oldest = oldest_price_date(chosen)
     estimated = with_estimated_capacity(wf.workloads, analytic, all_candidates)
     alternatives = _alternatives(wf, estimated, solution, opts, archs)
@@ -417,6 +418,32 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
         found.sort(key=lambda a: (a.total_cost_per_hour or 0.0, a.label))
         out += found[: opts.top]
     return out
+
+
+def commitment_notes(solution: Solution, currency: str) -> list[str]:
+    """What a committed price the plan chose obliges the buyer to: a plan's figures are per hour and per
+    730-hour month, which reads as a rental, where a 3-year reservation is 36 months owed whether used or not
+    (QA: a g6e.xlarge reserved-3y plan said only "586.88 USD/month" of a 21,127.81 USD obligation). Month-to-
+    month subscriptions renew monthly (nothing beyond the month shown); a capacity block is paid upfront when
+    booked. `gpuopt plan` schedules commitments period by period and shows the obligation past its horizon."""
+    price = {a.candidate.offering.key: (a.candidate.offering, float(a.candidate.instance_price or 0.0))
+             for a in solution.assignments}
+    notes = []
+    for key, count in sorted(solution.instances.items()):
+        if key not in price:
+            continue
+        o, per_hour = price[key]
+        months = TERM_MONTHS.get(o.price_kind)
+        if months is not None and o.price_kind not in RENEWABLE:
+            hours = months * HOURS_PER_MONTH
+            notes.append(f"{o.provider} {o.sku} ({o.region}) {o.price_kind}: a {months}-month commitment, owed "
+                         f"whether used or not: {count} instance{'s' if count > 1 else ''} x {per_hour:,.8g} "
+                         f"{currency}/h x {hours:,} h = {count * per_hour * hours:,.2f} {currency} over the term "
+                         f"(gpuopt plan schedules commitments by period)")
+        elif o.price_kind == "capacity-block":
+            notes.append(f"{o.provider} {o.sku} ({o.region}) capacity-block: paid in full upfront when the block "
+                         "is booked, for its fixed duration; the hourly and monthly figures are its rate")
+    return notes
 
 
 def pin_notes(chosen: Sequence[Offering], residency: Residency | None) -> list[str]:
