@@ -391,3 +391,54 @@ def test_a_workload_tag_named_like_gpuopts_own_is_refused_and_never_overwrites_i
     rows = rows_of(run("report", saved, "--format", "focus").stdout)
     tags = [json.loads(r["Tags"]) for r in rows]
     assert tags and all(t["gpuopt-workload"] == "chat" and t["team"] == "a" for t in tags)
+
+
+def _charge(**update: object):  # type: ignore[no-untyped-def]
+    from gpuopt.reports.focus import Charge
+    base = dict(month=dt.date(2027, 1, 1), currency="USD", provider="aws", service="ec2", sku="g6e.xlarge",
+                region="us-east-1", region_name="us-east-1 (US)", price_kind="on-demand", instances=1.0,
+                unit_price=1.0, list_unit_price=1.0, description="d")
+    return Charge(**{**base, **update})  # type: ignore[arg-type]
+
+
+def test_who_invoices_how_a_commitment_is_paid_and_no_resource_type_without_a_resource():
+    """AWS China is invoiced by its operators (../shared/data/catalog_notes.md: cn-north-1 operated by Sinnet,
+    cn-northwest-1 by NWCD); a capacity block is paid when booked (One-Time); Replicate's and DigitalOcean's
+    `contract` is committed spend; a projection has no ResourceId, so no ResourceType (FOCUS 1.0)."""
+    from gpuopt.reports.focus import rows
+    assert [r["InvoiceIssuerName"] for r in rows(_charge(region="cn-north-1", currency="CNY"))] == ["Sinnet"]
+    assert [r["InvoiceIssuerName"] for r in rows(_charge(region="cn-northwest-1", currency="CNY"))] == ["NWCD"]
+    (plain,) = rows(_charge())
+    assert (plain["InvoiceIssuerName"], plain["ResourceId"], plain["ResourceType"]) == ("aws", None, None)
+    block = rows(_charge(price_kind="capacity-block", commitment_id="c", commitment_name="c"))
+    assert [(r["ChargeCategory"], r["ChargeFrequency"]) for r in block] == [("Purchase", "One-Time"),
+                                                                             ("Usage", "Usage-Based")]
+    reserved = rows(_charge(price_kind="reserved-1y", commitment_id="c", commitment_name="c"))
+    assert reserved[0]["ChargeFrequency"] == "Recurring"
+    contract = rows(_charge(provider="replicate", price_kind="contract", commitment_id="c", commitment_name="c"))
+    assert (contract[0]["CommitmentDiscountCategory"], contract[0]["CommitmentDiscountType"]) == ("Spend", "Contract")
+
+
+def test_a_solve_plans_reservation_exports_every_month_of_its_term(tmp_path):
+    """QA: a 3-year reservation exported one Purchase row (January 2027) of its 36. Now one per month of the
+    term, the first with the projected month's Usage, the other 35 Purchase rows alone (the obligation); each
+    month billed at its calendar hours, 0.80395 USD/h x 744 h = 598.1388 in December 2026 (the month after the
+    plan date; conftest pins today to 2026-11-29)."""
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\n"
+                    "price_kinds: [reserved-3y]\nworkloads:\n"
+                    "  - {name: assistant, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 4,"
+                    " input_tokens: 1000, output_tokens: 250, max_model_len: 8192,"
+                    " slo: {ttft_ms: 1500, tpot_ms: 40}}\n")
+    result = run("solve", path, "--format", "focus")
+    assert result.exit_code == 0, result.output
+    out = rows_of(result.stdout)
+    purchases = [r for r in out if r["ChargeCategory"] == "Purchase"]
+    months = [r["ChargePeriodStart"][:7] for r in purchases]
+    assert len(purchases) == 36 and months[0] == "2026-12" and months[-1] == "2029-11"
+    assert months == sorted(set(months))
+    assert [r["ChargePeriodStart"][:7] for r in out if r["ChargeCategory"] == "Usage"] == ["2026-12"]
+    assert float(purchases[0]["BilledCost"]) == pytest.approx(0.80395 * 744, abs=1e-4)
+    hours = sum((add_months(dt.date(2026, 12, 1), m + 1) - add_months(dt.date(2026, 12, 1), m)).days * 24
+                for m in range(36))
+    assert sum(float(r["BilledCost"]) for r in purchases) == pytest.approx(0.80395 * hours, abs=0.01)

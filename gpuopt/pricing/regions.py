@@ -31,6 +31,9 @@ class Region:
     jurisdiction: str
     geo: str
     providers: tuple[str, ...] = ()  # whose region id this is (regions.csv); empty: any provider's
+    # who runs the region and invoices it when not the provider itself (AWS China: Sinnet, NWCD); FOCUS
+    # InvoiceIssuerName
+    operator: str = ""
 
 
 @cache
@@ -38,7 +41,7 @@ def regions() -> dict[str, Region]:
     out = {}
     for row in data_csv("regions.csv", package="gpuopt.pricing"):
         out[row["region"]] = Region(row["region"], row["country"], row["jurisdiction"], row["geo"],
-                                    split_countries(row.get("providers", "")))
+                                    split_countries(row.get("providers", "")), row.get("operator", ""))
     return out
 
 

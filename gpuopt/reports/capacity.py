@@ -312,10 +312,10 @@ def render_capacity_focus(plan: CapacityPlan) -> str:
                 out += rows(Charge(
                     month=add_months(start, k), currency=plan.currency, provider=x.provider, service=x.service,
                     sku=x.sku, region=x.region, region_name=region_name,
-                    resource_type=f"GPU instance ({x.gpu} x{x.gpus_per_instance})", price_kind=x.price_kind,
+                    price_kind=x.price_kind,
                     instances=x.count, unit_price=x.price_per_hour,
                     list_unit_price=x.price_per_hour if x.list_price_per_hour is None else x.list_price_per_hour,
-                    description=f"{p.period}: {x.count} x {x.sku} {x.price_kind}"
+                    description=f"{p.period}: {x.count} x {x.sku} {x.price_kind} ({x.gpu} x{x.gpus_per_instance})"
                                 + (f", month {m + 1} of {len(months)}" if committed else ""),
                     # the user's tags first: a tag named like gpuopt's own cannot overwrite it
                     tags={**x.tags, "gpuopt-workloads": ",".join(x.workloads), "gpuopt-period": p.period},

@@ -25,7 +25,11 @@ What the rows mean
   provider bills, after the horizon included.
 - A monthly subscription is priced per month (the catalog's price_per_hour is its fee / 730): a flat fee per
   calendar month (PricingUnit Months, quantity the instances), not its hourly equivalent x the month's hours.
-- The account is a projection: BillingAccountId `gpuopt-projection`, no sub-account, no resource id.
+- The account is a projection: BillingAccountId `gpuopt-projection`, no sub-account, no resource id, and so
+  no ResourceType (FOCUS 1.0: null where ResourceId is); the GPU instance is in ChargeDescription.
+- InvoiceIssuerName is the provider, or the operator that invoices its region (AWS China: Sinnet for
+  cn-north-1, NWCD for cn-northwest-1; regions.csv). A capacity block's Purchase is One-Time (paid in full when
+  booked); a `contract` is a commitment of spend.
 
 `focus-validator` 1.0.0 (the newest on Python 3.11) checks the 1.0-preview names of five columns: Provider,
 Publisher, InvoiceIssuer, ResourceID and ChargeType (its SkuPriceId rule reads ChargeType). The rows carry
@@ -42,6 +46,7 @@ from typing import Any
 
 from gpuopt.errors import InputError
 from gpuopt.planner.plan import HOURS_PER_MONTH
+from gpuopt.pricing.regions import region_info
 
 FOCUS_COLUMNS = (
     "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingCurrency",
@@ -77,6 +82,9 @@ def commitment_type(price_kind: str) -> tuple[str, str]:
         return "Usage", "Reserved Instance"
     if price_kind.startswith("subscription"):
         return "Usage", "Subscription"
+    if price_kind == "contract":
+        # Replicate: "committed spend contracts"; DigitalOcean: "per contract after contacting sales"
+        return "Spend", "Contract"
     return "Usage", price_kind.replace("-", " ").title()
 
 
@@ -105,7 +113,6 @@ class Charge:
     sku: str
     region: str
     region_name: str
-    resource_type: str
     price_kind: str
     instances: float  # instance count (fractional for a deployment's share of shared instances)
     unit_price: float  # per instance-hour, after overlays and discounts
@@ -143,17 +150,19 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
     quantity = float(charge.instances) if charge.monthly_fee else hours
     cost = round(unit_price * quantity, 4)
     list_cost = round(list_unit_price * quantity, 4)
+    # the region's operator invoices it where it is not the provider (AWS China: Sinnet, NWCD; regions.csv)
+    issuer = region_info(charge.region, charge.provider).operator or charge.provider
     common: dict[str, Any] = {
         "AvailabilityZone": None, "BillingAccountId": ACCOUNT_ID, "BillingAccountName": ACCOUNT_NAME,
         "BillingCurrency": charge.currency, "BillingPeriodStart": start, "BillingPeriodEnd": end,
         "ChargeClass": None, "ChargePeriodStart": start, "ChargePeriodEnd": end,
         "ContractedUnitPrice": unit_price, "ListUnitPrice": list_unit_price,
         "PricingQuantity": quantity, "PricingUnit": "Months" if charge.monthly_fee else "Hours",
-        "InvoiceIssuerName": charge.provider, "InvoiceIssuer": charge.provider,
+        "InvoiceIssuerName": issuer, "InvoiceIssuer": issuer,
         "ProviderName": charge.provider, "Provider": charge.provider,
         "PublisherName": charge.provider, "Publisher": charge.provider,
         "RegionId": charge.region, "RegionName": charge.region_name, "ResourceId": None, "ResourceID": None,
-        "ResourceName": None, "ResourceType": charge.resource_type, "ServiceCategory": "Compute",
+        "ResourceName": None, "ResourceType": None, "ServiceCategory": "Compute",
         "ServiceName": charge.service or charge.provider, "SkuId": charge.sku,
         "SkuPriceId": f"{charge.provider}:{charge.service}:{charge.sku}:{charge.region}:{charge.price_kind}",
         "SubAccountId": None, "SubAccountName": None,
@@ -166,7 +175,9 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
         category, kind = commitment_type(charge.price_kind)
         commitment = {"CommitmentDiscountCategory": category, "CommitmentDiscountId": charge.commitment_id,
                       "CommitmentDiscountName": charge.commitment_name, "CommitmentDiscountType": kind}
-        out.append({**common, **commitment, "ChargeCategory": "Purchase", "ChargeFrequency": "Recurring",
+        # a capacity block is paid in full when booked (catalog notes); the other commitments monthly
+        frequency = "One-Time" if charge.price_kind == "capacity-block" else "Recurring"
+        out.append({**common, **commitment, "ChargeCategory": "Purchase", "ChargeFrequency": frequency,
                     "ChargeDescription": f"commitment fee: {charge.description}", "BilledCost": cost,
                     "ContractedCost": cost, "ListCost": list_cost, "EffectiveCost": 0.0,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})

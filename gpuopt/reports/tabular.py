@@ -6,9 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 import typing
+from dataclasses import replace
 from typing import Any
 
-from gpuopt.inputs.capacity import RENEWABLE
+from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS
 from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.pricing.regions import region_info
 from gpuopt.reports.focus import FOCUS_COLUMNS, Charge, add_months, is_commitment, pricing_category, rows
@@ -129,10 +130,10 @@ def render_focus(plan: Plan) -> str:
                                      f"output tokens, {u.cost_per_request:,.6f} per request")
         info = region_info(d.region, d.provider)
         committed = is_commitment(d.price_kind)
-        out += rows(Charge(
+        charge = Charge(
             month=month, currency=plan.currency, provider=d.provider, service=d.service, sku=d.sku, region=d.region,
             region_name=f"{d.region} ({info.country})" if info.country else d.region,
-            resource_type=f"GPU instance ({d.gpu} x{d.gpus_per_instance})", price_kind=d.price_kind,
+            price_kind=d.price_kind,
             instances=d.instances, unit_price=d.instance_price_per_hour,
             list_unit_price=d.list_price_per_hour if d.list_price_per_hour is not None else d.instance_price_per_hour,
             description=f"projected: {d.replicas} x {d.workload} ({d.gpu}, TP={d.tensor_parallel}, "
@@ -142,7 +143,14 @@ def render_focus(plan: Plan) -> str:
             commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None,
             monthly_fee=d.price_kind in RENEWABLE,
             covered_prices=None if d.on_demand_price_per_hour is None else (
-                d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour)))
+                d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour))
+        out += rows(charge)
+        # the rest of a term commitment's obligation: its Purchase rows, one per month after the projected one
+        # (QA: a 3-year reservation exported one month of 36); a monthly subscription renews month by month
+        term = 1 if d.price_kind in RENEWABLE else TERM_MONTHS.get(d.price_kind, 1) if committed else 1
+        for m in range(1, term):
+            out += rows(replace(charge, month=add_months(month, m), usage=False,
+                                description=f"{charge.description}; month {m + 1} of {term} of the term"))
     if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
         extra = {"x_BudgetMonthly": plan.budget.max_monthly_in_plan_currency, "x_BudgetMargin": plan.budget.margin}
         return _frame([{**row, **extra} for row in out], (*FOCUS_COLUMNS, *extra))
