@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -354,6 +355,43 @@ def test_stdout_device_is_written_in_place(tmp_path):
     if sys.platform.startswith("linux"):
         write_output_file(Path("/dev/null"), "discarded")
         assert Path("/dev/null").exists() and not Path("/dev/null").is_file()
+
+
+def test_a_symlink_is_written_through_and_kept(tmp_path):
+    """QA: the temp file was renamed over the link itself (the link became a file, its target kept the old
+    text); with `-o /dev/stdout` and stdout redirected to a file, that replaced /dev/stdout."""
+    real, link = tmp_path / "real.json", tmp_path / "out.json"
+    real.write_text("original")
+    link.symlink_to(real)
+    write_output_file(link, "new")
+    assert link.is_symlink() and real.read_text() == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json", "real.json"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/fd")
+def test_a_path_that_resolves_into_proc_is_written_in_place(tmp_path):
+    """A link into /proc (what /dev/stdout is) is written in place through the link, never renamed over."""
+    out = tmp_path / "redirected.txt"
+    link = tmp_path / "stdout"
+    with open(out, "w") as handle:
+        link.symlink_to(f"/proc/self/fd/{handle.fileno()}")
+        write_output_file(link, "through the descriptor")
+    assert link.is_symlink() and out.read_text() == "through the descriptor"
+
+
+def test_init_writes_a_fifo_in_place(tmp_path):
+    """QA: init had its own temp-and-rename writer, which replaced a FIFO (and, as root, /dev/full) with a file."""
+    import threading
+    fifo = tmp_path / "ff"
+    os.mkfifo(fifo)
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text()))
+    reader.start()
+    result = run("init", "--non-interactive", "--model", "meta-llama/Llama-3.1-8B-Instruct", "-o", str(fifo),
+                 "--force")
+    reader.join(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and got and got[0].startswith("# interactive chat assistant")
 
 
 def test_exponent_numbers_are_numbers_as_in_yaml_1_2(tmp_path):

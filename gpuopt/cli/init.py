@@ -8,7 +8,6 @@ live. `init` asks them in a terminal (each with the preset's answer as the defau
 
 from __future__ import annotations
 
-import os
 import re
 import sys
 import tempfile
@@ -113,7 +112,7 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
          currency: str | None, budget_monthly: float | None, output: Path, force: bool,
          interactive: bool | None) -> None:
     """Ask the sizing questions and write a commented workload file for `gpuopt solve`."""
-    from gpuopt.inputs.loader import check_output_path, new_file_mode
+    from gpuopt.inputs.loader import check_output_path, write_output_file
     from gpuopt.inputs.presets import Answers, presets, render_workload
     from gpuopt.inputs.workload import load_workload
     from gpuopt.pricing.regions import Residency
@@ -169,21 +168,19 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
         input_tokens=input_tokens, output_tokens=output_tokens, max_model_len=max_model_len, ttft_ms=ttft_ms,
         tpot_ms=tpot_ms, quality=quality, residency=residency or "global", currency=currency,
         budget_monthly=budget_monthly, model_limit=limit, limit_basis=basis))
-    # parse what we are about to write: a file `solve` would reject is never written
-    fd, tmp = tempfile.mkstemp(dir=output.resolve().parent, prefix=f".{output.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+    # parse what we are about to write, in a scratch folder (the model is an id, so nothing in the file is
+    # relative to it): a file `solve` would reject is never written; then the one -o writer every command uses
+    # (devices and FIFOs in place, symlinks written through; QA: init had its own rename, which replaced
+    # /dev/full and a FIFO, and a folder it could not write was exit 70)
+    with tempfile.TemporaryDirectory(prefix="gpuopt-init-") as scratch:
+        tmp = str(Path(scratch) / output.name)
+        Path(tmp).write_text(text, encoding="utf-8")
         try:
             load_workload(Path(tmp))
         except ConfigError as exc:  # name the answer (the flag that gave it), not a line of an unwritten file
             raise ConfigError(*(f"{_answer(problem.replace(tmp, str(output)), output)} (nothing written)"
                                 for problem in exc.problems)) from None
-        os.chmod(tmp, new_file_mode(output))  # mkstemp's 0600 would stay on the workload file
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    write_output_file(output, text)
     _note_unknown_model(model)
     click.echo(f"wrote {output}: check it with `gpuopt solve {output}`", err=True)
 

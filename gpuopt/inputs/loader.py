@@ -261,6 +261,14 @@ def _is_special(path: Path) -> bool:
     return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
 
 
+PSEUDO_FILESYSTEMS = ("/dev", "/proc", "/sys")
+
+
+def _pseudo_fs(path: Path) -> bool:
+    """Under /dev, /proc or /sys: entries the kernel provides, written in place, never renamed over."""
+    return any(path == Path(root) or Path(root) in path.parents for root in PSEUDO_FILESYSTEMS)
+
+
 def check_output_path(path: Path, flag: str = "-o") -> None:
     """Fail before any work when the result could not be written to `path` (given with `flag`)."""
     parent = path.parent
@@ -298,7 +306,11 @@ def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
     FIFOs are written in place (renaming over /dev/full would replace the device). A failure (disk full,
     permission) is an InputError naming the path; the target is left as it was."""
     data = text.encode("utf-8")
-    if _is_special(path):
+    # a symlink is written through, its target replaced and the link kept (QA: the link itself was replaced,
+    # and `-o /dev/stdout` with stdout redirected to a file replaced /dev/stdout); a path in /dev, /proc or /sys,
+    # or that resolves there, is written in place like a device
+    target = Path(os.path.realpath(path))
+    if _is_special(path) or _is_special(target) or _pseudo_fs(Path(os.path.abspath(path))) or _pseudo_fs(target):
         try:
             with open(path, "wb") as handle:
                 handle.write(data)
@@ -308,13 +320,13 @@ def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
         return
     tmp_name: str | None = None
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp_name, new_file_mode(path))
-        os.replace(tmp_name, path)
+        os.chmod(tmp_name, new_file_mode(target))
+        os.replace(tmp_name, target)
         tmp_name = None
     except OSError as exc:
         raise InputError(f"{flag} {path}: cannot write: {_describe_os_error(exc)}") from None
