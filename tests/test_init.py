@@ -70,6 +70,14 @@ def test_interactive_answers_are_asked_in_order(tmp_path: Path) -> None:
     assert wf.residency == "us" and wf.budget is not None and wf.budget.max_monthly == 12000
 
 
+def test_stdin_that_ends_before_the_last_question_is_exit_2_with_nothing_written(tmp_path: Path) -> None:
+    """QA: a piped stdin that ran out mid-interview was click's "Aborted!", exit 1 (the infeasible code)."""
+    code, err, out = _init(tmp_path, "--interactive", "--preset", "chat", stdin=f"{MODEL}\n5\n")
+    assert code == 2 and not out.exists()
+    assert err.splitlines()[-1].endswith("error: init: stdin ended before every question was answered (give the "
+                                         "answers as flags, or --non-interactive)")
+
+
 def test_a_budget_that_is_not_a_number_is_asked_again(tmp_path: Path) -> None:
     """QA: `abc` as the budget was an internal error (exit 70); now the prompt says why and asks again."""
     stdin = "\n".join([MODEL, "", "", "", "", "", "", "", "", "abc", "-5", "nan", "1_000", "900"]) + "\n"

@@ -122,27 +122,36 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
     check_output_path(output)  # a directory, a missing or unwritable folder: the input boundary's messages
     p = presets()[preset]
     ask = sys.stdin.isatty() if interactive is None else interactive
-    if ask:
-        click.echo(f"gpuopt init — {p['summary']} (press Enter to keep the [default])", err=True)
-        model = model or click.prompt("Model to serve (registry id)", err=True)
-        load_key = next(iter(p["load"]))
-        if requests_per_second is None and concurrency is None:
-            if load_key == "concurrency":
-                concurrency = int(_ask("Concurrent requests", p["load"][load_key], whole=True))
-            else:
-                requests_per_second = _ask("Requests per second", p["load"][load_key])
-        max_model_len = max_model_len or int(_ask("Context length (tokens)", p["max_model_len"]["value"], whole=True))
-        input_tokens = input_tokens or int(_ask("Mean prompt tokens", p["input_tokens"]["value"], whole=True))
-        output_tokens = output_tokens or int(_ask("Mean output tokens", p["output_tokens"]["value"], whole=True))
-        ttft_ms = ttft_ms or _ask("Time-to-first-token target (ms)", p["ttft_ms"]["value"])
-        tpot_ms = tpot_ms or _ask("Time-per-output-token target (ms)", p["tpot_ms"]["value"])
-        quality = quality or click.prompt("Quality sensitivity", type=click.Choice(["high", "medium", "low"]),
-                                          default="high" if "int4" not in p["precisions"]["value"] else "low",
-                                          err=True)
-        residency = residency or click.prompt("Where may the data live", default="global", err=True)
-        if budget_monthly is None:
-            budget_monthly = click.prompt("Monthly budget (blank: none)", default="", show_default=False, err=True,
-                                          value_proc=_budget_answer)
+    try:
+        if ask:
+            click.echo(f"gpuopt init — {p['summary']} (press Enter to keep the [default])", err=True)
+            model = model or click.prompt("Model to serve (registry id)", err=True)
+            load_key = next(iter(p["load"]))
+            if requests_per_second is None and concurrency is None:
+                if load_key == "concurrency":
+                    concurrency = int(_ask("Concurrent requests", p["load"][load_key], whole=True))
+                else:
+                    requests_per_second = _ask("Requests per second", p["load"][load_key])
+            max_model_len = max_model_len or int(_ask("Context length (tokens)", p["max_model_len"]["value"],
+                                                      whole=True))
+            input_tokens = input_tokens or int(_ask("Mean prompt tokens", p["input_tokens"]["value"], whole=True))
+            output_tokens = output_tokens or int(_ask("Mean output tokens", p["output_tokens"]["value"], whole=True))
+            ttft_ms = ttft_ms or _ask("Time-to-first-token target (ms)", p["ttft_ms"]["value"])
+            tpot_ms = tpot_ms or _ask("Time-per-output-token target (ms)", p["tpot_ms"]["value"])
+            quality = quality or click.prompt("Quality sensitivity", type=click.Choice(["high", "medium", "low"]),
+                                              default="high" if "int4" not in p["precisions"]["value"] else "low",
+                                              err=True)
+            residency = residency or click.prompt("Where may the data live", default="global", err=True)
+            if budget_monthly is None:
+                budget_monthly = click.prompt("Monthly budget (blank: none)", default="", show_default=False, err=True,
+                                              value_proc=_budget_answer)
+    except click.exceptions.Abort:
+        # EOF on a piped stdin ends click's prompt with Abort ("Aborted!", exit 1: the infeasible code); on a
+        # terminal it is Ctrl-C or Ctrl-D, which stay click's
+        if sys.stdin.isatty():
+            raise
+        raise InputError("init: stdin ended before every question was answered (give the answers as flags, "
+                         "or --non-interactive)") from None
     if not model:
         raise InputError("--model is required with --non-interactive (or when stdin is not a terminal)")
     if requests_per_second is not None and concurrency is not None:
