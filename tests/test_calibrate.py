@@ -268,6 +268,74 @@ def test_bad_files_are_exit_2_naming_the_file(tmp_path: Path, name: str, content
     assert result.exit_code == 2 and f"{path}: " in result.stderr and needle in result.stderr
 
 
+LOG = ("INFO vLLM API server version 0.19.0\nINFO non-default args: {ARGS}\n"
+       "INFO Available KV cache memory: 55.0 GiB\nINFO GPU KV cache size: 450,000 tokens\n")
+
+
+@pytest.mark.parametrize(("args", "problem"), [
+    ("{'model': 'meta-llama/Llama-3.1-8B-Instruct', 'tensor_parallel_size': 'abc'}",
+     "non-default args tensor_parallel_size: expected a positive integer, got 'abc'"),
+    ("{'model': 123}", "non-default args model: expected a name, got 123"),
+    ("{'model': ['a']}", "non-default args model: expected a name, got ['a']"),
+    ("{'model': 'm', 'gpu_memory_utilization': '0.9'}",
+     "non-default args gpu_memory_utilization: expected a number in (0, 1], got '0.9'"),
+    ("{'model': 'm', 'enforce_eager': 1}", "non-default args enforce_eager: expected True or False, got 1"),
+])
+def test_a_log_argument_of_the_wrong_type_is_one_line_naming_it(tmp_path: Path, args: str, problem: str) -> None:
+    """QA: a log's non-default args were used untyped ('tensor_parallel_size': 'abc' -> TypeError, exit 70)."""
+    path = tmp_path / "l.log"
+    path.write_text(LOG.replace("{ARGS}", args))
+    result = CliRunner().invoke(cli, ["calibrate", str(path), "--gpu", "H100-SXM-80GB"])
+    assert result.exit_code == 2 and result.stderr == f"error: {path}: {problem}\n"
+
+
+@pytest.mark.parametrize(("log", "problem"), [
+    (LOG.replace("0.19.0", "99.0").replace("{ARGS}", "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}"),
+     "vLLM 99.0 is newer than the newest modelled release 0.34: its defaults are not modelled, so this run "
+     "cannot be replayed"),
+    (LOG.replace("{ARGS}", "{'model': 'meta-llama/Llama-3.1-8B-Instruct', 'kv_cache_dtype': 'nvfp4'}"),
+     "non-default args kv_cache_dtype 'nvfp4' is not modelled (auto and the fp8 formats are): this run cannot "
+     "be replayed"),
+])
+def test_a_log_of_what_gpuopt_does_not_model_is_refused(tmp_path: Path, log: str, problem: str) -> None:
+    """QA: a 99.0 log was fitted with 0.34's defaults, an nvfp4 cache as a 2-byte one, both silently."""
+    path = tmp_path / "l.log"
+    path.write_text(log)
+    result = CliRunner().invoke(cli, ["calibrate", str(path), "--gpu", "H100-SXM-80GB"])
+    assert result.exit_code == 2 and result.stderr == f"error: {path}: {problem}\n"
+
+
+@pytest.mark.parametrize(("sidecar", "problem"), [
+    ("model: 123\n", "model: expected a string, got 123"),
+    ("gpu: [H100]\n", "gpu: expected a string, got ['H100']"),
+    ("vllm_version: 0.10\n", "vllm_version: expected a string, got 0.1 (quote it: YAML reads vllm_version: 0.1 "
+                             "as a number)"),
+])
+def test_a_sidecar_value_of_the_wrong_type_is_named_in_the_sidecar(tmp_path: Path, sidecar: str,
+                                                                  problem: str) -> None:
+    """QA: `model: 123` was exit 70; `vllm_version: 0.10` became release 0.1, blamed on --vllm-version."""
+    path = tmp_path / "l.log"
+    path.write_text(LOG.replace("{ARGS}", "{'model': 'meta-llama/Llama-3.1-8B-Instruct'}"))
+    (tmp_path / "l.log.yaml").write_text(sidecar)
+    result = CliRunner().invoke(cli, ["calibrate", str(path), "--gpu", "H100-SXM-80GB"])
+    assert result.exit_code == 2 and result.stderr == f"error: {tmp_path / 'l.log.yaml'}: {problem}\n"
+
+
+@pytest.mark.parametrize("value", ["+Inf", "NaN", "-3"])
+def test_a_metrics_series_that_is_not_finite_or_is_negative_is_refused(tmp_path: Path, value: str) -> None:
+    """QA: a +Inf TTFT sum reached a logarithm (exit 70); NaN dropped the TTFT silently; a negative prompt-token
+    sum was used."""
+    text = (EVIDENCE / "vllm_metrics_nvcr-25.09_qwen3-4b-fp8.txt").read_text()
+    edited, n = re.subn(r"^(vllm:time_to_first_token_seconds_sum\{[^}]*\}) \S+$", rf"\1 {value}", text,
+                        flags=re.M)
+    assert n == 1
+    path = tmp_path / "m.txt"
+    path.write_text(edited)
+    with pytest.raises(InputError, match=r"series vllm:time_to_first_token_seconds_sum is .*: vLLM's series are "
+                                         r"finite and never negative"):
+        read_evidence(path, ServerConfig(model="Qwen/Qwen3-4B", gpu="H100-SXM-80GB"))
+
+
 def test_unknown_configuration_is_exit_2_naming_what_is_missing() -> None:
     result = CliRunner().invoke(cli, ["calibrate", str(K8S[0]), str(K8S[1])])
     assert result.exit_code == 2 and "unknown gpu of this run" in result.stderr and K8S[0].name in result.stderr

@@ -227,3 +227,12 @@ def test_quantization_in_the_server_args_is_the_weight_format_a_plan_prints() ->
     assert wrong.exit_code == 2
     assert "error: --server-args --quantization awq: Qwen/Qwen2.5-32B-Instruct is not a quantized checkpoint" in \
         wrong.stderr
+
+
+def test_a_release_newer_than_modelled_is_refused_as_every_other_command_refuses_it():
+    """QA: simulate took --vllm-version 99.0 (and '') and simulated 0.34's defaults; fit, matrix and solve refuse."""
+    for version, why in (("99.0", "99.0 is newer than the newest modelled release"),
+                         ("", "'' is not a version like 0.19 or 0.11.0")):
+        result = run("--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H100-SXM-80GB", "--num-prompts", "5",
+                     "--vllm-version", version)
+        assert result.exit_code == 2 and result.stdout == "" and why in result.stderr

@@ -129,21 +129,15 @@ class VllmVersion(_StrParam):
     name = "X.Y"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from gpuopt.physics.vllm_profile import canonical_release, profiles
+        from gpuopt.physics.vllm_profile import canonical_release, profiles, release_problem
 
         text = str(value).strip()
-        known = [p.version for p in profiles()]
-        allowed = f"known releases: {', '.join(known)}"
+        allowed = f"known releases: {', '.join(p.version for p in profiles())}"
         parts = text.split(".")
         if not (1 < len(parts) <= 3 and all(p.isdigit() and len(p) <= 4 for p in parts)):
             self.fail(f"'{text}' is not a version like 0.19 or 0.11.0 ({allowed})", param, ctx)
-        wanted = tuple(int(p) for p in parts)
-        newest = tuple(int(p) for p in known[-1].split("."))
-        oldest = tuple(int(p) for p in known[0].split("."))
-        if wanted[:2] > newest[:2]:
-            self.fail(f"{text} is newer than the newest modelled release {known[-1]} ({allowed})", param, ctx)
-        if wanted < oldest:
-            self.fail(f"{text} is older than the oldest modelled release {known[0]} ({allowed})", param, ctx)
+        if (problem := release_problem(text)) is not None:
+            self.fail(f"{problem} ({allowed})", param, ctx)
         return canonical_release(text)  # "0.019" is the 0.19 it selects, in every output
 
 

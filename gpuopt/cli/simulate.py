@@ -25,6 +25,7 @@ from gpuopt.cli.options import (
     ASCII_INT,
     FINITE_FLOAT,
     MODEL_HELP,
+    VLLM_VERSION,
     VLLM_VERSION_HELP,
     SafePath,
     check_runs_on,
@@ -159,7 +160,7 @@ def _merge(name: str, explicit: T | None, from_args: T | None, problems: list[st
 @click.option("--max-num-batched-tokens", type=ASCII_INT, help="Scheduler limit (default: vLLM's for this GPU).")
 @click.option("--block-size", type=ASCII_INT, default=None,
               help="KV block size in tokens (default: the release's, 16; 64 from 0.34).")
-@click.option("--vllm-version", metavar="X.Y", help=VLLM_VERSION_HELP)
+@click.option("--vllm-version", type=VLLM_VERSION, help=VLLM_VERSION_HELP)
 @click.option("--interconnect", type=click.Choice(["nvlink", "pcie"]),
               help="Link between the GPUs of a replica (default: NVLink when the GPU has it).")
 @click.option("--server-args", default="", metavar="FLAGS", help="`vllm serve` flags of the deployment, quoted.")

@@ -24,6 +24,7 @@ from gpuopt.inputs.loader import parse_yaml, read_text
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.graph_flags import compilation_mode, cudagraph_mode
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
+from gpuopt.physics.vllm_profile import release_problem
 from gpuopt.vocabulary import MAX_TOKENS
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
@@ -133,8 +134,14 @@ def sidecar(path: Path) -> ServerConfig:
     unknown = sorted(set(data) - known)
     if unknown:
         raise InputError(f"{side}: unknown key {', '.join(unknown)} (known: {', '.join(sorted(known))})")
-    version = str(data["vllm_version"]) if data.get("vllm_version") else None
-    base = server_flags(str(data["server_args"]), f"{side}: server_args", version) if data.get("server_args") \
+    problems = [f"{side}: {key}: expected a string, got {data[key]!r}" + (
+                    f" (quote it: YAML reads {key}: {data[key]!r} as a number)" if key == "vllm_version" else "")
+                for key in ("model", "gpu", "vllm_version", "server_args")
+                if data.get(key) is not None and not isinstance(data[key], str)]
+    if problems:  # QA: `model: 123` was exit 70; `vllm_version: 0.10` became release 0.1, blamed on a flag
+        raise InputError(*problems)
+    version = data.get("vllm_version") or None
+    base = server_flags(data["server_args"], f"{side}: server_args", version) if data.get("server_args") \
         else ServerConfig()
     tp, pp = data.get("tensor_parallel", base.tensor_parallel), data.get("pipeline_parallel", base.pipeline_parallel)
     if not all(v is None or (isinstance(v, int) and not isinstance(v, bool) and v > 0) for v in (tp, pp)):
@@ -318,6 +325,39 @@ def non_default_args(text: str) -> dict[str, Any]:
     return {key: ast.literal_eval(value) for key, value in ARG_PAIR.findall(text)}
 
 
+LOG_ARG_KINDS: dict[str, str] = {
+    "model": "text", "model_tag": "text", "kv_cache_dtype": "text",
+    "tensor_parallel_size": "count", "pipeline_parallel_size": "count", "max_model_len": "count",
+    "max_num_seqs": "count", "max_num_batched_tokens": "count",
+    "gpu_memory_utilization": "fraction", "enable_prefix_caching": "flag", "enforce_eager": "flag",
+}
+"""The non-default arguments gpuopt reads from a log, by the type vLLM's own parser would have given them."""
+
+
+def _typed_args(path: Path, parsed: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of LOG_ARG_KINDS a log states, each of its type; a value of another type (a hand-edited or
+    foreign log) is one line naming the argument, exit 2 (QA: 'tensor_parallel_size': 'abc' was exit 70)."""
+    out: dict[str, Any] = {}
+    problems = []
+    for key, kind in LOG_ARG_KINDS.items():
+        value = parsed.get(key)
+        if value is None:
+            continue
+        ok = {"text": isinstance(value, str) and value.strip() != "",
+              "count": isinstance(value, int) and not isinstance(value, bool) and value > 0,
+              "fraction": isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= 1,
+              "flag": isinstance(value, bool)}[kind]
+        if not ok:
+            want = {"text": "a name", "count": "a positive integer", "fraction": "a number in (0, 1]",
+                    "flag": "True or False"}[kind]
+            problems.append(f"{path}: non-default args {key}: expected {want}, got {value!r}")
+        else:
+            out[key] = float(value) if kind == "fraction" else value
+    if problems:
+        raise InputError(*problems)
+    return out
+
+
 def _last(pattern: re.Pattern[str], text: str) -> str | None:
     found = None
     for m in pattern.finditer(text):
@@ -340,14 +380,19 @@ def read_log(path: Path, text: str) -> MemoryObservation:
         span = _compilation_config(args)
         logged = _logged_mode(COMPILATION_MODE_IN_LOG.search(span)) if span else None
         compile_mode = compilation_mode(logged) if logged else None
+        typed = _typed_args(path, parsed)
+        if (dtype := typed.get("kv_cache_dtype")) and modelled_kv_cache_dtype(dtype) is None:
+            # QA: 'nvfp4' was fitted as a 2-byte cache (473,856 tokens predicted of 1,800,000 logged)
+            raise InputError(f"{path}: non-default args kv_cache_dtype '{dtype}' is not modelled (auto and the fp8 "
+                             "formats are): this run cannot be replayed")
         config = ServerConfig(
-            model=parsed.get("model") or parsed.get("model_tag"), tensor_parallel=parsed.get("tensor_parallel_size"),
-            pipeline_parallel=parsed.get("pipeline_parallel_size"),
-            max_model_len=parsed.get("max_model_len"), max_num_seqs=parsed.get("max_num_seqs"),
-            max_num_batched_tokens=parsed.get("max_num_batched_tokens"),
-            gpu_memory_utilization=parsed.get("gpu_memory_utilization"),
-            kv_cache_dtype=modelled_kv_cache_dtype(str(dtype)) if (dtype := parsed.get("kv_cache_dtype")) else None,
-            enable_prefix_caching=parsed.get("enable_prefix_caching"), enforce_eager=parsed.get("enforce_eager"),
+            model=typed.get("model") or typed.get("model_tag"), tensor_parallel=typed.get("tensor_parallel_size"),
+            pipeline_parallel=typed.get("pipeline_parallel_size"),
+            max_model_len=typed.get("max_model_len"), max_num_seqs=typed.get("max_num_seqs"),
+            max_num_batched_tokens=typed.get("max_num_batched_tokens"),
+            gpu_memory_utilization=typed.get("gpu_memory_utilization"),
+            kv_cache_dtype=modelled_kv_cache_dtype(dtype) if (dtype := typed.get("kv_cache_dtype")) else None,
+            enable_prefix_caching=typed.get("enable_prefix_caching"), enforce_eager=typed.get("enforce_eager"),
             cudagraphs=GraphSettings(mode=mode, compilation_mode=compile_mode) if mode or compile_mode else None)
     version = _last(VERSION, text)
     weights = _last(LOG_PATTERNS["weights_gib"], text)
@@ -371,6 +416,11 @@ def read_metrics(path: Path, text: str) -> LatencyObservation:
         for family in text_string_to_metric_families(text):
             for s in family.samples:
                 if s.name.startswith("vllm:"):
+                    if not math.isfinite(s.value) or s.value < 0:
+                        # counters, histogram sums and gauges of vLLM are finite and never negative (QA: a
+                        # +Inf sum reached a logarithm, exit 70; NaN dropped the TTFT silently)
+                        raise InputError(f"{path}: series {s.name} is {s.value}: vLLM's series are finite "
+                                         "and never negative")
                     samples[s.name] = samples.get(s.name, 0.0) + s.value
                     model = model or s.labels.get("model_name")
     except ValueError as exc:
@@ -416,6 +466,8 @@ def read_evidence(path: Path, defaults: ServerConfig) -> Observation:
     # what the user says about this run wins over what the file claims: a bench file's model_id is often a
     # served alias, while a log's non-default args are vLLM's own and fill what the user left out
     config = sidecar(path).merged(defaults).merged(obs.config)
+    if config.vllm_version and (problem := release_problem(config.vllm_version)) is not None:
+        raise InputError(f"{path}: vLLM {problem}: its defaults are not modelled, so this run cannot be replayed")
     missing = config.missing()
     if missing:
         raise InputError(f"{path}: unknown {' and '.join(missing)} of this run: give --{' --'.join(missing)} or a "

@@ -277,6 +277,22 @@ def release_or_default(vllm_version: str | None) -> str:
     return vllm_version or default_release()
 
 
+def release_problem(version: str) -> str | None:
+    """Why a release is outside what gpuopt models (None: it is modelled, or lies between two modelled
+    releases and takes the older one's defaults): newer than the newest modelled minor release (its defaults
+    are unknown), or older than the oldest. What --vllm-version refuses, and what a calibration file's logged
+    release must pass (QA: a log of "99.0" was fitted with 0.34's defaults)."""
+    known = [p.version for p in profiles()]
+    wanted = release_key(version)
+    if not wanted:
+        return f"'{version}' is not a version like 0.19 or 0.11.0"
+    if wanted[:2] > release_key(known[-1])[:2]:
+        return f"{version} is newer than the newest modelled release {known[-1]}"
+    if wanted < release_key(known[0]):
+        return f"{version} is older than the oldest modelled release {known[0]}"
+    return None
+
+
 @cache  # pure in its argument (the profiles are read once); a bad version raises, which is never cached
 def get_profile(version: str | None) -> VllmProfile:
     """The newest profile whose version is <= the requested one (None: the default release)."""
