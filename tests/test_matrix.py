@@ -107,7 +107,8 @@ def test_formats_carry_the_same_cells() -> None:
     (["--precisions", "fp4"], "--precisions: unknown 'fp4'"),
     (["--context", "0"], "--context must be a positive finite number"),
     (["--requests-per-second", "nan"], "expected a finite number"),
-    (["--headroom", "1.5"], "--headroom must be in (0, 1]"),
+    (["--headroom", "1.5"], "--headroom must be in [0.01, 1]"),
+    (["--headroom", "1e-300"], "--headroom must be in [0.01, 1] (got 1e-300)"),  # QA: priced at 10^299 USD/h
     (["--gpus", "H1000"], "unknown GPU"),
 ])
 def test_bad_flags_are_exit_2(args: list[str], needle: str) -> None:

@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from gpuopt.cli.options import ASCII_INT, FINITE_FLOAT, GIVEN, VLLM_VERSION, VLLM_VERSION_HELP, output_option
+from gpuopt.cli.options import (
+    ASCII_INT,
+    FINITE_FLOAT,
+    GIVEN,
+    VLLM_VERSION,
+    VLLM_VERSION_HELP,
+    headroom_problems,
+    output_option,
+)
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 
@@ -68,8 +76,7 @@ def matrix(models: tuple[str, ...], gpus: tuple[str, ...], precisions: tuple[str
     if requests_per_second is not None and requests_per_second > MAX_REQUESTS_PER_SECOND:
         problems.append(f"--requests-per-second must be at most {MAX_REQUESTS_PER_SECOND:g}, as in a workload file "
                         f"(got {requests_per_second:g})")
-    if not (0 < headroom <= 1):
-        problems.append(f"--headroom must be in (0, 1] (got {headroom})")
+    problems += headroom_problems(headroom)
     if requests_per_second is not None and input_tokens + output_tokens > context:
         problems.append(f"--input-tokens + --output-tokens ({input_tokens + output_tokens}) exceed --context "
                         f"({context})")

@@ -234,8 +234,14 @@ def overlay_problems(overlays: tuple[Path, ...]) -> list[str]:
     return problems
 
 
+MIN_HEADROOM = 0.01
+"""Below 1 % a plan buys over 100 times the capacity its load needs: a slip, not a policy (QA: matrix priced
+1e-300 as 10^299 USD/h, and solve ran it into an unexplained infeasible program)."""
+
+
 def headroom_problems(headroom: float) -> list[str]:
-    return [] if 0 < headroom <= 1 else [f"--headroom must be in (0, 1] (got {headroom})"]
+    """--headroom of solve, plan and matrix: a share of each replica's capacity, in [MIN_HEADROOM, 1]."""
+    return [] if MIN_HEADROOM <= headroom <= 1 else [f"--headroom must be in [{MIN_HEADROOM:g}, 1] (got {headroom:g})"]
 
 
 def placement_problems(overlays: tuple[Path, ...], headroom: float) -> list[str]:
