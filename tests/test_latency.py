@@ -836,31 +836,41 @@ def test_a_request_step_without_bound_makes_the_point_unstable(monkeypatch):
 
 
 def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
-    """analytic_load.prompt_queue_s: M/D/1 on the budget share (steps of fixed length) or on the prefill's marginal
-    time (steps that stretch with their prompt tokens), whichever waits longer; in a closed loop of n clients at
+    """analytic_load.prompt_queue_s: M/D/1 on the budget share (steps of fixed length) or on the prefill's work
+    (steps that stretch with their prompt tokens), whichever waits longer; in a closed loop of n clients at
     the others' share of the load, (n - 1) / n."""
-    r = replica()
-    plain = latency.step_time_s(r, 10, 1150)
-    # a 3,000-token-like prompt: 0.2 s of steps, of which `plain` a decode step would have taken anyway
-    service, share, rate = 0.2, 0.05, 3.0
+    # a 3,000-token-like prompt: 0.2 s of steps, 0.15 s of GPU work beyond the decode steps it rides
+    service, share, rate, work = 0.2, 0.05, 3.0, 0.15
     budget = 0.2 * 0.05 / (2 * 0.95)  # 5.3 ms
-    marginal = 0.2 - plain
-    busy = rate * marginal
-    gpu = marginal * busy / (2 * (1 - busy))
+    busy = rate * work
+    gpu = work * busy / (2 * (1 - busy))
     assert gpu > budget
-    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, 1.0) == pytest.approx(gpu)
+    assert analytic_load.prompt_queue_s(rate, work, service, share, 1.0) == pytest.approx(gpu)
     # a closed loop of two clients: a prompt finds the other client's load only (half of it)
-    half = marginal * (busy / 2) / (2 * (1 - busy / 2))
-    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, 0.5) == pytest.approx(
+    half = work * (busy / 2) / (2 * (1 - busy / 2))
+    assert analytic_load.prompt_queue_s(rate, work, service, share, 0.5) == pytest.approx(
         max(half, 0.2 * 0.025 / (2 * 0.975)))
-    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, service, share, 0.0) == 0.0  # one client
-    # a prompt hidden under the decode step (marginal time ~0): the budget decides
-    hidden = plain * 1.001
-    assert analytic_load.prompt_queue_s(r, rate, 10, 1150, 1000, 8182, hidden, share, 1.0) == pytest.approx(
-        hidden * 0.05 / (2 * 0.95))
-    # two chunks replace two decode steps
-    two = analytic_load.prompt_queue_s(r, 1.0, 10, 1150, 3000, 2048, service, 0.0, 1.0)
-    assert two == pytest.approx((0.2 - 2 * plain) ** 2 / (2 * (1 - (0.2 - 2 * plain))))
+    assert analytic_load.prompt_queue_s(rate, work, service, share, 0.0) == 0.0  # one client
+    # a prompt hidden under the decode step (no work of its own): the budget decides
+    assert analytic_load.prompt_queue_s(rate, 0.0, service, share, 1.0) == pytest.approx(budget)
+    # past saturation the prefill's busy share is clamped, not negative
+    assert analytic_load.prompt_queue_s(10.0, work, service, 0.0, 1.0) == pytest.approx(
+        work * analytic_load.MAX_PREFILL_BUSY / (2 * (1 - analytic_load.MAX_PREFILL_BUSY)))
+
+
+def test_a_prompts_work_is_its_share_of_the_steps_that_carry_prompts():
+    """_StepMix.prompt_work_s = L (Q - P) / x1: the prompts of a step share what it costs over a decode step.
+    An MoE step reads the experts its tokens touch once for all of them, so at load a prompt's work is less
+    than alone (QA: gpt-oss-120b's 500-token prompts counted at 39 ms each kept the prefill "busy" 117 % at
+    30 requests/s and queued them 19.5 s; the simulator waited 0.1 s)."""
+    dense = analytic_load._StepMix(replica(), 1000, 200)
+    y = dense.y_at_rate(5.0)
+    q, plain, prompt = dense.steps(y)
+    assert dense.prompt_work_s(y) == pytest.approx(1000 * (prompt - plain) / dense.prompt_tokens(y))
+    moe = analytic_load._StepMix(replica("openai/gpt-oss-120b", precision="mxfp4", max_len=16384), 500, 2)
+    light, heavy = moe.y_at_rate(1.0), moe.y_at_rate(30.0)
+    assert moe.prompt_tokens(heavy) > 1.2 * 500  # several prompts a step at 30 requests/s
+    assert moe.prompt_work_s(heavy) < 0.8 * moe.prompt_work_s(light)
 
 
 @pytest.mark.parametrize("poisson", [True, False])

@@ -1,6 +1,7 @@
 """Capacity over a length mix, and latency at the planned load reported apart from the capacity."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -198,10 +199,21 @@ def test_a_concurrency_workloads_planned_clients_add_up_to_its_demand():
     assert planned == pytest.approx(64, abs=0.02)
 
 
-def test_a_mix_bin_no_rate_serves_makes_the_capacity_zero_and_the_plan_says_why(tmp_path):
+def test_a_mix_bin_no_rate_serves_makes_the_capacity_zero_and_the_plan_says_why(tmp_path, monkeypatch):
     """Review: Meta-Llama-3-8B (8,192 tokens of context) at 2,000/500 ShareGPT-shaped ended in a ZeroDivisionError
-    (exit 70): the mix's longest bin (past the KV cache of a small card) ran at no rate. Such a mix's capacity is
-    0 with the bin named -- a rejection -- and a plan says how many requests are past the model's context."""
+    (exit 70): the mix's longest bin ran at no rate. Such a mix's capacity is 0 with the bin named -- a
+    rejection -- and a plan says how many requests are past the model's context. (The bin was the T4's 5,629/82
+    at a TPOT target of 80 ms, where max_rate's closed form landed on 0; it finds 0.027 requests/s since
+    2026-12-04, so the bin is made dead here: a request the KV cache cannot hold at all serves no rate.)"""
+    from gpuopt.physics import analytic_load
+
+    real = analytic_load.max_rate
+
+    def none_for_the_longest(r, input_tokens, output_tokens, *args, **kwargs):  # type: ignore[no-untyped-def]
+        point = real(r, input_tokens, output_tokens, *args, **kwargs)
+        return replace(point, requests_per_second=0.0) if input_tokens > 5000 else point
+
+    monkeypatch.setattr(analytic_load, "max_rate", none_for_the_longest)
     from gpuopt.hardware import get_gpu
     from gpuopt.inputs.workload import load_workload
     from gpuopt.physics import latency

@@ -410,7 +410,8 @@ def test_moe_speed_path_is_the_kernel_vllm_picks_for_the_checkpoint():
     assert [latency.moe_kernel_path(g, "int4") for g in (h100, a100, t4)] == ["marlin_w4a16"] * 3
     assert [latency.moe_kernel_path(g, "fp16") for g in (h100, b200)] == ["triton_fused_moe"] * 2
     assert latency.moe_kernel_path(b200, "fp8") == "flashinfer_cutlass"
-    gptq8 = read_quantization({"quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": 128}})
+    gptq8 = read_quantization({"quantization_config": {"quant_method": "gptq", "bits": 8, "group_size": 128,
+                                                                  "desc_act": False, "sym": True}})
     assert gptq8 is not None and gptq8.weight_format == "int8"
     assert latency.moe_kernel_path(a100, "int8", checkpoint=gptq8) == "marlin_w8a16"
     assert latency.moe_kernel_path(a100, "int8") == "triton_fused_moe"  # the representative INT8 is W8A8
