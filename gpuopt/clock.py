@@ -20,11 +20,13 @@ def iso_date(text: str) -> bool:
 
 
 def today() -> dt.date:
-    """Today, or GPUOPT_TODAY (YYYY-MM-DD) for reproducible price-age warnings in reports and tests; a value that
-    is no date is refused (one reader, so the pricing layer's checks and the commands agree on the day)."""
+    """Today in UTC, or GPUOPT_TODAY (YYYY-MM-DD) for reproducible price-age warnings in reports and tests; a
+    value that is no date is refused (one reader, so the pricing layer's checks and the commands agree on the
+    day). UTC, not the local day: a plan made at the same instant in Kiritimati and in London dated itself a day
+    apart and aged its prices differently (QA); price dates and ECB rates are UTC days too."""
     forced = os.environ.get("GPUOPT_TODAY")
     if forced:
         if not iso_date(forced):
             raise InputError(f"GPUOPT_TODAY: '{forced}' is not a date YYYY-MM-DD")
         return dt.date.fromisoformat(forced)
-    return dt.date.today()
+    return dt.datetime.now(dt.UTC).date()

@@ -15,12 +15,12 @@ keeps the observations it was fitted on, its error before and after, and its lea
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from gpuopt import clock
 from gpuopt.hardware import GpuSpec
 from gpuopt.physics.vllm_profile import release_key
 
@@ -107,6 +107,6 @@ def scale(gpu: GpuSpec, decode_bandwidth: float = 1.0, prefill_compute: float = 
 
 
 def dump_profile(profile: Profile) -> str:
-    header = (f"# gpuopt calibration profile, written {dt.date.today().isoformat()} by `gpuopt calibrate`.\n"
+    header = (f"# gpuopt calibration profile, written {clock.today().isoformat()} by `gpuopt calibrate`.\n"
               "# Use it with --profile on fit, simulate, solve and plan.\n")
     return header + yaml.safe_dump(profile.model_dump(mode="json"), sort_keys=False)

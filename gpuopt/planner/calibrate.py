@@ -39,6 +39,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import NDArray
 
+from gpuopt import clock
 from gpuopt.errors import InputError
 from gpuopt.hardware import GpuSpec, get_gpu
 from gpuopt.inputs.evidence import LatencyObservation, MemoryObservation, Observation
@@ -595,7 +596,7 @@ def calibrate(observations: Sequence[Observation], today: dt.date | None = None)
             decode_bandwidth=fit(factors.decode_bandwidth, BANDWIDTH_METRICS, LatencyObservation) if fit_bw else None,
             prefill_compute=fit(factors.prefill_compute, ("mean_ttft_ms",), LatencyObservation) if fit_comp else None,
             memory_offset_gib=fit(factors.memory_offset_gib, ("kv_cache_gib",), MemoryObservation) if fit_mem else None,
-            fitted=(today or dt.date.today()).isoformat()))
+            fitted=(today or clock.today()).isoformat()))
         replays += predictor.replays
     return Calibration(Profile(entries=entries), comparisons, skipped, replays)
 

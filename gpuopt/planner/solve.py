@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from gpuopt import clock
 from gpuopt.errors import FieldError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.capacity import RENEWABLE, TERM_MONTHS, UNCOMMITTED
@@ -96,7 +97,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
     oldest = ""
     if solution.status == "optimal":
         chosen = [a.candidate.offering for a in solution.assignments]
-        stale, age_errors = staleness(chosen, opts.today or dt.date.today(), opts.max_price_age)
+        stale, age_errors = staleness(chosen, opts.today or clock.today(), opts.max_price_age)
         warnings += stale
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
         warnings += pin_notes(chosen, residency)
@@ -147,7 +148,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                    for w in wf.workloads],
         unit_economics=_unit_economics(wf, deployments),
         rejections=_rejections(all_candidates),
-        as_of_date=(opts.today or dt.date.today()).isoformat(),
+        as_of_date=(opts.today or clock.today()).isoformat(),
         explanation=explanation,
         warnings=warnings,
         solver=solution.solver,
