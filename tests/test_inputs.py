@@ -432,12 +432,21 @@ def test_control_characters_are_a_message(tmp_path):
     ('    name: "\\U00110000"', "an escape sequence names no Unicode character (above \\U0010FFFF)"),
     ('    name: "\\UFFFFFFFF"', "an escape sequence names no Unicode character (above \\U0010FFFF)"),
     ("    name: !!timestamp 2001-13-45", "'2001-13-45' is not a valid timestamp"),
-    ("    name: 2001-12-14t21:59:43.10-99:00", "'2001-12-14t21:59:43.10-99:00' is not a valid timestamp"),
+    ("    name: !!timestamp 2001-12-14t21:59:43.10-99:00",
+     "'2001-12-14t21:59:43.10-99:00' is not a valid timestamp"),
 ])
 def test_values_pyyaml_cannot_read_are_a_located_message(tmp_path, line, message):
     """PyYAML lets these escape as ValueError / OverflowError / AttributeError (found by benchmarks/fuzz.py)."""
     path = write(tmp_path, "schema_version: 1\nworkloads:\n  - model: x\n" + line + "\n")
     assert problems(load_workload, path) == (f"{path}:4: invalid YAML: {message}",)
+
+
+def test_a_date_like_scalar_is_the_string_it_looks_like_as_in_yaml_1_2(tmp_path):
+    """QA: YAML 1.1's implicit timestamps made `tags: {when: 2026-01-01}` a date, refused as "expected a valid
+    string, got date datetime.date(2026, 1, 1)"; the core schema has no timestamps."""
+    text = WORKLOAD.replace("requests_per_second: 2", "requests_per_second: 2\n    tags: {when: 2026-01-01}")
+    wf = load_workload(write(tmp_path, text))
+    assert wf.workloads[0].tags == {"when": "2026-01-01"}
 
 
 def test_counts_above_the_sanity_ceilings_are_refused(tmp_path):

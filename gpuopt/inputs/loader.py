@@ -160,12 +160,16 @@ class _StrictLoader(yaml.SafeLoader):
 # `1:30.5` as 90.5 and `3:20` as 200 (base 60), `yes`/`no`/`on`/`off` as booleans, and `1e3` as a string (it
 # wants a dot before the exponent) -- a file planned for 64 input tokens where it says 100, silently. Under the
 # core schema those are 100, the strings "1:30.5" and "3:20" (refused where a number goes), the strings "yes"
-# and "on", and 1000.0; `0o17` and `0x1F` are octal and hexadecimal as YAML 1.2 writes them.
+# and "on", and 1000.0; `0o17` and `0x1F` are octal and hexadecimal as YAML 1.2 writes them. The core schema has
+# no timestamps either: `tags: {when: 2026-01-01}` is the string it looks like (1.1 made it a date, refused as
+# "expected a valid string, got date datetime.date(2026, 1, 1)", and a profile's unquoted `fitted:` likewise);
+# an explicit `!!timestamp` still reads one.
 _CORE_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _CORE_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
 _CORE_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
                          r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
-_YAML11_TAGS = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+_YAML11_TAGS = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float",
+                "tag:yaml.org,2002:timestamp")
 _StrictLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in _YAML11_TAGS]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
