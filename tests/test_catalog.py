@@ -282,6 +282,13 @@ def test_a_discount_is_an_ascii_decimal(discount):
     assert result.exit_code == 2 and f"--discount '{discount}': expected PROVIDER=FRACTION" in result.output
 
 
+def test_a_discount_given_twice_for_one_provider_is_refused():
+    """QA: `--discount aws=0.1 --discount aws=0.2` applied 20 % silently, where two rates for one FX pair are
+    refused."""
+    result = run("catalog", "list", "--provider", "aws", "--discount", "aws=0.1", "--discount", " aws=0.2")
+    assert result.exit_code == 2 and result.stderr == "error: --discount aws: given twice (0.1 and 0.2); give one\n"
+
+
 def test_an_overlay_count_is_an_ascii_whole_number(tmp_path):
     """Review: `gpu_count=٨` and `vcpus=1_92` were valid (8 GPUs listed), where prices were already refused so."""
     path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency,gpu,gpu_count,vcpus\n"

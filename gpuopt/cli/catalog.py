@@ -50,9 +50,13 @@ def parse_discounts(items: tuple[str, ...]) -> dict[str, float]:
             fraction = parse_decimal(value)  # ASCII decimals, as every price (float() read `.0_5` and `٠.٥`)
             if fraction is None:
                 raise ValueError(value)
-            out[provider.strip()] = fraction
         except ValueError:
             problems.append(f"--discount '{item}': expected PROVIDER=FRACTION, e.g. aws=0.1")
+            continue
+        name = provider.strip()
+        if name in out:  # as --fx-rate refuses two rates for one pair (QA: the last one won silently)
+            problems.append(f"--discount {name}: given twice ({out[name]:g} and {fraction:g}); give one")
+        out[name] = fraction
     if problems:
         raise InputError(*problems)
     return out
