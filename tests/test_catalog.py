@@ -282,6 +282,18 @@ def test_a_discount_is_an_ascii_decimal(discount):
     assert result.exit_code == 2 and f"--discount '{discount}': expected PROVIDER=FRACTION" in result.output
 
 
+def test_an_overlay_price_dated_after_today_is_refused(tmp_path):
+    """QA: an overlay dated 2099 passed `catalog validate` and `solve` ("oldest chosen price 2099-01-01"), where
+    `catalog refresh --as-of` refuses a date after today. conftest pins today to 2026-11-29."""
+    path = _overlay(tmp_path, "provider,sku,region,price_kind,price_per_hour,currency,as_of\n"
+                              "aws,p5.4xlarge,us-east-1,on-demand,5.0,USD,2026-11-30\n"
+                              "aws,p5.4xlarge,us-east-2,on-demand,5.0,USD,2026-11-29\n")
+    result = run("catalog", "validate", "--overlay", str(path))
+    assert result.exit_code == 2 and result.stderr == (
+        f"error: {path}: row 2: column 'as_of': 2026-11-30 is after today (2026-11-29); a price is dated when it "
+        "was quoted\n")
+
+
 def test_a_discount_given_twice_for_one_provider_is_refused():
     """QA: `--discount aws=0.1 --discount aws=0.2` applied 20 % silently, where two rates for one FX pair are
     refused."""

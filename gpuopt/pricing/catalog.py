@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
 
+from gpuopt import clock
 from gpuopt.datafiles import data_text
 from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
@@ -244,8 +245,14 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, provid
         problems.append(f"{where}: column 'countries': unknown country code(s) {', '.join(unknown_countries)} "
                         f"(known: {', '.join(sorted(countries()))})")
     as_of = v.get("as_of", "")
-    if as_of and not (as_of.startswith("unknown") or _calendar_date(as_of)):
+    day = _calendar_date(as_of) if as_of and not as_of.startswith("unknown") else None
+    if as_of and not (as_of.startswith("unknown") or day):
         problems.append(f"{where}: column 'as_of': expected a date YYYY-MM-DD ('{as_of}')")
+    elif overlay and day is not None and day > clock.today():
+        # a quote is dated when it was given, as `catalog refresh --as-of` requires (QA: an overlay dated 2099
+        # passed validate and solve, "oldest chosen price 2099-01-01")
+        problems.append(f"{where}: column 'as_of': {as_of} is after today ({clock.today().isoformat()}); a price is "
+                        "dated when it was quoted")
     return problems
 
 
