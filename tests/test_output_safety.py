@@ -414,3 +414,30 @@ def test_dash_o_naming_an_input_is_refused_and_the_input_kept(tmp_path, saved_pl
     # a new file, or one that is not an input, is written as before
     assert run("report", plan, "--format", "markdown", "-o", tmp_path / "r.md").exit_code == 0
     assert (tmp_path / "r.md").read_text().startswith("# gpuopt plan")
+
+
+def test_dash_o_naming_a_file_the_command_read_through_its_inputs_is_refused(tmp_path, monkeypatch):
+    """QA: `-o` was checked against the command's own path arguments only: `solve w.yaml -o cfg.json` replaced
+    the workload's model config.json, `simulate --lengths-file l.csv --save-result l.csv` its lengths and
+    GPUOPT_PROFILE=p.yaml with `-o p.yaml` the profile. Every file a command reads is noted
+    (gpuopt/files_read.py), and the writer refuses them, leaving them byte for byte."""
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps(LLAMA_8B_CONFIG))
+    workload = tmp_path / "w.yaml"
+    workload.write_text("schema_version: 1\nproviders: [runpod]\nworkloads:\n  - name: a\n"
+                        "    model: {config: cfg.json, name: meta-llama/Llama-3.1-8B-Instruct}\n"
+                        "    requests_per_second: 1\n    input_tokens: 500\n    output_tokens: 100\n"
+                        "    max_model_len: 4096\n")
+    lengths = tmp_path / "l.csv"
+    lengths.write_text("input_tokens,output_tokens,share\n100,50,1\n")
+    kept = {p: p.read_bytes() for p in (config, lengths)}
+    for args, target in ((("solve", workload, "--format", "json", "-o", config), config),
+                         (("simulate", "--model", "Qwen/Qwen3-4B", "--gpu", "H100-SXM-80GB", "--lengths-file", lengths,
+                           "--num-prompts", "10", "--save-result", lengths), lengths)):
+        result = run(*args)
+        assert result.exit_code == 2, result.output
+        flag = "--save-result" if "--save-result" in args else "-o"
+        assert result.stderr.splitlines()[-1] == (
+            f"error: {flag} {target}: is {target}, a file this command read; writing the result there would replace "
+            "it: name another file")
+    assert {p: p.read_bytes() for p in kept} == kept

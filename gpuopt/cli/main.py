@@ -168,6 +168,9 @@ class GpuoptGroup(click.Group):
               help=f"Show the traceback of an internal error (also {DEBUG_ENV}=1).")
 def cli(debug: bool) -> None:
     """Size, price and plan GPUs for LLM inference on vLLM."""
+    from gpuopt.files_read import forget
+
+    forget()  # what "this command read" means: one invocation's reads (tests run many in one process)
 
 
 def main() -> None:

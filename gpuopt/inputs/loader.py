@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from gpuopt.errors import ConfigError, InputError
+from gpuopt.files_read import note_read, read_as
 
 MAX_YAML_DEPTH = 64
 """Deepest nesting of mappings/sequences a gpuopt file may have. Real files use 4 levels; PyYAML's composer
@@ -79,6 +80,7 @@ def read_text(path: Path, what: str = "file") -> str:
     check_input_file(path, what)
     try:
         raw = path.read_bytes()
+        note_read(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what}: {_describe_os_error(exc)}") from None
     if b"\x00" in raw[:_SNIFF_BYTES]:
@@ -310,6 +312,9 @@ def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
     FIFOs are written in place (renaming over /dev/full would replace the device). A failure (disk full,
     permission) is an InputError naming the path; the target is left as it was."""
     data = text.encode("utf-8")
+    if (source := read_as(path)) is not None:
+        raise InputError(f"{flag} {path}: is {source}, a file this command read; writing the result there would "
+                         "replace it: name another file")
     # a symlink is written through, its target replaced and the link kept (QA: the link itself was replaced,
     # and `-o /dev/stdout` with stdout redirected to a file replaced /dev/stdout); a path in /dev, /proc or /sys,
     # or that resolves there, is written in place like a device

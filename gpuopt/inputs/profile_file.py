@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from gpuopt.clock import iso_date
 from gpuopt.errors import InputError, UnknownNameError
+from gpuopt.files_read import note_read
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.loader import parse_yaml
 from gpuopt.physics.profile import PROFILE_KIND, SPEC_FACTOR_RANGE, Profile, memory_offset_possible
@@ -66,6 +67,7 @@ def load_profile(path: Path, source: str = "--profile") -> Profile:
     the GPUOPT_PROFILE variable or default location a command fell back on), so the user knows what to fix."""
     try:
         text = path.read_text(encoding="utf-8")
+        note_read(path)
     except FileNotFoundError:
         raise InputError(f"{source} {path}: file not found") from None
     except (IsADirectoryError, UnicodeDecodeError):

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuopt.datafiles import data_csv
 from gpuopt.errors import ConfigError, UnknownNameError
+from gpuopt.files_read import note_read
 from gpuopt.physics.quantization import Quantization, read_quantization
 from gpuopt.physics.vision import vision_params
 from gpuopt.vocabulary import AttentionKind, LayerKind
@@ -694,6 +695,7 @@ def read_json_object(path: Path, what: str = "a config.json") -> dict[str, Any]:
     not; `what` names the file in the messages."""
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
+        note_read(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except IsADirectoryError:

@@ -22,6 +22,7 @@ from gpuopt import clock
 from gpuopt.datafiles import data_text
 from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
+from gpuopt.files_read import note_read
 from gpuopt.hardware import gpu_table
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.columns import (
@@ -323,6 +324,7 @@ def read_text_file(path: Path) -> str:
     directory, unreadable, binary)."""
     try:
         text = path.read_text(encoding="utf-8")
+        note_read(path)
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
