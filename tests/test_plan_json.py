@@ -371,3 +371,38 @@ def test_instance_lines_and_the_budget_agree_with_the_deployments(saved, tmp_pat
     result = run("report", hidden)
     assert result.exit_code == 2 and "not a valid gpuopt plan: budget.over: False with a margin of -" in result.stderr
 
+
+
+@pytest.mark.parametrize(("field", "value", "problem"), [
+    ("gpus_per_replica", 7, "gpus_per_replica: 7, where tensor_parallel x pipeline_parallel is"),
+    ("tensor_parallel", 3, "gpus_per_replica: "),
+    ("replicas", 10_000, "replicas: 10000 of "),
+    ("vllm_command", "vllm serve x --tensor-parallel-size 8", "vllm_command: --tensor-parallel-size 8, where the "
+                                                              "deployment's is"),
+    ("vllm_command", "vllm serve x --tensor-parallel-size 1\n--max-num-seqs 9", "vllm_command: not the one `vllm "
+                                                                               "serve` line"),
+    ("provider", "azure", "provider: unknown provider 'azure' (known: alibaba, aws,"),
+])
+def test_a_deployment_whose_shape_contradicts_itself_is_refused(saved, tmp_path, field, value, problem):
+    """QA: an edited `gpus_per_replica: 7` deployed as a Ray LeaderWorkerSet of 3 GPUs a pod running
+    --tensor-parallel-size 2; `replicas: 10` on one 4-GPU machine at the same cost; a command's
+    --tensor-parallel-size 8 beside `tensor_parallel: 2`, emitted as is; a line break that dropped its last
+    flags. deploy and report refuse such a file."""
+    plan = json.loads(saved["solve"].read_text())
+    d = plan["deployments"][0]
+    if field == "vllm_command" and "--tensor-parallel-size 1" in value:
+        value = value.replace("1", str(d["tensor_parallel"]), 1)
+    d[field] = value
+    bad = _write(tmp_path, "bad.json", json.dumps(plan))
+    for command in (["report", bad], ["deploy", bad, "--target", "skypilot", "-o", tmp_path / "out"]):
+        result = run(*command)
+        assert (result.exit_code, result.stdout) == (2, ""), command
+        assert f"not a valid gpuopt plan: deployments.0: {problem}" in result.stderr \
+            or f"not a valid gpuopt plan: deployments.0.{problem}" in result.stderr, result.stderr
+
+
+def test_a_headroom_outside_its_range_is_refused(saved, tmp_path):
+    """QA: `headroom: -5` was read, and the report said "planned for at most -500% of the load"."""
+    result = run("report", _edited(saved["solve"], tmp_path, ("headroom",), -5))
+    assert result.exit_code == 2 and "not a valid gpuopt plan: headroom: Input should be greater than 0" in \
+        result.stderr

@@ -23,7 +23,7 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from gpuopt.clock import iso_date
-from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, RejectionKind
+from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, PROVIDERS, RejectionKind
 
 
 def _known_price_kind(value: str) -> str:
@@ -33,6 +33,17 @@ def _known_price_kind(value: str) -> str:
 
 
 KnownPriceKind = Annotated[str, AfterValidator(_known_price_kind)]
+
+
+def _known_provider(value: str) -> str:
+    if value not in PROVIDERS:
+        raise ValueError(f"unknown provider '{value}' (known: {', '.join(PROVIDERS)})")
+    return value
+
+
+KnownProvider = Annotated[str, AfterValidator(_known_provider)]
+"""A provider in a plan file (QA: an edited `azure` was deployed with SkyPilot's region `mars-1`): every
+offering a plan is built from is a catalog row, whose provider is one of these."""
 """A price kind in a plan file: typed as str where plans are built from catalog rows, checked where a plan is read
 back (a hand-edited `reserved-1yy` fell out of every FOCUS charge category and dropped 41 % of the bill)."""
 
@@ -154,7 +165,7 @@ class GpuMemory(Frozen):
 class Deployment(Frozen):
     workload: str
     model: str
-    provider: str
+    provider: KnownProvider
     service: str
     sku: str
     region: str
@@ -198,6 +209,34 @@ class Deployment(Frozen):
     # Deploy targets pin the machine there (SkyPilot's RunPod regions are these codes)
     pinned_countries: list[str] | None = None
 
+    @model_validator(mode="after")
+    def _shape_holds_together(self) -> Deployment:
+        """The shape deploy launches is the one the plan priced (QA: an edited `gpus_per_replica: 7` became a Ray
+        LeaderWorkerSet of 3 GPUs a pod running --tensor-parallel-size 2; `replicas: 10` ran on one 4-GPU
+        machine at the same cost; a line break in the command dropped its last flags): TP x PP GPUs a
+        replica, the replicas within the machines paid for, and a command of the plan's own shape (one
+        `vllm serve` line on one node, its --tensor-parallel-size and --pipeline-parallel-size the fields')."""
+        problems = []
+        if self.tensor_parallel * self.pipeline_parallel != self.gpus_per_replica:
+            problems.append(f"gpus_per_replica: {self.gpus_per_replica}, where tensor_parallel x pipeline_parallel "
+                            f"is {self.tensor_parallel * self.pipeline_parallel}")
+        if self.replicas * self.gpus_per_replica > self.instances * self.gpus_per_instance + 1e-6:
+            problems.append(f"replicas: {self.replicas} of {self.gpus_per_replica} GPUs, on {self.instances:g} "
+                            f"instance(s) of {self.gpus_per_instance} GPUs")
+        command = self.vllm_command
+        one_node = self.gpus_per_replica <= self.gpus_per_instance
+        if one_node and ("\n" in command or "\r" in command or not command.startswith("vllm serve ")):
+            problems.append("vllm_command: not the one `vllm serve` line of a replica on one node")
+        for flag, value in (("--tensor-parallel-size", self.tensor_parallel),
+                            ("--pipeline-parallel-size", self.pipeline_parallel)):
+            found = {int(n) for n in re.findall(rf"{flag} (\d+)", command)}
+            if found - {value} or (value > 1 and not found):
+                problems.append(f"vllm_command: {flag} {', '.join(map(str, sorted(found))) or 'absent'}, where "
+                                f"the deployment's is {value}")
+        if problems:
+            raise ValueError("; ".join(problems) + ": the file contradicts itself (edited by hand?)")
+        return self
+
     @model_serializer(mode="wrap")
     def _without_unpinned(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """`pinned_countries` only where a residency needs it: other plans' JSON stays what releases before the
@@ -211,7 +250,7 @@ class Deployment(Frozen):
 class InstanceLine(Frozen):
     """Instances bought per offering (what the bill shows); several deployments may share them."""
 
-    provider: str
+    provider: KnownProvider
     service: str
     sku: str
     region: str
@@ -398,7 +437,7 @@ class Plan(Frozen):
     oldest_price_as_of: str = ""  # the oldest price the plan chose ("unknown" if one is undated)
     fx: FxText  # the rates used, each with its date
     fx_as_of: str
-    headroom: float
+    headroom: float = Field(gt=0, le=1)  # the share of each replica's capacity planned (QA: -5 read "-500 %")
     # numbers only: a plan read back from a file puts it in a pip pin and an image tag (deploy)
     vllm_version: str = Field(pattern=r"^\d+(\.\d+){1,3}$")
     workloads: list[WorkloadSummary]
