@@ -715,12 +715,15 @@ def test_deployments_sharing_a_machine_are_one_skypilot_cluster(shared_plan: Pat
     assert "machine 1: alpha replica 1 on GPU 0 port 8000, alpha replica 2 on GPU 1 port 8001, beta replica 1 on " \
            "GPU 2 port 8002" in text
     envs = task["envs"]
-    # the plan's one machine rents for 1.2346; GPUOPT_COST_PER_HOUR is what the plan's lines charge alpha and
-    # beta (rounded each, they sum to a cent-hundredth less), so every artifact's cost adds up to the plan's
+    # the plan's one machine rents for 1.2346; GPUOPT_COST_PER_HOUR is what the plan charges alpha and beta, from
+    # their monthly figures, which the plan apportions to the cent (rounded each, their hourly ones summed to
+    # 1.2345: a third figure, QA), so every artifact's cost adds up to the plan's
     plan = _plan(shared_plan)
-    charged = sum(d.cost_per_hour for d in plan.deployments)
+    month = sum(d.cost_per_month for d in plan.deployments)
+    assert month == plan.total_cost_per_month
     assert (envs["GPUOPT_MACHINES"], envs["GPUOPT_MACHINES_PRICE_PER_HOUR"]) == ("1", "1.2346 USD")
-    assert envs["GPUOPT_COST_PER_HOUR"] == f"{charged:.4f} USD" == "1.2345 USD"
+    assert envs["GPUOPT_COST_PER_HOUR"] == f"{month / 730:.4f} USD" == "1.2346 USD"
+    assert envs["GPUOPT_COST_PER_MONTH"] == f"{month:.2f} USD"
     numbered = [envs[f"GPUOPT_{n}_{key}"] for n in (1, 2) for key in ("WORKLOAD", "REPLICAS")]
     assert numbered == ["alpha", "2", "beta", "1"]
     plan = _plan(shared_plan)

@@ -373,3 +373,31 @@ def test_a_reservation_the_plan_chooses_says_what_it_owes_over_its_term(tmp_path
             "0.80395 USD/h x 26,280 h = 21,127.81 USD over the term (gpuopt plan schedules commitments by period)")
     assert note in plan["warnings"]
     assert f"warning: {note}" in run("solve", str(path)).stderr
+
+
+def test_deployments_sharing_a_machine_add_up_to_its_monthly_bill(tmp_path):
+    """QA: three workloads on one 3-GPU machine at 1.36986301/h were each 333.33 a month, 999.99 in all where the
+    machine bills 1,000.00 (1.36986301 x 730). The shares are apportioned to the cent: 333.34 + 333.33 + 333.33."""
+    overlay = tmp_path / "o.csv"
+    overlay.write_text("provider,service,sku,region,gpu,gpu_count,price_per_hour,currency,price_kind,source,as_of\n"
+                       "aws,ec2,trio,us-east-1,L40S-48GB,3,1.36986301,USD,on-demand,quote,2026-11-28\n")
+    rows = "".join(f"  - {{name: {n}, model: {m}, requests_per_second: 1, input_tokens: 500, output_tokens: 200, "
+                   "max_model_len: 4096, slo: {ttft_ms: 3000, tpot_ms: 80}}\n"
+                   for n, m in (("a", "meta-llama/Llama-3.1-8B-Instruct"), ("b", "Qwen/Qwen2.5-7B-Instruct"),
+                                ("c", "Qwen/Qwen2.5-Coder-7B-Instruct")))
+    path = tmp_path / "w.yaml"
+    path.write_text(f"schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\nworkloads:\n{rows}")
+    result = run("solve", str(path), "--catalog", str(overlay), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert [(d["sku"], d["cost_per_month"]) for d in plan["deployments"]] == [
+        ("trio", 333.34), ("trio", 333.33), ("trio", 333.33)]
+    assert plan["total_cost_per_month"] == 1000.0
+
+
+@pytest.mark.parametrize("amounts", [[333.333333] * 3, [0.1, 0.2, 0.3004, 7.77777], [1e-9, 2.5, 2.5], [5.0]])
+def test_split_exactly_keeps_the_total_and_each_share_within_a_unit(amounts):
+    from gpuopt.planner.solve import split_exactly
+    parts = split_exactly(amounts, 2)
+    assert round(sum(parts) * 100) == round(sum(amounts) * 100)
+    assert all(abs(p - a) < 0.01 + 1e-9 for p, a in zip(parts, amounts, strict=True))

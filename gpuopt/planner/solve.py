@@ -176,6 +176,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
     for a in solution.assignments:
         gpu_use[a.candidate.offering.key] += (a.candidate.gpus_per_replica or 0) * a.replicas
     out = []
+    exact: list[float] = []  # each deployment's cost per hour before rounding (_apportioned)
     lens = {wc.workload.name: wc for wc in per_workload}
     total_capacity: dict[str, float] = defaultdict(float)
     for a in solution.assignments:
@@ -190,6 +191,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
         share = (c.gpus_per_replica or 0) * a.replicas / gpu_use[o.key]
         n_inst = solution.instances[o.key]
         cost = (c.instance_price or 0.0) * n_inst * share
+        exact.append(cost)
         rank = mem.binding_rank
         # traffic is spread in proportion to capacity, so every deployment of a workload runs equally loaded
         load_share = c.workload.demand / max(total_capacity[c.workload.name], 1e-9)
@@ -236,7 +238,38 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
             at_planned_load=at_planned, capacity=at_capacity,
             pinned_countries=(residency.pinned_countries(o.region, o.countries, o.provider) or None
                               if residency is not None else None)))
-    return sorted(out, key=lambda d: (d.workload, d.provider, d.sku, d.region))
+    return sorted(_apportioned(out, exact), key=lambda d: (d.workload, d.provider, d.sku, d.region))
+
+
+def _apportioned(deployments: list[Deployment], exact: list[float]) -> list[Deployment]:
+    """Deployments sharing an offering's machines split its monthly cost so that their figures add up to the
+    machines': each its share at full precision, then to the cent by largest remainder (QA: three workloads on
+    one 3-GPU machine at 1.36986301/h were 333.33 a month each, 999.99 where the machine bills 1,000.00). The
+    hourly figures stay each rounded to 1/10,000 (a share moved by 0.0001/h is 7 cents a month, past what a
+    saved plan's month may differ from its hour x 730)."""
+    groups: dict[tuple[str, ...], list[int]] = defaultdict(list)
+    for i, d in enumerate(deployments):
+        groups[(d.provider, d.service, d.sku, d.region, d.price_kind)].append(i)
+    out = list(deployments)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        monthly = split_exactly([exact[i] * HOURS_PER_MONTH for i in members], 2)
+        for i, m in zip(members, monthly, strict=True):
+            out[i] = out[i].model_copy(update={"cost_per_month": m})
+    return out
+
+
+def split_exactly(amounts: list[float], digits: int) -> list[float]:
+    """`amounts` rounded to `digits` decimals so that they sum to their total rounded so (largest remainder; ties
+    to the earlier)."""
+    unit = 10 ** digits
+    scaled = [a * unit for a in amounts]
+    floors = [math.floor(x + 1e-9) for x in scaled]
+    short = round(sum(scaled)) - sum(floors)
+    for i in sorted(range(len(scaled)), key=lambda i: (floors[i] - scaled[i], i))[:max(short, 0)]:
+        floors[i] += 1
+    return [f / unit for f in floors]
 
 
 def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[UnitEconomics]:

@@ -19,7 +19,7 @@ from functools import cache
 from typing import Any
 
 from gpuopt.datafiles import data_csv
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan
+from gpuopt.planner.plan import Deployment, Plan
 from gpuopt.reports.deploy.common import (
     PUBLISH_CHECKPOINT,
     VLLM_PORT,
@@ -257,7 +257,9 @@ def _shared_env(plan: Plan, group: SharedMachines, pid: str) -> dict[str, str]:
            "GPUOPT_MACHINES": str(len(group.machines)),
            "GPUOPT_MACHINES_PRICE_PER_HOUR": f"{group.machines_price_per_hour():.4f} {plan.currency}",
            "GPUOPT_COST_PER_HOUR": f"{cost:.4f} {plan.currency}",
-           "GPUOPT_COST_PER_MONTH": f"{cost * HOURS_PER_MONTH:.2f} {plan.currency}"}
+           # the deployments' own monthly figures summed, as the plan's total is (the hourly sum x 730 read 999.95
+           # beside the plan's 1,000.00, QA)
+           "GPUOPT_COST_PER_MONTH": f"{sum(m.cost_per_month for m in group.deployments):.2f} {plan.currency}"}
     for i, member in enumerate(group.deployments):
         for key, value in trace_env(plan, member, pid).items():
             if key not in ("GPUOPT_PLAN_ID", "GPUOPT_OFFERING"):
