@@ -121,3 +121,34 @@ def test_a_priced_diff_states_both_plans_optimal(plans):
 def test_a_solve_plan_against_an_infeasible_capacity_plan_is_still_refused_as_two_kinds(plans):
     result = run("diff", plans["solve"], plans["capacity_inf"])
     assert result.exit_code == 2 and "compare plans of one kind" in result.stderr
+
+
+def test_a_line_whose_only_change_is_its_price_says_so(tmp_path):
+    """QA: cn-chat saved in USD at the shipped USD:CNY and again at 7.1 diffed as "+1,001.67 USD/month", both
+    lines `changed` with no detail: the schedule is the same, the CNY prices converted at another rate. The
+    details now say the unit price and the FX each plan used."""
+    example = Path(__file__).parent.parent / "examples" / "cn-chat-70b.yaml"
+    shipped, swung = tmp_path / "a.json", tmp_path / "b.json"
+    for out, extra in ((shipped, ()), (swung, ("--fx-rate", "USD:CNY=7.1"))):
+        assert run("solve", example, "--region", "cn", "--currency", "USD", "--format", "json", "-o", out,
+                   *extra).exit_code == 0
+    result = run("diff", swung, shipped, "--format", "json")
+    lines = json.loads(result.stdout)["lines"]
+    assert lines and all(x["change"] == "changed" for x in lines)
+    for x in lines:
+        price, fx = x["details"]
+        assert price.startswith("instance price ") and price.endswith(" USD/h")
+        old, new = (float(v) for v in price.removeprefix("instance price ").removesuffix(" USD/h").split(" -> "))
+        assert old * 7.1 == pytest.approx(new * 6.6529, rel=1e-4)  # one CNY price converted at each rate
+        assert fx == "FX 1 USD = 7.1 CNY (user override) -> 1 USD = 6.6529 CNY (2026-10-30)"
+
+
+def test_a_total_delta_of_unchanged_lines_is_said_to_be_rounding():
+    from gpuopt.reports.diff import DiffLine, PlanDiff, diff_markdown
+    line = DiffLine(workload="w", deployment="aws x (us-east-1, on-demand)", change="unchanged", monthly_before=1.0,
+                    monthly_after=1.03, delta=0.03, details=["+0.03 from rounding each plan's figures to the cent, "
+                                                             "not a change"])
+    d = PlanDiff(currency_before="USD", currency_after="CNY", total_monthly_before=1.0, total_monthly_after=1.03,
+                 total_delta=0.03, lines=[line], fx_note=None)
+    assert diff_markdown(d).splitlines()[0] == (
+        "### gpuopt plan diff: +0.03 CNY/month, every line unchanged: rounding, not a change")

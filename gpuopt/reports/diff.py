@@ -152,6 +152,25 @@ def _change(before: list[str], after: list[str], mb: float, ma: float) -> tuple[
     return ("changed" if abs(ma - mb) > 0.005 else "unchanged"), []
 
 
+def _price_details(before: list[Deployment], after: list[Deployment], factor: float, currency: str, fx_before: str,
+                   fx_after: str) -> list[str]:
+    """Why a line whose schedule is the same costs another amount: its unit price, in the new plan's currency,
+    and the FX rates each plan used where they differ (QA: a plan saved again at another USD:CNY read "+1,001.67
+    USD/month", changed, with no detail -- a currency swing taken for a cost change)."""
+    def prices(ds: list[Deployment], f: float) -> str:
+        return ", ".join(f"{p:,.4f}" for p in sorted({round(d.instance_price_per_hour * f, 4) for d in ds}))
+
+    out = []
+    old_price, new_price = prices(before, factor), prices(after, 1.0)
+    if old_price != new_price:
+        out.append(f"instance price {old_price} -> {new_price} {currency}/h")
+    if fx_before != fx_after:
+        out.append(f"FX {fx_before} -> {fx_after}")
+    if sum(d.instances for d in before) != sum(d.instances for d in after):
+        out.append(f"instances {sum(d.instances for d in before):g} -> {sum(d.instances for d in after):g}")
+    return out
+
+
 def _monthly(deployments: list[Deployment], factor: float) -> float:
     """A diff line's monthly figure: its deployments' monthly costs, converted, to the cent."""
     return plain(sum(d.cost_per_month for d in deployments) * factor, 2)
@@ -181,6 +200,8 @@ def diff_plans(old: Plan, new: Plan) -> PlanDiff:
             # one's converted cents differ (12,475.91 USD x 6.6529 = 83,000.98 against 83,001.00 CNY)
             change, details = "unchanged", [f"{ma - mb:+,.2f} from rounding each plan's figures to the cent, "
                                             "not a change"]
+        elif change == "changed" and not details:
+            details = _price_details(a, b, factor, new.currency, old.fx, new.fx)
         lines.append(DiffLine(workload=key[0], deployment=f"{key[1]} {key[2]} ({key[3]}, {key[4]})", change=change,
                               monthly_before=mb, monthly_after=ma, delta=plain(ma - mb, 2), details=details))
     # the sums of the printed lines (a plan's total_cost_per_month is its deployments' sum; converted, each
@@ -371,6 +392,14 @@ def _figure(total: float | None, currency: str) -> str:
     return "infeasible" if total is None else f"{total:,.2f} {currency}"
 
 
+def _rounding_only(d: PlanDiff) -> str:
+    """Said beside a non-zero total delta when every line is unchanged: the delta is the cents of each plan's
+    own rounding, converted (QA: the same plan saved in USD and CNY headed its diff "+0.03 CNY/month")."""
+    if d.total_delta and d.lines and all(x.change == "unchanged" for x in d.lines):
+        return ", every line unchanged: rounding, not a change"
+    return ""
+
+
 def _headline(d: PlanDiff) -> str:
     """The title of a diff without a delta: which plan has no cost."""
     which = [x.plan for x in d.infeasible]
@@ -410,7 +439,7 @@ def diff_markdown(d: PlanDiff) -> str:
         for heading, reasons in _infeasible_lines(d):
             out += [f"**{md(heading)}**", "", *(f"- {md(r)}" for r in reasons), ""]
         return "\n".join(out)
-    out = [f"### gpuopt plan diff: {d.total_delta:+,.2f} {c}/{per}", "",
+    out = [f"### gpuopt plan diff: {d.total_delta:+,.2f} {c}/{per}{_rounding_only(d)}", "",
            f"{_totals_label(d)}: {d.total_monthly_before:,.2f} -> {d.total_monthly_after:,.2f} {c} "
            f"({d.total_delta:+,.2f})", ""]
     if d.fx_note:
@@ -445,7 +474,7 @@ def diff_table(d: PlanDiff, width: int | None = None) -> str:
                 con.print(f"  {printable(reason)}")
         return buf.getvalue()
     table = Table(title=f"Plan diff: {d.total_monthly_before:,.2f} -> {d.total_monthly_after:,.2f} "
-                        f"{d.currency_after}/{per} ({d.total_delta:+,.2f})", title_justify="left")
+                        f"{d.currency_after}/{per} ({d.total_delta:+,.2f}){_rounding_only(d)}", title_justify="left")
     numbers = (f"before/{d.unit}", f"after/{d.unit}", "delta")
     for col in ("workload", "deployment", "change", *numbers, "details"):
         table.add_column(col, justify="right" if col in numbers else "left", overflow="fold")
