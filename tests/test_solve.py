@@ -401,3 +401,24 @@ def test_split_exactly_keeps_the_total_and_each_share_within_a_unit(amounts):
     parts = split_exactly(amounts, 2)
     assert round(sum(parts) * 100) == round(sum(amounts) * 100)
     assert all(abs(p - a) < 0.01 + 1e-9 for p, a in zip(parts, amounts, strict=True))
+
+
+def test_the_fx_rate_a_plan_converts_with_is_held_to_max_price_age(tmp_path):
+    """QA: a CNY plan on a USD quote from the day before passed --max-price-age 10, converted at a rate 35 days
+    old. The rate ages with the prices it converts (conftest: today 2026-11-29; the shipped ECB rate 2026-10-30,
+    30 days old); a rate given with --fx-rate has no date and is not aged."""
+    overlay = tmp_path / "o.csv"
+    overlay.write_text("provider,service,sku,region,gpu,gpu_count,price_per_hour,currency,price_kind,source,as_of\n"
+                       "aws,ec2,cheap,us-east-1,L40S-48GB,1,0.01,USD,on-demand,quote,2026-11-28\n")
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nresidency: us\ncurrency: CNY\nproviders: [aws]\nworkloads:\n"
+                    "  - {name: a, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 1, input_tokens: 500,"
+                    " output_tokens: 200, max_model_len: 4096}\n")
+    result = run("solve", str(path), "--catalog", str(overlay), "--max-price-age", "20")
+    assert result.exit_code == 2
+    assert ("error: FX rate 1 USD = 6.6529 CNY, which converts the chosen USD prices to CNY, is 30 days old (as_of "
+            "2026-10-30), older than --max-price-age 20; `gpuopt catalog refresh fx` or --fx-rate gives a current "
+            "one") in result.stderr.splitlines()
+    assert run("solve", str(path), "--catalog", str(overlay), "--max-price-age", "40").exit_code == 0
+    assert run("solve", str(path), "--catalog", str(overlay), "--max-price-age", "20", "--fx-rate",
+               "USD:CNY=7.1").exit_code == 0

@@ -73,7 +73,7 @@ from gpuopt.planner.program import Commitment, OfferingKey, dominant_shapes, opt
 from gpuopt.planner.simcapacity import with_simulated_capacity
 from gpuopt.planner.solve import explain_infeasible
 from gpuopt.pricing.catalog import Catalog, Offering
-from gpuopt.pricing.staleness import oldest_price_date, stale_commitments, staleness
+from gpuopt.pricing.staleness import fx_staleness, oldest_price_date, stale_commitments, staleness
 
 
 @dataclass(frozen=True)
@@ -654,6 +654,10 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
         warnings.append(f"the horizon starts in {cf.horizon.labels()[0]}, before the plan date {today}: past periods "
                         f"are planned and priced at today's prices (set horizon.start to the period you will buy in)")
     fx = solved.catalog.fx if solved.catalog is not None else None
+    if fx is not None:  # the rates that converted the chosen prices age with them (staleness.fx_staleness)
+        fx_stale, fx_errors = fx_staleness(fx, chosen, p.currency, day, opts.max_price_age)
+        warnings += fx_stale
+        age_errors += fx_errors
     return CapacityPlan(status="optimal", currency=p.currency, horizon=horizon, period=cf.horizon.period,
                         charge=cf.charge,
                         headroom=opts.headroom, periods=periods, total_cost=total, all_on_demand_cost=od,

@@ -52,7 +52,7 @@ from gpuopt.planner.serve_command import vllm_command
 from gpuopt.planner.simcapacity import with_estimated_capacity, with_simulated_capacity
 from gpuopt.pricing.catalog import Catalog, Offering
 from gpuopt.pricing.regions import Residency, region_info
-from gpuopt.pricing.staleness import oldest_price_date, staleness
+from gpuopt.pricing.staleness import fx_staleness, oldest_price_date, staleness
 from gpuopt.vocabulary import REJECTION_KINDS, RejectionKind
 
 
@@ -99,6 +99,10 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         chosen = [a.candidate.offering for a in solution.assignments]
         stale, age_errors = staleness(chosen, opts.today or clock.today(), opts.max_price_age)
         warnings += stale
+        fx_stale, fx_errors = fx_staleness(catalog.fx, chosen, currency, opts.today or clock.today(),
+                                           opts.max_price_age)
+        warnings += fx_stale
+        age_errors += fx_errors
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
         warnings += pin_notes(chosen, residency)
         warnings += commitment_notes(solution, currency)

@@ -14,6 +14,7 @@ import datetime as dt
 from collections.abc import Iterable
 
 from gpuopt.pricing.catalog import Offering
+from gpuopt.pricing.fx import FxTable
 
 STALE_AFTER_DAYS = 120
 COMMITMENT_STALE_AFTER_DAYS = 365
@@ -67,3 +68,28 @@ def stale_commitments(committed: Iterable[Offering], today: dt.date) -> list[tup
             when = "an undated source" if age is None else f"a source {age} days old (as_of {o.as_of})"
             out.append((o, f"commitment {_label(o)} is priced from {when}: re-quote it before committing"))
     return out
+
+
+def fx_staleness(fx: FxTable, offerings: Iterable[Offering], currency: str, today: dt.date,
+                 max_age_days: int | None) -> tuple[list[str], list[str]]:
+    """(warnings, errors) for the FX rates a plan converted its chosen prices with: a converted price is as old
+    as its rate, so the rate is held to the prices' rules (QA: a CNY plan on USD quotes from the day before
+    passed --max-price-age 10 on a rate 35 days old). A rate the user gave (--fx-rate) has no date to age."""
+    warnings: list[str] = []
+    errors: list[str] = []
+    pairs = sorted({(o.currency, currency) for o in offerings if o.currency and o.currency != currency})
+    for source, target in pairs:
+        if any({b, q} == {source, target} for b, q in fx.overrides):
+            continue
+        rate = next((r for r in fx.rates if {r.base, r.quote} == {source, target}), None)
+        if rate is None:
+            continue
+        age = (today - dt.date.fromisoformat(rate.as_of)).days
+        what = (f"FX rate 1 {rate.base} = {rate.rate} {rate.quote}, which converts the chosen {source} prices to "
+                f"{target}, is {age} days old (as_of {rate.as_of})")
+        if max_age_days is not None and age > max_age_days:
+            errors.append(f"{what}, older than --max-price-age {max_age_days}; `gpuopt catalog refresh fx` or "
+                          "--fx-rate gives a current one")
+        elif age > STALE_AFTER_DAYS:
+            warnings.append(f"{what}; `gpuopt catalog refresh fx` or --fx-rate gives a current one")
+    return warnings, errors
