@@ -422,3 +422,19 @@ def test_the_fx_rate_a_plan_converts_with_is_held_to_max_price_age(tmp_path):
     assert run("solve", str(path), "--catalog", str(overlay), "--max-price-age", "40").exit_code == 0
     assert run("solve", str(path), "--catalog", str(overlay), "--max-price-age", "20", "--fx-rate",
                "USD:CNY=7.1").exit_code == 0
+
+
+def test_a_spot_offering_the_plan_chooses_is_said_to_be_reclaimable(tmp_path):
+    """QA: listing spot in price_kinds was enough for an interactive workload to be planned on spot silently (a
+    capacity file takes spot only with `interruptible: true`)."""
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\nprice_kinds: [spot]\n"
+                    "workloads:\n  - {name: a, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 1,"
+                    " input_tokens: 500, output_tokens: 200, max_model_len: 4096}\n")
+    result = run("solve", str(path), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    d = plan["deployments"][0]
+    assert d["price_kind"] == "spot"
+    assert (f"{d['provider']} {d['sku']} ({d['region']}) spot: the provider can reclaim it at short notice; a service "
+            "on it needs capacity to fail over to (or list spot only for interruptible work)") in plan["warnings"]

@@ -105,7 +105,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
         age_errors += fx_errors
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
         warnings += pin_notes(chosen, residency)
-        warnings += commitment_notes(solution, currency)
+        warnings += price_kind_notes(solution, currency)
         oldest = oldest_price_date(chosen)
     estimated = with_estimated_capacity(wf.workloads, analytic, all_candidates)
     alternatives = _alternatives(wf, estimated, solution, opts, archs)
@@ -458,12 +458,13 @@ def _alternatives(wf: WorkloadFile, candidates: Sequence[CandidateResult], best:
     return out
 
 
-def commitment_notes(solution: Solution, currency: str) -> list[str]:
+def price_kind_notes(solution: Solution, currency: str) -> list[str]:
     """What a committed price the plan chose obliges the buyer to: a plan's figures are per hour and per
     730-hour month, which reads as a rental, where a 3-year reservation is 36 months owed whether used or not
     (QA: a g6e.xlarge reserved-3y plan said only "586.88 USD/month" of a 21,127.81 USD obligation). Month-to-
     month subscriptions renew monthly (nothing beyond the month shown); a capacity block is paid upfront when
-    booked. `gpuopt plan` schedules commitments period by period and shows the obligation past its horizon."""
+    booked. `gpuopt plan` schedules commitments period by period and shows the obligation past its horizon. Spot
+    is said to be reclaimable (QA: an interactive workload was planned on spot without a word)."""
     price = {a.candidate.offering.key: (a.candidate.offering, float(a.candidate.instance_price or 0.0))
              for a in solution.assignments}
     notes = []
@@ -478,6 +479,10 @@ def commitment_notes(solution: Solution, currency: str) -> list[str]:
                          f"whether used or not: {count} instance{'s' if count > 1 else ''} x {per_hour:,.8g} "
                          f"{currency}/h x {hours:,} h = {count * per_hour * hours:,.2f} {currency} over the term "
                          f"(gpuopt plan schedules commitments by period)")
+        elif o.price_kind == "spot":
+            # solve has no `interruptible` flag as capacity files do (spot there only with interruptible: true)
+            notes.append(f"{o.provider} {o.sku} ({o.region}) spot: the provider can reclaim it at short notice; a "
+                         "service on it needs capacity to fail over to (or list spot only for interruptible work)")
         elif o.price_kind == "capacity-block":
             notes.append(f"{o.provider} {o.sku} ({o.region}) capacity-block: paid in full upfront when the block "
                          "is booked, for its fixed duration; the hourly and monthly figures are its rate")
