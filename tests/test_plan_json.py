@@ -406,3 +406,20 @@ def test_a_headroom_outside_its_range_is_refused(saved, tmp_path):
     result = run("report", _edited(saved["solve"], tmp_path, ("headroom",), -5))
     assert result.exit_code == 2 and "not a valid gpuopt plan: headroom: Input should be greater than 0" in \
         result.stderr
+
+
+@pytest.mark.parametrize(("field", "value", "how"), [
+    (("commitment_summary", "savings_cash"), 999.0,
+     "all_on_demand_cost - cost_inside_horizon - obligation_after_horizon"),
+    (("commitment_summary", "savings_amortised"), 999.0, "all_on_demand_cost - cost_inside_horizon"),
+    (("commitment_summary", "cost_inside_horizon"), 1.0, "the sum of the periods' cost"),
+    (("commitment_summary", "obligation_after_horizon"), 2.0, "committed_after_horizon"),
+    (("commitments", 0, "price_per_hour"), 0.1, "price_per_hour x count x 730 x term_months"),
+])
+def test_a_capacity_plans_commitment_figures_must_add_up(saved, tmp_path, field, value, how):
+    """QA: an edited commitment summary (savings_cash 999, cost_inside_horizon 1, obligation 2) or a commitment's
+    price printed as the lines finance reads, exit 0; every other total was cross-checked."""
+    bad = _edited(saved["capacity"], tmp_path, field, value)
+    result = run("report", bad)
+    assert (result.exit_code, result.stdout) == (2, ""), result.output
+    assert f" is not {how}" in result.stderr and "the file contradicts itself" in result.stderr

@@ -452,6 +452,28 @@ class CapacityPlan(_Frozen):
             if self.all_on_demand_cost is not None and self.savings is not None:
                 check_sum("savings", self.savings, self.all_on_demand_cost - self.total_cost,
                           "all_on_demand_cost - total_cost", 0.01)
+        for i, c in enumerate(self.commitments):
+            # a purchase's two parts are its whole term's charge (commitments.period_charges: price x count x 730
+            # x its months, to the cent); QA: an edited cost_inside_horizon and price_per_hour read back
+            check_sum(f"commitments.{i}.cost_inside_horizon", c.cost_inside_horizon + c.obligation_after_horizon,
+                      c.price_per_hour * c.count * HOURS_PER_MONTH * c.term_months,
+                      "price_per_hour x count x 730 x term_months, less obligation_after_horizon", 0.01)
+        s = self.commitment_summary
+        if s is not None:
+            # the lines finance reads (QA: an edited savings_cash of 999 printed as "savings, cash basis")
+            check_sum("commitment_summary.cost_inside_horizon", s.cost_inside_horizon,
+                      sum(p.cost for p in self.periods), "the sum of the periods' cost", 0.005 * len(self.periods))
+            check_sum("commitment_summary.obligation_after_horizon", s.obligation_after_horizon,
+                      self.committed_after_horizon, "committed_after_horizon", 0.005)
+            if s.all_on_demand_cost is not None:
+                if s.savings_amortised is not None:
+                    check_sum("commitment_summary.savings_amortised", s.savings_amortised,
+                              s.all_on_demand_cost - s.cost_inside_horizon,
+                              "all_on_demand_cost - cost_inside_horizon", 0.01)
+                if s.savings_cash is not None:
+                    check_sum("commitment_summary.savings_cash", s.savings_cash,
+                              s.all_on_demand_cost - s.cost_inside_horizon - s.obligation_after_horizon,
+                              "all_on_demand_cost - cost_inside_horizon - obligation_after_horizon", 0.01)
         return self
 
 
