@@ -85,6 +85,21 @@ def test_debug_shows_the_traceback(monkeypatch, how):
         run(*(["--debug"] if how == "flag" else []), "boom")
 
 
+@pytest.mark.parametrize(("value", "shown"), [("on", True), ("yes", True), ("off", False), ("n", False),
+                                              ("maybe", False), ("2", False)])
+def test_gpuopt_debug_is_read_one_way(monkeypatch, value, shown):
+    """QA: `off` and `n` showed the traceback (exit 1), while click's own reading of the variable refused `maybe`
+    and `2` for every command, `models list` included, as a bad --debug."""
+    monkeypatch.setitem(COMMANDS, "boom", CommandEntry("tests.test_cli_main", "boom", "Fails."))
+    monkeypatch.setenv("GPUOPT_DEBUG", value)
+    if shown:
+        with pytest.raises(ZeroDivisionError):
+            run("boom")
+    else:
+        assert run("boom").exit_code == 70
+    assert run("models", "list", "--json").exit_code == 0
+
+
 def test_usage_error_is_one_line():
     result = run("fit", "--tp", "x", "--gpu", "H100-SXM-80GB")
     assert (result.exit_code, result.stderr) == (

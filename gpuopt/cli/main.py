@@ -108,7 +108,9 @@ class InternalError(click.ClickException):
 def debug_enabled(ctx: click.Context | None) -> bool:
     if ctx is not None and ctx.find_root().params.get("debug"):
         return True
-    return os.environ.get(DEBUG_ENV, "").strip().lower() not in ("", "0", "false", "no")
+    # one reader of the variable, with click's words for true (QA: this took `off` and `n` for on while click's
+    # own envvar parsing refused `maybe` and `2` for every command, even `models list`, as a bad --debug)
+    return os.environ.get(DEBUG_ENV, "").strip().lower() in ("1", "true", "yes", "on", "y", "t")
 
 
 class GpuoptGroup(click.Group):
@@ -164,8 +166,8 @@ class GpuoptGroup(click.Group):
 
 @click.group(cls=GpuoptGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpuopt")
-@click.option("--debug", is_flag=True, envvar=DEBUG_ENV,
-              help=f"Show the traceback of an internal error (also {DEBUG_ENV}=1).")
+@click.option("--debug", is_flag=True,
+              help=f"Show the traceback of an internal error (also {DEBUG_ENV}=1, true, yes or on).")
 def cli(debug: bool) -> None:
     """Size, price and plan GPUs for LLM inference on vLLM."""
     from gpuopt.files_read import forget
