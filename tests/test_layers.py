@@ -1,6 +1,6 @@
 """The import direction, guarded: imports only go down the layers, and physics and pricing never meet.
 
-    ground (errors, hardware, vocabulary, datafiles, text, decimals, clock, the package __init__)
+    ground (errors, hardware, vocabulary, datafiles, text, decimals, clock, files_read, the package __init__)
       -> physics | pricing        (siblings: neither imports the other)
       -> inputs -> planner -> reports -> cli
       -> __main__                 (the `python -m gpuopt` entry point runs the CLI, so it sits on top)
@@ -23,6 +23,7 @@ import gpuopt
 
 LAYERS: dict[str, int] = {
     "__init__": 0, "errors": 0, "hardware": 0, "vocabulary": 0, "datafiles": 0, "text": 0, "decimals": 0, "clock": 0,
+    "files_read": 0,
     "physics": 1, "pricing": 1,
     "inputs": 2,
     "planner": 3,
