@@ -588,15 +588,15 @@ def test_a_factor_must_lower_the_error_materially() -> None:
 
 
 @pytest.mark.parametrize(("edit", "needle"), [
-    ("value: 0.8", "entries.0.decode_bandwidth.value: Input should be a valid number"),  # replaced by "0.8"
-    ("value: 0.8", "entries.0.decode_bandwidth.value: Input should be a finite number"),  # replaced by .nan
+    ("value: 0.8", "profile.yaml:5: entries.0.decode_bandwidth.value: expected a valid number, got string '0.8'"),
+    ("value: 0.8", "profile.yaml:5: entries.0.decode_bandwidth.value: expected a finite number, got nan"),
     ("value: 0.8", "entries.0.decode_bandwidth.value: 1000 is outside 0.05-2 x the datasheet"),
-    ("schema_version: 1", "schema_version: Input should be 1"),
+    ("schema_version: 1", "profile.yaml:2: schema_version: expected 1, got integer 7"),  # at its line (QA)
 ])
 def test_a_profile_no_gpu_could_have_is_refused(tmp_path: Path, edit: str, needle: str) -> None:
     """A hand-edited or mis-fitted profile reached the GPU's specification: NaN or 1e300 ended in exit 70, a
     string "5" was read as 5, and any factor was applied."""
-    new = {"Input should be a valid number": 'value: "0.8"', "finite": "value: .nan",
+    new = {"valid number": 'value: "0.8"', "finite": "value: .nan",
            "outside": "value: 1000", "schema_version": "schema_version: 7"}
     replacement = next(v for k, v in new.items() if k in needle)
     path = tmp_path / "profile.yaml"

@@ -13,6 +13,7 @@ from gpuopt.errors import InputError, UnknownNameError
 from gpuopt.files_read import note_read
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.loader import parse_yaml
+from gpuopt.inputs.workload import format_errors
 from gpuopt.physics.profile import PROFILE_KIND, SPEC_FACTOR_RANGE, Profile, memory_offset_possible
 from gpuopt.physics.vllm_profile import release_key
 
@@ -75,7 +76,7 @@ def load_profile(path: Path, source: str = "--profile") -> Profile:
     except OSError as exc:
         raise InputError(f"{source} {path}: cannot read it ({exc.strerror or exc})") from None
     try:
-        data, _ = parse_yaml(text, path)
+        data, root = parse_yaml(text, path)
     except InputError as exc:
         raise InputError(*(f"{source} {p}" for p in exc.problems)) from None
     if not isinstance(data, dict) or data.get("kind") != PROFILE_KIND:
@@ -83,8 +84,9 @@ def load_profile(path: Path, source: str = "--profile") -> Profile:
     try:
         profile = Profile.model_validate(data)
     except ValidationError as exc:
-        raise InputError(*(f"{source} {path}: {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
-                           for e in exc.errors())) from None
+        # at the YAML line, as workload and capacity files are (QA: "--profile p.yaml: entries.0.bogus: ..." left
+        # the line to be found)
+        raise InputError(*(f"{source} {line}" for line in format_errors(path, exc, root))) from None
     problems = profile_problems(profile)
     if problems:
         raise InputError(*(f"{source} {path}: {p}" for p in problems))
