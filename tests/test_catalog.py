@@ -84,6 +84,13 @@ def test_residency_selectors(selector, allowed, denied):
     assert not any(residency.allows(r) for r in denied)
 
 
+@pytest.mark.parametrize("selector", ["us,,eu", "us,", ",cn"])
+def test_a_selector_with_an_empty_element_is_refused(selector):
+    """QA: 'us,,eu' was read as 'us,eu' (an element left out, or a typo, is no selector)."""
+    with pytest.raises(InputError, match=f"region selector '{selector}': an empty element"):
+        Residency(selector)
+
+
 def test_unknown_selector_suggests_close_matches():
     with pytest.raises(UnknownNameError) as info:
         Residency("cn-hangzou")

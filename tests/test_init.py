@@ -210,3 +210,11 @@ def test_the_written_file_has_the_mode_a_new_file_gets(tmp_path: Path) -> None:
         assert stat.S_IMODE(out.stat().st_mode) == 0o640
     finally:
         os.umask(old)
+
+
+def test_an_empty_flag_is_refused_not_read_as_its_default(tmp_path: Path) -> None:
+    """QA: `--name ''` wrote the preset's name and `--residency ''` wrote global, as if neither had been given."""
+    code, err, out = _init(tmp_path, "--non-interactive", "--model", MODEL, "--name", "", "--residency", " ")
+    assert code == 2 and not out.exists()
+    assert err.splitlines() == ["error: --name: empty (leave the flag out for the default)",
+                                "error: --residency: empty (leave the flag out for the default)"]

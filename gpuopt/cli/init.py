@@ -117,6 +117,10 @@ def init(preset: str, model: str | None, name: str | None, requests_per_second: 
     from gpuopt.inputs.workload import load_workload
     from gpuopt.pricing.regions import Residency
 
+    empty = [flag for flag, value in (("--name", name), ("--residency", residency), ("--model", model))
+             if value is not None and not value.strip()]
+    if empty:  # QA: --name '' wrote the preset's name and --residency '' wrote global, as if neither were given
+        raise InputError(*(f"{flag}: empty (leave the flag out for the default)" for flag in empty))
     if output.exists() and not output.is_dir() and not force:
         raise InputError(f"-o {output}: already exists (use --force to overwrite it)")
     check_output_path(output)  # a directory, a missing or unwritable folder: the input boundary's messages

@@ -111,9 +111,13 @@ class Residency:
 
     @cached_property
     def predicates(self) -> list[Callable[[Region], bool]]:
-        parts = [p for p in self.selector.split(",") if p.strip()]
-        if not parts:
+        parts = self.selector.split(",")
+        if not any(p.strip() for p in parts):
             raise _unknown(self.selector)
+        if len(parts) > 1 and not all(p.strip() for p in parts):
+            # QA: 'us,,eu' was read as 'us,eu' -- an element left out, or a typo, is not "anywhere"
+            raise InputError(f"region selector '{self.selector}': an empty element; separate selectors by single "
+                             "commas, e.g. 'us,eu'")
         return [_one(p) for p in parts]
 
     def allows(self, region_id: str, data_centre_countries: str = "", provider: str = "") -> bool:
