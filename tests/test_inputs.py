@@ -506,3 +506,10 @@ def test_a_plan_dated_past_the_calendar_is_refused_by_focus(tmp_path):
     assert late.exit_code == 2 and late.stdout == ""
     assert late.stderr == ("error: the plan's dates run past the year 9999 (9999-12-15 + 1 months): FOCUS billing "
                            "periods cannot be dated\n")
+
+
+def test_a_scenario_needs_a_name(tmp_path):
+    """QA: `scenarios: {"": 0.7}` planned a scenario named nothing."""
+    path = write(tmp_path, CAPACITY.replace("DEMAND", "[1, 2, 3, 4]") + 'scenarios: {"": 0.7, base: 1.0}\n')
+    assert problems(load_capacity_file, path) == (
+        f"{path}:9: scenarios: a scenario needs a name (got an empty one)",)

@@ -46,6 +46,7 @@ from gpuopt.inputs.workload import (
     load_versioned,
     locate_fields,
     no_burstiness_in_loop,
+    one_line,
     one_load_unit,
     relative_model_configs,
     unique_names,
@@ -212,6 +213,9 @@ class CapacityFile(Strict):
     @classmethod
     def _scenarios(cls, value: dict[str, float]) -> dict[str, float]:
         for name, factor in value.items():
+            one_line(name)  # a scenario's name heads a report column and a FOCUS tag
+            if not name.strip():  # QA: {"": 0.7} was a scenario named nothing
+                raise ValueError("a scenario needs a name (got an empty one)")
             if factor <= 0:
                 raise ValueError(f"scenario {name}: the demand multiplier must be positive (got {factor})")
         return value
