@@ -35,3 +35,28 @@ def read_as(target: Path) -> Path | None:
         except OSError:
             continue
     return None
+
+
+MAX_INPUT_BYTES = 256 * 1024 * 1024
+"""The most any input file may hold: no workload, plan, overlay, config or log gpuopt reads comes near it, and a
+character device that never ends (/dev/zero, /dev/urandom as an input) would otherwise be read until memory
+runs out (QA: it hung)."""
+SNIFF_BYTES = 8192  # a NUL byte in these makes a file binary, not text
+
+
+class NotText(OSError):
+    """An input that is binary (a NUL byte near its start) or larger than MAX_INPUT_BYTES."""
+
+
+def read_text_bytes(path: Path) -> bytes:
+    """A text file's bytes, noted as read: NotText for a binary file (judged on its first SNIFF_BYTES, so a
+    device of zeros is refused without reading on) or one past MAX_INPUT_BYTES."""
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+        if b"\x00" in head:
+            raise NotText("is a binary file (contains NUL bytes)")
+        data = head + handle.read(MAX_INPUT_BYTES + 1 - len(head))
+    if len(data) > MAX_INPUT_BYTES:
+        raise NotText(f"is larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB, more than any input gpuopt reads")
+    note_read(path)
+    return data

@@ -513,3 +513,14 @@ def test_a_scenario_needs_a_name(tmp_path):
     path = write(tmp_path, CAPACITY.replace("DEMAND", "[1, 2, 3, 4]") + 'scenarios: {"": 0.7, base: 1.0}\n')
     assert problems(load_capacity_file, path) == (
         f"{path}:9: scenarios: a scenario needs a name (got an empty one)",)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+@pytest.mark.parametrize("args", [("solve", "/dev/zero"), ("report", "/dev/urandom"),
+                                  ("catalog", "validate", "--overlay", "/dev/zero"),
+                                  ("fit", "--model", "/dev/zero", "--gpu", "H100-SXM-80GB")])
+def test_a_device_that_never_ends_is_refused_without_reading_on(args):
+    """QA: /dev/zero and /dev/urandom as inputs were read without limit (killed after 15 s); a file is judged
+    binary on its first 8 KiB, and none may pass 256 MiB (gpuopt/files_read.py)."""
+    result = run(*args)
+    assert result.exit_code == 2 and "is a binary file (contains NUL bytes)" in result.output

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from gpuopt.errors import ConfigError, InputError
-from gpuopt.files_read import note_read, read_as
+from gpuopt.files_read import NotText, read_as, read_text_bytes
 
 MAX_YAML_DEPTH = 64
 """Deepest nesting of mappings/sequences a gpuopt file may have. Real files use 4 levels; PyYAML's composer
@@ -38,7 +38,6 @@ MAX_YAML_VALUES = 100_000
 aliases each (a 20-line "billion laughs" file) are 387 million values to anything that walks them: a message
 quoting the value took minutes and gigabytes (QA). Real files hold a few hundred."""
 
-_SNIFF_BYTES = 8192
 
 
 def _describe_os_error(exc: OSError) -> str:
@@ -79,12 +78,11 @@ def read_text(path: Path, what: str = "file") -> str:
     own message."""
     check_input_file(path, what)
     try:
-        raw = path.read_bytes()
-        note_read(path)
+        raw = read_text_bytes(path)
+    except NotText as exc:
+        raise InputError(f"{path}: {exc}, not a {what}") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read {what}: {_describe_os_error(exc)}") from None
-    if b"\x00" in raw[:_SNIFF_BYTES]:
-        raise InputError(f"{path}: is a binary file (contains NUL bytes), not a {what}")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

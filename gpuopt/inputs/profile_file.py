@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from gpuopt.clock import iso_date
 from gpuopt.errors import InputError, UnknownNameError
-from gpuopt.files_read import note_read
+from gpuopt.files_read import NotText, read_text_bytes
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.loader import parse_yaml
 from gpuopt.inputs.workload import format_errors
@@ -67,8 +67,9 @@ def load_profile(path: Path, source: str = "--profile") -> Profile:
     """The profile at `path`, validated; every problem names where the path came from (`source`: the flag, or
     the GPUOPT_PROFILE variable or default location a command fell back on), so the user knows what to fix."""
     try:
-        text = path.read_text(encoding="utf-8")
-        note_read(path)
+        text = read_text_bytes(path).decode("utf-8")
+    except NotText as exc:
+        raise InputError(f"{source} {path}: {exc}, not a profile") from None
     except FileNotFoundError:
         raise InputError(f"{source} {path}: file not found") from None
     except (IsADirectoryError, UnicodeDecodeError):

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from gpuopt.datafiles import data_csv
 from gpuopt.errors import ConfigError, UnknownNameError
-from gpuopt.files_read import note_read
+from gpuopt.files_read import NotText, read_text_bytes
 from gpuopt.physics.quantization import Quantization, read_quantization
 from gpuopt.physics.vision import vision_params
 from gpuopt.vocabulary import AttentionKind, LayerKind
@@ -694,8 +694,9 @@ def read_json_object(path: Path, what: str = "a config.json") -> dict[str, Any]:
     """A checkpoint's JSON file (config.json and its side files) as a dict, or one ConfigError line saying why
     not; `what` names the file in the messages."""
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-        note_read(path)
+        raw = json.loads(read_text_bytes(path).decode("utf-8"))
+    except NotText as exc:
+        raise ConfigError(f"{path}: {exc}, not {what}") from None
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except IsADirectoryError:

@@ -22,7 +22,7 @@ from gpuopt import clock
 from gpuopt.datafiles import data_text
 from gpuopt.decimals import parse_decimal
 from gpuopt.errors import InputError
-from gpuopt.files_read import note_read
+from gpuopt.files_read import NotText, read_text_bytes
 from gpuopt.hardware import gpu_table
 from gpuopt.pricing.cache import cache_dir
 from gpuopt.pricing.columns import (
@@ -323,8 +323,9 @@ def read_text_file(path: Path) -> str:
     """A UTF-8 text file (with or without a byte-order mark), or one InputError line saying why not (missing, a
     directory, unreadable, binary)."""
     try:
-        text = path.read_text(encoding="utf-8")
-        note_read(path)
+        text = read_text_bytes(path).decode("utf-8")
+    except NotText as exc:
+        raise InputError(f"{path}: {exc}, not a text file") from None
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None
     except IsADirectoryError:
