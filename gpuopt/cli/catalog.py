@@ -51,7 +51,7 @@ def parse_discounts(items: tuple[str, ...]) -> dict[str, float]:
             if fraction is None:
                 raise ValueError(value)
         except ValueError:
-            problems.append(f"--discount '{item}': expected PROVIDER=FRACTION, e.g. aws=0.1")
+            problems.append(f"--discount '{item}': expected PROVIDER=FRACTION, a fraction in [0, 1) such as aws=0.1")
             continue
         name = provider.strip()
         if name in out:  # as --fx-rate refuses two rates for one pair (QA: the last one won silently)

@@ -52,6 +52,8 @@ def _path_problem(path: Path, what: str) -> str | None:
         parent = path.parent
         if not parent.exists():
             return f"{path}: {what} not found (folder {parent} does not exist)"
+        if str(path) == "-":  # QA: the usual spelling of stdin; the readers take a path, which /dev/stdin is
+            return f"{path}: {what} not found (to read standard input, name /dev/stdin)"
         return f"{path}: {what} not found"
     except NotADirectoryError:
         return f"{path}: {what} not found (a part of the path is a file, not a folder)"
