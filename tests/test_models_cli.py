@@ -111,7 +111,7 @@ LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "interme
     # fields vLLM's config classes read with get_from_keys: without them its start-up stops (QA: planned on a
     # default, with a command that could not start)
     ({"quantization_config": {"quant_method": "awq", "bits": 4, "group_size": 128}}, "zero_point"),
-    ({"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False}}, "sym"),
+    ({"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128}}, "desc_act"),
     ({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}, "activation_scheme"),
     ({"hybrid_override_pattern": "X" * 32, "mamba_num_heads": 64, "mamba_head_dim": 64, "ssm_state_size": 128,
       "n_groups": 8, "conv_kernel": 4}, "hybrid_override_pattern"),  # was KeyError (the Mamba-2 fields it needs given)

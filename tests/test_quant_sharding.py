@@ -100,3 +100,14 @@ def test_fit_refuses_a_tp_that_cuts_awq_groups(tmp_path) -> None:  # type: ignor
         "multiple of 128, which vLLM refuses at start-up; use a TP that keeps whole groups"]
     assert runner.invoke(cli, ["fit", "--model", str(path), "--gpu", "L4-24GB", "--tp", "4", "--max-model-len",
                                "8192"]).exit_code == 0
+
+
+def test_a_checkpoint_resolved_offline_from_the_table_is_not_judged_on_the_base_models_sizes(monkeypatch, tmp_path):
+    """Review: Qwen/Qwen2.5-72B-Instruct-AWQ resolved offline (the base model's 29,568 intermediate with the
+    table's AWQ group 128) was refused at TP 8, where the repository's own config pads to 29,696 (232 groups a
+    GPU at TP 8) and Qwen serves it so."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
+    arch = resolve_model("Qwen/Qwen2.5-72B-Instruct-AWQ")
+    assert arch.quantization is not None and arch.quantization.scheme == "awq"
+    assert quant_sharding.group_problem(arch, 8) is None

@@ -434,7 +434,7 @@ def test_a_format_the_release_dropped_points_to_a_release_not_to_another_gpu(tmp
 
 @pytest.mark.parametrize(("config", "missing"), [
     ({"quant_method": "awq", "group_size": 128, "zero_point": True}, "field 'w_bit' or 'bits' is missing"),
-    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "fields 'desc_act', 'sym' are missing"),
+    ({"quant_method": "gptq", "bits": 4, "group_size": 128}, "field 'desc_act' is missing"),
     ({"quant_method": "fp8"}, "field 'activation_scheme' is missing"),
 ])
 def test_fields_vllm_requires_are_required(config: dict[str, Any], missing: str) -> None:

@@ -129,14 +129,14 @@ class VllmVersion(_StrParam):
     name = "X.Y"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
-        from gpuopt.physics.vllm_profile import canonical_release, profiles, release_problem
+        from gpuopt.physics.vllm_profile import canonical_release, profiles, unmodelled_release
 
         text = str(value).strip()
         allowed = f"known releases: {', '.join(p.version for p in profiles())}"
         parts = text.split(".")
         if not (1 < len(parts) <= 3 and all(p.isdigit() and len(p) <= 4 for p in parts)):
             self.fail(f"'{text}' is not a version like 0.19 or 0.11.0 ({allowed})", param, ctx)
-        if (problem := release_problem(text)) is not None:
+        if (problem := unmodelled_release(text)) is not None:
             self.fail(f"{problem} ({allowed})", param, ctx)
         return canonical_release(text)  # "0.019" is the 0.19 it selects, in every output
 

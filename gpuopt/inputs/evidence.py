@@ -24,7 +24,7 @@ from gpuopt.inputs.loader import parse_yaml, read_text
 from gpuopt.physics.cuda_graphs import GraphSettings
 from gpuopt.physics.graph_flags import compilation_mode, cudagraph_mode
 from gpuopt.physics.serve_args import lora_slots, modelled_kv_cache_dtype, parse_serve_args
-from gpuopt.physics.vllm_profile import release_problem
+from gpuopt.physics.vllm_profile import unmodelled_release
 from gpuopt.vocabulary import MAX_TOKENS
 
 Protocol = Literal["closed-loop", "all-at-once", "poisson", "offline"]
@@ -466,7 +466,7 @@ def read_evidence(path: Path, defaults: ServerConfig) -> Observation:
     # what the user says about this run wins over what the file claims: a bench file's model_id is often a
     # served alias, while a log's non-default args are vLLM's own and fill what the user left out
     config = sidecar(path).merged(defaults).merged(obs.config)
-    if config.vllm_version and (problem := release_problem(config.vllm_version)) is not None:
+    if config.vllm_version and (problem := unmodelled_release(config.vllm_version)) is not None:
         raise InputError(f"{path}: vLLM {problem}: its defaults are not modelled, so this run cannot be replayed")
     missing = config.missing()
     if missing:

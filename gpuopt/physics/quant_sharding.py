@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 
 from gpuopt.physics.architecture import ModelArchitecture
+from gpuopt.physics.quantization import KNOWN_CHECKPOINT_SOURCE
 from gpuopt.physics.vllm_profile import release_key, release_or_default
 from gpuopt.vocabulary import WeightFormat
 
@@ -81,6 +82,7 @@ def tp_problem(arch: ModelArchitecture, precision: WeightFormat, tp: int, data_p
 
 
 GROUPED_SCHEMES = ("awq", "gptq", "w4a16", "w8a16-int")
+
 """Grouped integer weight-only schemes whose scales vLLM shards along a row-parallel layer's input."""
 
 
@@ -89,6 +91,10 @@ def group_problem(arch: ModelArchitecture, tp: int) -> str | None:
     (None: every slice holds whole groups, or the checkpoint is not grouped, or its config was not read)."""
     q = arch.quantization
     if q is None or q.scheme not in GROUPED_SCHEMES or not q.group_size or q.group_size <= 0 or q.desc_act or tp <= 1:
+        return None
+    if q.source.startswith(KNOWN_CHECKPOINT_SOURCE):
+        # resolved offline from the known-checkpoint table: the base model's sizes, not the checkpoint's (review:
+        # Qwen2.5-72B-Instruct-AWQ at TP 8 was refused on 29,568 where its config pads to 29,696)
         return None
     group = q.group_size
     layers: list[tuple[str, int]] = []

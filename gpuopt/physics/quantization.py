@@ -96,6 +96,12 @@ class Quantization(BaseModel):
 # ---- bytes per weight -----------------------------------------------------------------------------
 
 
+KNOWN_CHECKPOINT_SOURCE = "gpuopt's table of known quantized checkpoints"
+"""How a Quantization read from gpuopt/data/quantized_checkpoints.csv (not from a checkpoint's files) says so in
+its `source`: resolution marks models resolved offline with it, and quant_sharding.group_problem judges only
+sizes a checkpoint's own config states."""
+
+
 def _grouped_bytes(bits: int, group: int | None, scale_bytes: float, zero_point: bool) -> float:
     """Packed `bits`-bit weights + one scale (and a `bits`-bit zero point) per group of `group` weights.
 
@@ -224,7 +230,9 @@ def _awq(q: dict[str, Any], source: str) -> Quantization:
 def _gptq(q: dict[str, Any], source: str) -> Quantization:
     bits = _int_field(q, source, ("bits",), 4) or 0
     group = _group_field(q, source, ("group_size",), 128)
-    _require(q, source, "GPTQ", ("bits",), ("group_size",), ("desc_act",), ("sym",))
+    # `sym` is not required: before AutoGPTQConfig (0.28 reads it with get_from_keys) a config without it fell
+    # back from Marlin to the plain GPTQ kernel, which starts; gpuopt reads it as symmetric
+    _require(q, source, "GPTQ", ("bits",), ("group_size",), ("desc_act",))
     # GPTQ stores qzeros even when symmetric, and a g_idx of one int32 per input row (negligible)
     return Quantization(method="gptq", scheme="gptq", weight_bits=bits, activation_bits=16, group_size=group,
                         symmetric=bool(q.get("sym", True)), desc_act=bool(q.get("desc_act", False)),

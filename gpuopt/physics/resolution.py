@@ -29,9 +29,8 @@ from typing import Any
 from gpuopt.errors import ConfigError, InputError, UnknownNameError
 from gpuopt.physics.architecture import ModelArchitecture, from_hf_dict, get_model, read_json_object, registry
 from gpuopt.physics.checkpoint_table import Checkpoint, find
-from gpuopt.physics.quantization import described
+from gpuopt.physics.quantization import KNOWN_CHECKPOINT_SOURCE, described
 
-KNOWN_CHECKPOINT_SOURCE = "gpuopt's table of known quantized checkpoints"
 MODELOPT_KV_UNSTATED = (
     "a 16-bit KV cache: the table does not state the checkpoint's kv_cache_quant_algo, and a ModelOpt export that "
     "sets it to FP8 (as all three hf_quant_config.json files in gpuopt's reference data do) runs an FP8 cache under "

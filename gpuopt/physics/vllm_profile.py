@@ -277,7 +277,7 @@ def release_or_default(vllm_version: str | None) -> str:
     return vllm_version or default_release()
 
 
-def release_problem(version: str) -> str | None:
+def unmodelled_release(version: str) -> str | None:
     """Why a release is outside what gpuopt models (None: it is modelled, or lies between two modelled
     releases and takes the older one's defaults): newer than the newest modelled minor release (its defaults
     are unknown), or older than the oldest. What --vllm-version refuses, and what a calibration file's logged
