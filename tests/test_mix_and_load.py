@@ -242,3 +242,21 @@ def test_a_mix_bin_no_rate_serves_makes_the_capacity_zero_and_the_plan_says_why(
                            "context meta-llama/Meta-Llama-3-8B-Instruct supports: vLLM refuses about ")
     assert 0 < float(note.split("refuses about ")[1].split("%")[0]) < 10
 
+
+
+def test_a_one_token_bins_tpot_is_left_out_of_the_mixes_tpot():
+    """Review: a one-token bin has no TPOT (0, as vllm bench serve and the simulator count it: output > 1 only);
+    averaged in, half one-token requests beside half 400-token ones read 6.0 ms of a 12 ms decode, and the p50
+    TPOT of a 60 % one-token mix read 0.0. Both are over the decoding bins only."""
+    from gpuopt.physics.analytic_load import LoadPoint
+    from gpuopt.planner.mix import _combine
+
+    def point(tpot: float) -> LoadPoint:
+        return LoadPoint(requests_per_second=1.0, concurrency=1.0, decode_batch=1.0, step_ms=12.0, tpot_ms=tpot,
+                         ttft_ms=100.0, output_tokens_per_second=1.0, stable=True, limit=None)
+
+    bins = ((2000, 1, 0.6), (2000, 400, 0.3), (2000, 200, 0.1))
+    mixed = _combine([point(0.0), point(12.0), point(8.0)], bins, 1.0, 50)
+    assert mixed.point.tpot_ms == pytest.approx((0.3 * 12 + 0.1 * 8) / 0.4)  # 11.0
+    assert mixed.tpot_percentile_ms == 12.0  # of the decoding requests, 25 % at 8 ms and 75 % at 12
+    assert _combine([point(0.0)], ((100, 1, 1.0),), 1.0, 90).tpot_percentile_ms == 0.0

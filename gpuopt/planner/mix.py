@@ -95,7 +95,11 @@ class MixPoint:
 def _combine(points: list[LoadPoint], bins: tuple[Bin, ...], rate: float, percentile: int | None) -> MixPoint:
     shares = [s for _, _, s in bins]
     ttft = sum(s * p.ttft_ms for s, p in zip(shares, points, strict=True))
-    tpot = sum(s * p.tpot_ms for s, p in zip(shares, points, strict=True))
+    # TPOT over the requests that have one, as `vllm bench serve` and the simulator count it (output > 1): a
+    # one-token bin's TPOT of 0 (analytic_load.no_tpot_below_two) averaged in read 6.0 ms of a 12 ms decode
+    decoding = [(s, p) for (_, o, s), p in zip(bins, points, strict=True) if o > 1]
+    weight = sum(s for s, _ in decoding)
+    tpot = sum(s * p.tpot_ms for s, p in decoding) / weight if weight > 0 else 0.0
     # Little's law over the mix: bin i arrives at rate R s_i and stays TTFT_i + (O_i - 1) TPOT_i
     concurrency = sum(rate * s * (p.ttft_ms + max(o - 1, 0) * p.tpot_ms) / 1e3
                       for (_, o, s), p in zip(bins, points, strict=True))
@@ -108,7 +112,8 @@ def _combine(points: list[LoadPoint], bins: tuple[Bin, ...], rate: float, percen
     if percentile is None:
         return MixPoint(combined, None, None, None)
     return MixPoint(combined, percentile, percentile_of([p.ttft_ms for p in points], shares, percentile),
-                    percentile_of([p.tpot_ms for p in points], shares, percentile))
+                    percentile_of([p.tpot_ms for _, p in decoding], [s / weight for s, _ in decoding], percentile)
+                    if decoding else 0.0)
 
 
 class MixModel:
