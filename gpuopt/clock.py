@@ -30,3 +30,12 @@ def today() -> dt.date:
             raise InputError(f"GPUOPT_TODAY: '{forced}' is not a date YYYY-MM-DD")
         return dt.date.fromisoformat(forced)
     return dt.datetime.now(dt.UTC).date()
+
+
+def latest_day() -> dt.date:
+    """The latest calendar day anywhere on Earth now (UTC+14), or GPUOPT_TODAY: what a date written today may be
+    at most. A quote dated by a local business day east of UTC is a day after the UTC day for hours (review:
+    Beijing's morning dated an overlay row "after today"); a date after this one is no quote of today."""
+    if os.environ.get("GPUOPT_TODAY"):
+        return today()
+    return dt.datetime.now(dt.timezone(dt.timedelta(hours=14))).date()

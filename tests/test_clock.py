@@ -18,3 +18,16 @@ def test_today_is_the_utc_day_whatever_the_local_time_zone():
         env = {k: v for k, v in os.environ.items() if k != "GPUOPT_TODAY"} | {"TZ": zone}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
         assert out.stdout.strip() == "True", (zone, out.stderr)
+
+
+def test_the_latest_day_is_today_or_the_day_after_and_gpuopt_today_pins_both(monkeypatch):
+    """A quote dated by a local business day east of UTC may be a day after the UTC day (review: Beijing's morning
+    dated an overlay row "after today"): dates are refused only past the latest day anywhere (UTC+14)."""
+    import datetime as dt
+
+    from gpuopt import clock
+
+    monkeypatch.delenv("GPUOPT_TODAY", raising=False)
+    assert clock.latest_day() - clock.today() in (dt.timedelta(0), dt.timedelta(days=1))
+    monkeypatch.setenv("GPUOPT_TODAY", "2026-11-29")
+    assert clock.latest_day() == clock.today() == dt.date(2026, 11, 29)

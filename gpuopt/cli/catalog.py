@@ -241,7 +241,7 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
 
     Each provider's rows are validated before its cache file is replaced (atomically); a summary of new,
     removed and changed offerings goes to stdout."""
-    from gpuopt.clock import iso_date, today
+    from gpuopt.clock import iso_date, latest_day, today
     from gpuopt.pricing.refresh import RefreshError
 
     wanted = _refresh_targets(targets)
@@ -257,7 +257,7 @@ def refresh(targets: tuple[str, ...], file: Path | None, url: str | None, region
         raise InputError(f"--file replays one answer: name exactly one provider (got {', '.join(wanted)})")
     if as_of is not None and not iso_date(as_of):
         raise InputError(f"--as-of '{as_of}': expected a date YYYY-MM-DD")
-    if as_of is not None and as_of > today().isoformat():
+    if as_of is not None and as_of > latest_day().isoformat():
         raise InputError(f"--as-of {as_of}: after today ({today().isoformat()}); a price is dated when it was quoted")
     failures: list[str] = []
     for target in wanted:

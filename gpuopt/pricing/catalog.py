@@ -249,7 +249,7 @@ def row_problems(v: dict[str, str], where: str, *, overlay: bool = False, provid
     day = _calendar_date(as_of) if as_of and not as_of.startswith("unknown") else None
     if as_of and not (as_of.startswith("unknown") or day):
         problems.append(f"{where}: column 'as_of': expected a date YYYY-MM-DD ('{as_of}')")
-    elif overlay and day is not None and day > clock.today():
+    elif overlay and day is not None and day > clock.latest_day():
         # a quote is dated when it was given, as `catalog refresh --as-of` requires (QA: an overlay dated 2099
         # passed validate and solve, "oldest chosen price 2099-01-01")
         problems.append(f"{where}: column 'as_of': {as_of} is after today ({clock.today().isoformat()}); a price is "

@@ -31,7 +31,8 @@ def staleness(offerings: Iterable[Offering], today: dt.date, max_age_days: int |
     for o in sorted(set(offerings), key=lambda o: o.key):
         date = o.as_of_date
         age = (today - date).days if date else None
-        if age is not None and age < 0:  # QA: an overlay dated 2099 passed --max-price-age 30 as "-26,000 days"
+        if age is not None and age < -1:  # QA: an overlay dated 2099 passed --max-price-age 30 as "-26,000 days"
+            # (a day ahead is a quote dated by a local business day east of UTC: clock.latest_day)
             future = (f"price of {_label(o)} is dated {o.as_of}, after today ({today.isoformat()}): a price is dated "
                       "when it was quoted")
             (errors if max_age_days is not None else warnings).append(
