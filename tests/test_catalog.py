@@ -446,7 +446,12 @@ def test_an_overlay_that_is_a_directory_or_binary_gets_its_own_message(tmp_path)
     binary = tmp_path / "prices.csv"
     binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
     result = run("catalog", "validate", str(binary))
-    assert result.exit_code == 2 and f"error: {binary}: not a UTF-8 text file (binary?)" in result.output
+    assert result.exit_code == 2 and f"error: {binary}: is a binary file (contains NUL bytes), not a text file" in \
+        result.output
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("provider,sku\naws,caf\xe9\n".encode("latin-1"))
+    result = run("catalog", "validate", str(latin))
+    assert result.exit_code == 2 and f"error: {latin}: not a UTF-8 text file (binary?)" in result.output
 
 
 def test_a_global_row_admitted_through_its_data_centres_must_be_pinned_there():
