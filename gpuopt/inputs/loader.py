@@ -312,9 +312,6 @@ def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
     FIFOs are written in place (renaming over /dev/full would replace the device). A failure (disk full,
     permission) is an InputError naming the path; the target is left as it was."""
     data = text.encode("utf-8")
-    if (source := read_as(path)) is not None:
-        raise InputError(f"{flag} {path}: is {source}, a file this command read; writing the result there would "
-                         "replace it: name another file")
     # a symlink is written through, its target replaced and the link kept (QA: the link itself was replaced,
     # and `-o /dev/stdout` with stdout redirected to a file replaced /dev/stdout); a path in /dev, /proc or /sys,
     # or that resolves there, is written in place like a device
@@ -327,6 +324,11 @@ def write_output_file(path: Path, text: str, flag: str = "-o") -> None:
         except OSError as exc:
             raise InputError(f"{flag} {path}: cannot write: {_describe_os_error(exc)}") from None
         return
+    # a regular file this command read is never replaced by its result (a device or FIFO is written in place,
+    # above: `solve /dev/stdin -o /dev/stdout` on a terminal names one device twice, and is fine)
+    if (source := read_as(path)) is not None:
+        raise InputError(f"{flag} {path}: is {source}, a file this command read; writing the result there would "
+                         "replace it: name another file")
     tmp_name: str | None = None
     try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

@@ -146,13 +146,10 @@ class _StepMix:
         the model before 2026-12-04, which counted gpt-oss-120b's 500-token prompts at 39 ms each, so 30 a
         second kept the prefill "busy" 117 % of the time and queued them 19.5 s, where the simulator's wait is
         0.1 s). Equal to it where the step is linear in the prompt tokens (compute-bound dense prefill)."""
-        q, plain, prompt = self.steps(y)
+        _, plain, prompt = self.steps(y)
         x1 = self.prompt_tokens(y) if self.L > 0 else 0.0
         if x1 <= 0.0 or prompt <= plain:
-            return 0.0
-        if q <= 0.0:  # no load: one prompt alone in its step
-            x1 = min(float(self.L), max(self.budget - self.O * y, 1.0))
-            prompt = self.step(self.O * y, x1)
+            return 0.0  # no prompt tokens, or none at this load (y = 0: no step carries a prompt)
         return self.L * (prompt - plain) / x1
 
     @staticmethod

@@ -164,8 +164,8 @@ def _price_details(before: list[Deployment], after: list[Deployment], factor: fl
     old_price, new_price = prices(before, factor), prices(after, 1.0)
     if old_price != new_price:
         out.append(f"instance price {old_price} -> {new_price} {currency}/h")
-    if fx_before != fx_after:
-        out.append(f"FX {fx_before} -> {fx_after}")
+        if fx_before != fx_after:  # only beside a price that moved: a line priced in one currency used no rate
+            out.append(f"FX {fx_before} -> {fx_after}")
     if sum(d.instances for d in before) != sum(d.instances for d in after):
         out.append(f"instances {sum(d.instances for d in before):g} -> {sum(d.instances for d in after):g}")
     return out

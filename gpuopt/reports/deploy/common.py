@@ -17,6 +17,7 @@ import yaml
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
 from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, WorkloadSummary
+from gpuopt.planner.solve import split_exactly
 
 VLLM_PORT = 8000
 """The port every artifact serves on (vLLM's default, passed explicitly so probes and services agree)."""
@@ -454,17 +455,11 @@ def apportioned_load(plan: Plan, d: Deployment, w: WorkloadSummary) -> str:
     mine = [x for x in plan.deployments if x.workload == w.name]
     raw = [planned_load(x, w) for x in mine]
     total = sum(raw)
-    if total <= 0 or w.demand <= 0:
+    index = next((i for i, x in enumerate(mine) if x is d), None)
+    if total <= 0 or w.demand <= 0 or index is None:
         return number(planned_load(d, w))
     decimals = max(0, 5 - math.floor(math.log10(w.demand)))
-    unit = 10.0 ** -decimals
-    exact = [w.demand * r / total / unit for r in raw]
-    floors = [math.floor(e) for e in exact]
-    short = round(w.demand / unit) - sum(floors)
-    for i in sorted(range(len(exact)), key=lambda i: (floors[i] - exact[i], i))[:max(0, short)]:
-        floors[i] += 1
-    share = next(floors[i] for i, x in enumerate(mine) if x is d)
-    return number(round(share * unit, decimals))
+    return number(split_exactly([w.demand * r / total for r in raw], decimals)[index])
 
 
 def trace_labels(plan: Plan, d: Deployment, pid: str) -> dict[str, str]:
