@@ -204,7 +204,8 @@ def test_a_mix_bin_no_rate_serves_makes_the_capacity_zero_and_the_plan_says_why(
     (exit 70): the mix's longest bin ran at no rate. Such a mix's capacity is 0 with the bin named -- a
     rejection -- and a plan says how many requests are past the model's context. (The bin was the T4's 5,629/82
     at a TPOT target of 80 ms, where max_rate's closed form landed on 0; it finds 0.027 requests/s since
-    2026-12-04, so the bin is made dead here: a request the KV cache cannot hold at all serves no rate.)"""
+    2026-12-04, so the bin is made dead here by hand: the plumbing from a zero-rate bin to the rejection is what
+    is tested.)"""
     from gpuopt.physics import analytic_load
 
     real = analytic_load.max_rate
