@@ -245,8 +245,8 @@ def _plan(charge, periods, commitments=(), total=None, period="quarter"):
              for label, cost, bought in periods]
     spans = [{"bought": "2027Q1", "provider": "aws", "service": "ec2", "sku": "g6e.xlarge", "region": "us-east-1",
               "price_kind": "reserved-1y", "count": 2, "price_per_hour": 0.5, "start_month": 0, "term_months": 12,
-              "months_inside": 6, "months_after": 6, "cost_inside_horizon": 4380.0,
-              "obligation_after_horizon": owed, "workloads": ["chat"]} for owed in commitments]
+              "months_inside": 6, "months_after": 6, "cost_inside_horizon": 8760.0 - owed,  # with `owed`, the term's
+              "obligation_after_horizon": owed, "workloads": ["chat"]} for owed in commitments]  # 2 x 0.5 x 8,760 h
     owed = sum(commitments)
     inside = sum(cost for _, cost, _ in periods)
     total = total if total is not None else inside + (owed if charge == "full-term" else 0.0)
