@@ -744,15 +744,22 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
             hi = bound  # TTFT binds first: search below
     while ok(point(hi)) and hi < 1e6:
         lo, hi = hi, hi * 2
+    lo = _bisect(lo, hi, point, ok)
+    if lo == 0.0:
+        return point(1e-9)
+    return _first_crossing(point(lo), point, ok, output_tokens)
+
+
+def _bisect(lo: float, hi: float, point: Callable[[float], LoadPoint], ok: Callable[[LoadPoint], bool]) -> float:
+    """The largest rate found meeting the targets between `lo` (meets them, or 0) and `hi` (misses them), to
+    RATE_TOLERANCE."""
     while hi - lo > RATE_TOLERANCE * hi:
         mid = (lo + hi) / 2
         if ok(point(mid)):
             lo = mid
         else:
             hi = mid
-    if lo == 0.0:
-        return point(1e-9)
-    return _first_crossing(point(lo), point, ok, output_tokens)
+    return lo
 
 
 SHORT_OUTPUT = 16
@@ -776,13 +783,7 @@ def _first_crossing(found: LoadPoint, point: Callable[[float], LoadPoint], ok: C
     for k in range(1, GUARD_POINTS):
         rate = top * k / GUARD_POINTS
         if not ok(point(rate)):
-            hi = rate
-            while hi - lo > RATE_TOLERANCE * hi:
-                mid = (lo + hi) / 2
-                if ok(point(mid)):
-                    lo = mid
-                else:
-                    hi = mid
+            lo = _bisect(lo, rate, point, ok)
             return point(lo) if lo > 0 else point(1e-9)
         lo = rate
     return found
