@@ -192,7 +192,16 @@ def test_a_boolean_version_and_an_integer_key_are_said_as_elsewhere(tmp_path):
     assert problems(load_workload, path) == (f"{path}:1: schema_version: expected the number 1, got boolean true",)
     keyed = write(tmp_path, WORKLOAD.replace("workloads:", "5: 1\nworkloads:", 1), "k.yaml")
     line = WORKLOAD.splitlines().index("workloads:") + 1
-    assert problems(load_workload, keyed) == (f"{keyed}:{line}: 5: Keys should be strings",)
+    assert problems(load_workload, keyed) == (
+        f"{keyed}:{line}: invalid YAML: key '5' is read as the int 5: keys are names; quote it ('5') if it is meant",)
+    # `null:` was "None: Keys should be strings" at line 1, and `1:` beside `true:` a "duplicate key 'True'"
+    both = write(tmp_path, WORKLOAD.replace("workloads:", "1: a\ntrue: b\nnull: c\nworkloads:", 1), "n.yaml")
+    assert problems(load_workload, both) == (
+        f"{both}:{line}: invalid YAML: key '1' is read as the int 1: keys are names; quote it ('1') if it is meant",)
+    nothing = write(tmp_path, WORKLOAD.replace("workloads:", "null: c\nworkloads:", 1), "z.yaml")
+    assert problems(load_workload, nothing) == (
+        f"{nothing}:{line}: invalid YAML: key 'null' is read as null: keys are names; quote it ('null') if it is "
+        "meant",)
 
 
 def test_unknown_schema_version_names_the_supported_one(tmp_path):

@@ -150,6 +150,13 @@ class _StrictLoader(yaml.SafeLoader):
                     None, None, "a mapping key must be a plain value, not a list or mapping",
                     key_node.start_mark) from None
             line = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                # every key of gpuopt's files is a name; `null:`, `1:` and `true:` are read as None, 1 and True
+                # (and 1 == True in a mapping: "duplicate key 'True'" for two different keys; QA)
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key_node.value!r} is read as "
+                    f"{'null' if key is None else f'the {type(key).__name__} {key!r}'}: keys are names; quote it "
+                    f"('{key_node.value}') if it is meant", key_node.start_mark)
             if first is not None:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key '{key}' (first on line {first}, again on line {line})",
