@@ -397,7 +397,7 @@ def test_deployments_sharing_a_machine_add_up_to_its_monthly_bill(tmp_path):
 
 @pytest.mark.parametrize("amounts", [[333.333333] * 3, [0.1, 0.2, 0.3004, 7.77777], [1e-9, 2.5, 2.5], [5.0]])
 def test_split_exactly_keeps_the_total_and_each_share_within_a_unit(amounts):
-    from gpuopt.planner.solve import split_exactly
+    from gpuopt.planner.plan import split_exactly
     parts = split_exactly(amounts, 2)
     assert round(sum(parts) * 100) == round(sum(amounts) * 100)
     assert all(abs(p - a) < 0.01 + 1e-9 for p, a in zip(parts, amounts, strict=True))

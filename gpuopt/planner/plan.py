@@ -26,26 +26,22 @@ from gpuopt.clock import iso_date
 from gpuopt.vocabulary import CURRENCIES, PRICE_KINDS, PROVIDERS, RejectionKind
 
 
-def _known_price_kind(value: str) -> str:
-    if value not in PRICE_KINDS:
-        raise ValueError(f"unknown price kind '{value}' (known: {', '.join(PRICE_KINDS)})")
-    return value
+def _one_of(known: tuple[str, ...], what: str) -> AfterValidator:
+    """A check that a name read back from a plan file is one of `known` (plans are built from catalog rows,
+    whose names are)."""
+    def check(value: str) -> str:
+        if value not in known:
+            raise ValueError(f"unknown {what} '{value}' (known: {', '.join(known)})")
+        return value
+
+    return AfterValidator(check)
 
 
-KnownPriceKind = Annotated[str, AfterValidator(_known_price_kind)]
-
-
-def _known_provider(value: str) -> str:
-    if value not in PROVIDERS:
-        raise ValueError(f"unknown provider '{value}' (known: {', '.join(PROVIDERS)})")
-    return value
-
-
-KnownProvider = Annotated[str, AfterValidator(_known_provider)]
-"""A provider in a plan file (QA: an edited `azure` was deployed with SkyPilot's region `mars-1`): every
-offering a plan is built from is a catalog row, whose provider is one of these."""
+KnownPriceKind = Annotated[str, _one_of(PRICE_KINDS, "price kind")]
 """A price kind in a plan file: typed as str where plans are built from catalog rows, checked where a plan is read
 back (a hand-edited `reserved-1yy` fell out of every FOCUS charge category and dropped 41 % of the bill)."""
+KnownProvider = Annotated[str, _one_of(PROVIDERS, "provider")]
+"""A provider in a plan file (QA: an edited `azure` was deployed with SkyPilot's region `mars-1`)."""
 
 PLAN_SCHEMA_VERSION = 1
 PlanStatus = Literal["optimal", "infeasible"]
@@ -62,6 +58,19 @@ def plain(value: float, digits: int = 4) -> float:
     """Round a number for output: a plain Python float, never -0.0, the same on every run."""
     out = round(float(value), digits)
     return 0.0 if out == 0 else out
+
+
+def split_exactly(amounts: list[float], digits: int) -> list[float]:
+    """`amounts` rounded to `digits` decimals so that they sum to their total rounded so (largest remainder; ties
+    to the earlier): a plan's shares that must add up to what they split (a machine's bill, a workload's
+    demand)."""
+    unit = 10 ** digits
+    scaled = [a * unit for a in amounts]
+    floors = [math.floor(x + 1e-9) for x in scaled]
+    short = round(sum(scaled)) - sum(floors)
+    for i in sorted(range(len(scaled)), key=lambda i: (floors[i] - scaled[i], i))[:max(short, 0)]:
+        floors[i] += 1
+    return [f / unit for f in floors]
 
 
 Money = Annotated[float, Field(ge=0)]

@@ -46,6 +46,7 @@ from gpuopt.planner.plan import (
     UnitEconomics,
     WorkloadSummary,
     plain,
+    split_exactly,
 )
 from gpuopt.planner.program import Solution, lower_bound, quota_problems, solve
 from gpuopt.planner.serve_command import vllm_command
@@ -95,12 +96,12 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                         f"({solution.variables} variables)")
     age_errors: list[str] = []
     oldest = ""
+    today = opts.today or clock.today()
     if solution.status == "optimal":
         chosen = [a.candidate.offering for a in solution.assignments]
-        stale, age_errors = staleness(chosen, opts.today or clock.today(), opts.max_price_age)
+        stale, age_errors = staleness(chosen, today, opts.max_price_age)
         warnings += stale
-        fx_stale, fx_errors = fx_staleness(catalog.fx, chosen, currency, opts.today or clock.today(),
-                                           opts.max_price_age)
+        fx_stale, fx_errors = fx_staleness(catalog.fx, chosen, currency, today, opts.max_price_age)
         warnings += fx_stale
         age_errors += fx_errors
         warnings += borrowed_notes(o.gpu for o in chosen)  # latency from another architecture's calibration
@@ -152,7 +153,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                    for w in wf.workloads],
         unit_economics=_unit_economics(wf, deployments),
         rejections=_rejections(all_candidates),
-        as_of_date=(opts.today or clock.today()).isoformat(),
+        as_of_date=today.isoformat(),
         explanation=explanation,
         warnings=warnings,
         solver=solution.solver,
@@ -262,18 +263,6 @@ def _apportioned(deployments: list[Deployment], exact: list[float]) -> list[Depl
         for i, m in zip(members, monthly, strict=True):
             out[i] = out[i].model_copy(update={"cost_per_month": m})
     return out
-
-
-def split_exactly(amounts: list[float], digits: int) -> list[float]:
-    """`amounts` rounded to `digits` decimals so that they sum to their total rounded so (largest remainder; ties
-    to the earlier)."""
-    unit = 10 ** digits
-    scaled = [a * unit for a in amounts]
-    floors = [math.floor(x + 1e-9) for x in scaled]
-    short = round(sum(scaled)) - sum(floors)
-    for i in sorted(range(len(scaled)), key=lambda i: (floors[i] - scaled[i], i))[:max(short, 0)]:
-        floors[i] += 1
-    return [f / unit for f in floors]
 
 
 def _unit_economics(wf: WorkloadFile, deployments: list[Deployment]) -> list[UnitEconomics]:

@@ -41,12 +41,18 @@ class FxTable:
                 return value
             if (base, quote) == (to_currency, from_currency):
                 return 1.0 / value
-        for r in self.rates:
-            if (r.base, r.quote) == (from_currency, to_currency):
-                return r.rate
-            if (r.base, r.quote) == (to_currency, from_currency):
-                return 1.0 / r.rate
-        raise InputError(f"no FX rate between {from_currency} and {to_currency}")
+        r = self.dated_rate(from_currency, to_currency)
+        if r is None:
+            raise InputError(f"no FX rate between {from_currency} and {to_currency}")
+        return r.rate if (r.base, r.quote) == (from_currency, to_currency) else 1.0 / r.rate
+
+    def dated_rate(self, a: str, b: str) -> FxRate | None:
+        """The table's dated rate that converts between `a` and `b` either way, None where an override (a rate the
+        user gave, which has no date) replaces it or the table has none: what `rate` converts with, and what
+        staleness.fx_staleness ages."""
+        if any({base, quote} == {a, b} for base, quote in self.overrides):
+            return None
+        return next((r for r in self.rates if {r.base, r.quote} == {a, b}), None)
 
     def convert(self, amount: float, from_currency: str, to_currency: str) -> float:
         return amount * self.rate(from_currency, to_currency)

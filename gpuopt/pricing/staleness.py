@@ -80,9 +80,7 @@ def fx_staleness(fx: FxTable, offerings: Iterable[Offering], currency: str, toda
     errors: list[str] = []
     pairs = sorted({(o.currency, currency) for o in offerings if o.currency and o.currency != currency})
     for source, target in pairs:
-        if any({b, q} == {source, target} for b, q in fx.overrides):
-            continue
-        rate = next((r for r in fx.rates if {r.base, r.quote} == {source, target}), None)
+        rate = fx.dated_rate(source, target)
         if rate is None:
             continue
         age = (today - dt.date.fromisoformat(rate.as_of)).days

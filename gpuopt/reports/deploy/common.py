@@ -16,8 +16,7 @@ import yaml
 
 from gpuopt.errors import InputError
 from gpuopt.hardware import get_gpu
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, WorkloadSummary
-from gpuopt.planner.solve import split_exactly
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, WorkloadSummary, split_exactly
 
 VLLM_PORT = 8000
 """The port every artifact serves on (vLLM's default, passed explicitly so probes and services agree)."""
@@ -327,12 +326,12 @@ class SharedMachines:
         return [VLLM_PORT + i for i in range(max(len(m) for m in self.machines))]
 
     def cost_per_hour(self) -> float:
-        """What the plan charges these deployments: the sum of their `cost_per_hour`. The plan spreads an
+        """What the plan charges these deployments, per hour: the sum of their monthly costs / 730. The plan spreads an
         offering's machines over all its deployments by GPUs, spare GPUs included, so this is not always the
         machines' price (a deployment filling a machine of its own beside them carries a share of the spare
-        GPU): artifacts' costs add up to the plan's. From the monthly figures, which the plan apportions to the cent
-        over an offering's deployments (solve._apportioned): their hourly ones are each rounded, and three shares
-        of 1.36986301/h summed to 1.3698 beside the plan's 1.3699 (QA)."""
+        GPU): artifacts' costs add up to the plan's. The monthly figures, because the plan apportions them to the
+        cent over an offering's deployments (solve._apportioned) where each hourly one is rounded alone: three
+        shares of 1.36986301/h summed to 1.3698 beside the plan's 1.3699 (QA)."""
         return round(sum(d.cost_per_month for d in self.deployments) / HOURS_PER_MONTH, 4)
 
     def machines_price_per_hour(self) -> float:
