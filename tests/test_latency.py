@@ -846,10 +846,18 @@ def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
     gpu = work * busy / (2 * (1 - busy))
     assert gpu > budget
     assert analytic_load.prompt_queue_s(rate, work, service, share, 1.0) == pytest.approx(gpu)
-    # a closed loop of two clients: a prompt finds the other client's load only (half of it)
-    half = work * (busy / 2) / (2 * (1 - busy / 2))
+    # a closed loop of two clients (mean value analysis, queueing.closed_loop_wait): a prompt waits for the other
+    # client's only while it is in service, half its work on average, W = U(1) / 2 x work, U(1) = 1 / a the
+    # utilisation the other alone would cause; a = 1 + z (service 1 and decode z, in units of the work) solves
+    # 2 / (a + 1 / 2a) = busy (two clients, each cycle a wait, the work and z): a = 4.3290, W = 17.33 ms
+    a = (2 / busy + math.sqrt((2 / busy) ** 2 - 2)) / 2
+    assert 2 / (a + 1 / (2 * a)) == pytest.approx(busy)
+    two = work / (2 * a)
+    assert two == pytest.approx(0.017325, abs=1e-6)
     assert analytic_load.prompt_queue_s(rate, work, service, share, 0.5) == pytest.approx(
-        max(half, 0.2 * 0.025 / (2 * 0.975)))
+        max(two, 0.2 * 0.025 / (2 * 0.975)), rel=1e-3)
+    # M/D/1 on half the load, Schweitzer's approximation, overstated it by a quarter
+    assert work * (busy / 2) / (2 * (1 - busy / 2)) > 1.25 * two
     assert analytic_load.prompt_queue_s(rate, work, service, share, 0.0) == 0.0  # one client
     # a prompt hidden under the decode step (no work of its own): the budget decides
     assert analytic_load.prompt_queue_s(rate, 0.0, service, share, 1.0) == pytest.approx(budget)
@@ -858,19 +866,38 @@ def test_a_prompt_waits_for_the_busier_of_the_step_budget_and_the_gpus_time():
         work * analytic_load.MAX_PREFILL_BUSY / (2 * (1 - analytic_load.MAX_PREFILL_BUSY)))
 
 
-def test_a_prompts_work_is_its_share_of_the_steps_that_carry_prompts():
-    """_StepMix.prompt_work_s = L (Q - P) / x1: the prompts of a step share what it costs over a decode step.
-    An MoE step reads the experts its tokens touch once for all of them, so at load a prompt's work is less
-    than alone (QA: gpt-oss-120b's 500-token prompts counted at 39 ms each kept the prefill "busy" 117 % at
-    30 requests/s and queued them 19.5 s; the simulator waited 0.1 s)."""
-    dense = analytic_load._StepMix(replica(), 1000, 200)
-    y = dense.y_at_rate(5.0)
-    q, plain, prompt = dense.steps(y)
-    assert dense.prompt_work_s(y) == pytest.approx(1000 * (prompt - plain) / dense.prompt_tokens(y))
-    moe = analytic_load._StepMix(replica("openai/gpt-oss-120b", precision="mxfp4", max_len=16384), 500, 2)
-    light, heavy = moe.y_at_rate(1.0), moe.y_at_rate(30.0)
-    assert moe.prompt_tokens(heavy) > 1.2 * 500  # several prompts a step at 30 requests/s
-    assert moe.prompt_work_s(heavy) < 0.8 * moe.prompt_work_s(light)
+def test_a_prompts_work_is_its_share_of_a_full_prompt_step_with_the_decodes_in_it():
+    """_StepMix.prompt_work_s = L Q(R) / R: a backlog of prompts drains at R = budget - decodes tokens a step,
+    each step costing Q(R), the decodes riding in it included. Review of round 32's L (Q - P) / x1: it left the
+    decodes' share out, and Llama-3.1-8B's 6,000-token prompts on an L40S planned 1.77 requests/s within a 1.5 s
+    TTFT where the simulator's steady state holds 1.48."""
+    r = replica(gpu="L40S-48GB")
+    mix = analytic_load._StepMix(r, 6000, 8)
+    y = mix.y_at_rate(1.5)
+    room = r.config.max_num_batched_tokens - 8 * y
+    full_step = mix.step(8 * y, room)
+    assert mix.prompt_work_s(y) == pytest.approx(6000 * full_step / room, rel=1e-12)
+    # more than the prompt step's extra over a decode step (what round 32 counted), by the decodes' share
+    _, plain, prompt = mix.steps(y)
+    assert mix.prompt_work_s(y) > 1.1 * 6000 * (prompt - plain) / mix.prompt_tokens(y)
+    # an MoE step reads the experts its tokens touch once for all its prompts: at load a 500-token prompt's
+    # work is a small share of its prefill alone (QA: counted at its alone cost, gpt-oss-120b queued 19.5 s)
+    moe_r = replica("openai/gpt-oss-120b", precision="mxfp4", max_len=16384)
+    moe = analytic_load._StepMix(moe_r, 500, 2)
+    alone = latency.prefill_time_s(moe_r, 500)
+    assert moe.prompt_work_s(moe.y_at_rate(30.0)) < 0.5 * alone
+
+
+def test_long_prompts_on_a_small_budget_queue_for_the_whole_prompt_steps():
+    """TTFT-bound capacity of long prompts where each takes several 2,048-token steps: Llama-3.1-8B on an L40S
+    at 6,000 / 8 within 1.5 s. The simulator's steady state (8,000 requests at 1.57 requests/s: mean TTFT
+    1,826 ms; its capacity search: 1.48) is M/D/1 on the full prompt steps: S = 6,000 Q(R) / R and a wait
+    rho S / 2 (1 - rho) on top of the prefill; the capacity is now within 2 % of the simulator's."""
+    r = replica(gpu="L40S-48GB")
+    top = analytic_load.max_rate(r, 6000, 8, ttft_slo_ms=1500.0)
+    assert 1.45 < top.requests_per_second < 1.52
+    point = analytic_load.at_rate(r, 1.57, 6000, 8)
+    assert 1650 < point.ttft_ms < 1900
 
 
 @pytest.mark.parametrize("poisson", [True, False])

@@ -92,8 +92,7 @@ def test_open_loop_ttft_adds_the_wait_for_kv_room_and_a_closed_loop_does_not():
     room = r.config.max_num_batched_tokens - b
     service = latency.prefill_steps_s(r, b, 1125, 1000, room)
     budget = service * (p / room) / (2 * (1 - p / room))
-    _, plain, prompt = mix.steps(y)  # a prompt's work: its share of a prompt step's extra over a decode step
-    work = 1000 * (prompt - plain) / mix.prompt_tokens(y)
+    work = 1000 * mix.step(b, room) / room  # a prompt's work: its share of a full prompt step, decodes in it
     prompts = max(budget, work * rate * work / (2 * (1 - rate * work)))
     step_wait = (1 - math.exp(-b)) * (mix.residual_step(y) + mix.mean_step(y))  # async: one step more
     assert open_.ttft_ms == pytest.approx((r.cal.server_overhead_ms * 1e-3 + front + step_wait + service + prompts

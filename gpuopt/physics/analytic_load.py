@@ -139,18 +139,27 @@ class _StepMix:
         return min(p / x1, 1.0), self.step(b, 0.0), self.step(b, x1)
 
     def prompt_work_s(self, y: float) -> float:
-        """The GPU time one prompt adds at this steady state: its share of what a step carrying x1 prompt tokens
-        costs over a step without, L (Q - P) / x1. The prompts of one step share what is paid once a step --
-        an MoE step reads every expert its tokens touch, whether one prompt touches them or five -- so at
-        load a prompt's own work is less than it is alone (prefill_steps_s less the decode steps it replaces:
-        the model before 2026-12-04, which counted gpt-oss-120b's 500-token prompts at 39 ms each, so 30 a
-        second kept the prefill "busy" 117 % of the time and queued them 19.5 s, where the simulator's wait is
-        0.1 s). Equal to it where the step is linear in the prompt tokens (compute-bound dense prefill)."""
-        _, plain, prompt = self.steps(y)
-        x1 = self.prompt_tokens(y) if self.L > 0 else 0.0
-        if x1 <= 0.0 or prompt <= plain:
-            return 0.0  # no prompt tokens, or none at this load (y = 0: no step carries a prompt)
-        return self.L * (prompt - plain) / x1
+        """The time a waiting prompt adds to the queue of prompt work ahead of later ones: L x Q(R) / R, its share
+        of a step that carries a full budget of prompt tokens (R = max_num_batched_tokens less the decodes) and
+        the decodes that ride in it. A backlog of prompts drains at R tokens a step, and each of those steps
+        costs Q(R) -- the decodes' part of it included, which is not free while the backlog waits -- so this
+        is the rate at which queued prompts are worked off, whatever the steady state's mean prompt step.
+
+        History (benchmarks/surrogate_capacity.py and the simulator's steady state, physics/steady_state.py):
+        - until 2026-12-04 (round 32) a prompt counted its whole prefill alone (prefill_steps_s less the decode
+          steps it replaces): an MoE step reads every expert its tokens touch once for all its prompts, so
+          gpt-oss-120b's 500-token prompts on an H100 counted 39 ms each, 30 a second kept the prefill "busy"
+          117 % and queued them 19.5 s, where the simulator waits 0.1 s;
+        - round 32 took the steady state's own prompt step over a plain one, L (Q - P) / x1: that left out the
+          decodes' share P of each prompt step, 15 % of a 2,048-token step of Llama-3.1-8B on an L40S, so
+          6,000-token prompts looked 0.78 busy at 1.77 requests/s where the GPU spends 0.91 of its time in
+          prompt steps, and the TTFT-bound capacity within 1.5 s was 1.77 requests/s where the simulator's
+          steady state holds 1.48 (Qwen3-14B at 8,000 / 50 on an L40S within 3 s: 0.59 for 0.49). Now 1.49 and
+          0.52; gpt-oss-120b's case above waits 118 ms (simulated 128)."""
+        if self.L <= 0 or y <= 0.0:
+            return 0.0
+        full = max(self.budget - self.O * y, 1.0)
+        return self.L * self.step(self.O * y, full) / full
 
     @staticmethod
     def _mean(q: float, plain: float, prompt: float) -> float:
@@ -523,8 +532,8 @@ def prompt_queue_s(rate: float, work: float, service: float, budget_share: float
       a prompt waits M/D/1's rho / 2 (1 - rho) of its service -- where the prompt hides under a memory-bound
       decode step;
     - the GPU's time: where a prompt makes its steps compute-bound, the steps stretch with the prompt tokens
-      they carry, so a prompt waits for the prefill work ahead of it, `work` = S_m a prompt (its share of the
-      steps that carry prompts over the steps without: _StepMix.prompt_work_s); the prefill is busy rho_m =
+      they carry, so a prompt waits for the prefill work ahead of it, `work` = S_m a prompt (its share of a
+      full prompt step, the decodes in it included: _StepMix.prompt_work_s); the prefill is busy rho_m =
       rate S_m of the time and, for Poisson arrivals, the wait is M/D/1's rho_m S_m / 2 (1 - rho_m).
 
     `others` is the share of the load a prompt can find ahead of it: 1 for Poisson arrivals; (n - 1) / n in a
@@ -532,7 +541,10 @@ def prompt_queue_s(rate: float, work: float, service: float, budget_share: float
     Schweitzer's approximation: an arriving client sees the loop of the other n - 1): a lone client never
     waits, and 8 clients of 8,192-token prompts that keep an H100's prefill busy wait about 3 prompts, as the
     simulator does (before 2026-12-04 a closed loop kept the budget term alone, and such a loop's TTFT was half
-    the simulator's).
+    the simulator's). For the GPU's time a loop of up to queueing.CLOSED_LOOP_EXACT_CLIENTS waits what mean
+    value analysis says (queueing.closed_loop_wait): M/D/1 on (n - 1) / n of the load overstated it with few
+    clients once a prompt's work counted the decodes in its steps (Llama-3.1-8B, 6,000 / 64 on an L40S, 8
+    and 16 clients: TTFT 1,112 and 2,001 ms, simulated 907 and 1,315).
 
     Against 2,000 simulated Poisson requests at the same rate the budget term alone left mean TTFT 5-22 % low
     wherever 1,000-3,000-token prompts load the GPU (Llama-3.3-70B TP4 on H100s at 3,000/300 and 2.4 requests/s:
@@ -540,6 +552,11 @@ def prompt_queue_s(rate: float, work: float, service: float, budget_share: float
     (gpt-oss-120b on an A100 at 1.3: 411 -> 478, simulated 470; gemma-3-27b at 0.8: 443 -> 486, simulated 476)."""
     share = min(budget_share * others, 0.999)
     budget_wait = service * share / (2 * (1 - share))
+    clients = 1.0 / (1.0 - others) if others < 1.0 else math.inf
+    if clients <= queueing.CLOSED_LOOP_EXACT_CLIENTS:
+        # a closed loop's GPU wait by mean value analysis (queueing.closed_loop_wait), not M/D/1 on (n - 1) / n
+        # of the load, which overstates it for few clients
+        return max(budget_wait, work * queueing.closed_loop_wait(clients, min(rate * work, MAX_PREFILL_BUSY)))
     busy = min(rate * others * work, MAX_PREFILL_BUSY)
     return max(budget_wait, work * busy / (2 * (1 - busy)))
 
