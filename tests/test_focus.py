@@ -442,3 +442,41 @@ def test_a_solve_plans_reservation_exports_every_month_of_its_term(tmp_path):
     hours = sum((add_months(dt.date(2026, 12, 1), m + 1) - add_months(dt.date(2026, 12, 1), m)).days * 24
                 for m in range(36))
     assert sum(float(r["BilledCost"]) for r in purchases) == pytest.approx(0.80395 * hours, abs=0.01)
+
+
+def test_a_converted_monthly_fee_bills_the_plans_month_to_the_cent(tmp_path):
+    """QA: capacity-cn in USD subscribes 3 x GT4.8XLARGE192 at 27,496 CNY a month; the plan's period charges
+    3 x 5.66155406 x 730 = 12,398.80 USD a month, and FOCUS billed 3 x 4,132.93 = 12,398.79 (each instance's
+    fee rounded to the cent first). Now the unit price is the month's charge over the instances."""
+    plan_json, out = tmp_path / "p.json", tmp_path / "f.csv"
+    assert run("plan", EXAMPLES / "capacity-cn.yaml", "--currency", "USD", "--json", "-o", plan_json).exit_code == 0
+    assert run("plan", EXAMPLES / "capacity-cn.yaml", "--currency", "USD", "--format", "focus", "-o",
+               out).exit_code == 0
+    plan = json.loads(plan_json.read_text())
+    subscribed = [(p["period"], line) for p in plan["periods"] for line in p["purchases"]
+                  if line["price_kind"] == "subscription-monthly"]
+    assert subscribed
+    period, line = subscribed[0]
+    monthly = round(line["price_per_hour"] * 730 * line["count"], 2)  # the plan's month, by hand
+    rows = [r for r in rows_of(out.read_text()) if r["ChargeCategory"] == "Purchase"
+            and "GT4.8XLARGE192 subscription-monthly" in r["ChargeDescription"]]
+    first = rows[0]
+    assert float(first["PricingQuantity"]) == line["count"]
+    assert round(float(first["BilledCost"]), 2) == monthly
+    assert float(first["BilledCost"]) == pytest.approx(float(first["ContractedUnitPrice"]) * line["count"],
+                                                       abs=1e-4)
+
+
+def test_every_month_of_a_solved_term_says_which_it_is(tmp_path):
+    """QA: the first Purchase row of a solved reservation had no "month 1 of 12"; the others did."""
+    path = tmp_path / "w.yaml"
+    path.write_text("schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\n"
+                    "price_kinds: [reserved-1y]\nworkloads:\n"
+                    "  - {name: assistant, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 4,"
+                    " input_tokens: 1000, output_tokens: 250, max_model_len: 8192,"
+                    " slo: {ttft_ms: 1500, tpot_ms: 40}}\n")
+    result = run("solve", path, "--format", "focus")
+    assert result.exit_code == 0, result.output
+    purchases = [r for r in rows_of(result.stdout) if r["ChargeCategory"] == "Purchase"]
+    assert [r["ChargeDescription"].rsplit("; ", 1)[1] for r in purchases] == [
+        f"month {m} of 12 of the term" for m in range(1, 13)]

@@ -299,3 +299,20 @@ def test_every_workload_has_its_rejections_explained(saved):
         rejections = out[out.index("Top rejections"):]
         assert first_cell in rejections, fmt
         assert "│ chat " in rejections or "| chat |" in rejections
+
+
+def test_a_discounted_plan_says_so_in_its_assumptions_and_a_diff_names_the_discount(saved, tmp_path):
+    """QA: with --discount alibaba=0.1 the Assumptions read "prices are list prices", and a diff against the
+    undiscounted plan blamed FX for a change that was all the discount (102.33 = 113.70 x 0.9 CNY/h)."""
+    path, extra = PLANS["cn"]
+    discounted = tmp_path / "discounted.json"
+    assert run("solve", path, *extra, "--discount", "alibaba=0.1", "--format", "json", "-o",
+               discounted).exit_code == 0
+    md = run("report", discounted, "--format", "markdown").stdout
+    assert "prices are list prices" not in md
+    assert "prices are after discounts and overlays: 2 of 2 deployments below their list price" in md
+    assert "prices are list prices unless an overlay says otherwise" in run("report", saved["cn"], "--format",
+                                                                            "markdown").stdout
+    diff = json.loads(run("diff", discounted, saved["cn"], "--format", "json").stdout)
+    details = [d for line in diff["lines"] for d in line["details"]]
+    assert "below list price 10 % -> none" in details

@@ -434,8 +434,10 @@ class CapacityPlan(_Frozen):
         (docs/capacity.md): the figures diff, the tables and FOCUS each read agree, or the file is refused."""
         for j, period in enumerate(self.periods):
             for k, x in enumerate(period.purchases):
+                # a monthly subscription is rounded to the cent each month (commitments.period_charges)
+                monthly = 0.005 * self.months_per_period if x.price_kind in RENEWABLE else 0.0
                 check_sum(f"periods.{j}.purchases.{k}.cost", x.cost, x.price_per_hour * x.hours,
-                          "price_per_hour x hours", 0.01 + 1e-7 * x.hours)
+                          "price_per_hour x hours", 0.01 + 1e-7 * x.hours + monthly)
             if period.cost_by_price_kind:
                 check_sum(f"periods.{j}.cost", period.cost, sum(period.cost_by_price_kind.values()),
                           "the sum of its cost_by_price_kind", 0.005 * len(period.cost_by_price_kind) + 0.005)
@@ -455,9 +457,11 @@ class CapacityPlan(_Frozen):
         for i, c in enumerate(self.commitments):
             # a purchase's two parts are its whole term's charge (commitments.period_charges: price x count x 730
             # x its months, to the cent); QA: an edited cost_inside_horizon and price_per_hour read back
+            # (a monthly subscription's each month to the cent)
+            monthly = 0.005 * c.term_months if c.price_kind in RENEWABLE else 0.0
             check_sum(f"commitments.{i}.cost_inside_horizon", c.cost_inside_horizon + c.obligation_after_horizon,
                       c.price_per_hour * c.count * HOURS_PER_MONTH * c.term_months,
-                      "price_per_hour x count x 730 x term_months, less obligation_after_horizon", 0.01)
+                      "price_per_hour x count x 730 x term_months, less obligation_after_horizon", 0.01 + monthly)
         s = self.commitment_summary
         if s is not None:
             # the lines finance reads (QA: an edited savings_cash of 999 printed as "savings, cash basis")
@@ -498,9 +502,10 @@ def _charge(p: CapacityProblem, pu: Purchase, price: float) -> float:
     period charges (commitments.period_charges) over its whole term (charge: full-term) or over its periods
     inside the horizon (inside-horizon) -- the same cents the period costs and the commitment ledger print."""
     if not pu.committed:
-        return round(price * p.hours_per_period * pu.count, 2)
+        return plain(price * p.hours_per_period * pu.count, 2)
     mpp = p.cf.horizon.months_per_period
-    charges = period_charges(price, pu.count, term_months(pu.offering.offering.price_kind, mpp), mpp)
+    kind = pu.offering.offering.price_kind
+    charges = period_charges(price, pu.count, term_months(kind, mpp), mpp, monthly_fee=kind in RENEWABLE)
     return cents(charges if p.cf.charge == "full-term" else charges[:len(p.labels) - pu.period])
 
 

@@ -14,9 +14,10 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from gpuopt.hardware import get_gpu
+from gpuopt.inputs.capacity import RENEWABLE
 from gpuopt.planner.candidates import CandidateResult, resolve_model
 from gpuopt.planner.commitments import CommitmentSpan, PurchaseLike, cents, period_charges
-from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind
+from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind, plain
 from gpuopt.planner.serve_command import vllm_command
 
 
@@ -87,7 +88,8 @@ def cost_by_price_kind(purchases: Sequence[PurchaseLike], commitments: Sequence[
         if not p.committed:
             split[p.price_kind].append(p.cost)
     for c in active_commitments(commitments, period, months_per_period):
-        charges = period_charges(c.price_per_hour, c.count, c.term_months, months_per_period)
+        charges = period_charges(c.price_per_hour, c.count, c.term_months, months_per_period,
+                                 monthly_fee=c.price_kind in RENEWABLE)
         split[c.price_kind].append(charges[period - c.start_month // months_per_period])
     return {k: cents(v) for k, v in sorted(split.items())}
 
@@ -164,7 +166,7 @@ def assess(commitments: Sequence[CommitmentSpan], lines: Sequence[BreakEvenInput
                                      "break_even_utilisation": line.break_even_utilisation}
         od = line.on_demand_price_per_hour
         billed = cents((c.cost_inside_horizon, c.obligation_after_horizon))
-        rented = round(od * used_hours, 2) if od is not None else None
+        rented = plain(od * used_hours, 2) if od is not None else None
         if rented is not None and line.break_even_utilisation is not None and billed > rented:
             if not any(on_demand_allowed.get(w, True) for w in c.workloads):
                 why = f"on-demand is not allowed for {', '.join(c.workloads)} (price_kinds)"

@@ -27,7 +27,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt.inputs.capacity import MAX_HORIZON_MONTHS, RENEWABLE, TERM_MONTHS, UNCOMMITTED
-from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind, Money, plain
+from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind, Money, plain, whole
 
 CHARGE_MODES = {
     "full-term": "every commitment is charged for its whole term, also the months after the horizon "
@@ -135,12 +135,21 @@ def term_months(price_kind: str, months_per_period: int) -> int:
     return TERM_MONTHS.get(price_kind, months_per_period)
 
 
-def period_charges(price_per_hour: float, count: int, months: int, months_per_period: int) -> list[float]:
+def period_charges(price_per_hour: float, count: int, months: int, months_per_period: int, *,
+                   monthly_fee: bool = False) -> list[float]:
     """A commitment's charge per period of its term, in cents that sum exactly to its whole-term charge
     (price x 730 h x months x count, rounded once): period k gets round(C k+1/P) - round(C k/P) in cents
-    (round half up, integers), so no period drifts more than a cent from the exact amortisation."""
+    (round half up, integers), so no period drifts more than a cent from the exact amortisation.
+
+    `monthly_fee`: a subscription renewed month by month is billed each month, so its charge is the month's
+    (price x 730 h x count, to the cent) times the months -- what FOCUS bills month by month. A quarter
+    rounded once charged 12,398.80 USD for three months that FOCUS billed 4,132.93 each (a 27,496 CNY fee
+    converted; QA); in the fee's own currency the two agree."""
     periods = max(1, months // months_per_period)
-    total = round(price_per_hour * count * HOURS_PER_MONTH * months * 100)  # whole cents
+    if monthly_fee:
+        total = whole(price_per_hour * count * HOURS_PER_MONTH * 100) * months
+    else:
+        total = whole(price_per_hour * count * HOURS_PER_MONTH * months * 100)  # whole cents, half up
     edges = [(2 * total * k + periods) // (2 * periods) for k in range(periods + 1)]
     return [(edges[k + 1] - edges[k]) / 100 for k in range(periods)]
 
@@ -156,7 +165,8 @@ def spans(periods: Sequence[tuple[str, Sequence[PurchaseLike]]], months_per_peri
                 continue
             term = term_months(p.price_kind, months_per_period)
             inside = min(term, horizon_months - start)
-            charges = period_charges(p.price_per_hour, p.count, term, months_per_period)
+            charges = period_charges(p.price_per_hour, p.count, term, months_per_period,
+                                     monthly_fee=p.price_kind in RENEWABLE)
             split = inside // months_per_period
             out.append(CommitmentSpan(
                 bought=label, provider=p.provider, service=p.service, sku=p.sku, region=p.region,

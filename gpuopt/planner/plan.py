@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Context, Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -54,10 +55,28 @@ DEFAULT_HEADROOM = 0.8  # a replica is planned for at most this share of the loa
 PRICE_DIGITS = 8
 
 
+_EXACT = Context(prec=80)
+NOISE_DIGITS = 6
+"""Decimals past the printed ones at which a float's binary noise is dropped before the half is rounded."""
+
+
 def plain(value: float, digits: int = 4) -> float:
-    """Round a number for output: a plain Python float, never -0.0, the same on every run."""
-    out = round(float(value), digits)
+    """Round a number for output as a hand computation does, half up: 0.5125 USD/h x 730 h = 374.125 -> 374.13.
+    Python's round() is half-to-even on the float's binary value (the product is 374.12499999999994 and an
+    exact 739.125 rounds to 739.12: a cent under what a finance team computes, QA), so the noise is dropped
+    first, at `NOISE_DIGITS` decimals past `digits`, then the half rounds away from zero. A plain Python float,
+    never -0.0, the same on every run."""
+    v = float(value)
+    if not math.isfinite(v):
+        return v
+    noise_free = Decimal(v).quantize(Decimal(1).scaleb(-(digits + NOISE_DIGITS)), ROUND_HALF_EVEN, _EXACT)
+    out = float(noise_free.quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP, _EXACT))
     return 0.0 if out == 0 else out
+
+
+def whole(value: float) -> int:
+    """`value` rounded to a whole number half up, as plain rounds (cents of a charge, 100 x an amount)."""
+    return int(plain(value, 0))
 
 
 def split_exactly(amounts: list[float], digits: int) -> list[float]:
@@ -67,7 +86,7 @@ def split_exactly(amounts: list[float], digits: int) -> list[float]:
     unit = 10 ** digits
     scaled = [a * unit for a in amounts]
     floors = [math.floor(x + 1e-9) for x in scaled]
-    short = round(sum(scaled)) - sum(floors)
+    short = whole(sum(scaled)) - sum(floors)
     for i in sorted(range(len(scaled)), key=lambda i: (floors[i] - scaled[i], i))[:max(short, 0)]:
         floors[i] += 1
     return [f / unit for f in floors]

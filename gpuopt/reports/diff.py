@@ -166,9 +166,21 @@ def _price_details(before: list[Deployment], after: list[Deployment], factor: fl
         out.append(f"instance price {old_price} -> {new_price} {currency}/h")
         if fx_before != fx_after:  # only beside a price that moved: a line priced in one currency used no rate
             out.append(f"FX {fx_before} -> {fx_after}")
+    old_off, new_off = _below_list(before), _below_list(after)
+    if old_off != new_off:  # a discount or an overlay moved the price off its list price (QA: it read as FX)
+        out.append(f"below list price {old_off} -> {new_off}")
     if sum(d.instances for d in before) != sum(d.instances for d in after):
         out.append(f"instances {sum(d.instances for d in before):g} -> {sum(d.instances for d in after):g}")
     return out
+
+
+def _below_list(ds: list[Deployment]) -> str:
+    """How far a line's instance price is below its list price (a --discount, a workload file's `discounts`, an
+    overlay): "10 %", "none", or each share where the deployments differ."""
+    shares = sorted({plain(100 * (1 - d.instance_price_per_hour / d.list_price_per_hour), 2) for d in ds
+                     if d.list_price_per_hour})
+    shown = [f"{x:g} %" for x in shares if x != 0]
+    return ", ".join(shown) if shown else "none"
 
 
 def _monthly(deployments: list[Deployment], factor: float) -> float:
@@ -305,8 +317,8 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
     lines = []
     for label in period_order([p.period for p in old.periods], [p.period for p in new.periods]):
         i, j = before.get(label), after.get(label)
-        mb = round(old.periods[i].cost * factor, 2) if i is not None else 0.0
-        ma = round(new.periods[j].cost, 2) if j is not None else 0.0
+        mb = plain(old.periods[i].cost * factor, 2) if i is not None else 0.0
+        ma = plain(new.periods[j].cost, 2) if j is not None else 0.0
         if i is None or j is None:  # a period only one horizon has
             change = "added" if i is None else "removed"
             bought, running = _holdings(new, j) if j is not None else _holdings(old, i or 0)
@@ -322,17 +334,17 @@ def diff_capacity(old: CapacityPlan, new: CapacityPlan) -> PlanDiff:
             # cents x the rate (Q2 2027: 3,136.81 USD x 6.6529 = 20,868.88 against 20,868.83 CNY)
             change = "changed" if details or not _same(_exact_cost(old, i), _exact_cost(new, j), factor) \
                 else "unchanged"
-            if change == "unchanged" and round(ma - mb, 2):
+            if change == "unchanged" and plain(ma - mb, 2):
                 details = [f"{ma - mb:+,.2f} from rounding each plan's figures to the cent, not a change"]
         lines.append(DiffLine(workload="(all)", deployment=f"period {label}", change=change, monthly_before=mb,
                               monthly_after=ma, delta=plain(ma - mb, 2), details=details, line_kind="period"))
     notes = [t for t in (_owed_text(old, "before", factor, new.currency), _owed_text(new, "after", 1.0, new.currency))
              if t is not None]
     if notes:  # what the commitments owe after the horizon in either charge mode: the provider bills it
-        ob, oa = round(old.committed_after_horizon * factor, 2), round(new.committed_after_horizon, 2)
+        ob, oa = plain(old.committed_after_horizon * factor, 2), plain(new.committed_after_horizon, 2)
         change = "unchanged" if _same(_exact_owed(old), _exact_owed(new), factor) else (
             "added" if not ob else "removed" if not oa else "changed")  # the line's vocabulary, as before
-        if change == "unchanged" and round(oa - ob, 2):
+        if change == "unchanged" and plain(oa - ob, 2):
             notes.append(f"{oa - ob:+,.2f} from rounding each plan's figures to the cent, not a change")
         lines.append(DiffLine(workload="(all)", deployment="after the horizon", change=change, monthly_before=ob,
                               monthly_after=oa, delta=plain(oa - ob, 2), details=notes, line_kind="after-horizon"))
@@ -362,8 +374,8 @@ def _total(plan: Plan | CapacityPlan, factor: float) -> float:
     per period plus what its commitments owe after the horizon (capacity plans), each line to the cent."""
     if isinstance(plan, Plan):
         return plain(sum(_monthly(ds, factor) for ds in _group(plan).values()), 2)
-    return plain(sum(round(p.cost * factor, 2) for p in plan.periods)
-                 + round(plan.committed_after_horizon * factor, 2), 2)
+    return plain(sum(plain(p.cost * factor, 2) for p in plan.periods)
+                 + plain(plan.committed_after_horizon * factor, 2), 2)
 
 
 def unpriced(old: Plan | CapacityPlan, new: Plan | CapacityPlan, old_file: str, new_file: str) -> PlanDiff:

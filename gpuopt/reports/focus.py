@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import HOURS_PER_MONTH
+from gpuopt.planner.plan import HOURS_PER_MONTH, plain
 from gpuopt.pricing.regions import region_info
 
 FOCUS_COLUMNS = (
@@ -138,18 +138,28 @@ def month_hours(month: dt.date) -> int:
     return (add_months(month, 1) - month).days * 24
 
 
+def monthly_fee(price_per_hour: float, instances: float) -> float:
+    """A monthly subscription's fee per instance-month: the month's charge as the plan prices it (the catalog's
+    hourly price x the 730-hour month it was derived from x the instances, to the cent) over the instances, so
+    the row's cost is the plan's month to the cent. Rounding each instance's fee to the cent first billed 3 x
+    4,132.93 = 12,398.79 USD for a plan month of 12,398.80 (a 27,496 CNY fee converted; QA); in the catalog's
+    own currency the fee is whole (27,496.00)."""
+    if instances <= 0:
+        return plain(price_per_hour * HOURS_PER_MONTH, 2)
+    return plain(plain(price_per_hour * HOURS_PER_MONTH * instances, 2) / instances, 6)
+
+
 def rows(charge: Charge) -> list[dict[str, Any]]:
     start, end = stamp(charge.month), stamp(add_months(charge.month, 1))
     # the charge period's real hours, not the 730-hour planning month (module docstring)
     hours = float(round(charge.instances * month_hours(charge.month), 4))  # decimal, never an integer column
-    # a monthly fee is priced per instance-month (the catalog's hourly price x the 730-hour month it was
-    # derived from, to the cent), everything else per instance-hour of the calendar month
-    unit_price, list_unit_price = ((round(charge.unit_price * HOURS_PER_MONTH, 2),
-                                    round(charge.list_unit_price * HOURS_PER_MONTH, 2)) if charge.monthly_fee
+    # a monthly fee is priced per instance-month, everything else per instance-hour of the calendar month
+    unit_price, list_unit_price = ((monthly_fee(charge.unit_price, charge.instances),
+                                    monthly_fee(charge.list_unit_price, charge.instances)) if charge.monthly_fee
                                    else (charge.unit_price, charge.list_unit_price))
     quantity = float(charge.instances) if charge.monthly_fee else hours
-    cost = round(unit_price * quantity, 4)
-    list_cost = round(list_unit_price * quantity, 4)
+    cost = plain(unit_price * quantity, 4)
+    list_cost = plain(list_unit_price * quantity, 4)
     # the region's operator invoices it where it is not the provider (AWS China: Sinnet, NWCD; regions.csv)
     issuer = region_info(charge.region, charge.provider).operator or charge.provider
     common: dict[str, Any] = {
@@ -207,7 +217,7 @@ def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost
     used_hours = float(round(used * month_hours(charge.month), 4)) if split else hours
     # the commitment's own pricing: per instance-hour, or per instance-month for a monthly fee (`rows`)
     quantity, used_quantity = (float(charge.instances), float(used)) if charge.monthly_fee else (hours, used_hours)
-    used_cost = round(common["ContractedUnitPrice"] * used_quantity, 4) if split else cost
+    used_cost = plain(common["ContractedUnitPrice"] * used_quantity, 4) if split else cost
     out: list[dict[str, Any]] = []
     if used > 0:
         contracted, listed = charge.covered_prices or (charge.unit_price, charge.list_unit_price)
@@ -218,13 +228,13 @@ def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost
                     "ChargeDescription": charge.description
                     + (f", {used:g} of {charge.instances:g} instances in use" if split else ""), "BilledCost": 0.0,
                     "ContractedUnitPrice": contracted, "ListUnitPrice": listed, "PricingQuantity": used_hours,
-                    "PricingUnit": "Hours", "ContractedCost": round(contracted * used_hours, 4),
-                    "ListCost": round(listed * used_hours, 4),
+                    "PricingUnit": "Hours", "ContractedCost": plain(contracted * used_hours, 4),
+                    "ListCost": plain(listed * used_hours, 4),
                     "EffectiveCost": used_cost, "ConsumedQuantity": used_hours, "ConsumedUnit": "Hours",
                     "PricingCategory": "Committed"})
     if split:
         idle = float(round(quantity - used_quantity, 4))
-        idle_cost = round(cost - used_cost, 4)
+        idle_cost = plain(cost - used_cost, 4)
         out.append({**common, "CommitmentDiscountStatus": "Unused", "ChargeCategory": "Usage",
                     "ChargeFrequency": "Usage-Based",
                     "ChargeDescription": f"{charge.description}, {charge.instances - used:g} of "
@@ -232,8 +242,8 @@ def _commitment_usage(charge: Charge, common: dict[str, Any], hours: float, cost
                     # ContractedCost is its unit price x quantity (FOCUS); only EffectiveCost takes the remainder that
                     # makes the month's rows sum to its charge (QA: 1,744.5759 beside 1.17243 x 1,488 = 1,744.5758)
                     "BilledCost": 0.0, "PricingQuantity": idle,
-                    "ContractedCost": round(common["ContractedUnitPrice"] * idle, 4),
-                    "ListCost": round(common["ListUnitPrice"] * idle, 4), "EffectiveCost": idle_cost,
+                    "ContractedCost": plain(common["ContractedUnitPrice"] * idle, 4),
+                    "ListCost": plain(common["ListUnitPrice"] * idle, 4), "EffectiveCost": idle_cost,
                     "ConsumedQuantity": None, "ConsumedUnit": None, "PricingCategory": "Committed"})
     return out
 

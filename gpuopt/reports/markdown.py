@@ -95,6 +95,18 @@ def _memory_table(d: Deployment) -> list[str]:
     ]
 
 
+
+def pricing_basis(plan: Plan) -> str:
+    """What the plan's prices are: list prices, or -- with --discount, a workload file's `discounts` or an
+    overlay below the catalog -- how many deployments are priced under their list price (QA: a 10 % discount
+    read "prices are list prices" here, only the warnings said otherwise)."""
+    below = [d for d in plan.deployments
+             if d.list_price_per_hour is not None and d.instance_price_per_hour < d.list_price_per_hour]
+    if not below:
+        return "prices are list prices unless an overlay says otherwise"
+    return (f"prices are after discounts and overlays: {len(below)} of {len(plan.deployments)} deployments below "
+            "their list price (the warnings name each discount)")
+
 def render_markdown(plan: Plan) -> str:
     c = md(plan.currency)
     out: list[str] = ["# gpuopt plan", ""]
@@ -203,7 +215,7 @@ def render_markdown(plan: Plan) -> str:
             f"- vLLM {md(plan.vllm_version)} defaults (gpu_memory_utilization, scheduler limits, CUDA graphs in the "
             "budget or not); memory and latency calibrations in gpuopt/data (fitted on published vLLM logs "
             "and runs)",
-            f"- monthly cost = hourly x {HOURS_PER_MONTH}; prices are list prices unless an overlay says otherwise",
+            f"- monthly cost = hourly x {HOURS_PER_MONTH}; {pricing_basis(plan)}",
             f"- solver: {md(plan.solver)}", ""]
     if plan.warnings:
         out += ["## Warnings", "", *[f"- {md(w)}" for w in plan.warnings], ""]

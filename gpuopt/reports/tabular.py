@@ -144,13 +144,16 @@ def render_focus(plan: Plan) -> str:
             monthly_fee=d.price_kind in RENEWABLE,
             covered_prices=None if d.on_demand_price_per_hour is None else (
                 d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour))
-        out += rows(charge)
         # the rest of a term commitment's obligation: its Purchase rows, one per month after the projected one
-        # (QA: a 3-year reservation exported one month of 36); a monthly subscription renews month by month
+        # (QA: a 3-year reservation exported one month of 36); a monthly subscription renews month by month.
+        # Every month of a term says which it is, the projected first one too (QA: "month 2 of 12" came first)
         term = 1 if d.price_kind in RENEWABLE else TERM_MONTHS.get(d.price_kind, 1) if committed else 1
-        for m in range(1, term):
-            out += rows(replace(charge, month=add_months(month, m), usage=False,
-                                description=f"{charge.description}; month {m + 1} of {term} of the term"))
+        base = charge.description
+        for m in range(term):
+            if term > 1:
+                charge = replace(charge, month=add_months(month, m), usage=m == 0,
+                                 description=f"{base}; month {m + 1} of {term} of the term")
+            out += rows(charge)
     if plan.budget is not None:  # FOCUS custom columns (x_ prefix): the budget the projection was checked against
         extra = {"x_BudgetMonthly": plan.budget.max_monthly_in_plan_currency, "x_BudgetMargin": plan.budget.margin}
         return _frame([{**row, **extra} for row in out], (*FOCUS_COLUMNS, *extra))
