@@ -427,3 +427,18 @@ def test_fit_json_names_the_hybrid_block_the_scheduler_uses() -> None:
     text = run("fit", "--model", NEXT, "--gpu", "H100-SXM-80GB", "--tp", "4", "--max-model-len", "32768",
                "--vllm-version", "0.19").stdout
     assert "blocks of 272 tokens, a request holds 3 of them in the Mamba / linear-attention layers" in text
+
+
+@pytest.mark.parametrize(("model", "tp", "refused"), [
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 8, None),  # 64 Mamba heads, 8 B/C groups: 8 per rank, 1 group
+    ("nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", 16, "8 Mamba B/C groups"),  # 4 heads a rank, half a group
+    ("Qwen/Qwen3.5-35B-A3B", 16, None),  # Gated DeltaNet: 16 key, 32 value heads
+])
+def test_tp_must_divide_the_recurrent_layers_heads_and_groups(model, tp, refused):
+    """vLLM 0.28's MambaMixer2 asserts (n_groups % tp == 0) or n_groups == 1; QA: Nemotron-3-Nano "fit" at TP 16."""
+    from gpuopt.physics.serving_config import ServingConfig, validate
+    problems = validate(get_model(model), ServingConfig(tensor_parallel=tp, max_model_len=8192))
+    if refused is None:
+        assert problems == []
+    else:
+        assert any(refused in p for p in problems), problems

@@ -97,6 +97,12 @@ def test_checkpoints_lists_the_known_ones_and_which_resolve_offline():
     assert unconfirmed and not any(r["resolves_offline"] for r in unconfirmed)
     missing = run("models", "checkpoints", "acme/nothing")
     assert missing.exit_code == 2 and missing.stderr.startswith("error: no known quantized checkpoint")
+    # a registry model without a known checkpoint is an empty answer, not bad input (QA: GLM-5 was exit 2)
+    glm = run("models", "checkpoints", "zai-org/GLM-5", "--json")
+    assert glm.exit_code == 0 and json.loads(glm.stdout) == [] and "note: no known quantized checkpoint" in glm.stderr
+    # a checkpoint's own id points to its base
+    own = run("models", "checkpoints", "Qwen/Qwen3-32B-AWQ")
+    assert own.exit_code == 2 and "`gpuopt models checkpoints Qwen/Qwen3-32B`" in own.stderr
 
 
 LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "hidden_size": 4096, "intermediate_size": 14336,

@@ -426,7 +426,8 @@ def test_a_format_the_release_dropped_points_to_a_release_not_to_another_gpu(tmp
                                       "bnb_4bit_quant_type": "nf4"}}
     (tmp_path / "config.json").write_text(json.dumps(config))
     new = CliRunner().invoke(cli, ["fit", "--model", str(tmp_path), "--gpu", "H100-SXM-80GB"])
-    assert new.exit_code == 2 and "plan it with --vllm-version a release that has it" in new.stderr
+    assert new.exit_code == 2 and "plan it with --vllm-version 0.27 (the last release with it)" in new.stderr
+    assert "--gpu" not in new.stderr  # the release is the problem, not the GPU
     assert "pick another GPU" not in new.stderr
     old = CliRunner().invoke(cli, ["fit", "--model", str(tmp_path), "--gpu", "H100-SXM-80GB", "--vllm-version", "0.27"])
     assert old.exit_code == 0

@@ -54,6 +54,17 @@ def test_a_cached_checkpoint_resolves_offline_without_the_registry(tmp_path: Pat
     assert arch.num_hidden_layers == 64 and arch.num_key_value_heads == 8
 
 
+def test_a_cache_snapshot_passed_as_a_path_is_named_by_its_repository(tmp_path: Path) -> None:
+    """QA: --model .../models--Qwen--Qwen3-32B-FP8/snapshots/REV printed "0123456789abcdef..." as the model."""
+    snapshot = hf_cache(tmp_path, "Qwen/Qwen3-32B-FP8", {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
+    for path in (snapshot, snapshot / "config.json"):
+        arch = from_local_path(path)
+        assert arch.hf_id == "Qwen/Qwen3-32B-FP8" and arch.local_path == str(snapshot.resolve())
+    plain_folder = tmp_path / "my-model"
+    shutil.copytree(snapshot, plain_folder)
+    assert from_local_path(plain_folder).hf_id == "my-model"  # any other folder keeps its own name
+
+
 def test_hf_home_is_honoured_when_hf_hub_cache_is_unset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     hf_cache(tmp_path / "hub", "Qwen/Qwen3-32B-FP8", {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
     monkeypatch.setenv("HF_HOME", str(tmp_path))

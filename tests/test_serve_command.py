@@ -45,11 +45,11 @@ def serve_lines(command: str) -> list[str]:
 
 
 def test_int4_names_a_real_awq_checkpoint_and_no_quantization_flag():
-    command = vllm_command(get_model(L70), config(L70, "int4", tp=2))
+    command = vllm_command(get_model(L70), config(L70, "int4", tp=2), compute_capability=90)
     [line] = serve_lines(command)
     assert line.startswith("vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 --tensor-parallel-size 2 ")
     assert "--quantization" not in command
-    assert "vLLM detects awq_marlin" in command
+    assert "vLLM detects awq_marlin" in command  # on ROCm (compute_capability None) awq: see below
 
 
 def test_int8_without_a_known_checkpoint_says_so_and_what_to_produce():
@@ -810,3 +810,15 @@ def test_a_bare_model_name_from_a_config_ref_is_flagged_as_a_hub_id_it_may_not_b
     workload.write_text(workload.read_text().replace("name: my-model", "name: my-org/my-model"))
     result = CliRunner().invoke(cli, ["solve", str(workload), "--format", "json", "--top", "0"])
     assert "#" not in json.loads(result.stdout)["deployments"][0]["vllm_command"]
+
+
+def test_a_known_awq_checkpoint_on_rocm_names_the_method_vllm_keeps_there() -> None:
+    """ROCm has no Marlin: an AWQ checkpoint runs vLLM's `awq` (Triton) on an MI300X, and the comment said
+    "vLLM detects awq_marlin" (QA). On an H100 it is awq_marlin."""
+    l70 = "meta-llama/Llama-3.1-70B-Instruct"
+    arch = get_model(l70)
+    for gpu, capability, method in (("MI300X-192GB", None, "awq"), ("H100-SXM-80GB", 90, "awq_marlin")):
+        resolved, _ = resolve(arch, get_gpu(gpu), ServingConfig(precision="int4", tensor_parallel=1,
+                                                                max_model_len=8192))
+        command = vllm_command(arch, resolved, compute_capability=capability)
+        assert f"vLLM detects {method} " in command, command

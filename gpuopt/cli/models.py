@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -13,7 +14,7 @@ from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.physics import sparse_mla
 from gpuopt.physics.architecture import ModelArchitecture, iter_models
-from gpuopt.physics.checkpoint_table import caution
+from gpuopt.physics.checkpoint_table import Checkpoint, caution
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.kv_cache import indexer_bytes_per_token, kv_bytes_per_token_per_layer, kv_dtype_bytes
 from gpuopt.physics.quantization import KernelPath
@@ -91,6 +92,10 @@ def model_summary(arch: ModelArchitecture) -> dict[str, Any]:
         "id": arch.hf_id,
         "params_b": round(arch.total_params() / 1e9, 3),
         "active_params_b": round(arch.active_params() / 1e9, 3),
+        # the vision tower vLLM loads beside the language model (not with --language-model-only): `fit` counts it
+        # in the weights, so a page that left it out showed fewer bytes than are loaded (QA: Qwen2.5-VL-7B 7.616 B
+        # here, 15.48 GiB in fit)
+        "vision_params_b": round(arch.vision_params() / 1e9, 3) if arch.vision_params() else None,
         "layers": arch.num_hidden_layers,
         "attention_kind": arch.attention_kind,
         "sliding_window": arch.sliding_window,
@@ -158,12 +163,14 @@ def list_models(as_json: bool) -> None:
         return
     table = Table()  # ids are never truncated: the model column does not wrap or shrink
     # "complete": the row has every field the memory model needs (it said "fit", read as "fits on a GPU")
-    for col in ("model", "params (B)", "active (B)", "layers", "attention", "KV B/token (auto)", "complete"):
+    for col in ("model", "params (B)", "active (B)", "vision (B)", "layers", "attention", "KV B/token (auto)",
+                "complete"):
         table.add_column(col, justify="left" if col in ("model", "attention") else "right",
                          no_wrap=col == "model", overflow="fold" if col != "model" else "ignore",
                          min_width=max(len(r["id"]) for r in rows) if col == "model" else None)
     for r in rows:
-        table.add_row(r["id"], f"{r['params_b']:.2f}", f"{r['active_params_b']:.2f}", str(r["layers"]),
+        table.add_row(r["id"], f"{r['params_b']:.2f}", f"{r['active_params_b']:.2f}",
+                      f"{r['vision_params_b']:.2f}" if r["vision_params_b"] else "-", str(r["layers"]),
                       r["attention_kind"], f"{r['kv_bytes_per_token']['auto']:,.0f}",
                       "yes" if r["complete"] else "no: missing " + ", ".join(r["missing_fields"]))
     console(sys.stdout, width=200).print(table)  # plain: no colour codes, no markup read in a model's name
@@ -185,7 +192,9 @@ def show_model(model_id: str, as_json: bool) -> None:
     kv = summary["kv_bytes_per_token"]
     lines = [
         f"model: {arch.hf_id}",
-        f"parameters: {summary['params_b']:.3f} B (active per token: {summary['active_params_b']:.3f} B)",
+        f"parameters: {summary['params_b']:.3f} B (active per token: {summary['active_params_b']:.3f} B)"
+        + (f"; vision tower {summary['vision_params_b']:.3f} B more, loaded unless --language-model-only"
+           if summary["vision_params_b"] else ""),
         f"layers: {arch.num_hidden_layers}, hidden {arch.hidden_size}, attention heads {arch.num_attention_heads}, "
         + (f"KV: one latent of {arch.kv_lora_rank} + {arch.qk_rope_head_dim} a token (MLA)" if arch.is_mla
            else f"KV heads {arch.num_key_value_heads}, head_dim {arch.attn_head_dim}"
@@ -226,7 +235,7 @@ def show_model(model_id: str, as_json: bool) -> None:
                          + ", ".join(name for name, v in by_gpu.items() if not isinstance(v, dict)))
     q = arch.quantization
     if q is not None:
-        lines.append(f"quantization: {q.method} {q.scheme}, {q.weight_bits}-bit weights"
+        lines.append(f"quantization: {q.label}, {q.weight_bits}-bit weights"
                      + (f", group {q.group_size}" if q.group_size else "")
                      + f", {q.bytes_per_weight:.4f} B per weight with scales (from {q.source})")
         if q.excluded_modules:
@@ -249,6 +258,21 @@ def show_model(model_id: str, as_json: bool) -> None:
     click.echo("\n".join(lines))
 
 
+def _no_checkpoints(base_model: str, known: Sequence[Checkpoint]) -> None:
+    """BASE_MODEL has no row: a registry model without a known checkpoint is an empty answer (a note, exit 0);
+    a checkpoint's own id points to its base; anything else is bad input. QA: `models checkpoints zai-org/GLM-5`
+    was "error:" and exit 2 for a model gpuopt plans."""
+    wanted = base_model.lower()
+    if (row := next((c for c in known if c.checkpoint.lower() == wanted), None)) is not None:
+        raise InputError(f"'{base_model}' is itself a known checkpoint, of {row.base_model}: `gpuopt models "
+                         f"checkpoints {row.base_model}` lists it and its siblings")
+    if not any(m.hf_id.lower() == wanted for m in iter_models()):
+        raise InputError(f"no known quantized checkpoint of '{base_model}', which is not a registry model either "
+                         "(`gpuopt models checkpoints` lists every known checkpoint, `gpuopt models list` the models)")
+    say("note", f"no known quantized checkpoint of {base_model}: a plan at a precision it does not ship in says "
+                "what checkpoint to produce, or name one in the workload file (checkpoints:)")
+
+
 @models.command("checkpoints")
 @click.argument("base_model", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
@@ -263,9 +287,11 @@ def list_checkpoints(base_model: str | None, as_json: bool) -> None:
              "use": c.use, "resolves_offline": from_known_checkpoint(c.checkpoint) is not None}
             for c in checkpoint_table() if base_model is None or c.base_model.lower() == base_model.lower()]
     if base_model is not None and not rows:
-        raise InputError(f"no known quantized checkpoint of '{base_model}' (`gpuopt models checkpoints` lists them)")
+        _no_checkpoints(base_model, checkpoint_table())
     if as_json:
         click.echo(json.dumps(rows, indent=2, sort_keys=True))
+        return
+    if not rows:
         return
     table = Table()
     for col in ("checkpoint", "base model", "format", "bits", "vLLM method", "plans", "offline"):

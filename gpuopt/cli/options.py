@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -308,10 +309,12 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
         if precision_given:
             raise InputError(f"--precision {resolved.precision}: {unsupported}")
         # a format the release dropped on every GPU (bitsandbytes from 0.28): no other GPU helps, an older release
-        # does
-        advice = ("plan it with --vllm-version a release that has it" if "removed in" in unsupported
-                  else "pick another GPU")
+        # does (QA: this was blamed on --gpu and advised "a release that has it")
+        if (removed := re.search(r"removed in (\d+)\.(\d+)", unsupported)) is not None:
+            last = f"{removed[1]}.{int(removed[2]) - 1}"
+            raise InputError(f"--vllm-version: {unsupported}; plan it with --vllm-version {last} (the last release "
+                             "with it) or a checkpoint in another format")
         raise InputError(f"--gpu {gpu.gpu}: {arch.hf_id} ships {resolved.precision} weights and {unsupported}: "
-                         f"{advice}, or --precision with a checkpoint in that format")
+                         f"pick another GPU, or --precision with a checkpoint in that format")
     if (no_backend := sparse_mla.unsupported(arch, gpu, resolved.vllm_version)) is not None:
         raise InputError(f"--gpu {gpu.gpu}: {no_backend}")

@@ -106,8 +106,18 @@ def limit_basis(arch: ModelArchitecture) -> str:
     return "max_position_embeddings"
 
 
-def limit_advice(hf_id: str) -> str:
-    """What to do when gpuopt does not know a model's context limit (a registry row without it, no config in
-    the cache): said by `fit` and by a plan."""
+def limit_advice(arch: ModelArchitecture) -> str:
+    """What to do when gpuopt does not know a model's context limit: said by `fit` and by a plan.
+
+    A registry row without it (no config in the cache): vLLM refuses a length above the checkpoint's own
+    max_position_embeddings, so read the config. A config that was read and states none of vLLM's keys (a
+    null max_position_embeddings): vLLM then takes --max-model-len as given and assumes 2,048 without it
+    (config/model.py _get_and_verify_max_len, 0.28.0 wheel) -- asking for the config.json the user passed
+    was the advice before (QA)."""
+    if arch.source.startswith("config "):
+        return ("its config.json states none of the keys vLLM reads it from (max_position_embeddings, seq_length, "
+                "...), so vLLM takes --max-model-len as given (2,048 without it): check the length against the "
+                "model card")
     return (f"vLLM refuses to start above the checkpoint's max_position_embeddings: put its config.json in the "
-            f"Hugging Face cache (`hf download {hf_id} config.json`) or pass the model's config.json to check it")
+            f"Hugging Face cache (`hf download {arch.hf_id} config.json`) or pass the model's config.json to check "
+            "it")

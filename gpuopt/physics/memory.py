@@ -288,7 +288,7 @@ def estimate_resolved(arch: ModelArchitecture, gpu: GpuSpec, cfg: ResolvedConfig
         where = ("its config" if arch.source.startswith("config ")
                  else "gpuopt's registry (its config.json was not read)")
         warnings.append(f"{arch.hf_id}'s context limit is not in {where}: max_model_len {cfg.max_model_len:,} is not "
-                        f"checked against it; {limit_advice(arch.hf_id)}")
+                        f"checked against it; {limit_advice(arch)}")
     if arch.cross_attention_layers:
         warnings.append(f"{arch.cross_attention_layers} cross-attention layers keep vision-token KV that is "
                         "not modelled")

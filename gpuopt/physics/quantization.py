@@ -87,6 +87,12 @@ class Quantization(BaseModel):
     kv_cache_fp8: bool = False
     source: str = "config.json quantization_config"
 
+    @property
+    def label(self) -> str:
+        """Method and scheme for a sentence, without saying one twice: "awq", "fp8-block", "compressed-tensors
+        w4a16" (QA: "a awq awq checkpoint", "a fp8 fp8-block checkpoint")."""
+        return self.scheme if self.scheme.startswith(self.method) else f"{self.method} {self.scheme}"
+
     def kernel_path(self, capability: int | None, vllm_version: str | None = None) -> KernelPath:
         """The kernels vLLM `vllm_version` (None: the default release) picks on a GPU of this CUDA compute
         capability (None: ROCm/unknown)."""
@@ -809,4 +815,4 @@ def select_kernel(q: Quantization, capability: int | None, vllm_version: str | N
             return KernelPath(vllm_method=q.method, linear="cutlass-int8", moe="triton-int8-moe", weight_bits=8,
                               activation_bits=8)
         return unsupported("INT8 W8A8 needs compute capability 7.5 or newer")
-    return unsupported(f"no vLLM kernel known for {q.method} {q.scheme}")
+    return unsupported(f"no vLLM kernel known for {q.label}")

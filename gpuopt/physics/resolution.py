@@ -98,6 +98,16 @@ def from_config_beside_its_files(config: Path, name: str) -> ModelArchitecture:
     return from_files(config, name, side_files(config.parent))
 
 
+def _snapshot_repo(folder: Path) -> str | None:
+    """The repository a Hugging Face cache snapshot folder holds (.../models--ORG--NAME/snapshots/REVISION):
+    ORG/NAME, which reports call it by (QA: a snapshot passed as --model was named by its revision hash)."""
+    parent = folder.resolve().parent
+    repo = parent.parent.name
+    if parent.name != "snapshots" or not repo.startswith("models--") or repo.count("--") < 2:
+        return None
+    return repo.removeprefix("models--").replace("--", "/", 1)
+
+
 def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:
     """A checkpoint directory (config.json and its side files) or a config.json file."""
     if path.is_dir():
@@ -108,7 +118,8 @@ def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:
         folder = path
     else:
         config, folder = path, path.parent
-    arch = from_files(config, name or (path.name if path.is_dir() else None), side_files(folder))
+    arch = from_files(config, name or _snapshot_repo(folder) or (path.name if path.is_dir() else None),
+                      side_files(folder))
     # a directory, or the config.json inside one, is the checkpoint vLLM serves (as an absolute path: the command
     # must not depend on the directory it is run from); another JSON file is a config only
     served = path if path.is_dir() else folder if path.name == CONFIG else None

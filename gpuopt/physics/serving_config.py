@@ -148,10 +148,10 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
     if q is not None:
         if precision != q.weight_format:
             # vLLM loads a quantized checkpoint only in its own format (no re-quantizing AWQ to fp8, no bf16)
-            return (f"{arch.hf_id} is a {q.method} {q.scheme} checkpoint ({q.weight_format}); it cannot be served "
-                    f"as {precision}: use its base model for other precisions")
+            return (f"{arch.hf_id} is a checkpoint quantized as {q.label} ({q.weight_format}); it cannot be "
+                    f"served as {precision}: use its base model for other precisions")
         path = q.kernel_path(gpu.compute_capability, vllm_version)
-        return None if path.supported else f"{arch.hf_id} ({q.method} {q.scheme}): {path.note}"
+        return None if path.supported else f"{arch.hf_id} ({q.label}): {path.note}"
     if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":
         return f"{arch.hf_id} has no MXFP4 checkpoint (mxfp4 is only for natively MXFP4 models such as gpt-oss)"
     stand_in = representative(precision)  # on ROCm too (compute_capability None: ROCm's methods per release)
@@ -196,6 +196,30 @@ MAX_DATA_PARALLEL = 10_000
 (inputs.workload.MAX_REPLICAS; a test holds them equal)."""
 
 
+def _mixer_problems(arch: ModelArchitecture, tp: int) -> list[str]:
+    """The TP rules of the hybrids' recurrent layers, as vLLM asserts them at start-up (0.28.0 wheel):
+    MambaMixer2 (layers/mamba/mamba_mixer2.py) needs TP to divide the Mamba heads and the B/C groups (or one
+    group, replicated to every rank); the Gated DeltaNet layers (layers/mamba/gdn/qwen_gdn_linear_attn.py)
+    split their value heads with divide() and their key heads per rank. QA: Nemotron-3-Nano's 8 groups "fit"
+    at TP 16 and 32, where vLLM stops with "If tensor parallel world size does not divide num_groups, then
+    num_groups must equal 1"."""
+    kinds = set(arch.layer_kinds()) if arch.layer_pattern else set()
+    out = []
+    if "mamba" in kinds:
+        heads, groups = arch.mamba_num_heads or 0, arch.mamba_n_groups or 1
+        if heads % tp:
+            out.append(f"--tp {tp} does not divide the {heads} Mamba heads of {arch.hf_id}")
+        elif groups != 1 and groups % tp:
+            out.append(f"--tp {tp} does not divide the {groups} Mamba B/C groups of {arch.hf_id} (vLLM replicates "
+                       f"only a single group)")
+    if "linear" in kinds:
+        for name, count in (("value", arch.linear_num_value_heads), ("key", arch.linear_num_key_heads)):
+            if count and count % tp:
+                out.append(f"--tp {tp} does not divide the {count} linear-attention {name} heads of {arch.hf_id}")
+                break
+    return out
+
+
 def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
     """Every problem with this combination, one line each (empty when valid)."""
     problems = [f"model {arch.hf_id}: field '{f}' is missing, so memory cannot be computed"
@@ -209,6 +233,8 @@ def validate(arch: ModelArchitecture, cfg: ServingConfig) -> list[str]:
         problems.append(f"--tp {tp} does not divide the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
     elif not arch.is_mla and arch.num_key_value_heads < tp and tp % arch.num_key_value_heads:
         problems.append(f"--tp {tp} is not a multiple of the {arch.num_key_value_heads} KV heads of {arch.hf_id}")
+    if tp >= 1:
+        problems += _mixer_problems(arch, tp)
     if cfg.data_parallel < 1:
         problems.append(f"--dp must be >= 1 (got {cfg.data_parallel})")
     elif cfg.data_parallel > MAX_DATA_PARALLEL:

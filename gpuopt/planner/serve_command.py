@@ -67,6 +67,8 @@ def _repository(arch: ModelArchitecture, cfg: ResolvedConfig, checkpoints: Mappi
                              lambda row: checkpoint_sharding_problem(arch, row, cfg) is None)
     if known is not None:
         method = known.vllm_quantization
+        if compute_capability is None:  # ROCm has no Marlin: vLLM keeps the checkpoint's own method (awq on
+            method = method.removesuffix("_marlin")  # Triton, gptq), QA: "vLLM detects awq_marlin" on an MI300X
         cited = _citation(known.source, known.checkpoint)
         return known.checkpoint, [], (f"# {known.method.upper()} checkpoint of {model}, vLLM detects {method} "
                                       f"(cited in {cited})")

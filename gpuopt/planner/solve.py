@@ -643,7 +643,7 @@ def unchecked_context_notes(workloads: Sequence[Workload], archs: Mapping[str, M
 
     return [f"workload {w.name}: the context limit of {arch.hf_id} is unknown to gpuopt, so max_model_len "
             f"{'(' + format(w.max_model_len, ',') + ') ' if w.max_model_len else ''}is not checked against it; "
-            f"{limit_advice(arch.hf_id)}"
+            f"{limit_advice(arch)}"
             for w in workloads if (arch := archs.get(w.name)) is not None and model_max_len(arch) is None]
 
 
