@@ -218,3 +218,21 @@ def test_a_model_whose_limit_gpuopt_does_not_know_says_its_length_is_unchecked()
     known = CliRunner().invoke(cli, ["fit", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "H200-141GB",
                                      "--max-model-len", "8192"])
     assert "context limit is not in" not in known.stderr
+
+
+def test_a_config_that_states_no_limit_is_not_sent_for_its_own_config_again(tmp_path: Path) -> None:
+    """QA: a config.json with `"max_position_embeddings": null` was told to `hf download` the config it came
+    from. vLLM takes --max-model-len as given when the config states none of its keys (2,048 without it:
+    config/model.py _get_and_verify_max_len, 0.28.0 wheel), so the advice says that."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+              "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+              "num_hidden_layers": 32, "vocab_size": 128256, "max_position_embeddings": None,
+              "torch_dtype": "bfloat16"}
+    folder = tmp_path / "nolimit"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    result = CliRunner().invoke(cli, ["fit", "--model", str(folder), "--gpu", "H100-SXM-80GB", "--max-model-len",
+                                      "4096"])
+    assert result.exit_code == 0, result.output
+    assert "vLLM takes --max-model-len as given (2,048 without it)" in result.stderr
+    assert "hf download" not in result.stderr
