@@ -73,24 +73,26 @@ def test_open_loop_ttft_adds_the_wait_for_kv_room_and_a_closed_loop_does_not():
     open_, closed = analytic_load.at_rate(r, rate, 1000, 250), analytic_load.at_rate(r, rate, 1000, 250, poisson=False)
     places = analytic_load.run_places(r, 1000, 250)
     assert places == analytic_load.kv_places(r, 1000, 250)  # max_num_seqs (1,024) is far above
-    # each request holds its place for its decode, 250 request steps (the open loop's TPOT), so rate x that
-    # many places are busy: more than the mean-field decode batch (the chain's mean, _StepMix.request_step)
-    hold = 250 * open_.tpot_ms / 1e3
+    # each request holds its place from its admission -- its prefill, chunk by chunk -- to the end of its decode,
+    # 250 request steps (the open loop's TPOT), so rate x that many places are busy: more than the mean-field
+    # decode batch (the chain's mean, _StepMix.request_step); a waiting prompt needs a whole place
+    mix = analytic_load._StepMix(r, 1000, 250)
+    y = mix.y_at_rate(rate)
+    b = closed.decode_batch
+    room = r.config.max_num_batched_tokens - b
+    service = latency.prefill_steps_s(r, b, 1125, 1000, room)
+    hold = service + 250 * open_.tpot_ms / 1e3
     assert rate * hold > closed.decode_batch
-    wait = queueing.kv_wait_s(places, rate * hold, hold)
+    wait = queueing.kv_wait_s(math.floor(places), rate * hold, hold)
     assert wait > 0.05
     front = analytic_load.frontend_s(r, 1000)  # and at the API server (M/D/1), a fraction of a millisecond here
     busy = rate * front
     # and for the rest of the step in flight, which a random instant finds longer than half a step
-    mix = analytic_load._StepMix(r, 1000, 250)
-    y = mix.y_at_rate(rate)
     in_step = (1 - math.exp(-closed.decode_batch)) * (mix.residual_step(y) - mix.mean_step(y) / 2)
     assert in_step > 0
     # and for the prefill work ahead of it (analytic_load.prompt_queue_s: the busier of the step budget and the
     # GPU's time)
-    b, p = closed.decode_batch, 1000 * y
-    room = r.config.max_num_batched_tokens - b
-    service = latency.prefill_steps_s(r, b, 1125, 1000, room)
+    p = 1000 * y
     budget = service * (p / room) / (2 * (1 - p / room))
     work = 1000 * mix.step(b, room) / room  # a prompt's work: its share of a full prompt step, decodes in it
     prompts = max(budget, work * rate * work / (2 * (1 - rate * work)))
@@ -127,8 +129,9 @@ def test_a_ttft_target_near_the_kv_limit_is_met_further_below_it_under_poisson_t
 def test_fit_past_the_kv_limit_reports_an_unbounded_queue_not_the_ttft_of_a_cache_that_held_everyone():
     """Qwen2.5-32B FP8 on one A100-40GB holds 15.1 requests of 1,200/300 tokens (14.4 without preempting as their
     ages swing): 1 request/s is past its 0.911 (the KV limit), so TTFT and the requests in flight grow without
-    bound; it printed 551 ms and 17.5 before. Within 3 s it sustains 0.805 (`gpuopt simulate`, 3,000 requests:
-    0.75 gives 1.7 s mean, 0.84 7.2 s, 0.94 collapses; 0.842 with the places counted at the mean, 0.812 with
+    bound; it printed 551 ms and 17.5 before. Within 3 s it sustains 0.774 (`gpuopt simulate`, 3,000 requests:
+    0.75 gives 1.7 s mean, 0.84 7.2 s, 0.94 collapses; 0.805 before a place was held through the prefill and
+    a waiting prompt needed a whole one, 2026-12-04; 0.842 with the places counted at the mean, 0.812 with
     each place held for O mean steps instead of O request steps, 0.808 before prompts queued for the prefill
     work ahead of them)."""
     result = run("fit", "--model", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "A100-SXM-40GB", "--precision", "fp8",
@@ -138,7 +141,7 @@ def test_fit_past_the_kv_limit_reports_an_unbounded_queue_not_the_ttft_of_a_cach
     out = json.loads(result.stdout)
     assert out["overloaded"] == 1.0 and out["ttft_ms"] is None and out["concurrency"] is None
     assert out["requests_per_second"] == pytest.approx(0.911, abs=1e-3)
-    assert out["max_requests_per_second_within_slo"] == pytest.approx(0.805, abs=2e-3)
+    assert out["max_requests_per_second_within_slo"] == pytest.approx(0.774, abs=2e-3)
 
 
 def _small_model(gpu: str) -> latency.Replica:
@@ -274,29 +277,3 @@ def test_a_closed_loop_below_the_top_is_found_below_the_top_rate():
     assert point.stable and point.requests_per_second <= top.requests_per_second
     assert point.concurrency == pytest.approx(19.517, rel=2 * analytic_load.CONCURRENCY_TOLERANCE)
 
-
-@given(st.floats(1.0, 2000.0), st.floats(0.01, 0.99), st.floats(0.0, 0.2))
-def test_a_closed_loop_waits_less_than_schweitzer_says_and_more_with_more_load(clients, load, more):
-    """queueing.closed_loop_wait (mean value analysis): never negative, at most M/D/1 on (n - 1) / n of the load
-    (the others are fewer and more regular than Poisson arrivals), rising with the load and the clients."""
-    wait = queueing.closed_loop_wait(clients, load)
-    others = load * (clients - 1) / clients
-    assert 0.0 <= wait <= others / (2 * (1 - others)) + 1e-9
-    assert queueing.closed_loop_wait(clients, min(load + more, 0.99)) >= wait - 1e-9
-    assert queueing.closed_loop_wait(clients * (1 + more), load) >= wait - 1e-6
-
-
-def test_a_closed_loop_of_few_clients_waits_what_mva_computes_by_hand():
-    """One client never waits; two clients at utilisation U: a client waits for the other's work only while it
-    is in service, half of it: W = U(1) / 2 with U(1) = 1 / a and 2 / (a + 1 / 2a) = U (test_latency has the
-    algebra); eight clients of 6,000-token prompts on an L40S (work 0.515 s, busy 73.3 %) wait 330 ms, as the
-    simulator's closed loop does (327)."""
-    assert queueing.closed_loop_wait(1.0, 0.9) == 0.0
-    a = (2 / 0.45 + math.sqrt((2 / 0.45) ** 2 - 2)) / 2
-    assert queueing.closed_loop_wait(2.0, 0.45) == pytest.approx(1 / (2 * a), rel=1e-3)
-    assert 0.515 * queueing.closed_loop_wait(8.0, 0.733) == pytest.approx(0.330, abs=0.003)
-    # past the table's sizes the gap to Schweitzer fades as 1 / n: continuous at the edge, M/D/1 far past it
-    top = queueing.CLOSED_LOOP_EXACT_CLIENTS
-    assert queueing.closed_loop_wait(top + 1e-9, 0.9) == pytest.approx(queueing.closed_loop_wait(top - 1e-9, 0.9),
-                                                                      rel=1e-3)
-    assert queueing.closed_loop_wait(1e7, 0.9) == pytest.approx(0.9 / (2 * 0.1), rel=1e-3)

@@ -29,15 +29,18 @@ since 2026-12-03), so the places busy are rate x O x that TPOT (the decode chain
 mean-field batch: Qwen3.5-35B-A3B's case above 3.75 -> 3.62 (4,000 simulated requests meet 3.6), Qwen3-30B-A3B
 at 200 / 800 6.16 -> 6.14, the first case 9.52; benchmarks/surrogate_capacity.py's KV-bound rows median 1.014
 -> 0.992, all 90 |log error| 3.8 -> 3.1 %.
+
+Since 2026-12-04 a place is held from the prompt's admission through its prefill to its last token and a
+waiting prompt needs a whole place (analytic_load.place_held_s, whole_places): the first case 9.44, the second
+3.03 (the surrogate benchmark's simulated capacity 3.12), and caches of 4-7 long prompts no longer optimistic
+(docs/latency.md).
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
-from numpy.typing import NDArray
 
 NEGLIGIBLE_SD = 8.0
 """Poisson tail beyond this many standard deviations below the servers is left out of Erlang B's sum (its
@@ -169,67 +172,3 @@ def arrivals_excess(burstiness: float, rate: float, window_s: float) -> float:
             return total - rate * window_s
         k += 1
 
-
-CLOSED_LOOP_EXACT_CLIENTS = 512
-"""Loop sizes closed_loop_wait computes by mean value analysis; past them it scales Schweitzer's approximation
-by MVA's ratio to it at this size, a ratio that fades as 1 / n (at 90 % utilisation 512 clients wait 3.93
-services by MVA and 4.41 by Schweitzer; an open M/D/1 queue, the limit, 4.5)."""
-
-
-@functools.lru_cache(maxsize=1)
-def _closed_loop_table() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Mean value analysis of loops of 0..CLOSED_LOOP_EXACT_CLIENTS clients cycling through one FCFS server of
-    deterministic service 1 and a delay of z (their decode and the fixed serving path), over a grid of z:
-    (the wait of an arriving client in units of the service, the server's utilisation), one row per size.
-
-    The recursion (Reiser and Lavenberg's MVA with the residual of a deterministic service): a client arriving
-    in a loop of k sees the loop of k - 1 (the arrival theorem), so it waits for the Q(k - 1) - U(k - 1) queued
-    ahead in full and half the one in service, W(k) = Q(k - 1) - U(k - 1) / 2; the throughput is X(k) = k / (1
-    + W(k) + z), the queue Q(k) = X(k) (1 + W(k)) and the utilisation U(k) = X(k). One pass over k visits every
-    size; vectorised over the z grid (1.5 % steps, so the utilisation between two points moves about as
-    much) it takes a tenth of a second, once per process."""
-    z = np.concatenate(([0.0], np.geomspace(1e-3, 1e7, 1600)))
-    queue = np.zeros_like(z)
-    busy = np.zeros_like(z)
-    waits = np.zeros((CLOSED_LOOP_EXACT_CLIENTS + 1, z.size))
-    loads = np.zeros((CLOSED_LOOP_EXACT_CLIENTS + 1, z.size))
-    for k in range(1, CLOSED_LOOP_EXACT_CLIENTS + 1):
-        wait = queue - busy / 2
-        throughput = k / (1.0 + wait + z)
-        queue, busy = throughput * (1.0 + wait), throughput
-        waits[k], loads[k] = wait, busy
-    # the utilisation rises as the delay z falls: reversed, each row is increasing for np.interp
-    return waits[:, ::-1].copy(), loads[:, ::-1].copy()
-
-
-def _schweitzer(clients: float, utilisation: float) -> float:
-    """M/D/1's wait, in services, on (n - 1) / n of the load (Schweitzer's approximation of the arrival theorem)."""
-    others = min(utilisation * (clients - 1.0) / clients, MAX_LOAD)
-    return others / (2.0 * (1.0 - others))
-
-
-def closed_loop_wait(clients: float, utilisation: float) -> float:
-    """Mean wait, in units of its service, of a client's job at a FCFS server of deterministic service in a
-    closed loop of `clients` that keeps the server busy `utilisation` of the time: mean value analysis up to
-    CLOSED_LOOP_EXACT_CLIENTS (linear between whole numbers of clients), past it Schweitzer's approximation
-    scaled by MVA's ratio to it there, the gap shrinking as 1 / n.
-
-    Why not M/D/1 on (n - 1) / n of the load alone (Schweitzer's approximation): the others are fewer and more
-    regular than Poisson arrivals, and it overstates the wait -- by a third with two clients at 50 % load,
-    and by a tenth with 512 at 90 %. Eight clients of Llama-3.1-8B's 6,000-token prompts on an L40S (work
-    0.515 s, busy 73 %): 440 ms that way, 330 ms here, 327 ms in the simulator's closed loop (`gpuopt simulate
-    --max-concurrency 8`, lengths +-50 %)."""
-    if clients <= 1.0 or utilisation <= 0.0:
-        return 0.0
-    waits, loads = _closed_loop_table()
-
-    def at(k: int) -> float:
-        return float(np.interp(utilisation, loads[k], waits[k])) if k > 1 else 0.0
-
-    top = CLOSED_LOOP_EXACT_CLIENTS
-    if clients >= top:
-        gap = 1.0 - at(top) / _schweitzer(top, utilisation)
-        return _schweitzer(clients, utilisation) * (1.0 - gap * top / clients)
-    low = int(math.floor(clients))
-    share = clients - low
-    return (1.0 - share) * at(low) + share * at(low + 1)

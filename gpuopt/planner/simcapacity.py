@@ -28,7 +28,7 @@ The program chooses among the simulated shapes only, and every other shape of th
 the process (the residency-free re-solve, alternatives and sensitivity reuse them). Workloads with neither
 `slo.percentile` nor `lengths` are planned on the analytic steady state, the simulator's measured surrogate:
 on 90 mean-target workloads its capacity is 0.96-1.06x the simulated steady-state capacity (p10-p90, median
-1.023; benchmarks/surrogate_capacity.py, 2026-12-04, docs/simulator.md), at microseconds instead of seconds a shape.
+1.020; benchmarks/surrogate_capacity.py, 2026-12-04, docs/simulator.md), at microseconds instead of seconds a shape.
 
 The capacity is physics/steady_state.py's: the largest rate at which the replica in steady state (a warm-up
 and a tail around the measured requests, the queue bounded) meets the targets; the search starts at the
