@@ -7,6 +7,7 @@ import io
 import json
 import os
 from collections import defaultdict
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import pytest
@@ -445,26 +446,48 @@ def test_a_solve_plans_reservation_exports_every_month_of_its_term(tmp_path):
 
 
 def test_a_converted_monthly_fee_bills_the_plans_month_to_the_cent(tmp_path):
-    """QA: capacity-cn in USD subscribes 3 x GT4.8XLARGE192 at 27,496 CNY a month; the plan's period charges
-    3 x 5.66155406 x 730 = 12,398.80 USD a month, and FOCUS billed 3 x 4,132.93 = 12,398.79 (each instance's
-    fee rounded to the cent first). Now the unit price is the month's charge over the instances."""
+    """QA: capacity-cn in USD subscribes GT4.8XLARGE192 (27,496 CNY a month, 5.66155406 USD/h at the plan's
+    rate); the plan charged a quarter 5.66155406 x 730 x 3 = 12,398.80 (rounded once) while FOCUS billed each
+    month 4,132.93. A monthly subscription is billed month by month: each month's charge to the cent (one
+    instance: 4,132.934 -> 4,132.93; two: 8,265.869 -> 8,265.87), the quarter three of them; FOCUS's months
+    add up to every period's subscription cost. And a solved deployment of 3 such instances (QA's sub.yaml)
+    bills the plan's month: 3 x 4,132.934 = 12,398.80, not 3 x 4,132.93."""
     plan_json, out = tmp_path / "p.json", tmp_path / "f.csv"
     assert run("plan", EXAMPLES / "capacity-cn.yaml", "--currency", "USD", "--json", "-o", plan_json).exit_code == 0
     assert run("plan", EXAMPLES / "capacity-cn.yaml", "--currency", "USD", "--format", "focus", "-o",
                out).exit_code == 0
     plan = json.loads(plan_json.read_text())
-    subscribed = [(p["period"], line) for p in plan["periods"] for line in p["purchases"]
-                  if line["price_kind"] == "subscription-monthly"]
-    assert subscribed
-    period, line = subscribed[0]
-    monthly = round(line["price_per_hour"] * 730 * line["count"], 2)  # the plan's month, by hand
     rows = [r for r in rows_of(out.read_text()) if r["ChargeCategory"] == "Purchase"
-            and "GT4.8XLARGE192 subscription-monthly" in r["ChargeDescription"]]
-    first = rows[0]
-    assert float(first["PricingQuantity"]) == line["count"]
-    assert round(float(first["BilledCost"]), 2) == monthly
-    assert float(first["BilledCost"]) == pytest.approx(float(first["ContractedUnitPrice"]) * line["count"],
-                                                       abs=1e-4)
+            and "subscription-monthly" in r["ChargeDescription"]]
+    periods = {p["period"]: p for p in plan["periods"]}
+    checked = 0
+    for label, period in periods.items():
+        expected = period["cost_by_price_kind"].get("subscription-monthly")
+        if expected is None:
+            continue
+        lines = [x for x in period["purchases"] if x["price_kind"] == "subscription-monthly"]
+        by_hand = sum(3 * int(Decimal(str(x["price_per_hour"] * 730 * x["count"])).quantize(Decimal("0.01"),
+                      rounding=ROUND_HALF_UP) * 100) for x in lines) / 100  # three months, each to the cent
+        assert expected == pytest.approx(by_hand, abs=1e-9)
+        billed = sum(float(r["BilledCost"]) for r in rows if f"{label}: " in r["ChargeDescription"])
+        assert round(billed, 2) == expected, label
+        checked += 1
+    assert checked >= 2  # one instance in 2027Q2, two in 2027Q4
+    assert periods["2027Q2"]["cost_by_price_kind"]["subscription-monthly"] == 3 * 4132.93
+    assert periods["2027Q4"]["cost_by_price_kind"]["subscription-monthly"] == pytest.approx(3 * 8265.87)
+    sub = tmp_path / "sub.yaml"
+    sub.write_text((EXAMPLES / "cn-chat-70b.yaml").read_text().replace("currency: CNY", "currency: USD")
+                   + "price_kinds: [subscription-monthly]\n")
+    solved = run("solve", sub, "--region", "cn", "--format", "json")
+    assert solved.exit_code == 0, solved.stderr
+    deployments = json.loads(solved.stdout)["deployments"]
+    focus = rows_of(run("solve", sub, "--region", "cn", "--format", "focus").stdout)
+    purchases = [r for r in focus if r["ChargeCategory"] == "Purchase"]
+    assert len(purchases) == len(deployments)
+    for d, r in zip(sorted(deployments, key=lambda d: d["cost_per_month"]),
+                    sorted(purchases, key=lambda r: float(r["BilledCost"])), strict=True):
+        assert round(float(r["BilledCost"]), 2) == d["cost_per_month"]
+        assert float(r["BilledCost"]) == pytest.approx(float(r["ContractedUnitPrice"]) * d["instances"], abs=1e-4)
 
 
 def test_every_month_of_a_solved_term_says_which_it_is(tmp_path):

@@ -311,8 +311,19 @@ def test_a_discounted_plan_says_so_in_its_assumptions_and_a_diff_names_the_disco
     md = run("report", discounted, "--format", "markdown").stdout
     assert "prices are list prices" not in md
     assert "prices are after discounts and overlays: 2 of 2 deployments below their list price" in md
+    # an overlay above the list price says so (review: diff printed "below list price -5 %")
+    assert _list_gap_of(110.0, 100.0) == "10 % above list" and _list_gap_of(90.0, 100.0) == "10 % below list"
     assert "prices are list prices unless an overlay says otherwise" in run("report", saved["cn"], "--format",
                                                                             "markdown").stdout
     diff = json.loads(run("diff", discounted, saved["cn"], "--format", "json").stdout)
     details = [d for line in diff["lines"] for d in line["details"]]
-    assert "below list price 10 % -> none" in details
+    assert "price 10 % below list -> at list" in details
+
+
+def _list_gap_of(price: float, listed: float) -> str:
+    from gpuopt.reports.diff import _list_gap
+
+    class Priced:
+        instance_price_per_hour, list_price_per_hour = price, listed
+
+    return _list_gap([Priced()])  # type: ignore[list-item]

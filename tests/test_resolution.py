@@ -60,6 +60,8 @@ def test_a_cache_snapshot_passed_as_a_path_is_named_by_its_repository(tmp_path: 
     for path in (snapshot, snapshot / "config.json"):
         arch = from_local_path(path)
         assert arch.hf_id == "Qwen/Qwen3-32B-FP8" and arch.local_path == str(snapshot.resolve())
+    bare = hf_cache(tmp_path / "bare", "gpt2", {"config.json": FIXTURES / "Qwen__Qwen3-32B-FP8.json"})
+    assert from_local_path(bare).hf_id == "gpt2"  # a repository without an organisation (review)
     plain_folder = tmp_path / "my-model"
     shutil.copytree(snapshot, plain_folder)
     assert from_local_path(plain_folder).hf_id == "my-model"  # any other folder keeps its own name

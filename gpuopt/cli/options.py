@@ -311,9 +311,10 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
         # a format the release dropped on every GPU (bitsandbytes from 0.28): no other GPU helps, an older release
         # does (QA: this was blamed on --gpu and advised "a release that has it")
         if (removed := re.search(r"removed in (\d+)\.(\d+)", unsupported)) is not None:
-            last = f"{removed[1]}.{int(removed[2]) - 1}"
-            raise InputError(f"--vllm-version: {unsupported}; plan it with --vllm-version {last} (the last release "
-                             "with it) or a checkpoint in another format")
+            before = (f"--vllm-version {removed[1]}.{int(removed[2]) - 1} (the last release with it)"
+                      if int(removed[2]) > 0 else f"a --vllm-version before {removed[1]}.0")
+            raise InputError(f"--vllm-version: {unsupported}; plan it with {before} or a checkpoint in another "
+                             "format")
         raise InputError(f"--gpu {gpu.gpu}: {arch.hf_id} ships {resolved.precision} weights and {unsupported}: "
                          f"pick another GPU, or --precision with a checkpoint in that format")
     if (no_backend := sparse_mla.unsupported(arch, gpu, resolved.vllm_version)) is not None:

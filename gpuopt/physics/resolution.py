@@ -103,9 +103,9 @@ def _snapshot_repo(folder: Path) -> str | None:
     ORG/NAME, which reports call it by (QA: a snapshot passed as --model was named by its revision hash)."""
     parent = folder.resolve().parent
     repo = parent.parent.name
-    if parent.name != "snapshots" or not repo.startswith("models--") or repo.count("--") < 2:
+    if parent.name != "snapshots" or not repo.startswith("models--") or repo == "models--":
         return None
-    return repo.removeprefix("models--").replace("--", "/", 1)
+    return repo.removeprefix("models--").replace("--", "/", 1)  # models--gpt2 (no organisation): gpt2
 
 
 def from_local_path(path: Path, name: str | None = None) -> ModelArchitecture:

@@ -494,7 +494,7 @@ def _on_demand(p: CapacityProblem, o: Offering, committed: bool) -> dict[str, fl
     prices = p.catalog.on_demand_prices(o, p.currency) if committed else None
     if prices is None:
         return {}
-    return {"on_demand_price_per_hour": round(prices[0], 8), "on_demand_list_price_per_hour": round(prices[1], 8)}
+    return {"on_demand_price_per_hour": plain(prices[0], 8), "on_demand_list_price_per_hour": plain(prices[1], 8)}
 
 
 def _charge(p: CapacityProblem, pu: Purchase, price: float) -> float:
@@ -515,14 +515,14 @@ def printed_total(p: CapacityProblem, sol: CapacitySolution) -> float | None:
     it too, so a schedule compared with itself saves exactly 0.00."""
     if sol.total_cost is None:
         return None
-    return cents(_charge(p, pu, round(float(pu.offering.instance_price or 0.0), 8)) for pu in sol.purchases)
+    return cents(_charge(p, pu, plain(float(pu.offering.instance_price or 0.0), 8)) for pu in sol.purchases)
 
 
 def _list_price(p: CapacityProblem, o: Offering) -> float | None:
     """The offering's catalog list price in the plan currency (8 decimals, as price_per_hour)."""
     if o.list_price_per_hour is None or not o.currency:
         return None
-    return round(p.catalog.fx.convert(o.list_price_per_hour, o.currency, p.currency), 8)
+    return plain(p.catalog.fx.convert(o.list_price_per_hour, o.currency, p.currency), 8)
 
 
 @dataclass(frozen=True)
@@ -619,7 +619,7 @@ def describe(solved: Schedule, today: str) -> CapacityPlan:
         lines = []
         for pu in (x for x in sol.purchases if x.period == t):
             o = pu.offering.offering
-            price = round(float(pu.offering.instance_price or 0.0), 8)
+            price = plain(float(pu.offering.instance_price or 0.0), 8)
             hours = commitment_hours(o.price_kind, t, len(p.labels), mpp, cf.charge) if pu.committed \
                 else p.hours_per_period
             lines.append(PurchaseLine(

@@ -67,16 +67,27 @@ def plain(value: float, digits: int = 4) -> float:
     first, at `NOISE_DIGITS` decimals past `digits`, then the half rounds away from zero. A plain Python float,
     never -0.0, the same on every run."""
     v = float(value)
-    if not math.isfinite(v):
-        return v
+    if not math.isfinite(v) or abs(v) >= 1e15:  # a float this large has no digit below the unit to round
+        out = round(v, digits) if math.isfinite(v) else v
+        return 0.0 if out == 0 else out
     noise_free = Decimal(v).quantize(Decimal(1).scaleb(-(digits + NOISE_DIGITS)), ROUND_HALF_EVEN, _EXACT)
     out = float(noise_free.quantize(Decimal(1).scaleb(-digits), ROUND_HALF_UP, _EXACT))
     return 0.0 if out == 0 else out
 
 
 def whole(value: float) -> int:
-    """`value` rounded to a whole number half up, as plain rounds (cents of a charge, 100 x an amount)."""
+    """`value` rounded to a whole number half up, as plain rounds (cents of a charge, 100 x an amount); callers
+    pass finite amounts (a plan's prices and counts are validated finite)."""
     return int(plain(value, 0))
+
+
+def list_price_gap_pct(instance_price: float, list_price: float | None) -> float | None:
+    """How far a price is from its list price, in % to the hundredth: negative below it (a --discount, a workload
+    file's `discounts`, an overlay), positive above (an overlay); None without a list price. One definition
+    for the report's assumptions and diff's details (review: they disagreed on a rounding-level gap)."""
+    if not list_price:
+        return None
+    return plain(100 * (instance_price / list_price - 1), 2)
 
 
 def split_exactly(amounts: list[float], digits: int) -> list[float]:

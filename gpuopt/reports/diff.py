@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, PlanStatus, fx_rates, plain
+from gpuopt.planner.plan import HOURS_PER_MONTH, Deployment, Plan, PlanStatus, fx_rates, list_price_gap_pct, plain
 from gpuopt.reports.formatting import md
 from gpuopt.text import printable
 
@@ -158,7 +158,7 @@ def _price_details(before: list[Deployment], after: list[Deployment], factor: fl
     and the FX rates each plan used where they differ (QA: a plan saved again at another USD:CNY read "+1,001.67
     USD/month", changed, with no detail -- a currency swing taken for a cost change)."""
     def prices(ds: list[Deployment], f: float) -> str:
-        return ", ".join(f"{p:,.4f}" for p in sorted({round(d.instance_price_per_hour * f, 4) for d in ds}))
+        return ", ".join(f"{p:,.4f}" for p in sorted({plain(d.instance_price_per_hour * f, 4) for d in ds}))
 
     out = []
     old_price, new_price = prices(before, factor), prices(after, 1.0)
@@ -166,22 +166,21 @@ def _price_details(before: list[Deployment], after: list[Deployment], factor: fl
         out.append(f"instance price {old_price} -> {new_price} {currency}/h")
         if fx_before != fx_after:  # only beside a price that moved: a line priced in one currency used no rate
             out.append(f"FX {fx_before} -> {fx_after}")
-    old_off, new_off = _below_list(before), _below_list(after)
-    if old_off != new_off:  # a discount or an overlay moved the price off its list price (QA: it read as FX)
-        out.append(f"below list price {old_off} -> {new_off}")
+    old_gap, new_gap = _list_gap(before), _list_gap(after)
+    if old_gap != new_gap:  # a discount or an overlay moved the price off its list price (QA: it read as FX)
+        out.append(f"price {old_gap} -> {new_gap}")
     if sum(d.instances for d in before) != sum(d.instances for d in after):
         out.append(f"instances {sum(d.instances for d in before):g} -> {sum(d.instances for d in after):g}")
     return out
 
 
-def _below_list(ds: list[Deployment]) -> str:
-    """How far a line's instance price is below its list price (a --discount, a workload file's `discounts`, an
-    overlay): "10 %", "none", or each share where the deployments differ."""
-    shares = sorted({plain(100 * (1 - d.instance_price_per_hour / d.list_price_per_hour), 2) for d in ds
-                     if d.list_price_per_hour})
-    shown = [f"{x:g} %" for x in shares if x != 0]
-    return ", ".join(shown) if shown else "none"
-
+def _list_gap(ds: list[Deployment]) -> str:
+    """Where a line's instance prices stand against their list prices (plan.list_price_gap_pct): "10 % below
+    list", "5 % above list", "at list", each where the deployments differ."""
+    gaps = sorted({g for d in ds if (g := list_price_gap_pct(d.instance_price_per_hour, d.list_price_per_hour))
+                   is not None})
+    shown = [f"{-g:g} % below list" if g < 0 else f"{g:g} % above list" for g in gaps if g != 0]
+    return ", ".join(shown) if shown else "at list"
 
 def _monthly(deployments: list[Deployment], factor: float) -> float:
     """A diff line's monthly figure: its deployments' monthly costs, converted, to the cent."""

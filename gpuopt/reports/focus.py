@@ -131,6 +131,9 @@ class Charge:
     # priced per month (a monthly subscription: the catalog's price_per_hour is its monthly fee / 730): billed
     # as a flat fee per calendar month, PricingUnit Months, whatever the month's hours
     monthly_fee: bool = False
+    # a monthly fee: the month's charge as the plan prints it, when the plan apportions a machine's bill between
+    # deployments to the cent (solve's shared instances); None: the instances' own month (monthly_fee)
+    month_charge: float | None = None
 
 
 def month_hours(month: dt.date) -> int:
@@ -138,15 +141,17 @@ def month_hours(month: dt.date) -> int:
     return (add_months(month, 1) - month).days * 24
 
 
-def monthly_fee(price_per_hour: float, instances: float) -> float:
-    """A monthly subscription's fee per instance-month: the month's charge as the plan prices it (the catalog's
-    hourly price x the 730-hour month it was derived from x the instances, to the cent) over the instances, so
-    the row's cost is the plan's month to the cent. Rounding each instance's fee to the cent first billed 3 x
-    4,132.93 = 12,398.79 USD for a plan month of 12,398.80 (a 27,496 CNY fee converted; QA); in the catalog's
-    own currency the fee is whole (27,496.00)."""
+def monthly_fee(price_per_hour: float, instances: float, month_charge: float | None = None) -> float:
+    """A monthly subscription's fee per instance-month: the month's charge as the plan prices it -- `month_charge`
+    when the plan apportions a shared machine's bill to the cent, else the catalog's hourly price x the 730-hour
+    month it was derived from x the instances, to the cent -- over the instances, so the row's cost is the
+    plan's month to the cent. Rounding each instance's fee to the cent first billed 3 x 4,132.93 = 12,398.79 USD
+    for a plan month of 12,398.80 (a 27,496 CNY fee converted; QA); recomputing a share's month billed 375.78
+    for a deployment the plan charged 375.77 (review); in the catalog's own currency the fee is whole."""
     if instances <= 0:
         return plain(price_per_hour * HOURS_PER_MONTH, 2)
-    return plain(plain(price_per_hour * HOURS_PER_MONTH * instances, 2) / instances, 6)
+    month = month_charge if month_charge is not None else plain(price_per_hour * HOURS_PER_MONTH * instances, 2)
+    return plain(month / instances, 6)
 
 
 def rows(charge: Charge) -> list[dict[str, Any]]:
@@ -154,7 +159,7 @@ def rows(charge: Charge) -> list[dict[str, Any]]:
     # the charge period's real hours, not the 730-hour planning month (module docstring)
     hours = float(round(charge.instances * month_hours(charge.month), 4))  # decimal, never an integer column
     # a monthly fee is priced per instance-month, everything else per instance-hour of the calendar month
-    unit_price, list_unit_price = ((monthly_fee(charge.unit_price, charge.instances),
+    unit_price, list_unit_price = ((monthly_fee(charge.unit_price, charge.instances, charge.month_charge),
                                     monthly_fee(charge.list_unit_price, charge.instances)) if charge.monthly_fee
                                    else (charge.unit_price, charge.list_unit_price))
     quantity = float(charge.instances) if charge.monthly_fee else hours

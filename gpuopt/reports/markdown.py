@@ -6,7 +6,15 @@ pull requests and rendered to HTML, so it must carry no live HTML, link or table
 
 from __future__ import annotations
 
-from gpuopt.planner.plan import HOURS_PER_MONTH, Budget, Deployment, Plan, Rejections, WorkloadSummary
+from gpuopt.planner.plan import (
+    HOURS_PER_MONTH,
+    Budget,
+    Deployment,
+    Plan,
+    Rejections,
+    WorkloadSummary,
+    list_price_gap_pct,
+)
 from gpuopt.reports.formatting import md, md_code, md_code_fence, money
 
 
@@ -98,14 +106,16 @@ def _memory_table(d: Deployment) -> list[str]:
 
 def pricing_basis(plan: Plan) -> str:
     """What the plan's prices are: list prices, or -- with --discount, a workload file's `discounts` or an
-    overlay below the catalog -- how many deployments are priced under their list price (QA: a 10 % discount
-    read "prices are list prices" here, only the warnings said otherwise)."""
-    below = [d for d in plan.deployments
-             if d.list_price_per_hour is not None and d.instance_price_per_hour < d.list_price_per_hour]
-    if not below:
+    overlay -- how many deployments are priced below (or above) their list price (QA: a 10 % discount read
+    "prices are list prices" here)."""
+    gaps = [list_price_gap_pct(d.instance_price_per_hour, d.list_price_per_hour) for d in plan.deployments]
+    below, above = sum(1 for g in gaps if g is not None and g < 0), sum(1 for g in gaps if g is not None and g > 0)
+    if not below and not above:
         return "prices are list prices unless an overlay says otherwise"
-    return (f"prices are after discounts and overlays: {len(below)} of {len(plan.deployments)} deployments below "
-            "their list price (the warnings name each discount)")
+    counts = [f"{n} of {len(gaps)} deployments {where} their list price"
+              for n, where in ((below, "below"), (above, "above")) if n]
+    return "prices are after discounts and overlays: " + ", ".join(counts)
+
 
 def render_markdown(plan: Plan) -> str:
     c = md(plan.currency)

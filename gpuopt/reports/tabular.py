@@ -141,7 +141,7 @@ def render_focus(plan: Plan) -> str:
             tags={**d.tags, "gpuopt-workload": d.workload},  # gpuopt's own key last: a user tag cannot overwrite it
             commitment_id=f"gpuopt:{d.provider}:{d.sku}:{d.region}:{d.price_kind}" if committed else None,
             commitment_name=f"{d.price_kind} {d.sku} ({d.region})" if committed else None,
-            monthly_fee=d.price_kind in RENEWABLE,
+            monthly_fee=d.price_kind in RENEWABLE, month_charge=d.cost_per_month,
             covered_prices=None if d.on_demand_price_per_hour is None else (
                 d.on_demand_price_per_hour, d.on_demand_list_price_per_hour or d.on_demand_price_per_hour))
         # the rest of a term commitment's obligation: its Purchase rows, one per month after the projected one
