@@ -420,20 +420,25 @@ def test_who_invoices_how_a_commitment_is_paid_and_no_resource_type_without_a_re
     assert (contract[0]["CommitmentDiscountCategory"], contract[0]["CommitmentDiscountType"]) == ("Spend", "Contract")
 
 
-def test_a_solve_plans_reservation_exports_every_month_of_its_term(tmp_path):
-    """QA: a 3-year reservation exported one Purchase row (January 2027) of its 36. Now one per month of the
-    term, the first with the projected month's Usage, the other 35 Purchase rows alone (the obligation); each
-    month billed at its calendar hours, 0.80395 USD/h x 744 h = 598.1388 in December 2026 (the month after the
-    plan date; conftest pins today to 2026-11-29)."""
+def _solved_term_focus(tmp_path: Path, price_kind: str) -> list[dict[str, str]]:
+    """The FOCUS rows of a one-workload AWS solve bought as `price_kind`."""
     path = tmp_path / "w.yaml"
     path.write_text("schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\n"
-                    "price_kinds: [reserved-3y]\nworkloads:\n"
+                    f"price_kinds: [{price_kind}]\nworkloads:\n"
                     "  - {name: assistant, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 4,"
                     " input_tokens: 1000, output_tokens: 250, max_model_len: 8192,"
                     " slo: {ttft_ms: 1500, tpot_ms: 40}}\n")
     result = run("solve", path, "--format", "focus")
     assert result.exit_code == 0, result.output
-    out = rows_of(result.stdout)
+    return rows_of(result.stdout)
+
+
+def test_a_solve_plans_reservation_exports_every_month_of_its_term(tmp_path):
+    """QA: a 3-year reservation exported one Purchase row (January 2027) of its 36. Now one per month of the
+    term, the first with the projected month's Usage, the other 35 Purchase rows alone (the obligation); each
+    month billed at its calendar hours, 0.80395 USD/h x 744 h = 598.1388 in December 2026 (the month after the
+    plan date; conftest pins today to 2026-11-29)."""
+    out = _solved_term_focus(tmp_path, "reserved-3y")
     purchases = [r for r in out if r["ChargeCategory"] == "Purchase"]
     months = [r["ChargePeriodStart"][:7] for r in purchases]
     assert len(purchases) == 36 and months[0] == "2026-12" and months[-1] == "2029-11"
@@ -492,14 +497,6 @@ def test_a_converted_monthly_fee_bills_the_plans_month_to_the_cent(tmp_path):
 
 def test_every_month_of_a_solved_term_says_which_it_is(tmp_path):
     """QA: the first Purchase row of a solved reservation had no "month 1 of 12"; the others did."""
-    path = tmp_path / "w.yaml"
-    path.write_text("schema_version: 1\nresidency: us\ncurrency: USD\nproviders: [aws]\n"
-                    "price_kinds: [reserved-1y]\nworkloads:\n"
-                    "  - {name: assistant, model: meta-llama/Llama-3.1-8B-Instruct, requests_per_second: 4,"
-                    " input_tokens: 1000, output_tokens: 250, max_model_len: 8192,"
-                    " slo: {ttft_ms: 1500, tpot_ms: 40}}\n")
-    result = run("solve", path, "--format", "focus")
-    assert result.exit_code == 0, result.output
-    purchases = [r for r in rows_of(result.stdout) if r["ChargeCategory"] == "Purchase"]
+    purchases = [r for r in _solved_term_focus(tmp_path, "reserved-1y") if r["ChargeCategory"] == "Purchase"]
     assert [r["ChargeDescription"].rsplit("; ", 1)[1] for r in purchases] == [
         f"month {m} of 12 of the term" for m in range(1, 13)]
