@@ -107,3 +107,21 @@ def test_a_named_checkpoint_must_split_over_the_shapes_gpus():
     assert (eight.feasible, eight.reason_kind) == (False, "fit")
     assert "zai-org/GLM-4.5-Air-FP8's 128 x 128 FP8 blocks" in (eight.reason or "")
     assert evaluate(Shape("H100-SXM-80GB", "nvlink", 4, 1, "fp8", "auto")).feasible
+
+
+def test_precisions_that_leave_out_the_checkpoints_own_format_are_bad_input_at_their_line(tmp_path):
+    """A quantized checkpoint serves only in its own format: `precisions: [bf16, fp8]` for Qwen/Qwen3-32B-AWQ
+    contradicts the file's model (exit 2 at the field, as `fit --precision bf16` says), where solve reported an
+    infeasible plan bound by "precision" (QA). Naming int4 among them, or no precisions at all, plans it."""
+    path = tmp_path / "w.yaml"
+    body = ("schema_version: 1\nresidency: us\nworkloads:\n  - name: chat\n    model: Qwen/Qwen3-32B-AWQ\n"
+            "    requests_per_second: 1\n    input_tokens: 500\n    output_tokens: 200\n    max_model_len: 4096\n")
+    path.write_text(body + "    precisions: [bf16, fp8]\n", encoding="utf-8")
+    result = run("solve", str(path))
+    assert result.exit_code == 2
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        f"error: {path}:10: workloads.0.precisions: Qwen/Qwen3-32B-AWQ is a checkpoint quantized as awq (int4) and "
+        "serves only as int4, which precisions bf16, fp8 leave out: add int4, or name its base model for other "
+        "precisions (workload chat)"]
+    path.write_text(body + "    precisions: [bf16, int4]\n", encoding="utf-8")
+    assert run("solve", str(path)).exit_code == 0

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gpuopt.cli.main import cli
+from gpuopt.errors import FieldError
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import load_workload
 from gpuopt.physics.architecture import get_model, iter_models
@@ -355,11 +356,12 @@ def test_a_quantized_checkpoint_is_planned_in_its_own_format_and_served_as_itsel
         [line] = serve_lines(d.vllm_command)
         assert line.startswith("vllm serve Qwen/Qwen3-32B-AWQ ") and "--quantization" not in line
     assert any("resolved offline from gpuopt's table of known quantized checkpoints" in w for w in plan.warnings)
-    # precisions the user names are kept: bf16 of an AWQ checkpoint is refused, with the reason
+    # precisions the user names are kept: bf16 of an AWQ checkpoint is refused, with the reason, at the field
+    # (bad input: test_named_checkpoints)
     path.write_text(path.read_text().replace("  providers:", "  precisions: [bf16]\n  providers:"))
-    plan, _ = plan_workloads(load_workload(path), load_catalog(use_cache=False),
-                             SolveOptions(top=0, premium=False, candidate_records=False))
-    assert plan.status != "optimal"
+    with pytest.raises(FieldError, match="workloads.0.precisions: Qwen/Qwen3-32B-AWQ is a checkpoint quantized as awq"):
+        plan_workloads(load_workload(path), load_catalog(use_cache=False),
+                       SolveOptions(top=0, premium=False, candidate_records=False))
 
 
 def test_the_flag_reader_takes_0_8s_argparse_choices_where_no_literal_alias_exists(tmp_path: Path) -> None:

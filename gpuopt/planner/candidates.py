@@ -201,6 +201,8 @@ def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> l
                          for where, message in _requests_over_limit(w, arch)]
         problems += [(("workloads", i, "checkpoints", precision), f"{message} (workload {w.name})")
                      for precision, message in named_checkpoint_problems(arch, w.checkpoints)]
+        if (contradiction := _precisions_leave_out_the_checkpoint(w, arch)) is not None:
+            problems.append((("workloads", i, "precisions"), f"{contradiction} (workload {w.name})"))
         if w.lora is not None:
             problems += [(("workloads", i, "lora"), f"{p} (workload {w.name})") for p in
                          lora_problems(arch, w.lora.max_loras, w.lora.max_lora_rank, vllm_version,
@@ -209,6 +211,18 @@ def checked_models(workloads: Sequence[Workload], vllm_version: str | None) -> l
     if problems:
         raise FieldError(problems)
     return archs
+
+
+def _precisions_leave_out_the_checkpoint(w: Workload, arch: ModelArchitecture) -> str | None:
+    """A quantized checkpoint serves only in its own format (vLLM loads no other from it): `precisions` that
+    leave that format out contradict the model the file names -- bad input, as `fit --precision` says, not an
+    infeasible plan (QA: solve reported "binding constraint: precision", exit 1, where fit exits 2)."""
+    q = arch.quantization
+    if q is None or "precisions" not in w.model_fields_set or q.weight_format in w.precisions:
+        return None
+    return (f"{arch.hf_id} is a checkpoint quantized as {q.label} ({q.weight_format}) and serves only as "
+            f"{q.weight_format}, which precisions {', '.join(w.precisions)} leave out: add {q.weight_format}, or "
+            "name its base model for other precisions")
 
 
 def _requests_over_limit(w: Workload, arch: ModelArchitecture) -> list[tuple[tuple[str | int, ...], str]]:
