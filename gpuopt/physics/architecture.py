@@ -186,7 +186,7 @@ class ModelArchitecture(BaseModel):
             missing.append("intermediate_size")
         if self.is_mla and not (self.kv_lora_rank and self.qk_rope_head_dim):
             missing.append("kv_lora_rank/qk_rope_head_dim")
-        kinds = set(self.layer_kinds()) if self.layer_pattern else set()
+        kinds = self.pattern_kinds()
         if "mamba" in kinds:
             missing += [f for f in ("mamba_num_heads", "mamba_head_dim", "ssm_state_size") if not getattr(self, f)]
         if "linear" in kinds:
@@ -219,6 +219,11 @@ class ModelArchitecture(BaseModel):
     @property
     def rotary_dim(self) -> int:
         return self.qk_rope_head_dim if self.is_mla and self.qk_rope_head_dim else self.attn_head_dim
+
+    def pattern_kinds(self) -> set[LayerKind]:
+        """The layer kinds the config's layer pattern names -- the only source of recurrent (Mamba, linear
+        attention) layers; empty without a pattern, where layer_kinds derives attention kinds alone."""
+        return {_PATTERN_KINDS[c] for c in self.layer_pattern} if self.layer_pattern else set()
 
     def layer_kinds(self) -> list[LayerKind]:
         """Attention kind of each decoder layer, in order (what vLLM builds a KV spec from).

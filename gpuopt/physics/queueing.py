@@ -171,4 +171,3 @@ def arrivals_excess(burstiness: float, rate: float, window_s: float) -> float:
         if a > x + spread or k > certain + 1_000_000:
             return total - rate * window_s
         k += 1
-

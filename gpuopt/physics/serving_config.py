@@ -203,7 +203,7 @@ def _mixer_problems(arch: ModelArchitecture, tp: int) -> list[str]:
     split their value heads with divide() and their key heads per rank. QA: Nemotron-3-Nano's 8 groups "fit"
     at TP 16 and 32, where vLLM stops with "If tensor parallel world size does not divide num_groups, then
     num_groups must equal 1"."""
-    kinds = set(arch.layer_kinds()) if arch.layer_pattern else set()
+    kinds = arch.pattern_kinds()
     out = []
     if "mamba" in kinds:
         heads, groups = arch.mamba_num_heads or 0, arch.mamba_n_groups or 1

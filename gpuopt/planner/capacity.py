@@ -434,10 +434,9 @@ class CapacityPlan(_Frozen):
         (docs/capacity.md): the figures diff, the tables and FOCUS each read agree, or the file is refused."""
         for j, period in enumerate(self.periods):
             for k, x in enumerate(period.purchases):
-                # a monthly subscription is rounded to the cent each month (commitments.period_charges)
-                monthly = 0.005 * self.months_per_period if x.price_kind in RENEWABLE else 0.0
                 check_sum(f"periods.{j}.purchases.{k}.cost", x.cost, x.price_per_hour * x.hours,
-                          "price_per_hour x hours", 0.01 + 1e-7 * x.hours + monthly)
+                          "price_per_hour x hours",
+                          0.01 + 1e-7 * x.hours + _monthly_rounding(x.price_kind, self.months_per_period))
             if period.cost_by_price_kind:
                 check_sum(f"periods.{j}.cost", period.cost, sum(period.cost_by_price_kind.values()),
                           "the sum of its cost_by_price_kind", 0.005 * len(period.cost_by_price_kind) + 0.005)
@@ -457,11 +456,10 @@ class CapacityPlan(_Frozen):
         for i, c in enumerate(self.commitments):
             # a purchase's two parts are its whole term's charge (commitments.period_charges: price x count x 730
             # x its months, to the cent); QA: an edited cost_inside_horizon and price_per_hour read back
-            # (a monthly subscription's each month to the cent)
-            monthly = 0.005 * c.term_months if c.price_kind in RENEWABLE else 0.0
             check_sum(f"commitments.{i}.cost_inside_horizon", c.cost_inside_horizon + c.obligation_after_horizon,
                       c.price_per_hour * c.count * HOURS_PER_MONTH * c.term_months,
-                      "price_per_hour x count x 730 x term_months, less obligation_after_horizon", 0.01 + monthly)
+                      "price_per_hour x count x 730 x term_months, less obligation_after_horizon",
+                      0.01 + _monthly_rounding(c.price_kind, c.term_months))
         s = self.commitment_summary
         if s is not None:
             # the lines finance reads (QA: an edited savings_cash of 999 printed as "savings, cash basis")
@@ -487,6 +485,12 @@ def _break_even(p: CapacityProblem, c: CandidateResult) -> float | None:
         return None
     prices = p.catalog.on_demand_prices(o, p.currency)
     return None if not prices or not prices[0] else round(c.instance_price / prices[0], 4)
+
+
+def _monthly_rounding(price_kind: str, months: int) -> float:
+    """What a saved plan's check allows a line beyond its product for cents: a monthly subscription is rounded
+    to the cent each month (commitments.period_charges), half a cent a month; other lines once."""
+    return 0.005 * months if price_kind in RENEWABLE else 0.0
 
 
 def _on_demand(p: CapacityProblem, o: Offering, committed: bool) -> dict[str, float]:

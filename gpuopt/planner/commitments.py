@@ -27,7 +27,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gpuopt.inputs.capacity import MAX_HORIZON_MONTHS, RENEWABLE, TERM_MONTHS, UNCOMMITTED
-from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind, Money, plain, whole
+from gpuopt.planner.plan import HOURS_PER_MONTH, KnownPriceKind, Money, month_charge, plain, whole
 
 CHARGE_MODES = {
     "full-term": "every commitment is charged for its whole term, also the months after the horizon "
@@ -147,7 +147,7 @@ def period_charges(price_per_hour: float, count: int, months: int, months_per_pe
     converted; QA); in the fee's own currency the two agree."""
     periods = max(1, months // months_per_period)
     if monthly_fee:
-        total = whole(price_per_hour * count * HOURS_PER_MONTH * 100) * months
+        total = whole(month_charge(price_per_hour, count) * 100) * months
     else:
         total = whole(price_per_hour * count * HOURS_PER_MONTH * months * 100)  # whole cents, half up
     edges = [(2 * total * k + periods) // (2 * periods) for k in range(periods + 1)]

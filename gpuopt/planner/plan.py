@@ -81,6 +81,13 @@ def whole(value: float) -> int:
     return int(plain(value, 0))
 
 
+def month_charge(price_per_hour: float, count: float) -> float:
+    """A monthly subscription's month, billed as one: `count` instances x the hourly price x the 730-hour month
+    the catalog derived it from, to the cent (commitments.period_charges charges periods of these; FOCUS bills
+    them month by month)."""
+    return plain(price_per_hour * count * HOURS_PER_MONTH, 2)
+
+
 def list_price_gap_pct(instance_price: float, list_price: float | None) -> float | None:
     """How far a price is from its list price, in % to the hundredth: negative below it (a --discount, a workload
     file's `discounts`, an overlay), positive above (an overlay); None without a list price. One definition

@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpuopt.errors import InputError
-from gpuopt.planner.plan import HOURS_PER_MONTH, plain
+from gpuopt.planner.plan import month_charge as month_of
+from gpuopt.planner.plan import plain
 from gpuopt.pricing.regions import region_info
 
 FOCUS_COLUMNS = (
@@ -149,8 +150,8 @@ def monthly_fee(price_per_hour: float, instances: float, month_charge: float | N
     for a plan month of 12,398.80 (a 27,496 CNY fee converted; QA); recomputing a share's month billed 375.78
     for a deployment the plan charged 375.77 (review); in the catalog's own currency the fee is whole."""
     if instances <= 0:
-        return plain(price_per_hour * HOURS_PER_MONTH, 2)
-    month = month_charge if month_charge is not None else plain(price_per_hour * HOURS_PER_MONTH * instances, 2)
+        return month_of(price_per_hour, 1)
+    month = month_charge if month_charge is not None else month_of(price_per_hour, instances)
     return plain(month / instances, 6)
 
 
