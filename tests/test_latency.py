@@ -129,16 +129,29 @@ QWEN_MOE = "Qwen/Qwen3-30B-A3B"
 def moe_step_at(r, rate, inp, out, t):
     """The mean step when steps last t, computed directly: y = rate t prompts arrive per step; every step
     decodes rate O t sequences; a share q of the steps (those a Poisson arrival lands in) also runs
-    k1 = y / (1 - e^-y) whole prompts, each step with its own expert reads."""
+    k1 = y / (1 - e^-y) whole prompts, each step with its own expert reads, plus Jensen's gap of the k >= 1
+    prompts such a step carries: E[step(min(k L, room))] - step(E[min(k L, room)]), k Poisson given k >= 1."""
     y = rate * t
     b = rate * out * t
+    ctx = inp + out / 2
+
+    def step(x):
+        return latency.step_time_s(r, b, ctx, x, inp / 2)
+
     if y == 0:
-        return latency.step_time_s(r, b, inp + out / 2, 0.0, inp / 2)
+        return step(0.0)
+    room = r.config.max_num_batched_tokens - b
     k1 = y / (1 - math.exp(-y))
-    x1 = min(max(k1 * inp, y * inp), r.config.max_num_batched_tokens - b)
+    x1 = min(max(k1 * inp, y * inp), room)
     q = min(y * inp / x1, 1.0)
-    return ((1 - q) * latency.step_time_s(r, b, inp + out / 2, 0.0, inp / 2)
-            + q * latency.step_time_s(r, b, inp + out / 2, x1, inp / 2))
+    gap = 0.0
+    if room > inp:  # more than one prompt fits a step: the steps differ with k
+        ks = range(1, 400)
+        w = [math.exp(-y + k * math.log(y) - math.lgamma(k + 1)) / (1 - math.exp(-y)) for k in ks]
+        xs = [min(k * inp, room) for k in ks]
+        pairs = list(zip(w, xs, strict=True))
+        gap = sum(wk * step(xk) for wk, xk in pairs) - step(sum(wk * xk for wk, xk in pairs))
+    return (1 - q) * step(0.0) + q * (step(x1) + gap)
 
 
 @settings(max_examples=25, deadline=None)
@@ -190,10 +203,62 @@ def test_a_poisson_arrival_lands_in_the_long_prompt_steps_more_often_than_their_
     assert 0 < q < 0.05 and t1 > 5 * t0
     mean = (1 - q) * t0 + q * t1
     assert mix.mean_step(y) == pytest.approx(mean, rel=1e-12)
-    assert mix.residual_step(y) == pytest.approx(((1 - q) * t0**2 + q * t1**2) / (2 * mean), rel=1e-12)
+    var = mix.prompt_step_var(y)  # the prompt steps' own spread (1 or 2 prompts of 3,000 in 8,192)
+    assert 0 < var < 0.02 * t1**2
+    assert mix.residual_step(y) == pytest.approx(((1 - q) * t0**2 + q * (t1**2 + var)) / (2 * mean), rel=1e-12)
     assert mix.residual_step(y) > mean / 2
     # all steps alike (no prompts): half a step, as before
     assert mix.residual_step(0.0) == pytest.approx(mix.mean_step(0.0) / 2, rel=1e-12)
+
+
+def test_prompts_per_step_are_poisson_or_clumps_of_geometric_size():
+    e = math.exp(-1.5)
+    assert analytic_load.prompts_per_step(1.5, 1.0, 50)[:3] == pytest.approx([e, 1.5 * e, 1.125 * e], rel=1e-12)
+    # clumps of mean 2.5 (geometric, P(j) = 0.4 x 0.6^(j - 1)): 0.6 clumps a step; P(1) = one clump of one,
+    # P(2) = one clump of two or two clumps of one (Polya-Aeppli)
+    e = math.exp(-0.6)
+    assert analytic_load.prompts_per_step(1.5, 2.5, 50)[:3] == pytest.approx(
+        [e, e * 0.6 * 0.4, e * (0.6 * 0.4 * 0.6 + (0.6 * 0.4) ** 2 / 2)], rel=1e-12)
+    # the counts from `most` up are one entry
+    lumped = analytic_load.prompts_per_step(1.5, 1.0, 3)
+    assert len(lumped) == 4 and lumped[3] == pytest.approx(1 - sum(lumped[:3]), rel=1e-12)
+
+
+@settings(max_examples=50, deadline=None)
+@given(y=st.floats(0.001, 30.0), clump=st.floats(1.0, 5.0))
+def test_prompts_per_step_are_a_distribution_of_mean_y(y, clump):
+    pmf = analytic_load.prompts_per_step(y, clump, 10_000)
+    assert sum(pmf) == pytest.approx(1.0, abs=1e-9)
+    assert min(pmf) >= 0.0
+    assert pmf[0] == pytest.approx(math.exp(-y / clump), rel=1e-12)
+    assert sum(k * p for k, p in enumerate(pmf)) == pytest.approx(y, rel=1e-3, abs=1e-4)
+
+
+def test_a_prompt_step_costs_the_mean_over_the_prompts_it_carries():
+    """Llama-3.1-8B's step on an L40S is flat until ~280 prompt tokens (the weight reads hide their compute),
+    then steep: with 200-token prompts one rides free and two cost ~10 ms more, so the steps carrying k >= 1
+    Poisson prompts cost the mean of step(min(200 k, room)) -- Jensen's gap over the step of the mean x1
+    (the simulator's steady state at 25 requests/s: prompt steps of 35.6 ms; the step of the mean, 30.5)."""
+    r = replica(LLAMA8, "L40S-48GB")
+    mix = analytic_load._StepMix(r, 200, 100)
+    y, b = 0.8, 80.0
+    room = r.config.max_num_batched_tokens - 100 * y
+    ks = range(1, 60)
+    w = [math.exp(-y) * y**k / math.factorial(k) / (1 - math.exp(-y)) for k in ks]
+    xs = [min(200 * k, room) for k in ks]
+    ts = [mix.step(b, x) for x in xs]
+    mean_t = sum(wk * t for wk, t in zip(w, ts, strict=True))
+    x1 = mix.prompt_tokens(y)
+    mean, var = mix.prompt_step(b, y)
+    mean_x = sum(wk * x for wk, x in zip(w, xs, strict=True))
+    assert mean == pytest.approx(mix.step(b, x1) + mean_t - mix.step(b, mean_x), rel=1e-9)
+    assert var == pytest.approx(sum(wk * t * t for wk, t in zip(w, ts, strict=True)) - mean_t**2, rel=1e-4)
+    assert mix.step(b, 200) == pytest.approx(mix.step(b, 0), rel=1e-9)  # one prompt rides free
+    assert mix.step(b, 400) > mix.step(b, 0) + 0.008  # two do not
+    assert mean > 1.1 * mix.step(b, x1)  # the gap: the step of the mean misses the second prompt's cost
+    # a prompt longer than the room fills every prompt step whatever k: no gap, no spread
+    long = analytic_load._StepMix(r, 3000, 100)
+    assert long.prompt_step(b, y) == (long.step(b, long.prompt_tokens(y)), 0.0)
 
 
 def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():

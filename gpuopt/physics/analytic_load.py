@@ -59,6 +59,32 @@ def clump_size(cv2: float) -> float:
     return (1.0 + cv2) / 2 if cv2 > 1.0 else 1.0
 
 
+PMF_TAIL = 1e-6  # prompts_per_step stops once the counts it has cover all but this much probability
+
+
+def prompts_per_step(y: float, clump: float, most: int) -> list[float]:
+    """P(k prompts arrive in a step), k = 0 .. `most` (the last entry holds every count from `most` up), for y
+    prompts a step on average: Poisson(y) when they come one at a time, a compound Poisson count of clumps
+    (Poisson(y / m) clumps of geometric size with mean m = `clump`, clump_size) otherwise -- the Polya-Aeppli
+    law, by Panjer's recursion g_k = z / k x sum_j j f_j g_(k-j). The list ends early where the tail left is
+    below PMF_TAIL, which it then holds."""
+    z = y / clump
+    stay = 1.0 - 1.0 / clump  # a clump's size is geometric: P(j) = (1 - stay) stay^(j - 1)
+    pmf = [math.exp(-z)]
+    covered = pmf[0]
+    for k in range(1, max(most, 1)):
+        if stay == 0.0:
+            g = pmf[-1] * z / k
+        else:
+            g = z / k * sum(j * (1.0 - stay) * stay ** (j - 1) * pmf[k - j] for j in range(1, k + 1))
+        pmf.append(g)
+        covered += g
+        if 1.0 - covered < PMF_TAIL:
+            break
+    pmf.append(max(1.0 - covered, 0.0))
+    return pmf
+
+
 def _loop_cv2(poisson: bool, burstiness: float) -> float:
     """The arrivals' squared coefficient of variation: the open loop's gamma gaps (traffic.arrival_cv2); a
     closed loop's clients send when their last request ends, which no burstiness clumps."""
@@ -81,7 +107,13 @@ class _StepMix:
     share of prefill hide under its memory-bound decode (max(memory, compute)) and charges every step of an
     MoE model the experts a prompt touches: mean TPOT was 1.5-3.5x optimistic for long prompts on dense
     models and 3-6x pessimistic for MoE models against the simulator (benchmarks/surrogate_capacity.py).
-    (Jensen's gap inside the k >= 1 steps, one mean step for k1 prompts, is left: a few % where y ~ 1.)
+    The steps carrying prompts are not all alike: k of them carry k prompts (prompts_per_step), and a step's
+    cost is not linear in its prompt tokens -- flat while the decodes' weight reads hide the prompt's compute,
+    then steep -- so the mean prompt step is E[step(b, min(k L, room)) | k >= 1], not the step of the mean k1
+    (Jensen's gap, prompt_step). Llama-3.1-8B at 200 / 100 on an L40S turns compute-bound at 280 prompt tokens
+    a step: one prompt rides free, two cost 9.6 ms more; at 25 requests/s the step of the mean (285 tokens)
+    is 30.5 ms where the simulator's prompt steps take 35.6 (its mean step 33.2, this 33.2; 30.1 before
+    2026-12-04), at 37 requests/s 49.4 for 56.5 (mean step 53.4, this 53.0; 47.4 before).
 
     Dense models: every part of step_parts_s is affine in the decode batch and the prompt tokens at a fixed
     context, so three evaluations give all steps; MoE models evaluate each step (the experts a step touches
@@ -96,7 +128,8 @@ class _StepMix:
         self.context = input_tokens + output_tokens / 2
         self.budget = r.config.max_num_batched_tokens
         self.affine: tuple[tuple[float, float, float], ...] | None = None
-        self._last_steps: tuple[float, tuple[float, float, float]] | None = None
+        self._last_steps: tuple[float, tuple[float, float, float, float]] | None = None
+        self._last_pmf: tuple[float, list[float]] | None = None
         if not r.expert_bytes_per_gpu:
             zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
             one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
@@ -121,22 +154,59 @@ class _StepMix:
         return min(max(k1 * self.L, self.L * y), max(self.budget - self.O * y, 1.0))
 
     def steps(self, y: float) -> tuple[float, float, float]:
-        """(q, the step without a prompt, the step with one): the two kinds of step and the share of the second.
-        The last y's answer is kept: at_rate asks for it three times (the mean step, the request step, the
-        decode window)."""
+        """(q, the step without a prompt, the mean step with one): the two kinds of step and the share of the
+        second."""
+        return self._moments(y)[:3]
+
+    def prompt_step_var(self, y: float) -> float:
+        """The variance of the steps that carry prompts (k prompts a step, prompts_per_step)."""
+        return self._moments(y)[3]
+
+    def _moments(self, y: float) -> tuple[float, float, float, float]:
+        """(q, the plain step, the mean prompt step, the prompt steps' variance). The last y's answer is kept:
+        at_rate asks for it four times (the mean step, the residual, the request step, the decode window)."""
         if self._last_steps is not None and self._last_steps[0] == y:
             return self._last_steps[1]
-        found = self._steps(y)
-        self._last_steps = (y, found)
-        return found
-
-    def _steps(self, y: float) -> tuple[float, float, float]:
         b = self.O * y
         p = self.L * y
         if p <= 0.0:
-            return 0.0, self.step(b, 0.0), 0.0
+            found = (0.0, self.step(b, 0.0), 0.0, 0.0)
+        else:
+            prompt, var = self.prompt_step(b, y)
+            found = (min(p / self.prompt_tokens(y), 1.0), self.step(b, 0.0), prompt, var)
+        self._last_steps = (y, found)
+        return found
+
+    def _pmf(self, y: float, most: int) -> list[float]:
+        if self._last_pmf is None or self._last_pmf[0] != y:
+            self._last_pmf = (y, prompts_per_step(y, self.clump, most))
+        return self._last_pmf[1]
+
+    def prompt_step(self, b: float, y: float) -> tuple[float, float]:
+        """(mean, variance) of the steps that carry prompts, at decode batch b and y prompts a step: the step of
+        x1 prompt tokens (prompt_tokens) plus Jensen's gap E[step(min(k L, room))] - step(E[min(k L, room)])
+        over the k >= 1 prompts such a step carries (prompts_per_step). The gap is what the step's kink costs
+        (convex where compute takes over from the weight reads; an MoE step can be concave, where more tokens
+        touch few more experts); x1 keeps the prompt tokens a step carries on average what they are."""
         x1 = self.prompt_tokens(y)
-        return min(p / x1, 1.0), self.step(b, 0.0), self.step(b, x1)
+        at_x1 = self.step(b, x1)
+        room = max(self.budget - self.O * y, 1.0)
+        most = math.ceil(room / self.L)
+        if most <= 1:
+            return at_x1, 0.0  # every prompt step is a full room (or one prompt), whatever k
+        pmf = self._pmf(y, most)
+        some = -math.expm1(-y / self.clump)  # P(k >= 1)
+        if some <= 0.0:
+            return at_x1, 0.0
+        mean_x = mean_t = mean_t2 = 0.0
+        for k in range(1, len(pmf)):
+            w = pmf[k] / some
+            x = min(k * self.L, room)
+            t = self.step(b, x)
+            mean_x += w * x
+            mean_t += w * t
+            mean_t2 += w * t * t
+        return at_x1 + mean_t - self.step(b, mean_x), max(mean_t2 - mean_t * mean_t, 0.0)
 
     def prompt_work_s(self, y: float) -> float:
         """The time a waiting prompt adds to the queue of prompt work ahead of later ones: L x Q(R) / R, its share
@@ -188,9 +258,9 @@ class _StepMix:
         """What is left of the step in progress when a request arrives: E(T^2) / 2 E(T) over the steps (an arrival
         at a random instant lands in a long step more often than the steps' share says: a step carrying a
         3,000-token prompt is 5 to 10 decode steps long). Half the mean step where all steps are alike."""
-        q, plain, prompt = self.steps(y)
+        q, plain, prompt, var = self._moments(y)
         mean = self._mean(q, plain, prompt)
-        return ((1.0 - q) * plain**2 + q * prompt**2) / (2 * mean) if mean > 0 else 0.0
+        return ((1.0 - q) * plain**2 + q * (prompt**2 + var)) / (2 * mean) if mean > 0 else 0.0
 
     def request_step(self, y: float) -> float:
         """The mean step a Poisson request decodes in (its TPOT): longer than the mean step E(y), because the
@@ -225,11 +295,10 @@ class _StepMix:
         if y <= 0.0 or mean <= 0.0:
             return mean
         prompts_per_s = q / mean
-        x1 = self.prompt_tokens(y)
 
         def t(j: float) -> float:  # the mean step with j decoding, its share of prompt steps included
             p_j = self.step(j, 0.0)
-            stall = 1.0 - prompts_per_s * (self.step(j, x1) - p_j) if q > 0 else 1.0
+            stall = 1.0 - prompts_per_s * (self.prompt_step(j, y)[0] - p_j) if q > 0 else 1.0
             return p_j / stall if stall > 0 else math.inf
 
         b = self.O * y
