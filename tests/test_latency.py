@@ -249,7 +249,7 @@ def test_a_prompt_step_costs_the_mean_over_the_prompts_it_carries():
     ts = [mix.step(b, x) for x in xs]
     mean_t = sum(wk * t for wk, t in zip(w, ts, strict=True))
     x1 = mix.prompt_tokens(y)
-    mean, var = mix.prompt_step(b, y)
+    mean, var = mix.prompt_step(b, y), mix.prompt_step_var(y)  # b = O y
     mean_x = sum(wk * x for wk, x in zip(w, xs, strict=True))
     assert mean == pytest.approx(mix.step(b, x1) + mean_t - mix.step(b, mean_x), rel=1e-9)
     assert var == pytest.approx(sum(wk * t * t for wk, t in zip(w, ts, strict=True)) - mean_t**2, rel=1e-4)
@@ -258,7 +258,7 @@ def test_a_prompt_step_costs_the_mean_over_the_prompts_it_carries():
     assert mean > 1.1 * mix.step(b, x1)  # the gap: the step of the mean misses the second prompt's cost
     # a prompt longer than the room fills every prompt step whatever k: no gap, no spread
     long = analytic_load._StepMix(r, 3000, 100)
-    assert long.prompt_step(b, y) == (long.step(b, long.prompt_tokens(y)), 0.0)
+    assert (long.prompt_step(b, y), long.prompt_step_var(y)) == (long.step(b, long.prompt_tokens(y)), 0.0)
 
 
 def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():

@@ -26,7 +26,16 @@ from gpuopt.errors import SloUnreachableError
 from gpuopt.physics import queueing
 from gpuopt.physics.decode_window import window_factor
 from gpuopt.physics.kv_cache import KvPool
-from gpuopt.physics.latency import Replica, combined_step_s, prefill_steps_s, prefill_time_s, step_parts_s, step_time_s
+from gpuopt.physics.latency import (
+    Replica,
+    combined_step_s,
+    combined_steps_s,
+    prefill_steps_s,
+    prefill_time_s,
+    step_parts_s,
+    step_piece,
+    step_time_s,
+)
 from gpuopt.physics.traffic import arrival_cv2
 
 CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation
@@ -128,8 +137,7 @@ class _StepMix:
         self.context = input_tokens + output_tokens / 2
         self.budget = r.config.max_num_batched_tokens
         self.affine: tuple[tuple[float, float, float], ...] | None = None
-        self._last_steps: tuple[float, tuple[float, float, float, float]] | None = None
-        self._last_pmf: tuple[float, list[float]] | None = None
+        self._last_steps: tuple[float, tuple[float, float, float]] | None = None
         if not r.expert_bytes_per_gpu:
             zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
             one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
@@ -144,6 +152,27 @@ class _StepMix:
             mem, comp, rest = m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x
         return combined_step_s(self.r, mem, comp, rest, b, self.r.async_scheduling)
 
+    def steps_at(self, b: float, xs: list[float]) -> list[float]:
+        """step(b, x) for each x: a dense model's from its affine parts at b (the host part once), an MoE
+        model's one at a time."""
+        if self.affine is None:
+            return [self.step(b, x) for x in xs]
+        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
+        mem, comp, rest = m0 + mb * b, c0 + cb * b, r0 + rb * b
+        return combined_steps_s(self.r, ((mem + mx * x, comp + cx * x, rest + rx * x) for x in xs), b,
+                                self.r.async_scheduling)
+
+    def _one_line(self, b: float, lo: float, hi: float) -> bool:
+        """Whether a dense model's step at batch b is one straight line in its prompt tokens over [lo, hi]: on
+        the same piece of combined_step_s at both ends (latency.step_piece; each bend is one crossing of lines
+        that rise with the tokens, so the same piece at both ends is the same piece between)."""
+        if self.affine is None:
+            return False
+        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
+        ends = [step_piece(self.r, m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x, b,
+                           self.r.async_scheduling) for x in (lo, hi)]
+        return ends[0] == ends[1]
+
     def prompt_tokens(self, y: float) -> float:
         """x1: the prompt tokens a step that carries prompts carries (k1 prompts, at most the decodes' room).
         Bursty arrivals come in clumps of `clump` prompts on average (clump_size): y / clump clumps a step,
@@ -155,58 +184,61 @@ class _StepMix:
 
     def steps(self, y: float) -> tuple[float, float, float]:
         """(q, the step without a prompt, the mean step with one): the two kinds of step and the share of the
-        second."""
-        return self._moments(y)[:3]
-
-    def prompt_step_var(self, y: float) -> float:
-        """The variance of the steps that carry prompts (k prompts a step, prompts_per_step)."""
-        return self._moments(y)[3]
-
-    def _moments(self, y: float) -> tuple[float, float, float, float]:
-        """(q, the plain step, the mean prompt step, the prompt steps' variance). The last y's answer is kept:
-        at_rate asks for it four times (the mean step, the residual, the request step, the decode window)."""
+        second. The last y's answer is kept: at_rate asks for it four times (the mean step, the residual, the
+        request step, the decode window)."""
         if self._last_steps is not None and self._last_steps[0] == y:
             return self._last_steps[1]
         b = self.O * y
         p = self.L * y
         if p <= 0.0:
-            found = (0.0, self.step(b, 0.0), 0.0, 0.0)
+            found = (0.0, self.step(b, 0.0), 0.0)
         else:
-            prompt, var = self.prompt_step(b, y)
-            found = (min(p / self.prompt_tokens(y), 1.0), self.step(b, 0.0), prompt, var)
+            found = (min(p / self.prompt_tokens(y), 1.0), self.step(b, 0.0), self.prompt_step(b, y))
         self._last_steps = (y, found)
         return found
 
-    def _pmf(self, y: float, most: int) -> list[float]:
-        if self._last_pmf is None or self._last_pmf[0] != y:
-            self._last_pmf = (y, prompts_per_step(y, self.clump, most))
-        return self._last_pmf[1]
-
-    def prompt_step(self, b: float, y: float) -> tuple[float, float]:
-        """(mean, variance) of the steps that carry prompts, at decode batch b and y prompts a step: the step of
-        x1 prompt tokens (prompt_tokens) plus Jensen's gap E[step(min(k L, room))] - step(E[min(k L, room)])
-        over the k >= 1 prompts such a step carries (prompts_per_step). The gap is what the step's kink costs
-        (convex where compute takes over from the weight reads; an MoE step can be concave, where more tokens
-        touch few more experts); x1 keeps the prompt tokens a step carries on average what they are."""
-        x1 = self.prompt_tokens(y)
-        at_x1 = self.step(b, x1)
+    def _prompt_counts(self, y: float) -> tuple[list[float], list[float]] | None:
+        """(weights, prompt tokens) of the steps carrying k = 1, 2, ... prompts at y (prompts_per_step given k >= 1,
+        min(k L, room) tokens), or None where every such step is alike: a prompt of a whole room fills every
+        prompt step whatever k."""
         room = max(self.budget - self.O * y, 1.0)
         most = math.ceil(room / self.L)
-        if most <= 1:
-            return at_x1, 0.0  # every prompt step is a full room (or one prompt), whatever k
-        pmf = self._pmf(y, most)
         some = -math.expm1(-y / self.clump)  # P(k >= 1)
-        if some <= 0.0:
-            return at_x1, 0.0
-        mean_x = mean_t = mean_t2 = 0.0
-        for k in range(1, len(pmf)):
-            w = pmf[k] / some
-            x = min(k * self.L, room)
-            t = self.step(b, x)
-            mean_x += w * x
-            mean_t += w * t
-            mean_t2 += w * t * t
-        return at_x1 + mean_t - self.step(b, mean_x), max(mean_t2 - mean_t * mean_t, 0.0)
+        if most <= 1 or some <= 0.0:
+            return None
+        pmf = prompts_per_step(y, self.clump, most)
+        return [p / some for p in pmf[1:]], [min(k * self.L, room) for k in range(1, len(pmf))]
+
+    def prompt_step(self, b: float, y: float) -> float:
+        """The mean step that carries prompts, at decode batch b and y prompts a step: the step of x1 prompt
+        tokens (prompt_tokens) plus Jensen's gap E[step(min(k L, room))] - step(E[min(k L, room)]) over the
+        k >= 1 prompts such a step carries (prompts_per_step). The gap is what the step's bend costs (convex
+        where compute takes over from the weight reads; an MoE step can be concave, where more tokens touch
+        few more experts); x1 keeps the prompt tokens a step carries on average what they are. A dense step
+        that is one straight line from one prompt to a full room has no gap (_one_line: prompts past the
+        bend, the usual case, cost one step and no count of prompts)."""
+        x1 = self.prompt_tokens(y)
+        room = max(self.budget - self.O * y, 1.0)
+        if self._one_line(b, min(self.L, room), room):
+            return self.step(b, x1)
+        counts = self._prompt_counts(y)
+        if counts is None:
+            return self.step(b, x1)
+        weights, xs = counts
+        mean_x = sum(w * x for w, x in zip(weights, xs, strict=True))
+        *ts, at_mean, at_x1 = self.steps_at(b, [*xs, mean_x, x1])
+        return at_x1 + sum(w * t for w, t in zip(weights, ts, strict=True)) - at_mean
+
+    def prompt_step_var(self, y: float) -> float:
+        """The variance of the steps that carry prompts at y (k prompts a step, prompts_per_step), which
+        lengthens the step an arrival lands in (residual_step)."""
+        counts = self._prompt_counts(y) if self.L * y > 0.0 else None
+        if counts is None:
+            return 0.0
+        weights, xs = counts
+        ts = self.steps_at(self.O * y, xs)
+        mean_t = sum(w * t for w, t in zip(weights, ts, strict=True))
+        return max(sum(w * t * t for w, t in zip(weights, ts, strict=True)) - mean_t * mean_t, 0.0)
 
     def prompt_work_s(self, y: float) -> float:
         """The time a waiting prompt adds to the queue of prompt work ahead of later ones: L x Q(R) / R, its share
@@ -258,8 +290,9 @@ class _StepMix:
         """What is left of the step in progress when a request arrives: E(T^2) / 2 E(T) over the steps (an arrival
         at a random instant lands in a long step more often than the steps' share says: a step carrying a
         3,000-token prompt is 5 to 10 decode steps long). Half the mean step where all steps are alike."""
-        q, plain, prompt, var = self._moments(y)
+        q, plain, prompt = self.steps(y)
         mean = self._mean(q, plain, prompt)
+        var = self.prompt_step_var(y) if q > 0.0 else 0.0
         return ((1.0 - q) * plain**2 + q * (prompt**2 + var)) / (2 * mean) if mean > 0 else 0.0
 
     def request_step(self, y: float) -> float:
@@ -295,10 +328,12 @@ class _StepMix:
         if y <= 0.0 or mean <= 0.0:
             return mean
         prompts_per_s = q / mean
+        x1 = self.prompt_tokens(y)
+        gap = prompt - self.step(self.O * y, x1) if q > 0 else 0.0  # Jensen's gap at the mean batch (prompt_step)
 
         def t(j: float) -> float:  # the mean step with j decoding, its share of prompt steps included
             p_j = self.step(j, 0.0)
-            stall = 1.0 - prompts_per_s * (self.prompt_step(j, y)[0] - p_j) if q > 0 else 1.0
+            stall = 1.0 - prompts_per_s * (self.step(j, x1) + gap - p_j) if q > 0 else 1.0
             return p_j / stall if stall > 0 else math.inf
 
         b = self.O * y

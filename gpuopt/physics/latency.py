@@ -21,6 +21,7 @@ each with the rows it was fitted on. Nothing here imports pricing, the solver or
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from statistics import NormalDist
@@ -523,6 +524,26 @@ def combined_step_s(r: Replica, t_mem: float, t_compute: float, t_rest: float, d
         return max(t_mem, t_compute) + t_rest
     cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
     return max(max(t_mem, t_compute) + t_rest - cpu, cpu)
+
+
+def step_piece(r: Replica, t_mem: float, t_compute: float, t_rest: float, decode_seqs: float,
+               async_scheduling: bool) -> tuple[bool, bool]:
+    """Which piece of combined_step_s a step is on: (memory-bound, the GPU part longer than the host part
+    beside it). Two steps on the same piece differ by a straight line in what they carry."""
+    if not async_scheduling:
+        return t_mem >= t_compute, True
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    return t_mem >= t_compute, max(t_mem, t_compute) + t_rest - cpu >= cpu
+
+
+def combined_steps_s(r: Replica, parts: Iterable[tuple[float, float, float]], decode_seqs: float,
+                     async_scheduling: bool) -> list[float]:
+    """combined_step_s for steps of one decode batch and different prompt tokens, the host part computed once
+    (analytic_load's mean over the prompts a step carries asks for a dozen such steps at a time)."""
+    if not async_scheduling:
+        return [max(m, c) + rest for m, c, rest in parts]
+    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
+    return [max(max(m, c) + rest - cpu, cpu) for m, c, rest in parts]
 
 
 # ---- prefill ---------------------------------------------------------------------------------------
