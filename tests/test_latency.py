@@ -261,6 +261,27 @@ def test_a_prompt_step_costs_the_mean_over_the_prompts_it_carries():
     assert (long.prompt_step(b, y), long.prompt_step_var(y)) == (long.step(b, long.prompt_tokens(y)), 0.0)
 
 
+def test_a_dense_step_is_one_line_between_its_bends_and_there_the_mean_over_prompts_is_the_step_of_the_mean():
+    r = replica(LLAMA8, "L40S-48GB")
+    mix = analytic_load._StepMix(r, 200, 100)
+    b = 80.0
+    room = r.config.max_num_batched_tokens - b
+    # memory-bound with one 200-token prompt, compute-bound with 2,000 prompt tokens (latency.step_piece)
+    parts = [latency.step_parts_s(r, b, 250, x, 100) for x in (200, 2000)]
+    assert [latency.step_piece(r, *p, b, r.async_scheduling)[0] for p in parts] == [True, False]
+    assert not mix._one_line(b, 200, room)  # the bend (~280 tokens) lies between one prompt and a full room
+    assert mix._one_line(b, 400, room) and mix._one_line(b, 0, 200)  # past it, and before it
+    # 1,000-token prompts are past the bend: the step is a line, the mean over k is the step of the mean
+    long = analytic_load._StepMix(r, 1000, 100)
+    y = 0.8
+    assert long._one_line(b, 1000, room)
+    weights, xs = long._prompt_counts(y)
+    mean_x = sum(w * x for w, x in zip(weights, xs, strict=True))
+    assert sum(w * t for w, t in zip(weights, long.steps_at(b, xs), strict=True)) == pytest.approx(
+        long.step(b, mean_x), rel=1e-12)
+    assert long.prompt_step(b, y) == long.step(b, long.prompt_tokens(y))
+
+
 def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     # Qwen3-30B-A3B fp8 on one A40, 1,000/300 tokens at 0.25 req/s: iterating T <- E(step at T) from 0
     # settles at 9.04 ms (9.11 with round 11's factors, 8.89 before): 0.2 % of the steps run a prompt (touching every
