@@ -312,8 +312,10 @@ def test_awq_8_bit_runs_in_no_release() -> None:
 
 def test_bitsandbytes_is_gone_from_0_28() -> None:
     bnb = q({"quant_method": "bitsandbytes", "load_in_4bit": True})
-    assert bnb.kernel_path(80, "0.27").supported
+    assert bnb.kernel_path(80, "0.27").supported and bnb.kernel_path(80, "0.27").removed_in is None
     assert "removed in 0.28" in bnb.kernel_path(80, "0.28").note
+    assert bnb.kernel_path(80, "0.28").removed_in == (0, 28)  # as data, for the advice of an older release
+    assert q(AWQ).kernel_path(80, "0.33").removed_in is None
 
 
 def test_fp8_and_int4_plans_on_a_t4_by_release() -> None:

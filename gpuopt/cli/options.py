@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -292,7 +291,7 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
     DSA model's sparse MLA), naming the flag to change -- the GPU when the format is the checkpoint's own
     (`precision_given` False: no --precision was passed)."""
     from gpuopt.physics import sparse_mla
-    from gpuopt.physics.serving_config import precision_unsupported
+    from gpuopt.physics.serving_config import format_removed_in, precision_unsupported
 
     if resolved.interconnect == "nvlink" and not gpu.nvlink_gb_s and \
             resolved.tensor_parallel * resolved.pipeline_parallel > 1:
@@ -310,9 +309,10 @@ def check_runs_on(gpu: GpuSpec, arch: ModelArchitecture, resolved: ResolvedConfi
             raise InputError(f"--precision {resolved.precision}: {unsupported}")
         # a format the release dropped on every GPU (bitsandbytes from 0.28): no other GPU helps, an older release
         # does (QA: this was blamed on --gpu and advised "a release that has it")
-        if (removed := re.search(r"removed in (\d+)\.(\d+)", unsupported)) is not None:
-            before = (f"--vllm-version {removed[1]}.{int(removed[2]) - 1} (the last release with it)"
-                      if int(removed[2]) > 0 else f"a --vllm-version before {removed[1]}.0")
+        if (removed := format_removed_in(gpu, resolved.precision, arch, resolved.vllm_version)) is not None:
+            major, minor = removed
+            before = (f"--vllm-version {major}.{minor - 1} (the last release with it)" if minor > 0
+                      else f"a --vllm-version before {major}.0")
             raise InputError(f"--vllm-version: {unsupported}; plan it with {before} or a checkpoint in another "
                              "format")
         raise InputError(f"--gpu {gpu.gpu}: {arch.hf_id} ships {resolved.precision} weights and {unsupported}: "

@@ -47,7 +47,9 @@ class KernelPath(BaseModel):
     `vllm_method` is the quantization name vLLM settles on (after its override, e.g. awq -> awq_marlin);
     `linear` and `moe` the GEMM kernels of dense layers and experts; `activation_bits` 16 for weight-only
     kernels (W4A16/W8A16: weights are dequantized, math in 16-bit), 8 for W8A8 (FP8/INT8 tensor cores),
-    4 for W4A4 (NVFP4 on Blackwell). `supported` is False when vLLM refuses the checkpoint on that GPU.
+    4 for W4A4 (NVFP4 on Blackwell). `supported` is False when vLLM refuses the checkpoint on that GPU;
+    `removed_in` is the release that dropped the method on every GPU, when that is why (an older release
+    plans it, no other GPU does).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -59,6 +61,7 @@ class KernelPath(BaseModel):
     activation_bits: int
     supported: bool = True
     note: str = ""
+    removed_in: tuple[int, int] | None = None
 
 
 class Quantization(BaseModel):
@@ -706,13 +709,14 @@ def select_kernel(q: Quantization, capability: int | None, vllm_version: str | N
     release = release_or_default(vllm_version)
     key = release_key(release)
 
-    def unsupported(why: str) -> KernelPath:
+    def unsupported(why: str, removed_in: tuple[int, int] | None = None) -> KernelPath:
         return KernelPath(vllm_method=q.method, linear="none", moe=None, weight_bits=wb, activation_bits=ab,
-                          supported=False, note=why)
+                          supported=False, note=why, removed_in=removed_in)
 
     # what a release refuses on every platform, before the GPU is asked
     if q.method == "bitsandbytes" and key >= BITSANDBYTES_UNTIL:
-        return unsupported(f"vLLM {release} has no bitsandbytes support (removed in 0.28)")
+        gone = ".".join(map(str, BITSANDBYTES_UNTIL))
+        return unsupported(f"vLLM {release} has no bitsandbytes support (removed in {gone})", BITSANDBYTES_UNTIL)
     if q.method == "awq" and wb != 4:
         # AWQ Marlin takes uint4 with zero points only (marlin_utils.py: has_zp -> [uint4]) and the AWQ GEMM
         # kernel refuses any other width (awq.py "only 4-bit"; 0.24+ AutoAWQConfig TYPE_MAP {4}): every

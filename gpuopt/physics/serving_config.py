@@ -162,6 +162,15 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
     return None
 
 
+def format_removed_in(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture,
+                      vllm_version: str | None = None) -> tuple[int, int] | None:
+    """The release that dropped this weight format on every GPU, when `vllm_version` is at or past it
+    (KernelPath.removed_in: bitsandbytes from 0.28): the refusal is the release's, so an older release plans
+    it and no other GPU does."""
+    q = arch.quantization if arch.quantization is not None else representative(precision)
+    return None if q is None else q.kernel_path(gpu.compute_capability, vllm_version).removed_in
+
+
 def release_unsupported(gpu: GpuSpec, vllm_version: str | None) -> str | None:
     """Why this vLLM release's wheels cannot run on this GPU at all (None when they can): no kernels of its
     generation in the build (VllmProfile.cubin_archs), with the releases that have them."""
