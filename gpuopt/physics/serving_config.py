@@ -137,6 +137,14 @@ def default_precision(arch: ModelArchitecture, gpu: GpuSpec | None = None) -> We
     return DTYPE_TO_FORMAT[arch.torch_dtype]
 
 
+def quantized_checkpoint(arch: ModelArchitecture) -> str:
+    """What a quantized checkpoint is, in the words every refusal of another precision uses ("X is a
+    checkpoint quantized as AWQ (int4)")."""
+    q = arch.quantization
+    assert q is not None, "quantized_checkpoint of a model without a quantization"
+    return f"{arch.hf_id} is a checkpoint quantized as {q.label} ({q.weight_format})"
+
+
 def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArchitecture,
                           vllm_version: str | None = None) -> str | None:
     """Why vLLM `vllm_version` (None: the default release) cannot run this weight format on this GPU (None
@@ -148,8 +156,8 @@ def precision_unsupported(gpu: GpuSpec, precision: WeightFormat, arch: ModelArch
     if q is not None:
         if precision != q.weight_format:
             # vLLM loads a quantized checkpoint only in its own format (no re-quantizing AWQ to fp8, no bf16)
-            return (f"{arch.hf_id} is a checkpoint quantized as {q.label} ({q.weight_format}); it cannot be "
-                    f"served as {precision}: use its base model for other precisions")
+            return (f"{quantized_checkpoint(arch)}; it cannot be served as {precision}: use its base model for "
+                    "other precisions")
         path = q.kernel_path(gpu.compute_capability, vllm_version)
         return None if path.supported else f"{arch.hf_id} ({q.label}): {path.note}"
     if precision == "mxfp4" and arch.native_quantization != "mxfp4-experts":

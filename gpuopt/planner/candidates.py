@@ -26,7 +26,13 @@ from gpuopt.physics.lora import lora_problems
 from gpuopt.physics.memory import MemoryEstimate, estimate
 from gpuopt.physics.resolution import from_config_beside_its_files
 from gpuopt.physics.resolution import resolve_model as resolve_model_id
-from gpuopt.physics.serving_config import ServingConfig, default_precision, gpu_unsupported, validate
+from gpuopt.physics.serving_config import (
+    ServingConfig,
+    default_precision,
+    gpu_unsupported,
+    quantized_checkpoint,
+    validate,
+)
 from gpuopt.physics.traffic import longest_sharegpt
 from gpuopt.physics.vllm_support import release_problem
 from gpuopt.planner.checkpoints import checkpoint_sharding_problem, named_checkpoint_problems
@@ -220,9 +226,9 @@ def _precisions_leave_out_the_checkpoint(w: Workload, arch: ModelArchitecture) -
     q = arch.quantization
     if q is None or "precisions" not in w.model_fields_set or q.weight_format in w.precisions:
         return None
-    return (f"{arch.hf_id} is a checkpoint quantized as {q.label} ({q.weight_format}) and serves only as "
-            f"{q.weight_format}, which precisions {', '.join(w.precisions)} leave out: add {q.weight_format}, or "
-            "name its base model for other precisions")
+    return (f"{quantized_checkpoint(arch)} and serves only as {q.weight_format}, which precisions "
+            f"{', '.join(w.precisions)} leave out: add {q.weight_format}, or name its base model for other "
+            "precisions")
 
 
 def _requests_over_limit(w: Workload, arch: ModelArchitecture) -> list[tuple[tuple[str | int, ...], str]]:
