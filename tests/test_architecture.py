@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from gpuopt.errors import ConfigError, UnknownNameError
-from gpuopt.physics.architecture import from_hf_config, get_model, registry
+from gpuopt.physics.architecture import from_hf_config, get_model, registry, registry_model
 from gpuopt.vocabulary import KV_LAYER_KINDS, LAYER_KINDS
 
 REQUIRED = [
@@ -248,3 +248,10 @@ def test_a_bad_llama4_field_is_one_error_naming_file_and_field(tmp_path, change,
     with pytest.raises(ConfigError) as info:
         from_hf_config(path)
     assert info.value.problems == (f"{path}: {expected}",)
+
+
+def test_a_registry_model_is_found_by_its_id_in_any_case_and_nothing_else_is():
+    assert registry_model("meta-llama/Llama-3.1-8B-Instruct") is get_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert registry_model("META-LLAMA/llama-3.1-8b-instruct") is get_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert registry_model("Llama-3.1-8B-Instruct") is None  # the short name is get_model's convenience only
+    assert registry_model("Qwen/Qwen3-32B-AWQ") is None  # a checkpoint, not a registry model

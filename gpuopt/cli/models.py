@@ -13,7 +13,7 @@ from rich.table import Table
 from gpuopt.cli.terminal import say
 from gpuopt.errors import InputError
 from gpuopt.physics import sparse_mla
-from gpuopt.physics.architecture import ModelArchitecture, iter_models
+from gpuopt.physics.architecture import ModelArchitecture, iter_models, registry_model
 from gpuopt.physics.checkpoint_table import Checkpoint, caution
 from gpuopt.physics.context_limit import model_max_len
 from gpuopt.physics.kv_cache import indexer_bytes_per_token, kv_bytes_per_token_per_layer, kv_dtype_bytes
@@ -266,7 +266,7 @@ def _no_checkpoints(base_model: str, known: Sequence[Checkpoint]) -> None:
     if (row := next((c for c in known if c.checkpoint.lower() == wanted), None)) is not None:
         raise InputError(f"'{base_model}' is itself a known checkpoint, of {row.base_model}: `gpuopt models "
                          f"checkpoints {row.base_model}` lists it and its siblings")
-    if not any(m.hf_id.lower() == wanted for m in iter_models()):
+    if registry_model(base_model) is None:
         raise InputError(f"no known quantized checkpoint of '{base_model}', which is not a registry model either "
                          "(`gpuopt models checkpoints` lists every known checkpoint, `gpuopt models list` the models)")
     say("note", f"no known quantized checkpoint of {base_model}: a plan at a precision it does not ship in says "

@@ -593,14 +593,17 @@ def iter_models() -> Iterator[ModelArchitecture]:
     yield from registry().values()
 
 
+def registry_model(hf_id: str) -> ModelArchitecture | None:
+    """The registry's model of this Hugging Face id, case-insensitively (None when it has none)."""
+    reg = registry()
+    return reg.get(hf_id) or next((v for k, v in reg.items() if k.lower() == hf_id.lower()), None)
+
+
 def get_model(name: str) -> ModelArchitecture:
     """Look a model up by HF id, case-insensitively, also without the organisation prefix."""
     reg = registry()
-    if name in reg:
-        return reg[name]
-    lowered = {k.lower(): v for k, v in reg.items()}
-    if name.lower() in lowered:
-        return lowered[name.lower()]
+    if (found := registry_model(name)) is not None:
+        return found
     by_short = [v for k, v in reg.items() if k.split("/", 1)[-1].lower() == name.lower()]
     if len(by_short) == 1:
         return by_short[0]
