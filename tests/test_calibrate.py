@@ -172,10 +172,11 @@ def test_real_runs_past_capacity_are_replayed_and_no_factor_that_does_not_help_i
     replica's capacity and the last run is sent all at once: both are replayed through the simulator and
     enter the fit. Nothing is kept: the compute factor is pinned at 5x (these runs re-sent prompts a warm
     prefix cache held, which no GPU speed explains), and the bandwidth factor that brings the figures closer
-    fitted (1.26, 22.5 -> 20.1 %) takes the steady-state runs from 4.6 to 7.2 % left out of the fit: it
-    trades one kind of run for the other (1.26, 22.5 -> 20.0 % and 30.4 % on each run left out before a prompt step's
-    cost was the mean over the prompts it carries, 2026-12-04; 1.11, 22.5 -> 19.5 %, trading the steady-state
-    runs, 4.6 -> 9.9 % left out, for the replayed ones before a prompt's work
+    fitted (1.18, 22.5 -> 19.1 %) is 24.0 % off on each run left out: it does not generalise (1.26, 22.5 ->
+    20.1 % and the steady-state runs from 4.6 to 7.2 % left out before a short prompt's step carried the
+    prompts that arrived beside it, 2026-12-04; 1.26, 22.5 -> 20.0 % and 30.4 % on each run left out before a
+    prompt step's cost was the mean over the prompts it carries, 2026-12-04; 1.11, 22.5 -> 19.5 %, trading the
+    steady-state runs, 4.6 -> 9.9 % left out, for the replayed ones before a prompt's work
     was its share of a full prompt step, 2026-12-04; 1.12, 22.5 -> 19.2 % and 23.4 % on each run left out
     before it was its share of the steps that carry prompts, 2026-12-04; 1.19, 22.8 -> 18.6 % and 33.2 %
     before ShareGPT-shaped replays kept each request within 5 x the means, 2026-12-04; since prompts queue for
@@ -188,9 +189,11 @@ def test_real_runs_past_capacity_are_replayed_and_no_factor_that_does_not_help_i
     result = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "--json"])
     assert result.exit_code == 2
     assert "no factor fitted" in result.stderr
-    assert ("decode_bandwidth not fitted: it trades one kind of run against the other (best value 1.26: median "
-            "error 22.5 % -> 20.1 % overall, but the steady-state runs go from 4.6 % to 7.2 % left out of the fit)"
-            ) in result.stderr
+    # refused as not generalising or as trading one kind of run for the other: which of the two moves with
+    # every change of the model (the docstring's history); that no bandwidth factor is kept does not
+    refusal = next(line for line in result.stderr.splitlines() if "decode_bandwidth not fitted" in line)
+    assert "it does not generalise" in refusal or "it trades one kind of run against the other" in refusal
+    assert "best value 1.1" in refusal or "best value 1.2" in refusal
     assert "prefill_compute not fitted: the best value (5.00) is at the edge" in result.stderr
     rows = {(r["observation"][:26], r["metric"]): r for r in json.loads(result.stdout)["comparisons"]}
     assert {r["method"] for (name, _), r in rows.items() if "qps_16" in name or "qps_inf" in name} == {"replayed"}

@@ -68,29 +68,30 @@ def clump_size(cv2: float) -> float:
     return (1.0 + cv2) / 2 if cv2 > 1.0 else 1.0
 
 
-PMF_TAIL = 1e-6  # prompts_per_step stops once the counts it has cover all but this much probability
+PMF_TAIL = 1e-6  # prompts_per_step stops once the counts it has leave this share of P(k >= 1) uncounted
 
 
 def prompts_per_step(y: float, clump: float, most: int) -> list[float]:
     """P(k prompts arrive in a step), k = 0 .. `most` (the last entry holds every count from `most` up), for y
     prompts a step on average: Poisson(y) when they come one at a time, a compound Poisson count of clumps
-    (Poisson(y / m) clumps of geometric size with mean m = `clump`, clump_size) otherwise -- the Polya-Aeppli
-    law, by Panjer's recursion g_k = z / k x sum_j j f_j g_(k-j). The list ends early where the tail left is
-    below PMF_TAIL, which it then holds."""
+    (Poisson(z = y / m) clumps of geometric size with mean m = `clump`, clump_size) otherwise -- the Polya-Aeppli
+    law, whose probabilities follow k P_k = (z (1 - t) + 2 (k - 1) t) P_(k-1) - (k - 2) t^2 P_(k-2), t = 1 - 1/m
+    (t = 0: Poisson's k P_k = z P_(k-1)). The list ends early where what it leaves of P(k >= 1) = 1 - e^-z is
+    below PMF_TAIL of it (relative, so a tiny y still has its k >= 1 counts), and the last entry holds that
+    rest."""
     z = y / clump
-    stay = 1.0 - 1.0 / clump  # a clump's size is geometric: P(j) = (1 - stay) stay^(j - 1)
+    t = 1.0 - 1.0 / clump  # a clump's size is geometric: P(j) = (1 - t) t^(j - 1)
+    some = -math.expm1(-z)  # P(k >= 1), without the rounding of 1 - e^-z
     pmf = [math.exp(-z)]
-    covered = pmf[0]
+    counted = 0.0
     for k in range(1, max(most, 1)):
-        if stay == 0.0:
-            g = pmf[-1] * z / k
-        else:
-            g = z / k * sum(j * (1.0 - stay) * stay ** (j - 1) * pmf[k - j] for j in range(1, k + 1))
+        before = pmf[k - 2] if k >= 2 else 0.0
+        g = ((z * (1.0 - t) + 2 * (k - 1) * t) * pmf[k - 1] - (k - 2) * t * t * before) / k
         pmf.append(g)
-        covered += g
-        if 1.0 - covered < PMF_TAIL:
+        counted += g
+        if some - counted < PMF_TAIL * some:
             break
-    pmf.append(max(1.0 - covered, 0.0))
+    pmf.append(max(some - counted, 0.0))
     return pmf
 
 
@@ -110,13 +111,15 @@ class _StepMix:
     left by the decodes) otherwise; every step also decodes b = O y sequences (Little's law on the decode
     phase). The mean step is then
 
-        E(y) = (1 - q) step(b, 0) + q step(b, x1),   q = y L / x1 (the share of steps carrying prompt tokens)
+        E(y) = (1 - q) step(b, 0) + q Q(y),   q = y L / x1 (the share of steps carrying prompt tokens)
+
+    Q(y) the mean step that carries prompts (prompt_step, below).
 
     Spreading y L prompt tokens evenly over every step instead (the model before 2026-12) lets each step's
     share of prefill hide under its memory-bound decode (max(memory, compute)) and charges every step of an
     MoE model the experts a prompt touches: mean TPOT was 1.5-3.5x optimistic for long prompts on dense
     models and 3-6x pessimistic for MoE models against the simulator (benchmarks/surrogate_capacity.py).
-    The steps carrying prompts are not all alike: k of them carry k prompts (prompts_per_step), and a step's
+    The steps carrying prompts are not all alike: they carry k >= 1 prompts (prompts_per_step), and a step's
     cost is not linear in its prompt tokens -- flat while the decodes' weight reads hide the prompt's compute,
     then steep -- so the mean prompt step is E[step(b, min(k L, room)) | k >= 1], not the step of the mean k1
     (Jensen's gap, prompt_step). Llama-3.1-8B at 200 / 100 on an L40S turns compute-bound at 280 prompt tokens
@@ -193,7 +196,7 @@ class _StepMix:
         if p <= 0.0:
             found = (0.0, self.step(b, 0.0), 0.0)
         else:
-            found = (min(p / self.prompt_tokens(y), 1.0), self.step(b, 0.0), self.prompt_step(b, y))
+            found = (min(p / self.prompt_tokens(y), 1.0), self.step(b, 0.0), self.prompt_step(y))
         self._last_steps = (y, found)
         return found
 
@@ -202,6 +205,8 @@ class _StepMix:
         min(k L, room) tokens), or None where every such step is alike: a prompt of a whole room fills every
         prompt step whatever k."""
         room = max(self.budget - self.O * y, 1.0)
+        if self.L <= 0 or y <= 0.0:
+            return None
         most = math.ceil(room / self.L)
         some = -math.expm1(-y / self.clump)  # P(k >= 1)
         if most <= 1 or some <= 0.0:
@@ -209,16 +214,17 @@ class _StepMix:
         pmf = prompts_per_step(y, self.clump, most)
         return [p / some for p in pmf[1:]], [min(k * self.L, room) for k in range(1, len(pmf))]
 
-    def prompt_step(self, b: float, y: float) -> float:
-        """The mean step that carries prompts, at decode batch b and y prompts a step: the step of x1 prompt
+    def prompt_step(self, y: float) -> float:
+        """The mean step that carries prompts at y prompts a step (b = O y decoding): the step of x1 prompt
         tokens (prompt_tokens) plus Jensen's gap E[step(min(k L, room))] - step(E[min(k L, room)]) over the
         k >= 1 prompts such a step carries (prompts_per_step). The gap is what the step's bend costs (convex
         where compute takes over from the weight reads; an MoE step can be concave, where more tokens touch
         few more experts); x1 keeps the prompt tokens a step carries on average what they are. A dense step
         that is one straight line from one prompt to a full room has no gap (_one_line: prompts past the
         bend, the usual case, cost one step and no count of prompts)."""
+        b = self.O * y
         x1 = self.prompt_tokens(y)
-        room = max(self.budget - self.O * y, 1.0)
+        room = max(self.budget - b, 1.0)
         if self._one_line(b, min(self.L, room), room):
             return self.step(b, x1)
         counts = self._prompt_counts(y)
@@ -239,6 +245,29 @@ class _StepMix:
         ts = self.steps_at(self.O * y, xs)
         mean_t = sum(w * t for w, t in zip(weights, ts, strict=True))
         return max(sum(w * t * t for w, t in zip(weights, ts, strict=True)) - mean_t * mean_t, 0.0)
+
+    def ride_step(self, batch: float, y: float, others: float) -> float:
+        """The step a prompt shorter than a step's room rides in, beside `batch` decodes and the `others`
+        prompts (on average) that arrived with it: vLLM schedules every prompt that arrived during a step into
+        the next one (whole, room permitting), so it carries K ~ prompts_per_step(others) more:
+        E[step(batch, min((1 + K) L, room))], room what the steady state's O y decodes leave of the budget.
+
+        An open loop's arrival lands in a long step more often than the steps' share says, and a long step
+        gathers more prompts for the next: its others are rate x the length-biased step E[T^2] / E[T] (twice
+        residual_step). This is what the lone prompt's step plus M/D/1's wait for the prompt work ahead
+        (prefill_steps_s, prompt_queue_s) missed for short prompts at high rates: Llama-3.1-8B at 200 / 100 on
+        an L40S at 37 requests/s waited 163 ms that way, 176 this way, the simulator 177 (the lone prompt's
+        step 39 ms, the one it rides in 68). A closed loop's clients send when a step ends (their last token),
+        and a step ends as many requests whatever its length: its others are the y prompts of a step, less the
+        client's own share. at_rate and _closed_loop take the longer of this and the queue, so a backlog past
+        one step's room still queues."""
+        room = max(self.budget - self.O * y, 1.0)
+        if room <= self.L or self.L <= 0:
+            return self.step(batch, min(self.L, room))
+        most = math.ceil(room / self.L) - 1  # others at which the step is full
+        pmf = prompts_per_step(others, self.clump, max(most, 1))
+        ts = self.steps_at(batch, [min((1 + k) * self.L, room) for k in range(len(pmf))])
+        return sum(p * t for p, t in zip(pmf, ts, strict=True))
 
     def prompt_work_s(self, y: float) -> float:
         """The time a waiting prompt adds to the queue of prompt work ahead of later ones: L x Q(R) / R, its share
@@ -307,7 +336,8 @@ class _StepMix:
             pi(j) ~ prod_{i <= j} rate O T(i) / i,    TPOT = E[j] / (rate O)   (Little's law on the decode)
 
         T(j) is the mean step with j decoding, its share of prompt steps included: T(j) = P(j) / (1 - e (Q(j) -
-        P(j))), P and Q the steps without and with x1 prompt tokens, e the prompt steps a second. Taken as
+        P(j))), P and Q the steps without and with x1 prompt tokens (Q with the mean batch's Jensen gap,
+        prompt_step: the bend moves little over the batches the chain visits), e the prompt steps a second. Taken as
         a + c j over the batches the chain visits (the secant through the mean-field batch b -+ sqrt(b), j >= 1),
         pi is negative binomial and
 
@@ -534,13 +564,16 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     if poisson:
         # an open loop's arrivals land at random instants, so in the long steps that carry prompts more often
         # than their share (the residual E(T^2) / 2 E(T))
-        queue = cv2 * prompt_queue_s(rate, mix.prompt_work_s(y), service, rho, 1.0) + \
-            clump_wait_s(r, b, context, input_tokens, room, service, cv2, rate)
+        ahead = cv2 * prompt_queue_s(rate, mix.prompt_work_s(y), service, rho, 1.0)
+        clump = clump_wait_s(r, b, context, input_tokens, room, service, cv2, rate)
+        queue = ahead + clump
         # a Poisson request decodes in more than the mean step (the batch swings: _StepMix.request_step), and
         # first beside the prompts queued behind it (decode_window)
         tpot = mix.request_step(y) * window.factor(rate, queue)
-        ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t, mix.residual_step(y)) + service
-                + queue)
+        # its prompt runs in the step after the one it arrives in, beside those that arrived with it
+        # (_StepMix.ride_step), or waits for the prompt work ahead when that is longer (a backlog)
+        ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t, mix.residual_step(y))
+                + max(service + ahead, mix.ride_step(b, y, rate * 2 * mix.residual_step(y))) + clump)
         # Poisson arrivals queue at the API server (one at a time, M/D/1) and for room to run: the cache holds
         # kv_capacity / held such requests, max_num_seqs caps them, each holds its place for its decode (vLLM
         # admits the head of its waiting queue only when its prompt's blocks are free and a sequence slot is)
@@ -627,7 +660,7 @@ def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: flo
     prompt_steps_per_s = q / t if t > 0 else 0.0
     work = mix.prompt_step_share_s(y)
     steps = max(output_tokens - 1, 0)
-    base = r.cal.server_overhead_ms * 1e-3 + front + service
+    base = r.cal.server_overhead_ms * 1e-3 + front
 
     def latencies(others: float, factor: float) -> tuple[float, float, float]:
         """TTFT, TPOT and the prompt's queue (s) with `others` of the load ahead and the window's `factor`."""
@@ -637,7 +670,8 @@ def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: flo
         stall = 1.0 - prompt_steps_per_s * others * extra
         tpot = plain / stall * factor if stall > 0 else math.inf
         queue = prompt_queue_s(rate, work, service, rho, others)
-        return base + step_wait_s(r, b * others, t) + queue, tpot, queue
+        prefill = max(service + queue, mix.ride_step(b * others, y, y * others))
+        return base + step_wait_s(r, b * others, t) + prefill, tpot, queue
 
     def others_of(ttft: float, tpot: float) -> float:
         clients = rate * (ttft + steps * tpot)
