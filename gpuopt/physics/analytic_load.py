@@ -69,6 +69,7 @@ def clump_size(cv2: float) -> float:
 
 
 PMF_TAIL = 1e-6  # prompts_per_step stops once the counts it has leave this share of P(k >= 1) uncounted
+UNDERFLOW_CLUMPS = 700.0  # e^-z underflows past ~745 clumps a step (denormal from ~708)
 
 
 def prompts_per_step(y: float, clump: float, most: int) -> list[float]:
@@ -80,6 +81,11 @@ def prompts_per_step(y: float, clump: float, most: int) -> list[float]:
     below PMF_TAIL of it (relative, so a tiny y still has its k >= 1 counts), and the last entry holds that
     rest."""
     z = y / clump
+    if z > UNDERFLOW_CLUMPS:
+        # e^-z is no float: the count is within a few % of its mean (sd / mean = sqrt(cv2 / y) < 0.1), and
+        # the mean's point mass stands for it
+        k = min(round(y), max(most, 1))
+        return [0.0] * k + [1.0]
     t = 1.0 - 1.0 / clump  # a clump's size is geometric: P(j) = (1 - t) t^(j - 1)
     some = -math.expm1(-z)  # P(k >= 1), without the rounding of 1 - e^-z
     pmf = [math.exp(-z)]
@@ -147,34 +153,33 @@ class _StepMix:
             one_x = step_parts_s(r, 0.0, self.context, 1.0, input_tokens / 2)
             self.affine = tuple((zero[i], one_b[i] - zero[i], one_x[i] - zero[i]) for i in range(3))
 
-    def step(self, b: float, x: float) -> float:
+    def _parts(self, b: float, x: float) -> tuple[float, float, float]:
+        """step_parts_s of a step of b decodes and x prompt tokens: a dense model's from its affine parts."""
         if self.affine is None:
-            mem, comp, rest = step_parts_s(self.r, b, self.context, x, self.L / 2)
-        else:
-            (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
-            mem, comp, rest = m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x
-        return combined_step_s(self.r, mem, comp, rest, b, self.r.async_scheduling)
+            return step_parts_s(self.r, b, self.context, x, self.L / 2)
+        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
+        return m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x
+
+    def step(self, b: float, x: float) -> float:
+        return combined_step_s(self.r, *self._parts(b, x), b, self.r.async_scheduling)
 
     def steps_at(self, b: float, xs: list[float]) -> list[float]:
-        """step(b, x) for each x: a dense model's from its affine parts at b (the host part once), an MoE
-        model's one at a time."""
-        if self.affine is None:
-            return [self.step(b, x) for x in xs]
-        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
-        mem, comp, rest = m0 + mb * b, c0 + cb * b, r0 + rb * b
-        return combined_steps_s(self.r, ((mem + mx * x, comp + cx * x, rest + rx * x) for x in xs), b,
-                                self.r.async_scheduling)
+        """step(b, x) for each x, the host part computed once (combined_steps_s)."""
+        return combined_steps_s(self.r, (self._parts(b, x) for x in xs), b, self.r.async_scheduling)
 
     def _one_line(self, b: float, lo: float, hi: float) -> bool:
         """Whether a dense model's step at batch b is one straight line in its prompt tokens over [lo, hi]: on
         the same piece of combined_step_s at both ends (latency.step_piece; each bend is one crossing of lines
-        that rise with the tokens, so the same piece at both ends is the same piece between)."""
+        that rise with the tokens, so the same piece at both ends is the same piece between). An MoE step is
+        not affine in its tokens (the experts they touch): never."""
         if self.affine is None:
             return False
-        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
-        ends = [step_piece(self.r, m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x, b,
-                           self.r.async_scheduling) for x in (lo, hi)]
+        ends = [step_piece(self.r, *self._parts(b, x), b, self.r.async_scheduling) for x in (lo, hi)]
         return ends[0] == ends[1]
+
+    def room(self, y: float) -> float:
+        """The prompt tokens a step has room for beside the O y decodes (at least one)."""
+        return max(self.budget - self.O * y, 1.0)
 
     def prompt_tokens(self, y: float) -> float:
         """x1: the prompt tokens a step that carries prompts carries (k1 prompts, at most the decodes' room).
@@ -183,7 +188,7 @@ class _StepMix:
         m = self.clump
         z = y / m
         k1 = m * z / -math.expm1(-z) if z > 1e-12 else m
-        return min(max(k1 * self.L, self.L * y), max(self.budget - self.O * y, 1.0))
+        return min(max(k1 * self.L, self.L * y), self.room(y))
 
     def steps(self, y: float) -> tuple[float, float, float]:
         """(q, the step without a prompt, the mean step with one): the two kinds of step and the share of the
@@ -204,7 +209,7 @@ class _StepMix:
         """(weights, prompt tokens) of the steps carrying k = 1, 2, ... prompts at y (prompts_per_step given k >= 1,
         min(k L, room) tokens), or None where every such step is alike: a prompt of a whole room fills every
         prompt step whatever k."""
-        room = max(self.budget - self.O * y, 1.0)
+        room = self.room(y)
         if self.L <= 0 or y <= 0.0:
             return None
         most = math.ceil(room / self.L)
@@ -224,7 +229,7 @@ class _StepMix:
         bend, the usual case, cost one step and no count of prompts)."""
         b = self.O * y
         x1 = self.prompt_tokens(y)
-        room = max(self.budget - b, 1.0)
+        room = self.room(y)
         if self._one_line(b, min(self.L, room), room):
             return self.step(b, x1)
         counts = self._prompt_counts(y)
@@ -261,7 +266,7 @@ class _StepMix:
         and a step ends as many requests whatever its length: its others are the y prompts of a step, less the
         client's own share. at_rate and _closed_loop take the longer of this and the queue, so a backlog past
         one step's room still queues."""
-        room = max(self.budget - self.O * y, 1.0)
+        room = self.room(y)
         if room <= self.L or self.L <= 0:
             return self.step(batch, min(self.L, room))
         most = math.ceil(room / self.L) - 1  # others at which the step is full
@@ -289,7 +294,7 @@ class _StepMix:
           0.52; gpt-oss-120b's case above waits 118 ms (simulated 128)."""
         if self.L <= 0 or y <= 0.0:
             return 0.0
-        full = max(self.budget - self.O * y, 1.0)
+        full = self.room(y)
         return self.L * self.step(self.O * y, full) / full
 
     def prompt_step_share_s(self, y: float) -> float:
