@@ -447,12 +447,15 @@ def _leave_one_out(items: Sequence[Observation], predictor: Predictor, fitted: d
 TRADE_TOLERANCE_PCT = 1.0  # a group's left-out median may exceed its uncalibrated one by this much (noise)
 
 
-def _traded_group(items: Sequence[Observation], predictor: Predictor, loo: dict[str, dict[str, float]],
-                  metrics: tuple[str, ...]) -> tuple[Method, float, float] | None:
-    """(group, median error before, left out) of the kind of run -- steady-state or replayed -- that a fit over
-    both kinds makes most worse. A GPU's speed moves both kinds the same way; a factor that improves the replays
-    only by making the steady-state runs worse (or the reverse) absorbs something the model lacks, e.g. runs
-    re-sending prompts a warm prefix cache already holds. None with one kind only, or when no kind worsens."""
+def _traded_group(items: Sequence[Observation], predictor: Predictor, factors: Factors,
+                  loo: dict[str, dict[str, float]], metrics: tuple[str, ...]) -> tuple[Method, float, float] | None:
+    """(group, median error before, with the factor) of the kind of run -- steady-state or replayed -- that a fit
+    over both kinds makes most worse, fitted or left out of the fit (whichever is worse). A GPU's speed moves both
+    kinds the same way; a factor that improves the replays only by making the steady-state runs worse (or the
+    reverse) absorbs something the model lacks, e.g. runs re-sending prompts a warm prefix cache already holds.
+    Left out alone missed one (QA, 2026-12-04: a bandwidth factor of 1.11 took the steady-state TPOT of
+    llm-k8s's runs from 7.4 and 2.1 % to 13.3 and 8.0 % fitted, while each left out of the fit moved 0.8 points,
+    inside the tolerance). None with one kind only, or when no kind worsens."""
     groups: dict[Method, list[Observation]] = {}
     for o in items:
         if any(m in observed(o) for m in metrics):
@@ -462,10 +465,10 @@ def _traded_group(items: Sequence[Observation], predictor: Predictor, loo: dict[
     worst: tuple[Method, float, float] | None = None
     for group, members in sorted(groups.items()):
         group_before = _median_error(members, predictor, Factors(), metrics)
-        group_left = _loo_error(members, loo, metrics)
-        if group_left > group_before + TRADE_TOLERANCE_PCT and (
-                worst is None or group_left - group_before > worst[2] - worst[1]):
-            worst = (group, group_before, group_left)
+        group_with = max(_loo_error(members, loo, metrics), _median_error(members, predictor, factors, metrics))
+        if group_with > group_before + TRADE_TOLERANCE_PCT and (
+                worst is None or group_with - group_before > worst[2] - worst[1]):
+            worst = (group, group_before, group_with)
     return worst
 
 
@@ -539,12 +542,12 @@ def _drop(items: Sequence[Observation], predictor: Predictor, fitted: dict[str, 
             skipped.append(f"{where}: {name} not fitted: it does not generalise (best value {value:.2f}: median "
                            f"error {before:.1f} % -> {after:.1f} % fitted, but {left_out:.1f} % on each "
                            "observation left out of the fit)")
-        elif loo is not None and (traded := _traded_group(items, predictor, loo, metrics)) is not None:
-            group, group_before, group_left = traded
+        elif loo is not None and (traded := _traded_group(items, predictor, factors, loo, metrics)) is not None:
+            group, group_before, group_with = traded
             kind = group.replace(" ", "-")
             skipped.append(f"{where}: {name} not fitted: it trades one kind of run against the other (best value "
                            f"{value:.2f}: median error {before:.1f} % -> {after:.1f} % overall, but the {kind} runs "
-                           f"go from {group_before:.1f} % to {group_left:.1f} % left out of the fit)")
+                           f"go from {group_before:.1f} % to {group_with:.1f} % with it)")
         else:
             continue
         fitted[name] = False
