@@ -269,7 +269,8 @@ def test_a_dense_step_is_one_line_between_its_bends_and_there_the_mean_over_prom
     room = r.config.max_num_batched_tokens - b
     # memory-bound with one 200-token prompt, compute-bound with 2,000 prompt tokens (latency.step_piece)
     parts = [latency.step_parts_s(r, b, 250, x, 100) for x in (200, 2000)]
-    assert [latency.step_piece(r, *p, b, r.async_scheduling)[0] for p in parts] == [True, False]
+    host = latency.host_part_s(r, b, r.async_scheduling)
+    assert [latency.step_piece(*p, host)[0] for p in parts] == [True, False]
     assert not mix._one_line(b, 200, room)  # the bend (~280 tokens) lies between one prompt and a full room
     assert mix._one_line(b, 400, room) and mix._one_line(b, 0, 200)  # past it, and before it
     # 1,000-token prompts are past the bend: the step is a line, the mean over k is the step of the mean
@@ -401,12 +402,13 @@ def test_the_async_host_part_is_one_more_bend_of_the_step():
     cpu = latency.step_cpu_s(r, 4.0)
     for p in parts:
         gpu = max(p[0], p[1]) + p[2]
-        assert latency.step_piece(r, *p, 4.0, True) == (p[0] >= p[1], gpu - cpu >= cpu)
-        assert latency.step_piece(r, *p, 4.0, False) == (p[0] >= p[1], True)
+        assert latency.step_piece(*p, latency.host_part_s(r, 4.0, True)) == (p[0] >= p[1], gpu - cpu >= cpu)
+        assert latency.step_piece(*p, latency.host_part_s(r, 4.0, False)) == (p[0] >= p[1], True)
     # parts whose GPU work is under twice the host part (inside the rest): the host's piece, flat until the GPU
     # part catches up
-    assert latency.step_piece(r, 1e-4, 5e-5, 1.2 * cpu, 4.0, True) == (True, False)
-    assert latency.step_piece(r, 1e-4, 2 * cpu, 1.2 * cpu, 4.0, True) == (False, True)
+    assert latency.host_part_s(r, 4.0, True) == cpu and latency.host_part_s(r, 4.0, False) is None
+    assert latency.step_piece(1e-4, 5e-5, 1.2 * cpu, cpu) == (True, False)
+    assert latency.step_piece(1e-4, 2 * cpu, 1.2 * cpu, cpu) == (False, True)
     assert latency.combined_step_s(r, 1e-4, 5e-5, 1.2 * cpu, 4.0, True) == pytest.approx(cpu, rel=1e-12)
 
 

@@ -30,6 +30,7 @@ from gpuopt.physics.latency import (
     Replica,
     combined_step_s,
     combined_steps_s,
+    host_part_s,
     prefill_steps_s,
     prefill_time_s,
     step_parts_s,
@@ -161,7 +162,12 @@ class _StepMix:
         return m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x
 
     def step(self, b: float, x: float) -> float:
-        return combined_step_s(self.r, *self._parts(b, x), b, self.r.async_scheduling)
+        if self.affine is None:
+            return combined_step_s(self.r, *self._parts(b, x), b, self.r.async_scheduling)
+        # _parts inline: the hottest call of a solve (a million steps for ten workloads)
+        (m0, mb, mx), (c0, cb, cx), (r0, rb, rx) = self.affine
+        return combined_step_s(self.r, m0 + mb * b + mx * x, c0 + cb * b + cx * x, r0 + rb * b + rx * x, b,
+                               self.r.async_scheduling)
 
     def steps_at(self, b: float, xs: list[float]) -> list[float]:
         """step(b, x) for each x, the host part computed once (combined_steps_s)."""
@@ -174,8 +180,8 @@ class _StepMix:
         not affine in its tokens (the experts they touch): never."""
         if self.affine is None:
             return False
-        ends = [step_piece(self.r, *self._parts(b, x), b, self.r.async_scheduling) for x in (lo, hi)]
-        return ends[0] == ends[1]
+        host = host_part_s(self.r, b, self.r.async_scheduling)
+        return step_piece(*self._parts(b, lo), host) == step_piece(*self._parts(b, hi), host)
 
     def room(self, y: float) -> float:
         """The prompt tokens a step has room for beside the O y decodes (at least one)."""

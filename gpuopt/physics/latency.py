@@ -526,23 +526,27 @@ def combined_step_s(r: Replica, t_mem: float, t_compute: float, t_rest: float, d
     return max(max(t_mem, t_compute) + t_rest - cpu, cpu)
 
 
-def step_piece(r: Replica, t_mem: float, t_compute: float, t_rest: float, decode_seqs: float,
-               async_scheduling: bool) -> tuple[bool, bool]:
-    """Which piece of combined_step_s a step is on: (memory-bound, the GPU part longer than the host part
-    beside it). Two steps on the same piece differ by a straight line in what they carry."""
-    if not async_scheduling:
+def host_part_s(r: Replica, decode_seqs: float, async_scheduling: bool) -> float | None:
+    """The host part a step runs beside its GPU part with async scheduling (step_cpu_s, x the pipeline stages);
+    None when the scheduling is synchronous and the host part is inside the rest."""
+    return step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel if async_scheduling else None
+
+
+def step_piece(t_mem: float, t_compute: float, t_rest: float, host_s: float | None) -> tuple[bool, bool]:
+    """Which piece of combined_step_s a step is on: (memory-bound, the GPU part longer than the host part beside
+    it, host_part_s). Two steps on the same piece differ by a straight line in what they carry."""
+    if host_s is None:
         return t_mem >= t_compute, True
-    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
-    return t_mem >= t_compute, max(t_mem, t_compute) + t_rest - cpu >= cpu
+    return t_mem >= t_compute, max(t_mem, t_compute) + t_rest - host_s >= host_s
 
 
 def combined_steps_s(r: Replica, parts: Iterable[tuple[float, float, float]], decode_seqs: float,
                      async_scheduling: bool) -> list[float]:
     """combined_step_s for steps of one decode batch and different prompt tokens, the host part computed once
     (analytic_load's mean over the prompts a step carries asks for a dozen such steps at a time)."""
-    if not async_scheduling:
+    cpu = host_part_s(r, decode_seqs, async_scheduling)
+    if cpu is None:
         return [max(m, c) + rest for m, c, rest in parts]
-    cpu = step_cpu_s(r, decode_seqs) * r.config.pipeline_parallel
     return [max(max(m, c) + rest - cpu, cpu) for m, c, rest in parts]
 
 
