@@ -583,8 +583,9 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         tpot = mix.request_step(y) * window.factor(rate, queue)
         # its prompt runs in the step after the one it arrives in, beside those that arrived with it
         # (_StepMix.ride_step), or waits for the prompt work ahead when that is longer (a backlog)
-        ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t, mix.residual_step(y))
-                + max(service + ahead, mix.ride_step(b, y, rate * 2 * mix.residual_step(y))) + clump)
+        residual = mix.residual_step(y)
+        ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t, residual)
+                + max(service + ahead, mix.ride_step(b, y, rate * 2 * residual)) + clump)
         # Poisson arrivals queue at the API server (one at a time, M/D/1) and for room to run: the cache holds
         # kv_capacity / held such requests, max_num_seqs caps them, each holds its place for its decode (vLLM
         # admits the head of its waiting queue only when its prompt's blocks are free and a sequence slot is)
