@@ -182,6 +182,7 @@ def _list_gap(ds: list[Deployment]) -> str:
     shown = [f"{-g:g} % below list" if g < 0 else f"{g:g} % above list" for g in gaps if g != 0]
     return ", ".join(shown) if shown else "at list"
 
+
 def _monthly(deployments: list[Deployment], factor: float) -> float:
     """A diff line's monthly figure: its deployments' monthly costs, converted, to the cent."""
     return plain(sum(d.cost_per_month for d in deployments) * factor, 2)

@@ -103,7 +103,6 @@ def _memory_table(d: Deployment) -> list[str]:
     ]
 
 
-
 def pricing_basis(plan: Plan) -> str:
     """What the plan's prices are: list prices, or -- with --discount, a workload file's `discounts` or an
     overlay -- how many deployments are priced below (or above) their list price (QA: a 10 % discount read
