@@ -3,4 +3,13 @@
 Data flows one way: workload -> candidates (memory fit + latency) -> integer program -> Plan -> renderers.
 """
 
+import os
+
+# The planner's linear algebra is thousands of solves of a few hundred unknowns (physics/step_chain.py):
+# OpenBLAS's worker threads spin between them and doubled a 10-workload solve's CPU time on two cores (9.0 s
+# against 5.2 single-threaded), for nothing. One thread unless the user asked for more; set before numpy
+# loads (it reads these once).
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
 __version__ = "0.1.0"

@@ -172,9 +172,11 @@ def test_real_runs_past_capacity_are_replayed_and_no_factor_that_does_not_help_i
     """Rates 1 and 4 have a steady state (within 2.1-7.4 % on TPOT and ITL); 16 requests/s is past this
     replica's capacity and the last run is sent all at once: both are replayed through the simulator and
     enter the fit. Nothing is kept: the compute factor is pinned at 5x (these runs re-sent prompts a warm
-    prefix cache held, which no GPU speed explains), and the bandwidth factor that brings the figures closer
-    fitted (1.11, 22.5 -> 19.5 %) takes the steady-state runs from 4.6 to 10.5 % (their TPOT 7.4 and 2.1 % ->
-    13.3 and 8.0 %): it trades one kind of run for the other (1.18, 22.5 -> 19.1 % and 24.0 % on each run left
+    prefix cache held, which no GPU speed explains), and no bandwidth factor lowers the figures' median error
+    by more than noise (22.5 % at 1, 23.9 % at the best overall fit; since a request's first token comes out of
+    its prefill step, 2026-12-04; before, the factor that brought the figures closer fitted, 1.11, 22.5 -> 19.5
+    %, took the steady-state runs from 4.6 to 10.5 %, their TPOT 7.4 and 2.1 % -> 13.3 and 8.0 %: it traded
+    one kind of run for the other; 1.18, 22.5 -> 19.1 % and 24.0 % on each run left
     out, "does not generalise", before the tail of the prompts a step carries was relative; 1.26, 22.5 ->
     20.1 % and the steady-state runs from 4.6 to 7.2 % left out before a short prompt's step carried the
     prompts that arrived beside it, 2026-12-04; 1.26, 22.5 -> 20.0 % and 30.4 % on each run left out before a
@@ -192,11 +194,12 @@ def test_real_runs_past_capacity_are_replayed_and_no_factor_that_does_not_help_i
     result = CliRunner().invoke(cli, ["calibrate", *map(str, K8S), *K8S_FLAGS, "--json"])
     assert result.exit_code == 2
     assert "no factor fitted" in result.stderr
-    # refused as not generalising or as trading one kind of run for the other: which of the two moves with
+    # refused as noise, as not generalising or as trading one kind of run for the other: which moves with
     # every change of the model (the docstring's history); that no bandwidth factor is kept does not
     refusal = next(line for line in result.stderr.splitlines() if "decode_bandwidth not fitted" in line)
-    assert "it does not generalise" in refusal or "it trades one kind of run against the other" in refusal
-    assert "best value 1.1" in refusal or "best value 1.2" in refusal
+    reasons = ("no value lowers the median error", "it does not generalise",
+               "it trades one kind of run against the other")
+    assert any(reason in refusal for reason in reasons)
     assert "prefill_compute not fitted: the best value (5.00) is at the edge" in result.stderr
     rows = {(r["observation"][:26], r["metric"]): r for r in json.loads(result.stdout)["comparisons"]}
     assert {r["method"] for (name, _), r in rows.items() if "qps_16" in name or "qps_inf" in name} == {"replayed"}

@@ -317,8 +317,8 @@ def test_a_short_request_of_a_hybrid_holds_its_state_pages_in_the_latency_model(
     assert analytic_load.replica_held_tokens(replica, 1000, 200) == pytest.approx(
         held_blocks / 113 * est.effective_kv_tokens)
     top = analytic_load.max_rate(replica, 1000, 200)
-    assert top.decode_batch <= 113 / held_blocks * (1 + 1e-6)
-    assert top.decode_batch > 0.85 * 113 / held_blocks  # the KV cache is what binds (less the prefills in flight)
+    assert top.running <= 113 / held_blocks * (1 + 1e-6)
+    assert top.running > 0.85 * 113 / held_blocks  # the KV cache is what binds (less the prefills in flight)
     # the simulator's scheduler takes the same pool from the replica (the planner's simulated capacity)
     from gpuopt.physics.simulator import SchedulerConfig
 

@@ -128,11 +128,12 @@ QWEN_MOE = "Qwen/Qwen3-30B-A3B"
 
 def moe_step_at(r, rate, inp, out, t):
     """The mean step when steps last t, computed directly: y = rate t prompts arrive per step; every step
-    decodes rate O t sequences; a share q of the steps (those a Poisson arrival lands in) also runs
-    k1 = y / (1 - e^-y) whole prompts, each step with its own expert reads, plus Jensen's gap of the k >= 1
-    prompts such a step carries: E[step(min(k L, room))] - step(E[min(k L, room)]), k Poisson given k >= 1."""
+    decodes rate (O - 1) t sequences (a request's first token comes out of its prefill step); a share q of the
+    steps (those a Poisson arrival lands in) also runs k1 = y / (1 - e^-y) whole prompts, each step with its
+    own expert reads, plus Jensen's gap of the k >= 1 prompts such a step carries: E[step(min(k L, room))] -
+    step(E[min(k L, room)]), k Poisson given k >= 1."""
     y = rate * t
-    b = rate * out * t
+    b = rate * (out - 1) * t
     ctx = inp + out / 2
 
     def step(x):
@@ -170,25 +171,31 @@ def test_moe_steady_step_is_the_fixed_point_of_one_step(rate, inp, out):
 
 def test_an_arrival_waits_for_the_step_in_flight_and_with_async_scheduling_for_one_more(monkeypatch):
     sync, overlapped = replica(), replica(async_scheduling=True)
-    # two sequences decode on average: the engine is in a step 1 - e^-2 = 86.466 % of the time; an arrival waits
+    # two sequences run on average: the engine is in a step 1 - e^-2 = 86.466 % of the time; an arrival waits
     # for half of it, and with async scheduling for the next one too (scheduled when the current one began)
-    assert analytic_load.step_wait_s(sync, 2.0, 0.010) == pytest.approx(0.864665 * 0.005, rel=1e-5)
-    assert analytic_load.step_wait_s(overlapped, 2.0, 0.010) == pytest.approx(0.864665 * 0.015, rel=1e-5)
-    assert analytic_load.step_wait_s(overlapped, 0.0, 0.010) == 0.0  # an idle engine schedules it at once
-    # given the rest of the step in flight (an open loop's: _StepMix.residual_step), that instead of half a step
-    assert analytic_load.step_wait_s(overlapped, 2.0, 0.010, 0.012) == pytest.approx(0.864665 * 0.022, rel=1e-5)
+    # when a sequence goes on decoding after it
+    assert analytic_load.step_wait_s(sync, 2.0, 2.0, 0.010) == pytest.approx(0.864665 * 0.005, rel=1e-5)
+    assert analytic_load.step_wait_s(overlapped, 2.0, 2.0, 0.010) == pytest.approx(0.864665 * 0.015, rel=1e-5)
+    assert analytic_load.step_wait_s(overlapped, 0.0, 0.0, 0.010) == 0.0  # an idle engine schedules it at once
+    # one-token outputs: every sequence ends in its prefill step, nothing is scheduled beside the next one
+    assert analytic_load.step_wait_s(overlapped, 2.0, 0.0, 0.010) == pytest.approx(0.864665 * 0.005, rel=1e-5)
+    # one decoding on average: the lag is the step times P(one goes on) = 1 - e^-1
+    assert analytic_load.async_lag_s(overlapped, 1.0, 0.010) == pytest.approx(0.632121 * 0.010, rel=1e-5)
+    assert analytic_load.async_lag_s(sync, 1.0, 0.010) == 0.0
     # a closed loop's request finds the other clients' sequences running: the n - 1 of n (analytic_load._closed_loop)
-    seen: list[float] = []
+    seen: list[tuple[float, float]] = []
     real = analytic_load.step_wait_s
 
-    def spy(r, b, t, residual=None):
-        seen.append(b)
-        return real(r, b, t, residual)
+    def spy(r, running, decoding, t):
+        seen.append((running, decoding))
+        return real(r, running, decoding, t)
 
     monkeypatch.setattr(analytic_load, "step_wait_s", spy)
     closed = analytic_load.at_rate(overlapped, 2.0, 1000, 200, poisson=False)
     others = (closed.concurrency - 1) / closed.concurrency
-    assert seen[-1] == pytest.approx(closed.decode_batch * others, rel=1e-6)
+    assert seen[-1][0] == pytest.approx(closed.running * others, rel=1e-6)
+    # 199 of a request's 200 steps decode (the first token comes out of its prefill step)
+    assert seen[-1][1] == pytest.approx(closed.running * 199 / 200 * others, rel=1e-6)
 
 
 def test_a_poisson_arrival_lands_in_the_long_prompt_steps_more_often_than_their_share():
@@ -241,15 +248,15 @@ def test_a_prompt_step_costs_the_mean_over_the_prompts_it_carries():
     (the simulator's steady state at 25 requests/s: prompt steps of 35.6 ms; the step of the mean, 30.5)."""
     r = replica(LLAMA8, "L40S-48GB")
     mix = analytic_load._StepMix(r, 200, 100)
-    y, b = 0.8, 80.0
-    room = r.config.max_num_batched_tokens - 100 * y
+    y, b = 0.8, 79.2  # b = (O - 1) y decoding: a request's first token comes out of its prefill step
+    room = r.config.max_num_batched_tokens - b
     ks = range(1, 60)
     w = [math.exp(-y) * y**k / math.factorial(k) / (1 - math.exp(-y)) for k in ks]
     xs = [min(200 * k, room) for k in ks]
     ts = [mix.step(b, x) for x in xs]
     mean_t = sum(wk * t for wk, t in zip(w, ts, strict=True))
     x1 = mix.prompt_tokens(y)
-    mean, var = mix.prompt_step(y), mix.prompt_step_var(y)  # b = O y
+    mean, var = mix.prompt_step(y), mix.prompt_step_var(y)  # b = (O - 1) y
     mean_x = sum(wk * x for wk, x in zip(w, xs, strict=True))
     assert mean == pytest.approx(mix.step(b, x1) + mean_t - mix.step(b, mean_x), rel=1e-9)
     assert var == pytest.approx(sum(wk * t * t for wk, t in zip(w, ts, strict=True)) - mean_t**2, rel=1e-4)
@@ -265,7 +272,7 @@ def test_a_prompt_step_costs_the_mean_over_the_prompts_it_carries():
 def test_a_dense_step_is_one_line_between_its_bends_and_there_the_mean_over_prompts_is_the_step_of_the_mean():
     r = replica(LLAMA8, "L40S-48GB")
     mix = analytic_load._StepMix(r, 200, 100)
-    b = 80.0
+    b = 79.2  # (O - 1) y at y = 0.8
     room = r.config.max_num_batched_tokens - b
     # memory-bound with one 200-token prompt, compute-bound with 2,000 prompt tokens (latency.step_piece)
     parts = [latency.step_parts_s(r, b, 250, x, 100) for x in (200, 2000)]
@@ -293,7 +300,7 @@ def test_a_short_prompt_rides_in_a_step_with_the_prompts_that_arrived_beside_it(
     r = replica(LLAMA8, "L40S-48GB", async_scheduling=True)
     mix = analytic_load._StepMix(r, 200, 100)
     y = mix.y_at_rate(37.0)
-    b = 100 * y
+    b = 99 * y  # decoding: a request's first token comes out of its prefill step
     room = r.config.max_num_batched_tokens - b
     full = math.ceil(room / 200) - 1  # others that fill the step
 
@@ -309,14 +316,16 @@ def test_a_short_prompt_rides_in_a_step_with_the_prompts_that_arrived_beside_it(
     assert mix.ride_step(b, y, others) > 1.5 * mix.step(b, 200)
     # a prompt as long as the room fills its step whatever the others
     long = analytic_load._StepMix(r, 3000, 100)
-    assert long.ride_step(b, y, 5.0) == long.step(b, r.config.max_num_batched_tokens - 100 * y)
-    # at_rate charges the ride where it is longer than the lone step and the queue ahead
+    assert long.ride_step(b, y, 5.0) == long.step(b, r.config.max_num_batched_tokens - 99 * y)
+    # at_rate charges the ride where it is longer than the lone step and the queue ahead, its others from the
+    # step chain's rest of the step in flight (_StepMix.in_flight)
+    others = 37.0 * 2 * mix.in_flight(y, 37.0)[0]
     ridden = analytic_load.at_rate(r, 37.0, 200, 100)
     monkeypatch.setattr(analytic_load._StepMix, "ride_step", lambda self, batch, y, others: 0.0)
     lone = analytic_load.at_rate(r, 37.0, 200, 100)
     service = latency.prefill_steps_s(r, b, 250, 200, room)
     ahead = analytic_load.prompt_queue_s(37.0, mix.prompt_work_s(y), service, 37.0 * 200 * mix.mean_step(y) / room,
-                                         1.0)
+                                         1.0, queued_only=True)
     assert ridden.ttft_ms - lone.ttft_ms == pytest.approx((by_hand(b, others) - service - ahead) * 1e3, rel=1e-4)
     assert 165 < ridden.ttft_ms < 185
 
@@ -337,7 +346,7 @@ def test_a_closed_loops_prompt_rides_with_a_steps_worth_of_the_other_clients_pro
     batch, y, others = seen[-1]
     share = (point.concurrency - 1) / point.concurrency
     assert others == pytest.approx(y * share, rel=1e-3)
-    assert batch == pytest.approx(point.decode_batch * share, rel=1e-3)
+    assert batch == pytest.approx(point.running * 99 / 100 * share, rel=1e-3)  # the others' decodes
 
 
 def test_prompts_per_step_keep_their_clumps_at_a_tiny_rate():
@@ -370,13 +379,14 @@ def test_the_steady_step_of_short_prompts_is_the_simulators():
 def test_a_poisson_requests_step_is_the_secant_of_the_steps_with_j_decoding_the_prompts_gap_included():
     """request_step by its formula: T(j) = P(j) / (1 - e (Q(j) - P(j))), Q(j) the step of x1 prompt tokens plus
     the mean batch's Jensen gap (prompt_step less the step of x1), e = q / E the prompt steps a second; the
-    secant through lo = b - sqrt(b) and lo + 2 sqrt(b); TPOT = (T(lo) - c lo + c) / (1 - rate O c)."""
+    secant through lo = b - sqrt(b) and lo + 2 sqrt(b); TPOT = (T(lo) - c lo + c) / (1 - rate (O - 1) c), b = (O - 1) y
+    the decodes a step carries (a request's first token comes out of its prefill step)."""
     r = replica(LLAMA8, "L40S-48GB", async_scheduling=True)
     mix = analytic_load._StepMix(r, 200, 100)
     y = mix.y_at_rate(37.0)
     q, plain, prompt = mix.steps(y)
     mean = (1 - q) * plain + q * prompt
-    b = 100 * y
+    b = 99 * y
     x1 = mix.prompt_tokens(y)
     gap = prompt - mix.step(b, x1)
     assert gap > 1e-3  # 1.6 ms: the bend between one and two 200-token prompts
@@ -387,7 +397,7 @@ def test_a_poisson_requests_step_is_the_secant_of_the_steps_with_j_decoding_the_
     lo = b - math.sqrt(b)
     hi = lo + 2 * math.sqrt(b)
     c = (t(hi) - t(lo)) / (hi - lo)
-    assert mix.request_step(y) == pytest.approx((t(lo) - c * lo + c) / (1 - y / mean * 100 * c), rel=1e-9)
+    assert mix.request_step(y) == pytest.approx((t(lo) - c * lo + c) / (1 - y / mean * 99 * c), rel=1e-9)
 
 
 def test_the_async_host_part_is_one_more_bend_of_the_step():
@@ -414,23 +424,23 @@ def test_the_async_host_part_is_one_more_bend_of_the_step():
 
 def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     # Qwen3-30B-A3B fp8 on one A40, 1,000/300 tokens at 0.25 req/s: iterating T <- E(step at T) from 0
-    # settles at 9.04 ms (9.11 with round 11's factors, 8.89 before): 0.2 % of the steps run a prompt (touching every
-    # expert: ~0.2 s each), the rest decode about two sequences and read their few experts. Spreading each
-    # prompt over every step (the model before 2026-12) gave 42.44 ms: every step paid for the experts a prompt
-    # touches.
+    # settles at 9.03 ms (9.04 with every step decoding O y, before 2026-12-04; 9.11 with round 11's factors,
+    # 8.89 before): 0.2 % of the steps run a prompt (touching every expert: ~0.2 s each), the rest decode about
+    # two sequences and read their few experts. Spreading each prompt over every step (the model before
+    # 2026-12) gave 42.44 ms: every step paid for the experts a prompt touches.
     r = replica(QWEN_MOE, "A40-48GB", precision="fp8")
     t = 0.0
     for _ in range(200):
         t = moe_step_at(r, 0.25, 1000, 300, t)
     point = analytic_load.at_rate(r, 0.25, 1000, 300)
     assert point.step_ms == pytest.approx(t * 1e3, rel=1e-6)
-    assert point.step_ms == pytest.approx(9.04, abs=0.01)
+    assert point.step_ms == pytest.approx(9.03, abs=0.01)
     # ... but that mean step averages in the empty engine (0.68 sequences decode on average): a request always
     # decodes with itself. Its TPOT is the negative-binomial batch's (_StepMix.request_step): the step with j
     # decoding, T(j) = P(j) / (1 - e (Q(j) - P(j))) (e prompt steps of x1 tokens a second), taken as a + c j
-    # through j = 1 and 1 + 2 sqrt(b), gives TPOT = (a + c) / (1 - rate O c): 14.01 ms (3,000 simulated
-    # requests on the same GPU at FP8 KV: 13.37 ms where the mean step is 8.06)
-    b, y = 0.25 * 300 * t, 0.25 * t
+    # through j = 1 and 1 + 2 sqrt(b), gives TPOT = (a + c) / (1 - rate (O - 1) c): 13.99 ms (14.01 with O;
+    # 3,000 simulated requests on the same GPU at FP8 KV: 13.37 ms where the mean step is 8.06)
+    b, y = 0.25 * 299 * t, 0.25 * t
     k1 = y / (1 - math.exp(-y))
     x1 = min(k1 * 1000, r.config.max_num_batched_tokens - b)
     per_s = 0.25 * 1000 / x1  # prompt steps a second
@@ -442,8 +452,8 @@ def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     lo, hi = 1.0, 1.0 + 2 * math.sqrt(b)
     c = (t_j(hi) - t_j(lo)) / (hi - lo)
     a = t_j(lo) - c * lo
-    assert point.tpot_ms == pytest.approx((a + c) / (1 - 0.25 * 300 * c) * 1e3, rel=1e-9)
-    assert point.tpot_ms == pytest.approx(14.01, abs=0.01)
+    assert point.tpot_ms == pytest.approx((a + c) / (1 - 0.25 * 299 * c) * 1e3, rel=1e-9)
+    assert point.tpot_ms == pytest.approx(13.99, abs=0.01)
 
 
 @pytest.mark.parametrize("model, gpu, precision, inp, out, ttft, tpot, exact", [
@@ -508,11 +518,11 @@ def test_the_kv_limit_counts_what_running_sequences_hold_on_average():
     assert analytic_load.held_kv_tokens(200, 800, r.config.block_size) == 608 and r.kv_capacity_tokens == 31_968
     top = analytic_load.max_rate(r, 200, 800, poisson=False)
     assert analytic_load.kv_places(r, 200, 800) == pytest.approx(44.94, abs=0.01)
-    assert top.decode_batch == pytest.approx(analytic_load.kv_places(r, 200, 800), rel=1e-6)
+    assert top.running == pytest.approx(analytic_load.kv_places(r, 200, 800), rel=1e-6)
     assert analytic_load.at_rate(r, top.requests_per_second * 1.01, 200, 800, poisson=False).limit.startswith("needs ")
     # Poisson arrivals keep one place free (queueing.SPARE_PLACES): 43.94 sequences, where a request waits about
     # a decode for room
-    assert analytic_load.max_rate(r, 200, 800).decode_batch == pytest.approx(
+    assert analytic_load.max_rate(r, 200, 800).running == pytest.approx(
         analytic_load.kv_places(r, 200, 800) - 1, rel=1e-6)
 
 
@@ -1082,8 +1092,8 @@ def test_a_prompts_work_is_its_share_of_a_full_prompt_step_with_the_decodes_in_i
     r = replica(gpu="L40S-48GB")
     mix = analytic_load._StepMix(r, 6000, 8)
     y = mix.y_at_rate(1.5)
-    room = r.config.max_num_batched_tokens - 8 * y
-    full_step = mix.step(8 * y, room)
+    room = r.config.max_num_batched_tokens - 7 * y  # 7 of a request's 8 tokens decode
+    full_step = mix.step(7 * y, room)
     assert mix.prompt_work_s(y) == pytest.approx(6000 * full_step / room, rel=1e-12)
     # more than the prompt step's extra over a decode step (what round 32 counted), by the decodes' share
     _, plain, prompt = mix.steps(y)

@@ -253,7 +253,7 @@ def test_a_one_token_bins_tpot_is_left_out_of_the_mixes_tpot():
     from gpuopt.planner.mix import _combine
 
     def point(tpot: float) -> LoadPoint:
-        return LoadPoint(requests_per_second=1.0, concurrency=1.0, decode_batch=1.0, step_ms=12.0, tpot_ms=tpot,
+        return LoadPoint(requests_per_second=1.0, concurrency=1.0, running=1.0, step_ms=12.0, tpot_ms=tpot,
                          ttft_ms=100.0, output_tokens_per_second=1.0, stable=True, limit=None)
 
     bins = ((2000, 1, 0.6), (2000, 400, 0.3), (2000, 200, 0.1))

@@ -27,7 +27,7 @@ def workload(name: str, rps: float, min_replicas: int = 1) -> Workload:
 
 
 def candidate(w: Workload, o: Offering, tp: int, capacity: float) -> CandidateResult:
-    point = LoadPoint(requests_per_second=capacity, concurrency=capacity, decode_batch=1, step_ms=1, tpot_ms=1,
+    point = LoadPoint(requests_per_second=capacity, concurrency=capacity, running=1, step_ms=1, tpot_ms=1,
                       ttft_ms=1, output_tokens_per_second=capacity * 100, stable=True, limit=None)
     shape = Shape("H100-SXM-80GB", "nvlink", tp, 1, "bf16", "auto")
     return CandidateResult(w, o, shape, Evaluation(True, None, None, point=point), o.price_per_hour, o.price_per_hour)

@@ -6,7 +6,8 @@ and is what this model is checked against (benchmarks/surrogate_capacity.py).
 
 Under load vLLM's scheduler mixes decode tokens and prompts in a step (chunked prefill, up to
 max_num_batched_tokens per step). In steady state at request rate lambda with mean prompt L and output O
-tokens, y = lambda x T prompts arrive per step of mean length T: every step decodes b = O y sequences, and a
+tokens, y = lambda x T prompts arrive per step of mean length T: every step decodes b = (O - 1) y sequences
+(a request's first token comes out of its prefill step), and a
 Poisson share of the steps also carries the prompts that arrived during the last one (_StepMix), so T is
 the fixed point T = E(step); for Poisson arrivals TPOT is the mean batch of the decode phase's birth-death
 chain over rate x O (_StepMix.request_step: the batch swings and a request decodes in the steps where more
@@ -22,8 +23,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+from numpy.typing import NDArray
+
 from gpuopt.errors import SloUnreachableError
-from gpuopt.physics import queueing
+from gpuopt.physics import queueing, step_chain
 from gpuopt.physics.decode_window import window_factor
 from gpuopt.physics.kv_cache import KvPool
 from gpuopt.physics.latency import (
@@ -49,7 +53,7 @@ class LoadPoint:
 
     requests_per_second: float
     concurrency: float  # requests in the system (Little's law)
-    decode_batch: float
+    running: float  # sequences in the engine's steps: the decodes and the prompts in their prefill step
     step_ms: float
     tpot_ms: float
     ttft_ms: float
@@ -69,6 +73,10 @@ def clump_size(cv2: float) -> float:
     return (1.0 + cv2) / 2 if cv2 > 1.0 else 1.0
 
 
+CHAIN_UNITS = 4  # units of a prompt in the step chain where few fit a step (_StepMix._chain)
+CHAIN_FINE_PROMPTS = 8  # past this many prompts to a step's room, a prompt is one unit of the chain
+CHAIN_BACKLOG_PROMPTS = 4  # prompts of backlog the chain follows beyond a full step (or a step's worth more)
+MAX_CHAIN_STATES = 200  # a larger chain falls back to the Poisson count at y (a linear solve of its size)
 PMF_TAIL = 1e-6  # prompts_per_step stops once the counts it has leave this share of P(k >= 1) uncounted
 UNDERFLOW_CLUMPS = 700.0  # e^-z underflows past ~745 clumps a step (denormal from ~708)
 
@@ -115,8 +123,9 @@ class _StepMix:
     prompt: vLLM runs a prompt of L tokens in the first step after it arrives, whole when it fits the step's
     budget (chunked at max_num_batched_tokens otherwise). With k ~ Poisson(y) prompts per step, a step carries
     no prompt with probability e^-y, and k1 = y / (1 - e^-y) prompts (x1 = k1 L tokens, at most the budget
-    left by the decodes) otherwise; every step also decodes b = O y sequences (Little's law on the decode
-    phase). The mean step is then
+    left by the decodes) otherwise; every step also decodes b = (O - 1) y sequences (Little's law on the decode
+    phase: a request's first token comes out of its last prefill step, so O - 1 steps decode it; counting O y
+    until 2026-12-04 put a decode batch into the steps of one-token outputs, which have none). The mean step is then
 
         E(y) = (1 - q) step(b, 0) + q Q(y),   q = y L / x1 (the share of steps carrying prompt tokens)
 
@@ -142,12 +151,15 @@ class _StepMix:
         """`arrival_cv2`: the open loop's inter-arrival variability (traffic.arrival_cv2; 1 for Poisson), which
         widens the decode batch's swings (request_step)."""
         self.r, self.L, self.O = r, input_tokens, output_tokens
+        # the steps a request decodes in: its first token comes out of its (last) prefill step
+        self.decodes = max(output_tokens - 1, 0)
         self.arrival_cv2 = arrival_cv2
         self.clump = clump_size(arrival_cv2)
         self.context = input_tokens + output_tokens / 2
         self.budget = r.config.max_num_batched_tokens
         self.affine: tuple[tuple[float, float, float], ...] | None = None
         self._last_steps: tuple[float, tuple[float, float, float]] | None = None
+        self._last_in_flight: tuple[tuple[float, float], tuple[float, float, float]] | None = None
         if not r.expert_bytes_per_gpu:
             zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
             one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
@@ -184,8 +196,8 @@ class _StepMix:
         return step_piece(*self._parts(b, lo), host) == step_piece(*self._parts(b, hi), host)
 
     def room(self, y: float) -> float:
-        """The prompt tokens a step has room for beside the O y decodes (at least one)."""
-        return max(self.budget - self.O * y, 1.0)
+        """The prompt tokens a step has room for beside the (O - 1) y decodes (at least one)."""
+        return max(self.budget - self.decodes * y, 1.0)
 
     def prompt_tokens(self, y: float) -> float:
         """x1: the prompt tokens a step that carries prompts carries (k1 prompts, at most the decodes' room).
@@ -202,7 +214,7 @@ class _StepMix:
         request step, the decode window)."""
         if self._last_steps is not None and self._last_steps[0] == y:
             return self._last_steps[1]
-        b = self.O * y
+        b = self.decodes * y
         p = self.L * y
         if p <= 0.0:
             found = (0.0, self.step(b, 0.0), 0.0)
@@ -226,14 +238,14 @@ class _StepMix:
         return [p / some for p in pmf[1:]], [min(k * self.L, room) for k in range(1, len(pmf))]
 
     def prompt_step(self, y: float) -> float:
-        """The mean step that carries prompts at y prompts a step (b = O y decoding): the step of x1 prompt
+        """The mean step that carries prompts at y prompts a step (b = (O - 1) y decoding): the step of x1 prompt
         tokens (prompt_tokens) plus Jensen's gap E[step(min(k L, room))] - step(E[min(k L, room)]) over the
         k >= 1 prompts such a step carries (prompts_per_step). The gap is what the step's bend costs (convex
         where compute takes over from the weight reads; an MoE step can be concave, where more tokens touch
         few more experts); x1 keeps the prompt tokens a step carries on average what they are. A dense step
         that is one straight line from one prompt to a full room has no gap (_one_line: prompts past the
         bend, the usual case, cost one step and no count of prompts)."""
-        b = self.O * y
+        b = self.decodes * y
         x1 = self.prompt_tokens(y)
         room = self.room(y)
         if self._one_line(b, min(self.L, room), room):
@@ -253,7 +265,7 @@ class _StepMix:
         if counts is None:
             return 0.0
         weights, xs = counts
-        ts = self.steps_at(self.O * y, xs)
+        ts = self.steps_at(self.decodes * y, xs)
         mean_t = sum(w * t for w, t in zip(weights, ts, strict=True))
         return max(sum(w * t * t for w, t in zip(weights, ts, strict=True)) - mean_t * mean_t, 0.0)
 
@@ -261,12 +273,13 @@ class _StepMix:
         """The step a prompt shorter than a step's room rides in, beside `batch` decodes and the `others`
         prompts (on average) that arrived with it: vLLM schedules every prompt that arrived during a step into
         the next one (whole, room permitting), so it carries K ~ prompts_per_step(others) more:
-        E[step(batch, min((1 + K) L, room))], room what the steady state's O y decodes leave of the budget.
+        E[step(batch, min((1 + K) L, room))], room what the steady state's (O - 1) y decodes leave of the budget.
 
         An open loop's arrival lands in a long step more often than the steps' share says, and a long step
         gathers more prompts for the next: its others are rate x the length-biased step E[T^2] / E[T] (twice
-        residual_step). This is what the lone prompt's step plus M/D/1's wait for the prompt work ahead
-        (prefill_steps_s, prompt_queue_s) missed for short prompts at high rates: Llama-3.1-8B at 200 / 100 on
+        the rest of the step in flight, in_flight). This is what the lone prompt's step plus M/D/1's wait for
+        the prompt work ahead (prefill_steps_s, prompt_queue_s) missed for short prompts at high rates:
+        Llama-3.1-8B at 200 / 100 on
         an L40S at 37 requests/s waited 163 ms that way, 176 this way, the simulator 177 (the lone prompt's
         step 39 ms, the one it rides in 68). A closed loop's clients send when a step ends (their last token),
         and a step ends as many requests whatever its length: its others are the y prompts of a step, less the
@@ -301,7 +314,7 @@ class _StepMix:
         if self.L <= 0 or y <= 0.0:
             return 0.0
         full = self.room(y)
-        return self.L * self.step(self.O * y, full) / full
+        return self.L * self.step(self.decodes * y, full) / full
 
     def prompt_step_share_s(self, y: float) -> float:
         """A prompt's share of what a step carrying x1 prompt tokens costs over a step without, L (Q - P) / x1:
@@ -334,6 +347,88 @@ class _StepMix:
         mean = self._mean(q, plain, prompt)
         var = self.prompt_step_var(y) if q > 0.0 else 0.0
         return ((1.0 - q) * plain**2 + q * (prompt**2 + var)) / (2 * mean) if mean > 0 else 0.0
+
+    def busy_residual(self, y: float) -> tuple[float, float]:
+        """What is left of the step in flight when a request arrives, nothing when the engine is idle, as
+        (the part in steps without prompts, the part in prompt steps): the residual step less the steps of
+        the mean-field stream that run nothing -- no prompt, and none of the decodes (a Poisson count of mean
+        (O - 1) y) -- which are idle time, where an arrival is scheduled at once. Where every request ends in
+        its prefill step (one output token) only the prompt steps are busy.
+
+        Until 2026-12-04 the wait was the whole residual times P(the engine runs a sequence), the running count
+        taken as Poisson at the mean step's y: Qwen3-30B-A3B at 200 / 1 on an H100 at 40 requests/s runs prompt
+        steps 83 % of the time, where a Poisson count of 0.48 said 38 %, so TTFT was 58 ms, simulated 64 (now
+        64)."""
+        q, plain, prompt = self.steps(y)
+        mean = self._mean(q, plain, prompt)
+        if mean <= 0.0:
+            return 0.0, 0.0
+        var = self.prompt_step_var(y) if q > 0.0 else 0.0
+        busy_plain = (1.0 - q) * -math.expm1(-self.decodes * y)
+        return busy_plain * plain**2 / (2 * mean), q * (prompt**2 + var) / (2 * mean)
+
+    def in_flight(self, y: float, rate: float) -> tuple[float, float, float]:
+        """What an open-loop arrival at `rate` finds of the step in flight: (the rest of it, residual_step;
+        that rest in steps without prompts that run something, and in prompt steps, busy_residual), from the
+        step chain (physics/step_chain.py: a long step gathers the prompts of a later one, so the prompt steps
+        spread wider than a Poisson count at y says), or from the Poisson count where the chain would need
+        more than MAX_CHAIN_STATES states (prompts of a few tokens, many to a step, whose steps differ little
+        with their count). The last answer is kept: at_rate asks once, and the residual and its parts come
+        from one chain."""
+        if self._last_in_flight is not None and self._last_in_flight[0] == (y, rate):
+            return self._last_in_flight[1]
+        # one-token outputs never decode: with no prompt pending the engine idles until the next arrival and
+        # schedules it at once; otherwise a step without prompts runs the decodes, none of them with
+        # probability e^-(O - 1) y (idle time: nothing in flight)
+        idle = 1.0 if self.decodes == 0 else 0.0
+        chain = self._chain(y, rate, idle)
+        if chain is None:
+            in_plain, in_prompt = self.busy_residual(y)
+            found = (self.residual_step(y), in_plain, in_prompt)
+        else:
+            law, steps = chain
+            in_plain, in_prompt = step_chain.rest_of_step(law, steps, rate, idle)
+            in_plain *= -math.expm1(-self.decodes * y)
+            found = (in_plain + in_prompt, in_plain, in_prompt)
+        self._last_in_flight = ((y, rate), found)
+        return found
+
+    def _chain(self, y: float, rate: float,
+               idle: float) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+        """(the stationary law of the prompt units pending at a step, the step each state runs) at y and
+        `rate` (step_chain.stationary), or None where the chain would be too large or there is nothing to
+        chain. A prompt is CHAIN_UNITS units where at most CHAIN_FINE_PROMPTS fit a step (so a prompt chunked
+        at the budget carries its rest), more where it is longer than a step's room (a unit never exceeds
+        it), one unit where many fit (the rounding is at most a unit in CHAIN_FINE_PROMPTS of the step)."""
+        if self.L <= 0 or y <= 0.0 or rate <= 0.0:
+            return None
+        room = self.room(y)
+        units = 1 if room > CHAIN_FINE_PROMPTS * self.L else max(CHAIN_UNITS, math.ceil(CHAIN_UNITS * self.L / room))
+        unit = self.L / units
+        most = max(int(room // unit), 1)
+        size = most + max(CHAIN_BACKLOG_PROMPTS * units, most) + 1
+        if size > MAX_CHAIN_STATES:
+            return None
+        # a state past `most` runs the full step: its prompt tokens are evaluated once
+        distinct = self.steps_at(self.decodes * y, [min(k * unit, room) for k in range(most + 1)])
+        steps = np.array(distinct + [distinct[-1]] * (size - most - 1))
+        if not np.isfinite(steps).all():
+            return None
+        try:
+            return step_chain.stationary(steps, most, units, rate, idle, self._arrival_rows), steps
+        except np.linalg.LinAlgError:  # no single stationary law (never met): the Poisson count stands
+            return None
+
+    def _arrival_rows(self, means: NDArray[np.float64], terms: int) -> NDArray[np.float64]:
+        """The step chain's arrival law: Poisson, or the Polya-Aeppli count of bursty clumps
+        (prompts_per_step, its last entry holding the tail)."""
+        if self.clump == 1.0:
+            return step_chain.poisson_rows(means, terms)
+        rows = np.zeros((means.size, terms))
+        for i, mean in enumerate(means):
+            pmf = prompts_per_step(float(mean), self.clump, terms - 1)
+            rows[i, :len(pmf)] = pmf
+        return rows
 
     def request_step(self, y: float) -> float:
         """The mean step a Poisson request decodes in (its TPOT): longer than the mean step E(y), because the
@@ -370,21 +465,21 @@ class _StepMix:
             return mean
         prompts_per_s = q / mean
         x1 = self.prompt_tokens(y)
-        gap = prompt - self.step(self.O * y, x1) if q > 0 else 0.0  # Jensen's gap at the mean batch (prompt_step)
+        gap = prompt - self.step(self.decodes * y, x1) if q > 0 else 0.0  # Jensen's gap at the mean batch (prompt_step)
 
         def t(j: float) -> float:  # the mean step with j decoding, its share of prompt steps included
             p_j = self.step(j, 0.0)
             stall = 1.0 - prompts_per_s * (self.step(j, x1) + gap - p_j) if q > 0 else 1.0
             return p_j / stall if stall > 0 else math.inf
 
-        b = self.O * y
+        b = self.decodes * y
         lo = max(b - math.sqrt(b), 1.0)
         hi = lo + max(2 * math.sqrt(b), 1.0)
         t_lo, t_hi = t(lo), t(hi)
         if not math.isfinite(t_hi):
             return math.inf
         c = max((t_hi - t_lo) / (hi - lo), 0.0)
-        beta = y / mean * self.O * c
+        beta = y / mean * self.decodes * c
         if beta >= 1.0:
             return math.inf
         return (t_lo - c * lo + c * self.dispersion(b)) / (1.0 - beta)
@@ -544,10 +639,14 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     y = mix.y_at_rate(rate)
     t = mix.mean_step(y) if math.isfinite(y) else math.inf
     if not math.isfinite(t):
-        return LoadPoint(requests_per_second=rate, concurrency=math.inf, decode_batch=math.inf, step_ms=math.inf,
+        return LoadPoint(requests_per_second=rate, concurrency=math.inf, running=math.inf, step_ms=math.inf,
                          tpot_ms=math.inf, ttft_ms=math.inf, output_tokens_per_second=rate * output_tokens,
                          stable=False, limit="steps grow without bound: the replica cannot keep up")
-    b = rate * output_tokens * t
+    # y = rate T requests reach the engine a step; each runs in O steps -- the (last) prefill step that yields
+    # its first token, then O - 1 decodes -- so a step decodes b = (O - 1) y sequences beside the prompts and
+    # runs O y in all (Little's law: the places, max_num_seqs and the KV cache count these)
+    b = rate * max(output_tokens - 1, 0) * t
+    running = rate * max(output_tokens, 1) * t
     p = rate * input_tokens * t
     held = replica_held_tokens(r, input_tokens, output_tokens)
     front = frontend_s(r, input_tokens)
@@ -558,16 +657,17 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
                  f"{1 / front:,.1f} requests/s")
     elif b + p > budget:
         limit = f"needs {b + p:,.0f} tokens per step, above max_num_batched_tokens {budget:,}"
-    elif b > cfg.max_num_seqs:
-        limit = f"needs {b:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
-    elif b * held > r.kv_capacity_tokens:
-        limit = f"needs {b * held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
-    elif b > places:
-        limit = (f"needs {b:,.1f} running sequences, above the {places:,.1f} whose KV the cache holds without "
-                 f"preempting as their ages swing ({queueing.KV_SWING_SD:g} standard deviations)")
-    elif poisson and places >= 2 * queueing.SPARE_PLACES and b > places - queueing.SPARE_PLACES:
-        limit = (f"Poisson arrivals keep {b:,.1f} of the {places:,.1f} requests the KV cache and max_num_seqs run "
-                 f"at once busy: less than one place free on average, so a request waits about a decode for room")
+    elif running > cfg.max_num_seqs:
+        limit = f"needs {running:,.0f} running sequences, above max_num_seqs {cfg.max_num_seqs}"
+    elif running * held > r.kv_capacity_tokens:
+        limit = f"needs {running * held:,.0f} KV tokens, above the cache's {r.kv_capacity_tokens:,}"
+    elif running > places:
+        limit = (f"needs {running:,.1f} running sequences, above the {places:,.1f} whose KV the cache holds "
+                 f"without preempting as their ages swing ({queueing.KV_SWING_SD:g} standard deviations)")
+    elif poisson and places >= 2 * queueing.SPARE_PLACES and running > places - queueing.SPARE_PLACES:
+        limit = (f"Poisson arrivals keep {running:,.1f} of the {places:,.1f} requests the KV cache and "
+                 f"max_num_seqs run at once busy: less than one place free on average, so a request waits about "
+                 f"a decode for room")
     room = max(budget - b, 1.0)
     service = prefill_steps_s(r, b, context, input_tokens, room)
     rho = min(p / room, 0.999)
@@ -575,7 +675,8 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     if poisson:
         # an open loop's arrivals land at random instants, so in the long steps that carry prompts more often
         # than their share (the residual E(T^2) / 2 E(T))
-        ahead = cv2 * prompt_queue_s(rate, mix.prompt_work_s(y), service, rho, 1.0)
+        work = mix.prompt_work_s(y)
+        ahead = cv2 * prompt_queue_s(rate, work, service, rho, 1.0)
         clump = clump_wait_s(r, b, context, input_tokens, room, service, cv2, rate)
         queue = ahead + clump
         # a Poisson request decodes in more than the mean step (the batch swings: _StepMix.request_step), and
@@ -583,9 +684,12 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         tpot = mix.request_step(y) * window.factor(rate, queue)
         # its prompt runs in the step after the one it arrives in, beside those that arrived with it
         # (_StepMix.ride_step), or waits for the prompt work ahead when that is longer (a backlog)
-        residual = mix.residual_step(y)
-        ttft = (r.cal.server_overhead_ms * 1e-3 + front + step_wait_s(r, b, t, residual)
-                + max(service + ahead, mix.ride_step(b, y, rate * 2 * residual)) + clump)
+        # after the rest of the step in flight (busy_residual) -- or, when a prompt is in service, of that
+        # prompt's steps, which the prompt queue's wait holds beside the prompts queued behind it
+        residual, in_plain, in_prompt = mix.in_flight(y, rate)
+        queued = cv2 * prompt_queue_s(rate, work, service, rho, 1.0, queued_only=True)
+        ttft = (r.cal.server_overhead_ms * 1e-3 + front + in_plain + max(in_prompt, ahead - queued)
+                + async_lag_s(r, b, t) + max(service + queued, mix.ride_step(b, y, rate * 2 * residual)) + clump)
         # Poisson arrivals queue at the API server (one at a time, M/D/1) and for room to run: the cache holds
         # kv_capacity / held such requests, max_num_seqs caps them, each holds its place for its decode (vLLM
         # admits the head of its waiting queue only when its prompt's blocks are free and a sequence slot is)
@@ -601,7 +705,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         limit = ("the decode batch's swings grow without bound: each sequence a step adds costs the others more "
                  "than the arrivals leave room for")
     concurrency = rate * (ttft + max(output_tokens - 1, 0) * tpot)
-    return LoadPoint(requests_per_second=rate, concurrency=concurrency, decode_batch=b, step_ms=t * 1e3,
+    return LoadPoint(requests_per_second=rate, concurrency=concurrency, running=running, step_ms=t * 1e3,
                      tpot_ms=no_tpot_below_two(tpot * 1e3, output_tokens), ttft_ms=ttft * 1e3,
                      output_tokens_per_second=rate * output_tokens, stable=limit is None, limit=limit)
 
@@ -672,6 +776,7 @@ def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: flo
     prompt_steps_per_s = q / t if t > 0 else 0.0
     work = mix.prompt_step_share_s(y)
     steps = max(output_tokens - 1, 0)
+    running = rate * max(output_tokens, 1) * t  # at_rate's: the decodes and the prompts in their step
     base = r.cal.server_overhead_ms * 1e-3 + front
 
     def latencies(others: float, factor: float) -> tuple[float, float, float]:
@@ -683,7 +788,7 @@ def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: flo
         tpot = plain / stall * factor if stall > 0 else math.inf
         queue = prompt_queue_s(rate, work, service, rho, others)
         prefill = max(service + queue, mix.ride_step(b * others, y, y * others))
-        return base + step_wait_s(r, b * others, t) + prefill, tpot, queue
+        return base + step_wait_s(r, running * others, b * others, t) + prefill, tpot, queue
 
     def others_of(ttft: float, tpot: float) -> float:
         clients = rate * (ttft + steps * tpot)
@@ -706,7 +811,8 @@ def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: flo
     return ttft, tpot
 
 
-def prompt_queue_s(rate: float, work: float, service: float, budget_share: float, others: float) -> float:
+def prompt_queue_s(rate: float, work: float, service: float, budget_share: float, others: float,
+                   queued_only: bool = False) -> float:
     """Mean wait of a prompt for the prompts ahead of it (vLLM runs waiting prompts first come, first served,
     `room` tokens a step beside the decodes). Two resources can make it wait, and the busier decides:
 
@@ -728,11 +834,18 @@ def prompt_queue_s(rate: float, work: float, service: float, budget_share: float
     Against 2,000 simulated Poisson requests at the same rate the budget term alone left mean TTFT 5-22 % low
     wherever 1,000-3,000-token prompts load the GPU (Llama-3.3-70B TP4 on H100s at 3,000/300 and 2.4 requests/s:
     438 ms, simulated 575; the prefill busy 49 % of the time, the budget 5 %); with the busier one it is 558
-    (gpt-oss-120b on an A100 at 1.3: 411 -> 478, simulated 470; gemma-3-27b at 0.8: 443 -> 486, simulated 476)."""
+    (gpt-oss-120b on an A100 at 1.3: 411 -> 478, simulated 470; gemma-3-27b at 0.8: 443 -> 486, simulated 476).
+
+    `queued_only`: the wait for the prompts queued ahead, without the rest of the one in service -- M/D/1's
+    wait rho S / 2 (1 - rho) is that rest (rho S / 2) and the queue behind it, rho times the whole -- for a
+    caller that counts the step in flight itself (at_rate: _StepMix.busy_residual)."""
     share = min(budget_share * others, 0.999)
     budget_wait = service * share / (2 * (1 - share))
     busy = min(rate * others * work, MAX_PREFILL_BUSY)
-    return max(budget_wait, work * busy / (2 * (1 - busy)))
+    work_wait = work * busy / (2 * (1 - busy))
+    if queued_only:
+        return max(share * budget_wait, busy * work_wait)
+    return max(budget_wait, work_wait)
 
 
 def clump_wait_s(r: Replica, decode_seqs: float, context: float, prompt_tokens: int, room: float, service: float,
@@ -779,16 +892,24 @@ def frontend_s(r: Replica, prompt_tokens: float) -> float:
     return sc.frontend_ms_per_request * 1e-3 + sc.frontend_us_per_prompt_token * 1e-6 * prompt_tokens
 
 
-def step_wait_s(r: Replica, decode_batch: float, step_s: float, residual_s: float | None = None) -> float:
-    """Mean wait of an arriving request for the engine step it cannot join. The engine is in a step when at
-    least one sequence runs (the running count taken as Poisson with mean `decode_batch`); the request then
-    waits for the rest of that step (`residual_s`: _StepMix.residual_step, half a step where all are alike)
-    and, with async scheduling, for one step more: vLLM schedules step n+1 as soon as step n is launched
-    (EngineCore.step_with_batch_queue), so an arrival during step n joins step n+2. The simulator does the
-    same step by step (simulator._Engine._arrive)."""
-    busy = 1.0 - math.exp(-decode_batch)
-    rest = step_s / 2 if residual_s is None else residual_s
-    return busy * (rest + (step_s if r.async_scheduling else 0.0))
+def step_wait_s(r: Replica, running: float, decoding: float, step_s: float) -> float:
+    """Mean wait of a closed loop's request for the engine step it cannot join: half a step while the engine
+    runs a sequence (the running count taken as Poisson with mean `running`), and the step async scheduling
+    lags (async_lag_s). The open loop's wait is _StepMix.busy_residual plus that lag."""
+    return (1.0 - math.exp(-running)) * step_s / 2 + async_lag_s(r, decoding, step_s)
+
+
+def async_lag_s(r: Replica, decoding: float, step_s: float) -> float:
+    """The step an arrival waits for beyond the one in flight under async scheduling: vLLM schedules step n+1
+    as soon as step n is launched (EngineCore.step_with_batch_queue), so an arrival during step n joins step
+    n+2 -- when a sequence goes on decoding after step n (the count taken as Poisson with mean `decoding`); a
+    step whose sequences all end in it leaves nothing to schedule beside it, and the arrival joins the next
+    step. The simulator does the same step by step (simulator._Engine._schedule_lags).
+
+    Charging the step whenever the engine was busy (until 2026-12-04) put a whole step into the wait of
+    one-token outputs, whose requests all end in their prefill step: Llama-3.1-8B at 50 / 1 on an L4 at 20
+    requests/s waited 164 ms for its first token, simulated 119 (now 116)."""
+    return -math.expm1(-decoding) * step_s if r.async_scheduling else 0.0
 
 
 def at_concurrency(r: Replica, clients: float, input_tokens: int, output_tokens: int) -> LoadPoint:
@@ -836,7 +957,7 @@ def zero_load(r: Replica, input_tokens: int, output_tokens: int) -> LoadPoint:
     ttft = (r.cal.server_overhead_ms * 1e-3 + frontend_s(r, input_tokens) + prefill_time_s(r, input_tokens)) * 1e3
     tpot = step_time_s(r, 1, input_tokens + output_tokens / 2) * 1e3
     rate = 1.0 / ((ttft + tpot * max(output_tokens - 1, 0)) / 1e3)
-    return LoadPoint(requests_per_second=rate, concurrency=1.0, decode_batch=1.0, step_ms=tpot,
+    return LoadPoint(requests_per_second=rate, concurrency=1.0, running=1.0, step_ms=tpot,
                      tpot_ms=no_tpot_below_two(tpot, output_tokens), ttft_ms=ttft,
                      output_tokens_per_second=output_tokens * rate, stable=True, limit=None)
 
@@ -850,12 +971,12 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
     term is not monotone in the same way.
 
     Both bounds are bounds on y = rate x T (_StepMix), where the step is known: the limits bound the decode
-    batch O y and the tokens per step (L + O) y by x = min(budget / (L + O), places / O), places =
+    running O y and the tokens per step (L + O - 1) y by x = min(budget / (L + O - 1), places / O), places =
     min(max_num_seqs, KV tokens / held) less queueing.SPARE_PLACES for an open loop, so rate <= x / E(x); the
     target bounds the step requests decode in (the mean step for a closed loop, _StepMix.request_step for an
     open one) at y_t, so rate <= y_t / E(y_t)."""
     cfg = r.config
-    total = input_tokens + output_tokens
+    total = max(input_tokens + output_tokens - 1, 1)  # a step's tokens per request: its prompt, its decodes
     places = run_places(r, input_tokens, output_tokens)  # max_num_seqs included
     if poisson and places >= 2 * queueing.SPARE_PLACES:  # at_rate: an open loop keeps one place free
         places -= queueing.SPARE_PLACES

@@ -31,6 +31,8 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from gpuopt.physics.step_chain import poisson_rows, poisson_terms
+
 RESOLUTION = 4  # pending prompt work in quarters of a prompt
 MAX_WINDOW_STEPS = 256  # past this many decode steps the chain has mixed: the rest are at its stationary mean
 MAX_UNITS = 240  # the prompt work a window's chain follows, in units (60 prompt steps queued)
@@ -41,23 +43,8 @@ finds (on the 10 workloads of benchmarks/solve_scaling.py: below 0.02 estimated,
 skipping it keeps `solve` within its time (3,590 chains in a 10-workload solve, 75 % of them below)."""
 
 
-def _terms(mean: float) -> int:
-    """Poisson terms to n = mean + 8 sd + 10 (the tail beyond is below 1e-12 for the means met here)."""
-    return int(mean + 8 * math.sqrt(mean) + 10)
-
-
-def _poisson_rows(means: NDArray[np.float64], terms: int) -> NDArray[np.float64]:
-    """P(n) for n = 0 .. terms - 1, one row per mean, in logs (exp(-m) m^n / n! overflows its parts for the
-    means of a busy engine); a mean of 0 is all its mass at n = 0."""
-    n = np.arange(terms)
-    log_factorials = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, terms)))))
-    logs = n[None, :] * np.log(np.maximum(means, 1e-300))[:, None] - means[:, None] - log_factorials[None, :]
-    logs = np.where(means[:, None] > 0, logs, np.where(n[None, :] == 0, 0.0, -np.inf))
-    return np.asarray(np.exp(logs), dtype=np.float64)
-
-
 def _poisson(mean: float) -> NDArray[np.float64]:
-    row: NDArray[np.float64] = _poisson_rows(np.array([max(mean, 0.0)]), _terms(mean))[0]
+    row: NDArray[np.float64] = poisson_rows(np.array([max(mean, 0.0)]), poisson_terms(mean))[0]
     return row
 
 
@@ -104,8 +91,8 @@ def window_factor(rate: float, prompt_tokens: int, output_tokens: int, plain_s: 
     # transition: from k, `served` units leave and n ~ Poisson(rate x duration) prompts of `a` units arrive
     # (what would pass the last state stays there: the chain's truncation)
     means = rate * (plain_s + per_unit * np.arange(most + 1))
-    terms = _terms(float(means[-1]))
-    P = _poisson_rows(means, terms)[served]  # each state's arrival probabilities
+    terms = poisson_terms(float(means[-1]))
+    P = poisson_rows(means, terms)[served]  # each state's arrival probabilities
     dest = (k - served)[:, None] + a * np.arange(terms)[None, :]
     inside = dest < size - 1  # distinct within a row (a >= 1): set at once
     T = np.zeros((size, size))

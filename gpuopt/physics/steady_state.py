@@ -506,9 +506,9 @@ def churns(replica: Replica, input_tokens: int, output_tokens: int, clients: flo
     queue with the KV cache to spare (a 0.5B model's 4,000-token prompts on an H100 were simulated as a churn
     the cache never had: 0 preemptions)."""
     top = max_rate(replica, input_tokens, output_tokens, poisson=False)
-    kv_bound = top.decode_batch >= (1 - KV_BOUND_SLACK) * kv_places(replica, input_tokens, output_tokens)
+    kv_bound = top.running >= (1 - KV_BOUND_SLACK) * kv_places(replica, input_tokens, output_tokens)
     return (top.requests_per_second > 0 and kv_bound
-            and replica.config.max_num_seqs > OVER_ADMISSION * top.decode_batch
+            and replica.config.max_num_seqs > OVER_ADMISSION * top.running
             and (clients > top.concurrency or overfills(replica, input_tokens, output_tokens, clients)))
 
 
@@ -590,8 +590,9 @@ def closed_loop_point(replica: Replica, sched: SchedulerConfig, input_tokens: in
     per_k = 1000 * window.preemptions / closed_run_requests(engine, MEASURED)[2]  # the whole run's (window)
     held = clients * replica_held_tokens(replica, input_tokens, output_tokens)
     what = "more than" if held > replica.kv_capacity_tokens else "close to what"  # churns: over, or overfills
-    decoding = rate * max(output_tokens - 1, 0) * tpot * 1e-3  # Little's law on the decode phase
-    point = LoadPoint(requests_per_second=rate, concurrency=clients, decode_batch=decoding, step_ms=tpot,
+    # Little's law on the decode phase and the prompts' steps
+    running = rate * (max(output_tokens - 1, 0) * tpot + float(summary["mean_itl_ms"])) * 1e-3
+    point = LoadPoint(requests_per_second=rate, concurrency=clients, running=running, step_ms=tpot,
                       tpot_ms=tpot, ttft_ms=ttft, output_tokens_per_second=rate * output_tokens, stable=True,
                       limit=(f"{clients:,.0f} clients, {what} the KV cache holds in steady state: vLLM admits up "
                              f"to max_num_seqs {sched.max_num_seqs:,} and preempts (recomputes) the newest when the "

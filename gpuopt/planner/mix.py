@@ -106,7 +106,7 @@ def _combine(points: list[LoadPoint], bins: tuple[Bin, ...], rate: float, percen
     stable = all(p.stable for p in points)
     limit = next((p.limit for p in points if p.limit), None)
     combined = LoadPoint(requests_per_second=rate, concurrency=concurrency,
-                         decode_batch=sum(p.decode_batch for p in points),
+                         running=sum(p.running for p in points),
                          step_ms=max(p.step_ms for p in points), tpot_ms=tpot, ttft_ms=ttft,
                          output_tokens_per_second=rate * sum(o * s for _, o, s in bins), stable=stable, limit=limit)
     if percentile is None:

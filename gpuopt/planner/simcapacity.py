@@ -145,7 +145,8 @@ def point_of(rate: float, s: Summary, w: ServingTarget, clients: float | None = 
         rate = clients / max(float(s["mean_e2el_ms"]) / 1e3, 1e-12)
     return LoadPoint(requests_per_second=rate, concurrency=clients if clients is not None
                      else rate * float(s["mean_e2el_ms"]) / 1e3,
-                     decode_batch=rate * w.output_tokens * tpot / 1e3, step_ms=float(s["mean_itl_ms"]),
+                     running=rate * (max(w.output_tokens - 1, 0) * tpot + float(s["mean_itl_ms"])) / 1e3,
+                     step_ms=float(s["mean_itl_ms"]),
                      tpot_ms=tpot, ttft_ms=float(s["mean_ttft_ms"]),
                      output_tokens_per_second=float(s["output_throughput"]), stable=True, limit=None)
 

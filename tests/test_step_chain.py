@@ -1,0 +1,102 @@
+"""The step chain (physics/step_chain.py): the prompt work a step carries when a long step gathers the prompts of
+a later one, and what an arrival finds left of the step in flight."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpuopt.physics import analytic_load, step_chain
+from tests.test_latency import LLAMA8, replica
+
+
+def test_two_states_by_hand():
+    """One unit a step (most = 1), two states (the last holds one or more pending): from either state the next
+    is 1 when any prompt arrives during the step, so pi_1 = (1 - e^-(rate T0)) / (1 - e^-(rate T0) + e^-(rate T1)):
+    at 10 prompts/s, T0 = 10 ms and T1 = 50 ms, 0.0951626 / (0.0951626 + 0.6065307) = 0.135619."""
+    law = step_chain.stationary(np.array([0.010, 0.050]), 1, 1, 10.0, 0.0)
+    assert law == pytest.approx([1 - 0.135619, 0.135619], abs=1e-6)
+    # an idle engine (nothing decodes either) waits for the next prompt and schedules it at once: from 0 the
+    # next state is 1 for sure, pi_1 = 1 / (1 + e^-0.5) = 0.622459
+    idle = step_chain.stationary(np.array([0.010, 0.050]), 1, 1, 10.0, 1.0)
+    assert idle == pytest.approx([1 - 0.622459, 0.622459], abs=1e-6)
+
+
+def test_the_rest_of_the_step_in_flight_by_hand():
+    """E[T^2] / 2 E[time]: law (0.8, 0.2) over steps of 10 and 50 ms is 0.8 x 100 + 0.2 x 2,500 = 580 ms^2 over
+    2 x 18 ms, split 2.2222 ms in the plain steps and 13.8889 in the prompt steps; an idle engine (the plain
+    state idle, 1 / rate = 100 ms a spell) adds 0.8 x 90 ms of time in which nothing is in flight."""
+    law, steps = np.array([0.8, 0.2]), np.array([0.010, 0.050])
+    plain, prompt = step_chain.rest_of_step(law, steps, 10.0, 0.0)
+    assert (plain, prompt) == pytest.approx((0.080e-3 / 0.036, 0.500e-3 / 0.036), rel=1e-12)
+    plain, prompt = step_chain.rest_of_step(law, steps, 10.0, 1.0)
+    assert (plain, prompt) == pytest.approx((0.0, 0.500e-3 / (2 * (0.018 + 0.8 * 0.090))), rel=1e-12)
+
+
+def _naive(step_s, most, units, rate, idle):
+    """The chain's transition matrix entry by entry and its law by power iteration: the reference."""
+    size = len(step_s)
+    moves = np.zeros((size, size))
+    for k in range(size):
+        carry = max(k - most, 0)
+        mean = rate * step_s[k]
+        for n in range(200):
+            p = math.exp(-mean + n * math.log(mean) - math.lgamma(n + 1)) if mean > 0 else float(n == 0)
+            moves[k, min(carry + units * n, size - 1)] += p
+    moves[0] *= 1 - idle
+    moves[0, min(units, size - 1)] += idle
+    law = np.full(size, 1.0 / size)
+    for _ in range(20000):
+        law = law @ moves
+    return law
+
+
+@settings(max_examples=25, deadline=None)
+@given(base=st.floats(0.005, 0.05), per_unit=st.floats(0.0, 0.05), most=st.integers(1, 6),
+       units=st.integers(1, 4), load=st.floats(0.05, 0.8), idle=st.sampled_from([0.0, 1.0]))
+def test_the_law_is_the_chains_stationary_law(base, per_unit, most, units, load, idle):
+    size = most + 8 * units + 1
+    steps = np.array([base + per_unit * min(k, most) for k in range(size)])
+    rate = load * most / (units * steps[-1])  # prompts arrive below what a full step drains
+    law = step_chain.stationary(steps, most, units, rate, idle)
+    assert law.sum() == pytest.approx(1.0) and (law >= 0).all()
+    assert law == pytest.approx(_naive(steps, most, units, rate, idle), abs=1e-6)
+
+
+def test_long_prompts_spread_their_steps_wider_than_a_poisson_count_at_the_mean():
+    """Llama-3.3-70B TP4 at 3,000 / 300 tokens on H100s at 2.2 requests/s: the simulator's steady state (3,000
+    requests, `jump` off, 2026-12-04) runs prompt steps of 286 ms mean, sd 106, and an arrival finds 94.5 ms
+    left of the step in flight; the Poisson count at y said 261 / 56 ms and 80.2; the chain says 94.7."""
+    r = replica("meta-llama/Llama-3.3-70B-Instruct", "H100-SXM-80GB", tp=4, async_scheduling=True)
+    mix = analytic_load._StepMix(r, 3000, 300)
+    y = mix.y_at_rate(2.2)
+    residual, _, _ = mix.in_flight(y, 2.2)
+    assert mix.residual_step(y) == pytest.approx(0.0802, abs=0.001)
+    assert residual == pytest.approx(0.0945, rel=0.03)
+
+
+def test_prompts_of_a_few_tokens_keep_the_poisson_count():
+    """A chain past MAX_CHAIN_STATES states (10-token prompts, hundreds to a step) is not built: the Poisson
+    count at y stands, whose steps differ little with the count."""
+    r = replica(LLAMA8, "H100-SXM-80GB")
+    mix = analytic_load._StepMix(r, 10, 100)
+    y = mix.y_at_rate(50.0)
+    assert mix._chain(y, 50.0, 0.0) is None
+    plain, prompt = mix.busy_residual(y)
+    assert mix.in_flight(y, 50.0) == (mix.residual_step(y), plain, prompt)
+
+
+def test_one_token_outputs_wait_for_no_decode_step():
+    """A one-token output ends in its prefill step: nothing decodes, so no step is scheduled beside the next
+    one (no async lag) and an engine with no prompt pending is idle. Llama-3.1-8B at 50 / 1 on an L4 at 20
+    requests/s: the simulator's steady state 118.5 ms to the first token (1,500 requests); 164 ms before
+    2026-12-04, when every step decoded O y sequences and the engine always lagged a step."""
+    r = replica(LLAMA8, "L4-24GB", async_scheduling=True)
+    point = analytic_load.at_rate(r, 20.0, 50, 1)
+    assert point.ttft_ms == pytest.approx(118.5, rel=0.03)
+    mix = analytic_load._StepMix(r, 50, 1)
+    assert mix.decodes == 0 and mix.room(1.0) == r.config.max_num_batched_tokens
