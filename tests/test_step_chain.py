@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gpuopt.physics import analytic_load, step_chain
-from tests.test_latency import LLAMA8, replica
+from gpuopt.physics import analytic_load, queueing, step_chain
+from tests.test_latency import LLAMA8, QWEN_MOE, replica
 
 
 def test_two_states_by_hand():
@@ -100,3 +100,26 @@ def test_one_token_outputs_wait_for_no_decode_step():
     assert point.ttft_ms == pytest.approx(118.5, rel=0.03)
     mix = analytic_load._StepMix(r, 50, 1)
     assert mix.decodes == 0 and mix.room(1.0) == r.config.max_num_batched_tokens
+
+
+def test_one_token_outputs_past_any_capacity_are_unstable_not_a_number():
+    """With no decode a step stays bounded at any rate, so the steady state's y stays finite where it used to run
+    off to infinity: an infinite rate gave 0 x inf decodes (a NaN room, a ValueError in the prompt counts of an MoE
+    step), and bursty arrivals at 1e9 requests/s summed 10^5 gamma terms a call (QA, 2026-12-04)."""
+    moe = replica(QWEN_MOE, "H100-SXM-80GB")
+    for rate in (1e12, float("inf")):
+        point = analytic_load.at_rate(moe, rate, 200, 1)
+        assert not point.stable and point.ttft_ms == float("inf")
+    dense = replica(LLAMA8, "H100-SXM-80GB")
+    point = analytic_load.at_rate(dense, 1e9, 50, 1, burstiness=0.5)
+    assert not point.stable and math.isfinite(point.ttft_ms)
+    assert "max_num_batched_tokens" in (point.limit or "") or "API server" in (point.limit or "")
+
+
+def test_the_arrivals_excess_past_many_gaps_is_the_renewal_theorems_limit():
+    """(1 / b - 1) / 2 once the window holds SETTLED_GAMMA_SCALE gamma units: 0.5 for b = 0.5, 4.5 for 0.1; the
+    sum term by term agrees to 1e-12 just below the threshold."""
+    assert queueing.arrivals_excess(0.5, 1e9, 0.06) == 0.5
+    assert queueing.arrivals_excess(0.1, 1e9, 1.0) == pytest.approx(4.5, abs=1e-15)
+    below = queueing.SETTLED_GAMMA_SCALE * 0.999 / 0.25  # rate x b x window just under the threshold
+    assert queueing.arrivals_excess(0.25, 1.0, below) == pytest.approx(1.5, abs=1e-10)

@@ -197,7 +197,12 @@ class _StepMix:
 
     def room(self, y: float) -> float:
         """The prompt tokens a step has room for beside the (O - 1) y decodes (at least one)."""
-        return max(self.budget - self.decodes * y, 1.0)
+        return max(self.budget - self.decoding(y), 1.0)
+
+    def decoding(self, y: float) -> float:
+        """b = (O - 1) y, the decodes a step carries: none for one-token outputs, whatever y (0 x inf is no
+        number)."""
+        return self.decodes * y if self.decodes else 0.0
 
     def prompt_tokens(self, y: float) -> float:
         """x1: the prompt tokens a step that carries prompts carries (k1 prompts, at most the decodes' room).
@@ -214,7 +219,7 @@ class _StepMix:
         request step, the decode window)."""
         if self._last_steps is not None and self._last_steps[0] == y:
             return self._last_steps[1]
-        b = self.decodes * y
+        b = self.decoding(y)
         p = self.L * y
         if p <= 0.0:
             found = (0.0, self.step(b, 0.0), 0.0)
@@ -245,7 +250,7 @@ class _StepMix:
         few more experts); x1 keeps the prompt tokens a step carries on average what they are. A dense step
         that is one straight line from one prompt to a full room has no gap (_one_line: prompts past the
         bend, the usual case, cost one step and no count of prompts)."""
-        b = self.decodes * y
+        b = self.decoding(y)
         x1 = self.prompt_tokens(y)
         room = self.room(y)
         if self._one_line(b, min(self.L, room), room):
@@ -265,7 +270,7 @@ class _StepMix:
         if counts is None:
             return 0.0
         weights, xs = counts
-        ts = self.steps_at(self.decodes * y, xs)
+        ts = self.steps_at(self.decoding(y), xs)
         mean_t = sum(w * t for w, t in zip(weights, ts, strict=True))
         return max(sum(w * t * t for w, t in zip(weights, ts, strict=True)) - mean_t * mean_t, 0.0)
 
@@ -314,7 +319,7 @@ class _StepMix:
         if self.L <= 0 or y <= 0.0:
             return 0.0
         full = self.room(y)
-        return self.L * self.step(self.decodes * y, full) / full
+        return self.L * self.step(self.decoding(y), full) / full
 
     def prompt_step_share_s(self, y: float) -> float:
         """A prompt's share of what a step carrying x1 prompt tokens costs over a step without, L (Q - P) / x1:
@@ -364,7 +369,7 @@ class _StepMix:
         if mean <= 0.0:
             return 0.0, 0.0
         var = self.prompt_step_var(y) if q > 0.0 else 0.0
-        busy_plain = (1.0 - q) * -math.expm1(-self.decodes * y)
+        busy_plain = (1.0 - q) * -math.expm1(-self.decoding(y))
         return busy_plain * plain**2 / (2 * mean), q * (prompt**2 + var) / (2 * mean)
 
     def in_flight(self, y: float, rate: float) -> tuple[float, float, float]:
@@ -388,7 +393,7 @@ class _StepMix:
         else:
             law, steps = chain
             in_plain, in_prompt = step_chain.rest_of_step(law, steps, rate, idle)
-            in_plain *= -math.expm1(-self.decodes * y)
+            in_plain *= -math.expm1(-self.decoding(y))
             found = (in_plain + in_prompt, in_plain, in_prompt)
         self._last_in_flight = ((y, rate), found)
         return found
@@ -410,7 +415,7 @@ class _StepMix:
         if size > MAX_CHAIN_STATES:
             return None
         # a state past `most` runs the full step: its prompt tokens are evaluated once
-        distinct = self.steps_at(self.decodes * y, [min(k * unit, room) for k in range(most + 1)])
+        distinct = self.steps_at(self.decoding(y), [min(k * unit, room) for k in range(most + 1)])
         steps = np.array(distinct + [distinct[-1]] * (size - most - 1))
         if not np.isfinite(steps).all():
             return None
@@ -465,14 +470,14 @@ class _StepMix:
             return mean
         prompts_per_s = q / mean
         x1 = self.prompt_tokens(y)
-        gap = prompt - self.step(self.decodes * y, x1) if q > 0 else 0.0  # Jensen's gap at the mean batch (prompt_step)
+        gap = prompt - self.step(self.decoding(y), x1) if q > 0 else 0.0  # Jensen's gap at the mean batch (prompt_step)
 
         def t(j: float) -> float:  # the mean step with j decoding, its share of prompt steps included
             p_j = self.step(j, 0.0)
             stall = 1.0 - prompts_per_s * (self.step(j, x1) + gap - p_j) if q > 0 else 1.0
             return p_j / stall if stall > 0 else math.inf
 
-        b = self.decodes * y
+        b = self.decoding(y)
         lo = max(b - math.sqrt(b), 1.0)
         hi = lo + max(2 * math.sqrt(b), 1.0)
         t_lo, t_hi = t(lo), t(hi)
@@ -504,6 +509,8 @@ class _StepMix:
         """The steady state's y at `rate`: the root of rate E(y) = y (inf when steps outgrow arrivals)."""
         if rate <= 0.0:
             return 0.0
+        if not math.isfinite(rate):
+            return math.inf
 
         def f(y: float) -> float:  # positive at 0, negative past the root
             return rate * self.mean_step(y) - y
