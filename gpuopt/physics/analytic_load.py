@@ -902,7 +902,7 @@ def frontend_s(r: Replica, prompt_tokens: float) -> float:
 def step_wait_s(r: Replica, running: float, decoding: float, step_s: float) -> float:
     """Mean wait of a closed loop's request for the engine step it cannot join: half a step while the engine
     runs a sequence (the running count taken as Poisson with mean `running`), and the step async scheduling
-    lags (async_lag_s). The open loop's wait is _StepMix.busy_residual plus that lag."""
+    lags (async_lag_s). The open loop's wait is _StepMix.in_flight's plus that lag."""
     return (1.0 - math.exp(-running)) * step_s / 2 + async_lag_s(r, decoding, step_s)
 
 
