@@ -123,3 +123,37 @@ def test_the_arrivals_excess_past_many_gaps_is_the_renewal_theorems_limit():
     assert queueing.arrivals_excess(0.1, 1e9, 1.0) == pytest.approx(4.5, abs=1e-15)
     below = queueing.SETTLED_GAMMA_SCALE * 0.999 / 0.25  # rate x b x window just under the threshold
     assert queueing.arrivals_excess(0.25, 1.0, below) == pytest.approx(1.5, abs=1e-10)
+
+
+def test_the_rest_of_the_step_in_flight_leaves_the_idle_engine_out_on_both_paths():
+    """in_flight's rest is the busy part on the chain's path and the Poisson fallback's alike (review: the
+    fallback returned the whole residual, idle steps included, so ride_step's others jumped at
+    MAX_CHAIN_STATES). Llama-3.1-8B at 1,000 / 2 on an H100 at 5 requests/s: 0.7 decodes a step, half the plain
+    steps idle."""
+    r = replica(LLAMA8, "H100-SXM-80GB")
+    mix = analytic_load._StepMix(r, 1000, 2)
+    y = mix.y_at_rate(5.0)
+    assert 0.01 < mix.decoding(y) < 1.0
+    residual, plain, prompt = mix.in_flight(y, 5.0)
+    assert residual == pytest.approx(plain + prompt, rel=1e-12) and residual < mix.residual_step(y)
+    tiny = analytic_load._StepMix(r, 10, 2)  # 800 prompts to a step: the fallback
+    y = tiny.y_at_rate(200.0)
+    assert tiny._chain(y, 200.0, 0.0) is None
+    assert tiny.in_flight(y, 200.0)[0] == pytest.approx(sum(tiny.busy_residual(y)), rel=1e-12)
+
+
+def test_near_capacity_the_chain_follows_more_backlog():
+    """At 0.99 of the capacity a backlog of four prompts held 5 % of the law in its last state (review): the
+    chain doubles the backlog it follows while the last state holds over CHAIN_TAIL and the states allow."""
+    r = replica(LLAMA8, "H100-SXM-80GB")
+    top = analytic_load.max_rate(r, 1000, 2).requests_per_second
+    mix = analytic_load._StepMix(r, 1000, 2)
+    rate = 0.99 * top
+    y = mix.y_at_rate(rate)
+    chain = mix._chain(y, rate, 0.0)
+    assert chain is not None
+    law, steps = chain
+    assert law[-1] <= analytic_load.CHAIN_TAIL or len(steps) * 2 > analytic_load.MAX_CHAIN_STATES
+    # a prompt of 1,000 tokens is 4 units of 250, 32 of them a step: the first chain had 32 + 32 + 1 states
+    units, most = analytic_load.CHAIN_UNITS, int(mix.room(y) // 250)
+    assert most == 32 and len(steps) > most + max(analytic_load.CHAIN_BACKLOG_PROMPTS * units, most) + 1

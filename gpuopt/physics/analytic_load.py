@@ -74,9 +74,10 @@ def clump_size(cv2: float) -> float:
 
 
 CHAIN_UNITS = 4  # units of a prompt in the step chain where few fit a step (_StepMix._chain)
-CHAIN_FINE_PROMPTS = 8  # past this many prompts to a step's room, a prompt is one unit of the chain
+CHAIN_FINE_PROMPTS = 16  # past this many prompts to a step's room, a prompt is one unit of the chain
 CHAIN_BACKLOG_PROMPTS = 4  # prompts of backlog the chain follows beyond a full step (or a step's worth more)
 MAX_CHAIN_STATES = 200  # a larger chain falls back to the Poisson count at y (a linear solve of its size)
+CHAIN_TAIL = 1e-3  # the chain follows more backlog while its last state holds more than this share
 PMF_TAIL = 1e-6  # prompts_per_step stops once the counts it has leave this share of P(k >= 1) uncounted
 UNDERFLOW_CLUMPS = 700.0  # e^-z underflows past ~745 clumps a step (denormal from ~708)
 
@@ -265,7 +266,7 @@ class _StepMix:
 
     def prompt_step_var(self, y: float) -> float:
         """The variance of the steps that carry prompts at y (k prompts a step, prompts_per_step), which
-        lengthens the step an arrival lands in (residual_step)."""
+        lengthens the step an arrival lands in (residual_step, busy_residual)."""
         counts = self._prompt_counts(y) if self.L * y > 0.0 else None
         if counts is None:
             return 0.0
@@ -373,13 +374,14 @@ class _StepMix:
         return busy_plain * plain**2 / (2 * mean), q * (prompt**2 + var) / (2 * mean)
 
     def in_flight(self, y: float, rate: float) -> tuple[float, float, float]:
-        """What an open-loop arrival at `rate` finds of the step in flight: (the rest of it, residual_step;
-        that rest in steps without prompts that run something, and in prompt steps, busy_residual), from the
+        """What an open-loop arrival at `rate` finds of the step in flight, nothing when the engine is idle:
+        (the rest of it; that rest in steps without prompts that run something, and in prompt steps), from the
         step chain (physics/step_chain.py: a long step gathers the prompts of a later one, so the prompt steps
-        spread wider than a Poisson count at y says), or from the Poisson count where the chain would need
-        more than MAX_CHAIN_STATES states (prompts of a few tokens, many to a step, whose steps differ little
-        with their count). The last answer is kept: at_rate asks once, and the residual and its parts come
-        from one chain."""
+        spread wider than a Poisson count at y says), or from the Poisson count (busy_residual) where the
+        chain would need more than MAX_CHAIN_STATES states (over ~100 prompts to a step, whose steps differ
+        little with their count, or prompts of over ~12 budgets). The rest is also what the prompts riding
+        with the arrival arrived in (ride_step's others: none when it found the engine idle). The last answer
+        is kept: at_rate asks once, and the rest and its parts come from one chain."""
         if self._last_in_flight is not None and self._last_in_flight[0] == (y, rate):
             return self._last_in_flight[1]
         # one-token outputs never decode: with no prompt pending the engine idles until the next arrival and
@@ -389,7 +391,7 @@ class _StepMix:
         chain = self._chain(y, rate, idle)
         if chain is None:
             in_plain, in_prompt = self.busy_residual(y)
-            found = (self.residual_step(y), in_plain, in_prompt)
+            found = (in_plain + in_prompt, in_plain, in_prompt)
         else:
             law, steps = chain
             in_plain, in_prompt = step_chain.rest_of_step(law, steps, rate, idle)
@@ -411,18 +413,24 @@ class _StepMix:
         units = 1 if room > CHAIN_FINE_PROMPTS * self.L else max(CHAIN_UNITS, math.ceil(CHAIN_UNITS * self.L / room))
         unit = self.L / units
         most = max(int(room // unit), 1)
-        size = most + max(CHAIN_BACKLOG_PROMPTS * units, most) + 1
-        if size > MAX_CHAIN_STATES:
+        backlog = max(CHAIN_BACKLOG_PROMPTS * units, most)
+        if most + backlog + 1 > MAX_CHAIN_STATES:
             return None
         # a state past `most` runs the full step: its prompt tokens are evaluated once
-        distinct = self.steps_at(self.decoding(y), [min(k * unit, room) for k in range(most + 1)])
-        steps = np.array(distinct + [distinct[-1]] * (size - most - 1))
-        if not np.isfinite(steps).all():
+        distinct = np.array(self.steps_at(self.decoding(y), [k * unit for k in range(most + 1)]))
+        if not np.isfinite(distinct).all():
             return None
-        try:
-            return step_chain.stationary(steps, most, units, rate, idle, self._arrival_rows), steps
-        except np.linalg.LinAlgError:  # no single stationary law (never met): the Poisson count stands
-            return None
+        while True:
+            steps = np.concatenate((distinct, np.full(backlog, distinct[-1])))
+            try:
+                law = step_chain.stationary(steps, most, units, rate, idle, self._arrival_rows)
+            except np.linalg.LinAlgError:  # no single stationary law (never met): the Poisson count stands
+                return None
+            # near capacity the backlog outgrows the states followed (QA: 5 % of the mass in the last one at
+            # 0.99 of the capacity with 4 prompts' backlog): follow twice as many while there is room
+            if law[-1] <= CHAIN_TAIL or most + 2 * backlog + 1 > MAX_CHAIN_STATES:
+                return law, steps
+            backlog *= 2
 
     def _arrival_rows(self, means: NDArray[np.float64], terms: int) -> NDArray[np.float64]:
         """The step chain's arrival law: Poisson, or the Polya-Aeppli count of bursty clumps
@@ -845,7 +853,7 @@ def prompt_queue_s(rate: float, work: float, service: float, budget_share: float
 
     `queued_only`: the wait for the prompts queued ahead, without the rest of the one in service -- M/D/1's
     wait rho S / 2 (1 - rho) is that rest (rho S / 2) and the queue behind it, rho times the whole -- for a
-    caller that counts the step in flight itself (at_rate: _StepMix.busy_residual)."""
+    caller that counts the step in flight itself (at_rate: _StepMix.in_flight)."""
     share = min(budget_share * others, 0.999)
     budget_wait = service * share / (2 * (1 - share))
     busy = min(rate * others * work, MAX_PREFILL_BUSY)
