@@ -160,7 +160,6 @@ class _StepMix:
         self.budget = r.config.max_num_batched_tokens
         self.affine: tuple[tuple[float, float, float], ...] | None = None
         self._last_steps: tuple[float, tuple[float, float, float]] | None = None
-        self._last_in_flight: tuple[tuple[float, float], tuple[float, float, float]] | None = None
         if not r.expert_bytes_per_gpu:
             zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
             one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
@@ -349,10 +348,7 @@ class _StepMix:
         """What is left of the step in progress when a request arrives: E(T^2) / 2 E(T) over the steps (an arrival
         at a random instant lands in a long step more often than the steps' share says: a step carrying a
         3,000-token prompt is 5 to 10 decode steps long). Half the mean step where all steps are alike."""
-        q, plain, prompt = self.steps(y)
-        mean = self._mean(q, plain, prompt)
-        var = self.prompt_step_var(y) if q > 0.0 else 0.0
-        return ((1.0 - q) * plain**2 + q * (prompt**2 + var)) / (2 * mean) if mean > 0 else 0.0
+        return sum(self._residual_parts(y, 1.0))
 
     def busy_residual(self, y: float) -> tuple[float, float]:
         """What is left of the step in flight when a request arrives, nothing when the engine is idle, as
@@ -365,13 +361,17 @@ class _StepMix:
         taken as Poisson at the mean step's y: Qwen3-30B-A3B at 200 / 1 on an H100 at 40 requests/s runs prompt
         steps 83 % of the time, where a Poisson count of 0.48 said 38 %, so TTFT was 58 ms, simulated 64 (now
         64)."""
+        return self._residual_parts(y, -math.expm1(-self.decoding(y)))
+
+    def _residual_parts(self, y: float, plain_busy: float) -> tuple[float, float]:
+        """E(T^2) / 2 E(T) over the two kinds of step, split into the plain steps' part and the prompt steps',
+        the plain steps counted busy a share `plain_busy` of the time (the rest idle: nothing in flight)."""
         q, plain, prompt = self.steps(y)
         mean = self._mean(q, plain, prompt)
         if mean <= 0.0:
             return 0.0, 0.0
         var = self.prompt_step_var(y) if q > 0.0 else 0.0
-        busy_plain = (1.0 - q) * -math.expm1(-self.decoding(y))
-        return busy_plain * plain**2 / (2 * mean), q * (prompt**2 + var) / (2 * mean)
+        return (1.0 - q) * plain_busy * plain**2 / (2 * mean), q * (prompt**2 + var) / (2 * mean)
 
     def in_flight(self, y: float, rate: float) -> tuple[float, float, float]:
         """What an open-loop arrival at `rate` finds of the step in flight, nothing when the engine is idle:
@@ -380,10 +380,7 @@ class _StepMix:
         spread wider than a Poisson count at y says), or from the Poisson count (busy_residual) where the
         chain would need more than MAX_CHAIN_STATES states (over ~100 prompts to a step, whose steps differ
         little with their count, or prompts of over ~12 budgets). The rest is also what the prompts riding
-        with the arrival arrived in (ride_step's others: none when it found the engine idle). The last answer
-        is kept: at_rate asks once, and the rest and its parts come from one chain."""
-        if self._last_in_flight is not None and self._last_in_flight[0] == (y, rate):
-            return self._last_in_flight[1]
+        with the arrival arrived in (ride_step's others: none when it found the engine idle)."""
         # one-token outputs never decode: with no prompt pending the engine idles until the next arrival and
         # schedules it at once; otherwise a step without prompts runs the decodes, none of them with
         # probability e^-(O - 1) y (idle time: nothing in flight)
@@ -391,14 +388,11 @@ class _StepMix:
         chain = self._chain(y, rate, idle)
         if chain is None:
             in_plain, in_prompt = self.busy_residual(y)
-            found = (in_plain + in_prompt, in_plain, in_prompt)
         else:
             law, steps = chain
             in_plain, in_prompt = step_chain.rest_of_step(law, steps, rate, idle)
             in_plain *= -math.expm1(-self.decoding(y))
-            found = (in_plain + in_prompt, in_plain, in_prompt)
-        self._last_in_flight = ((y, rate), found)
-        return found
+        return in_plain + in_prompt, in_plain, in_prompt
 
     def _chain(self, y: float, rate: float,
                idle: float) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
@@ -699,7 +693,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
         tpot = mix.request_step(y) * window.factor(rate, queue)
         # its prompt runs in the step after the one it arrives in, beside those that arrived with it
         # (_StepMix.ride_step), or waits for the prompt work ahead when that is longer (a backlog)
-        # after the rest of the step in flight (busy_residual) -- or, when a prompt is in service, of that
+        # after the rest of the step in flight (in_flight) -- or, when a prompt is in service, of that
         # prompt's steps, which the prompt queue's wait holds beside the prompts queued behind it
         residual, in_plain, in_prompt = mix.in_flight(y, rate)
         queued = cv2 * prompt_queue_s(rate, work, service, rho, 1.0, queued_only=True)
@@ -714,7 +708,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
             hold = place_held_s(service, output_tokens, tpot)
             ttft += (cv2 + 1) / 2 * queueing.kv_wait_s(whole_places(places), rate * hold, hold)
     else:
-        ttft, tpot = _closed_loop(r, mix, window, rate, y, b, t, context, input_tokens, output_tokens, room,
+        ttft, tpot = _closed_loop(r, mix, window, rate, y, b, running, t, context, input_tokens, output_tokens, room,
                                   service, rho, front)
     if not math.isfinite(tpot) and limit is None:
         limit = ("the decode batch's swings grow without bound: each sequence a step adds costs the others more "
@@ -776,9 +770,9 @@ class _Window:
                              self.spare, self.room, self.r.async_scheduling)
 
 
-def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: float, b: float, t: float,
-                 context: float, input_tokens: int, output_tokens: int, room: float, service: float, rho: float,
-                 front: float) -> tuple[float, float]:
+def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: float, b: float, running: float,
+                 t: float, context: float, input_tokens: int, output_tokens: int, room: float, service: float,
+                 rho: float, front: float) -> tuple[float, float]:
     """TTFT and TPOT (s) of a closed loop at `rate`: each client's request meets the other clients' load
     only (the arrival theorem, Schweitzer's approximation: the n - 1 others, n = rate x (TTFT + (O - 1) TPOT),
     solved with them). Its prompt waits for the others' prompts ahead (prompt_queue_s); it decodes in a batch
@@ -791,7 +785,6 @@ def _closed_loop(r: Replica, mix: _StepMix, window: _Window, rate: float, y: flo
     prompt_steps_per_s = q / t if t > 0 else 0.0
     work = mix.prompt_step_share_s(y)
     steps = max(output_tokens - 1, 0)
-    running = rate * max(output_tokens, 1) * t  # at_rate's: the decodes and the prompts in their step
     base = r.cal.server_overhead_ms * 1e-3 + front
 
     def latencies(others: float, factor: float) -> tuple[float, float, float]:
