@@ -299,8 +299,8 @@ def test_a_short_prompt_rides_in_a_step_with_the_prompts_that_arrived_beside_it(
     the work ahead said 163)."""
     r = replica(LLAMA8, "L40S-48GB", async_scheduling=True)
     mix = analytic_load._StepMix(r, 200, 100)
-    y = mix.y_at_rate(37.0)
-    b = 99 * y  # decoding: a request's first token comes out of its prefill step
+    y = mix.settle(37.0)  # an open loop's y, its steps the step chain's (at_rate's)
+    b = 37.0 * 99 * mix.mean_step(y)  # decoding: a request's first token comes out of its prefill step
     room = r.config.max_num_batched_tokens - b
     full = math.ceil(room / 200) - 1  # others that fill the step
 
@@ -327,7 +327,7 @@ def test_a_short_prompt_rides_in_a_step_with_the_prompts_that_arrived_beside_it(
     ahead = analytic_load.prompt_queue_s(37.0, mix.prompt_work_s(y), service, 37.0 * 200 * mix.mean_step(y) / room,
                                          1.0, queued_only=True)
     assert ridden.ttft_ms - lone.ttft_ms == pytest.approx((by_hand(b, others) - service - ahead) * 1e3, rel=1e-4)
-    assert 165 < ridden.ttft_ms < 185
+    assert 165 < ridden.ttft_ms < 195  # 185 ms; benchmarks/open_loop_latency.py's simulated point 193.7
 
 
 def test_a_closed_loops_prompt_rides_with_a_steps_worth_of_the_other_clients_prompts(monkeypatch):
@@ -432,9 +432,12 @@ def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     t = 0.0
     for _ in range(200):
         t = moe_step_at(r, 0.25, 1000, 300, t)
+    # the Poisson count of prompts a step (a closed loop's steady state; an open loop's steps come from the step
+    # chain, _StepMix.settle, within 0.01 % of it here where one step in 500 carries a prompt)
+    closed = analytic_load.at_rate(r, 0.25, 1000, 300, poisson=False)
     point = analytic_load.at_rate(r, 0.25, 1000, 300)
-    assert point.step_ms == pytest.approx(t * 1e3, rel=1e-6)
-    assert point.step_ms == pytest.approx(9.03, abs=0.01)
+    assert closed.step_ms == pytest.approx(t * 1e3, rel=1e-6)
+    assert closed.step_ms == pytest.approx(9.03, abs=0.01) and point.step_ms == pytest.approx(9.03, abs=0.01)
     # ... but that mean step averages in the empty engine (0.68 sequences decode on average): a request always
     # decodes with itself. Its TPOT is the negative-binomial batch's (_StepMix.request_step): the step with j
     # decoding, T(j) = P(j) / (1 - e (Q(j) - P(j))) (e prompt steps of x1 tokens a second), taken as a + c j
@@ -452,12 +455,15 @@ def test_moe_tpot_at_low_rate_is_the_fixed_point_by_hand():
     lo, hi = 1.0, 1.0 + 2 * math.sqrt(b)
     c = (t_j(hi) - t_j(lo)) / (hi - lo)
     a = t_j(lo) - c * lo
-    assert point.tpot_ms == pytest.approx((a + c) / (1 - 0.25 * 299 * c) * 1e3, rel=1e-9)
+    mix = analytic_load._StepMix(r, 1000, 300)
+    assert mix.request_step(mix.y_at_rate(0.25)) * 1e3 == pytest.approx((a + c) / (1 - 0.25 * 299 * c) * 1e3, rel=1e-9)
     assert point.tpot_ms == pytest.approx(13.99, abs=0.01)
 
 
 @pytest.mark.parametrize("model, gpu, precision, inp, out, ttft, tpot, exact", [
-    (LLAMA8, "H100-SXM-80GB", "bf16", 1000, 200, 5000, 20, True),  # TPOT binds
+    # TPOT binds: the open loop's steps come from the step chain (_StepMix.settle), which the closed form does not
+    # know, so its answer is confirmed a search's tolerance above, not 0.1 %
+    (LLAMA8, "H100-SXM-80GB", "bf16", 1000, 200, 5000, 20, False),
     # the KV cache binds, not TPOT: Poisson arrivals wait for its room, and the 60 s TTFT target is met just
     # below its mean-population limit (a search, not a closed form)
     (LLAMA8, "L4-24GB", "fp8", 6000, 500, 60000, 400, False),
@@ -489,8 +495,10 @@ def test_concurrency_and_rate_agree_by_littles_law():
     again = analytic_load.at_rate(r, point.requests_per_second, 1000, 200, poisson=False)
     assert again.tpot_ms == pytest.approx(point.tpot_ms)
     # Poisson arrivals at the same rate: the batch swings and a request decodes in more than the mean step
+    # (and its steps, from the step chain, are a little longer than a Poisson count of prompts a step says: long
+    # steps gather the prompts of later ones, _StepMix.settle)
     poisson = analytic_load.at_rate(r, point.requests_per_second, 1000, 200)
-    assert poisson.step_ms == pytest.approx(point.step_ms) and poisson.tpot_ms > point.tpot_ms
+    assert point.step_ms < poisson.step_ms < 1.01 * point.step_ms and poisson.tpot_ms > point.tpot_ms
 
 
 def test_a_closed_loop_beyond_saturation_queues_its_extra_clients():
@@ -521,9 +529,11 @@ def test_the_kv_limit_counts_what_running_sequences_hold_on_average():
     assert top.running == pytest.approx(analytic_load.kv_places(r, 200, 800), rel=1e-6)
     assert analytic_load.at_rate(r, top.requests_per_second * 1.01, 200, 800, poisson=False).limit.startswith("needs ")
     # Poisson arrivals keep one place free (queueing.SPARE_PLACES): 43.94 sequences, where a request waits about
-    # a decode for room
-    assert analytic_load.max_rate(r, 200, 800).running == pytest.approx(
-        analytic_load.kv_places(r, 200, 800) - 1, rel=1e-6)
+    # a decode for room (to the search's tolerance: the open loop's steps come from the step chain, which the
+    # closed form does not know)
+    open_loop = analytic_load.max_rate(r, 200, 800).running
+    spare = analytic_load.kv_places(r, 200, 800) - 1
+    assert spare * (1 - 2 * analytic_load.RATE_TOLERANCE) <= open_loop <= spare
 
 
 def test_fit_says_when_its_clients_queue():

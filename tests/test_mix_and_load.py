@@ -56,8 +56,9 @@ def test_mix_capacity_is_the_harmonic_combination_when_tpot_binds(replica):
     assert got == pytest.approx(expected, rel=1e-9)
     mean_share_weighted = 0.75 * caps[0] + 0.25 * caps[1]  # the mistake the issue names
     assert got < mean_share_weighted
-    # each bin runs at its own capacity there, so every bin's TPOT is the target and so is the mean
-    assert capacity_point(replica, workload(bins)).tpot_ms == pytest.approx(30.0, rel=1e-6)
+    # each bin runs at its own capacity there, so every bin's TPOT is the target and so is the mean (to the
+    # search's tolerance: a rate 0.5 % inside the boundary)
+    assert 29.5 < capacity_point(replica, workload(bins)).tpot_ms <= 30.0
 
 
 def test_mix_capacity_is_below_the_capacity_at_the_mean_for_a_long_tail(replica):

@@ -152,8 +152,26 @@ def test_near_capacity_the_chain_follows_more_backlog():
     y = mix.y_at_rate(rate)
     chain = mix._chain(y, rate, 0.0)
     assert chain is not None
-    law, steps = chain
+    law, steps = chain.law, chain.steps
     assert law[-1] <= analytic_load.CHAIN_TAIL or len(steps) * 2 > analytic_load.MAX_CHAIN_STATES
-    # a prompt of 1,000 tokens is 4 units of 250, 32 of them a step: the first chain had 32 + 32 + 1 states
-    units, most = analytic_load.CHAIN_UNITS, int(mix.room(y) // 250)
-    assert most == 32 and len(steps) > most + max(analytic_load.CHAIN_BACKLOG_PROMPTS * units, most) + 1
+    # a prompt of 1,000 tokens is 5 units of 200, 41 of them a step (_chain_units): the first chain had 41 + 41
+    # + 1 states
+    units, most = 5, chain.most
+    assert most == 41 and chain.unit == 200.0
+    assert len(steps) > most + max(analytic_load.CHAIN_BACKLOG_PROMPTS * units, most) + 1
+
+
+@pytest.mark.parametrize("prompt, room, expected", [
+    (200, 8000.0, (1, 200.0, 40)),  # over 16 prompts a step: a prompt is a unit
+    # 4 units of 250 leave 190 of 8,190 tokens unused (32 a step), 5 of 200 fill 8,200 (41): closest
+    (1000, 8190.0, (5, 200.0, 41)),
+    # chunked: 6 units of 500, 4 a step (2,000 of 2,032: 1.6 %, as close as 9 or 12 units get)
+    (3000, 2032.0, (6, 500.0, 4)),
+    # a prompt 2 tokens over the room: 5 units of 1,638.4, 5 a step -- one step, where units of a quarter of
+    # the room (4 of 2,048 a step: 6,554 tokens) carried a fifth of every prompt to the next step
+    (8192, 8190.0, (5, 1638.4, 5)),
+])
+def test_the_chain_counts_prompts_in_units_that_fill_a_step(prompt, room, expected):
+    mix = analytic_load._StepMix(replica(LLAMA8, "H100-SXM-80GB"), prompt, 2)
+    units, unit, most = mix._chain_units(room)
+    assert (units, most) == expected[::2] and unit == pytest.approx(expected[1], rel=1e-12)

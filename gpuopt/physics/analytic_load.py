@@ -117,6 +117,32 @@ def _loop_cv2(poisson: bool, burstiness: float) -> float:
     return arrival_cv2(burstiness) if poisson else 1.0
 
 
+@dataclass(frozen=True)
+class _ChainLaw:
+    """The step chain at one y (step_chain.stationary): the law of the prompt units pending when a step is
+    scheduled, the step each state runs, a unit's prompt tokens and the most units a step takes."""
+
+    law: NDArray[np.float64]
+    steps: NDArray[np.float64]
+    unit: float
+    most: int
+
+    def mean(self) -> float:
+        return float(self.law @ self.steps)
+
+    def kinds(self) -> tuple[float, float, float]:
+        """(the share of steps carrying prompt work, the step without, the mean step with): _StepMix.steps."""
+        q = float(self.law[1:].sum())
+        prompt = float(self.law[1:] @ self.steps[1:]) / q if q > 0.0 else 0.0
+        return q, float(self.steps[0]), prompt
+
+    def prompt_tokens(self) -> float:
+        """The mean prompt tokens of a step that carries some: _StepMix.prompt_tokens."""
+        q = float(self.law[1:].sum())
+        units = np.minimum(np.arange(self.law.size), self.most) * self.unit
+        return float(self.law[1:] @ units[1:]) / q if q > 0.0 else 0.0
+
+
 class _StepMix:
     """The mean engine step in steady state as a function of y, the prompts arriving per step (y = rate x T).
 
@@ -160,6 +186,9 @@ class _StepMix:
         self.budget = r.config.max_num_batched_tokens
         self.affine: tuple[tuple[float, float, float], ...] | None = None
         self._last_steps: tuple[float, tuple[float, float, float]] | None = None
+        # the step chain's steps and prompt tokens at the y an open loop settled on (settle), and the last chain
+        self._chained: tuple[float, tuple[float, float, float], float] | None = None
+        self._last_chain: tuple[tuple[float, float, float], _ChainLaw | None] | None = None
         if not r.expert_bytes_per_gpu:
             zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
             one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
@@ -208,6 +237,12 @@ class _StepMix:
         """x1: the prompt tokens a step that carries prompts carries (k1 prompts, at most the decodes' room).
         Bursty arrivals come in clumps of `clump` prompts on average (clump_size): y / clump clumps a step,
         Poisson, so fewer steps carry prompts and those carry more."""
+        if self._chained is not None and self._chained[0] == y:
+            return self._chained[2]
+        return self.counted_prompt_tokens(y)
+
+    def counted_prompt_tokens(self, y: float) -> float:
+        """prompt_tokens() from the Poisson count at y (counted_steps)."""
         m = self.clump
         z = y / m
         k1 = m * z / -math.expm1(-z) if z > 1e-12 else m
@@ -217,6 +252,14 @@ class _StepMix:
         """(q, the step without a prompt, the mean step with one): the two kinds of step and the share of the
         second. The last y's answer is kept: at_rate asks for it four times (the mean step, the residual, the
         request step, the decode window)."""
+        if self._chained is not None and self._chained[0] == y:
+            return self._chained[1]
+        return self.counted_steps(y)
+
+    def counted_steps(self, y: float) -> tuple[float, float, float]:
+        """steps() from the Poisson count of prompts at y (prompts_per_step), never the step chain's: the decode
+        window (_Window) counts the prompts queued behind a request in whole prompts a step, which the chain's
+        mean over chunks of a prompt is not."""
         if self._last_steps is not None and self._last_steps[0] == y:
             return self._last_steps[1]
         b = self.decoding(y)
@@ -224,7 +267,7 @@ class _StepMix:
         if p <= 0.0:
             found = (0.0, self.step(b, 0.0), 0.0)
         else:
-            found = (min(p / self.prompt_tokens(y), 1.0), self.step(b, 0.0), self.prompt_step(y))
+            found = (min(p / self.counted_prompt_tokens(y), 1.0), self.step(b, 0.0), self.prompt_step(y))
         self._last_steps = (y, found)
         return found
 
@@ -251,7 +294,7 @@ class _StepMix:
         that is one straight line from one prompt to a full room has no gap (_one_line: prompts past the
         bend, the usual case, cost one step and no count of prompts)."""
         b = self.decoding(y)
-        x1 = self.prompt_tokens(y)
+        x1 = self.counted_prompt_tokens(y)
         room = self.room(y)
         if self._one_line(b, min(self.L, room), room):
             return self.step(b, x1)
@@ -389,13 +432,19 @@ class _StepMix:
         if chain is None:
             in_plain, in_prompt = self.busy_residual(y)
         else:
-            law, steps = chain
-            in_plain, in_prompt = step_chain.rest_of_step(law, steps, rate, idle)
+            in_plain, in_prompt = step_chain.rest_of_step(chain.law, chain.steps, rate, idle)
             in_plain *= -math.expm1(-self.decoding(y))
         return in_plain + in_prompt, in_plain, in_prompt
 
-    def _chain(self, y: float, rate: float,
-               idle: float) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    def _chain(self, y: float, rate: float, idle: float) -> _ChainLaw | None:
+        """The step chain at y and `rate` (_ChainLaw; the last one asked is kept: settle and in_flight ask for
+        the same), or None where it would be too large or there is nothing to chain."""
+        key = (y, rate, idle)
+        if self._last_chain is None or self._last_chain[0] != key:
+            self._last_chain = (key, self._solve_chain(y, rate, idle))
+        return self._last_chain[1]
+
+    def _solve_chain(self, y: float, rate: float, idle: float) -> _ChainLaw | None:
         """(the stationary law of the prompt units pending at a step, the step each state runs) at y and
         `rate` (step_chain.stationary), or None where the chain would be too large or there is nothing to
         chain. A prompt is CHAIN_UNITS units where at most CHAIN_FINE_PROMPTS fit a step (so a prompt chunked
@@ -404,9 +453,7 @@ class _StepMix:
         if self.L <= 0 or y <= 0.0 or rate <= 0.0:
             return None
         room = self.room(y)
-        units = 1 if room > CHAIN_FINE_PROMPTS * self.L else max(CHAIN_UNITS, math.ceil(CHAIN_UNITS * self.L / room))
-        unit = self.L / units
-        most = max(int(room // unit), 1)
+        units, unit, most = self._chain_units(room)
         backlog = max(CHAIN_BACKLOG_PROMPTS * units, most)
         if most + backlog + 1 > MAX_CHAIN_STATES:
             return None
@@ -423,8 +470,29 @@ class _StepMix:
             # near capacity the backlog outgrows the states followed (QA: 5 % of the mass in the last one at
             # 0.99 of the capacity with 4 prompts' backlog): follow twice as many while there is room
             if law[-1] <= CHAIN_TAIL or most + 2 * backlog + 1 > MAX_CHAIN_STATES:
-                return law, steps
+                return _ChainLaw(law, steps, unit, most)
             backlog *= 2
+
+    def _chain_units(self, room: float) -> tuple[int, float, int]:
+        """(the units of a prompt, a unit's tokens, the units a step takes) of the step chain for a step's `room`
+        of prompt tokens. One unit a prompt where more than CHAIN_FINE_PROMPTS fit a step; otherwise at least
+        CHAIN_UNITS a prompt (at least that many a step where a prompt is chunked), as many as bring a whole
+        number of units closest to the room: a step that takes whole units of L / 4 left up to a unit of its
+        budget unused (8,192-token prompts on an 8,190-token room ran 6,554 tokens a step and carried a fifth
+        of every prompt to the next, where vLLM carries 2 tokens: TPOT 10.8 % off the simulator at 8,192 /
+        256, 2026-12-04)."""
+        if room > CHAIN_FINE_PROMPTS * self.L:
+            return 1, self.L, max(int(room // self.L), 1)
+        fewest = max(CHAIN_UNITS, math.ceil(CHAIN_UNITS * self.L / room))
+        best: tuple[float, int, float, int] | None = None
+        for units in range(fewest, 2 * fewest + 1):
+            unit = self.L / units
+            most = max(round(room / unit), 1)
+            miss = abs(most * unit - room) / room
+            if best is None or miss < best[0] - 1e-12:
+                best = (miss, units, unit, most)
+        assert best is not None
+        return best[1], best[2], best[3]
 
     def _arrival_rows(self, means: NDArray[np.float64], terms: int) -> NDArray[np.float64]:
         """The step chain's arrival law: Poisson, or the Polya-Aeppli count of bursty clumps
@@ -564,6 +632,44 @@ class _StepMix:
                 return math.inf
         return _crossing(f, 0.0, hi, 1e-10)[1]
 
+    def settle(self, rate: float) -> float:
+        """An open loop's y at `rate`, its steps taken from the step chain (physics/step_chain.py) where there
+        is one: the root of rate E(y) = y with E the chain's mean step, and steps() / prompt_tokens() at that y
+        the chain's (the share of steps carrying prompts, their mean step, the prompt tokens they carry).
+
+        The Poisson count at y (steps, y_at_rate) puts k1 = y / (1 - e^-y) prompts in a prompt step; but a long
+        step gathers the prompts of a later one, so prompts bunch: fewer steps carry them, each carries more,
+        and the mean step is longer. Llama-3.1-8B at 1,000 / 250 on an H100 at 15 requests/s: the simulator's
+        steps (jumps off, 10,000 after warm-up) carry prompts 25.7 % of the time, 1,219 tokens and 40.6 ms each,
+        20.91 ms on average, a decode 21.42 ms weighted by its tokens; the Poisson count says 26.6 %, 1,163
+        tokens, 38.8 ms, 20.65 ms; the chain at the same y 25.5 %, 40.6 ms, 20.81 ms. That 2-3 % of TPOT at
+        60-70 % of capacity was most of the TPOT-bound capacities' optimism (benchmarks/surrogate_capacity.py).
+
+        The root is the Poisson one moved by one Newton step on the chain's E, with the Poisson E's slope
+        (rate x dE/dy: the two slopes differ by the ~1 % their steps do), and the chain solved again there: two
+        chains a point. One-token outputs, whose chain idles (nothing decodes between prompts), and shapes
+        without a chain keep the Poisson steps; so do closed loops (their clients send as steps end)."""
+        y = self.y_at_rate(rate)
+        if self.decodes == 0 or not math.isfinite(y) or y <= 0.0:
+            return y
+        first = self._chain(y, rate, 0.0)
+        if first is None:
+            return y
+        h = 1e-4 * y
+        slope = (rate * self.mean_step(y + h) - y) / h  # rate E(y) = y at the root (to 1e-10 of y)
+        if slope >= 1.0:
+            return y
+        settled = y + (rate * first.mean() - y) / (1.0 - slope)
+        if not settled > 0.0:
+            return y
+        # the law stays the one at y (a step's arrivals move with it by the ~1 % the root moved); its steps
+        # carry the decodes of the settled y: each state's step moves as the plain step does
+        shift = self.step(self.decoding(settled), 0.0) - float(first.steps[0])
+        chain = _ChainLaw(first.law, first.steps + shift, first.unit, first.most)
+        self._last_chain = ((settled, rate, 0.0), chain)
+        self._chained = (settled, chain.kinds(), chain.prompt_tokens())
+        return settled
+
     def y_at_step(self, target_s: float) -> float:
         """The y whose mean step is `target_s` (E is increasing): 0 when even an empty step is longer."""
         return self._y_at(self.mean_step, target_s)
@@ -685,7 +791,7 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     # and request shape by callers that ask for many rates); infinite when the replica cannot keep up
     mix = mix or _StepMix(r, input_tokens, output_tokens, _loop_cv2(poisson, burstiness))
     cv2 = mix.arrival_cv2
-    y = mix.y_at_rate(rate)
+    y = mix.settle(rate) if poisson else mix.y_at_rate(rate)
     t = mix.mean_step(y) if math.isfinite(y) else math.inf
     if not math.isfinite(t):
         return LoadPoint(requests_per_second=rate, concurrency=math.inf, running=math.inf, step_ms=math.inf,
@@ -800,8 +906,8 @@ class _Window:
     def __init__(self, r: Replica, mix: _StepMix, y: float, input_tokens: int, output_tokens: int, room: float,
                  service: float) -> None:
         self.r, self.L, self.O, self.service = r, input_tokens, output_tokens, service
-        _, self.plain, self.prompt = mix.steps(y)
-        self.x1 = mix.prompt_tokens(y) if input_tokens > 0 else 0.0
+        _, self.plain, self.prompt = mix.counted_steps(y)
+        self.x1 = mix.counted_prompt_tokens(y) if input_tokens > 0 else 0.0
         chunks = max(math.ceil(input_tokens / room), 1)
         self.last = input_tokens - (chunks - 1) * room
         self.spare = max(room - self.last, 0.0)
@@ -1103,11 +1209,18 @@ def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: flo
         if ok(first) and failed is None:  # TPOT or a scheduler limit binds: the closed form is the answer
             return _first_crossing(first, point, ok, output_tokens)
         if ok(first) and failed is not None:
+            # the closed form aimed inside the target by the factor at the rate that missed -- mostly the open
+            # loop's step chain over the Poisson count its closed form knows (settle), a few % and flat in the
+            # rate: a rate one tolerance above that misses confirms the answer in one evaluation, where a
+            # bisection takes eight
+            above = point(bound * (1 + RATE_TOLERANCE))
+            if not ok(above):
+                return _first_crossing(first, point, ok, output_tokens)
             # the factor grows with the rate (gpt-oss-20b at 2,000/2 on an H100: 1.0 at 15 requests/s, 2.4 at
             # 18), so aiming at the target over the factor at the rate that missed lands well inside it: the
             # answer lies between (QA: 15.2 requests/s for a 30 ms TPOT that 17.2 meets, below the 16.0 found
             # for 20 ms)
-            lo, hi = bound, failed
+            lo, hi = above.requests_per_second, failed
         else:
             hi = bound  # TTFT binds first: search below
     while ok(point(hi)) and hi < 1e6:

@@ -3,13 +3,16 @@
 vLLM schedules the prompts that arrived during step n into step n + 1 (n + 2 under async scheduling, whose
 interleaved chains have the same stationary law): a step that carries prompts is long, more prompts arrive
 during it, and the step they ride in is long in turn. Counting a step's prompts as Poisson at the mean y
-(analytic_load._StepMix) gets the mean step right but not its spread, and an arrival waits for the rest of the
-step in flight, E[T^2] / 2 E[T]: Llama-3.3-70B TP4 at 3,000 / 300 tokens on H100s at 2.2 requests/s runs prompt
-steps of 286 ms (sd 106) in the simulator, 261 (sd 56) counted at the mean; the rest of the step in flight is
-94.5 ms simulated, 80.2 counted at the mean, 94.7 by this chain.
+(analytic_load._StepMix.counted_steps) gets the mean step nearly right (1-2 % short) but not its spread, nor
+how the prompts bunch -- fewer steps carry them, each more (since 2026-12-04 an open loop's steps are the
+chain's: _StepMix.settle) -- and an arrival waits for the rest of the step in flight, E[T^2] / 2 E[T]:
+Llama-3.3-70B TP4 at 3,000 / 300 tokens on H100s at 2.2 requests/s runs prompt steps of 286 ms (sd 106) in
+the simulator, 261 (sd 56) counted at the mean; the rest of the step in flight is 94.5 ms simulated, 80.2
+counted at the mean, 94.7 by this chain.
 
-The chain's state is the prompt work pending when a step is scheduled, in units of a prompt (quarters where few
-prompts fit a step, so a prompt chunked at the budget carries its rest to the next step); a step takes up to
+The chain's state is the prompt work pending when a step is scheduled, in units of a prompt (at least quarters
+where few prompts fit a step, as many as fit a step's room in whole units, so a prompt chunked at the budget
+carries its rest to the next step: _StepMix._chain_units); a step takes up to
 `most` units and lasts step_s[units]; the prompts that arrive during it (Poisson with mean rate x step, or
 bursty clumps: the caller's arrival law) are pending for a later step. Its stationary law is one linear solve.
 """
