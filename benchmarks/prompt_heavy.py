@@ -34,7 +34,7 @@ def main() -> int:
     errors = []
     for prompt, output, rate in SHAPES:
         mix = analytic_load._StepMix(replica, prompt, output)
-        steady = mix.request_step(mix.y_at_rate(rate)) * 1e3
+        steady = mix.request_step(mix.settle(rate)) * 1e3
         analytic = analytic_load.at_rate(replica, rate, prompt, output, mix).tpot_ms
         simulated = []
         for seed in (0, 1):

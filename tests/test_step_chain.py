@@ -161,17 +161,34 @@ def test_near_capacity_the_chain_follows_more_backlog():
     assert len(steps) > most + max(analytic_load.CHAIN_BACKLOG_PROMPTS * units, most) + 1
 
 
-@pytest.mark.parametrize("prompt, room, expected", [
-    (200, 8000.0, (1, 200.0, 40)),  # over 16 prompts a step: a prompt is a unit
-    # 4 units of 250 leave 190 of 8,190 tokens unused (32 a step), 5 of 200 fill 8,200 (41): closest
-    (1000, 8190.0, (5, 200.0, 41)),
-    # chunked: 6 units of 500, 4 a step (2,000 of 2,032: 1.6 %, as close as 9 or 12 units get)
-    (3000, 2032.0, (6, 500.0, 4)),
-    # a prompt 2 tokens over the room: 5 units of 1,638.4, 5 a step -- one step, where units of a quarter of
-    # the room (4 of 2,048 a step: 6,554 tokens) carried a fifth of every prompt to the next step
-    (8192, 8190.0, (5, 1638.4, 5)),
+@pytest.mark.parametrize("gpu, prompt, room, expected", [
+    ("H100-SXM-80GB", 200, 8000.0, (1, 200.0, 40)),  # over 16 prompts a step: a prompt is a unit
+    # a budget of 8,192: 4 units of 250 make 32.8 a step, 5 of 200 make 41.0 (closest); at a room of 8,190, 41
+    ("H100-SXM-80GB", 1000, 8190.0, (5, 200.0, 41)),
+    # a prompt of a whole budget is 4 units, 4 a step: one step where 2 tokens are left to the next (quarters
+    # of the 8,190-token room, 4 of 1,638.4 a step, carried a fifth of every prompt to the next step)
+    ("H100-SXM-80GB", 8192, 8190.0, (4, 2048.0, 4)),
+    # chunked on a 2,048-token budget (an A100's): 6 units of 500, 4 a step (2,000 of 2,048; 7 or 12 units
+    # miss by more), the prompt's rest of 2 units carried to the next step
+    ("A100-SXM-80GB", 3000, 2032.0, (6, 500.0, 4)),
+    # units are chosen once for the shape, from the budget: at a smaller room only the count a step takes moves
+    ("A100-SXM-80GB", 3000, 1500.0, (6, 500.0, 3)),
 ])
-def test_the_chain_counts_prompts_in_units_that_fill_a_step(prompt, room, expected):
-    mix = analytic_load._StepMix(replica(LLAMA8, "H100-SXM-80GB"), prompt, 2)
+def test_the_chain_counts_prompts_in_units_that_fill_a_step(gpu, prompt, room, expected):
+    mix = analytic_load._StepMix(replica(LLAMA8, gpu), prompt, 2)
     units, unit, most = mix._chain_units(room)
     assert (units, most) == expected[::2] and unit == pytest.approx(expected[1], rel=1e-12)
+
+
+def test_the_chain_is_kept_at_every_rate_where_the_quarter_units_had_one():
+    """QA: units chosen at each rate's room flipped between neighbouring rates and some choices outgrew
+    MAX_CHAIN_STATES, so the chain fell back to the Poisson count in pockets of 500-640-token prompts on an H100
+    and TPOT dropped up to 9 % between neighbouring rates. Chosen once from the budget among the counts that fit,
+    the chain is there at every rate up to capacity."""
+    r = replica(LLAMA8, "H100-SXM-80GB")
+    for prompt in (500, 560, 600, 640):
+        top = analytic_load.max_rate(r, prompt, 200).requests_per_second
+        mix = analytic_load._StepMix(r, prompt, 200)
+        for k in range(1, 11):
+            rate = top * k / 10
+            assert mix._chain(mix.y_at_rate(rate), rate, 0.0) is not None, (prompt, rate)

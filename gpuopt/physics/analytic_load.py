@@ -73,7 +73,7 @@ def clump_size(cv2: float) -> float:
     return (1.0 + cv2) / 2 if cv2 > 1.0 else 1.0
 
 
-CHAIN_UNITS = 4  # units of a prompt in the step chain where few fit a step (_StepMix._chain)
+CHAIN_UNITS = 4  # fewest units of a prompt in the step chain where few fit a step (_StepMix._chain_units)
 CHAIN_FINE_PROMPTS = 16  # past this many prompts to a step's room, a prompt is one unit of the chain
 CHAIN_BACKLOG_PROMPTS = 4  # prompts of backlog the chain follows beyond a full step (or a step's worth more)
 MAX_CHAIN_STATES = 200  # a larger chain falls back to the Poisson count at y (a linear solve of its size)
@@ -189,6 +189,7 @@ class _StepMix:
         # the step chain's steps and prompt tokens at the y an open loop settled on (settle), and the last chain
         self._chained: tuple[float, tuple[float, float, float], float] | None = None
         self._last_chain: tuple[tuple[float, float, float], _ChainLaw | None] | None = None
+        self._units: tuple[int, float] | None = None  # the step chain's units of a prompt and a unit's tokens
         if not r.expert_bytes_per_gpu:
             zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
             one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
@@ -447,9 +448,9 @@ class _StepMix:
     def _solve_chain(self, y: float, rate: float, idle: float) -> _ChainLaw | None:
         """(the stationary law of the prompt units pending at a step, the step each state runs) at y and
         `rate` (step_chain.stationary), or None where the chain would be too large or there is nothing to
-        chain. A prompt is CHAIN_UNITS units where at most CHAIN_FINE_PROMPTS fit a step (so a prompt chunked
-        at the budget carries its rest), more where it is longer than a step's room (a unit never exceeds
-        it), one unit where many fit (the rounding is at most a unit in CHAIN_FINE_PROMPTS of the step)."""
+        chain. A prompt is _chain_units' units: one where more than CHAIN_FINE_PROMPTS fit a step, else at least
+        CHAIN_UNITS, as many as fill the budget closest in whole units (so a prompt chunked at the budget
+        carries its rest)."""
         if self.L <= 0 or y <= 0.0 or rate <= 0.0:
             return None
         room = self.room(y)
@@ -483,16 +484,31 @@ class _StepMix:
         256, 2026-12-04)."""
         if room > CHAIN_FINE_PROMPTS * self.L:
             return 1, self.L, max(int(room // self.L), 1)
+        if self._units is None:
+            self._units = self._units_for_budget()
+        units, unit = self._units
+        return units, unit, max(round(room / unit), 1)
+
+    def _units_for_budget(self) -> tuple[int, float]:
+        """_chain_units' units, chosen once for the shape from the whole budget (QA: chosen at each y's room they
+        flipped between neighbouring rates, and a choice whose chain outgrew MAX_CHAIN_STATES fell back to the
+        Poisson count there, so TPOT dropped up to 9 % between neighbouring rates and a capacity could sit in
+        such a pocket, above rates that miss the target): the closest whole number of units to the budget among
+        the counts whose chain fits (the fewest if none does)."""
+        room = float(self.budget)
         fewest = max(CHAIN_UNITS, math.ceil(CHAIN_UNITS * self.L / room))
-        best: tuple[float, int, float, int] | None = None
+        best: tuple[float, int, float] | None = None
         for units in range(fewest, 2 * fewest + 1):
             unit = self.L / units
             most = max(round(room / unit), 1)
+            fits = most + max(CHAIN_BACKLOG_PROMPTS * units, most) + 1 <= MAX_CHAIN_STATES
+            if best is not None and not fits:
+                continue
             miss = abs(most * unit - room) / room
             if best is None or miss < best[0] - 1e-12:
-                best = (miss, units, unit, most)
+                best = (miss, units, unit)
         assert best is not None
-        return best[1], best[2], best[3]
+        return best[1], best[2]
 
     def _arrival_rows(self, means: NDArray[np.float64], terms: int) -> NDArray[np.float64]:
         """The step chain's arrival law: Poisson, or the Polya-Aeppli count of bursty clumps
@@ -646,9 +662,13 @@ class _StepMix:
         60-70 % of capacity was most of the TPOT-bound capacities' optimism (benchmarks/surrogate_capacity.py).
 
         The root is the Poisson one moved by one Newton step on the chain's E, with the Poisson E's slope
-        (rate x dE/dy: the two slopes differ by the ~1 % their steps do), and the chain solved again there: two
-        chains a point. One-token outputs, whose chain idles (nothing decodes between prompts), and shapes
-        without a chain keep the Poisson steps; so do closed loops (their clients send as steps end)."""
+        (rate x dE/dy), the chain's law kept and its steps moved with the plain step's decodes there: one chain
+        a point. Below ~90 % of capacity the step lands within ~1 % of the chain's own root; at the scheduler's
+        limit the slope nears 1 and it overshoots (QA: Llama-3.1-8B at 1,000 / 250 on an H100 at its limit,
+        y 9 % past the chain's root, capacity 0.4 % and TPOT 0.7 % off, inside the search's tolerance), where
+        iterating would take two or three more chains a point. One-token outputs, whose chain idles (nothing
+        decodes between prompts), and shapes without a chain keep the Poisson steps; so do closed loops (their
+        clients send as steps end)."""
         y = self.y_at_rate(rate)
         if self.decodes == 0 or not math.isfinite(y) or y <= 0.0:
             return y
@@ -1236,6 +1256,8 @@ def _bisect(lo: float, hi: float, point: Callable[[float], LoadPoint], ok: Calla
     RATE_TOLERANCE."""
     while hi - lo > RATE_TOLERANCE * hi:
         mid = (lo + hi) / 2
+        if not lo < mid < hi:  # the bracket is below float resolution (lo = 0, hi underflowing): QA found a hang
+            break
         if ok(point(mid)):
             lo = mid
         else:

@@ -124,6 +124,8 @@ def kv_wait_s(slots: float, in_service: float, holding_s: float, peakedness: flo
         return 0.0
     if not math.isfinite(peakedness):
         return math.inf
+    if not peakedness >= 1.0:
+        raise ValueError(f"a population's peakedness is at least 1 (Poisson): got {peakedness}")
     if peakedness != 1.0:  # Hayward: peaked traffic on c servers is Poisson traffic a / z on c / z of them
         slots, in_service = slots / peakedness, in_service / peakedness
     offered = min(in_service, MAX_LOAD * slots)
@@ -138,11 +140,14 @@ def deterministic_share(servers: float, load: float) -> float:
         1/2 (1 + (1 - rho) (c - 1) (sqrt(4 + 5 c) - 2) / (16 rho c)),
 
     exactly 1/2 at one server (Pollaczek-Khinchine) and in heavy traffic, a little more with many servers at
-    moderate load. Below one server (a peaked population's c / z) it is taken as one server's."""
+    moderate load, never above 1. Below one server (a peaked population's c / z) it is taken as one server's."""
     if load <= 0.0:
         return 1.0
     c = max(servers, 1.0)
-    return 0.5 * (1.0 + (1.0 - load) * (c - 1.0) * (math.sqrt(4.0 + 5.0 * c) - 2.0) / (16.0 * load * c))
+    # at most M/M/c's own wait: the correction grows as 1 / rho at light load (1.85 at 10 servers, 0.1 busy),
+    # where it is not meant to apply, and against the interpolated Erlang C of 1-2 servers it left the wait a
+    # floor at vanishing load that max_rate's search chased to rate 0 (QA: a hang)
+    return min(0.5 * (1.0 + (1.0 - load) * (c - 1.0) * (math.sqrt(4.0 + 5.0 * c) - 2.0) / (16.0 * load * c)), 1.0)
 
 
 def _lower_gamma_regularized(a: float, x: float) -> float:
