@@ -117,6 +117,19 @@ def _loop_cv2(poisson: bool, burstiness: float) -> float:
     return arrival_cv2(burstiness) if poisson else 1.0
 
 
+def _visited_batches(b: float) -> tuple[float, float]:
+    """The decode batches a steady state at mean batch b swings between, b -+ sqrt(b) with at least one
+    sequence: where request_step and population_peakedness take the secant of the step in the batch."""
+    lo = max(b - math.sqrt(b), 1.0)
+    return lo, lo + max(2 * math.sqrt(b), 1.0)
+
+
+def _chain_backlog(units: int, most: int) -> int:
+    """The backlog (in units) a step chain first follows past a full step: CHAIN_BACKLOG_PROMPTS prompts, or a
+    step's worth; the chain has most + backlog + 1 states, at most MAX_CHAIN_STATES."""
+    return max(CHAIN_BACKLOG_PROMPTS * units, most)
+
+
 @dataclass(frozen=True)
 class _ChainLaw:
     """The step chain at one y (step_chain.stationary): the law of the prompt units pending when a step is
@@ -455,7 +468,7 @@ class _StepMix:
             return None
         room = self.room(y)
         units, unit, most = self._chain_units(room)
-        backlog = max(CHAIN_BACKLOG_PROMPTS * units, most)
+        backlog = _chain_backlog(units, most)
         if most + backlog + 1 > MAX_CHAIN_STATES:
             return None
         # a state past `most` runs the full step: its prompt tokens are evaluated once
@@ -501,7 +514,7 @@ class _StepMix:
         for units in range(fewest, 2 * fewest + 1):
             unit = self.L / units
             most = max(round(room / unit), 1)
-            fits = most + max(CHAIN_BACKLOG_PROMPTS * units, most) + 1 <= MAX_CHAIN_STATES
+            fits = most + _chain_backlog(units, most) + 1 <= MAX_CHAIN_STATES
             if best is not None and not fits:
                 continue
             miss = abs(most * unit - room) / room
@@ -564,8 +577,7 @@ class _StepMix:
             return p_j / stall if stall > 0 else math.inf
 
         b = self.decoding(y)
-        lo = max(b - math.sqrt(b), 1.0)
-        hi = lo + max(2 * math.sqrt(b), 1.0)
+        lo, hi = _visited_batches(b)
         t_lo, t_hi = t(lo), t(hi)
         if not math.isfinite(t_hi):
             return math.inf
@@ -607,8 +619,7 @@ class _StepMix:
         beta = 0.0
         b = self.decoding(y)
         if b > 0.0:
-            lo = max(b - math.sqrt(b), 1.0)
-            hi = lo + max(2 * math.sqrt(b), 1.0)
+            lo, hi = _visited_batches(b)
             c = max((self.step(hi, 0.0) - self.step(lo, 0.0)) / (hi - lo), 0.0)
             beta = y / mean * self.decodes * c
         if stall >= 1.0 or beta >= 1.0:

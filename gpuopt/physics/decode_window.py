@@ -31,7 +31,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from gpuopt.physics.step_chain import poisson_rows, poisson_terms
+from gpuopt.physics.step_chain import poisson_rows, poisson_terms, transitions
 
 RESOLUTION = 4  # pending prompt work in quarters of a prompt
 MAX_WINDOW_STEPS = 256  # past this many decode steps the chain has mixed: the rest are at its stationary mean
@@ -92,12 +92,7 @@ def window_factor(rate: float, prompt_tokens: int, output_tokens: int, plain_s: 
     # (what would pass the last state stays there: the chain's truncation)
     means = rate * (plain_s + per_unit * np.arange(most + 1))
     terms = poisson_terms(float(means[-1]))
-    P = poisson_rows(means, terms)[served]  # each state's arrival probabilities
-    dest = (k - served)[:, None] + a * np.arange(terms)[None, :]
-    inside = dest < size - 1  # distinct within a row (a >= 1): set at once
-    T = np.zeros((size, size))
-    T[np.broadcast_to(k[:, None], dest.shape)[inside], dest[inside]] = P[inside]
-    T[:, size - 1] += np.where(inside, 0.0, P).sum(axis=1) + np.clip(1.0 - P.sum(axis=1), 0.0, None)
+    T = transitions(k - served, a, poisson_rows(means, terms)[served])  # each state's arrival probabilities
     # the start: n1 ~ Poisson(queued_before) queued before the last prefill step, which takes up to
     # spare_room of their tokens and lasts accordingly; n2 ~ Poisson(rate x that step) arrive during it
     start = np.zeros(size)

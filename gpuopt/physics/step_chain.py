@@ -45,6 +45,23 @@ ArrivalRows = Callable[[NDArray[np.float64], int], NDArray[np.float64]]
 """P(n prompts arrive) for n = 0 .. terms - 1, one row per mean count (poisson_rows for Poisson arrivals)."""
 
 
+def transitions(carry: NDArray[np.int64], units_per_prompt: int,
+                arrivals: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The chain's transition matrix over states 0 .. K (K = len(carry) - 1, the last holding everything past
+    it): from state k, carry[k] units stay pending and n prompts of `units_per_prompt` units arrive with
+    probability arrivals[k, n]; what would pass the last state, and the arrival law's uncounted tail, piles
+    into it. Shared by the stationary law here and the decode window's walk (decode_window.window_factor)."""
+    size = carry.size
+    k = np.arange(size)
+    dest = carry[:, None] + units_per_prompt * np.arange(arrivals.shape[1])[None, :]
+    inside = dest < size - 1  # distinct within a row (units_per_prompt >= 1): set at once
+    moves = np.zeros((size, size))
+    moves[np.broadcast_to(k[:, None], dest.shape)[inside], dest[inside]] = arrivals[inside]
+    moves[:, size - 1] += (np.where(inside, 0.0, arrivals).sum(axis=1)
+                           + np.clip(1.0 - arrivals.sum(axis=1), 0.0, None))
+    return moves
+
+
 def stationary(step_s: NDArray[np.float64], most: int, units_per_prompt: int, rate: float, idle: float,
                arrivals: ArrivalRows = poisson_rows) -> NDArray[np.float64]:
     """The stationary law of the pending prompt work at a step's scheduling, in units: state k (0 .. K,
@@ -53,15 +70,8 @@ def stationary(step_s: NDArray[np.float64], most: int, units_per_prompt: int, ra
     step_s[k], add `units_per_prompt` units each. With nothing pending the engine is idle with probability
     `idle` (nothing decodes either): it waits for the next arrival and schedules that prompt alone at once."""
     size = step_s.size
-    k = np.arange(size)
-    carry = np.maximum(k - most, 0)
     terms = (size - 1) // units_per_prompt + 2  # the last count reaches the last state from any carry
-    probs = arrivals(rate * step_s, terms)
-    dest = carry[:, None] + units_per_prompt * np.arange(terms)[None, :]
-    inside = dest < size - 1  # distinct within a row: set at once, the rest piles into the last state
-    moves = np.zeros((size, size))
-    moves[np.broadcast_to(k[:, None], dest.shape)[inside], dest[inside]] = probs[inside]
-    moves[:, size - 1] += np.where(inside, 0.0, probs).sum(axis=1) + np.clip(1.0 - probs.sum(axis=1), 0.0, None)
+    moves = transitions(np.maximum(np.arange(size) - most, 0), units_per_prompt, arrivals(rate * step_s, terms))
     moves[0] *= 1.0 - idle
     moves[0, min(units_per_prompt, size - 1)] += idle
     # pi (moves - I) = 0 with sum(pi) = 1: the last balance equation is implied by the others
