@@ -375,14 +375,15 @@ def test_the_running_population_swings_wider_than_poisson_as_each_arrival_stretc
     q, plain, prompt = mix.steps(y)
     mean = (1 - q) * plain + q * prompt
     stall = rate * q / y * (prompt - plain)  # prompt steps a second (a share q of steps y / rate long) x their extra
-    assert stall == pytest.approx(q / mean * (prompt - plain), rel=1e-9)
+    # y = rate E(y) to the root's tolerance
+    assert stall == pytest.approx(q / mean * (prompt - plain), rel=10 * analytic_load.ROOT_TOLERANCE)
     b = 299 * y
     lo = max(b - math.sqrt(b), 1.0)
     hi = lo + 2 * math.sqrt(b)
     c = (mix.step(hi, 0.0) - mix.step(lo, 0.0)) / (hi - lo)
     beta = rate * 299 * c
     z = mix.population_peakedness(y)
-    assert z == pytest.approx(1 / ((1 - stall) ** 2 * (1 - beta)), rel=1e-9)
+    assert z == pytest.approx(1 / ((1 - stall) ** 2 * (1 - beta)), rel=1e-7)  # y to the root's tolerance
     assert 3.0 < z < 4.0 and stall > 0.3
     # it grows with the load
     assert 1.0 < mix.population_peakedness(mix.y_at_rate(1.0)) < z < mix.population_peakedness(mix.y_at_rate(2.4))

@@ -45,6 +45,10 @@ from gpuopt.physics.traffic import arrival_cv2
 
 CONCURRENCY_TOLERANCE = 1e-3  # closed loops: concurrency is steep in the rate near saturation
 RATE_TOLERANCE = 5e-3  # relative precision of the searched request rates (0.5 %, well inside the model error)
+# relative width of the bracket around a steady state's y (_crossing): far inside RATE_TOLERANCE, and above the
+# ~1e-10 of y at which the rounding of the step sums makes rate E(y) - y noise (1e-10 until 2026-12-05 took 2-3
+# evaluations more a root, chasing that noise)
+ROOT_TOLERANCE = 1e-8
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,8 @@ class _StepMix:
         self._chained: tuple[float, tuple[float, float, float], float] | None = None
         self._last_chain: tuple[tuple[float, float, float], _ChainLaw | None] | None = None
         self._units: tuple[int, float] | None = None  # the step chain's units of a prompt and a unit's tokens
+        self._root: tuple[float, float] | None = None  # the last (rate, y) of y_at_rate: a search asks near it
+        self._aimed: float | None = None  # the last y at a target step (_y_at), where the next is sought first
         if not r.expert_bytes_per_gpu:
             zero = step_parts_s(r, 0.0, self.context, 0.0, input_tokens / 2)
             one_b = step_parts_s(r, 1.0, self.context, 0.0, input_tokens / 2)
@@ -649,15 +655,27 @@ class _StepMix:
         if not math.isfinite(rate):
             return math.inf
 
+        if self._root is not None and self._root[0] == rate:
+            return self._root[1]
+
         def f(y: float) -> float:  # positive at 0, negative past the root
             return rate * self.mean_step(y) - y
 
-        hi = max(rate * self.mean_step(0.0) * 2, 1e-9)
-        while f(hi) > 0.0:
-            hi *= 4
-            if hi > 1e9:
-                return math.inf
-        return _crossing(f, 0.0, hi, 1e-10)[1]
+        f_lo = f(0.0)
+        if self._root is not None and math.isfinite(self._root[1]) and self._root[1] > 0.0:
+            # a capacity search asks for rates close together: start from the last root scaled by the rate
+            # (y = rate E(y), E moving less than the rate), a bracket a few % wide (4-5 evaluations of E where
+            # the bracket from 0 took 7-8)
+            lo, hi, f_lo, f_hi = _bracket_near(f, self._root[1] * rate / self._root[0], 0.0, f_lo)
+        else:
+            lo, hi = 0.0, max(rate * self.mean_step(0.0) * 2, 1e-9)
+            f_hi = f(hi)
+            while f_hi > 0.0 and hi <= 1e9:
+                lo, f_lo, hi = hi, f_hi, hi * 4
+                f_hi = f(hi)
+        y = math.inf if f_hi > 0.0 else _crossing(f, lo, hi, ROOT_TOLERANCE, f_lo, f_hi)[1]
+        self._root = (rate, y)
+        return y
 
     def settle(self, rate: float) -> float:
         """An open loop's y at `rate`, its steps taken from the step chain (physics/step_chain.py) where there
@@ -705,47 +723,105 @@ class _StepMix:
         """The y whose mean step is `target_s` (E is increasing): 0 when even an empty step is longer."""
         return self._y_at(self.mean_step, target_s)
 
-    @staticmethod
-    def _y_at(step: Callable[[float], float], target_s: float) -> float:
-        if step(0.0) >= target_s:
+    def _y_at(self, step: Callable[[float], float], target_s: float) -> float:
+        """The y at which `step` (increasing) reaches `target_s`, from near the last such y (a capacity search
+        aims at targets close together)."""
+        f_floor = target_s - step(0.0)
+        if f_floor <= 0.0:
             return 0.0
-        hi = 1.0
-        while step(hi) < target_s:
-            hi *= 4
+
+        def f(y: float) -> float:
+            return target_s - step(y)
+
+        if self._aimed is not None:
+            lo, hi, f_lo, f_hi = _bracket_near(f, self._aimed, 0.0, f_floor)
+        else:  # the first: the chord through y = 0 and 1 extrapolated, or [0, 1] where it holds the crossing
+            f_one = f(1.0)
+            if f_one < 0.0:
+                lo, hi, f_lo, f_hi = 0.0, 1.0, f_floor, f_one
+            else:
+                guess = min(f_floor / max(f_floor - f_one, 1e-300), 1e9)
+                lo, hi, f_lo, f_hi = _bracket_near(f, guess, 1.0, f_one, 0.1)
+        if f_hi >= 0.0:
+            return math.inf
+        y = _crossing(f, lo, hi, ROOT_TOLERANCE, f_lo, f_hi)[0]
+        self._aimed = y if y > 0.0 else None
+        return y
+
+
+def _bracket_near(f: Callable[[float], float], guess: float, floor: float, f_floor: float,
+                  width: float = 0.02) -> tuple[float, float, float, float]:
+    """(lo, hi, f(lo), f(hi)) with f(lo) >= 0 > f(hi) around the zero of a decreasing-through-zero f believed
+    near `guess`: f at the guess, then steps away from it (the first `width` x guess) that double until f
+    changes sign, never below `floor` (whose f is `f_floor`, >= 0); f(hi) stays >= 0 where f is positive
+    past 1e9."""
+    f_guess = f(guess)
+    step = max(guess * width, 1e-12)
+    if f_guess >= 0.0:
+        lo, f_lo = guess, f_guess
+        while True:
+            hi = lo + step
+            f_hi = f(hi)
+            if f_hi < 0.0:
+                return lo, hi, f_lo, f_hi
             if hi > 1e9:
-                return math.inf
-        return _crossing(lambda y: target_s - step(y), 0.0, hi, 1e-10)[0]
+                return lo, hi, f_lo, f_hi
+            lo, f_lo, step = hi, f_hi, step * 2
+    hi, f_hi = guess, f_guess
+    while True:
+        lo = hi - step
+        if lo <= floor:
+            return floor, hi, f_floor, f_hi
+        f_lo = f(lo)
+        if f_lo >= 0.0:
+            return lo, hi, f_lo, f_hi
+        hi, f_hi, step = lo, f_lo, step * 2
 
 
-def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float) -> tuple[float, float]:
+def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float, f_lo: float | None = None,
+              f_hi: float | None = None) -> tuple[float, float]:
     """A bracket [lo, hi] no wider than rel_tol x hi around the one zero of a decreasing-through-zero f, with
     f(lo) >= 0 >= f(hi) kept throughout (the Illinois variant of regula falsi: a few steps where bisection
-    takes dozens). Callers choose the safe end."""
-    f_lo, f_hi = f(lo), f(hi)
+    takes dozens). Callers choose the safe end; `f_lo`, `f_hi`: f at the ends where the caller has them."""
+    f_lo = f(lo) if f_lo is None else f_lo
+    f_hi = f(hi) if f_hi is None else f_hi
     if f_lo <= 0.0:
         return lo, lo
     if f_hi >= 0.0:
         return hi, hi
     side = 0
     for _ in range(200):
-        if hi - lo <= rel_tol * abs(hi):
+        width = rel_tol * abs(hi)
+        if hi - lo <= width:
             break
-        t = (lo * f_hi - hi * f_lo) / (f_hi - f_lo)
+        slope = (f_hi - f_lo) / (hi - lo)
+        t = lo - f_lo / slope
         if not lo < t < hi:
             t = (lo + hi) / 2  # rounding pushed the secant point out: bisect once
         value = f(t)
+        if value == 0:
+            return t, t
+        # where the secant says the zero is within half the tolerance of t, probe that far past it: one
+        # evaluation closes the bracket, where Illinois' halving of the stale end takes three or four (a solve
+        # asks for ~12,000 such zeros, most of a nearly straight f; 8.3 evaluations each until 2026-12-05)
+        probe = t - math.copysign(width / 2, value / slope)
+        if abs(value / slope) < width / 4 and lo < probe < hi:
+            beyond = f(probe)
+            if (beyond <= 0) == (value > 0):
+                return (t, probe) if value > 0 else (probe, t)
+            t, value = probe, beyond
+            if value == 0:
+                return t, t
         if value > 0:
             lo, f_lo = t, value
             if side == -1:
                 f_hi /= 2  # halve the stale end so the bracket shrinks from both sides
             side = -1
-        elif value < 0:
+        else:
             hi, f_hi = t, value
             if side == 1:
                 f_lo /= 2
             side = 1
-        else:
-            return t, t
     return lo, hi
 
 
@@ -1180,7 +1256,9 @@ def _closed_form_rate(r: Replica, input_tokens: int, output_tokens: int, target_
         y_t = mix.y_at_request_step(target_s) if poisson else mix.y_at_step(target_s)
         if math.isfinite(y_t):  # inf: no step reaches the target, the limits alone bound the rate
             bound = min(bound, y_t / mix.mean_step(y_t) if y_t > 0 else 0.0)
-    return None if not math.isfinite(bound) else bound * (1 - 1e-9)
+    # a hair below: y_at_rate's root lies up to ROOT_TOLERANCE past the true one (its unstable side), which at
+    # the bound itself would read as a limit crossed
+    return None if not math.isfinite(bound) else bound * (1 - 10 * ROOT_TOLERANCE)
 
 
 def max_rate(r: Replica, input_tokens: int, output_tokens: int, ttft_slo_ms: float | None = None,
