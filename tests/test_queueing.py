@@ -191,16 +191,16 @@ def test_a_ttft_target_near_the_kv_limit_is_met_further_below_it_under_poisson_t
 
 
 def test_fit_past_the_kv_limit_reports_an_unbounded_queue_not_the_ttft_of_a_cache_that_held_everyone():
-    """Qwen2.5-32B FP8 on one A100-40GB holds 15.1 requests of 1,200/300 tokens (14.4 without preempting as their
-    ages swing): 1 request/s is past its 0.911 (the KV limit), so TTFT and the requests in flight grow without
-    bound; it printed 551 ms and 17.5 before. Within 3 s it sustains 0.788 (`gpuopt simulate`, 3,000 requests:
-    0.75 gives 1.7 s mean, 0.84 7.2 s, 0.94 collapses; 0.778 before the population's swing, M/D/c and the
-    cache's mean fill entered the wait for KV room, 2026-12-04; 0.774 before a request's first token came out of its
-    prefill step and the wait for the step in flight left the idle engine out, 2026-12-04; 0.805 before a
-    place was held through the prefill and a waiting prompt needed a whole one, 2026-12-04; 0.842 with the
-    places counted at the mean, 0.812 with
-    each place held for O mean steps instead of O request steps, 0.808 before prompts queued for the prefill
-    work ahead of them)."""
+    """Qwen2.5-32B FP8 on one A100-40GB holds 15.1 requests of 1,200/300 tokens (14.4 without preempting as their ages
+    swing): 1 request/s is past its 0.911 (the KV limit), so TTFT and the requests in flight grow without bound; it
+    printed 551 ms and 17.5 before. Within 3 s it sustains 0.785 (`gpuopt simulate`, 3,000 requests: 0.75 gives 1.7
+    s mean, 0.84 7.2 s, 0.94 collapses; 0.788 before the prompt stalls widened the decode batch's swing (a request
+    lives longer, holds its place longer), 2026-12-05; 0.778 before the population's swing, M/D/c and the cache's
+    mean fill entered the wait for KV room, 2026-12-04; 0.774 before a request's first token came out of its prefill
+    step and the wait for the step in flight left the idle engine out, 2026-12-04; 0.805 before a place was held
+    through the prefill and a waiting prompt needed a whole one, 2026-12-04; 0.842 with the places counted at the
+    mean, 0.812 with each place held for O mean steps instead of O request steps, 0.808 before prompts queued for
+    the prefill work ahead of them)."""
     result = run("fit", "--model", "Qwen/Qwen2.5-32B-Instruct", "--gpu", "A100-SXM-40GB", "--precision", "fp8",
                  "--kv-cache-dtype", "fp8", "--max-model-len", "16384", "--input-tokens", "1200", "--output-tokens",
                  "300", "--ttft-slo-ms", "3000", "--tpot-slo-ms", "60", "--request-rate", "1", "--json")
@@ -208,7 +208,7 @@ def test_fit_past_the_kv_limit_reports_an_unbounded_queue_not_the_ttft_of_a_cach
     out = json.loads(result.stdout)
     assert out["overloaded"] == 1.0 and out["ttft_ms"] is None and out["concurrency"] is None
     assert out["requests_per_second"] == pytest.approx(0.911, abs=1e-3)
-    assert out["max_requests_per_second_within_slo"] == pytest.approx(0.788, abs=2e-3)
+    assert out["max_requests_per_second_within_slo"] == pytest.approx(0.785, abs=2e-3)
 
 
 def _small_model(gpu: str) -> latency.Replica:
