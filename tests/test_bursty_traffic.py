@@ -114,6 +114,21 @@ def test_the_batch_dispersion_by_hand():
     assert mix.dispersion(0.0) == 1.0  # an empty engine: one arrival at a time
     assert mix.dispersion(3.0) == pytest.approx((1 + 4 * 3) / 4)  # 3.25
     assert analytic_load._StepMix(_replica(), 1000, 250).dispersion(100.0) == 1.0  # Poisson
+    # prompt stalls a share s of the time: each arrival's Borel(s) progeny, a compound count
+    # (s + D_a (1 - s)) / (1 - s)^2 -- 1 / (1 - s)^2 for Poisson arrivals
+    poisson = analytic_load._StepMix(_replica(), 1000, 250)
+    assert poisson.dispersion(100.0, 0.2) == pytest.approx(1 / 0.8**2)  # 1.5625
+    assert mix.dispersion(3.0, 0.2) == pytest.approx((0.2 + 3.25 * 0.8) / 0.8**2)  # 4.375
+
+
+@settings(max_examples=60, deadline=None)
+@given(batch=st.floats(0.0, 500.0), cv2=st.floats(1.0, 8.0), s1=st.floats(0.0, 0.95), s2=st.floats(0.0, 0.95))
+def test_the_stalls_only_widen_the_batch(batch, cv2, s1, s2):
+    """No stall leaves the arrivals' own dispersion; more of the time stalled, a wider batch."""
+    mix = analytic_load._StepMix(_replica(), 1000, 250, cv2)
+    assert mix.dispersion(batch, 0.0) == mix.dispersion(batch)
+    lo, hi = sorted((s1, s2))
+    assert mix.dispersion(batch) <= mix.dispersion(batch, lo) <= mix.dispersion(batch, hi) * (1 + 1e-12)
 
 
 def test_the_clump_wait_by_hand():

@@ -49,6 +49,8 @@ RATE_TOLERANCE = 5e-3  # relative precision of the searched request rates (0.5 %
 # ~1e-10 of y at which the rounding of the step sums makes rate E(y) - y noise (1e-10 until 2026-12-05 took 2-3
 # evaluations more a root, chasing that noise)
 ROOT_TOLERANCE = 1e-8
+NO_STEADY_Y = 1e9  # past this many prompts a step there is no steady state (y_at_rate: inf)
+SETTLE_MOVE = 0.25  # the largest move of an open loop's y from the Poisson root to the chain's (_StepMix.settle)
 
 
 @dataclass(frozen=True)
@@ -564,7 +566,8 @@ class _StepMix:
 
         (T(b) + c / (1 - beta) where T is affine: the mean step plus the swing). The prompt stalls widen that
         swing (a prompt step stalls every decode at once: dispersion, 2026-12-05), so a request meets
-        TPOT = (a + c D (1 - beta) / (1 - beta_p)) / (1 - beta), the secant over b -+ sqrt(D b). Summing the
+        TPOT = (a + c (D_a + (D - D_a) (1 - beta) / (1 - beta_p))) / (1 - beta), the secant over b -+ sqrt(D b)
+        (dispersion). Summing the
         chain itself over T(j) at 24 batches agreed within 0.1 % on dense models and was 0-5 % lower on MoE
         ones, whose step is concave in the batch (the experts touched saturate), but made `solve` 4x slower;
         the secant stays.
@@ -607,8 +610,12 @@ class _StepMix:
         plain_beta = y / mean * self.decodes * max((p_hi - p_lo) / (hi - lo), 0.0)
         if beta >= 1.0:
             return math.inf
-        # the batch swings D / (1 - plain_beta) times its mean (dispersion), the chain's own T(j) 1 / (1 - beta)
-        swing = dispersion * (1.0 - beta) / (1.0 - plain_beta)
+        # the batch swings D / (1 - plain_beta) times its mean (dispersion), the chain's own T(j) 1 / (1 - beta):
+        # the stalls' excess over the arrivals' own D_a enters at that ratio, so without stalls this is the
+        # chain's D_a whatever the two betas (QA: D (1 - beta) / (1 - beta_p) made TPOT fall with the load where
+        # a stall-free mean batch sat beside batches whose prompt steps stall, Qwen2.5-0.5B at 3,000 / 300)
+        arrivals = self.dispersion(b)
+        swing = arrivals + (dispersion - arrivals) * (1.0 - beta) / (1.0 - plain_beta)
         return (t_lo - c * lo + c * swing) / (1.0 - beta)
 
     def population_peakedness(self, y: float) -> float:
@@ -640,15 +647,21 @@ class _StepMix:
         if mean <= 0.0 or not math.isfinite(mean):
             return math.inf
         stall = self._stall_share(q, plain, prompt, mean)
-        beta = 0.0
-        b = self.decoding(y)
-        if b > 0.0:
-            lo, hi = _visited_batches(b)
-            c = max((self.step(hi, 0.0) - self.step(lo, 0.0)) / (hi - lo), 0.0)
-            beta = y / mean * self.decodes * c  # request_step's plain_beta
+        beta = self.decode_beta(y, mean)
         if stall >= 1.0 or beta >= 1.0:
             return math.inf
         return 1.0 / ((1.0 - stall) ** 2 * (1.0 - beta))
+
+    def decode_beta(self, y: float, mean: float) -> float:
+        """beta = rate (O - 1) c: how much each sequence decoding slows the others (c the plain step's slope in the
+        batch over the batches visited, the rate y / mean): the decode population's self-slowing, which
+        widens its swings (population_peakedness) and slows its return to steady state (relaxation)."""
+        b = self.decoding(y)
+        if b <= 0.0 or mean <= 0.0:
+            return 0.0
+        lo, hi = _visited_batches(b)
+        c = max((self.step(hi, 0.0) - self.step(lo, 0.0)) / (hi - lo), 0.0)
+        return y / mean * self.decodes * c
 
     @staticmethod
     def _stall_share(q: float, plain: float, prompt: float, mean: float) -> float:
@@ -658,11 +671,12 @@ class _StepMix:
 
     def dispersion(self, batch: float, stall: float = 0.0) -> float:
         """D: the decode batch's variance over its mean is D / (1 - beta_p), beta_p = rate (O - 1) x the plain
-        step's slope in the batch (each decoding sequence slows the others: population_peakedness). A request
-        decodes in steps of mean a + c E[j^2] / E[j] = a + c (E[j] + variance / mean), and Little's law closes
-        it: request_step's TPOT = (a + c D (1 - beta) / (1 - beta_p)) / (1 - beta), its processor-sharing
-        chain's own swing being 1 / (1 - beta) (D = 1 and beta = beta_p without prompt stalls: (a + c) / (1 -
-        beta)).
+        step's slope in the batch (each decoding sequence slows the others: decode_beta). A request decodes in
+        steps of mean a + c E[j^2] / E[j] = a + c (E[j] + variance / mean), and Little's law closes it. The
+        processor-sharing chain of request_step swings D_a / (1 - beta) (beta its own slope's, the prompt
+        steps' share in it), so the stalls' excess over the arrivals' D_a enters at (1 - beta) / (1 - beta_p):
+        TPOT = (a + c (D_a + (D - D_a) (1 - beta) / (1 - beta_p))) / (1 - beta), the chain's (a + c D_a) /
+        (1 - beta) without stalls.
 
         The arrivals: Poisson ones give 1 (the chain above). Renewal arrivals whose gaps have a squared
         coefficient of variation cv2 (gamma of shape b: 1 / b) give -> cv2 when a request lives many gaps (the
@@ -681,9 +695,12 @@ class _StepMix:
         chain's alone, and TPOT was 1-6 % short of the simulator's on dense models wherever long prompts stall
         the decodes (Llama-3.1-8B on an A100 at 3,000 / 300 and 2 requests/s: 28.18 ms, simulated 29.69; the
         simulator's decode batch swings 3.9x its mean, this chain 1.4x, z 3.5), 9-11 % on gpt-oss-120b on an
-        A100 (16.41 for 18.49 at 1.0 requests/s). Taking the chain's variance as the batch's (D (1 - beta) /
-        (1 - beta_p) as D, the stalls' amplification of the slope counted twice) overshot: gpt-oss-120b 1.09-
-        1.12x."""
+        A100 (16.41 for 18.49 at 1.0 requests/s); now 29.28 (simulated 29.47 after the relaxed warm-up,
+        steady_state.relaxed_warmup) and 18.85 (18.27). Tried: the whole peakedness as the swing, the stalls'
+        amplification of the slope counted twice, overshot gpt-oss-120b 1.09-1.12x; D (1 - beta) / (1 - beta_p)
+        for the whole swing was within 2 % but not the chain's D_a without stalls, and TPOT fell with the load
+        where a stall-free mean batch sat beside batches whose prompt steps stall (QA: Qwen2.5-0.5B at
+        3,000 / 300 on an H100, 33.91 -> 33.48 ms as y rose, three roots for one target)."""
         cv2 = self.arrival_cv2
         arrivals = 1.0 if cv2 == 1.0 else (1.0 + cv2 * batch) / (1.0 + batch)
         if stall <= 0.0:
@@ -708,19 +725,20 @@ class _StepMix:
         def f(y: float) -> float:  # positive at 0, negative past the root
             return rate * self.mean_step(y) - y
 
-        f_lo = f(0.0)
         if self._root is not None and math.isfinite(self._root[1]) and self._root[1] > 0.0:
             # a capacity search asks for rates close together: start from the last root scaled by the rate
-            # (y = rate E(y), E moving less than the rate), a bracket a few % wide (4-5 evaluations of E where
-            # the bracket from 0 took 7-8)
-            lo, hi, f_lo, f_hi = _bracket_near(f, self._root[1] * rate / self._root[0], 0.0, f_lo)
+            # (y = rate E(y), E moving less than the rate), a bracket a few % wide (QA, 2026-12-05: 9.8
+            # evaluations of E a steady state inside max_rate, counting settle's, where there were 12.7)
+            lo, hi, f_lo, f_hi = _bracket_near(f, self._root[1] * rate / self._root[0], 0.0, None)
         else:
-            lo, hi = 0.0, max(rate * self.mean_step(0.0) * 2, 1e-9)
+            lo, hi, f_lo = 0.0, max(rate * self.mean_step(0.0) * 2, 1e-9), f(0.0)
             f_hi = f(hi)
-            while f_hi > 0.0 and hi <= 1e9:
+            while f_hi > 0.0 and hi <= NO_STEADY_Y:
                 lo, f_lo, hi = hi, f_hi, hi * 4
                 f_hi = f(hi)
         y = math.inf if f_hi > 0.0 else _crossing(f, lo, hi, ROOT_TOLERANCE, f_lo, f_hi)[1]
+        if y >= NO_STEADY_Y:  # the same edge whichever bracket found it (QA: cold 4e9 and warm 1e9 had differed)
+            y = math.inf
         self._root = (rate, y)
         return y
 
@@ -752,12 +770,15 @@ class _StepMix:
         if first is None:
             return y
         h = 1e-4 * y
-        slope = (rate * self.mean_step(y + h) - y) / h  # rate E(y) = y at the root (to 1e-10 of y)
+        slope = (rate * self.mean_step(y + h) - y) / h  # rate E(y) = y at the root (to ROOT_TOLERANCE of y)
         if slope >= 1.0:
             return y
-        settled = y + (rate * first.mean() - y) / (1.0 - slope)
-        if not settled > 0.0:
-            return y
+        # the Newton step, at most SETTLE_MOVE of y: near saturation the slope nears 1 and the step grows
+        # without bound (QA: gpt-oss-20b at 8,000 / 300 on an A100 at 1.54 requests/s settled at y 0.0021 for a
+        # Poisson root of 0.094, steps whose prompt stalls took 95 % of the time, and a TPOT of 977 ms between
+        # rates of 77 and 89 ms: a pocket max_rate landed above); clamped, it stays continuous in the rate
+        move = (rate * first.mean() - y) / (1.0 - slope)
+        settled = y + max(min(move, SETTLE_MOVE * y), -SETTLE_MOVE * y)
         # the law stays the one at y (a step's arrivals move with it by the ~1 % the root moved); its steps
         # carry the decodes of the settled y: each state's step moves as the plain step does
         shift = self.step(self.decoding(settled), 0.0) - float(first.steps[0])
@@ -773,9 +794,13 @@ class _StepMix:
     def _y_at(self, step: Callable[[float], float], target_s: float) -> float:
         """The y at which `step` (increasing) reaches `target_s`, from near the last such y (a capacity search
         aims at targets close together)."""
+        if math.isnan(target_s):
+            raise ValueError("a target step must be a number")  # QA: NaN sent the bracket search round for ever
         f_floor = target_s - step(0.0)
         if f_floor <= 0.0:
             return 0.0
+        if math.isinf(target_s):
+            return math.inf
 
         def f(y: float) -> float:
             return target_s - step(y)
@@ -796,12 +821,14 @@ class _StepMix:
         return y
 
 
-def _bracket_near(f: Callable[[float], float], guess: float, floor: float, f_floor: float,
+def _bracket_near(f: Callable[[float], float], guess: float, floor: float, f_floor: float | None,
                   width: float = 0.02) -> tuple[float, float, float, float]:
     """(lo, hi, f(lo), f(hi)) with f(lo) >= 0 > f(hi) around the zero of a decreasing-through-zero f believed
     near `guess`: f at the guess, then steps away from it (the first `width` x guess) that double until f
-    changes sign, never below `floor` (whose f is `f_floor`, >= 0); f(hi) stays >= 0 where f is positive
-    past 1e9."""
+    changes sign, never below `floor` (whose f, >= 0, is `f_floor`, or evaluated when reached); f(hi) stays >= 0
+    where f is positive past NO_STEADY_Y."""
+    if not math.isfinite(guess) or guess <= floor:
+        guess = floor + 1.0
     f_guess = f(guess)
     step = max(guess * width, 1e-12)
     if f_guess >= 0.0:
@@ -809,16 +836,14 @@ def _bracket_near(f: Callable[[float], float], guess: float, floor: float, f_flo
         while True:
             hi = lo + step
             f_hi = f(hi)
-            if f_hi < 0.0:
-                return lo, hi, f_lo, f_hi
-            if hi > 1e9:
+            if f_hi < 0.0 or hi > NO_STEADY_Y:
                 return lo, hi, f_lo, f_hi
             lo, f_lo, step = hi, f_hi, step * 2
     hi, f_hi = guess, f_guess
     while True:
         lo = hi - step
         if lo <= floor:
-            return floor, hi, f_floor, f_hi
+            return floor, hi, f(floor) if f_floor is None else f_floor, f_hi
         f_lo = f(lo)
         if f_lo >= 0.0:
             return lo, hi, f_lo, f_hi
@@ -851,9 +876,12 @@ def _crossing(f: Callable[[float], float], lo: float, hi: float, rel_tol: float,
             return t, t
         # where the secant says the zero is within half the tolerance of t, probe that far past it: one
         # evaluation closes the bracket, where Illinois' halving of the stale end takes three or four (a solve
-        # asks for ~12,000 such zeros, most of a nearly straight f; 8.3 evaluations each until 2026-12-05)
-        probe = t - math.copysign(width / 2, value / slope)
-        if math.isfinite(slope) and abs(value / slope) < width / 4 and lo < probe < hi:
+        # asks for ~12,000 such zeros, most of a nearly straight f; 8.3 evaluations each until 2026-12-05). The
+        # tolerance is t's own, not the bracket's far end's (QA: from a bracket up to 3e9 a probe at 5e-2 closed
+        # a bracket 15 times the root wide)
+        near = rel_tol * abs(t)
+        probe = t - math.copysign(near / 2, value / slope)
+        if math.isfinite(slope) and abs(value / slope) < near / 4 and lo < probe < hi:
             beyond = float(f(probe))
             if (beyond <= 0) == (value > 0):
                 return (t, probe) if value > 0 else (probe, t)
@@ -1019,6 +1047,24 @@ def at_rate(r: Replica, rate: float, input_tokens: int, output_tokens: int,
     return LoadPoint(requests_per_second=rate, concurrency=concurrency, running=running, step_ms=t * 1e3,
                      tpot_ms=no_tpot_below_two(tpot * 1e3, output_tokens), ttft_ms=ttft * 1e3,
                      output_tokens_per_second=rate * output_tokens, stable=limit is None, limit=limit)
+
+
+def relaxation(r: Replica, input_tokens: float, output_tokens: float, rate: float) -> float:
+    """How many times slower than its requests' lifetime the decode population returns to its steady state after a
+    swing: 1 / (1 - beta) (_StepMix.decode_beta), inf where the decodes' mutual slowing has no steady state.
+
+    The mean-field population N = rate O T(N), T(N) = a + c N, answers a deficit at rate (1 - beta) / (O T):
+    each request that leaves lets the others' steps shorten, so the rest leave later. Llama-3.1-8B at 200 / 800
+    on an H100 at 17 requests/s: beta 0.87, lifetimes of 34 s, a relaxation of ~250 s (the simulator's TPOT
+    over 9,000 requests rose 34 -> 49 ms by sixths of the run, the steady state's 42.8)."""
+    if rate <= 0.0:
+        return 1.0
+    mix = _StepMix(r, max(int(round(input_tokens)), 1), max(int(round(output_tokens)), 1))
+    y = mix.y_at_rate(rate)
+    if not math.isfinite(y):
+        return math.inf
+    beta = mix.decode_beta(y, mix.mean_step(y))
+    return math.inf if beta >= 1.0 else 1.0 / (1.0 - beta)
 
 
 def place_held_s(prefill_s: float, output_tokens: int, tpot_s: float) -> float:

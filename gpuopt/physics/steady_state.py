@@ -18,9 +18,15 @@ same traffic:
   mean one. With one length this is rate x the end-to-end bound, capped at the engine's population, as
   before; a length mix used the mean lifetime and the mean request's tokens until 2026-12-03, so a chat mix
   of 80 % 300/80 and 20 % 8,500/1,500 tokens filled the KV cache only after the measured requests, and
-  Llama-3.1-8B on an H100 NVL was planned at 12.2 requests/s where it sustains 8.7;
+  Llama-3.1-8B on an H100 NVL was planned at 12.2 requests/s where it sustains 8.7. That lifetime fills a
+  population whose requests do not slow each other (M/G/infinity); each decoding sequence lengthens every
+  step, though, so the population returns to its steady state (1 - beta) times as fast (relaxed_warmup:
+  beta / (1 - beta) more lifetimes for each of RELAXATIONS relaxation times, at most MAX_RELAXED_WARMUP
+  requests; since 2026-12-05: long outputs near a loose TPOT target were measured on a population still
+  filling, 5-12 % above the rate they sustain);
 - measured: `measured` requests (400), summarised as `vllm bench serve` would summarise them alone;
-- tail: as many as the warm-up, so the last measured requests finish under the same load instead of a drain.
+- tail: one lifetime's worth (warmup_requests), so the last measured requests finish under the same load
+  instead of a drain.
 
 Each of the three segments arrives at exactly the rate tried (at_exact_rate: the Poisson gaps of a segment
 scaled so that its requests span count / rate seconds). Poisson draws put the measured requests' own rate
@@ -71,6 +77,7 @@ from gpuopt.physics.analytic_load import (
     held_kv_tokens,
     kv_places,
     max_rate,
+    relaxation,
     replica_held_tokens,
 )
 from gpuopt.physics.latency import Replica
@@ -92,6 +99,8 @@ LIFETIME_SAMPLE = 4096  # lengths drawn (fixed seed) to size the warm-up of a le
 KV_FLUCTUATION_SD = queueing.KV_SWING_SD  # of the in-flight KV the cache must hold (kv_fluctuation_fits)
 WINDOW_LIFETIMES = 10  # a window this many KV-holding lifetimes long has sampled the swings itself
 STEADY_SHARE = 0.95  # share of the steady KV population whose requests the warm-up lets reach steady state
+RELAXATIONS = 2.0  # relaxation times of the decode population the warm-up adds (relaxed_warmup)
+MAX_RELAXED_WARMUP = 20 * MEASURED  # warm-up requests at most where the population relaxes slowly
 UNSTABLE_SD = 2.0  # a backlog growing by this many sqrt(measured) requests over the window is unbounded
 VERIFY_FACTOR = 4  # the confirming window is this many times the measured one (steady_capacity)
 SEARCH_TOLERANCE = 0.04  # relative width of the final rate bracket (the model's own error is larger)
@@ -147,6 +156,31 @@ def warmup_requests(sched: SchedulerConfig, lengths: LengthDistribution, rate: f
     return max(0, min(math.ceil(sent), MAX_WARMUP))
 
 
+def relaxed_warmup(replica: Replica, lengths: LengthDistribution, rate: float, lifetime_warmup: int) -> int:
+    """The warm-up requests once the decode population's mutual slowing is counted: `lifetime_warmup`
+    (warmup_requests: one lifetime of the long-lived requests, which fills an M/G/infinity population) plus
+    RELAXATIONS relaxation times of the population past it, beta / (1 - beta) lifetimes each
+    (analytic_load.relaxation at the traffic's mean lengths); at most MAX_RELAXED_WARMUP.
+
+    Each sequence decoding lengthens every step (beta = rate (O - 1) x the step's slope in the batch), so the
+    population approaches its steady state at (1 - beta) / lifetime, not in one lifetime: near a loose TPOT
+    target beta is 0.8-0.9 and the approach takes 5-10 lifetimes. Until 2026-12-05 the warm-up was one
+    lifetime, and the measured window saw a population still filling: Llama-3.1-8B at 200 / 800 tokens on an
+    H100 at 18.2 requests/s met 500 ms / 60 ms in 400 and 1,600 requests (TTFT 115 / 127 ms, TPOT 38 / 43)
+    after 739 warm-up requests, where after 6,000 it misses (TTFT 5 s, 6,780 preemptions) and 20,000 requests
+    collapse (TTFT past 100 s); at 16.6 the steady state is reached and holds (TPOT 38.6 analytic, 37.6-41.8 by
+    quarters of 20,000 requests). The surrogate benchmark had read 18.22 requests/s as the simulated capacity
+    there, 5 % above the analytic 17.35, gpt-oss-20b's 23.97 against 21.28 (20,000 requests at 22.5: TTFT past
+    30 s)."""
+    ins, outs, weight = length_population(lengths)
+    share = weight / weight.sum()
+    factor = relaxation(replica, float(share @ ins), float(share @ outs), rate)
+    if not math.isfinite(factor):
+        return max(lifetime_warmup, MAX_RELAXED_WARMUP)
+    extra = RELAXATIONS * (factor - 1.0)  # beta / (1 - beta) lifetimes a relaxation
+    return max(lifetime_warmup, min(math.ceil(lifetime_warmup * (1.0 + extra)), MAX_RELAXED_WARMUP))
+
+
 def _cached_prefix(sched: SchedulerConfig, shared_prefix_tokens: int) -> int:
     """The prompt tokens every request shares and the prefix cache holds once (the simulator's `held`)."""
     return shared_prefix_tokens if sched.enable_prefix_caching else 0
@@ -161,9 +195,10 @@ def steady_run(replica: Replica, lengths: LengthDistribution, rate: float, ttft_
     that will confirm the verdict (kv_fluctuation_fits' `sampled`; None: this one decides). `burstiness`: the
     gamma shape of the inter-arrival times (`vllm bench serve --burstiness`; 1 is Poisson)."""
     sched = sched or SchedulerConfig.from_replica(replica)
-    warm = warmup_requests(sched, lengths, rate, ttft_slo_ms, tpot_slo_ms, shared_prefix_tokens)
+    tail = warmup_requests(sched, lengths, rate, ttft_slo_ms, tpot_slo_ms, shared_prefix_tokens)
+    warm = relaxed_warmup(replica, lengths, rate, tail)
     arrivals = PoissonArrivals(rate, burstiness)
-    reqs = at_exact_rate(segments(lengths, arrivals, (warm, measured, warm), seed, shared_prefix_tokens), rate,
+    reqs = at_exact_rate(segments(lengths, arrivals, (warm, measured, tail), seed, shared_prefix_tokens), rate,
                          (warm, warm + measured))
     whole = simulate(replica, reqs, sched=sched, seed=seed)
     window = whole.window(warm, warm + measured)
