@@ -1228,3 +1228,36 @@ def test_a_closed_loop_charges_its_prompts_the_step_share_and_an_open_loop_the_f
     assert mix.prompt_step_share_s(y) < mix.prompt_work_s(y)
     loop = analytic_load.at_concurrency(r, 16, 6000, 64)
     assert 1250 < loop.ttft_ms < 1450
+
+
+def test_tpot_stays_continuous_where_the_step_chain_wants_a_root_far_from_the_poissons():
+    """gpt-oss-20b (MXFP4) on an A100 at 8,000 / 300 tokens near saturation: settle's Newton step grows without
+    bound as the Poisson E's slope nears 1 (QA: y 0.0021 for a Poisson root of 0.094 at 1.54 requests/s, prompt
+    stalls 95 % of the time and TPOT 977 ms between 77 and 89 ms: max_rate landed above a pocket of misses).
+    The step is clamped to SETTLE_MOVE of y: TPOT rises smoothly with the rate."""
+    r = replica("openai/gpt-oss-20b", "A100-SXM-80GB", precision="mxfp4", async_scheduling=True)
+    rates = [1.45 + 0.005 * k for k in range(25)]
+    tpots = [analytic_load.at_rate(r, rate, 8000, 300).tpot_ms for rate in rates]
+    assert all(math.isfinite(t) for t in tpots)
+    assert all(b >= a for a, b in zip(tpots, tpots[1:], strict=False))
+    assert max(b / a for a, b in zip(tpots, tpots[1:], strict=False)) < 1.05
+    mix = analytic_load._StepMix(r, 8000, 300)
+    poisson = mix.y_at_rate(1.54)
+    assert mix.settle(1.54) >= (1 - analytic_load.SETTLE_MOVE) * poisson * (1 - 1e-12)
+
+
+def test_a_warm_root_from_far_away_is_the_cold_root():
+    """A mix whose last root sat at the edge of the steady states (y in the billions) asked for a modest rate: the
+    bracket falls back to 0 and the secant's probe closes it at the tolerance of the point it lands on, not of the
+    bracket's far end (QA: y 0.644 for a root of 0.0474, TPOT 23.6 ms for 9.6)."""
+    r = replica()
+    cold = analytic_load._StepMix(r, 1000, 250).y_at_rate(5.0)
+    warm = analytic_load._StepMix(r, 1000, 250)
+    warm._root = (46.4, 2.9e9)
+    assert warm.y_at_rate(5.0) == pytest.approx(cold, rel=10 * analytic_load.ROOT_TOLERANCE)
+    edge = analytic_load._StepMix(r, 1000, 250)
+    assert edge.y_at_rate(1e9) == math.inf  # past any steady state, cold or warm
+    edge._root = (45.97, 33.95)
+    assert edge.y_at_rate(1e9) == math.inf
+    with pytest.raises(ValueError):
+        analytic_load._StepMix(r, 1000, 250).y_at_request_step(math.nan)
