@@ -1453,9 +1453,9 @@ STALL_RAMP_DECODES = 128
 that decodes a few steps lives mostly in its decode window (decode_window: the prompts queued behind it when it
 starts), whose factor carries the stalls it meets. Measured (2026-12-05) on benchmarks/prompt_heavy.py and
 open_loop_latency.py, the only shapes it touches (the 90 workloads of surrogate_capacity.py decode >= 249
-steps): TPOT median |error| over 13 prompt-heavy shapes 1.2 % ramped over 16 decodes, 1.8 % over 64, 1.3 % over
+steps): TPOT median |error| over 13 prompt-heavy shapes 1.3 % ramped over 16 decodes, 1.8 % over 64, 1.2 % over
 128 (2.4 % before the stalls' swing), where 16 took 8,000 / 16 on an H100 to 16 % high (7.5 % before) and 64
-8,000 / 64 to 5.9 % (128: 0.2 %); an MoE model's 300 / 8 at 20 requests/s 1.09 / 1.03 / 1.02 (1.03 before)."""
+8,000 / 64 to 6.1 % (128: 0.3 %); an MoE model's 300 / 8 at 20 requests/s 1.10 / 1.04 / 1.03 (1.03 before)."""
 
 SHORT_OUTPUT = 16
 """Outputs of at most this many tokens decode mostly in the window after their prefill (decode_window), whose
