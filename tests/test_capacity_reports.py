@@ -400,10 +400,12 @@ def _capacity(tmp_path, name, charge, demand, kinds):
 
 
 def test_a_commitment_used_below_break_even_says_so_and_why(tmp_path):
-    """Only reserved-1y allowed, 2 quarters of 8 req/s on one g6e.xlarge: its 1-year term costs 1.17243 x 8,760 h
+    """Only reserved-1y allowed, 2 quarters of 7 req/s on one g6e.xlarge: its 1-year term costs 1.17243 x 8,760 h
     = 10,270.49 while the 2 x 2,190 = 4,380 h it runs would rent for 1.861 x 4,380 = 8,151.18 on demand (use
-    50%, break-even 1.17243 / 1.861 = 63%). Before: no word of it, and all_on_demand_cost/savings null."""
-    saved, plan = _capacity(tmp_path, "r", "full-term", "[8, 8]", "[reserved-1y]")
+    50%, break-even 1.17243 / 1.861 = 63%). Before: no word of it, and all_on_demand_cost/savings null. (8 req/s
+    until 2026-12-05, when one replica's 10.02 requests/s at the 0.8 headroom, 0.2 % above the 10 it needed, fell
+    to 9.97 with the decode batch's wider swing and a second instance came in.)"""
+    saved, plan = _capacity(tmp_path, "r", "full-term", "[7, 7]", "[reserved-1y]")
     (span,) = plan["commitments"]
     assert (span["utilisation"], span["break_even_utilisation"]) == (0.5, 0.63)
     assert span["note"] == (

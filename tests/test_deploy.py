@@ -1035,7 +1035,7 @@ def test_an_overlay_sku_that_no_target_can_carry_is_one_error_per_deployment(pla
     deployment naming it and the SKU (k8s and skypilot); nothing on stdout. A RunPod SKU is SkyPilot's own
     name from the GPU, so only the AWS one is checked there."""
     plan = _plan(plans["two"])
-    assert [d.workload for d in plan.deployments] == ["chat", "chat", "code", "code"]
+    assert [d.workload for d in plan.deployments] == ["chat", "chat", "code"]
     kept = [plan.deployments[i].model_copy(update={"sku": QA_SKU}) for i in (0, 2)]
     offerings = {(d.provider, d.service, d.region, d.price_kind, plan.deployments[i].sku)
                  for i, d in zip((0, 2), kept, strict=True)}

@@ -318,7 +318,7 @@ horizon: {periods: 4, period: quarter, start: 2027Q1}
 workloads:
   - name: assistant
     model: meta-llama/Llama-3.1-8B-Instruct
-    demand: {requests_per_second: [16, 16, 16, 2]}
+    demand: {requests_per_second: [15, 15, 15, 2]}
     input_tokens: 1000
     output_tokens: 250
     max_model_len: 8192
@@ -329,7 +329,8 @@ workloads:
 
 def test_an_idle_reservation_in_a_plan_passes_the_validator_as_unused(tmp_path, monkeypatch):
     """2 g6e.xlarge reserved-1y at 1.17243/h for 2027; Q4's demand of 2 req/s runs 1 replica: October is
-    744 h Used + 744 h Unused, each 1.17243 x 744 = 872.2879, the Purchase row's 1,744.5758 together."""
+    744 h Used + 744 h Unused, each 1.17243 x 744 = 872.2879, the Purchase row's 1,744.5758 together. (15 req/s in
+    Q1-Q3: 16 until 2026-12-05 needed 20.0 of two replicas' 20.04 at the 0.8 headroom, and 19.97 since.)"""
     path, out = tmp_path / "u.yaml", tmp_path / "focus.csv"
     path.write_text(UNDERUSED)
     assert run("plan", path, "--format", "focus", "-o", out).exit_code == 0
@@ -345,7 +346,7 @@ def test_every_row_costs_its_contracted_unit_price_times_its_quantity(tmp_path):
     Unused row gave the rounding remainder to ContractedCost too: 1,744.5759 beside 1.17243 x 1,488 h =
     1,744.5758 (and above its ListCost). Only EffectiveCost takes it."""
     path, out = tmp_path / "r.yaml", tmp_path / "focus.csv"
-    path.write_text(UNDERUSED.replace("[16, 16, 16, 2]", "[20, 2, 2, 2]").replace(
+    path.write_text(UNDERUSED.replace("[15, 15, 15, 2]", "[20, 2, 2, 2]").replace(
         "[on-demand, reserved-1y, reserved-3y]", "[reserved-1y]"))
     assert run("plan", path, "--format", "focus", "-o", out).exit_code == 0
     rows = [r for r in rows_of(out.read_text()) if r["ContractedUnitPrice"] and r["PricingQuantity"]]
