@@ -567,10 +567,9 @@ class _StepMix:
         (T(b) + c / (1 - beta) where T is affine: the mean step plus the swing). The prompt stalls widen that
         swing (a prompt step stalls every decode at once: dispersion, 2026-12-05), so a request meets
         TPOT = (a + c (D_a + (D - D_a) (1 - beta) / (1 - beta_p))) / (1 - beta), the secant over b -+ sqrt(D b)
-        (dispersion). Summing the
-        chain itself over T(j) at 24 batches agreed within 0.1 % on dense models and was 0-5 % lower on MoE
-        ones, whose step is concave in the batch (the experts touched saturate), but made `solve` 4x slower;
-        the secant stays.
+        (dispersion). Summing the chain itself over T(j) at 24 batches agreed within 0.1 % on dense models and
+        was 0-5 % lower on MoE ones, whose step is concave in the batch (the experts touched saturate), but made
+        `solve` 4x slower; the secant stays.
 
         Against 3,000 simulated Poisson requests at the same rate (dense Llama-3.x, Qwen3-32B FP8 on H100 /
         L40S; gpt-oss-20b / -120b, Qwen3-30B-A3B on H100 / A100 / A40) the mean step was 0.1-1.5 % fast on the
@@ -578,9 +577,9 @@ class _StepMix:
         requests/s: 8.06 ms, simulated 13.37: a lone sequence's step is 12 ms, the empty engine's 4); this was
         0.0-0.8 % fast on the dense ones and 2.5 % slow to 11 % fast on the MoE ones (gpt-oss-120b on an A100
         at 3,000/300: its long prompt steps stall every decode at once, a swing T(j) smears) before the stalls'
-        swing; with it (benchmarks/open_loop_latency.py, 41 points) TPOT is within a median 1.4 % (2.8 % before),
-        dense models with long prompts 0.2-1.7 % fast, gpt-oss-120b on an A100 1.8 % fast to 1.2 % slow
-        (5-11 % fast before), Qwen3-30B-A3B FP8 on an A40 at 0.25 requests/s 7.7 % slow (4.6 % before)."""
+        swing; with it (benchmarks/open_loop_latency.py, 41 points) TPOT is within a median 1.3 % (2.8 % before),
+        dense models with long prompts 0.1-1.7 % fast, gpt-oss-120b on an A100 0.8-3.2 % slow (8-11 % fast
+        before), Qwen3-30B-A3B FP8 on an A40 at 0.25 requests/s 8.2 % slow (4.6 % before)."""
         q, plain, prompt = self.steps(y)
         mean = self._mean(q, plain, prompt)  # mean_step(y), without evaluating the steps again
         if y <= 0.0 or mean <= 0.0:
