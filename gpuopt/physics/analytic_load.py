@@ -589,8 +589,8 @@ class _StepMix:
         gap = prompt - self.step(self.decoding(y), x1) if q > 0 else 0.0  # Jensen's gap at the mean batch (prompt_step)
 
         def t(j: float, p_j: float) -> float:  # the mean step with j decoding (p_j without prompts), prompts included
-            stall = 1.0 - prompts_per_s * (self.step(j, x1) + gap - p_j) if q > 0 else 1.0
-            return p_j / stall if stall > 0 else math.inf
+            unstalled = 1.0 - prompts_per_s * (self.step(j, x1) + gap - p_j) if q > 0 else 1.0
+            return p_j / unstalled if unstalled > 0 else math.inf
 
         b = self.decoding(y)
         stall = self._stall_share(q, plain, prompt, mean)
@@ -730,7 +730,8 @@ class _StepMix:
             # evaluations of E a steady state inside max_rate, counting settle's, where there were 12.7)
             lo, hi, f_lo, f_hi = _bracket_near(f, self._root[1] * rate / self._root[0], 0.0, None)
         else:
-            lo, hi, f_lo = 0.0, max(rate * self.mean_step(0.0) * 2, 1e-9), f(0.0)
+            lo, f_lo = 0.0, f(0.0)  # rate E(0)
+            hi = max(2 * f_lo, 1e-9)
             f_hi = f(hi)
             while f_hi > 0.0 and hi <= NO_STEADY_Y:
                 lo, f_lo, hi = hi, f_hi, hi * 4
@@ -811,7 +812,7 @@ class _StepMix:
             if f_one < 0.0:
                 lo, hi, f_lo, f_hi = 0.0, 1.0, f_floor, f_one
             else:
-                guess = min(f_floor / max(f_floor - f_one, 1e-300), 1e9)
+                guess = min(f_floor / max(f_floor - f_one, 1e-300), NO_STEADY_Y)
                 lo, hi, f_lo, f_hi = _bracket_near(f, guess, 1.0, f_one, 0.1)
         if f_hi >= 0.0:
             return math.inf
