@@ -438,3 +438,46 @@ def test_a_spot_offering_the_plan_chooses_is_said_to_be_reclaimable(tmp_path):
     assert d["price_kind"] == "spot"
     assert (f"{d['provider']} {d['sku']} ({d['region']}) spot: the provider can reclaim it at short notice; a service "
             "on it needs capacity to fail over to (or list spot only for interruptible work)") in plan["warnings"]
+
+
+def test_a_deployment_whose_batch_settles_slowly_says_how_to_benchmark_it(tmp_path):
+    """At its planned load a replica holding hundreds of long-output requests takes ~1,000 requests to fill and
+    settle, so `vllm bench serve`'s default 1,000 prompts from an idle server read its TPOT 10-15 % light (the
+    simulator agrees: benchmarks/bench_warmup.py). The plan says how many prompts a run needs; deployments whose
+    default run is within 5 % say nothing."""
+    from gpuopt.physics.bench_run import BenchFluid, LengthClass
+
+    (tmp_path / "w.yaml").write_text(
+        "schema_version: 1\nproviders: [aws]\nworkloads:\n  - name: longout\n"
+        "    model: meta-llama/Llama-3.1-8B-Instruct\n    requests_per_second: 40\n"
+        "    input_tokens: 200\n    output_tokens: 800\n    max_model_len: 8192\n"
+        "    slo: {ttft_ms: 2000, tpot_ms: 40}\n")
+    plan = json.loads(run("solve", tmp_path / "w.yaml", "--json").stdout)
+    notes = [w for w in plan["warnings"] if "`vllm bench serve` starts from an idle server" in w]
+    rates = {(d["provider"], d["sku"]): d["predicted"]["planned_requests_per_second_per_replica"]
+             for d in plan["deployments"]}
+    assert len(rates) == 2 and len(notes) == 1  # the larger replica's batch; the smaller ones' runs are within 5 %
+    busy = max(rates, key=lambda k: rates[k])
+    rate = rates[busy]
+    note = notes[0]
+    assert note.startswith(f"workload longout on {busy[0]} {busy[1]}: ")
+    prompts = int(note.split("benchmark one replica with at least ")[1].split(" prompts")[0].replace(",", ""))
+    skip = int(note.split("takes about ")[1].split(" requests")[0].replace(",", ""))
+    light = int(note.split("read a mean TPOT about ")[1].split("%")[0])
+    assert f"`--request-rate {rate:.3g} --num-prompts {prompts}`" in note
+    assert 5 <= light <= 20 and 300 < skip < prompts / 4
+    # the recommended run is within 2 % of the steady state, the default one `light` % below it
+    from gpuopt.hardware import get_gpu
+    from gpuopt.physics import latency
+    from gpuopt.physics.architecture import get_model
+    from gpuopt.physics.memory import estimate
+    from gpuopt.physics.serving_config import ServingConfig
+
+    d = next(d for d in plan["deployments"] if (d["provider"], d["sku"]) == busy)
+    arch, gpu = get_model(d["model"]), get_gpu(d["gpu"])
+    mem = estimate(arch, gpu, ServingConfig(precision=d["weight_precision"], kv_cache_dtype=d["kv_cache_dtype"],
+                                            max_model_len=8192, tensor_parallel=d["tensor_parallel"]))
+    fluid = BenchFluid(latency.build_replica(arch, gpu, mem, None), [LengthClass(200, 800, 1.0)], rate)
+    default, enough = fluid.run(1000), fluid.run(prompts)
+    assert default is not None and enough is not None
+    assert round((1 - default.ratio) * 100) == light and enough.ratio >= 0.98

@@ -20,6 +20,7 @@ from gpuopt.physics.architecture import ModelArchitecture
 from gpuopt.physics.latency_factors import borrowed_notes
 from gpuopt.physics.resolution import offline_description
 from gpuopt.physics.vllm_profile import get_profile
+from gpuopt.planner.bench_advice import bench_notes
 from gpuopt.planner.candidates import (
     POLICY_REJECTIONS,
     CandidateResult,
@@ -124,6 +125,7 @@ def plan_workloads(wf: WorkloadFile, catalog: Catalog, opts: SolveOptions) -> tu
                                            for d in deployments) if note not in warnings]
     warnings += routing_notes(deployments)
     warnings += convoy_notes(wf.workloads)
+    warnings += bench_notes(solution, archs) if solution.status == "optimal" else []
     warnings += tail_past_context_notes(wf.workloads, archs)
     warnings += unchecked_context_notes(wf.workloads, archs)
     plan = Plan(
