@@ -460,7 +460,7 @@ def test_a_deployment_whose_batch_settles_slowly_says_how_to_benchmark_it(tmp_pa
     busy = max(rates, key=lambda k: rates[k])
     rate = rates[busy]
     note = notes[0]
-    assert note.startswith(f"workload longout on {busy[0]} {busy[1]}: ")
+    assert note.startswith(f"workload longout on {busy[0]} {busy[1]} (")
     prompts = int(note.split("benchmark one replica with at least ")[1].split(" prompts")[0].replace(",", ""))
     skip = int(note.split("takes about ")[1].split(" requests")[0].replace(",", ""))
     light = int(note.split("read a mean TPOT about ")[1].split("%")[0])

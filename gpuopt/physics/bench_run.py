@@ -9,8 +9,9 @@ filling, the last ones beside one draining, and both read a shorter TPOT than th
 filling lasts is the population's relaxation time, not one lifetime: each sequence decoding lengthens every step
 (the step reads its KV), so the population approaches its steady state at (1 - beta) / lifetime
 (analytic_load.relaxation; near a loose TPOT target beta is 0.6-0.9). A run of the default 1,000 prompts of
-Llama-3.1-8B at 200 / 800 tokens on an H100 at 13.5 requests/s (80 % of its capacity) reads a mean TPOT of
-18.3 ms in the simulator where 30,000 prompts read 22.0 and the steady state is 21.8 (benchmarks/bench_warmup.py).
+Llama-3.1-8B at 200 / 800 tokens on an H100 at 13.5 requests/s (77 % of its capacity) reads a mean TPOT of
+18.3 ms in `gpuopt simulate` where 30,000 prompts read 22.0 and the steady state is 21.8 (at 14 requests/s,
+benchmarks/bench_warmup.py: 0.840 of the steady state in the simulator, 0.847 in the fluid).
 
 The run is followed here as a fluid: requests arrive evenly at the run's rate, in classes of prompt and output
 length (the traffic's, grouped by output length), and every request in flight advances one token a step, so all
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from gpuopt.physics.analytic_load import replica_held_tokens
 from gpuopt.physics.latency import Replica, combined_step_s, step_parts_s
 
 STEPS_PER_LIFE = 50  # time steps of the fluid per mean request lifetime (figures move < 0.5 % from 50 to 400)
@@ -41,6 +43,7 @@ MAX_CLASSES = 16  # length classes of a mix (equal shares of requests, by output
 SETTLED = 0.03  # a request has settled when its TPOT is within 3 % of the steady state's
 PROBE_LIVES = 40  # the long run that measures the whole fill and drain lasts this many mean lifetimes at least
 MAX_STEADY_FACTOR = 1e3  # no steady state when the step would exceed this many times the idle one
+MAX_GRID = 20_000  # time steps of one run at most: coarser than STEPS_PER_LIFE for runs of many lifetimes
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,7 @@ class BenchFluid:
         self.mean_out = float(self.share @ self.outs)
         self.budget = float(r.config.max_num_batched_tokens)
         self.context = float((self.share * self.outs) @ (self.ins + self.outs / 2) / (self.share @ self.outs))
-        self.steady = self._steady()
+        self.steady = self._steady() if rate > 0 else None
 
     def _prompts(self, t_step: float) -> float:
         return min(self.rate * self.mean_in * t_step, self.budget)
@@ -130,12 +133,26 @@ class BenchFluid:
         the prompts of t) less t: positive below the steady step, negative above."""
         return _step(self.r, self.rate * self.mean_out * t, self.context, self._prompts(t), self.mean_in / 2) - t
 
+    def holds(self) -> bool:
+        """Whether the replica holds the fluid's steady population: what its classes hold on average (in the
+        cache's units: analytic_load.replica_held_tokens) within the KV cache, their number within max_num_seqs.
+        Past either, vLLM queues the rest and the fluid, which runs them all, reads a step the replica never takes
+        (review: a 1 % tail of 30,000-token outputs held 2.24 M tokens in a 1.25 M cache)."""
+        if self.steady is None:
+            return False
+        running = self.rate * self.share * self.outs * self.steady
+        held = sum(n * replica_held_tokens(self.r, i, o)
+                   for n, i, o in zip(running, self.ins, self.outs, strict=True))
+        return held <= self.r.kv_capacity_tokens and float(running.sum()) <= self.r.config.max_num_seqs
+
     def deficit_bound(self) -> float:
         """An upper bound on a run's deficit (requests x their relative shortfall) in its fill and drain, cheap:
-        the population in flight N times (2 + the relaxation time in lifetimes). The fill lasts a lifetime plus
-        the relaxation's exponential tail (whose integral is one relaxation time), the drain one lifetime, and no
-        request reads more than all of the steady step light. The relaxation is 1 / (1 - s), s the slope of the
-        steady step in itself (each sequence and prompt token a step adds lengthens the step)."""
+        the rate x the longest class's lifetime x (2 + the relaxation time in lifetimes). The fill lasts the
+        longest lifetime plus the relaxation's exponential tail (whose integral is one relaxation time), the drain
+        one longest lifetime, and no request reads more than all of the steady step light. The relaxation is
+        1 / (1 - s), s the slope of the steady step in itself (each sequence and prompt token a step adds
+        lengthens the step). The mean lifetime in place of the longest (until the review) let a mix with a rare
+        long tail read 15 % light where the bound said 2.5 %."""
         steady = self.steady
         if steady is None:
             return math.inf
@@ -143,7 +160,7 @@ class BenchFluid:
         slope = 1 + (self._excess(steady + h) - self._excess(steady - h)) / (2 * h)
         if slope >= 1:
             return math.inf
-        return self.rate * self.mean_out * steady * (2 + 1 / (1 - slope))
+        return self.rate * float(self.outs.max()) * steady * (2 + 1 / (1 - slope))
 
     def probe_prompts(self, prompts: int) -> int:
         """A run long enough to hold the whole fill and drain: PROBE_LIVES lifetimes of the mean request, plus as
@@ -158,10 +175,14 @@ class BenchFluid:
         if steady is None:
             return None
         rate, ins, outs, share = self.rate, self.ins, self.outs, self.share
-        dt = steady * self.mean_out / STEPS_PER_LIFE
+        counted = share * (outs > 1)  # `vllm bench serve` leaves one-token outputs out of its TPOT
+        if not counted.any():
+            return None
         sending = prompts / rate  # the last request is sent then
         longest = float(outs.max())
-        cap = int(math.ceil((sending + 4 * longest * steady) / dt)) + 2
+        span = sending + 4 * longest * steady
+        dt = max(steady * self.mean_out / STEPS_PER_LIFE, span / MAX_GRID)
+        cap = int(math.ceil(span / dt)) + 2
         times = np.arange(cap + 1) * dt
         phi = np.zeros(cap + 1)  # the step clock: tokens a request in flight has made since t = 0
         area = np.zeros(cap + 1)  # the integral of phi over [0, t]
@@ -192,9 +213,6 @@ class BenchFluid:
         left = np.interp(np.add.outer(np.interp(sent, times[:j + 1], phi[:j + 1]), outs), phi[:j + 1],
                          times[:j + 1])
         tpot = (left - sent[:, None]) / outs  # seconds per token, by arrival instant and class
-        counted = share * (outs > 1)  # `vllm bench serve` leaves one-token outputs out of its TPOT
-        if not counted.any():
-            return None
         per_instant = tpot @ counted / counted.sum()
         light = per_instant < (1 - SETTLED) * steady
         # the fill: the instants before the first settled one; the drain: the light instants at the end
