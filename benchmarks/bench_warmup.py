@@ -28,9 +28,6 @@ import os
 import statistics
 import time
 
-import numpy as np
-from numpy.typing import NDArray
-
 from gpuopt.hardware import get_gpu
 from gpuopt.inputs.workload import Lengths, Slo, Workload
 from gpuopt.physics import latency
@@ -38,7 +35,7 @@ from gpuopt.physics.architecture import get_model
 from gpuopt.physics.bench_run import bench_runs, length_classes, prompts_within
 from gpuopt.physics.memory import estimate
 from gpuopt.physics.serving_config import ServingConfig
-from gpuopt.physics.simulator import SimResult, simulate
+from gpuopt.physics.simulator import simulate
 from gpuopt.physics.steady_state import length_population
 from gpuopt.physics.traffic import PoissonArrivals, make_requests
 from gpuopt.planner.mix import capacity_point
@@ -61,14 +58,6 @@ CASES: tuple[tuple[str, str, str, str, int, int, bool], ...] = (
     ("meta-llama/Llama-3.1-8B-Instruct", "bf16", "auto", "H100-SXM-80GB", 300, 600, True),
     ("meta-llama/Llama-3.1-8B-Instruct", "bf16", "auto", "H100-SXM-80GB", 1000, 250, False),
 )
-
-
-def tpots(res: SimResult) -> NDArray[np.float64]:
-    """Per request in sending order, `vllm bench serve`'s TPOT: (latency - TTFT) / (output - 1), one-token outputs
-    left out."""
-    out = res.output_tokens.astype(float)
-    keep = out > 1
-    return np.asarray((res.e2el_s - res.ttft_s)[keep] / (out[keep] - 1), dtype=float)
 
 
 def main() -> None:
@@ -98,15 +87,15 @@ def main() -> None:
             continue
         short, probe = runs
         long_run = simulate(r, make_requests(lengths, PoissonArrivals(rate), LONG, 0))
-        steady = float(tpots(long_run)[TRIM:-TRIM].mean())
+        steady = float(long_run.tpot_s[TRIM:-TRIM].mean())
         steady_ttft = float(long_run.ttft_s[TRIM:-TRIM].mean())
         sim1, sim3, after, ttft1 = [], [], [], []
         for seed in SEEDS:
             run1 = simulate(r, make_requests(lengths, PoissonArrivals(rate), 1000, seed))
-            tp1 = tpots(run1)
+            tp1 = run1.tpot_s
             sim1.append(float(tp1.mean()) / steady)
             ttft1.append(float(run1.ttft_s.mean()) / steady_ttft)
-            tp3 = tpots(simulate(r, make_requests(lengths, PoissonArrivals(rate), 3000, seed)))
+            tp3 = simulate(r, make_requests(lengths, PoissonArrivals(rate), 3000, seed)).tpot_s
             sim3.append(float(tp3.mean()) / steady)
             after.append(float(tp3[probe.settled_after:len(tp3) - probe.light_at_end].mean()) / steady)
         s1, s3 = statistics.mean(sim1), statistics.mean(sim3)

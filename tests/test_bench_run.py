@@ -27,7 +27,7 @@ def _replica(model: str = "meta-llama/Llama-3.1-8B-Instruct", gpu: str = "H100-S
 def linear_step(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
     """A step of a + c x running sequences, whatever the context and prompts: the textbook mean-field population."""
     law = {"a": 0.010, "c": 1e-4}
-    monkeypatch.setattr(bench_run, "_step", lambda r, n, ctx, x, px: law["a"] + law["c"] * n)
+    monkeypatch.setattr(bench_run, "step_time_s", lambda r, n, ctx, x, px: law["a"] + law["c"] * n)
     return law
 
 
@@ -46,7 +46,7 @@ def test_past_capacity_there_is_no_steady_state(linear_step: dict[str, float]) -
 
 def test_a_step_the_batch_does_not_lengthen_reads_the_steady_state_from_the_first_request(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bench_run, "_step", lambda r, n, ctx, x, px: 0.02)
+    monkeypatch.setattr(bench_run, "step_time_s", lambda r, n, ctx, x, px: 0.02)
     run = BenchFluid(_replica(), [LengthClass(500, 300, 1.0)], 5.0).run(1000)
     assert run is not None
     assert run.mean_tpot_s == pytest.approx(0.02, rel=1e-6) and run.ratio == pytest.approx(1.0, rel=1e-6)
@@ -70,7 +70,7 @@ def test_a_run_reads_light_and_less_so_the_longer_it_is(c: float, load: float, o
     mean_out = sum(k.share * k.output_tokens for k in classes)
     rate = load / (c * mean_out)  # c rate O = load < 1
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(bench_run, "_step", lambda r, n, ctx, x, px: a + c * n)
+        mp.setattr(bench_run, "step_time_s", lambda r, n, ctx, x, px: a + c * n)
         fluid = BenchFluid(_replica(), classes, rate)
         short, longer = fluid.run(1000), fluid.run(3000)
         probe = fluid.run(fluid.probe_prompts(1000))

@@ -16,7 +16,7 @@ benchmarks/bench_warmup.py: 0.840 of the steady state in the simulator, 0.847 in
 The run is followed here as a fluid: requests arrive evenly at the run's rate, in classes of prompt and output
 length (the traffic's, grouped by output length), and every request in flight advances one token a step, so all
 share one step clock phi(t) = integral of dt / T(t), and a request of O tokens that arrives at s leaves when
-phi has grown by O. The step T(t) is the replica's (latency.step_parts_s) at the population and mean context in
+phi has grown by O. The step T(t) is the replica's (latency.step_time_s) at the population and mean context in
 flight then, with the prompt tokens spread evenly over the steps while requests arrive. Each request's TPOT is its
 lifetime over its tokens. The fluid has no swings, so its steady state is the mean-field one (N = rate O T), and
 its transient the mean-field relaxation. Against the simulator's runs from an idle replica (8 replicas and shapes
@@ -36,7 +36,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpuopt.physics.analytic_load import replica_held_tokens
-from gpuopt.physics.latency import Replica, combined_step_s, step_parts_s
+from gpuopt.physics.latency import Replica, step_time_s
 
 STEPS_PER_LIFE = 50  # time steps of the fluid per mean request lifetime (figures move < 0.5 % from 50 to 400)
 MAX_CLASSES = 16  # length classes of a mix (equal shares of requests, by output length)
@@ -87,11 +87,6 @@ def length_classes(ins: NDArray[np.float64], outs: NDArray[np.float64], weight: 
     return out
 
 
-def _step(r: Replica, running: float, context: float, prompt_tokens: float, prompt_context: float) -> float:
-    return combined_step_s(r, *step_parts_s(r, running, context, prompt_tokens, prompt_context), running,
-                           r.async_scheduling)
-
-
 class BenchFluid:
     """The fluid run of one replica's traffic at one rate (see the module docstring); `steady` is None past the
     replica's capacity."""
@@ -115,7 +110,7 @@ class BenchFluid:
         """The step T with T = step(rate O T running, their mean context, the prompts of T): None past the
         replica's capacity (the step grows without bound)."""
         excess = self._excess
-        lo = _step(self.r, 0.0, self.context, 0.0, self.mean_in / 2)
+        lo = step_time_s(self.r, 0.0, self.context, 0.0, self.mean_in / 2)
         hi = 2 * lo
         while excess(hi) > 0:
             hi *= 2
@@ -131,7 +126,8 @@ class BenchFluid:
     def _excess(self, t: float) -> float:
         """The steady state's step at a step of t (its population rate O t at their time-weighted mean context,
         the prompts of t) less t: positive below the steady step, negative above."""
-        return _step(self.r, self.rate * self.mean_out * t, self.context, self._prompts(t), self.mean_in / 2) - t
+        running = self.rate * self.mean_out * t
+        return step_time_s(self.r, running, self.context, self._prompts(t), self.mean_in / 2) - t
 
     def holds(self) -> bool:
         """Whether the replica holds the fluid's steady population: what its classes hold on average (in the
@@ -186,7 +182,7 @@ class BenchFluid:
         times = np.arange(cap + 1) * dt
         phi = np.zeros(cap + 1)  # the step clock: tokens a request in flight has made since t = 0
         area = np.zeros(cap + 1)  # the integral of phi over [0, t]
-        t_step = _step(self.r, 0.0, self.mean_in, 0.0, self.mean_in / 2)
+        t_step = step_time_s(self.r, 0.0, self.mean_in, 0.0, self.mean_in / 2)
         j = 0
         while True:
             t = times[j]
@@ -202,7 +198,8 @@ class BenchFluid:
             held = rate * share * np.where(span > 0, (ins + phi[j]) * span - (area_end - area_born), 0.0)
             n = float(running.sum())
             context = float(held.sum()) / n if n > 0 else self.mean_in
-            t_step = _step(self.r, n, context, self._prompts(t_step) if t < sending else 0.0, self.mean_in / 2)
+            prompts_now = self._prompts(t_step) if t < sending else 0.0
+            t_step = step_time_s(self.r, n, context, prompts_now, self.mean_in / 2)
             if j + 1 > cap:  # cannot happen while the steps stay below the steady one; a guard for the arrays
                 break
             phi[j + 1] = phi[j] + dt / t_step

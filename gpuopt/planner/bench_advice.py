@@ -10,7 +10,6 @@ the plan says how many prompts a run needs, and which of its requests to judge.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Mapping
 
 from gpuopt.inputs.workload import Workload
@@ -58,9 +57,7 @@ def bench_notes(solution: Solution, archs: Mapping[str, ModelArchitecture]) -> l
     max_num_seqs (BenchFluid.holds) and its steady TPOT is within AGREE of the plan's at the planned load (the
     review found a mix with a 1 % tail of 30,000-token outputs whose fluid TPOT was 132 ms beside the plan's
     25.8, and advised 3.7 million prompts)."""
-    carried: dict[str, float] = defaultdict(float)
-    for a in solution.assignments:
-        carried[a.candidate.workload.name] += a.candidate.capacity * a.replicas
+    carried = solution.carried()
     notes: list[str] = []
     seen: set[tuple[str, ...]] = set()
     for a in solution.assignments:

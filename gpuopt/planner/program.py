@@ -94,6 +94,14 @@ class Solution:
     binding: str | None  # for infeasible: which constraint family stopped it
     proven_optimal: bool = True  # False when the solver stopped at its time limit with a feasible plan
 
+    def carried(self) -> dict[str, float]:
+        """Each workload's capacity over its planned replicas (in its demand unit, before headroom): traffic is
+        spread in proportion to capacity, so a replica's planned load is its capacity x demand / this."""
+        out: dict[str, float] = defaultdict(float)
+        for a in self.assignments:
+            out[a.candidate.workload.name] += a.candidate.capacity * a.replicas
+        return out
+
 
 def _quota_matches(q: Quota, c: CandidateResult) -> bool:
     o = c.offering

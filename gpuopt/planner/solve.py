@@ -185,9 +185,7 @@ def _deployments(per_workload: list[WorkloadCandidates], solution: Solution, cat
     out = []
     exact: list[float] = []  # each deployment's cost per hour before rounding (_apportioned)
     lens = {wc.workload.name: wc for wc in per_workload}
-    total_capacity: dict[str, float] = defaultdict(float)
-    for a in solution.assignments:
-        total_capacity[a.candidate.workload.name] += a.candidate.capacity * a.replicas
+    total_capacity = solution.carried()
     for a in solution.assignments:
         c = a.candidate
         o = c.offering
@@ -385,9 +383,7 @@ def _describe(solution: Solution) -> list[str]:
 def _worst_at_planned_load(solution: Solution, archs: dict[str, ModelArchitecture]) -> tuple[float, float] | None:
     """(worst TTFT, worst TPOT) over a solution's deployments at the load it plans for each (not at capacity,
     where every TPOT-bound deployment shows the target itself)."""
-    carried: dict[str, float] = defaultdict(float)
-    for a in solution.assignments:
-        carried[a.candidate.workload.name] += a.candidate.capacity * a.replicas
+    carried = solution.carried()
     points = [planned_latency(a.candidate, archs[a.candidate.workload.name],
                               a.candidate.workload.demand / max(carried[a.candidate.workload.name], 1e-9))
               for a in solution.assignments if a.candidate.evaluation.point is not None]
